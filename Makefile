@@ -1,0 +1,38 @@
+# The dev entry points. README's two commands are `make demo` and `make test`; .ci/run calls `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: demo test lint typecheck unit backends bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -U pip
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/loopobs demo
+
+# Real backends for the end-to-end tests: Prometheus (Debian) and Phoenix (own venv).
+backends:
+	bash scripts/install-backends.sh
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+
+typecheck: $(STAMP)
+	$(PY) -m mypy
+
+unit: $(STAMP)
+	$(PY) -m pytest
+
+test: $(STAMP) backends lint typecheck
+	. scripts/backends.env && $(PY) -m pytest
+
+bench: $(STAMP)
+	$(PY) bench/run_all.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis

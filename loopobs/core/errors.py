@@ -1,0 +1,382 @@
+"""The loopobs exception tree.
+
+Every error the loop, its tools and its model clients raise or report is a
+:class:`LoopError`, so callers can catch one type, and observers receive the
+same objects in ``StreamFailureContext.error``, ``TurnEndContext.error`` and
+``RunEndContext.error``::
+
+    LoopError
+    ├── ModelError                  a model call failed (``retryable`` says if another try may help)
+    │   ├── RateLimited             HTTP 429 / overloaded; retryable, optional ``retry_after`` (s)
+    │   ├── StreamError             a broken or malformed stream
+    │   └── FallbackExhausted       every model of the fallback chain failed
+    ├── ToolError                   a tool call could not produce an output (``tool`` names it)
+    │   ├── ToolNotFound            the model asked for a tool that is not registered
+    │   ├── InvalidToolInput        the arguments failed the tool's schema
+    │   ├── ToolExecutionError      the tool raised
+    │   └── ToolTimeout             the tool ran past its timeout
+    ├── ContextExceeded             the conversation cannot be brought under the context window
+    ├── MaxTurnsExceeded            the run used its turn budget
+    ├── LoopDetected                a detector stopped a runaway loop or converged answers
+    ├── Cancelled                   the run was cancelled
+    ├── SessionBusy                 a second run was started on a session that is running
+    └── ResumeError                 a parked run cannot be resumed as asked
+        ├── InvalidResumeInput      the input fails the parked tool's JSON Schema
+        └── NotYetAwake             a sleeping run was resumed before its ``wake_at``
+
+Errors are values as well as exceptions: :meth:`LoopError.to_dict` and
+:meth:`LoopError.from_dict` give the stable encoding the JSONL event log uses,
+and two errors of the same class with the same fields compare equal, so a
+replayed context equals the recorded one.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from pydantic import GetCoreSchemaHandler
+    from pydantic_core import CoreSchema
+
+__all__ = [
+    "Cancelled",
+    "ContextExceeded",
+    "FallbackExhausted",
+    "InvalidResumeInput",
+    "InvalidToolInput",
+    "LoopDetected",
+    "LoopError",
+    "MaxTurnsExceeded",
+    "ModelError",
+    "NotYetAwake",
+    "RateLimited",
+    "ResumeError",
+    "SessionBusy",
+    "StreamError",
+    "ToolError",
+    "ToolExecutionError",
+    "ToolNotFound",
+    "ToolTimeout",
+]
+
+_REGISTRY: dict[str, type[LoopError]] = {}
+
+
+class LoopError(Exception):
+    """Root of the loopobs exception tree.
+
+    Subclasses list their structured fields in ``_fields``; each is a keyword
+    argument of ``__init__`` and an attribute. ``message`` is always present.
+    """
+
+    _fields: ClassVar[tuple[str, ...]] = ()
+    retryable: bool = False
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _REGISTRY[cls.__name__] = cls
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __repr__(self) -> str:
+        fields = "".join(f", {f}={getattr(self, f)!r}" for f in self._fields)
+        return f"{type(self).__name__}({self.message!r}{fields})"
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        assert isinstance(other, LoopError)
+        return self.to_dict() == other.to_dict()
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, self.message))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (self.to_dict(),))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stable JSON-ready encoding: ``{"type": ClassName, "message": ..., **fields}``.
+
+        Tuples become lists and datetimes ISO 8601 strings.
+        """
+        out: dict[str, Any] = {"type": type(self).__name__, "message": self.message}
+        for name in self._fields:
+            out[name] = _jsonable(getattr(self, name))
+        return out
+
+    @staticmethod
+    def from_dict(data: Mapping[str, Any]) -> LoopError:
+        """Rebuild an error from :meth:`to_dict` output.
+
+        Raises:
+            ValueError: the ``type`` is not a known LoopError class, or a field is wrong.
+        """
+        try:
+            cls = _REGISTRY[str(data["type"])]
+        except KeyError as exc:
+            raise ValueError(f"unknown error type {data.get('type')!r}") from exc
+        kwargs = {k: v for k, v in data.items() if k != "type"}
+        unknown = set(kwargs) - {"message", *cls._fields}
+        if unknown:
+            raise ValueError(f"{cls.__name__} has no field(s) {sorted(unknown)}")
+        try:
+            return cls._decode(kwargs)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"cannot rebuild {cls.__name__}: {exc}") from exc
+
+    @classmethod
+    def _decode(cls, kwargs: dict[str, Any]) -> LoopError:
+        return cls(**kwargs)
+
+    @classmethod
+    def __get_pydantic_core_schema__(
+        cls, source: type[Any], handler: GetCoreSchemaHandler
+    ) -> CoreSchema:
+        from pydantic_core import core_schema
+
+        def validate(value: Any) -> LoopError:
+            if isinstance(value, LoopError):
+                return value
+            if isinstance(value, Mapping):
+                return LoopError.from_dict(value)
+            raise ValueError("expected a LoopError or its dict encoding")
+
+        return core_schema.no_info_plain_validator_function(
+            validate,
+            serialization=core_schema.plain_serializer_function_ser_schema(
+                lambda e: e.to_dict(), when_used="always"
+            ),
+        )
+
+
+_REGISTRY["LoopError"] = LoopError
+
+
+def _rebuild(data: Mapping[str, Any]) -> LoopError:
+    return LoopError.from_dict(data)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, _dt.datetime):
+        return value.isoformat()
+    return value
+
+
+class ModelError(LoopError):
+    """A model call failed. ``retryable`` tells the loop whether a fallback may help."""
+
+    _fields: ClassVar[tuple[str, ...]] = ("retryable", "status_code", "provider")
+
+    def __init__(
+        self,
+        message: str = "model call failed",
+        *,
+        retryable: bool = False,
+        status_code: int | None = None,
+        provider: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        self.status_code = status_code
+        self.provider = provider
+
+
+class RateLimited(ModelError):
+    """The provider refused the call for rate or capacity; always retryable."""
+
+    _fields: ClassVar[tuple[str, ...]] = (*ModelError._fields, "retry_after")
+
+    def __init__(
+        self,
+        message: str = "rate limited",
+        *,
+        retry_after: float | None = None,
+        retryable: bool = True,
+        status_code: int | None = 429,
+        provider: str | None = None,
+    ) -> None:
+        super().__init__(message, retryable=retryable, status_code=status_code, provider=provider)
+        self.retry_after = retry_after
+
+
+class StreamError(ModelError):
+    """The response stream broke off or carried something that is not the protocol."""
+
+    def __init__(
+        self,
+        message: str = "stream error",
+        *,
+        retryable: bool = True,
+        status_code: int | None = None,
+        provider: str | None = None,
+    ) -> None:
+        super().__init__(message, retryable=retryable, status_code=status_code, provider=provider)
+
+
+class FallbackExhausted(ModelError):
+    """Every model in the fallback chain failed; ``models`` lists them in the order tried."""
+
+    _fields: ClassVar[tuple[str, ...]] = (*ModelError._fields, "models")
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        models: Sequence[str] = (),
+        retryable: bool = False,
+        status_code: int | None = None,
+        provider: str | None = None,
+    ) -> None:
+        models = tuple(models)
+        super().__init__(
+            message or f"all models failed: {', '.join(models)}",
+            retryable=retryable,
+            status_code=status_code,
+            provider=provider,
+        )
+        self.models = models
+
+
+class ToolError(LoopError):
+    """A tool call did not produce an output. The model receives the message as an error result."""
+
+    _fields: ClassVar[tuple[str, ...]] = ("tool",)
+
+    def __init__(self, message: str = "", *, tool: str = "") -> None:
+        super().__init__(message or f"tool {tool!r} failed")
+        self.tool = tool
+
+
+class ToolNotFound(ToolError):
+    """The model called a tool that is not registered; ``available`` lists the ones that are."""
+
+    _fields: ClassVar[tuple[str, ...]] = ("tool", "available")
+
+    def __init__(self, message: str = "", *, tool: str = "", available: Sequence[str] = ()) -> None:
+        available = tuple(available)
+        super().__init__(
+            message
+            or f"unknown tool {tool!r}; available tools: {', '.join(available) or '(none)'}",
+            tool=tool,
+        )
+        self.available = available
+
+
+class InvalidToolInput(ToolError):
+    """The arguments the model gave do not match the tool's schema; ``errors`` says how."""
+
+    _fields: ClassVar[tuple[str, ...]] = ("tool", "errors")
+
+    def __init__(self, message: str = "", *, tool: str = "", errors: Sequence[str] = ()) -> None:
+        errors = tuple(errors)
+        super().__init__(
+            message or f"invalid arguments for tool {tool!r}: {'; '.join(errors)}", tool=tool
+        )
+        self.errors = errors
+
+
+class ToolExecutionError(ToolError):
+    """The tool raised; ``error_type`` is the class name of what it raised."""
+
+    _fields: ClassVar[tuple[str, ...]] = ("tool", "error_type")
+
+    def __init__(self, message: str = "", *, tool: str = "", error_type: str = "") -> None:
+        super().__init__(message, tool=tool)
+        self.error_type = error_type
+
+
+class ToolTimeout(ToolError):
+    """The tool ran past ``timeout_s`` seconds and was cancelled."""
+
+    _fields: ClassVar[tuple[str, ...]] = ("tool", "timeout_s")
+
+    def __init__(self, message: str = "", *, tool: str = "", timeout_s: float = 0.0) -> None:
+        super().__init__(message or f"tool {tool!r} timed out after {timeout_s:g}s", tool=tool)
+        self.timeout_s = timeout_s
+
+
+class ContextExceeded(LoopError):
+    """The estimated context (``used`` tokens) cannot be brought under ``limit``."""
+
+    _fields: ClassVar[tuple[str, ...]] = ("used", "limit")
+
+    def __init__(self, message: str = "", *, used: int = 0, limit: int = 0) -> None:
+        super().__init__(message or f"context of {used} tokens exceeds the window of {limit}")
+        self.used = used
+        self.limit = limit
+
+
+class MaxTurnsExceeded(LoopError):
+    """The run reached ``max_turns`` turns without an answer."""
+
+    _fields: ClassVar[tuple[str, ...]] = ("max_turns",)
+
+    def __init__(self, message: str = "", *, max_turns: int = 0) -> None:
+        super().__init__(message or f"no answer within {max_turns} turns")
+        self.max_turns = max_turns
+
+
+class LoopDetected(LoopError):
+    """A detector stopped the run; ``pattern`` names what repeated."""
+
+    _fields: ClassVar[tuple[str, ...]] = ("pattern",)
+
+    def __init__(self, message: str = "", *, pattern: str = "") -> None:
+        super().__init__(message or f"loop detected: {pattern}")
+        self.pattern = pattern
+
+
+class Cancelled(LoopError):
+    """The run (or the model call or tool reporting it) was cancelled."""
+
+    def __init__(self, message: str = "cancelled") -> None:
+        super().__init__(message)
+
+
+class SessionBusy(LoopError):
+    """A run was started on a session that already has a run in progress."""
+
+    _fields: ClassVar[tuple[str, ...]] = ("session_id",)
+
+    def __init__(self, message: str = "", *, session_id: str = "") -> None:
+        super().__init__(
+            message or f"session {session_id} already has a run in progress; "
+            "use a new session or wait for that run to finish"
+        )
+        self.session_id = session_id
+
+
+class ResumeError(LoopError):
+    """A parked run cannot be resumed as asked."""
+
+
+class InvalidResumeInput(ResumeError):
+    """The resume input does not satisfy the parked tool's JSON Schema; ``errors`` lists why."""
+
+    _fields: ClassVar[tuple[str, ...]] = ("errors",)
+
+    def __init__(self, message: str = "", *, errors: Sequence[str] = ()) -> None:
+        errors = tuple(errors)
+        super().__init__(message or f"resume input is invalid: {'; '.join(errors)}")
+        self.errors = errors
+
+
+class NotYetAwake(ResumeError):
+    """A sleeping run was resumed before ``wake_at`` (an aware UTC datetime)."""
+
+    _fields: ClassVar[tuple[str, ...]] = ("wake_at",)
+
+    def __init__(self, message: str = "", *, wake_at: _dt.datetime | str) -> None:
+        if isinstance(wake_at, str):
+            wake_at = _dt.datetime.fromisoformat(wake_at)
+        super().__init__(message or f"the run sleeps until {wake_at.isoformat()}")
+        self.wake_at = wake_at

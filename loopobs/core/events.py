@@ -1,0 +1,468 @@
+"""The event contract: one frozen context class per observer hook.
+
+Every context is a frozen, slotted, keyword-only dataclass carrying ``run_id``
+(the UUID of the ``run()`` call it belongs to) and ``time_ns`` (wall clock,
+``time.time_ns()``, when the event happened). Observers shared by many
+concurrent runs key their state on ``run_id``; a recorded event log replays into
+identical telemetry because every timestamp travels in the event.
+
+Field names follow the ``loopctl`` seed; ``from``/``to`` become
+``from_model``/``to_model``. Fields the seed does not have are documented as
+additions. :data:`CONTEXT_TYPES` maps each hook name to its context class, and
+:data:`HOOKS` lists the hooks in contract order.
+
+Token counts follow OpenTelemetry's GenAI conventions: input tokens include
+cached ones (read and written), output tokens include reasoning ones.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+from uuid import UUID
+
+from loopobs.core.errors import LoopError
+
+__all__ = [
+    "CONTEXT_TYPES",
+    "HOOKS",
+    "CompactedContext",
+    "ConvergenceDetectedContext",
+    "DisplayHint",
+    "EventContext",
+    "FallbackContext",
+    "HookName",
+    "LoopDetectedContext",
+    "ModelSwitchedContext",
+    "ResponseContext",
+    "RunEndContext",
+    "RunStartContext",
+    "SleepContext",
+    "StreamContext",
+    "StreamFailureContext",
+    "StreamStartContext",
+    "SuspendedContext",
+    "TextDeltaContext",
+    "ThinkingDeltaContext",
+    "ToolCallReceivedContext",
+    "ToolPostContext",
+    "ToolPreContext",
+    "TurnEndContext",
+    "TurnStartContext",
+    "Usage",
+]
+
+# Pydantic (used by the JSONL replay) reads this from stdlib dataclasses: a
+# recorded line with a field the contract does not have is malformed.
+_STRICT_FIELDS: Mapping[str, Any] = {"extra": "forbid"}
+
+HookName = Literal[
+    "on_run_start",
+    "on_run_end",
+    "on_turn_start",
+    "on_turn_end",
+    "on_stream_start",
+    "on_stream_success",
+    "on_stream_failure",
+    "on_response",
+    "on_text_delta",
+    "on_thinking_delta",
+    "on_tool_call_received",
+    "on_tool_pre",
+    "on_tool_post",
+    "on_compaction",
+    "on_fallback",
+    "on_model_switched",
+    "on_loop_detected",
+    "on_convergence_detected",
+    "on_suspended",
+    "on_sleep",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Usage:
+    """Token usage of one model call, or summed over a turn or run.
+
+    ``input_tokens`` includes ``cache_read_input_tokens`` and
+    ``cache_write_input_tokens``; ``output_tokens`` includes
+    ``reasoning_output_tokens`` (OpenTelemetry GenAI counting).
+    """
+
+    __pydantic_config__: ClassVar[Mapping[str, Any]] = _STRICT_FIELDS
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    cache_write_input_tokens: int = 0
+    reasoning_output_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        """Input plus output tokens."""
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_read_input_tokens=self.cache_read_input_tokens + other.cache_read_input_tokens,
+            cache_write_input_tokens=self.cache_write_input_tokens + other.cache_write_input_tokens,
+            reasoning_output_tokens=self.reasoning_output_tokens + other.reasoning_output_tokens,
+        )
+
+
+DisplayKind = Literal["text", "diff", "json", "code", "suppress", "markdown"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DisplayHint:
+    """How a front end may render a tool's output. Advisory: the loop never reads it.
+
+    Mirrors the seed's variants; ``language`` is set only for ``code``. Build
+    one with the constructors: ``DisplayHint.code("python")``, ``DisplayHint.diff()``.
+    """
+
+    __pydantic_config__: ClassVar[Mapping[str, Any]] = _STRICT_FIELDS
+
+    type: DisplayKind = "text"
+    language: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.type == "code") != (self.language is not None):
+            raise ValueError("DisplayHint: 'language' is required for code and only for code")
+
+    @classmethod
+    def text(cls) -> DisplayHint:
+        """Plain text (the default rendering)."""
+        return cls(type="text")
+
+    @classmethod
+    def diff(cls) -> DisplayHint:
+        """A unified diff."""
+        return cls(type="diff")
+
+    @classmethod
+    def json(cls) -> DisplayHint:
+        """A JSON document."""
+        return cls(type="json")
+
+    @classmethod
+    def code(cls, language: str) -> DisplayHint:
+        """Source code in ``language``."""
+        return cls(type="code", language=language)
+
+    @classmethod
+    def suppress(cls) -> DisplayHint:
+        """Hide the preview; the model still receives the full output."""
+        return cls(type="suppress")
+
+    @classmethod
+    def markdown(cls) -> DisplayHint:
+        """Markdown text."""
+        return cls(type="markdown")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EventContext:
+    """Fields every context carries."""
+
+    __pydantic_config__: ClassVar[Mapping[str, Any]] = _STRICT_FIELDS
+    hook: ClassVar[HookName]
+
+    run_id: UUID
+    """The ``run()`` call this event belongs to."""
+    time_ns: int
+    """Wall-clock time of the event, ``time.time_ns()``."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunStartContext(EventContext):
+    """A run begins. Additions: ``agent``, ``model``, ``resumed_from``."""
+
+    hook: ClassVar[HookName] = "on_run_start"
+    session_id: UUID
+    agent: str = "agent"
+    model: str = ""
+    resumed_from: UUID | None = None
+    """For a resumed run, the ``run_id`` of the run that parked."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunEndContext(EventContext):
+    """A run ends. Additions: ``status`` (a ``RunStatus`` value) and the run's token totals."""
+
+    hook: ClassVar[HookName] = "on_run_end"
+    success: bool
+    error: LoopError | None = None
+    total_turns: int = 0
+    duration_ms: float = 0.0
+    status: str = "completed"
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnStartContext(EventContext):
+    """A turn (one model round trip and the tool phase it asks for) begins."""
+
+    hook: ClassVar[HookName] = "on_turn_start"
+    turn: int
+    query: str = ""
+    """The latest user message of the conversation."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnEndContext(EventContext):
+    """A turn ends; tokens are those of the turn's successful model call."""
+
+    hook: ClassVar[HookName] = "on_turn_end"
+    turn: int
+    success: bool
+    error: LoopError | None = None
+    duration_ms: float = 0.0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StreamStartContext(EventContext):
+    """Addition: a model call attempt begins (one per attempt, fallbacks included)."""
+
+    hook: ClassVar[HookName] = "on_stream_start"
+    turn: int
+    model: str
+    provider: str = ""
+    attempt: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StreamContext(EventContext):
+    """A model call attempt succeeded.
+
+    Additions beyond the seed: ``provider``, ``attempt``, ``duration_ms``,
+    ``time_to_first_token_ms``, ``finish_reason``, ``response_id``,
+    ``response_model``, ``cache_read_input_tokens``, ``cache_write_input_tokens``,
+    ``reasoning_output_tokens``.
+    """
+
+    hook: ClassVar[HookName] = "on_stream_success"
+    turn: int
+    model: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    provider: str = ""
+    attempt: int = 0
+    duration_ms: float = 0.0
+    time_to_first_token_ms: float | None = None
+    finish_reason: str | None = None
+    response_id: str | None = None
+    response_model: str | None = None
+    cache_read_input_tokens: int = 0
+    cache_write_input_tokens: int = 0
+    reasoning_output_tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StreamFailureContext(EventContext):
+    """A model call attempt failed with ``error``."""
+
+    hook: ClassVar[HookName] = "on_stream_failure"
+    turn: int
+    model: str
+    error: LoopError
+    provider: str = ""
+    attempt: int = 0
+    duration_ms: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResponseContext(EventContext):
+    """The turn's successful model call is complete.
+
+    ``text`` is the assistant's visible text. Addition: ``tool_calls``, how many
+    tool calls the response asks for (0 for a final answer).
+    """
+
+    hook: ClassVar[HookName] = "on_response"
+    turn: int
+    text: str = ""
+    usage: Usage | None = None
+    tool_calls: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TextDeltaContext(EventContext):
+    """One streamed chunk of visible text, verbatim."""
+
+    hook: ClassVar[HookName] = "on_text_delta"
+    turn: int
+    delta: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ThinkingDeltaContext(EventContext):
+    """One streamed chunk of reasoning; ``""`` means the provider redacted it."""
+
+    hook: ClassVar[HookName] = "on_thinking_delta"
+    turn: int
+    delta: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallReceivedContext(EventContext):
+    """The model asked for a tool call; fires once per call, before any attempt."""
+
+    hook: ClassVar[HookName] = "on_tool_call_received"
+    turn: int
+    tool: str
+    call_id: str
+    input: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolPreContext(EventContext):
+    """A tool call attempt begins. Addition: ``attempt``."""
+
+    hook: ClassVar[HookName] = "on_tool_pre"
+    turn: int
+    tool: str
+    tool_call_id: str
+    attempt: int = 0
+
+
+ToolOutcomeKind = Literal["output", "error", "suspend", "sleep"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolPostContext(EventContext):
+    """A tool call attempt ended.
+
+    ``result_hash`` is a stable 64-bit hash of the result text (None for empty
+    output). Additions: ``attempt``, ``outcome`` and ``error`` (the
+    :class:`~loopobs.core.errors.ToolError` when ``is_error``).
+    """
+
+    hook: ClassVar[HookName] = "on_tool_post"
+    tool_call_id: str
+    turn: int
+    tool: str
+    result_hash: int | None = None
+    is_error: bool = False
+    duration_ms: float = 0.0
+    display_hint: DisplayHint | None = None
+    attempt: int = 0
+    outcome: ToolOutcomeKind = "output"
+    error: LoopError | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompactedContext(EventContext):
+    """The conversation was compacted. Additions: ``messages_removed``, ``reason``."""
+
+    hook: ClassVar[HookName] = "on_compaction"
+    tokens_before: int
+    tokens_after: int
+    tokens_saved: int
+    messages_removed: int = 0
+    reason: str = "threshold"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FallbackContext(EventContext):
+    """A retryable failure moved the turn to the next model. Addition: ``turn``."""
+
+    hook: ClassVar[HookName] = "on_fallback"
+    from_model: str
+    to_model: str
+    turn: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelSwitchedContext(EventContext):
+    """The model of this call differs from the previous call's."""
+
+    hook: ClassVar[HookName] = "on_model_switched"
+    from_model: str
+    to_model: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoopDetectedContext(EventContext):
+    """A repetition detector escalated. Additions: ``tool``, ``action`` (``warn`` or ``stop``)."""
+
+    hook: ClassVar[HookName] = "on_loop_detected"
+    pattern: str
+    repetitions: int
+    tool: str | None = None
+    action: str = "warn"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConvergenceDetectedContext(EventContext):
+    """Final answers converged. Additions: ``similarity``, ``consecutive``.
+
+    ``action`` is one of ``stop``, ``warn``, ``compact``, ``ask_user``, ``switch_phase``.
+    """
+
+    hook: ClassVar[HookName] = "on_convergence_detected"
+    action: str
+    similarity: float = 0.0
+    consecutive: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SuspendedContext(EventContext):
+    """Addition: a tool parked the run on a gate; ``kind`` is ``human`` or ``signal``."""
+
+    hook: ClassVar[HookName] = "on_suspended"
+    turn: int
+    tool: str
+    tool_call_id: str
+    reason: str
+    input_schema: Mapping[str, Any]
+    kind: Literal["human", "signal"] = "human"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SleepContext(EventContext):
+    """Addition: a tool parked the run until ``wake_at`` (an aware datetime)."""
+
+    hook: ClassVar[HookName] = "on_sleep"
+    turn: int
+    tool: str
+    tool_call_id: str
+    wake_at: _dt.datetime
+
+
+CONTEXT_TYPES: Mapping[str, type[EventContext]] = {
+    cls.hook: cls
+    for cls in (
+        RunStartContext,
+        RunEndContext,
+        TurnStartContext,
+        TurnEndContext,
+        StreamStartContext,
+        StreamContext,
+        StreamFailureContext,
+        ResponseContext,
+        TextDeltaContext,
+        ThinkingDeltaContext,
+        ToolCallReceivedContext,
+        ToolPreContext,
+        ToolPostContext,
+        CompactedContext,
+        FallbackContext,
+        ModelSwitchedContext,
+        LoopDetectedContext,
+        ConvergenceDetectedContext,
+        SuspendedContext,
+        SleepContext,
+    )
+}
+"""Hook name → context class, for every hook of the contract."""
+
+HOOKS: tuple[HookName, ...] = tuple(CONTEXT_TYPES)  # type: ignore[arg-type]
+"""Every hook name, in contract order."""

@@ -1,0 +1,393 @@
+"""Observers: :class:`LoopObserver` (every hook a no-op) and :class:`ObserverSet` (fan-out).
+
+Hooks are synchronous and called on the task that emits the event, so they
+must be cheap and must not block: exporters buffer and batch. A hook that
+raises never reaches the loop: :class:`ObserverSet` logs it (rate-limited),
+counts it, and carries on with the next observer. ``BaseException``
+(cancellation, ``KeyboardInterrupt``) is never caught.
+
+An emitter asks :meth:`ObserverSet.listens` before building a context, so a
+hook nobody overrides costs one set lookup::
+
+    if observers.listens("on_tool_pre"):
+        observers.on_tool_pre(ToolPreContext(run_id=..., time_ns=time.time_ns(), ...))
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+from loopobs.core.events import (
+    HOOKS,
+    CompactedContext,
+    ConvergenceDetectedContext,
+    EventContext,
+    FallbackContext,
+    HookName,
+    LoopDetectedContext,
+    ModelSwitchedContext,
+    ResponseContext,
+    RunEndContext,
+    RunStartContext,
+    SleepContext,
+    StreamContext,
+    StreamFailureContext,
+    StreamStartContext,
+    SuspendedContext,
+    TextDeltaContext,
+    ThinkingDeltaContext,
+    ToolCallReceivedContext,
+    ToolPostContext,
+    ToolPreContext,
+    TurnEndContext,
+    TurnStartContext,
+)
+
+if sys.version_info >= (3, 11):  # pragma: no cover - version switch
+    from builtins import ExceptionGroup as _ExceptionGroup
+else:  # pragma: no cover - version switch
+    from exceptiongroup import ExceptionGroup as _ExceptionGroup
+
+__all__ = ["LoopObserver", "ObserverSet", "listened_hooks"]
+
+logger = logging.getLogger("loopobs.observer")
+
+#: Seconds between two log records for the same failing (observer, hook) pair.
+LOG_INTERVAL_S = 60.0
+
+
+class LoopObserver:
+    """Base class for observers: every hook does nothing until a subclass overrides it.
+
+    Override only the hooks you need; :class:`ObserverSet` never calls the
+    others. All hooks run synchronously on the emitting task, in registration
+    order, and must not block. Exceptions a hook raises are isolated by the
+    set (logged, counted) and never reach the loop.
+
+    ``name`` identifies the observer in logs and failure counts; it defaults
+    to the class name.
+    """
+
+    name: str = "LoopObserver"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" not in cls.__dict__:
+            cls.name = cls.__name__
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def on_attach(self, observers: ObserverSet) -> None:
+        """Called when this observer is added to ``observers``.
+
+        Observers that emit events themselves (detectors) remember the set here.
+        """
+
+    def on_detach(self, observers: ObserverSet) -> None:
+        """Called when this observer is removed from ``observers``."""
+
+    def reset(self) -> None:
+        """Forget all per-run and per-session state."""
+
+    def force_flush(self, timeout_s: float | None = None) -> None:
+        """Export anything buffered; return within ``timeout_s`` when given."""
+
+    def shutdown(self, timeout_s: float | None = None) -> None:
+        """Flush and release resources; the observer receives no events afterwards."""
+
+    # -- runs and turns -------------------------------------------------------------------
+    def on_run_start(self, ctx: RunStartContext) -> None:
+        """A run begins: first event of every run, exactly one per run."""
+
+    def on_run_end(self, ctx: RunEndContext) -> None:
+        """A run ends: last event of every run, exactly once per ``on_run_start``.
+
+        Fires whatever happened (error, cancellation, parking); ``ctx.status`` says which.
+        """
+
+    def on_turn_start(self, ctx: TurnStartContext) -> None:
+        """A turn begins, before its first model call attempt."""
+
+    def on_turn_end(self, ctx: TurnEndContext) -> None:
+        """A turn ends: exactly once per ``on_turn_start``, after its tool phase."""
+
+    # -- model calls ----------------------------------------------------------------------
+    def on_stream_start(self, ctx: StreamStartContext) -> None:
+        """A model call attempt begins; exactly one success or failure follows."""
+
+    def on_stream_success(self, ctx: StreamContext) -> None:
+        """A model call attempt completed, with its token usage."""
+
+    def on_stream_failure(self, ctx: StreamFailureContext) -> None:
+        """A model call attempt failed (``ctx.error``), including cancellation."""
+
+    def on_response(self, ctx: ResponseContext) -> None:
+        """The turn's model response is complete: after ``on_stream_success``, before tools."""
+
+    def on_text_delta(self, ctx: TextDeltaContext) -> None:
+        """A chunk of visible text arrived; only between stream start and its end."""
+
+    def on_thinking_delta(self, ctx: ThinkingDeltaContext) -> None:
+        """A chunk of reasoning arrived (``""`` = redacted); only inside a stream."""
+
+    # -- tools ----------------------------------------------------------------------------
+    def on_tool_call_received(self, ctx: ToolCallReceivedContext) -> None:
+        """The model asked for a tool call: once per call, in the model's order.
+
+        Fires for unknown tools too, which then get no ``on_tool_pre`` / ``on_tool_post``.
+        """
+
+    def on_tool_pre(self, ctx: ToolPreContext) -> None:
+        """A tool call attempt begins; calls of one turn may run in parallel."""
+
+    def on_tool_post(self, ctx: ToolPostContext) -> None:
+        """A tool call attempt ended: exactly once per ``on_tool_pre``, same id and attempt."""
+
+    # -- loop control ---------------------------------------------------------------------
+    def on_compaction(self, ctx: CompactedContext) -> None:
+        """The conversation was compacted, before a model call."""
+
+    def on_fallback(self, ctx: FallbackContext) -> None:
+        """A retryable failure moves the turn to the next model of the chain."""
+
+    def on_model_switched(self, ctx: ModelSwitchedContext) -> None:
+        """The next model call uses a different model than the previous one."""
+
+    def on_loop_detected(self, ctx: LoopDetectedContext) -> None:
+        """A repetition detector escalated (once per escalation)."""
+
+    def on_convergence_detected(self, ctx: ConvergenceDetectedContext) -> None:
+        """Final answers converged (once per escalation)."""
+
+    def on_suspended(self, ctx: SuspendedContext) -> None:
+        """A tool parked the run on a human or signal gate; the run ends ``suspended``."""
+
+    def on_sleep(self, ctx: SleepContext) -> None:
+        """A tool parked the run until an instant; the run ends ``sleeping``."""
+
+
+def listened_hooks(observer: LoopObserver) -> frozenset[HookName]:
+    """The hooks ``observer`` overrides (for a set: the hooks any member listens to)."""
+    if isinstance(observer, ObserverSet):
+        return observer.listening
+    cls = type(observer)
+    return frozenset(h for h in HOOKS if getattr(cls, h) is not getattr(LoopObserver, h))
+
+
+_Dispatch = Callable[[Any], None]
+
+
+def _fan_out(hook: HookName) -> Any:  # typed by the LoopObserver method it replaces
+    def dispatch(self: ObserverSet, ctx: Any) -> None:
+        for fn in self._subscribers[hook]:
+            try:
+                fn(ctx)
+            except Exception as exc:
+                self._failed(fn, hook, exc)
+
+    dispatch.__name__ = hook
+    dispatch.__qualname__ = f"ObserverSet.{hook}"
+    dispatch.__doc__ = f"Deliver ``{hook}`` to every member that overrides it, in order."
+    return dispatch
+
+
+class ObserverSet(LoopObserver):
+    """An ordered, thread-safe collection of observers that is itself an observer.
+
+    - Fan-out in registration order; each hook calls only the members that
+      override it (subscriber tuples are rebuilt on :meth:`add` / :meth:`remove`,
+      copy-on-write, so emitting never takes a lock).
+    - Isolation: a member that raises an ``Exception`` is logged with its name
+      and the hook (at most once per :data:`LOG_INTERVAL_S` per pair), counted
+      in :attr:`failures`, and the remaining members still get the event.
+      ``strict=True`` re-raises instead, for tests.
+    - Sets nest: a set added to another set forwards exactly the hooks its
+      members listen to, and changes to it propagate to its parents.
+    """
+
+    name = "ObserverSet"
+
+    def __init__(self, observers: Iterable[LoopObserver] = (), *, strict: bool = False) -> None:
+        self.strict = strict
+        self._lock = threading.RLock()
+        self._members: tuple[LoopObserver, ...] = ()
+        self._subscribers: dict[str, tuple[_Dispatch, ...]] = dict.fromkeys(HOOKS, ())
+        self._listening: frozenset[HookName] = frozenset()
+        self._parents: weakref.WeakSet[ObserverSet] = weakref.WeakSet()
+        self._failures: dict[tuple[str, str], int] = {}
+        self._last_log: dict[tuple[str, str], float] = {}
+        self._suppressed: dict[tuple[str, str], int] = {}
+        for obs in observers:
+            self.add(obs)
+
+    # -- membership ------------------------------------------------------------------------
+    @property
+    def members(self) -> tuple[LoopObserver, ...]:
+        """The observers, in registration order."""
+        return self._members
+
+    @property
+    def listening(self) -> frozenset[HookName]:
+        """The hooks at least one member listens to."""
+        return self._listening
+
+    def listens(self, hook: HookName) -> bool:
+        """Whether any member listens to ``hook``: ask before building a context."""
+        return hook in self._listening
+
+    def __len__(self) -> int:
+        return len(self._members)
+
+    def __iter__(self) -> Iterator[LoopObserver]:
+        return iter(self._members)
+
+    def __contains__(self, observer: object) -> bool:
+        return any(m is observer for m in self._members)
+
+    def add(self, observer: LoopObserver) -> None:
+        """Append ``observer``; safe while other threads and tasks emit.
+
+        Raises:
+            TypeError: ``observer`` is not a :class:`LoopObserver`.
+            ValueError: adding it would make a set contain itself.
+        """
+        if not isinstance(observer, LoopObserver):
+            raise TypeError(f"observers must be LoopObserver instances, got {type(observer)!r}")
+        if isinstance(observer, ObserverSet) and observer._contains_set(self):
+            raise ValueError("an ObserverSet cannot contain itself")
+        with self._lock:
+            self._members = (*self._members, observer)
+            if isinstance(observer, ObserverSet):
+                observer._parents.add(self)
+            self._rebuild()
+        observer.on_attach(self)
+
+    def remove(self, observer: LoopObserver) -> None:
+        """Remove ``observer`` (its first occurrence); safe while others emit.
+
+        Raises:
+            ValueError: ``observer`` is not a member.
+        """
+        with self._lock:
+            members = list(self._members)
+            for i, m in enumerate(members):
+                if m is observer:
+                    del members[i]
+                    break
+            else:
+                raise ValueError(f"{observer.name} is not in this ObserverSet")
+            self._members = tuple(members)
+            if isinstance(observer, ObserverSet) and observer not in self._members:
+                observer._parents.discard(self)
+            self._rebuild()
+        observer.on_detach(self)
+
+    def _contains_set(self, target: ObserverSet) -> bool:
+        if self is target:
+            return True
+        return any(isinstance(m, ObserverSet) and m._contains_set(target) for m in self._members)
+
+    def _rebuild(self) -> None:
+        subs: dict[str, tuple[_Dispatch, ...]] = {}
+        for hook in HOOKS:
+            subs[hook] = tuple(
+                getattr(m, hook) for m in self._members if hook in listened_hooks(m)
+            )
+        self._subscribers = subs
+        self._listening = frozenset(h for h in HOOKS if subs[h])
+        for parent in list(self._parents):
+            with parent._lock:
+                parent._rebuild()
+
+    # -- failure isolation ------------------------------------------------------------------
+    @property
+    def failures(self) -> Mapping[tuple[str, str], int]:
+        """How many times each (observer name, hook) raised, since creation or :meth:`reset`."""
+        return dict(self._failures)
+
+    @property
+    def failure_count(self) -> int:
+        """Total observer failures counted by this set."""
+        return sum(self._failures.values())
+
+    def _failed(self, fn: _Dispatch, hook: str, exc: Exception) -> None:
+        if self.strict:
+            raise exc
+        owner = getattr(fn, "__self__", None)
+        name = owner.name if isinstance(owner, LoopObserver) else repr(fn)
+        key = (name, hook)
+        with self._lock:
+            self._failures[key] = self._failures.get(key, 0) + 1
+            now = time.monotonic()
+            last = self._last_log.get(key)
+            if last is not None and now - last < LOG_INTERVAL_S:
+                self._suppressed[key] = self._suppressed.get(key, 0) + 1
+                return
+            self._last_log[key] = now
+            suppressed = self._suppressed.pop(key, 0)
+        more = f" ({suppressed} similar failures not logged)" if suppressed else ""
+        logger.error(
+            "observer %s raised in %s; the run continues%s",
+            name,
+            hook,
+            more,
+            exc_info=(type(exc), exc, exc.__traceback__),
+        )
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def _call_all(self, method: str, *args: Any) -> None:
+        errors: list[Exception] = []
+        for m in self._members:
+            try:
+                getattr(m, method)(*args)
+            except Exception as exc:
+                errors.append(exc)
+        if errors:
+            raise _ExceptionGroup(f"{len(errors)} observer(s) failed in {method}", errors)
+
+    def reset(self) -> None:
+        """Reset every member and the failure counts; failures are reported together."""
+        with self._lock:
+            self._failures.clear()
+            self._last_log.clear()
+            self._suppressed.clear()
+        self._call_all("reset")
+
+    def force_flush(self, timeout_s: float | None = None) -> None:
+        """Flush every member, even if some fail; raise one ``ExceptionGroup`` at the end."""
+        self._call_all("force_flush", timeout_s)
+
+    def shutdown(self, timeout_s: float | None = None) -> None:
+        """Shut down every member, even if some fail; raise one ``ExceptionGroup`` at the end."""
+        self._call_all("shutdown", timeout_s)
+
+    def emit(self, ctx: EventContext) -> None:
+        """Deliver ``ctx`` to the hook its type belongs to (used by replay)."""
+        getattr(self, ctx.hook)(ctx)
+
+    # -- the hooks: one fan-out per hook ----------------------------------------------------
+    on_run_start = _fan_out("on_run_start")
+    on_run_end = _fan_out("on_run_end")
+    on_turn_start = _fan_out("on_turn_start")
+    on_turn_end = _fan_out("on_turn_end")
+    on_stream_start = _fan_out("on_stream_start")
+    on_stream_success = _fan_out("on_stream_success")
+    on_stream_failure = _fan_out("on_stream_failure")
+    on_response = _fan_out("on_response")
+    on_text_delta = _fan_out("on_text_delta")
+    on_thinking_delta = _fan_out("on_thinking_delta")
+    on_tool_call_received = _fan_out("on_tool_call_received")
+    on_tool_pre = _fan_out("on_tool_pre")
+    on_tool_post = _fan_out("on_tool_post")
+    on_compaction = _fan_out("on_compaction")
+    on_fallback = _fan_out("on_fallback")
+    on_model_switched = _fan_out("on_model_switched")
+    on_loop_detected = _fan_out("on_loop_detected")
+    on_convergence_detected = _fan_out("on_convergence_detected")
+    on_suspended = _fan_out("on_suspended")
+    on_sleep = _fan_out("on_sleep")

@@ -1,0 +1,213 @@
+"""The JSONL event log: :class:`JsonlRecorder` writes every event, :func:`replay` re-emits them.
+
+One line per event: ``{"hook": "on_tool_post", "run_id": ..., "time_ns": ..., <fields>}``.
+The encoding is stable and documented:
+
+- UUIDs: canonical lowercase hyphenated strings;
+- datetimes (``wake_at``): ISO 8601 with offset;
+- errors: ``{"type": "<LoopError subclass>", "message": ..., <its fields>}``;
+- ``Usage`` and ``DisplayHint``: objects with their field names;
+- tool inputs and schemas: the JSON values themselves.
+
+The event log is the user's own full record: unlike spans and metrics it holds
+prompts, answers and tool arguments verbatim. Keep it where you keep transcripts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from loopobs.core.events import CONTEXT_TYPES, EventContext
+from loopobs.core.observer import LoopObserver
+
+__all__ = ["JsonlRecorder", "ReplayError", "ReplayStats", "decode_event", "encode_event", "replay"]
+
+
+_ADAPTERS: dict[str, TypeAdapter[Any]] = {}
+
+
+def _adapter(cls: type[EventContext]) -> TypeAdapter[Any]:
+    adapter = _ADAPTERS.get(cls.hook)
+    if adapter is None:
+        adapter = _ADAPTERS[cls.hook] = TypeAdapter(cls)
+    return adapter
+
+
+def encode_event(ctx: EventContext) -> str:
+    """One event as its JSONL line (without the newline)."""
+    body = _adapter(type(ctx)).dump_json(ctx).decode()
+    return f'{{"hook":"{ctx.hook}",{body[1:]}' if len(body) > 2 else f'{{"hook":"{ctx.hook}"}}'
+
+
+def decode_event(line: str | bytes) -> EventContext:
+    """Rebuild the context object of one JSONL line.
+
+    Raises:
+        ValueError: the line is not JSON, names an unknown hook, or its fields are invalid.
+    """
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ValueError("an event must be a JSON object")
+    hook = data.pop("hook", None)
+    cls = CONTEXT_TYPES.get(hook) if isinstance(hook, str) else None
+    if cls is None:
+        raise ValueError(f"unknown hook {hook!r}")
+    try:
+        ctx: EventContext = _adapter(cls).validate_python(data)
+    except ValidationError as exc:
+        raise ValueError(f"invalid {hook} event: {_summarise(exc)}") from exc
+    return ctx
+
+
+def _summarise(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:5]:
+        loc = ".".join(str(p) for p in err["loc"]) or "(event)"
+        parts.append(f"{loc}: {err['msg']}")
+    return "; ".join(parts)
+
+
+class JsonlRecorder(LoopObserver):
+    """Writes every event as one JSON line to a path or an open text stream.
+
+    Lines are encoded on the emitting task and buffered; they reach the file on
+    :meth:`force_flush`, :meth:`shutdown`, or when ``buffer_lines`` are pending.
+    Safe when many runs and threads share one recorder: each line is written
+    whole. A path is opened in append mode and closed by :meth:`shutdown`; a
+    stream passed in is flushed but left open.
+    """
+
+    def __init__(self, path_or_stream: str | os.PathLike[str] | IO[str], *,
+                 buffer_lines: int = 256) -> None:
+        if isinstance(path_or_stream, (str, os.PathLike)):
+            self._stream: IO[str] = Path(path_or_stream).open("a", encoding="utf-8")  # noqa: SIM115
+            self._owns_stream = True
+        else:
+            self._stream = path_or_stream
+            self._owns_stream = False
+        self._buffer: list[str] = []
+        self._buffer_lines = buffer_lines
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def _record(self, ctx: EventContext) -> None:
+        line = encode_event(ctx)
+        with self._lock:
+            if self._closed:
+                return
+            self._buffer.append(line)
+            if len(self._buffer) >= self._buffer_lines:
+                self._write_locked()
+
+    def _write_locked(self) -> None:
+        if self._buffer:
+            self._stream.write("\n".join(self._buffer) + "\n")
+            self._buffer.clear()
+
+    def force_flush(self, timeout_s: float | None = None) -> None:
+        """Write pending lines and flush the stream."""
+        with self._lock:
+            if self._closed:
+                return
+            self._write_locked()
+            self._stream.flush()
+
+    def shutdown(self, timeout_s: float | None = None) -> None:
+        """Flush, and close the file if the recorder opened it. Later events are dropped."""
+        with self._lock:
+            if self._closed:
+                return
+            self._write_locked()
+            self._stream.flush()
+            self._closed = True
+            if self._owns_stream:
+                self._stream.close()
+
+    on_run_start = on_run_end = on_turn_start = on_turn_end = _record
+    on_stream_start = on_stream_success = on_stream_failure = on_response = _record
+    on_text_delta = on_thinking_delta = _record
+    on_tool_call_received = on_tool_pre = on_tool_post = _record
+    on_compaction = on_fallback = on_model_switched = _record
+    on_loop_detected = on_convergence_detected = on_suspended = on_sleep = _record
+
+
+class ReplayError(ValueError):
+    """A line of an event log could not be decoded; names the file and line number."""
+
+    def __init__(self, source: str, line_no: int, reason: str) -> None:
+        super().__init__(f"{source}:{line_no}: {reason}")
+        self.source = source
+        self.line_no = line_no
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayStats:
+    """What :func:`replay` did: events re-emitted, and bad lines skipped (with their errors)."""
+
+    events: int
+    skipped: int
+    errors: tuple[ReplayError, ...] = ()
+
+
+def _lines(source: str | os.PathLike[str] | IO[str]) -> Iterator[tuple[str, int, str]]:
+    if isinstance(source, (str, os.PathLike)):
+        name = os.fspath(source)
+        with Path(source).open(encoding="utf-8", errors="replace") as fh:
+            for no, line in enumerate(fh, 1):
+                yield name, no, line
+    else:
+        name = getattr(source, "name", "<stream>")
+        for no, line in enumerate(source, 1):
+            yield str(name), no, line
+
+
+def replay(
+    source: str | os.PathLike[str] | IO[str],
+    observer: LoopObserver,
+    *,
+    skip_invalid: bool = False,
+) -> ReplayStats:
+    """Re-emit every event of a JSONL log into ``observer``, in file order.
+
+    Each line is rebuilt into the exact context object that was recorded
+    (validated with pydantic) and delivered to the hook it names. Blank lines
+    are ignored.
+
+    Args:
+        source: a path or an open text stream.
+        observer: any observer (an :class:`~loopobs.core.observer.ObserverSet` to reach many).
+        skip_invalid: skip malformed or unknown lines instead of raising; the
+            returned stats count them.
+
+    Raises:
+        ReplayError: a line is malformed (unless ``skip_invalid``). Events before it
+            have already been delivered.
+    """
+    events = 0
+    errors: list[ReplayError] = []
+    for name, no, line in _lines(source):
+        if not line.strip():
+            continue
+        try:
+            ctx = decode_event(line)
+        except ValueError as exc:
+            err = ReplayError(name, no, str(exc))
+            if not skip_invalid:
+                raise err from exc
+            errors.append(err)
+            continue
+        getattr(observer, ctx.hook)(ctx)
+        events += 1
+    return ReplayStats(events=events, skipped=len(errors), errors=tuple(errors))

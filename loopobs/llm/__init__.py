@@ -1,0 +1,1 @@
+"""Model backends: a scripted offline model, OpenAI-compatible and Anthropic clients over httpx."""

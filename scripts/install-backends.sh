@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs the real backends the end-to-end tests run against, when missing:
+#   - Prometheus + promtool from Debian's `prometheus` package;
+#   - Arize Phoenix (a real OTLP receiver) in its own venv, since it pins many packages.
+# Writes scripts/backends.env, which `make test` sources so the tests find them.
+# Outside CI a backend that cannot be installed is reported and its tests skip;
+# in CI (CI=true) it is a failure.
+set -u
+cd "$(dirname "$0")/.."
+PHOENIX_VENV="${LOOPOBS_PHOENIX_VENV:-$HOME/.cache/loopobs/phoenix-venv}"
+status=0
+
+if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then
+  echo "install-backends: installing Prometheus (Debian package)"
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus) \
+      >/tmp/loopobs-prometheus-install.log 2>&1 || { echo "install-backends: apt-get failed, see /tmp/loopobs-prometheus-install.log"; status=1; }
+  else
+    echo "install-backends: cannot install Prometheus here (needs root and apt-get)"; status=1
+  fi
+fi
+
+if [ ! -x "$PHOENIX_VENV/bin/phoenix" ]; then
+  echo "install-backends: installing Arize Phoenix into $PHOENIX_VENV (about 30 s, 850 MB)"
+  mkdir -p "$(dirname "$PHOENIX_VENV")"
+  (python3 -m venv "$PHOENIX_VENV" && "$PHOENIX_VENV/bin/pip" install -q --disable-pip-version-check -U pip \
+     && "$PHOENIX_VENV/bin/pip" install -q --disable-pip-version-check arize-phoenix) \
+    >/tmp/loopobs-phoenix-install.log 2>&1 || { echo "install-backends: Phoenix install failed, see /tmp/loopobs-phoenix-install.log"; status=1; }
+fi
+
+{
+  echo "export LOOPOBS_PHOENIX_BIN=$PHOENIX_VENV/bin/phoenix"
+  echo "export LOOPOBS_PROMETHEUS_BIN=$(command -v prometheus || echo /usr/bin/prometheus)"
+  echo "export LOOPOBS_PROMTOOL_BIN=$(command -v promtool || echo /usr/bin/promtool)"
+} > scripts/backends.env
+
+if [ "$status" != 0 ] && [ "${CI:-}" = "true" ]; then
+  echo "install-backends: a backend is missing and CI requires it"; exit 1
+fi
+exit 0
