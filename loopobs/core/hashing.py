@@ -1,0 +1,48 @@
+"""Stable hashes: identical across processes, machines and Python versions.
+
+Python's ``hash()`` is salted per process, so nothing here uses it. Results and
+arguments are hashed with BLAKE2b truncated to 64 bits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["canonical_json", "result_hash", "stable_hash64"]
+
+
+def stable_hash64(data: bytes) -> int:
+    """An unsigned 64-bit BLAKE2b digest of ``data``."""
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big")
+
+
+def result_hash(text: str) -> int | None:
+    """The stable hash of a tool's result text; ``None`` for empty output (as in the seed)."""
+    if not text:
+        return None
+    return stable_hash64(text.encode("utf-8", "surrogatepass"))
+
+
+def _normalise(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    if isinstance(value, Mapping):
+        return {str(k): _normalise(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_normalise(v) for v in value]
+    return value
+
+
+def canonical_json(value: Any) -> str:
+    """JSON with sorted keys, no whitespace, and integral floats written as integers.
+
+    Two argument objects that differ only in key order, whitespace or number
+    formatting (``1`` vs ``1.0``) give the same text.
+    """
+    return json.dumps(
+        _normalise(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+        default=str,
+    )
