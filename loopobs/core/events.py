@@ -341,8 +341,10 @@ class ToolPostContext(EventContext):
     """A tool call attempt ended.
 
     ``result_hash`` is a stable 64-bit hash of the result text (None for empty
-    output). Additions: ``attempt``, ``outcome`` and ``error`` (the
-    :class:`~loopobs.core.errors.ToolError` when ``is_error``).
+    output). Additions: ``attempt``, ``outcome``, ``error`` (the
+    :class:`~loopobs.core.errors.ToolError` when ``is_error``) and ``result``, the
+    text fed back to the model: content, which exporters leave out of telemetry
+    unless content capture is on.
     """
 
     hook: ClassVar[HookName] = "on_tool_post"
@@ -356,6 +358,7 @@ class ToolPostContext(EventContext):
     attempt: int = 0
     outcome: ToolOutcomeKind = "output"
     error: LoopError | None = None
+    result: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
