@@ -45,6 +45,9 @@ class ToolCallPart:
     id: str
     name: str
     arguments: Mapping[str, Any] = field(default_factory=dict)
+    raw_arguments: str | None = None
+    """Set (and ``arguments`` empty) when the model's argument text was not a JSON
+    object: the loop answers the call with an ``InvalidToolInput`` error result."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
