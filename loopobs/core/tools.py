@@ -1,0 +1,223 @@
+"""Tools: the ``@tool`` decorator, and what a tool returns (``Output``, ``Suspend``, ``Sleep``).
+
+A tool is a sync or async function. Its JSON Schema comes from the type hints
+(plain types and pydantic models), its description from the docstring.
+Arguments are validated before the call; a tool may return a plain value (an
+output), an :class:`Output` with a display hint, or ask to park the run:
+
+- :class:`Suspend` waits for a person (or, with :meth:`Suspend.on_signal`, an
+  external system) to supply an input that satisfies ``input_schema``;
+- :class:`Sleep` waits until an instant (never a duration: an instant replays
+  identically, a duration needs a second clock read).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as _dt
+import functools
+import inspect
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, overload
+
+import pydantic
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from loopobs.core.errors import InvalidToolInput
+from loopobs.core.events import DisplayHint
+from loopobs.core.model import ToolDefinition
+
+__all__ = ["Output", "Sleep", "Suspend", "Tool", "ToolReturn", "render_result", "tool"]
+
+
+@dataclass(frozen=True, slots=True)
+class Output:
+    """A tool's normal result, with an optional rendering hint for front ends."""
+
+    value: Any
+    display_hint: DisplayHint | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Suspend:
+    """Park the run until someone supplies an input matching ``input_schema`` (a JSON Schema).
+
+    ``reason`` is what the approval inbox shows. ``kind`` is ``human`` unless
+    built with :meth:`on_signal`.
+    """
+
+    reason: str
+    input_schema: Mapping[str, Any] = field(default_factory=lambda: {"type": "object"})
+    kind: Literal["human", "signal"] = "human"
+
+    def on_signal(self) -> Suspend:
+        """The same suspension, waiting on an external system rather than a person."""
+        return replace(self, kind="signal")
+
+
+@dataclass(frozen=True, slots=True)
+class Sleep:
+    """Park the run until ``wake_at``, an aware datetime. Build it with :meth:`until`."""
+
+    wake_at: _dt.datetime
+
+    def __post_init__(self) -> None:
+        if self.wake_at.tzinfo is None:
+            raise ValueError("Sleep needs an aware datetime (with a timezone), not a naive one")
+
+    @classmethod
+    def until(cls, instant: _dt.datetime) -> Sleep:
+        """Park until ``instant`` (aware; stored in UTC)."""
+        if instant.tzinfo is None:
+            raise ValueError("Sleep.until needs an aware datetime (with a timezone)")
+        return cls(instant.astimezone(_dt.timezone.utc))
+
+
+ToolReturn = Output | Suspend | Sleep
+
+
+def render_result(value: Any) -> str:
+    """The text the model receives for a tool's output value."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    if isinstance(value, BaseModel):
+        return value.model_dump_json()
+    try:
+        return json.dumps(pydantic.TypeAdapter(Any).dump_python(value, mode="json"),
+                          ensure_ascii=False)
+    except (TypeError, ValueError, pydantic.PydanticSerializationError):
+        return str(value)
+
+
+class Tool:
+    """A function the model can call, with its schema and argument validation.
+
+    Build one with :func:`tool`. Calling :meth:`invoke` validates the arguments
+    (raising :class:`~loopobs.core.errors.InvalidToolInput`), runs the function
+    (sync ones in a worker thread, so they never block the event loop) and
+    returns an :class:`Output`, :class:`Suspend` or :class:`Sleep`.
+    """
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        self.fn = fn
+        self.name = name or fn.__name__
+        self.description = description if description is not None else inspect.getdoc(fn) or ""
+        self.timeout = timeout
+        self._is_async = inspect.iscoroutinefunction(fn)
+        self._model = _arguments_model(fn, self.name)
+        self.parameters: Mapping[str, Any] = _clean_schema(self._model.model_json_schema())
+        self.definition = ToolDefinition(
+            name=self.name, description=self.description, parameters=self.parameters
+        )
+
+    def __repr__(self) -> str:
+        return f"Tool({self.name!r})"
+
+    def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """Check ``arguments`` against the schema; return the keyword arguments for the call.
+
+        Raises:
+            InvalidToolInput: naming every field that is wrong.
+        """
+        try:
+            model = self._model.model_validate(dict(arguments))
+        except ValidationError as exc:
+            errors = [
+                f"{'.'.join(str(p) for p in err['loc']) or '(arguments)'}: {err['msg']}"
+                for err in exc.errors()
+            ]
+            raise InvalidToolInput(tool=self.name, errors=errors) from None
+        return {name: getattr(model, name) for name in type(model).model_fields}
+
+    async def invoke(self, arguments: Mapping[str, Any]) -> ToolReturn:
+        """Validate ``arguments`` and run the tool."""
+        kwargs = self.validate(arguments)
+        if self._is_async:
+            value = await self.fn(**kwargs)
+        else:
+            value = await asyncio.to_thread(functools.partial(self.fn, **kwargs))
+        if isinstance(value, (Output, Suspend, Sleep)):
+            return value
+        return Output(value)
+
+
+def _arguments_model(fn: Callable[..., Any], name: str) -> type[BaseModel]:
+    signature = inspect.signature(fn)
+    hints = _type_hints(fn)
+    fields: dict[str, Any] = {}
+    for param in signature.parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        annotation = hints.get(param.name, Any)
+        default = ... if param.default is param.empty else param.default
+        fields[param.name] = (annotation, default)
+    model: type[BaseModel] = pydantic.create_model(
+        f"{name}_arguments",
+        __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=False),
+        **fields,
+    )
+    return model
+
+
+def _type_hints(fn: Callable[..., Any]) -> dict[str, Any]:
+    import typing
+
+    try:
+        return typing.get_type_hints(fn)
+    except (NameError, TypeError):  # unresolved forward references: fall back to Any
+        return {}
+
+
+def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    schema = dict(schema)
+    schema.pop("title", None)
+    props = schema.get("properties")
+    if isinstance(props, dict):
+        schema["properties"] = {
+            k: {kk: vv for kk, vv in v.items() if kk != "title"} if isinstance(v, dict) else v
+            for k, v in props.items()
+        }
+    schema.setdefault("additionalProperties", False)
+    return schema
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+
+
+@overload
+def tool(
+    *, name: str | None = None, description: str | None = None, timeout: float | None = None
+) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    timeout: float | None = None,
+) -> Tool | Callable[[Callable[..., Awaitable[Any] | Any]], Tool]:
+    """Turn a function into a :class:`Tool`: ``@tool`` or ``@tool(name=..., timeout=...)``.
+
+    ``timeout`` (seconds) overrides the loop's ``tool_timeout`` for this tool.
+    """
+    if fn is not None:
+        return Tool(fn, name=name, description=description, timeout=timeout)
+
+    def wrap(f: Callable[..., Any]) -> Tool:
+        return Tool(f, name=name, description=description, timeout=timeout)
+
+    return wrap
