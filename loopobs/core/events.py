@@ -180,7 +180,7 @@ class EventContext:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunStartContext(EventContext):
-    """A run begins. Additions: ``agent``, ``model``, ``resumed_from``."""
+    """A run begins. Additions: ``agent``, ``model``, ``resumed_from``, ``instructions``."""
 
     hook: ClassVar[HookName] = "on_run_start"
     session_id: UUID
@@ -188,6 +188,9 @@ class RunStartContext(EventContext):
     model: str = ""
     resumed_from: UUID | None = None
     """For a resumed run, the ``run_id`` of the run that parked."""
+    instructions: str = ""
+    """Addition: the system prompt, if any. Content: exporters leave it out of
+    telemetry unless content capture is on."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
