@@ -1,5 +1,50 @@
-"""Observers that export: JSONL event log, OpenTelemetry tracing and metrics, Prometheus."""
+"""Observers that export: JSONL event log, OpenTelemetry tracing and metrics, Prometheus.
+
+``PrometheusObserver``, ``MetricsServer`` and ``start_metrics_server`` need
+``prometheus-client`` (``loopobs[prometheus]``); they are imported on first
+use, so this package imports without it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from loopobs.exporters.jsonl import JsonlRecorder, ReplayError, ReplayStats, replay
 
-__all__ = ["JsonlRecorder", "ReplayError", "ReplayStats", "replay"]
+if TYPE_CHECKING:
+    from loopobs.exporters.metrics_server import MetricsServer, start_metrics_server
+    from loopobs.exporters.prometheus import PrometheusObserver
+
+__all__ = [
+    "JsonlRecorder",
+    "MetricsServer",
+    "PrometheusObserver",
+    "ReplayError",
+    "ReplayStats",
+    "replay",
+    "start_metrics_server",
+]
+
+_LAZY = {
+    "MetricsServer": "loopobs.exporters.metrics_server",
+    "PrometheusObserver": "loopobs.exporters.prometheus",
+    "start_metrics_server": "loopobs.exporters.metrics_server",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    try:
+        value = getattr(importlib.import_module(module), name)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not exc.name.startswith("prometheus_client"):
+            raise
+        raise ImportError(
+            f"loopobs.exporters.{name} needs prometheus-client: pip install 'loopobs[prometheus]'"
+        ) from exc
+    globals()[name] = value
+    return value

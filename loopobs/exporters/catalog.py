@@ -80,6 +80,10 @@ LOOPOBS_OBSERVER_NAME = "loopobs.observer.name"
 LOOPOBS_OBSERVER_HOOK = "loopobs.observer.hook"
 LOOPOBS_LABEL = "loopobs.label"
 
+# -- exemplar labels (OpenMetrics; the names Grafana's trace links expect) ------------------
+EXEMPLAR_TRACE_ID = "trace_id"
+EXEMPLAR_SPAN_ID = "span_id"
+
 # -- span events ------------------------------------------------------------------------------
 EVENT_COMPACTION = "loopobs.compaction"
 EVENT_FALLBACK = "loopobs.fallback"
@@ -146,6 +150,13 @@ class MetricSpec:
         if self.kind == "counter" and not base.endswith("_total"):
             base = f"{base}_total"
         return base
+
+    @property
+    def prometheus_unit(self) -> str:
+        """The OpenMetrics unit word (``seconds``); ``""`` for ``1`` and ``{…}`` units."""
+        if self.unit == "1" or self.unit.startswith("{"):
+            return ""
+        return _UNIT_SUFFIX.get(self.unit, self.unit)
 
     @property
     def prometheus_labels(self) -> tuple[str, ...]:
