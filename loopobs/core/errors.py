@@ -80,7 +80,7 @@ class LoopError(Exception):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        _REGISTRY[cls.__name__] = cls
+        _REGISTRY[_type_name(cls)] = cls
 
     def __str__(self) -> str:
         return self.message
@@ -104,9 +104,11 @@ class LoopError(Exception):
     def to_dict(self) -> dict[str, Any]:
         """The stable JSON-ready encoding: ``{"type": ClassName, "message": ..., **fields}``.
 
-        Tuples become lists and datetimes ISO 8601 strings.
+        Tuples become lists and datetimes ISO 8601 strings. ``type`` is the bare class name
+        for loopobs's own errors and ``module.QualName`` for subclasses defined elsewhere, so
+        a user's class never shadows a built-in one of the same name.
         """
-        out: dict[str, Any] = {"type": type(self).__name__, "message": self.message}
+        out: dict[str, Any] = {"type": _type_name(type(self)), "message": self.message}
         for name in self._fields:
             out[name] = _jsonable(getattr(self, name))
         return out
@@ -126,6 +128,7 @@ class LoopError(Exception):
         unknown = set(kwargs) - {"message", *cls._fields}
         if unknown:
             raise ValueError(f"{cls.__name__} has no field(s) {sorted(unknown)}")
+        _check_types(cls, kwargs)
         try:
             return cls._decode(kwargs)
         except (TypeError, ValueError) as exc:
@@ -159,8 +162,60 @@ class LoopError(Exception):
 _REGISTRY["LoopError"] = LoopError
 
 
+def _type_name(cls: type[LoopError]) -> str:
+    if cls.__module__ == "loopobs" or cls.__module__.startswith("loopobs."):
+        return cls.__name__
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
 def _rebuild(data: Mapping[str, Any]) -> LoopError:
     return LoopError.from_dict(data)
+
+
+_CHECKERS: dict[type[LoopError], Any] = {}
+
+
+def _check_types(cls: type[LoopError], kwargs: Mapping[str, Any]) -> None:
+    """Refuse ill-typed field values (from a corrupt log) instead of building a broken error.
+
+    Checks, strictly, against the annotations of ``cls.__init__``; the values themselves are
+    passed on unchanged so a rebuilt error encodes exactly as the original did.
+    """
+    checker = _CHECKERS.get(cls)
+    if checker is None:
+        checker = _CHECKERS[cls] = _build_checker(cls)
+    from pydantic import ValidationError
+
+    try:
+        checker.validate_python(dict(kwargs))
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '(error)'}: {e['msg']}" for e in exc.errors()
+        )
+        raise ValueError(f"cannot rebuild {cls.__name__}: {problems}") from None
+
+
+def _build_checker(cls: type[LoopError]) -> Any:
+    import inspect
+    import typing
+
+    import typing_extensions  # pydantic needs its TypedDict on Python < 3.12
+    from pydantic import ConfigDict, TypeAdapter
+
+    try:
+        hints = typing.get_type_hints(cls.__init__)
+    except Exception:  # unresolvable annotations on a user subclass: check nothing
+        hints = {}
+    params = list(inspect.signature(cls.__init__).parameters.values())[1:]
+    fields: dict[str, Any] = {}
+    for p in params:
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        tp = hints.get(p.name, Any)
+        fields[p.name] = tp if p.default is p.empty else typing_extensions.NotRequired[tp]
+    shape: Any = typing_extensions.TypedDict(f"{cls.__name__}Fields", fields)  # type: ignore[operator]
+    shape.__pydantic_config__ = ConfigDict(strict=True, extra="forbid")
+    return TypeAdapter(shape)
 
 
 def _jsonable(value: Any) -> Any:

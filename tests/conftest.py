@@ -1,0 +1,148 @@
+"""Shared fixtures: one fully populated sample context per hook."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from loopobs import (
+    CONTEXT_TYPES,
+    DisplayHint,
+    EventContext,
+    HookName,
+    ModelError,
+    NotYetAwake,
+    RateLimited,
+    ToolExecutionError,
+    Usage,
+)
+
+RUN_ID = uuid.UUID("6f1c2b7e-0000-4000-8000-000000000001")
+SESSION_ID = uuid.UUID("6f1c2b7e-0000-4000-8000-000000000002")
+
+# Every field of every context set to a value different from its default, so a codec or a
+# dispatcher that drops or mixes up a field shows up in an equality check.
+SAMPLE_FIELDS: dict[str, dict[str, Any]] = {
+    "on_run_start": {
+        "session_id": SESSION_ID,
+        "agent": "researcher",
+        "model": "gpt-x",
+        "resumed_from": uuid.UUID(int=7),
+    },
+    "on_run_end": {
+        "success": False,
+        "error": NotYetAwake(wake_at=dt.datetime(2030, 5, 6, 7, 8, 9, tzinfo=dt.timezone.utc)),
+        "total_turns": 4,
+        "duration_ms": 1234.5,
+        "status": "sleeping",
+        "input_tokens": 900,
+        "output_tokens": 80,
+    },
+    "on_turn_start": {"turn": 3, "query": "what's the weather in Zürich? ☀️"},
+    "on_turn_end": {
+        "turn": 3,
+        "success": False,
+        "error": ModelError("boom", retryable=True, status_code=503, provider="openai"),
+        "duration_ms": 12.25,
+        "input_tokens": 300,
+        "output_tokens": 20,
+    },
+    "on_stream_start": {"turn": 3, "model": "m1", "provider": "anthropic", "attempt": 2},
+    "on_stream_success": {
+        "turn": 3,
+        "model": "m1",
+        "input_tokens": 300,
+        "output_tokens": 20,
+        "provider": "anthropic",
+        "attempt": 2,
+        "duration_ms": 801.5,
+        "time_to_first_token_ms": 120.25,
+        "finish_reason": "tool_calls",
+        "response_id": "resp_1",
+        "response_model": "m1-2025",
+        "cache_read_input_tokens": 100,
+        "cache_write_input_tokens": 50,
+        "reasoning_output_tokens": 5,
+    },
+    "on_stream_failure": {
+        "turn": 3,
+        "model": "m1",
+        "error": RateLimited(retry_after=2.5, provider="anthropic"),
+        "provider": "anthropic",
+        "attempt": 1,
+        "duration_ms": 3.5,
+    },
+    "on_response": {
+        "turn": 3,
+        "text": "Let me check.",
+        "usage": Usage(input_tokens=300, output_tokens=20, cache_read_input_tokens=100),
+        "tool_calls": 2,
+    },
+    "on_text_delta": {"turn": 3, "delta": "Let "},
+    "on_thinking_delta": {"turn": 3, "delta": "hmm"},
+    "on_tool_call_received": {
+        "turn": 3,
+        "tool": "weather",
+        "call_id": "call_1",
+        "input": {"city": "Zürich", "days": [1, 2], "opts": {"units": None, "x": 1.5}},
+    },
+    "on_tool_pre": {"turn": 3, "tool": "weather", "tool_call_id": "call_1", "attempt": 1},
+    "on_tool_post": {
+        "tool_call_id": "call_1",
+        "turn": 3,
+        "tool": "weather",
+        "result_hash": 2**64 - 1,
+        "is_error": True,
+        "duration_ms": 4.5,
+        "display_hint": DisplayHint.code("python"),
+        "attempt": 1,
+        "outcome": "error",
+        "error": ToolExecutionError("kaput", tool="weather", error_type="OSError"),
+        "result": "kaput",
+    },
+    "on_compaction": {
+        "tokens_before": 9000,
+        "tokens_after": 4000,
+        "tokens_saved": 5000,
+        "messages_removed": 6,
+        "reason": "manual",
+    },
+    "on_fallback": {"from_model": "m1", "to_model": "m2", "turn": 3},
+    "on_model_switched": {"from_model": "m1", "to_model": "m2"},
+    "on_loop_detected": {"pattern": "weather×3", "repetitions": 3, "tool": "weather",
+                         "action": "stop"},
+    "on_convergence_detected": {"action": "compact", "similarity": 0.97, "consecutive": 3},
+    "on_suspended": {
+        "turn": 3,
+        "tool": "approve",
+        "tool_call_id": "call_2",
+        "reason": "needs a human",
+        "input_schema": {"type": "object", "properties": {"ok": {"type": "boolean"}}},
+        "kind": "signal",
+    },
+    "on_sleep": {
+        "turn": 3,
+        "tool": "wait",
+        "tool_call_id": "call_3",
+        "wake_at": dt.datetime(2030, 1, 2, 3, 4, 5, 678, tzinfo=dt.timezone(dt.timedelta(hours=2))),
+    },
+}
+
+MakeContext = Callable[..., EventContext]
+
+
+def sample_context(hook: HookName, *, run_id: uuid.UUID = RUN_ID, time_ns: int = 1_700_000_000,
+                   **overrides: Any) -> EventContext:
+    """A context for ``hook`` with every field set (``overrides`` replace sample values)."""
+    fields = {**SAMPLE_FIELDS[hook], **overrides}
+    return CONTEXT_TYPES[hook](run_id=run_id, time_ns=time_ns, **fields)
+
+
+@pytest.fixture
+def make_context() -> MakeContext:
+    """The :func:`sample_context` factory."""
+    return sample_context
