@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["canonical_json", "result_hash", "stable_hash64"]
+__all__ = ["arguments_hash", "canonical_json", "result_hash", "stable_hash64"]
 
 
 def stable_hash64(data: bytes) -> int:
@@ -36,13 +36,42 @@ def _normalise(value: Any) -> Any:
     return value
 
 
+# One encoder built once: ``json.dumps`` with non-default options builds a new
+# encoder on every call, which costs about as much as the encoding itself.
+_ENCODER = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
+)
+_PLAIN = frozenset({str, int, bool, type(None)})
+
+
+def _is_plain(value: Mapping[Any, Any]) -> bool:
+    # A flat mapping with string keys and scalar values that _normalise would
+    # leave unchanged: the common shape of tool arguments, encoded directly.
+    plain = _PLAIN
+    for k, v in value.items():
+        if type(k) is not str:
+            return False
+        t = type(v)
+        if t not in plain and not (t is float and not v.is_integer()):
+            return False
+    return True
+
+
 def canonical_json(value: Any) -> str:
     """JSON with sorted keys, no whitespace, and integral floats written as integers.
 
     Two argument objects that differ only in key order, whitespace or number
     formatting (``1`` vs ``1.0``) give the same text.
     """
-    return json.dumps(
-        _normalise(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-        default=str,
-    )
+    if type(value) is dict and _is_plain(value):
+        return _ENCODER.encode(value)
+    return _ENCODER.encode(_normalise(value))
+
+
+def arguments_hash(arguments: Mapping[str, Any]) -> int:
+    """The stable 64-bit hash of tool arguments in their :func:`canonical_json` form.
+
+    Equal for arguments that differ only in key order or number formatting, in
+    any process on any machine.
+    """
+    return stable_hash64(canonical_json(arguments).encode("utf-8", "surrogatepass"))
