@@ -1,0 +1,461 @@
+"""A streaming client for Anthropic's Messages API.
+
+What comes back, by stream event:
+
+- ``message_start``: the response id and model, and the first usage figures.
+- ``content_block_start`` / ``content_block_delta`` / ``content_block_stop``:
+  ``text`` blocks → :class:`TextDelta`; ``thinking`` blocks → :class:`ThinkingDelta`
+  (their ``signature_delta`` is read and dropped); a ``redacted_thinking``
+  block → one ``ThinkingDelta("")``; ``tool_use`` blocks with their
+  ``input_json_delta`` fragments → one :class:`ToolCallReady` at the block's
+  stop. Other block and delta types (server tools, citations) are skipped.
+- ``message_delta``: ``stop_reason`` and cumulative usage → :class:`UsageReport`.
+- ``message_stop``: :class:`Finish` (``stop_reason`` kept as sent: ``end_turn``,
+  ``tool_use``, ``max_tokens``, …).
+- ``ping`` and unknown events are ignored; ``error`` is a ``LoopError``
+  (``overloaded_error`` and ``rate_limit_error`` → ``RateLimited``,
+  ``api_error`` → retryable, request errors → not).
+
+Usage follows OpenTelemetry: ``input_tokens`` is the API's ``input_tokens`` plus
+``cache_read_input_tokens`` plus ``cache_creation_input_tokens``; the cache
+figures are also reported on their own. Thinking tokens are part of
+``output_tokens`` and the API does not report them apart.
+
+A body that ends before ``message_stop`` is a retryable
+:class:`~loopobs.core.errors.StreamError`.
+
+Replaying a conversation: assistant thinking is **not** sent back. The API
+accepts a thinking block only with the signature it was streamed with, and
+:class:`~loopobs.core.model.AssistantMessage` does not keep signatures, so
+only text and ``tool_use`` blocks are sent. Thinking from earlier turns is
+ignored by the API anyway; but with extended thinking *and* tool use the API
+requires the thinking block of the assistant turn that the tool results
+answer, and rejects the follow-up call without it. Until messages carry
+signatures, enable ``thinking`` only for runs without tools.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from loopobs.core.errors import ModelError, StreamError
+from loopobs.core.events import Usage
+from loopobs.core.model import (
+    AssistantMessage,
+    Finish,
+    Message,
+    ModelRequest,
+    StreamEvent,
+    SystemMessage,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallPart,
+    ToolCallReady,
+    ToolDefinition,
+    ToolResultMessage,
+    UsageReport,
+    UserMessage,
+)
+from loopobs.llm._http import (
+    DEFAULT_TIMEOUT,
+    HttpModelClient,
+    error_for_status,
+    quote,
+    stream_events,
+)
+
+__all__ = ["AnthropicClient"]
+
+# The HTTP status each documented error type stands for, so that an error event
+# mid-stream gets the same verdict as the same error before it.
+_ERROR_STATUS = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "billing_error": 402,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "timeout_error": 504,
+    "overloaded_error": 529,
+}
+
+
+class AnthropicClient(HttpModelClient):
+    """Streams responses from Anthropic's Messages API (``POST /v1/messages``).
+
+    Args:
+        api_key: sent as ``x-api-key``; defaults to the ``ANTHROPIC_API_KEY``
+            environment variable.
+        base_url: the API root (without ``/v1``).
+        http_client: an ``httpx.AsyncClient`` to send through. Without one
+            the client makes its own, closed by :meth:`aclose`.
+        timeout: per-request timeout; by default the injected client's, or
+            10 s to connect and 600 s per read for the client's own.
+        max_tokens: the ``max_tokens`` the API requires, unless the request's
+            options set one.
+        anthropic_version: the ``anthropic-version`` header.
+        provider: the provider name observers and spans report.
+        extra_headers: headers added to every request (``anthropic-beta``, …).
+    """
+
+    def __init__(
+        self,
+        api_key: str | None = None,
+        *,
+        base_url: str = "https://api.anthropic.com",
+        http_client: httpx.AsyncClient | None = None,
+        timeout: httpx.Timeout | float | None = None,
+        max_tokens: int = 4096,
+        anthropic_version: str = "2023-06-01",
+        provider: str = "anthropic",
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(
+            base_url=base_url,
+            api_key=api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY"),
+            http_client=http_client,
+            timeout=timeout,
+            default_timeout=DEFAULT_TIMEOUT,
+            provider=provider,
+            extra_headers=extra_headers,
+        )
+        self.max_tokens = max_tokens
+        self.anthropic_version = anthropic_version
+
+    def build_body(self, request: ModelRequest) -> dict[str, Any]:
+        """The JSON body of the Messages request for ``request``.
+
+        System messages are joined into the top-level ``system``;
+        ``request.options`` are passed through (``temperature``, ``thinking``,
+        ``max_tokens``, …); ``stream`` is always true.
+        """
+        body: dict[str, Any] = {
+            "model": request.model,
+            "max_tokens": self.max_tokens,
+            "messages": _messages(request.messages),
+        }
+        system = [m.content for m in request.messages if isinstance(m, SystemMessage)]
+        if system:
+            body["system"] = "\n\n".join(system)
+        if request.tools:
+            body["tools"] = [_tool(t) for t in request.tools]
+        body.update(request.options)
+        body["stream"] = True
+        return body
+
+    def build_headers(self) -> dict[str, str]:
+        """The request headers (the key included: never log them)."""
+        headers = {
+            "accept": "text/event-stream",
+            "anthropic-version": self.anthropic_version,
+            **self._extra_headers,
+        }
+        if self._api_key:
+            headers["x-api-key"] = self._api_key
+        return headers
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        """Run one Messages call and stream its events."""
+        events = stream_events(
+            self._http,
+            f"{self.base_url}/v1/messages",
+            headers=self.build_headers(),
+            body=self.build_body(request),
+            timeout=self._timeout,
+            provider=self.provider,
+            secret=self._api_key,
+            decoder=MessagesDecoder(provider=self.provider),
+            auth_hint="" if self._api_key else "no API key: pass api_key= or set ANTHROPIC_API_KEY",
+        )
+        try:
+            async for event in events:
+                yield event
+        finally:
+            await events.aclose()
+
+
+# -- request translation ------------------------------------------------------------------
+
+
+def _messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    # The user message being filled with tool results, so that consecutive results
+    # (the answers to one assistant turn) travel together, as the API requires.
+    results: list[dict[str, Any]] | None = None
+    for message in messages:
+        if isinstance(message, SystemMessage):
+            continue
+        if isinstance(message, ToolResultMessage):
+            block: dict[str, Any] = {
+                "type": "tool_result",
+                "tool_use_id": message.tool_call_id,
+                "content": message.content,
+                "is_error": message.is_error,
+            }
+            if results is None:
+                results = [block]
+                out.append({"role": "user", "content": results})
+            else:
+                results.append(block)
+            continue
+        if isinstance(message, UserMessage):
+            if results is not None:
+                # Text may follow the tool results in the same user turn.
+                results.append({"type": "text", "text": message.content})
+                results = None
+                continue
+            out.append({"role": "user", "content": message.content})
+            continue
+        results = None
+        content = _assistant_content(message)
+        if content:
+            out.append({"role": "assistant", "content": content})
+    return out
+
+
+def _assistant_content(message: AssistantMessage) -> list[dict[str, Any]]:
+    content: list[dict[str, Any]] = []
+    if message.content:
+        content.append({"type": "text", "text": message.content})
+    content.extend(
+        {"type": "tool_use", "id": call.id, "name": call.name, "input": dict(call.arguments)}
+        for call in message.tool_calls
+    )
+    return content
+
+
+def _tool(tool: ToolDefinition) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": tool.name, "input_schema": dict(tool.parameters)}
+    if tool.description:
+        out["description"] = tool.description
+    return out
+
+
+# -- response decoding --------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Block:
+    type: str
+    id: str = ""
+    name: str = ""
+    input: dict[str, Any] = field(default_factory=dict)
+    partial_json: list[str] = field(default_factory=list)
+
+
+class MessagesDecoder:
+    """Decodes the Messages API event stream into stream events.
+
+    Raises only ``LoopError``s: a payload that is not JSON, or not the shape
+    the API documents, is a :class:`StreamError` quoting it; an ``error``
+    event is a :class:`ModelError` with the right retry verdict.
+    """
+
+    def __init__(self, *, provider: str = "anthropic") -> None:
+        self.provider = provider
+        self.done = False
+        self._blocks: dict[int, _Block] = {}
+        self._response_id: str | None = None
+        self._response_model: str | None = None
+        self._stop_reason: str | None = None
+        self._input = 0
+        self._cache_read = 0
+        self._cache_write = 0
+        self._output = 0
+        self._usage_seen = False
+        self._usage_reported = False
+
+    def feed(self, event: str, data: str) -> list[StreamEvent]:
+        """Decode one SSE event."""
+        if self.done:
+            return []
+        try:
+            payload = json.loads(data)
+        except ValueError:
+            raise self._bad("invalid JSON in a data line", data) from None
+        if not isinstance(payload, dict):
+            raise self._bad("a data line that is not a JSON object", data)
+        kind = payload.get("type", event)
+        if kind == "error" or event == "error":
+            raise self._error(payload, data)
+        try:
+            return self._event(kind, payload)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            # The shape checks below cover what the API documents; this is the net under them.
+            raise self._bad(f"unexpected {kind!s:.40} event ({type(exc).__name__})", data) from None
+
+    def end(self) -> list[StreamEvent]:
+        """The body ended before ``message_stop``: the response was cut off."""
+        if self.done:
+            return []
+        raise StreamError(
+            f"{self.provider}: the stream ended before message_stop", provider=self.provider
+        )
+
+    def _bad(self, what: str, data: str) -> StreamError:
+        return StreamError(f"{self.provider}: {what}: {quote(data)}", provider=self.provider)
+
+    def _event(self, kind: Any, payload: dict[str, Any]) -> list[StreamEvent]:
+        if kind == "message_start":
+            message = _obj(payload["message"])
+            self._response_id = _opt_text(message.get("id"))
+            self._response_model = _opt_text(message.get("model"))
+            self._read_usage(message.get("usage"))
+            return []
+        if kind == "content_block_start":
+            return self._block_start(_index(payload), _obj(payload["content_block"]))
+        if kind == "content_block_delta":
+            return self._block_delta(_index(payload), _obj(payload["delta"]))
+        if kind == "content_block_stop":
+            return self._block_stop(_index(payload))
+        if kind == "message_delta":
+            delta = _obj(payload.get("delta") or {})
+            reason = delta.get("stop_reason")
+            if reason is not None:
+                self._stop_reason = _text(reason)
+            self._read_usage(payload.get("usage"))
+            return self._report_usage()
+        if kind == "message_stop":
+            self.done = True
+            out = [] if self._usage_reported or not self._usage_seen else self._report_usage()
+            out.append(
+                Finish(
+                    reason=self._stop_reason,
+                    response_id=self._response_id,
+                    response_model=self._response_model,
+                )
+            )
+            return out
+        # ping, and event types added after this was written.
+        return []
+
+    def _block_start(self, index: int, block: dict[str, Any]) -> list[StreamEvent]:
+        kind = _text(block["type"])
+        state = _Block(type=kind)
+        self._blocks[index] = state
+        if kind == "text" and block.get("text"):
+            return [TextDelta(_text(block["text"]))]
+        if kind == "thinking" and block.get("thinking"):
+            return [ThinkingDelta(_text(block["thinking"]))]
+        if kind == "redacted_thinking":
+            return [ThinkingDelta("")]
+        if kind == "tool_use":
+            state.id = _text(block["id"])
+            state.name = _text(block["name"])
+            state.input = _obj(block.get("input") or {})
+        return []
+
+    def _block_delta(self, index: int, delta: dict[str, Any]) -> list[StreamEvent]:
+        kind = delta.get("type")
+        if kind == "text_delta":
+            text = _text(delta["text"])
+            return [TextDelta(text)] if text else []
+        if kind == "thinking_delta":
+            text = _text(delta["thinking"])
+            return [ThinkingDelta(text)] if text else []
+        if kind == "input_json_delta":
+            block = self._blocks.get(index)
+            if block is None:
+                raise KeyError(index)
+            block.partial_json.append(_text(delta["partial_json"]))
+        # signature_delta, citations_delta and newer kinds carry nothing the loop uses.
+        return []
+
+    def _block_stop(self, index: int) -> list[StreamEvent]:
+        block = self._blocks.pop(index, None)
+        if block is None or block.type != "tool_use":
+            return []
+        raw = "".join(block.partial_json)
+        arguments = block.input
+        if raw.strip():
+            try:
+                parsed = json.loads(raw)
+            except ValueError:
+                parsed = None
+            if not isinstance(parsed, dict):
+                # Another attempt (or a fallback model) may well produce valid input.
+                raise StreamError(
+                    f"{self.provider}: the input of tool call {block.name!r} is not a JSON "
+                    f"object: {quote(raw)}",
+                    provider=self.provider,
+                )
+            arguments = parsed
+        return [ToolCallReady(ToolCallPart(id=block.id, name=block.name, arguments=arguments))]
+
+    def _read_usage(self, raw: Any) -> None:
+        # message_start carries the input figures; message_delta's are cumulative and, when
+        # present, replace them.
+        if raw is None:
+            return
+        usage = _obj(raw)
+        self._usage_seen = True
+        if usage.get("input_tokens") is not None:
+            self._input = _count(usage["input_tokens"])
+        if usage.get("cache_read_input_tokens") is not None:
+            self._cache_read = _count(usage["cache_read_input_tokens"])
+        if usage.get("cache_creation_input_tokens") is not None:
+            self._cache_write = _count(usage["cache_creation_input_tokens"])
+        if usage.get("output_tokens") is not None:
+            self._output = _count(usage["output_tokens"])
+
+    def _report_usage(self) -> list[StreamEvent]:
+        self._usage_reported = True
+        return [
+            UsageReport(
+                Usage(
+                    input_tokens=self._input + self._cache_read + self._cache_write,
+                    output_tokens=self._output,
+                    cache_read_input_tokens=self._cache_read,
+                    cache_write_input_tokens=self._cache_write,
+                )
+            )
+        ]
+
+    def _error(self, payload: dict[str, Any], data: str) -> ModelError:
+        error = payload.get("error")
+        if not isinstance(error, dict):
+            return StreamError(
+                f"{self.provider}: error event: {quote(data)}", provider=self.provider
+            )
+        kind = error.get("type")
+        message = error.get("message")
+        text = f"{kind}: {str(message)[:200]}" if isinstance(kind, str) else quote(data)
+        status = _ERROR_STATUS.get(kind, 500) if isinstance(kind, str) else 500
+        return error_for_status(status, f"error event: {text}", provider=self.provider)
+
+
+def _obj(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise TypeError("expected an object")
+    return value
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError("expected a string")
+    return value
+
+
+def _opt_text(value: Any) -> str | None:
+    return None if value is None else _text(value)
+
+
+def _index(payload: dict[str, Any]) -> int:
+    index = payload["index"]
+    if isinstance(index, bool) or not isinstance(index, int):
+        raise TypeError("expected an index")
+    return index
+
+
+def _count(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise TypeError("expected a token count")
+    return value

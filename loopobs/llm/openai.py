@@ -1,0 +1,426 @@
+"""A streaming client for OpenAI's Chat Completions API and the servers that speak it.
+
+Works against OpenAI and against OpenAI-compatible servers (vLLM, Ollama,
+llama.cpp server, LM Studio, OpenRouter, …): point ``base_url`` at the
+server's ``/v1``. Every request streams with ``stream_options.include_usage``
+so the run reports its tokens.
+
+What comes back:
+
+- ``delta.content`` → :class:`TextDelta`; ``delta.reasoning_content`` (DeepSeek,
+  llama.cpp, older vLLM) or ``delta.reasoning`` (vLLM, Ollama, OpenRouter)
+  → :class:`ThinkingDelta` (a server that sends both sends the same text
+  twice: the first one present wins).
+- ``delta.tool_calls`` fragments are assembled by ``index`` (ids, names and
+  argument JSON split over many chunks, several calls interleaved) and each
+  complete call is a :class:`ToolCallReady`, in index order, once the
+  choice finishes. A call without an id (some local servers) gets
+  ``call_<index>``.
+- ``usage`` (``prompt_tokens``, ``completion_tokens``, cached prompt tokens,
+  reasoning tokens) → one :class:`UsageReport` before the :class:`Finish`.
+- ``finish_reason`` is kept as the server says it (``stop``, ``tool_calls``,
+  ``length``, …), with the response ``id`` and ``model``.
+
+The stream is complete at ``data: [DONE]``; a body that ends after the
+choice's ``finish_reason`` but without ``[DONE]`` (some older local servers)
+is accepted too. A body that ends before either is a retryable
+:class:`~loopobs.core.errors.StreamError`.
+
+Only choice 0 is read: the loop asks for one completion.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from loopobs.core.errors import ModelError, RateLimited, StreamError
+from loopobs.core.events import Usage
+from loopobs.core.model import (
+    AssistantMessage,
+    Finish,
+    Message,
+    ModelRequest,
+    StreamEvent,
+    SystemMessage,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallPart,
+    ToolCallReady,
+    ToolDefinition,
+    UsageReport,
+    UserMessage,
+)
+from loopobs.llm._http import (
+    DEFAULT_TIMEOUT,
+    HttpModelClient,
+    error_for_status,
+    quote,
+    stream_events,
+)
+
+__all__ = ["OpenAIClient"]
+
+
+class OpenAIClient(HttpModelClient):
+    """Streams Chat Completions from OpenAI or any OpenAI-compatible server.
+
+    Args:
+        base_url: the API root, ending in ``/v1`` (``http://localhost:11434/v1``
+            for Ollama, ``http://localhost:8000/v1`` for vLLM).
+        api_key: sent as ``Authorization: Bearer``; defaults to the
+            ``OPENAI_API_KEY`` environment variable. Servers that need no
+            key get no header.
+        http_client: an ``httpx.AsyncClient`` to send through (its
+            connection pool, proxies and timeout are used). Without one the
+            client makes its own, closed by :meth:`aclose`.
+        timeout: per-request timeout; by default the injected client's, or
+            10 s to connect and 600 s per read for the client's own.
+        provider: the provider name observers and spans report.
+        extra_headers: headers added to every request (``OpenAI-Organization``, …).
+    """
+
+    def __init__(
+        self,
+        base_url: str = "https://api.openai.com/v1",
+        api_key: str | None = None,
+        *,
+        http_client: httpx.AsyncClient | None = None,
+        timeout: httpx.Timeout | float | None = None,
+        provider: str = "openai",
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(
+            base_url=base_url,
+            api_key=api_key if api_key is not None else os.environ.get("OPENAI_API_KEY"),
+            http_client=http_client,
+            timeout=timeout,
+            default_timeout=DEFAULT_TIMEOUT,
+            provider=provider,
+            extra_headers=extra_headers,
+        )
+
+    def build_body(self, request: ModelRequest) -> dict[str, Any]:
+        """The JSON body of the Chat Completions request for ``request``.
+
+        ``request.options`` are passed through (``temperature``, ``max_tokens``,
+        ``reasoning_effort``, …); ``stream`` is always true and
+        ``stream_options.include_usage`` always set.
+        """
+        body: dict[str, Any] = {
+            "model": request.model,
+            "messages": [_message(m) for m in request.messages],
+        }
+        if request.tools:
+            body["tools"] = [_tool(t) for t in request.tools]
+        body.update(request.options)
+        body["stream"] = True
+        stream_options = body.get("stream_options")
+        body["stream_options"] = {
+            **(stream_options if isinstance(stream_options, Mapping) else {}),
+            "include_usage": True,
+        }
+        return body
+
+    def build_headers(self) -> dict[str, str]:
+        """The request headers (the key included: never log them)."""
+        headers = {"accept": "text/event-stream", **self._extra_headers}
+        if self._api_key:
+            headers["authorization"] = f"Bearer {self._api_key}"
+        return headers
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        """Run one Chat Completions call and stream its events."""
+        events = stream_events(
+            self._http,
+            f"{self.base_url}/chat/completions",
+            headers=self.build_headers(),
+            body=self.build_body(request),
+            timeout=self._timeout,
+            provider=self.provider,
+            secret=self._api_key,
+            decoder=ChatCompletionsDecoder(provider=self.provider),
+            auth_hint="" if self._api_key else "no API key: pass api_key= or set OPENAI_API_KEY",
+        )
+        try:
+            async for event in events:
+                yield event
+        finally:
+            await events.aclose()
+
+
+# -- request translation ------------------------------------------------------------------
+
+
+def _message(message: Message) -> dict[str, Any]:
+    if isinstance(message, SystemMessage):
+        return {"role": "system", "content": message.content}
+    if isinstance(message, UserMessage):
+        return {"role": "user", "content": message.content}
+    if isinstance(message, AssistantMessage):
+        # Reasoning is not sent back: the API has no field for it (and DeepSeek rejects one).
+        out: dict[str, Any] = {"role": "assistant", "content": message.content or None}
+        if message.tool_calls:
+            out["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {
+                        "name": call.name,
+                        "arguments": json.dumps(dict(call.arguments), ensure_ascii=False),
+                    },
+                }
+                for call in message.tool_calls
+            ]
+        elif out["content"] is None:
+            out["content"] = ""
+        return out
+    # Chat Completions has no error flag on tool results: the content says what went wrong.
+    return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+
+
+def _tool(tool: ToolDefinition) -> dict[str, Any]:
+    function: dict[str, Any] = {"name": tool.name, "parameters": dict(tool.parameters)}
+    if tool.description:
+        function["description"] = tool.description
+    return {"type": "function", "function": function}
+
+
+# -- response decoding --------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _PartialCall:
+    id: str | None = None
+    name: str = ""
+    arguments: str = ""
+
+
+class ChatCompletionsDecoder:
+    """Decodes the ``chat.completion.chunk`` SSE stream into stream events.
+
+    Raises only ``LoopError``s: a payload that is not JSON, or not the shape
+    the API documents, is a :class:`StreamError` quoting it; an error object
+    in the stream is a :class:`ModelError` with the right retry verdict.
+    """
+
+    def __init__(self, *, provider: str = "openai") -> None:
+        self.provider = provider
+        self.done = False
+        self._calls: dict[int, _PartialCall] = {}
+        self._finish_reason: str | None = None
+        self._calls_emitted = False
+        self._response_id: str | None = None
+        self._response_model: str | None = None
+        self._usage: Usage | None = None
+
+    def feed(self, event: str, data: str) -> list[StreamEvent]:
+        """Decode one SSE event."""
+        if self.done:
+            return []
+        if data.strip() == "[DONE]":
+            return self._finish()
+        payload = self._json(data)
+        if event == "error" or payload.get("error") is not None or payload.get("object") == "error":
+            raise self._stream_error(payload, data)
+        try:
+            return self._chunk(payload)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            # The shape checks below cover what the API documents; this is the net under them.
+            raise self._bad(f"unexpected chunk ({type(exc).__name__})", data) from None
+
+    def end(self) -> list[StreamEvent]:
+        """The body ended without ``[DONE]``: fine after a finish reason, broken before."""
+        if self.done:
+            return []
+        if self._finish_reason is None:
+            raise StreamError(
+                f"{self.provider}: the stream ended before the response finished "
+                "(no finish_reason, no [DONE])",
+                provider=self.provider,
+            )
+        return self._finish()
+
+    def _json(self, data: str) -> dict[str, Any]:
+        try:
+            payload = json.loads(data)
+        except ValueError:
+            raise self._bad("invalid JSON in a data line", data) from None
+        if not isinstance(payload, dict):
+            raise self._bad("a data line that is not a JSON object", data)
+        return payload
+
+    def _bad(self, what: str, data: str) -> StreamError:
+        return StreamError(f"{self.provider}: {what}: {quote(data)}", provider=self.provider)
+
+    def _chunk(self, payload: dict[str, Any]) -> list[StreamEvent]:
+        out: list[StreamEvent] = []
+        if isinstance(payload.get("id"), str) and payload["id"]:
+            self._response_id = payload["id"]
+        if isinstance(payload.get("model"), str) and payload["model"]:
+            self._response_model = payload["model"]
+        usage = payload.get("usage")
+        if usage is not None:
+            self._usage = _usage(usage)
+        choices = payload.get("choices") or []
+        if not isinstance(choices, list):
+            raise TypeError("choices")
+        for choice in choices:
+            if not isinstance(choice, dict):
+                raise TypeError("choice")
+            if choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta") or {}
+            if not isinstance(delta, dict):
+                raise TypeError("delta")
+            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+            if reasoning:
+                out.append(ThinkingDelta(_text(reasoning)))
+            content = delta.get("content")
+            if content:
+                out.append(TextDelta(_text(content)))
+            for fragment in delta.get("tool_calls") or ():
+                self._tool_fragment(fragment)
+            reason = choice.get("finish_reason")
+            if reason is not None:
+                self._finish_reason = _text(reason)
+                out.extend(self._ready_calls())
+        return out
+
+    def _tool_fragment(self, fragment: Any) -> None:
+        if not isinstance(fragment, dict):
+            raise TypeError("tool call")
+        index = fragment.get("index", 0)
+        if not isinstance(index, int):
+            raise TypeError("tool call index")
+        call = self._calls.setdefault(index, _PartialCall())
+        if fragment.get("id"):
+            call.id = _text(fragment["id"])
+        function = fragment.get("function") or {}
+        if not isinstance(function, dict):
+            raise TypeError("function")
+        if function.get("name"):
+            # Names arrive whole in the first fragment; a few servers repeat them.
+            name = _text(function["name"])
+            call.name = name if not call.name or call.name == name else call.name + name
+        if function.get("arguments"):
+            call.arguments += _text(function["arguments"])
+
+    def _ready_calls(self) -> list[StreamEvent]:
+        if self._calls_emitted:
+            return []
+        self._calls_emitted = True
+        out: list[StreamEvent] = []
+        for index in sorted(self._calls):
+            call = self._calls[index]
+            if not call.name:
+                raise StreamError(
+                    f"{self.provider}: tool call {index} has no function name",
+                    provider=self.provider,
+                )
+            out.append(
+                ToolCallReady(
+                    ToolCallPart(
+                        id=call.id or f"call_{index}",
+                        name=call.name,
+                        arguments=_arguments(call, self.provider),
+                    )
+                )
+            )
+        return out
+
+    def _finish(self) -> list[StreamEvent]:
+        self.done = True
+        out = self._ready_calls()
+        if self._usage is not None:
+            out.append(UsageReport(self._usage))
+        out.append(
+            Finish(
+                reason=self._finish_reason,
+                response_id=self._response_id,
+                response_model=self._response_model,
+            )
+        )
+        return out
+
+    def _stream_error(self, payload: dict[str, Any], data: str) -> ModelError:
+        error = payload.get("error", payload)
+        if not isinstance(error, dict):
+            error = {"message": str(error)}
+        message = error.get("message")
+        kind = error.get("type") or error.get("code") or ""
+        text = f"{kind}: {message}" if kind and isinstance(message, str) else quote(data)
+        code = error.get("code")
+        status = code if isinstance(code, int) and 400 <= code <= 599 else None
+        kind_text = str(kind).lower()
+        if status is None and "rate_limit" in kind_text:
+            status = 429
+        if status is not None:
+            return error_for_status(status, f"error event: {text}"[:300], provider=self.provider)
+        if "overloaded" in kind_text:
+            return RateLimited(
+                f"{self.provider}: error event: {text}"[:300],
+                status_code=None,
+                provider=self.provider,
+            )
+        # An error after a 200 is the server's trouble unless it says the request was bad.
+        retryable = not any(
+            word in kind_text for word in ("invalid", "auth", "permission", "not_found")
+        )
+        return ModelError(
+            f"{self.provider}: error event: {text}"[:300],
+            retryable=retryable,
+            provider=self.provider,
+        )
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError("expected a string")
+    return value
+
+
+def _count(value: Any) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise TypeError("expected a token count")
+    return value
+
+
+def _usage(raw: Any) -> Usage:
+    if not isinstance(raw, dict):
+        raise TypeError("usage")
+    prompt_details = raw.get("prompt_tokens_details") or {}
+    completion_details = raw.get("completion_tokens_details") or {}
+    if not isinstance(prompt_details, dict) or not isinstance(completion_details, dict):
+        raise TypeError("usage details")
+    # prompt_tokens already counts the cached tokens, completion_tokens the reasoning ones.
+    return Usage(
+        input_tokens=_count(raw.get("prompt_tokens")),
+        output_tokens=_count(raw.get("completion_tokens")),
+        cache_read_input_tokens=_count(prompt_details.get("cached_tokens")),
+        reasoning_output_tokens=_count(completion_details.get("reasoning_tokens")),
+    )
+
+
+def _arguments(call: _PartialCall, provider: str) -> dict[str, Any]:
+    if not call.arguments.strip():
+        return {}
+    try:
+        value = json.loads(call.arguments)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        # Another attempt (or a fallback model) may well produce valid arguments.
+        raise StreamError(
+            f"{provider}: the arguments of tool call {call.name!r} are not a JSON object: "
+            f"{quote(call.arguments)}",
+            provider=provider,
+        )
+    return value
