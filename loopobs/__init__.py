@@ -52,14 +52,18 @@ from loopobs.core.events import (
     TurnStartContext,
     Usage,
 )
+from loopobs.core.loop import AgentLoop
 from loopobs.core.observer import LoopObserver, ObserverSet, listened_hooks
+from loopobs.core.run import Checkpoint, RunResult, RunStatus, Session
+from loopobs.core.tools import Output, Sleep, Suspend, Tool, tool
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AgentLoop",
     "CONTEXT_TYPES",
-    "HOOKS",
     "Cancelled",
+    "Checkpoint",
     "CompactedContext",
     "ContextExceeded",
     "ConvergenceDetectedContext",
@@ -67,6 +71,7 @@ __all__ = [
     "EventContext",
     "FallbackContext",
     "FallbackExhausted",
+    "HOOKS",
     "HookName",
     "InvalidResumeInput",
     "InvalidToolInput",
@@ -79,20 +84,27 @@ __all__ = [
     "ModelSwitchedContext",
     "NotYetAwake",
     "ObserverSet",
+    "Output",
     "RateLimited",
     "ResponseContext",
     "ResumeError",
     "RunEndContext",
+    "RunResult",
     "RunStartContext",
+    "RunStatus",
+    "Session",
     "SessionBusy",
+    "Sleep",
     "SleepContext",
     "StreamContext",
     "StreamError",
     "StreamFailureContext",
     "StreamStartContext",
+    "Suspend",
     "SuspendedContext",
     "TextDeltaContext",
     "ThinkingDeltaContext",
+    "Tool",
     "ToolCallReceivedContext",
     "ToolError",
     "ToolExecutionError",
@@ -105,4 +117,5 @@ __all__ = [
     "Usage",
     "__version__",
     "listened_hooks",
+    "tool",
 ]

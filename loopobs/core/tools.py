@@ -24,6 +24,7 @@ from typing import Any, Literal, overload
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic_core import PydanticSerializationError
 
 from loopobs.core.errors import InvalidToolInput
 from loopobs.core.events import DisplayHint
@@ -89,7 +90,7 @@ def render_result(value: Any) -> str:
     try:
         return json.dumps(pydantic.TypeAdapter(Any).dump_python(value, mode="json"),
                           ensure_ascii=False)
-    except (TypeError, ValueError, pydantic.PydanticSerializationError):
+    except (TypeError, ValueError, PydanticSerializationError):
         return str(value)
 
 

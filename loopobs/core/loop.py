@@ -1,0 +1,924 @@
+"""``AgentLoop``: an LLM-agnostic ReAct loop that reports every lifecycle event.
+
+A run calls the model; if the model asks for tools, the loop runs them (in
+parallel when allowed), feeds the results back and calls the model again,
+until an answer without tool calls, ``max_turns``, a failure, a detector's
+stop, or a tool that parks the run. Every step is reported to the loop's
+observers in the order and with the guarantees of the event contract
+(``docs/events.md``): one ``on_run_end`` per ``on_run_start``, one
+``on_turn_end`` per ``on_turn_start``, one stream success or failure per
+``on_stream_start``, one ``on_tool_post`` per ``on_tool_pre`` — also on
+errors and cancellation.
+
+Emission rules observers may rely on:
+
+- each tool call attempt runs in its own asyncio task, which emits its
+  ``on_tool_pre`` and ``on_tool_post``;
+- ``on_stream_start`` and its success or failure are emitted by the task that
+  iterates the model's stream;
+- a context is built only when some observer listens to its hook.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as _dt
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonschema
+
+from loopobs.core import hashing
+from loopobs.core.compaction import Compactor, TruncatingCompactor, estimate_tokens
+from loopobs.core.errors import (
+    Cancelled,
+    ContextExceeded,
+    FallbackExhausted,
+    InvalidResumeInput,
+    InvalidToolInput,
+    LoopDetected,
+    LoopError,
+    MaxTurnsExceeded,
+    ModelError,
+    NotYetAwake,
+    SessionBusy,
+    StreamError,
+    ToolError,
+    ToolExecutionError,
+    ToolNotFound,
+    ToolTimeout,
+)
+from loopobs.core.events import (
+    CompactedContext,
+    ConvergenceDetectedContext,
+    FallbackContext,
+    LoopDetectedContext,
+    ModelSwitchedContext,
+    ResponseContext,
+    RunEndContext,
+    RunStartContext,
+    SleepContext,
+    StreamContext,
+    StreamFailureContext,
+    StreamStartContext,
+    SuspendedContext,
+    TextDeltaContext,
+    ThinkingDeltaContext,
+    ToolCallReceivedContext,
+    ToolPostContext,
+    ToolPreContext,
+    TurnEndContext,
+    TurnStartContext,
+    Usage,
+)
+from loopobs.core.model import (
+    AssistantMessage,
+    Finish,
+    LlmClient,
+    Message,
+    ModelRequest,
+    SystemMessage,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallPart,
+    ToolCallReady,
+    ToolResultMessage,
+    UsageReport,
+    UserMessage,
+)
+from loopobs.core.observer import LoopObserver, ObserverSet
+from loopobs.core.run import Checkpoint, ParkedCall, RunResult, RunStatus, Session
+from loopobs.core.tools import Output, Sleep, Suspend, Tool, ToolReturn, render_result
+from loopobs.core.tools import tool as make_tool
+from loopobs.exporters import trace_links
+
+__all__ = ["AgentLoop"]
+
+_now_ns = time.time_ns
+_perf = time.perf_counter
+
+
+class _Policy(LoopObserver):
+    """Collects detector verdicts for the loop's own runs, to apply between steps."""
+
+    name = "loopobs.policy"
+
+    def __init__(self) -> None:
+        self.verdicts: dict[uuid.UUID, list[LoopDetectedContext | ConvergenceDetectedContext]] = {}
+
+    def on_loop_detected(self, ctx: LoopDetectedContext) -> None:
+        """Queue the verdict if the run is one of ours."""
+        queue = self.verdicts.get(ctx.run_id)
+        if queue is not None:
+            queue.append(ctx)
+
+    def on_convergence_detected(self, ctx: ConvergenceDetectedContext) -> None:
+        """Queue the verdict if the run is one of ours."""
+        queue = self.verdicts.get(ctx.run_id)
+        if queue is not None:
+            queue.append(ctx)
+
+    def take(self, run_id: uuid.UUID) -> list[LoopDetectedContext | ConvergenceDetectedContext]:
+        queue = self.verdicts.get(run_id)
+        if not queue:
+            return []
+        taken = list(queue)
+        queue.clear()
+        return taken
+
+
+def _default_detectors() -> list[LoopObserver]:
+    from loopobs.core.detectors import ConvergenceDetector, RepetitionDetector
+
+    return [RepetitionDetector(), ConvergenceDetector()]
+
+
+class AgentLoop:
+    """An LLM-agnostic ReAct agent loop with observers.
+
+    Args:
+        client: the model backend (any :class:`~loopobs.core.model.LlmClient`).
+        model: the model to call.
+        tools: functions decorated with :func:`~loopobs.core.tools.tool` (plain
+            functions are wrapped).
+        system_prompt: added at the start of every new session.
+        observers: observers to attach (see :attr:`observers`).
+        fallback_models: tried in order when a call fails with a retryable error.
+        max_turns: turns per run before it ends with status ``max_turns``.
+        tool_timeout: seconds a tool may run (a tool's own ``timeout`` wins); None: no limit.
+        parallel_tool_calls: run the tool calls of one response concurrently.
+        context_window: the model's window in tokens; None disables threshold compaction.
+        compaction_threshold: compact when the estimate reaches this share of the window.
+        compactor: how to compact (default :class:`~loopobs.core.compaction.TruncatingCompactor`).
+        detectors: observers whose verdicts the loop applies; None means the default
+            repetition and convergence detectors, ``[]`` none.
+        agent_name: reported as ``gen_ai.agent.name``.
+    """
+
+    def __init__(
+        self,
+        client: LlmClient,
+        *,
+        model: str,
+        tools: Iterable[Tool | Any] = (),
+        system_prompt: str | None = None,
+        observers: Iterable[LoopObserver] = (),
+        fallback_models: Sequence[str] = (),
+        max_turns: int = 50,
+        tool_timeout: float | None = 30.0,
+        parallel_tool_calls: bool = True,
+        context_window: int | None = None,
+        compaction_threshold: float = 0.8,
+        compactor: Compactor | None = None,
+        detectors: Iterable[LoopObserver] | None = None,
+        agent_name: str = "agent",
+    ) -> None:
+        if not model:
+            raise ValueError("model must be a non-empty model name")
+        if max_turns < 1:
+            raise ValueError("max_turns must be at least 1")
+        if not 0 < compaction_threshold <= 1:
+            raise ValueError("compaction_threshold must be in (0, 1]")
+        self.client = client
+        self.model = model
+        self.tools: dict[str, Tool] = {}
+        for given in tools:
+            t = given if isinstance(given, Tool) else make_tool(given)
+            if t.name in self.tools:
+                raise ValueError(f"two tools are named {t.name!r}")
+            self.tools[t.name] = t
+        self.system_prompt = system_prompt
+        self.fallback_models = tuple(fallback_models)
+        self.max_turns = max_turns
+        self.tool_timeout = tool_timeout
+        self.parallel_tool_calls = parallel_tool_calls
+        self.context_window = context_window
+        self.compaction_threshold = compaction_threshold
+        self.compactor: Compactor = compactor or TruncatingCompactor()
+        self.agent_name = agent_name
+        self._observers = ObserverSet(observers)
+        # Detectors sit after the user's observers, so every user observer has seen an
+        # event before a detector reacts to it, and their verdicts reach everyone.
+        self._emit = ObserverSet([self._observers])
+        self.detectors = tuple(_default_detectors() if detectors is None else detectors)
+        for detector in self.detectors:
+            self._emit.add(detector)
+        self._policy = _Policy()
+        self._emit.add(self._policy)
+
+    # -- observers -------------------------------------------------------------------------
+    @property
+    def observers(self) -> ObserverSet:
+        """The loop's observers; attach and detach at any time, also while runs are going."""
+        return self._observers
+
+    def attach(self, observer: LoopObserver) -> None:
+        """Add an observer; it receives events from the next one emitted."""
+        self._observers.add(observer)
+
+    def detach(self, observer: LoopObserver) -> None:
+        """Remove an observer."""
+        self._observers.remove(observer)
+
+    def switch_model(self, model: str) -> None:
+        """Use ``model`` from the next model call on (``on_model_switched`` fires then)."""
+        if not model:
+            raise ValueError("model must be a non-empty model name")
+        self.model = model
+
+    # -- running ---------------------------------------------------------------------------
+    async def run(self, input: str | Sequence[Message], *, session: Session | None = None,
+                  ) -> RunResult:
+        """Run the agent on ``input`` (a question, or messages to append) and return the result.
+
+        Errors of the run (model failures, limits, detectors) end up in the
+        result's ``status`` and ``error``; cancelling the calling task ends the
+        run with status ``cancelled`` and re-raises ``CancelledError``.
+
+        Raises:
+            SessionBusy: ``session`` has a run in progress.
+        """
+        session = session if session is not None else Session()
+        if session.busy:
+            raise SessionBusy(session_id=str(session.id))
+        session.busy = True
+        try:
+            if not session.messages and self.system_prompt:
+                session.messages.append(SystemMessage(content=self.system_prompt))
+            if isinstance(input, str):
+                session.messages.append(UserMessage(content=input))
+            else:
+                session.messages.extend(input)
+            return await _Run(self, session).execute(None, None)
+        finally:
+            session.busy = False
+
+    def run_sync(self, input: str | Sequence[Message], *,
+                 session: Session | None = None) -> RunResult:
+        """:meth:`run` for code without an event loop.
+
+        Raises:
+            RuntimeError: called from inside a running event loop (await :meth:`run`).
+        """
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.run(input, session=session))
+        raise RuntimeError("run_sync() cannot be called from a running event loop; await run()")
+
+    async def resume(
+        self,
+        checkpoint: Checkpoint,
+        input: Any = None,
+        *,
+        session: Session | None = None,
+        now: _dt.datetime | None = None,
+    ) -> RunResult:
+        """Continue a parked run as a new run on the same session.
+
+        A suspended run needs ``input`` valid against the recorded JSON Schema;
+        it becomes the parked call's result. A sleeping run needs the current
+        time (``now``, default the wall clock) at or after ``wake_at``; its
+        parked call runs again.
+
+        Raises:
+            InvalidResumeInput: the input fails the schema (nothing changes).
+            NotYetAwake: the run sleeps until later (nothing changes).
+            SessionBusy: ``session`` has a run in progress.
+        """
+        if checkpoint.kind == "suspend":
+            validator_cls = jsonschema.validators.validator_for(checkpoint.input_schema or {})
+            validator = validator_cls(checkpoint.input_schema or {})
+            errors = sorted(
+                (f"{'/'.join(str(p) for p in e.absolute_path) or '(input)'}: {e.message}"
+                 for e in validator.iter_errors(input)),
+            )
+            if errors:
+                raise InvalidResumeInput(errors=errors)
+        else:
+            assert checkpoint.wake_at is not None
+            current = now or _dt.datetime.now(_dt.timezone.utc)
+            if current < checkpoint.wake_at:
+                raise NotYetAwake(wake_at=checkpoint.wake_at)
+        if session is None:
+            session = Session(id=checkpoint.session_id, messages=list(checkpoint.messages),
+                              turn=checkpoint.turn)
+            session.last_model = checkpoint.model
+        elif session.id != checkpoint.session_id:
+            raise ValueError("the session given is not the parked run's session")
+        if session.busy:
+            raise SessionBusy(session_id=str(session.id))
+        session.busy = True
+        try:
+            return await _Run(self, session, resumed=checkpoint).execute(checkpoint, input)
+        finally:
+            session.busy = False
+
+
+@dataclass(slots=True)
+class _Response:
+    text: str
+    thinking: str | None
+    calls: list[ToolCallPart]
+    usage: Usage | None
+
+
+@dataclass(slots=True)
+class _ToolResult:
+    message: ToolResultMessage | None
+    park: Suspend | Sleep | None = None
+    call: ToolCallPart | None = None
+    attempt: int = 0
+
+
+@dataclass(slots=True)
+class _Outcome:
+    status: RunStatus
+    error: LoopError | None = None
+    answer: str | None = None
+    checkpoint: Checkpoint | None = None
+
+
+@dataclass(slots=True)
+class _Run:
+    """The state of one run; lives for one ``run()`` or ``resume()`` call."""
+
+    loop: AgentLoop
+    session: Session
+    resumed: Checkpoint | None = None
+    run_id: uuid.UUID = field(default_factory=uuid.uuid4)
+    usage: Usage = field(default_factory=Usage)
+    turns: int = 0
+    outcome: _Outcome | None = None
+    compact_requested: bool = False
+    started: float = 0.0
+
+    # -- the run ---------------------------------------------------------------------------
+    async def execute(self, checkpoint: Checkpoint | None, resume_input: Any) -> RunResult:
+        loop = self.loop
+        em = loop._emit
+        policy = loop._policy
+        policy.verdicts[self.run_id] = []
+        self.started = _perf()
+        if checkpoint is not None and checkpoint.trace_link is not None:
+            trace_links.publish(checkpoint.run_id, *checkpoint.trace_link)
+        if em.listens("on_run_start"):
+            em.on_run_start(RunStartContext(
+                run_id=self.run_id, time_ns=_now_ns(), session_id=self.session.id,
+                agent=loop.agent_name, model=loop.model,
+                resumed_from=checkpoint.run_id if checkpoint else None,
+                instructions=loop.system_prompt or "",
+            ))
+        if checkpoint is not None:
+            trace_links.withdraw(checkpoint.run_id)
+        try:
+            if checkpoint is not None:
+                await self._resume(checkpoint, resume_input)
+            while self.outcome is None:
+                await self._step()
+        except asyncio.CancelledError:
+            self.outcome = _Outcome(RunStatus.CANCELLED, Cancelled("the run was cancelled"))
+            raise
+        except LoopError as exc:
+            self.outcome = _Outcome(RunStatus.FAILED, exc)
+        except Exception as exc:
+            self.outcome = _Outcome(RunStatus.FAILED,
+                                    LoopError(f"internal error: {type(exc).__name__}: {exc}"))
+            raise
+        finally:
+            self._finish()
+            policy.verdicts.pop(self.run_id, None)
+        assert self.outcome is not None
+        return self._result()
+
+    def _finish(self) -> None:
+        outcome = self.outcome
+        assert outcome is not None
+        em = self.loop._emit
+        if outcome.checkpoint is not None:
+            link = trace_links.lookup(self.run_id)
+            if link is not None:
+                outcome.checkpoint = outcome.checkpoint.model_copy(update={"trace_link": link})
+        if em.listens("on_run_end"):
+            em.on_run_end(RunEndContext(
+                run_id=self.run_id, time_ns=_now_ns(),
+                success=outcome.status in (RunStatus.COMPLETED, RunStatus.SUSPENDED,
+                                           RunStatus.SLEEPING),
+                error=outcome.error, total_turns=self.turns,
+                duration_ms=(_perf() - self.started) * 1000.0, status=outcome.status.value,
+                input_tokens=self.usage.input_tokens, output_tokens=self.usage.output_tokens,
+            ))
+
+    def _result(self) -> RunResult:
+        outcome = self.outcome
+        assert outcome is not None
+        return RunResult(
+            status=outcome.status, answer=outcome.answer, messages=tuple(self.session.messages),
+            turns=self.turns, usage=self.usage, error=outcome.error,
+            checkpoint=outcome.checkpoint, session=self.session, run_id=self.run_id,
+        )
+
+    async def _step(self) -> None:
+        loop = self.loop
+        if self.turns >= loop.max_turns:
+            self.outcome = _Outcome(RunStatus.MAX_TURNS,
+                                    MaxTurnsExceeded(max_turns=loop.max_turns))
+            return
+        self._maybe_compact()
+        model = loop.model
+        self._note_model(model)
+        await self._turn(model)
+
+    # -- model switching and compaction ----------------------------------------------------
+    def _note_model(self, model: str) -> None:
+        session = self.session
+        previous = session.last_model
+        session.last_model = model
+        if previous is not None and previous != model:
+            em = self.loop._emit
+            if em.listens("on_model_switched"):
+                em.on_model_switched(ModelSwitchedContext(
+                    run_id=self.run_id, time_ns=_now_ns(), from_model=previous, to_model=model))
+
+    def _estimate(self) -> int:
+        session = self.session
+        if session.last_input_tokens is not None:
+            new = session.messages[session.messages_at_last_usage:]
+            return session.last_input_tokens + estimate_tokens(new)
+        return estimate_tokens(session.messages, [t.definition for t in self.loop.tools.values()])
+
+    def _maybe_compact(self) -> None:
+        loop = self.loop
+        window = loop.context_window
+        forced = self.compact_requested
+        self.compact_requested = False
+        if window is None and not forced:
+            return
+        before = self._estimate()
+        threshold = int(window * loop.compaction_threshold) if window is not None else None
+        if threshold is not None and before >= threshold:
+            reason = "threshold"
+            target = max(1, threshold * 3 // 4)
+        elif forced:
+            reason = "detector"
+            target = max(1, before // 2)
+        else:
+            return
+        session = self.session
+        old = session.messages
+        compacted = list(loop.compactor.compact(list(old), target))
+        removed = len(old) - len(compacted)
+        if removed > 0:
+            session.messages = compacted
+            session.last_input_tokens = None
+            after = self._estimate()
+            em = loop._emit
+            if em.listens("on_compaction"):
+                em.on_compaction(CompactedContext(
+                    run_id=self.run_id, time_ns=_now_ns(), tokens_before=before,
+                    tokens_after=after, tokens_saved=max(0, before - after),
+                    messages_removed=removed, reason=reason,
+                ))
+        else:
+            after = before
+        if window is not None and after >= window:
+            raise ContextExceeded(used=after, limit=window)
+
+    # -- one turn ----------------------------------------------------------------------------
+    def _query(self) -> str:
+        for message in reversed(self.session.messages):
+            if isinstance(message, UserMessage):
+                return message.content
+        return ""
+
+    async def _turn(self, model: str) -> None:
+        em = self.loop._emit
+        session = self.session
+        turn = session.turn
+        session.turn += 1
+        started = _perf()
+        if em.listens("on_turn_start"):
+            em.on_turn_start(TurnStartContext(
+                run_id=self.run_id, time_ns=_now_ns(), turn=turn, query=self._query()))
+        ok = False
+        error: LoopError | None = None
+        usage: Usage | None = None
+        try:
+            response = await self._call_model(turn, model)
+            usage = response.usage
+            ok, error = await self._after_response(turn, response)
+        except asyncio.CancelledError:
+            error = Cancelled("the run was cancelled")
+            raise
+        except LoopError as exc:
+            error = exc
+            raise
+        except Exception as exc:
+            error = LoopError(f"internal error: {type(exc).__name__}: {exc}")
+            raise
+        finally:
+            self.turns += 1
+            if em.listens("on_turn_end"):
+                em.on_turn_end(TurnEndContext(
+                    run_id=self.run_id, time_ns=_now_ns(), turn=turn, success=ok, error=error,
+                    duration_ms=(_perf() - started) * 1000.0,
+                    input_tokens=usage.input_tokens if usage else 0,
+                    output_tokens=usage.output_tokens if usage else 0,
+                ))
+
+    async def _after_response(
+        self, turn: int, response: _Response
+    ) -> tuple[bool, LoopError | None]:
+        """Record the response, run its tools; return the turn's (success, error)."""
+        session = self.session
+        if not response.calls:
+            session.messages.append(AssistantMessage(content=response.text,
+                                                     thinking=response.thinking))
+            stop = self._apply_verdicts()
+            if stop is not None:
+                self.outcome = _Outcome(stop[0], stop[1], answer=response.text)
+                return False, stop[1]
+            self.outcome = _Outcome(RunStatus.COMPLETED, answer=response.text)
+            return True, None
+        session.messages.append(AssistantMessage(
+            content=response.text, tool_calls=tuple(response.calls), thinking=response.thinking))
+        self._apply_verdicts()  # a convergence warning on a tool-calling turn is still a note
+        results = await self._tool_phase(turn, response.calls, received=True)
+        if self._park(turn, results):
+            return True, None
+        session.messages.extend(r.message for r in results if r.message is not None)
+        stop = self._apply_verdicts()
+        if stop is not None:
+            self.outcome = _Outcome(stop[0], stop[1])
+            return False, stop[1]
+        return True, None
+
+    def _apply_verdicts(self) -> tuple[RunStatus, LoopError] | None:
+        """Apply queued detector verdicts: notes, compaction requests, or a stop."""
+        stop: tuple[RunStatus, LoopError] | None = None
+        for verdict in self.loop._policy.take(self.run_id):
+            if isinstance(verdict, LoopDetectedContext):
+                what = (f"the tool call pattern {verdict.pattern} "
+                        f"repeated {verdict.repetitions} times")
+                status = RunStatus.LOOP_DETECTED
+                pattern = verdict.pattern
+            else:
+                what = f"your last {verdict.consecutive} answers are nearly identical"
+                status = RunStatus.CONVERGED
+                pattern = "converged answers"
+            action = verdict.action
+            if action in ("stop", "ask_user") and stop is None:
+                stop = (status, LoopDetected(f"stopped: {what}", pattern=pattern))
+            elif action == "compact":
+                self.compact_requested = True
+            elif action in ("warn", "switch_phase"):
+                self.session.pending_notes.append(
+                    f"[loopobs] Note: {what}. Try a different approach or give your final answer."
+                )
+        return stop
+
+    # -- the model call, with fallback ------------------------------------------------------
+    async def _call_model(self, turn: int, model: str) -> _Response:
+        loop = self.loop
+        chain = [model, *(m for m in loop.fallback_models if m != model)]
+        tried: list[str] = []
+        for attempt, current in enumerate(chain):
+            try:
+                return await self._stream(turn, current, attempt)
+            except ModelError as exc:
+                tried.append(current)
+                if not exc.retryable:
+                    raise
+                if attempt + 1 == len(chain):
+                    raise FallbackExhausted(models=tried, provider=exc.provider) from exc
+                following = chain[attempt + 1]
+                em = loop._emit
+                if em.listens("on_fallback"):
+                    em.on_fallback(FallbackContext(run_id=self.run_id, time_ns=_now_ns(),
+                                                   from_model=current, to_model=following,
+                                                   turn=turn))
+                self.session.last_model = current
+                self._note_model(following)
+        raise AssertionError("unreachable: the chain is never empty")  # pragma: no cover
+
+    def _request(self, model: str) -> ModelRequest:
+        session = self.session
+        messages: list[Message] = list(session.messages)
+        messages.extend(UserMessage(content=n) for n in session.pending_notes)
+        return ModelRequest(model=model, messages=tuple(messages),
+                            tools=tuple(t.definition for t in self.loop.tools.values()))
+
+    async def _stream(self, turn: int, model: str, attempt: int) -> _Response:
+        loop = self.loop
+        em = loop._emit
+        client = loop.client
+        provider = getattr(client, "provider", "")
+        run_id = self.run_id
+        request = self._request(model)
+        sent_messages = len(self.session.messages)
+        if em.listens("on_stream_start"):
+            em.on_stream_start(StreamStartContext(run_id=run_id, time_ns=_now_ns(), turn=turn,
+                                                  model=model, provider=provider, attempt=attempt))
+        started = _perf()
+        first: float | None = None
+        text: list[str] = []
+        thinking: list[str] | None = None
+        calls: list[ToolCallPart] = []
+        usage: Usage | None = None
+        finish: Finish | None = None
+        stream: Any = None
+        try:
+            try:
+                stream = client.stream(request)
+                async for event in stream:
+                    if first is None:
+                        first = _perf()
+                    if isinstance(event, TextDelta):
+                        text.append(event.text)
+                        if em.listens("on_text_delta"):
+                            em.on_text_delta(TextDeltaContext(run_id=run_id, time_ns=_now_ns(),
+                                                              turn=turn, delta=event.text))
+                    elif isinstance(event, ThinkingDelta):
+                        thinking = thinking if thinking is not None else []
+                        thinking.append(event.text)
+                        if em.listens("on_thinking_delta"):
+                            em.on_thinking_delta(ThinkingDeltaContext(
+                                run_id=run_id, time_ns=_now_ns(), turn=turn, delta=event.text))
+                    elif isinstance(event, ToolCallReady):
+                        calls.append(event.call)
+                    elif isinstance(event, UsageReport):
+                        usage = event.usage
+                    elif isinstance(event, Finish):
+                        finish = event
+                if finish is None:
+                    raise StreamError("the model stream ended before its final event",
+                                      provider=provider)
+            finally:
+                aclose = getattr(stream, "aclose", None)
+                if aclose is not None:
+                    await aclose()
+        except asyncio.CancelledError:
+            self._stream_failed(turn, model, provider, attempt, started, Cancelled())
+            raise
+        except LoopError as exc:
+            self._stream_failed(turn, model, provider, attempt, started, exc)
+            raise
+        except Exception as exc:
+            err = ModelError(f"the model client raised {type(exc).__name__}: {exc}",
+                             retryable=False, provider=provider)
+            self._stream_failed(turn, model, provider, attempt, started, err)
+            raise err from exc
+        ended = _perf()
+        session = self.session
+        if usage is not None:
+            self.usage = self.usage + usage
+            if usage.input_tokens > 0:
+                session.last_input_tokens = usage.input_tokens
+                session.messages_at_last_usage = sent_messages
+        session.pending_notes.clear()
+        response_text = "".join(text)
+        if em.listens("on_stream_success"):
+            u = usage or Usage()
+            em.on_stream_success(StreamContext(
+                run_id=run_id, time_ns=_now_ns(), turn=turn, model=model,
+                input_tokens=u.input_tokens, output_tokens=u.output_tokens, provider=provider,
+                attempt=attempt, duration_ms=(ended - started) * 1000.0,
+                time_to_first_token_ms=(first - started) * 1000.0 if first is not None else None,
+                finish_reason=finish.reason, response_id=finish.response_id,
+                response_model=finish.response_model,
+                cache_read_input_tokens=u.cache_read_input_tokens,
+                cache_write_input_tokens=u.cache_write_input_tokens,
+                reasoning_output_tokens=u.reasoning_output_tokens,
+            ))
+        if em.listens("on_response"):
+            em.on_response(ResponseContext(run_id=run_id, time_ns=_now_ns(), turn=turn,
+                                           text=response_text, usage=usage,
+                                           tool_calls=len(calls)))
+        return _Response(response_text, "".join(thinking) if thinking is not None else None,
+                         calls, usage)
+
+    def _stream_failed(self, turn: int, model: str, provider: str, attempt: int,
+                       started: float, error: LoopError) -> None:
+        em = self.loop._emit
+        if em.listens("on_stream_failure"):
+            em.on_stream_failure(StreamFailureContext(
+                run_id=self.run_id, time_ns=_now_ns(), turn=turn, model=model, error=error,
+                provider=provider, attempt=attempt, duration_ms=(_perf() - started) * 1000.0))
+
+    # -- tools -------------------------------------------------------------------------------
+    async def _tool_phase(self, turn: int, calls: Sequence[ToolCallPart], *, received: bool,
+                          attempts: Sequence[int] | None = None) -> list[_ToolResult]:
+        """Run ``calls``; results come back in the model's order."""
+        loop = self.loop
+        em = loop._emit
+        if received and em.listens("on_tool_call_received"):
+            for call in calls:
+                em.on_tool_call_received(ToolCallReceivedContext(
+                    run_id=self.run_id, time_ns=_now_ns(), turn=turn, tool=call.name,
+                    call_id=call.id, input=call.arguments))
+        results: list[_ToolResult | None] = [None] * len(calls)
+        pending: list[tuple[int, asyncio.Task[_ToolResult]]] = []
+        for index, call in enumerate(calls):
+            found = loop.tools.get(call.name)
+            if found is None:
+                error = ToolNotFound(tool=call.name, available=sorted(loop.tools))
+                results[index] = _ToolResult(ToolResultMessage(
+                    tool_call_id=call.id, name=call.name, content=f"Error: {error}",
+                    is_error=True))
+                continue
+            attempt = attempts[index] if attempts is not None else 0
+            task = asyncio.create_task(self._execute(turn, found, call, attempt))
+            pending.append((index, task))
+            if not loop.parallel_tool_calls:
+                await _finish_tasks([task])
+        if loop.parallel_tool_calls and pending:
+            await _finish_tasks([t for _, t in pending])
+        for index, task in pending:
+            results[index] = task.result()
+        return [r for r in results if r is not None]
+
+    async def _execute(self, turn: int, found: Tool, call: ToolCallPart,
+                       attempt: int) -> _ToolResult:
+        """One tool call attempt; runs in its own task, which emits its pre and post events."""
+        em = self.loop._emit
+        run_id = self.run_id
+        if em.listens("on_tool_pre"):
+            em.on_tool_pre(ToolPreContext(run_id=run_id, time_ns=_now_ns(), turn=turn,
+                                          tool=found.name, tool_call_id=call.id, attempt=attempt))
+        started = _perf()
+        error: ToolError | Cancelled | None = None
+        returned: ToolReturn | None = None
+        timeout = found.timeout if found.timeout is not None else self.loop.tool_timeout
+        try:
+            if call.raw_arguments is not None:
+                raise InvalidToolInput(tool=found.name, errors=[
+                    f"the arguments are not a JSON object: {call.raw_arguments[:200]!r}"])
+            if timeout is None:
+                returned = await found.invoke(call.arguments)
+            else:
+                returned = await asyncio.wait_for(found.invoke(call.arguments), timeout)
+        except asyncio.CancelledError:
+            self._tool_post(turn, found.name, call.id, attempt, started, None, Cancelled(), None)
+            raise
+        except asyncio.TimeoutError:
+            error = ToolTimeout(tool=found.name, timeout_s=timeout or 0.0)
+        except ToolError as exc:
+            error = exc
+        except Exception as exc:
+            error = ToolExecutionError(f"{type(exc).__name__}: {exc}", tool=found.name,
+                                       error_type=type(exc).__name__)
+        if error is not None:
+            text = f"Error: {error}"
+            self._tool_post(turn, found.name, call.id, attempt, started, text, error, None)
+            return _ToolResult(ToolResultMessage(tool_call_id=call.id, name=found.name,
+                                                 content=text, is_error=True))
+        assert returned is not None
+        if isinstance(returned, (Suspend, Sleep)):
+            self._tool_post(turn, found.name, call.id, attempt, started, None, None, returned)
+            return _ToolResult(None, park=returned, call=call, attempt=attempt)
+        text = render_result(returned.value)
+        self._tool_post(turn, found.name, call.id, attempt, started, text, None, returned)
+        return _ToolResult(ToolResultMessage(tool_call_id=call.id, name=found.name, content=text))
+
+    def _tool_post(self, turn: int, name: str, call_id: str, attempt: int, started: float,
+                   text: str | None, error: LoopError | None, returned: ToolReturn | None) -> None:
+        em = self.loop._emit
+        if not em.listens("on_tool_post"):
+            return
+        if error is not None:
+            outcome = "error"
+        elif isinstance(returned, Suspend):
+            outcome = "suspend"
+        elif isinstance(returned, Sleep):
+            outcome = "sleep"
+        else:
+            outcome = "output"
+        em.on_tool_post(ToolPostContext(
+            run_id=self.run_id, time_ns=_now_ns(), tool_call_id=call_id, turn=turn, tool=name,
+            result_hash=hashing.result_hash(text) if text else None, is_error=error is not None,
+            duration_ms=(_perf() - started) * 1000.0,
+            display_hint=returned.display_hint if isinstance(returned, Output) else None,
+            attempt=attempt, outcome=outcome, error=error, result=text,  # type: ignore[arg-type]
+        ))
+
+    # -- parking and resuming ----------------------------------------------------------------
+    def _park(self, turn: int, results: list[_ToolResult],
+              wave_results: list[ToolResultMessage | None] | None = None) -> bool:
+        """If a call parked the run, emit the park event and end the run with a checkpoint.
+
+        ``wave_results`` are the results of the whole parked wave when ``results``
+        covers only part of it (calls re-run on resume).
+        """
+        parks = [r for r in results if r.park is not None]
+        if not parks:
+            return False
+        first = parks[0]
+        assert first.call is not None
+        assert first.park is not None
+        em = self.loop._emit
+        session = self.session
+        parked = ParkedCall(id=first.call.id, name=first.call.name,
+                            arguments=dict(first.call.arguments), attempt=first.attempt)
+        rerun = [ParkedCall(id=r.call.id, name=r.call.name, arguments=dict(r.call.arguments),
+                            attempt=r.attempt) for r in parks[1:] if r.call is not None]
+        common: dict[str, Any] = {
+            "run_id": self.run_id, "session_id": session.id, "turn": session.turn,
+            "model": session.last_model or self.loop.model, "messages": list(session.messages),
+            "parked": parked, "rerun": rerun,
+            "results": wave_results if wave_results is not None else [r.message for r in results],
+        }
+        if isinstance(first.park, Suspend):
+            if em.listens("on_suspended"):
+                em.on_suspended(SuspendedContext(
+                    run_id=self.run_id, time_ns=_now_ns(), turn=turn, tool=parked.name,
+                    tool_call_id=parked.id, reason=first.park.reason,
+                    input_schema=dict(first.park.input_schema), kind=first.park.kind))
+            checkpoint = Checkpoint(kind="suspend", reason=first.park.reason,
+                                    input_schema=dict(first.park.input_schema),
+                                    suspension_kind=first.park.kind, **common)
+            self.outcome = _Outcome(RunStatus.SUSPENDED, checkpoint=checkpoint)
+        else:
+            if em.listens("on_sleep"):
+                em.on_sleep(SleepContext(run_id=self.run_id, time_ns=_now_ns(), turn=turn,
+                                         tool=parked.name, tool_call_id=parked.id,
+                                         wake_at=first.park.wake_at))
+            checkpoint = Checkpoint(kind="sleep", wake_at=first.park.wake_at, **common)
+            self.outcome = _Outcome(RunStatus.SLEEPING, checkpoint=checkpoint)
+        return True
+
+    async def _resume(self, checkpoint: Checkpoint, resume_input: Any) -> None:
+        """Settle the parked wave: apply the input or re-run the parked calls, then go on."""
+        results: list[ToolResultMessage | None] = list(checkpoint.results)
+        slots = {cid: i for i, cid in enumerate(self._wave_ids(checkpoint))}
+        to_run = list(checkpoint.rerun)
+        if checkpoint.kind == "suspend":
+            results[slots[checkpoint.parked.id]] = ToolResultMessage(
+                tool_call_id=checkpoint.parked.id, name=checkpoint.parked.name,
+                content=render_result(resume_input))
+        else:
+            to_run.insert(0, checkpoint.parked)
+        if to_run:
+            await self._resume_turn(to_run, results, slots)
+            if self.outcome is not None:
+                return
+        self.session.messages.extend(r for r in results if r is not None)
+
+    async def _resume_turn(self, calls: list[ParkedCall],
+                           results: list[ToolResultMessage | None], slots: dict[str, int]) -> None:
+        """A turn made only of re-running parked calls (no model call)."""
+        em = self.loop._emit
+        session = self.session
+        turn = session.turn
+        session.turn += 1
+        started = _perf()
+        if em.listens("on_turn_start"):
+            em.on_turn_start(TurnStartContext(run_id=self.run_id, time_ns=_now_ns(), turn=turn,
+                                              query=self._query()))
+        ok = False
+        error: LoopError | None = None
+        try:
+            outcomes = await self._tool_phase(turn, [Checkpoint.part(c) for c in calls],
+                                              received=False,
+                                              attempts=[c.attempt + 1 for c in calls])
+            for call, outcome in zip(calls, outcomes, strict=True):
+                if outcome.message is not None:
+                    results[slots[call.id]] = outcome.message
+            self._park(turn, outcomes, wave_results=results)
+            ok = True
+        except asyncio.CancelledError:
+            error = Cancelled("the run was cancelled")
+            raise
+        except LoopError as exc:
+            error = exc
+            raise
+        finally:
+            self.turns += 1
+            if em.listens("on_turn_end"):
+                em.on_turn_end(TurnEndContext(run_id=self.run_id, time_ns=_now_ns(), turn=turn,
+                                              success=ok, error=error,
+                                              duration_ms=(_perf() - started) * 1000.0))
+
+    @staticmethod
+    def _wave_ids(checkpoint: Checkpoint) -> list[str]:
+        for message in reversed(checkpoint.messages):
+            if isinstance(message, AssistantMessage) and message.tool_calls:
+                return [c.id for c in message.tool_calls]
+        return []
+
+
+async def _finish_tasks(tasks: list[asyncio.Task[_ToolResult]]) -> None:
+    """Wait for every task; if we are cancelled, cancel them and still wait for them to end.
+
+    The tasks emit their own ``on_tool_post`` when cancelled, so waiting for them
+    keeps every post before the turn's end.
+    """
+    try:
+        await asyncio.gather(*tasks)
+    except asyncio.CancelledError:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise

@@ -1,0 +1,132 @@
+"""Sessions, run results and checkpoints of parked runs."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import enum
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from loopobs.core.errors import LoopError
+from loopobs.core.events import Usage
+from loopobs.core.model import Message, ToolCallPart, ToolResultMessage
+
+__all__ = ["Checkpoint", "ParkedCall", "RunResult", "RunStatus", "Session"]
+
+
+class RunStatus(str, enum.Enum):
+    """How a run ended."""
+
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    SUSPENDED = "suspended"
+    SLEEPING = "sleeping"
+    MAX_TURNS = "max_turns"
+    LOOP_DETECTED = "loop_detected"
+    CONVERGED = "converged"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Session:
+    """One conversation: its id, its messages and its turn counter.
+
+    Turn numbers keep counting across the runs of a session. A session runs
+    one run at a time; runs on different sessions share nothing.
+    """
+
+    def __init__(
+        self,
+        *,
+        id: uuid.UUID | None = None,
+        messages: list[Message] | None = None,
+        turn: int = 0,
+    ) -> None:
+        self.id = id or uuid.uuid4()
+        self.messages: list[Message] = list(messages or [])
+        self.turn = turn
+        self.last_model: str | None = None
+        self.last_input_tokens: int | None = None
+        """Input tokens the provider reported for the last call, and the message count then."""
+        self.messages_at_last_usage = 0
+        self.pending_notes: list[str] = []
+        self.busy = False
+
+    def __repr__(self) -> str:
+        return f"Session(id={self.id}, messages={len(self.messages)}, turn={self.turn})"
+
+
+class ParkedCall(BaseModel):
+    """A tool call that parked the run, as recorded in a checkpoint."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
+    attempt: int = 0
+
+
+class Checkpoint(BaseModel):
+    """Everything needed to resume a parked run, in another process if need be.
+
+    Serialise with ``checkpoint.model_dump_json()`` and read back with
+    ``Checkpoint.model_validate_json(text)``.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    version: Literal[1] = 1
+    run_id: uuid.UUID
+    session_id: uuid.UUID
+    turn: int
+    """The session's next turn number."""
+    model: str
+    messages: list[Message]
+    kind: Literal["suspend", "sleep"]
+    parked: ParkedCall
+    """The call that parked the run: it receives the resume input, or runs again after waking."""
+    rerun: list[ParkedCall] = Field(default_factory=list)
+    """Other calls of the same wave that parked too: they run again on resume."""
+    results: list[ToolResultMessage | None]
+    """Tool results of the parked wave, in the model's order (None where a call is parked)."""
+    reason: str = ""
+    input_schema: dict[str, Any] | None = None
+    suspension_kind: Literal["human", "signal"] = "human"
+    wake_at: _dt.datetime | None = None
+    trace_link: tuple[str, str] | None = None
+    """Hex trace id and span id of the parked run's span, so the resumed run can link to it."""
+
+    @staticmethod
+    def part(call: ParkedCall) -> ToolCallPart:
+        """The model's tool call this record stands for."""
+        return ToolCallPart(id=call.id, name=call.name, arguments=call.arguments)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunResult:
+    """What a run produced."""
+
+    status: RunStatus
+    answer: str | None
+    messages: tuple[Message, ...]
+    turns: int
+    """Turns this run took."""
+    usage: Usage
+    """Token usage summed over the run's successful model calls."""
+    error: LoopError | None
+    checkpoint: Checkpoint | None
+    session: Session
+    run_id: uuid.UUID
+    notes: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """True when the run completed with an answer."""
+        return self.status is RunStatus.COMPLETED
