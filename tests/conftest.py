@@ -32,6 +32,7 @@ SAMPLE_FIELDS: dict[str, dict[str, Any]] = {
         "agent": "researcher",
         "model": "gpt-x",
         "resumed_from": uuid.UUID(int=7),
+        "instructions": "You are terse.",
     },
     "on_run_end": {
         "success": False,

@@ -132,7 +132,8 @@ def test_pickle_and_copy(err: LoopError) -> None:
 def test_equality_is_by_class_and_fields(err: LoopError) -> None:
     """Same class and fields: equal with equal hashes; other message or class: not equal."""
     twin = LoopError.from_dict(err.to_dict())
-    assert twin == err and hash(twin) == hash(err)
+    assert twin == err
+    assert hash(twin) == hash(err)
     other = LoopError.from_dict({**err.to_dict(), "message": err.message + "!"})
     assert other != err
     assert err != LoopError(err.message) or type(err) is LoopError
@@ -230,7 +231,7 @@ class QuotaError(LoopError):
 
 
 def test_user_subclasses_round_trip_under_their_qualified_name() -> None:
-    """A subclass defined outside loopobs encodes as module.QualName and rebuilds with its fields."""
+    """A subclass defined elsewhere encodes as module.QualName and rebuilds with its fields."""
     err = QuotaError(quota=3)
     data = err.to_dict()
     assert data == {"type": f"{__name__}.QuotaError", "message": "over quota 3", "quota": 3}

@@ -93,7 +93,7 @@ def test_context_is_frozen_slotted_keyword_only(hook: HookName, make_context: Ma
     assert not hasattr(ctx, "__dict__")
     assert "__slots__" in cls.__dict__
     with pytest.raises(TypeError):
-        cls(uuid.uuid4(), 1)  # type: ignore[misc]
+        cls(uuid.uuid4(), 1)  # type: ignore[call-arg]
     assert all(f.kw_only for f in dataclasses.fields(cls))
 
 
@@ -157,4 +157,5 @@ def test_every_hook_has_a_documented_no_op_and_a_fan_out(hook: HookName) -> None
 def test_context_repr_names_class_and_fields(make_context: MakeContext) -> None:
     """The dataclass repr is readable in assertion failures and logs."""
     text = repr(make_context("on_tool_pre"))
-    assert text.startswith("ToolPreContext(") and "tool='weather'" in text
+    assert text.startswith("ToolPreContext(")
+    assert "tool='weather'" in text

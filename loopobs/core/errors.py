@@ -213,7 +213,8 @@ def _build_checker(cls: type[LoopError]) -> Any:
             continue
         tp = hints.get(p.name, Any)
         fields[p.name] = tp if p.default is p.empty else typing_extensions.NotRequired[tp]
-    shape: Any = typing_extensions.TypedDict(f"{cls.__name__}Fields", fields)  # type: ignore[operator]
+    make_typed_dict: Any = typing_extensions.TypedDict
+    shape = make_typed_dict(f"{cls.__name__}Fields", fields)
     shape.__pydantic_config__ = ConfigDict(strict=True, extra="forbid")
     return TypeAdapter(shape)
 

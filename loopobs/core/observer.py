@@ -61,6 +61,11 @@ logger = logging.getLogger("loopobs.observer")
 #: Seconds between two log records for the same failing (observer, hook) pair.
 LOG_INTERVAL_S = 60.0
 
+# Serialises adding a set into a set, so that the cycle check still holds when the
+# insertion happens (two threads nesting A into B and B into A must not both succeed).
+# Lock order: _NESTING, then a set's _lock, then its ancestors' _lock (child before parent).
+_NESTING = threading.Lock()
+
 
 class LoopObserver:
     """Base class for observers: every hook does nothing until a subclass overrides it.
@@ -219,6 +224,7 @@ class ObserverSet(LoopObserver):
         self._subscribers: dict[str, tuple[_Dispatch, ...]] = dict.fromkeys(HOOKS, ())
         self._listening: frozenset[HookName] = frozenset()
         self._parents: weakref.WeakSet[ObserverSet] = weakref.WeakSet()
+        self._parents_lock = threading.Lock()  # a leaf lock: nothing is acquired under it
         self._failures: dict[tuple[str, str], int] = {}
         self._last_log: dict[tuple[str, str], float] = {}
         self._suppressed: dict[tuple[str, str], int] = {}
@@ -258,13 +264,19 @@ class ObserverSet(LoopObserver):
         """
         if not isinstance(observer, LoopObserver):
             raise TypeError(f"observers must be LoopObserver instances, got {type(observer)!r}")
-        if isinstance(observer, ObserverSet) and observer._contains_set(self):
-            raise ValueError("an ObserverSet cannot contain itself")
-        with self._lock:
-            self._members = (*self._members, observer)
-            if isinstance(observer, ObserverSet):
-                observer._parents.add(self)
-            self._rebuild()
+        if isinstance(observer, ObserverSet):
+            with _NESTING:
+                if observer._contains_set(self):
+                    raise ValueError("an ObserverSet cannot contain itself")
+                with self._lock:
+                    self._members = (*self._members, observer)
+                    with observer._parents_lock:
+                        observer._parents.add(self)
+                    self._rebuild()
+        else:
+            with self._lock:
+                self._members = (*self._members, observer)
+                self._rebuild()
         observer.on_attach(self)
 
     def remove(self, observer: LoopObserver) -> None:
@@ -283,7 +295,8 @@ class ObserverSet(LoopObserver):
                 raise ValueError(f"{observer.name} is not in this ObserverSet")
             self._members = tuple(members)
             if isinstance(observer, ObserverSet) and observer not in self._members:
-                observer._parents.discard(self)
+                with observer._parents_lock:
+                    observer._parents.discard(self)
             self._rebuild()
         observer.on_detach(self)
 
@@ -293,14 +306,15 @@ class ObserverSet(LoopObserver):
         return any(isinstance(m, ObserverSet) and m._contains_set(target) for m in self._members)
 
     def _rebuild(self) -> None:
-        subs: dict[str, tuple[_Dispatch, ...]] = {}
-        for hook in HOOKS:
-            subs[hook] = tuple(
-                getattr(m, hook) for m in self._members if hook in listened_hooks(m)
-            )
+        heard = [(m, listened_hooks(m)) for m in self._members]
+        subs: dict[str, tuple[_Dispatch, ...]] = {
+            hook: tuple(getattr(m, hook) for m, hooks in heard if hook in hooks) for hook in HOOKS
+        }
         self._subscribers = subs
         self._listening = frozenset(h for h in HOOKS if subs[h])
-        for parent in list(self._parents):
+        with self._parents_lock:
+            parents = list(self._parents)
+        for parent in parents:
             with parent._lock:
                 parent._rebuild()
 
