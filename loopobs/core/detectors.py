@@ -5,7 +5,9 @@ Both detectors are observers. Add them to an :class:`~loopobs.core.observer.Obse
 ``on_loop_detected`` / ``on_convergence_detected`` into every set they are
 attached to, so tracing and metrics observers in that set see the detection,
 and the loop applies its ``action``. They work the same on a loop that is not
-ours, fed by hand-emitted events.
+ours, fed by hand-emitted events. A detection is emitted while the set is
+still delivering the event that caused it, so observers registered *after* the
+detector receive the detection before that event: register detectors last.
 
 - :class:`RepetitionDetector` turns every tool call into an operation
   ``(tool, arguments hash, result hash)`` and watches a sliding window of them
@@ -153,15 +155,16 @@ class _SessionDetector(LoopObserver, Generic[_State]):
 class _Repetitions:
     """One session's window of operations and its escalation bookkeeping."""
 
-    __slots__ = ("counts", "cycle_block", "cycle_level", "cycle_period", "runs", "tail",
-                 "warned", "warned_calls", "window")
+    __slots__ = ("calls", "counts", "cycle_block", "cycle_level", "cycle_period", "runs",
+                 "tail", "warned", "warned_calls", "window")
 
     def __init__(self, window: int, max_period: int) -> None:
         self.window: deque[_Op] = deque()
+        self.calls = 0
         self.counts: dict[_Op, int] = {}
-        # Escalation level already reported per operation; entries leave with the
-        # operation's last occurrence in the window, so this is bounded by it.
-        self.warned: dict[_Op, int] = {}
+        # (escalation level, call number) already reported per operation; entries
+        # leave with the operation's last occurrence in the window, so this is bounded by it.
+        self.warned: dict[_Op, tuple[int, int]] = {}
         # (tool, arguments) → the warned operation, to notice progress (a new result).
         self.warned_calls: dict[_Call, _Op] = {}
         self.tail: deque[tuple[_Op, str]] = deque(maxlen=max_period + 1)
@@ -349,6 +352,7 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
                         del s.warned_calls[old_call]
         window.append(op)
         count = counts[op] = counts.get(op, 0) + 1
+        s.calls += 1
 
         # Cycle tracking over the tail: runs[p] grows while each new operation
         # equals the one p steps back; the smallest p with runs[p] >= p is the
@@ -373,10 +377,19 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
             if level <= s.cycle_level:
                 return None
             s.cycle_level = level
+            # A step of the cycle may already have been reported as a plain repeat
+            # while the cycle was forming (warn_after=2): that was this escalation.
+            began = s.calls - runs[period] - period
+            reported = False
             for member, _ in s.cycle_block:
-                if s.warned.get(member, _NONE) < level:
-                    s.warned[member] = level
+                seen = s.warned.get(member)
+                if seen is not None and seen[0] >= level:
+                    reported = reported or seen[1] > began
+                else:
+                    s.warned[member] = (level, s.calls)
                     s.warned_calls[(member[0], member[1])] = member
+            if reported:
+                return None
             tools = {member[0] for member, _ in s.cycle_block}
             pattern = " → ".join(text for _, text in s.cycle_block)
             return pattern, cycles, tools.pop() if len(tools) == 1 else None, level
@@ -384,9 +397,12 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
         s.cycle_period = 0
         s.cycle_level = _NONE
         level = self._level(count)
-        if level <= s.warned.get(op, _NONE):
+        if level == _NONE:
             return None
-        s.warned[op] = level
+        seen = s.warned.get(op)
+        if seen is not None and level <= seen[0]:
+            return None
+        s.warned[op] = (level, s.calls)
         s.warned_calls[call] = op
         return label, count, op[0], level
 
