@@ -133,3 +133,36 @@ def emit_run(
     ev(RunEndContext, success=True, total_turns=2, duration_ms=RUN_MS,
        input_tokens=INPUT_TOKENS, output_tokens=OUTPUT_TOKENS)
     return rid
+
+
+# -- the same kind of run through the real AgentLoop --------------------------------------------
+
+LOOP_INPUT = (100, 200)
+"""Input tokens of the two calls of a loop run (the tool call, then the answer)."""
+LOOP_OUTPUT = (20, 40)
+LOOP_TOKENS_PER_RUN = sum(LOOP_INPUT) + sum(LOOP_OUTPUT)  # 360
+
+
+def loop_step(request: Any) -> Any:
+    """Script for concurrent runs: ask for ``search`` first, answer once its result is in."""
+    from loopobs.llm import Reply, ToolCall
+
+    if request.messages and request.messages[-1].role == "tool":
+        return Reply(text="done", usage=Usage(input_tokens=LOOP_INPUT[1],
+                                               output_tokens=LOOP_OUTPUT[1]))
+    return Reply(tool_calls=(ToolCall("search", {"q": "x"}),),
+                 usage=Usage(input_tokens=LOOP_INPUT[0], output_tokens=LOOP_OUTPUT[0]))
+
+
+def make_loop(*observers: LoopObserver, agent: str = AGENT) -> Any:
+    """An ``AgentLoop`` on a ``ScriptedClient`` playing :func:`loop_step`, with a ``search`` tool."""
+    from loopobs import AgentLoop, tool
+    from loopobs.llm import ScriptedClient
+
+    @tool
+    def search(q: str) -> str:
+        """Search for ``q``."""
+        return f"results for {q}"
+
+    return AgentLoop(ScriptedClient(loop_step), model="m1", tools=[search],
+                     observers=observers, agent_name=agent)

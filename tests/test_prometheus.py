@@ -20,6 +20,7 @@ from loopobs import (
     RunStartContext,
     ToolPostContext,
     TurnEndContext,
+    Usage,
 )
 from loopobs.exporters import PrometheusObserver, trace_links
 from loopobs.exporters import catalog as c
@@ -351,3 +352,55 @@ def test_failed_run_and_run_joined_halfway(obs: PrometheusObserver) -> None:
     assert value(obs, "loopobs_runs_active", gen_ai_agent_name="a") == 0
     assert series(obs, "loopobs_runs_active") == [{"gen_ai_agent_name": "a"}]
     assert obs.open_runs == 0
+
+
+async def test_hundred_concurrent_agent_loop_runs(obs: PrometheusObserver) -> None:
+    """100 AgentLoop runs on separate sessions at once: counters equal the runs' usage sums."""
+    import asyncio
+
+    loop = ev.make_loop(obs)
+    results = await asyncio.gather(*(loop.run(f"q{i}") for i in range(100)))
+    assert {r.status.value for r in results} == {"completed"}
+    assert len({r.session.id for r in results}) == 100
+    used_in = sum(r.usage.input_tokens for r in results)
+    used_out = sum(r.usage.output_tokens for r in results)
+    assert (used_in, used_out) == (100 * sum(ev.LOOP_INPUT), 100 * sum(ev.LOOP_OUTPUT))
+    m1 = {"gen_ai_provider_name": "scripted", "gen_ai_request_model": "m1"}
+    assert value(obs, "loopobs_tokens_total", **m1, gen_ai_token_type="input") == used_in
+    assert value(obs, "loopobs_tokens_total", **m1, gen_ai_token_type="output") == used_out
+    chat = {"gen_ai_operation_name": "chat", **m1}
+    assert value(obs, "gen_ai_client_token_usage_count", **chat, gen_ai_token_type="input") == 200
+    assert value(obs, "gen_ai_client_token_usage_sum", **chat,
+                 gen_ai_token_type="output") == used_out
+    assert value(obs, "gen_ai_client_operation_duration_seconds_count", **chat,
+                 error_type="") == 200
+    assert value(obs, "loopobs_tool_calls_total", gen_ai_tool_name="search",
+                 loopobs_tool_outcome="output") == 100
+    assert value(obs, "gen_ai_execute_tool_duration_seconds_count", gen_ai_tool_name="search",
+                 error_type="") == 100
+    assert value(obs, "loopobs_runs_total", **AG, loopobs_run_status="completed") == 100
+    assert value(obs, "gen_ai_invoke_agent_duration_seconds_count", **AG, error_type="") == 100
+    assert value(obs, "loopobs_turns_total", **AG) == sum(r.turns for r in results) == 200
+    assert value(obs, "loopobs_runs_active", **AG) == 0
+    assert obs.open_runs == 0
+
+
+async def test_agent_loop_fallback_is_counted(obs: PrometheusObserver) -> None:
+    """A retryable failure on m1 falls back to m2: failure, fallback, switch and tokens by model."""
+    from loopobs import AgentLoop, RateLimited
+    from loopobs.llm import Fail, Reply, ScriptedClient
+
+    client = ScriptedClient([Fail(RateLimited("busy")),
+                             Reply(text="ok", usage=Usage(input_tokens=7, output_tokens=3))])
+    loop = AgentLoop(client, model="m1", fallback_models=["m2"], observers=[obs])
+    result = await loop.run("q")
+    assert result.ok
+    assert value(obs, "loopobs_stream_failures_total", gen_ai_provider_name="scripted",
+                 gen_ai_request_model="m1", error_type="RateLimited") == 1
+    assert value(obs, "loopobs_fallbacks_total", loopobs_model_from="m1",
+                 loopobs_model_to="m2") == 1
+    assert value(obs, "loopobs_tokens_total", gen_ai_provider_name="scripted",
+                 gen_ai_request_model="m2", gen_ai_token_type="input") == 7
+    assert value(obs, "gen_ai_client_operation_duration_seconds_count",
+                 gen_ai_operation_name="chat", gen_ai_provider_name="scripted",
+                 gen_ai_request_model="m1", error_type="RateLimited") == 1
