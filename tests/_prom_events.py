@@ -155,7 +155,7 @@ def loop_step(request: Any) -> Any:
 
 
 def make_loop(*observers: LoopObserver, agent: str = AGENT) -> Any:
-    """An ``AgentLoop`` on a ``ScriptedClient`` playing :func:`loop_step`, with a ``search`` tool."""
+    """An ``AgentLoop`` on a ``ScriptedClient`` playing :func:`loop_step`, tool ``search``."""
     from loopobs import AgentLoop, tool
     from loopobs.llm import ScriptedClient
 
