@@ -4,6 +4,7 @@ The public API lives here; submodules are implementation detail unless their
 docs say otherwise (``loopobs.llm``, ``loopobs.exporters``, ``loopobs.testing``).
 """
 
+from loopobs.core.detectors import ConvergenceDetector, RepetitionDetector
 from loopobs.core.errors import (
     Cancelled,
     ContextExceeded,
@@ -67,6 +68,7 @@ __all__ = [
     "CompactedContext",
     "ContextExceeded",
     "ConvergenceDetectedContext",
+    "ConvergenceDetector",
     "DisplayHint",
     "EventContext",
     "FallbackContext",
@@ -86,6 +88,7 @@ __all__ = [
     "ObserverSet",
     "Output",
     "RateLimited",
+    "RepetitionDetector",
     "ResponseContext",
     "ResumeError",
     "RunEndContext",
