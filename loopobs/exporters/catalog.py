@@ -25,6 +25,12 @@ __all__ = [
     "prometheus_label",
 ]
 
+# -- instrumentation scope ----------------------------------------------------------------------
+SCOPE_NAME = "loopobs"
+"""The tracer's and meter's instrumentation scope name."""
+SCHEMA_URL = "https://opentelemetry.io/schemas/1.41.0"
+"""The semantic-conventions version the names below follow."""
+
 # -- span names (the model or tool name follows after a space) ------------------------------
 SPAN_INVOKE_AGENT = "invoke_agent"
 SPAN_TURN = "turn"
@@ -92,6 +98,27 @@ EVENT_LOOP_DETECTED = "loopobs.loop_detected"
 EVENT_CONVERGENCE_DETECTED = "loopobs.convergence_detected"
 EVENT_SUSPENDED = "loopobs.suspended"
 EVENT_SLEEP = "loopobs.sleep"
+EVENT_INFERENCE_DETAILS = "gen_ai.client.inference.operation.details"
+"""Content-capture event (EVENT_ONLY / SPAN_AND_EVENT modes), added to the ``chat`` span."""
+
+# -- span event attributes (the fields of the event's context) ------------------------------
+LOOPOBS_COMPACTION_TOKENS_BEFORE = "loopobs.compaction.tokens_before"
+LOOPOBS_COMPACTION_TOKENS_AFTER = "loopobs.compaction.tokens_after"
+LOOPOBS_COMPACTION_TOKENS_SAVED = "loopobs.compaction.tokens_saved"
+LOOPOBS_COMPACTION_MESSAGES_REMOVED = "loopobs.compaction.messages_removed"
+LOOPOBS_DETECTION_PATTERN = "loopobs.detection.pattern"
+LOOPOBS_DETECTION_REPETITIONS = "loopobs.detection.repetitions"
+LOOPOBS_DETECTION_SIMILARITY = "loopobs.detection.similarity"
+LOOPOBS_DETECTION_CONSECUTIVE = "loopobs.detection.consecutive"
+LOOPOBS_PARK_REASON = "loopobs.park.reason"
+LOOPOBS_PARK_KIND = "loopobs.park.kind"
+LOOPOBS_PARK_WAKE_AT = "loopobs.park.wake_at"
+
+# -- attribute values -------------------------------------------------------------------------
+TOOL_TYPE_FUNCTION = "function"
+"""``gen_ai.tool.type`` of a tool the loop runs client-side."""
+ERROR_TYPE_OTHER = "_OTHER"
+"""``error.type`` when a failure carries no error object (semconv's fallback value)."""
 
 # -- token types (gen_ai.token.type); the last three only on loopobs.tokens -----------------
 TOKEN_INPUT = "input"

@@ -1,0 +1,666 @@
+"""``TracingObserver``: loop events → OpenTelemetry spans in the GenAI conventions' shape.
+
+One span tree per run::
+
+    invoke_agent {agent}   INTERNAL   the run
+      turn                 INTERNAL   one model round trip and its tool phase
+        chat {model}       CLIENT     one per model call attempt (fallbacks included)
+        execute_tool {t}   INTERNAL   one per tool call attempt
+
+Compaction, fallback, model switch, loop and convergence detection, suspension
+and sleep become span events. Spans are keyed by run, turn, attempt and tool
+call id — never by "the current span" — and every parent is passed explicitly,
+so one observer serves any number of concurrent runs and nothing depends on
+context attach/detach across ``await``. Span start and end times are the
+events' ``time_ns``, so a replayed event log gives identical spans.
+
+Every span that starts ends, once: the end event ends it; a turn's end ends
+whatever it left open, and a run's end ends everything of that run.
+
+With ``propagate_context=True`` (the default) the ``chat`` span is made current
+on the task that emits ``on_stream_start`` (the task iterating the model
+stream) and the ``execute_tool`` span on the task that emits ``on_tool_pre``
+(the tool's own task), so spans an HTTP instrumentation or the user's tool code
+opens nest under them. The matching end event restores the previous context
+only when it runs on the same task and the span is still the current one, so
+events emitted from elsewhere never make OpenTelemetry log "Failed to detach
+context".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, StatusCode, TraceFlags
+
+from loopobs.core.errors import LoopError
+from loopobs.core.events import (
+    CompactedContext,
+    ConvergenceDetectedContext,
+    FallbackContext,
+    LoopDetectedContext,
+    ModelSwitchedContext,
+    ResponseContext,
+    RunEndContext,
+    RunStartContext,
+    SleepContext,
+    StreamContext,
+    StreamFailureContext,
+    StreamStartContext,
+    SuspendedContext,
+    TextDeltaContext,
+    ThinkingDeltaContext,
+    ToolCallReceivedContext,
+    ToolPostContext,
+    ToolPreContext,
+    TurnEndContext,
+    TurnStartContext,
+)
+from loopobs.core.observer import LoopObserver
+from loopobs.exporters import catalog as c
+from loopobs.exporters import content, trace_links
+from loopobs.exporters.content import ContentMode
+
+__all__ = ["NON_ERROR_STATUSES", "TracingObserver"]
+
+NON_ERROR_STATUSES = frozenset({"completed", "suspended", "sleeping"})
+"""Run statuses that leave the run span's status unset (parking is not a failure)."""
+
+
+def _owner() -> object:
+    """The task (or, outside asyncio, the thread) an attach belongs to."""
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:
+        task = None
+    return task if task is not None else threading.get_ident()
+
+
+def _error_type(error: BaseException | None) -> str:
+    return type(error).__name__ if error is not None else c.ERROR_TYPE_OTHER
+
+
+def _fail(span: Span, error: LoopError | None, error_type: str | None = None) -> None:
+    span.set_attribute(c.ERROR_TYPE, error_type or _error_type(error))
+    span.set_status(Status(StatusCode.ERROR, str(error) if error is not None else None))
+
+
+@dataclass(slots=True, eq=False)
+class _Open:
+    """A started span, and the context token when it was made current."""
+
+    span: Span
+    turn: int
+    token: object | None = None
+    owner: object | None = None
+    # content capture (chat spans only)
+    text: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    expected_calls: int = -1
+    end_ns: int = 0
+    finish_reason: str | None = None
+    input_json: str = ""
+
+
+@dataclass(slots=True, eq=False)
+class _Run:
+    root: Span
+    recording: bool
+    session: str
+    turns: dict[int, Span] = field(default_factory=dict)
+    chats: dict[tuple[int, int], _Open] = field(default_factory=dict)
+    tools: dict[tuple[str, int], _Open] = field(default_factory=dict)
+    open_turn: int | None = None
+    provider: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    reasoning: int = 0
+    # content capture only
+    instructions: str = ""
+    history: list[dict[str, Any]] = field(default_factory=list)
+    last_query: str | None = None
+    streaming: dict[int, _Open] = field(default_factory=dict)
+    pending: _Open | None = None
+    tool_args: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    tool_results: dict[str, int] = field(default_factory=dict)
+
+
+class TracingObserver(LoopObserver):
+    """Turns loop events into GenAI-convention spans; safe to share across concurrent runs.
+
+    Args:
+        tracer_provider: where spans go; ``None`` uses the global provider (a
+            no-op until the application installs an SDK). The observer never
+            installs a provider.
+        capture_content: message content on spans and events (see
+            :mod:`loopobs.exporters.content`); ``None`` reads
+            ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``. Off by default.
+        turn_spans: ``False`` puts model and tool spans directly under the run span.
+        propagate_context: make ``chat`` / ``execute_tool`` spans current while
+            they run, so nested instrumentation attaches to them.
+
+    When a run's span is not recording (sampled out, or no SDK), the observer
+    still keeps the span structure (so children are consistently dropped) but
+    skips all attribute and content work.
+    """
+
+    def __init__(
+        self,
+        tracer_provider: trace.TracerProvider | None = None,
+        *,
+        capture_content: ContentMode | bool | str | None = None,
+        turn_spans: bool = True,
+        propagate_context: bool = True,
+    ) -> None:
+        from loopobs import __version__
+
+        self._provider = tracer_provider
+        provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
+        self._tracer = provider.get_tracer(c.SCOPE_NAME, __version__, schema_url=c.SCHEMA_URL)
+        self.content_mode = content.parse_content_mode(capture_content)
+        self.turn_spans = turn_spans
+        self.propagate_context = propagate_context
+        self._runs: dict[UUID, _Run] = {}
+
+    # -- introspection ---------------------------------------------------------------------
+    @property
+    def open_runs(self) -> int:
+        """Runs started and not yet ended (0 between runs: no per-run state leaks)."""
+        return len(self._runs)
+
+    def open_spans(self) -> int:
+        """Spans started by this observer and not yet ended."""
+        return sum(
+            1 + len(r.turns) + len(r.chats) + len(r.tools) + (r.pending is not None)
+            for r in list(self._runs.values())
+        )
+
+    # -- helpers ---------------------------------------------------------------------------
+    def _parent(self, run: _Run, turn: int) -> Span:
+        return run.turns.get(turn, run.root) if self.turn_spans else run.root
+
+    def _event_target(self, run: _Run, turn: int | None = None) -> Span:
+        if turn is None:
+            turn = run.open_turn
+        if turn is not None and turn in run.turns:
+            return run.turns[turn]
+        return run.root
+
+    def _attach(self, item: _Open) -> None:
+        if self.propagate_context:
+            item.token = otel_context.attach(trace.set_span_in_context(item.span))
+            item.owner = _owner()
+
+    @staticmethod
+    def _detach(item: _Open) -> None:
+        token, item.token = item.token, None
+        if token is None:
+            return
+        if item.owner == _owner() and trace.get_current_span() is item.span:
+            otel_context.detach(token)  # type: ignore[arg-type]
+
+    def _end_chat(self, run: _Run, chat: _Open, end_ns: int) -> None:
+        if run.recording and self.content_mode.enabled:
+            text = "".join(chat.text)
+            output = content.dumps([content.output_message(
+                text, chat.tool_calls, chat.finish_reason, "".join(chat.reasoning))])
+            if self.content_mode.on_span:
+                chat.span.set_attribute(c.GEN_AI_OUTPUT_MESSAGES, output)
+            if self.content_mode.on_event:
+                attrs = {c.GEN_AI_INPUT_MESSAGES: chat.input_json,
+                         c.GEN_AI_OUTPUT_MESSAGES: output}
+                if run.instructions:
+                    attrs[c.GEN_AI_SYSTEM_INSTRUCTIONS] = content.dumps(
+                        content.system_instructions(run.instructions))
+                chat.span.add_event(c.EVENT_INFERENCE_DETAILS, attrs, timestamp=end_ns)
+            run.history.append(content.assistant_message(text, chat.tool_calls))
+        chat.span.end(end_time=end_ns)
+
+    def _flush_pending(self, run: _Run) -> None:
+        pending, run.pending = run.pending, None
+        if pending is not None:
+            self._end_chat(run, pending, pending.end_ns)
+
+    # -- runs ------------------------------------------------------------------------------
+    def on_run_start(self, ctx: RunStartContext) -> None:
+        """Start the ``invoke_agent`` span (under the ambient context, e.g. a request span).
+
+        A resumed run links to the parked run's span, found through
+        :func:`loopobs.exporters.trace_links.resolve`. The run's trace and span
+        id are published to :mod:`~loopobs.exporters.trace_links` while it runs.
+        """
+        session = str(ctx.session_id)
+        attrs: dict[str, Any] = {
+            c.GEN_AI_OPERATION_NAME: c.OP_INVOKE_AGENT,
+            c.GEN_AI_AGENT_NAME: ctx.agent,
+            c.GEN_AI_CONVERSATION_ID: session,
+            c.LOOPOBS_RUN_ID: str(ctx.run_id),
+        }
+        if ctx.model:
+            attrs[c.GEN_AI_REQUEST_MODEL] = ctx.model
+        links: list[Link] = []
+        if ctx.resumed_from is not None:
+            attrs[c.LOOPOBS_RUN_RESUMED_FROM] = str(ctx.resumed_from)
+            parked = trace_links.resolve(ctx.resumed_from)
+            if parked is not None:
+                links.append(Link(SpanContext(
+                    int(parked[0], 16), int(parked[1], 16), is_remote=True,
+                    trace_flags=TraceFlags(TraceFlags.SAMPLED))))
+        root = self._tracer.start_span(
+            f"{c.SPAN_INVOKE_AGENT} {ctx.agent}", kind=SpanKind.INTERNAL, attributes=attrs,
+            links=links, start_time=ctx.time_ns)
+        recording = root.is_recording()
+        run = _Run(root=root, recording=recording, session=session)
+        if recording and self.content_mode.enabled:
+            run.instructions = ctx.instructions
+        previous = self._runs.pop(ctx.run_id, None)
+        self._runs[ctx.run_id] = run
+        if previous is not None:  # a duplicate start: never leave the first tree open
+            self._close_run(previous, ctx.time_ns)
+        span_context = root.get_span_context()
+        if recording and span_context.is_valid:
+            trace_links.publish(ctx.run_id, f"{span_context.trace_id:032x}",
+                                f"{span_context.span_id:016x}")
+
+    def on_run_end(self, ctx: RunEndContext) -> None:
+        """End the run span and anything of the run still open; set status, turns, usage.
+
+        ``suspended`` and ``sleeping`` runs are not errors; any other run that did
+        not succeed gets status ERROR and ``error.type``.
+        """
+        run = self._runs.pop(ctx.run_id, None)
+        if run is None:
+            return
+        trace_links.withdraw(ctx.run_id)
+        failed = not ctx.success and ctx.status not in NON_ERROR_STATUSES
+        self._close_run(run, ctx.time_ns, ctx.error if failed else None, failed)
+        root = run.root
+        if run.recording:
+            inp = ctx.input_tokens or run.input_tokens
+            out = ctx.output_tokens or run.output_tokens
+            attrs: dict[str, Any] = {
+                c.LOOPOBS_RUN_STATUS: ctx.status,
+                c.LOOPOBS_RUN_TOTAL_TURNS: ctx.total_turns,
+                c.GEN_AI_USAGE_INPUT_TOKENS: inp,
+                c.GEN_AI_USAGE_OUTPUT_TOKENS: out,
+            }
+            if run.cache_read:
+                attrs[c.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = run.cache_read
+            if run.cache_write:
+                attrs[c.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS] = run.cache_write
+            if run.reasoning:
+                attrs[c.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = run.reasoning
+            if run.provider:
+                attrs[c.GEN_AI_PROVIDER_NAME] = run.provider
+            root.set_attributes(attrs)
+            if failed:
+                _fail(root, ctx.error)
+        root.end(end_time=ctx.time_ns)
+
+    def _close_run(
+        self, run: _Run, end_ns: int, error: LoopError | None = None, failed: bool = False
+    ) -> None:
+        """End every child span of ``run`` still open (tools, chats, turns), innermost first."""
+        self._flush_pending(run)
+        for item in list(run.tools.values()) + list(run.chats.values()):
+            self._detach(item)
+            if failed and run.recording:
+                _fail(item.span, error)
+            item.span.end(end_time=end_ns)
+        run.tools.clear()
+        run.chats.clear()
+        for span in list(run.turns.values()):
+            if failed and run.recording:
+                _fail(span, error)
+            span.end(end_time=end_ns)
+        run.turns.clear()
+        run.streaming.clear()
+
+    # -- turns -----------------------------------------------------------------------------
+    def on_turn_start(self, ctx: TurnStartContext) -> None:
+        """Start the ``turn`` span under the run span (unless ``turn_spans=False``)."""
+        run = self._runs.get(ctx.run_id)
+        if run is None:
+            return
+        self._flush_pending(run)
+        run.open_turn = ctx.turn
+        if run.recording and self.content_mode.enabled and ctx.query and \
+                ctx.query != run.last_query:
+            run.last_query = ctx.query
+            run.history.append(content.user_message(ctx.query))
+        if not self.turn_spans:
+            return
+        span = self._tracer.start_span(
+            c.SPAN_TURN, context=trace.set_span_in_context(run.root), kind=SpanKind.INTERNAL,
+            attributes={c.LOOPOBS_TURN_INDEX: ctx.turn}, start_time=ctx.time_ns)
+        old = run.turns.pop(ctx.turn, None)
+        run.turns[ctx.turn] = span
+        if old is not None:
+            old.end(end_time=ctx.time_ns)
+
+    def on_turn_end(self, ctx: TurnEndContext) -> None:
+        """End the turn span (and any attempt of the turn left open); ERROR if the turn failed."""
+        run = self._runs.get(ctx.run_id)
+        if run is None:
+            return
+        self._flush_pending(run)
+        for key in [k for k, v in run.chats.items() if v.turn == ctx.turn]:
+            item = run.chats.pop(key)
+            self._detach(item)
+            item.span.end(end_time=ctx.time_ns)
+        for tool_key in [k for k, v in run.tools.items() if v.turn == ctx.turn]:
+            item = run.tools.pop(tool_key)
+            self._detach(item)
+            item.span.end(end_time=ctx.time_ns)
+        run.streaming.pop(ctx.turn, None)
+        if run.open_turn == ctx.turn:
+            run.open_turn = None
+        span = run.turns.pop(ctx.turn, None)
+        if span is None:
+            return
+        if run.recording:
+            span.set_attributes({c.GEN_AI_USAGE_INPUT_TOKENS: ctx.input_tokens,
+                                 c.GEN_AI_USAGE_OUTPUT_TOKENS: ctx.output_tokens})
+            if not ctx.success:
+                _fail(span, ctx.error)
+        span.end(end_time=ctx.time_ns)
+
+    # -- model calls -----------------------------------------------------------------------
+    def on_stream_start(self, ctx: StreamStartContext) -> None:
+        """Start ``chat {model}`` (CLIENT) and, if propagating, make it current on this task."""
+        run = self._runs.get(ctx.run_id)
+        if run is None:
+            return
+        self._flush_pending(run)
+        attrs: dict[str, Any] = {
+            c.GEN_AI_OPERATION_NAME: c.OP_CHAT,
+            c.GEN_AI_REQUEST_MODEL: ctx.model,
+            c.GEN_AI_REQUEST_STREAM: True,
+            c.GEN_AI_CONVERSATION_ID: run.session,
+            c.LOOPOBS_ATTEMPT: ctx.attempt,
+        }
+        if ctx.provider:
+            attrs[c.GEN_AI_PROVIDER_NAME] = ctx.provider
+            if not run.provider:
+                run.provider = ctx.provider
+        span = self._tracer.start_span(
+            f"{c.SPAN_CHAT} {ctx.model}", context=trace.set_span_in_context(
+                self._parent(run, ctx.turn)),
+            kind=SpanKind.CLIENT, attributes=attrs, start_time=ctx.time_ns)
+        item = _Open(span=span, turn=ctx.turn)
+        if run.recording and self.content_mode.enabled:
+            item.input_json = content.dumps(run.history)
+            if self.content_mode.on_span:
+                span.set_attribute(c.GEN_AI_INPUT_MESSAGES, item.input_json)
+                if run.instructions:
+                    span.set_attribute(c.GEN_AI_SYSTEM_INSTRUCTIONS, content.dumps(
+                        content.system_instructions(run.instructions)))
+            run.streaming[ctx.turn] = item
+        old = run.chats.pop((ctx.turn, ctx.attempt), None)
+        run.chats[(ctx.turn, ctx.attempt)] = item
+        if old is not None:
+            old.span.end(end_time=ctx.time_ns)
+        self._attach(item)
+
+    def on_text_delta(self, ctx: TextDeltaContext) -> None:
+        """With content capture on, collect the streamed text for ``gen_ai.output.messages``."""
+        if not self.content_mode.enabled:
+            return
+        run = self._runs.get(ctx.run_id)
+        if run is not None and (item := run.streaming.get(ctx.turn)) is not None:
+            item.text.append(ctx.delta)
+
+    def on_thinking_delta(self, ctx: ThinkingDeltaContext) -> None:
+        """With content capture on, collect streamed reasoning (a ``reasoning`` part)."""
+        if not self.content_mode.enabled:
+            return
+        run = self._runs.get(ctx.run_id)
+        if run is not None and (item := run.streaming.get(ctx.turn)) is not None:
+            item.reasoning.append(ctx.delta)
+
+    def on_stream_success(self, ctx: StreamContext) -> None:
+        """Set response and usage attributes and end the ``chat`` span.
+
+        With content capture on, the span's end (at this event's time) waits for
+        ``on_response`` and the tool calls, which complete its output message.
+        """
+        run = self._runs.get(ctx.run_id)
+        if run is None:
+            return
+        item = run.chats.pop((ctx.turn, ctx.attempt), None)
+        run.input_tokens += ctx.input_tokens
+        run.output_tokens += ctx.output_tokens
+        run.cache_read += ctx.cache_read_input_tokens
+        run.cache_write += ctx.cache_write_input_tokens
+        run.reasoning += ctx.reasoning_output_tokens
+        if item is None:
+            return
+        self._detach(item)
+        span = item.span
+        if run.recording:
+            attrs: dict[str, Any] = {
+                c.GEN_AI_RESPONSE_MODEL: ctx.response_model or ctx.model,
+                c.GEN_AI_USAGE_INPUT_TOKENS: ctx.input_tokens,
+                c.GEN_AI_USAGE_OUTPUT_TOKENS: ctx.output_tokens,
+            }
+            if ctx.response_id:
+                attrs[c.GEN_AI_RESPONSE_ID] = ctx.response_id
+            if ctx.finish_reason:
+                attrs[c.GEN_AI_RESPONSE_FINISH_REASONS] = (ctx.finish_reason,)
+            if ctx.cache_read_input_tokens:
+                attrs[c.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = ctx.cache_read_input_tokens
+            if ctx.cache_write_input_tokens:
+                attrs[c.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS] = ctx.cache_write_input_tokens
+            if ctx.reasoning_output_tokens:
+                attrs[c.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = ctx.reasoning_output_tokens
+            if ctx.time_to_first_token_ms is not None:
+                attrs[c.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = ctx.time_to_first_token_ms / 1000
+            span.set_attributes(attrs)
+            if self.content_mode.enabled:
+                self._flush_pending(run)
+                item.end_ns = ctx.time_ns
+                item.finish_reason = ctx.finish_reason
+                run.pending = item
+                return
+        span.end(end_time=ctx.time_ns)
+
+    def on_stream_failure(self, ctx: StreamFailureContext) -> None:
+        """End the ``chat`` span with status ERROR and ``error.type`` (the error's class name).
+
+        The turn and run stay OK unless they end unsuccessfully themselves (a
+        failure recovered by a fallback model does not fail them).
+        """
+        run = self._runs.get(ctx.run_id)
+        if run is None:
+            return
+        item = run.chats.pop((ctx.turn, ctx.attempt), None)
+        if item is None:
+            return
+        if run.streaming.get(ctx.turn) is item:
+            del run.streaming[ctx.turn]
+        self._detach(item)
+        if run.recording:
+            _fail(item.span, ctx.error)
+        item.span.end(end_time=ctx.time_ns)
+
+    def on_response(self, ctx: ResponseContext) -> None:
+        """With content capture on, complete the pending output message with the final text."""
+        run = self._runs.get(ctx.run_id)
+        if run is None or (pending := run.pending) is None or pending.turn != ctx.turn:
+            return
+        if ctx.text:
+            pending.text = [ctx.text]
+        pending.expected_calls = ctx.tool_calls
+        if ctx.tool_calls <= len(pending.tool_calls):
+            self._flush_pending(run)
+
+    # -- tools -----------------------------------------------------------------------------
+    def on_tool_call_received(self, ctx: ToolCallReceivedContext) -> None:
+        """With content capture on, keep the arguments (for the tool span and output message)."""
+        if not self.content_mode.enabled:
+            return
+        run = self._runs.get(ctx.run_id)
+        if run is None or not run.recording:
+            return
+        run.tool_args[ctx.call_id] = ctx.input
+        pending = run.pending
+        if pending is not None and pending.turn == ctx.turn:
+            pending.tool_calls.append(content.tool_call_part(ctx.call_id, ctx.tool, ctx.input))
+            if len(pending.tool_calls) >= pending.expected_calls >= 0:
+                self._flush_pending(run)
+
+    def on_tool_pre(self, ctx: ToolPreContext) -> None:
+        """Start ``execute_tool {tool}`` and, if propagating, make it current on the tool's task."""
+        run = self._runs.get(ctx.run_id)
+        if run is None:
+            return
+        if run.pending is not None:
+            self._flush_pending(run)
+        attrs: dict[str, Any] = {
+            c.GEN_AI_OPERATION_NAME: c.OP_EXECUTE_TOOL,
+            c.GEN_AI_TOOL_NAME: ctx.tool,
+            c.GEN_AI_TOOL_CALL_ID: ctx.tool_call_id,
+            c.GEN_AI_TOOL_TYPE: c.TOOL_TYPE_FUNCTION,
+            c.LOOPOBS_ATTEMPT: ctx.attempt,
+        }
+        if run.recording and self.content_mode.enabled and \
+                (args := run.tool_args.get(ctx.tool_call_id)) is not None:
+            attrs[c.GEN_AI_TOOL_CALL_ARGUMENTS] = content.dumps(args)
+        span = self._tracer.start_span(
+            f"{c.SPAN_EXECUTE_TOOL} {ctx.tool}",
+            context=trace.set_span_in_context(self._parent(run, ctx.turn)),
+            kind=SpanKind.INTERNAL, attributes=attrs, start_time=ctx.time_ns)
+        item = _Open(span=span, turn=ctx.turn)
+        key = (ctx.tool_call_id, ctx.attempt)
+        old = run.tools.pop(key, None)
+        run.tools[key] = item
+        if old is not None:
+            old.span.end(end_time=ctx.time_ns)
+        self._attach(item)
+
+    def on_tool_post(self, ctx: ToolPostContext) -> None:
+        """Set the result hash and outcome and end the tool span; ERROR when ``is_error``."""
+        run = self._runs.get(ctx.run_id)
+        if run is None:
+            return
+        item = run.tools.pop((ctx.tool_call_id, ctx.attempt), None)
+        if item is None:
+            return
+        self._detach(item)
+        span = item.span
+        if run.recording:
+            attrs: dict[str, Any] = {c.LOOPOBS_TOOL_OUTCOME: ctx.outcome}
+            if ctx.result_hash is not None:
+                attrs[c.LOOPOBS_TOOL_RESULT_HASH] = f"{ctx.result_hash:016x}"
+            if self.content_mode.enabled and ctx.result is not None:
+                if not ctx.is_error:
+                    attrs[c.GEN_AI_TOOL_CALL_RESULT] = ctx.result
+                index = run.tool_results.get(ctx.tool_call_id)
+                message = content.tool_message(ctx.tool_call_id, ctx.result)
+                if index is None:
+                    run.tool_results[ctx.tool_call_id] = len(run.history)
+                    run.history.append(message)
+                else:
+                    run.history[index] = message
+            span.set_attributes(attrs)
+            if ctx.is_error:
+                _fail(span, ctx.error, None if ctx.error is not None else "ToolError")
+        span.end(end_time=ctx.time_ns)
+
+    # -- span events -----------------------------------------------------------------------
+    def _event(self, run_id: UUID, name: str, attrs: Mapping[str, Any], time_ns: int,
+               turn: int | None = None) -> None:
+        run = self._runs.get(run_id)
+        if run is None or not run.recording:
+            return
+        self._event_target(run, turn).add_event(name, attrs, timestamp=time_ns)
+
+    def on_compaction(self, ctx: CompactedContext) -> None:
+        """Add a ``loopobs.compaction`` event (to the open turn, else the run span)."""
+        self._event(ctx.run_id, c.EVENT_COMPACTION, {
+            c.LOOPOBS_COMPACTION_TOKENS_BEFORE: ctx.tokens_before,
+            c.LOOPOBS_COMPACTION_TOKENS_AFTER: ctx.tokens_after,
+            c.LOOPOBS_COMPACTION_TOKENS_SAVED: ctx.tokens_saved,
+            c.LOOPOBS_COMPACTION_MESSAGES_REMOVED: ctx.messages_removed,
+            c.LOOPOBS_COMPACTION_REASON: ctx.reason,
+        }, ctx.time_ns)
+
+    def on_fallback(self, ctx: FallbackContext) -> None:
+        """Add a ``loopobs.fallback`` event to the turn's span."""
+        self._event(ctx.run_id, c.EVENT_FALLBACK, {
+            c.LOOPOBS_MODEL_FROM: ctx.from_model, c.LOOPOBS_MODEL_TO: ctx.to_model,
+            c.LOOPOBS_TURN_INDEX: ctx.turn,
+        }, ctx.time_ns, ctx.turn)
+
+    def on_model_switched(self, ctx: ModelSwitchedContext) -> None:
+        """Add a ``loopobs.model_switched`` event (to the open turn, else the run span)."""
+        self._event(ctx.run_id, c.EVENT_MODEL_SWITCHED, {
+            c.LOOPOBS_MODEL_FROM: ctx.from_model, c.LOOPOBS_MODEL_TO: ctx.to_model,
+        }, ctx.time_ns)
+
+    def on_loop_detected(self, ctx: LoopDetectedContext) -> None:
+        """Add a ``loopobs.loop_detected`` event (to the open turn, else the run span)."""
+        attrs: dict[str, Any] = {
+            c.LOOPOBS_DETECTION_PATTERN: ctx.pattern,
+            c.LOOPOBS_DETECTION_REPETITIONS: ctx.repetitions,
+            c.LOOPOBS_DETECTION_ACTION: ctx.action,
+        }
+        if ctx.tool is not None:
+            attrs[c.GEN_AI_TOOL_NAME] = ctx.tool
+        self._event(ctx.run_id, c.EVENT_LOOP_DETECTED, attrs, ctx.time_ns)
+
+    def on_convergence_detected(self, ctx: ConvergenceDetectedContext) -> None:
+        """Add a ``loopobs.convergence_detected`` event (to the open turn, else the run span)."""
+        self._event(ctx.run_id, c.EVENT_CONVERGENCE_DETECTED, {
+            c.LOOPOBS_DETECTION_ACTION: ctx.action,
+            c.LOOPOBS_DETECTION_SIMILARITY: ctx.similarity,
+            c.LOOPOBS_DETECTION_CONSECUTIVE: ctx.consecutive,
+        }, ctx.time_ns)
+
+    def on_suspended(self, ctx: SuspendedContext) -> None:
+        """Add a ``loopobs.suspended`` event to the turn's span (the reason is not content)."""
+        self._event(ctx.run_id, c.EVENT_SUSPENDED, {
+            c.GEN_AI_TOOL_NAME: ctx.tool, c.GEN_AI_TOOL_CALL_ID: ctx.tool_call_id,
+            c.LOOPOBS_PARK_REASON: ctx.reason, c.LOOPOBS_PARK_KIND: ctx.kind,
+        }, ctx.time_ns, ctx.turn)
+
+    def on_sleep(self, ctx: SleepContext) -> None:
+        """Add a ``loopobs.sleep`` event to the turn's span, with ``wake_at`` in ISO 8601."""
+        self._event(ctx.run_id, c.EVENT_SLEEP, {
+            c.GEN_AI_TOOL_NAME: ctx.tool, c.GEN_AI_TOOL_CALL_ID: ctx.tool_call_id,
+            c.LOOPOBS_PARK_WAKE_AT: ctx.wake_at.isoformat(),
+        }, ctx.time_ns, ctx.turn)
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def reset(self) -> None:
+        """End every open span (as if the runs ended now) and forget all runs."""
+        import time
+
+        now = time.time_ns()
+        for run_id in list(self._runs):
+            run = self._runs.pop(run_id, None)
+            if run is not None:
+                trace_links.withdraw(run_id)
+                self._close_run(run, now)
+                run.root.end(end_time=now)
+
+    def force_flush(self, timeout_s: float | None = None) -> None:
+        """Flush the tracer provider, if it is an SDK provider this observer was given."""
+        flush = getattr(self._provider, "force_flush", None)
+        if flush is not None:
+            flush(int((30.0 if timeout_s is None else timeout_s) * 1000))
+
+    def shutdown(self, timeout_s: float | None = None) -> None:
+        """End every open span and flush; the provider itself belongs to the caller."""
+        self.reset()
+        self.force_flush(timeout_s)
