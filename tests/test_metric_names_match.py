@@ -1,0 +1,86 @@
+"""One dashboard, two paths: PrometheusObserver names equal the OTel → Prometheus translation.
+
+The same scripted runs go through ``MetricsObserver`` into an SDK ``MeterProvider``
+read by ``opentelemetry-exporter-prometheus`` (into a fresh registry), and through
+``PrometheusObserver``. Every sample name and its label names must be the same,
+ignoring the ``otel_scope_*`` labels and ``target_info`` the OTel path adds, and
+the ``_created`` series prometheus-client adds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from loopobs import LoopObserver, ObserverSet, TurnEndContext
+from loopobs.exporters import PrometheusObserver
+from loopobs.exporters import catalog as c
+from tests import _prom_events as ev
+
+pytest.importorskip("opentelemetry.sdk.metrics")
+PrometheusMetricReader: Any = pytest.importorskip(
+    "opentelemetry.exporter.prometheus").PrometheusMetricReader
+
+
+class RaisesOnTurnEnd(LoopObserver):
+    def on_turn_end(self, ctx: TurnEndContext) -> None:
+        raise RuntimeError("observer bug")
+
+
+def shape(registry: CollectorRegistry) -> dict[str, frozenset[str]]:
+    """Sample name → label names (union over its series), without OTel scope labels.
+
+    An empty label value is dropped: Prometheus stores ``error_type=""`` as no
+    label at all, which is what the OTel path sends for a success.
+    """
+    out: dict[str, set[str]] = {}
+    for family in registry.collect():
+        for sample in family.samples:
+            if sample.name == "target_info" or sample.name.endswith("_created"):
+                continue
+            labels = {k for k, v in sample.labels.items() if v and not k.startswith("otel_scope_")}
+            out.setdefault(sample.name, set()).update(labels)
+    return {name: frozenset(labels) for name, labels in out.items()}
+
+
+def drive(observer: LoopObserver, runs: int = 3) -> None:
+    observers = ObserverSet([RaisesOnTurnEnd(), observer])
+    for _ in range(runs):
+        ev.emit_run(observers)
+
+
+def samples_of(names: Iterable[str]) -> set[str]:
+    return {n.removesuffix("_bucket") for n in names}
+
+
+def test_prometheus_observer_matches_the_otel_translation() -> None:
+    """Same sample names and label names from both paths after the same scripted runs."""
+    from opentelemetry.sdk.metrics import MeterProvider
+
+    from loopobs.exporters.metrics import MetricsObserver
+
+    otel_registry = CollectorRegistry()
+    reader = PrometheusMetricReader(disable_target_info=True, registry=otel_registry)
+    provider = MeterProvider(metric_readers=[reader])
+    try:
+        drive(MetricsObserver(meter_provider=provider))
+        otel = shape(otel_registry)
+    finally:
+        provider.shutdown()
+
+    prom = PrometheusObserver(CollectorRegistry())
+    drive(prom)
+    direct = shape(prom.registry)
+
+    assert direct == otel
+    # the run touched every catalog metric but the overflow counter (no label hit its limit)
+    expected = {s.prometheus_name for s in c.METRICS if s is not c.LABEL_OVERFLOW}
+    assert samples_of(n.removesuffix("_count").removesuffix("_sum") for n in direct) == expected
+    for example in ("gen_ai_client_token_usage_bucket",
+                    "gen_ai_client_operation_duration_seconds_bucket", "loopobs_tokens_total",
+                    "loopobs_tool_calls_total", "loopobs_loop_detections_total",
+                    "loopobs_runs_active", "loopobs_observer_errors_total"):
+        assert example in direct
