@@ -92,7 +92,8 @@ async def test_converged_answers_across_runs_of_one_session() -> None:
     first = await loop.run("what is it?", session=session)
     second = await loop.run("are you sure?", session=session)
     third = await loop.run("really?", session=session)
-    assert first.ok and second.ok
+    assert first.ok
+    assert second.ok
     assert third.status is RunStatus.CONVERGED
     assert isinstance(third.error, LoopDetected)
     [event] = rec.of("on_convergence_detected")
