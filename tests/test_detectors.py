@@ -341,6 +341,14 @@ def test_progress_clears_the_warning() -> None:
     assert [e.repetitions for e in d.call("job_status", {"id": "7"}, "running")] == [3]
 
 
+def test_any_new_result_resets_that_call() -> None:
+    """A state that flips back (queued, running, queued) is progress, even before a warning."""
+    d = Driver(RepetitionDetector(warn_after=3))
+    for state in ["queued", "queued", "running", "queued", "queued"]:
+        assert d.call("job_status", {"id": "9"}, state) == []
+    assert [e.repetitions for e in d.call("job_status", {"id": "9"}, "queued")] == [3]
+
+
 def test_stop_clears_the_session_for_its_next_run() -> None:
     """After a stop the session starts afresh: its next run is not stopped on its first call."""
     det = RepetitionDetector(warn_after=2, stop_after=3)
@@ -482,7 +490,7 @@ def test_memory_stays_bounded() -> None:
     assert len(state.window) <= 20
     assert len(state.counts) <= 20
     assert len(state.warned) <= 20
-    assert len(state.warned_calls) <= 20
+    assert len(state.latest) <= 20
     assert len(det._pending[d.run_id]) <= 1024
     for _ in range(50):
         d.call("t", {}, "x", run_id=uuid.uuid4())

@@ -155,8 +155,18 @@ class _SessionDetector(LoopObserver, Generic[_State]):
 class _Repetitions:
     """One session's window of operations and its escalation bookkeeping."""
 
-    __slots__ = ("calls", "counts", "cycle_block", "cycle_level", "cycle_period", "runs",
-                 "tail", "warned", "warned_calls", "window")
+    __slots__ = (
+        "calls",
+        "counts",
+        "cycle_block",
+        "cycle_level",
+        "cycle_period",
+        "latest",
+        "runs",
+        "tail",
+        "warned",
+        "window",
+    )
 
     def __init__(self, window: int, max_period: int) -> None:
         self.window: deque[_Op] = deque()
@@ -165,8 +175,8 @@ class _Repetitions:
         # (escalation level, call number) already reported per operation; entries
         # leave with the operation's last occurrence in the window, so this is bounded by it.
         self.warned: dict[_Op, tuple[int, int]] = {}
-        # (tool, arguments) → the warned operation, to notice progress (a new result).
-        self.warned_calls: dict[_Call, _Op] = {}
+        # (tool, arguments) → its latest operation in the window, to notice progress.
+        self.latest: dict[_Call, _Op] = {}
         self.tail: deque[tuple[_Op, str]] = deque(maxlen=max_period + 1)
         # runs[p]: how many of the latest operations equal the one p positions earlier.
         self.runs: list[int] = [0] * (max_period + 1)
@@ -200,9 +210,11 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
       in a row (``stop_after`` for a stop) emits the same, with ``pattern`` like
       ``read_file(a) → grep(b)`` and ``repetitions`` the number of cycles; while a
       cycle is running, its operations are reported as the cycle, not one by one.
-    - progress resets: the same tool and arguments with a *different* result
-      clears the warning of that call and drops its stale entries from the
-      window (the agent is polling something that changes).
+    - progress resets: the same tool and arguments with a result different
+      from the last one drops that call's earlier entries from the window and
+      clears their warnings (the agent is polling something that changes). A
+      stricter reading than the seed's, which resets only calls already warned:
+      ``queued, queued, running, queued`` is a job changing state, not a loop.
 
     Each escalation is reported once, not again on every following call. A
     stop clears the session's window, so the session's next run starts afresh.
@@ -334,9 +346,10 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
     ) -> tuple[str, int, str | None, int] | None:
         """Add ``op`` to the window; the detection it completes, if any. Lock held."""
         call = (op[0], op[1])
-        warned_op = s.warned_calls.get(call)
-        if warned_op is not None and warned_op != op:
+        previous = s.latest.get(call)
+        if previous is not None and previous != op:
             self._progress(s, call)
+        s.latest[call] = op
 
         window, counts = s.window, s.counts
         if len(window) >= self.window:
@@ -346,10 +359,10 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
                 counts[old] = left
             else:
                 del counts[old]
-                if s.warned.pop(old, None) is not None:
-                    old_call = (old[0], old[1])
-                    if s.warned_calls.get(old_call) == old:
-                        del s.warned_calls[old_call]
+                s.warned.pop(old, None)
+                old_call = (old[0], old[1])
+                if s.latest.get(old_call) == old:
+                    del s.latest[old_call]
         window.append(op)
         count = counts[op] = counts.get(op, 0) + 1
         s.calls += 1
@@ -387,7 +400,6 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
                     reported = reported or seen[1] > began
                 else:
                     s.warned[member] = (level, s.calls)
-                    s.warned_calls[(member[0], member[1])] = member
             if reported:
                 return None
             tools = {member[0] for member, _ in s.cycle_block}
@@ -403,7 +415,6 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
         if seen is not None and level <= seen[0]:
             return None
         s.warned[op] = (level, s.calls)
-        s.warned_calls[call] = op
         return label, count, op[0], level
 
     def _level(self, repetitions: int) -> int:
@@ -414,7 +425,7 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
         return _NONE
 
     def _progress(self, s: _Repetitions, call: _Call) -> None:
-        """The warned call returned something new: clear its warning and its stale entries."""
+        """The call returned something new: drop its earlier entries and their warnings."""
         kept = [o for o in s.window if (o[0], o[1]) != call]
         s.window = deque(kept)
         counts: dict[_Op, int] = {}
@@ -422,7 +433,7 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
             counts[o] = counts.get(o, 0) + 1
         s.counts = counts
         s.warned = {o: lvl for o, lvl in s.warned.items() if o in counts}
-        s.warned_calls = {c: o for c, o in s.warned_calls.items() if o in counts}
+        s.latest = {c: o for c, o in s.latest.items() if c != call}
         s.tail.clear()
         s.runs = [0] * (self.max_period + 1)
         s.cycle_period = 0
