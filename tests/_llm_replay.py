@@ -20,6 +20,9 @@ from typing import Any
 
 import httpx
 
+from loopobs.core.events import EventContext
+from loopobs.testing import RecordingObserver
+
 DATA = Path(__file__).parent / "data" / "sse"
 PLANTED_KEY = "sk-planted-Zq8v3KxW1sLr0"
 
@@ -109,3 +112,15 @@ class Replay:
     @property
     def all_closed(self) -> bool:
         return all(b.closed for b in self.bodies)
+
+
+class TextSeen(RecordingObserver):
+    """Records, and signals the first text delta (to cancel a run mid-stream)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.text_seen = asyncio.Event()
+
+    def on_text_delta(self, ctx: EventContext) -> None:
+        self._record(ctx)
+        self.text_seen.set()

@@ -17,7 +17,7 @@ from loopobs.core.errors import (
     RateLimited,
     StreamError,
 )
-from loopobs.core.events import EventContext, Usage
+from loopobs.core.events import Usage
 from loopobs.core.model import (
     AssistantMessage,
     Finish,
@@ -35,7 +35,7 @@ from loopobs.core.model import (
 )
 from loopobs.llm import OpenAIClient
 from loopobs.testing import RecordingObserver
-from tests._llm_replay import PLANTED_KEY, Replay, Transcript
+from tests._llm_replay import PLANTED_KEY, Replay, TextSeen, Transcript
 
 REQUEST = ModelRequest(model="gpt-4o", messages=(UserMessage(content="hi"),))
 
@@ -624,18 +624,6 @@ async def test_cancelling_a_run_mid_stream_closes_the_response() -> None:
     assert replay.bodies[0].closed
     (failure,) = recorder.of("on_stream_failure")
     assert type(failure.error).__name__ == "Cancelled"
-
-
-class TextSeen(RecordingObserver):
-    """Records, and signals the first text delta."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.text_seen = asyncio.Event()
-
-    def on_text_delta(self, ctx: EventContext) -> None:
-        self._record(ctx)
-        self.text_seen.set()
 
 
 def _sse(body: str) -> Transcript:
