@@ -1,27 +1,326 @@
-"""The ``loopobs`` command: ``demo``, ``replay FILE``, ``inspect FILE``."""
+"""The ``loopobs`` command.
+
+- ``loopobs demo``: the scripted showcase agent with every exporter attached:
+  ``/metrics`` on 127.0.0.1, traces over OTLP when ``OTEL_EXPORTER_OTLP_ENDPOINT``
+  is set (else a trace tree per run in the terminal), ``--jsonl FILE`` for the
+  event log; ``--base-url`` runs the same agent against a real model server.
+- ``loopobs replay FILE``: re-emits a recorded event log into the configured
+  exporters (same trace tree, same timestamps).
+- ``loopobs inspect FILE``: prints each recorded run as a tree, and totals.
+
+Bad flags and unreachable endpoints end with a one-line error and exit code 2
+(usage) or 1 (everything else), never a traceback.
+"""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
+import os
+import random
+import signal
+import socket
 import sys
-from collections.abc import Sequence
+import urllib.parse
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+from uuid import UUID
+
+from loopobs.core.events import EventContext
+from loopobs.core.observer import LoopObserver, ObserverSet
 
 __all__ = ["main"]
 
 
+class CliError(Exception):
+    """A problem to report in one line, with exit code 1."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _port(text: str) -> int:
+    value = int(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not a TCP port")
+    return value
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
 def _build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="loopobs", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("demo", help="run the scripted showcase agent with every exporter attached")
+    parser = _Parser(prog="loopobs", description="Observability for LLM agent loops.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    demo = sub.add_parser("demo", help="run the scripted showcase agent with every exporter")
+    demo.add_argument("--runs", type=_positive, default=1,
+                      help="rounds of the showcase scenarios to play (default 1)")
+    demo.add_argument("--forever", action="store_true",
+                      help="steady random traffic for dashboards, until Ctrl-C")
+    demo.add_argument("--seed", type=int, default=None, help="seed for the randomness")
+    demo.add_argument("--metrics-port", type=_port, default=9464,
+                      help="port of /metrics (default 9464; 0 picks a free one)")
+    demo.add_argument("--metrics-addr", default="127.0.0.1",
+                      help="address /metrics binds to (default 127.0.0.1)")
+    demo.add_argument("--jsonl", type=Path, default=None, help="record the event log to FILE")
+    demo.add_argument("--no-live", action="store_true", help="no live status line")
+    demo.add_argument("--quiet", action="store_true", help="no per-run trees")
+    demo.add_argument("--latency", type=float, default=None,
+                      help="scripted model latency in seconds (default 0, or 0.05 with --forever)")
+    demo.add_argument("--base-url", default=None,
+                      help="run against a real model server (OpenAI-compatible or Anthropic)")
+    demo.add_argument("--model", default=None, help="model name for --base-url")
+    demo.add_argument("--provider", choices=("openai", "anthropic"), default="openai",
+                      help="API of --base-url (default openai)")
+
+    replay = sub.add_parser("replay", help="re-emit a recorded event log into the exporters")
+    replay.add_argument("file", type=Path)
+    replay.add_argument("--skip-invalid", action="store_true", help="skip malformed lines")
+
+    inspect = sub.add_parser("inspect", help="print each recorded run as a tree, and totals")
+    inspect.add_argument("file", type=Path)
+    inspect.add_argument("--skip-invalid", action="store_true", help="skip malformed lines")
     return parser
+
+
+# -- exporters ---------------------------------------------------------------------------------
+def _check_reachable(url: str, what: str) -> None:
+    parsed = urllib.parse.urlsplit(url if "://" in url else f"http://{url}")
+    host = parsed.hostname or "127.0.0.1"
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    try:
+        with socket.create_connection((host, port), timeout=3.0):
+            pass
+    except OSError as exc:
+        raise CliError(f"cannot reach {what} at {host}:{port}: {exc.strerror or exc}") from None
+
+
+class _Exporters:
+    """The exporters a command attaches, and their orderly shutdown."""
+
+    def __init__(self) -> None:
+        self.observers: list[LoopObserver] = []
+        self._closers: list[Callable[[], object]] = []
+
+    def tracing(self, write: Callable[[str], None] | None, *, quiet: bool) -> None:
+        endpoint = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get(
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        if endpoint:
+            _check_reachable(endpoint, "the OTLP endpoint (OTEL_EXPORTER_OTLP_ENDPOINT)")
+            from loopobs.exporters.setup import configure
+
+            handle = configure(service_name=os.environ.get("OTEL_SERVICE_NAME", "loopobs-demo"))
+            self.observers.extend(handle.observers)
+            self._closers.append(lambda: handle.shutdown(timeout_s=5.0))
+        elif not quiet:
+            from loopobs.exporters.console import ConsoleTreeObserver
+
+            self.observers.append(ConsoleTreeObserver(writer=write))
+
+    def prometheus(self, port: int, addr: str) -> int:
+        from loopobs.exporters.metrics_server import start_metrics_server
+        from loopobs.exporters.prometheus import PrometheusObserver
+
+        observer = PrometheusObserver()
+        try:
+            server = start_metrics_server(port=port, addr=addr, registry=observer.registry)
+        except OSError as exc:
+            raise CliError(f"cannot serve /metrics on {addr}:{port}: "
+                           f"{exc.strerror or exc}") from None
+        self.observers.append(observer)
+        self._closers.append(server.close)
+        return int(server.port)
+
+    def jsonl(self, path: Path) -> None:
+        from loopobs.exporters.jsonl import JsonlRecorder
+
+        try:
+            recorder = JsonlRecorder(path)
+        except OSError as exc:
+            raise CliError(f"cannot write {path}: {exc.strerror or exc}") from None
+        self.observers.append(recorder)
+
+    def close(self) -> None:
+        errors: list[str] = []
+        group = ObserverSet(self.observers)
+        try:
+            group.shutdown(timeout_s=5.0)
+        except Exception as exc:
+            errors.append(str(exc))
+        for close in self._closers:
+            try:
+                close()
+            except Exception as exc:
+                errors.append(str(exc))
+        if errors:
+            print(f"loopobs: warning: shutdown: {'; '.join(errors)}", file=sys.stderr)
+
+
+# -- demo ----------------------------------------------------------------------------------
+async def _demo(args: argparse.Namespace) -> int:
+    from loopobs.demo.live import LiveView
+    from loopobs.demo.showcase import SCENARIOS, Showcase
+
+    live = LiveView(enabled=not args.no_live)
+    exporters = _Exporters()
+    try:
+        port = exporters.prometheus(args.metrics_port, args.metrics_addr)
+        exporters.tracing(live.write, quiet=args.quiet)
+        if args.jsonl is not None:
+            exporters.jsonl(args.jsonl)
+        observers = [live, *exporters.observers]
+        live.write(f"loopobs demo: /metrics on http://{args.metrics_addr}:{port}/metrics"
+                   + (f", event log in {args.jsonl}" if args.jsonl else ""))
+        rng = random.Random(args.seed)
+        latency = args.latency if args.latency is not None else (0.05 if args.forever else 0.0)
+        if args.base_url:
+            await _real_model(args, observers, live)
+        else:
+            showcase = Showcase(observers, rng, latency_s=latency)
+            names = list(SCENARIOS)
+            rounds = 0
+            while args.forever or rounds < args.runs:
+                order = rng.sample(names, k=len(names)) if args.forever else names
+                for name in order:
+                    await SCENARIOS[name](showcase)
+                    if args.forever:
+                        await asyncio.sleep(rng.uniform(0.05, 0.3))
+                rounds += 1
+    except asyncio.CancelledError:
+        live.write("loopobs demo: stopping (flushing exporters)")
+    finally:
+        live.close()
+        exporters.close()
+    print(live.summary())
+    return 0
+
+
+async def _real_model(args: argparse.Namespace, observers: Sequence[LoopObserver],
+                      live: Any) -> None:
+    from loopobs.core.loop import AgentLoop
+    from loopobs.core.run import RunStatus
+    from loopobs.demo.showcase import SYSTEM_PROMPT, showcase_tools
+
+    if not args.model:
+        raise CliError("--base-url needs --model NAME")
+    _check_reachable(args.base_url, "the model server (--base-url)")
+    client: Any
+    if args.provider == "anthropic":
+        from loopobs.llm.anthropic import AnthropicClient
+
+        client = AnthropicClient(base_url=args.base_url)
+    else:
+        from loopobs.llm.openai import OpenAIClient
+
+        client = OpenAIClient(base_url=args.base_url)
+    loop = AgentLoop(client, model=args.model, tools=showcase_tools(),
+                     system_prompt=SYSTEM_PROMPT, observers=observers,
+                     agent_name="travel-assistant", max_turns=8)
+    questions = ["Lisbon or Porto for a weekend? Use the search tool.",
+                 "What does the expenses config say? Read expenses/config.yaml."]
+    rounds = 0
+    while args.forever or rounds < args.runs:
+        for question in questions:
+            result = await loop.run(question)
+            if result.status is RunStatus.FAILED and result.turns == 0 and result.error:
+                raise CliError(f"the model server failed: {result.error}")
+            live.write(f"answer: {result.answer}")
+        rounds += 1
+
+
+def _run_demo(args: argparse.Namespace) -> int:
+    async def guarded() -> int:
+        task = asyncio.current_task()
+        assert task is not None
+        running = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                running.add_signal_handler(sig, task.cancel)
+        try:
+            return await _demo(args)
+        finally:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                with contextlib.suppress(NotImplementedError, RuntimeError):
+                    running.remove_signal_handler(sig)
+
+    try:
+        return asyncio.run(guarded())
+    except asyncio.CancelledError:
+        return 0
+
+
+# -- replay and inspect ----------------------------------------------------------------------
+def _replay(args: argparse.Namespace) -> int:
+    from loopobs.exporters.jsonl import replay
+
+    exporters = _Exporters()
+    try:
+        exporters.tracing(None, quiet=False)
+        stats = replay(args.file, ObserverSet(exporters.observers), skip_invalid=args.skip_invalid)
+    finally:
+        exporters.close()
+    skipped = f", {stats.skipped} bad lines skipped" if stats.skipped else ""
+    print(f"replayed {stats.events} events from {args.file}{skipped}")
+    return 0
+
+
+class _Collect(LoopObserver):
+    def __init__(self) -> None:
+        self.runs: dict[UUID, list[EventContext]] = {}
+
+    def _add(self, ctx: EventContext) -> None:
+        self.runs.setdefault(ctx.run_id, []).append(ctx)
+
+    on_run_start = on_run_end = on_turn_start = on_turn_end = _add
+    on_stream_start = on_stream_success = on_stream_failure = on_response = _add
+    on_tool_call_received = on_tool_pre = on_tool_post = _add
+    on_compaction = on_fallback = on_model_switched = _add
+    on_loop_detected = on_convergence_detected = on_suspended = on_sleep = _add
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    from loopobs.exporters.console import render_run, summarise_runs
+    from loopobs.exporters.jsonl import replay
+
+    collect = _Collect()
+    stats = replay(args.file, collect, skip_invalid=args.skip_invalid)
+    summaries = []
+    for events in collect.runs.values():
+        text, summary = render_run(events)
+        summaries.append(summary)
+        print(text)
+    print(f"total: {summarise_runs(summaries)}")
+    if stats.skipped:
+        print(f"{stats.skipped} malformed lines skipped")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``loopobs`` console script; returns the exit code."""
     args = _build_parser().parse_args(argv)
-    if args.command == "demo":
-        print("loopobs demo: not built yet")
-    return 0
+    try:
+        if args.command == "demo":
+            return _run_demo(args)
+        if args.command == "replay":
+            return _replay(args)
+        return _inspect(args)
+    except CliError as exc:
+        print(f"loopobs: error: {exc}", file=sys.stderr)
+        return 1
+    except (OSError, ValueError) as exc:
+        print(f"loopobs: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
 
 
 if __name__ == "__main__":  # pragma: no cover
