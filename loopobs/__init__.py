@@ -4,6 +4,8 @@ The public API lives here; submodules are implementation detail unless their
 docs say otherwise (``loopobs.llm``, ``loopobs.exporters``, ``loopobs.testing``).
 """
 
+from typing import TYPE_CHECKING, Any
+
 from loopobs.core.detectors import ConvergenceDetector, RepetitionDetector
 from loopobs.core.errors import (
     Cancelled,
@@ -57,6 +59,9 @@ from loopobs.core.loop import AgentLoop
 from loopobs.core.observer import LoopObserver, ObserverSet, listened_hooks
 from loopobs.core.run import Checkpoint, RunResult, RunStatus, Session
 from loopobs.core.tools import Output, Sleep, Suspend, Tool, tool
+
+if TYPE_CHECKING:
+    from loopobs.exporters.setup import configure
 
 __version__ = "0.1.0"
 
@@ -119,6 +124,17 @@ __all__ = [
     "TurnStartContext",
     "Usage",
     "__version__",
+    "configure",
     "listened_hooks",
     "tool",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # configure() lives with the exporters; importing it lazily keeps `import loopobs` light.
+    if name == "configure":
+        from loopobs.exporters.setup import configure
+
+        globals()["configure"] = configure
+        return configure
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

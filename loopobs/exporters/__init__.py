@@ -1,8 +1,9 @@
 """Observers that export: JSONL event log, OpenTelemetry tracing and metrics, Prometheus.
 
 ``PrometheusObserver``, ``MetricsServer`` and ``start_metrics_server`` need
-``prometheus-client`` (``loopobs[prometheus]``); they are imported on first
-use, so this package imports without it.
+``prometheus-client`` (``loopobs[prometheus]``); ``configure`` needs the
+OpenTelemetry SDK (``loopobs[otel]``) when called. All of them, and the OTel
+observers, are imported on first use, so this package imports without either.
 """
 
 from __future__ import annotations
@@ -12,22 +13,33 @@ from typing import TYPE_CHECKING, Any
 from loopobs.exporters.jsonl import JsonlRecorder, ReplayError, ReplayStats, replay
 
 if TYPE_CHECKING:
+    from loopobs.exporters.metrics import MetricsObserver
     from loopobs.exporters.metrics_server import MetricsServer, start_metrics_server
     from loopobs.exporters.prometheus import PrometheusObserver
+    from loopobs.exporters.setup import Telemetry, configure
+    from loopobs.exporters.tracing import TracingObserver
 
 __all__ = [
     "JsonlRecorder",
+    "MetricsObserver",
     "MetricsServer",
     "PrometheusObserver",
     "ReplayError",
     "ReplayStats",
+    "Telemetry",
+    "TracingObserver",
+    "configure",
     "replay",
     "start_metrics_server",
 ]
 
 _LAZY = {
+    "MetricsObserver": "loopobs.exporters.metrics",
     "MetricsServer": "loopobs.exporters.metrics_server",
     "PrometheusObserver": "loopobs.exporters.prometheus",
+    "Telemetry": "loopobs.exporters.setup",
+    "TracingObserver": "loopobs.exporters.tracing",
+    "configure": "loopobs.exporters.setup",
     "start_metrics_server": "loopobs.exporters.metrics_server",
 }
 
