@@ -61,7 +61,7 @@ def names(events: Sequence[tuple[str, EventContext]],
     return [h for h, _ in events if h not in skip]
 
 
-def checked(rec: RecordingObserver, result: RunResult) -> list[tuple[str, EventContext]]:
+def checked(rec: RecordingObserver, result: RunResult) -> Sequence[tuple[str, EventContext]]:
     """The run's events, after asserting the contract on the whole recording."""
     assert_contract(rec.events)
     return rec.for_run(result.run_id)

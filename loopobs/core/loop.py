@@ -752,6 +752,7 @@ class _Run:
         error: ToolError | Cancelled | None = None
         returned: ToolReturn | None = None
         timeout = found.timeout if found.timeout is not None else self.loop.tool_timeout
+        text: str | None = None
         try:
             if call.raw_arguments is not None:
                 raise InvalidToolInput(tool=found.name, errors=[
@@ -760,6 +761,10 @@ class _Run:
                 returned = await found.invoke(call.arguments)
             else:
                 returned = await asyncio.wait_for(found.invoke(call.arguments), timeout)
+            if isinstance(returned, Output):
+                # Inside the try: a value with no text form is the tool's error, and the
+                # attempt still gets its on_tool_post.
+                text = render_result(returned.value)
         except asyncio.CancelledError:
             self._tool_post(turn, found.name, call.id, attempt, started, None, Cancelled(), None)
             raise
@@ -779,7 +784,7 @@ class _Run:
         if isinstance(returned, (Suspend, Sleep)):
             self._tool_post(turn, found.name, call.id, attempt, started, None, None, returned)
             return _ToolResult(None, park=returned, call=call, attempt=attempt)
-        text = render_result(returned.value)
+        assert text is not None
         self._tool_post(turn, found.name, call.id, attempt, started, text, None, returned)
         return _ToolResult(ToolResultMessage(tool_call_id=call.id, name=found.name, content=text))
 
@@ -910,14 +915,16 @@ class _Run:
 
 
 async def _finish_tasks(tasks: list[asyncio.Task[_ToolResult]]) -> None:
-    """Wait for every task; if we are cancelled, cancel them and still wait for them to end.
+    """Wait for every task; if we are cancelled (or one fails), cancel the rest and wait for them.
 
     The tasks emit their own ``on_tool_post`` when cancelled, so waiting for them
     keeps every post before the turn's end.
     """
     try:
         await asyncio.gather(*tasks)
-    except asyncio.CancelledError:
+    except BaseException:
+        # Cancelled, or (an internal error) one task failed: gather does not wait for the
+        # others, so end them here, before the turn ends.
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
