@@ -162,7 +162,7 @@ def test_real_exporters_are_built_per_protocol() -> None:
     assert http._endpoint == "http://h:4318/v1/traces"
     grpc = setup._span_exporter("otlp", "grpc", "http://h:4317", {"k": "v"}, 1.0)
     assert isinstance(grpc, GrpcExporter)
-    http.shutdown()
+    http.shutdown()  # type: ignore[no-untyped-call]
     grpc.shutdown()
 
 
