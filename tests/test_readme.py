@@ -1,0 +1,33 @@
+"""The README's examples run as written."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def _python_blocks() -> list[str]:
+    return re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+
+
+def test_emit_by_hand_example_runs() -> None:
+    """The 'loop that is not ours' example executes and records exactly the events it emits."""
+    blocks = [b for b in _python_blocks() if "observers.on_run_start(" in b]
+    assert len(blocks) == 1
+    namespace: dict[str, object] = {}
+    exec(compile(blocks[0], str(README), "exec"), namespace)
+    recorder = namespace["recorder"]
+    assert [h for h, _ in recorder.events] == [  # type: ignore[attr-defined]
+        "on_run_start", "on_tool_pre", "on_tool_post", "on_run_end"]
+
+
+def test_two_setup_commands() -> None:
+    """The README keeps exactly two set-up commands: the demo and the tests."""
+    text = README.read_text(encoding="utf-8")
+    section = text.split("## Two commands", 1)[1].split("##", 1)[0]
+    commands = re.findall(r"^(make \w+)", section, re.M)
+    assert commands == ["make demo", "make test"]
+    ci = (README.parent / ".ci" / "run").read_text(encoding="utf-8")
+    assert "make test" in ci
