@@ -404,3 +404,14 @@ async def test_agent_loop_fallback_is_counted(obs: PrometheusObserver) -> None:
     assert value(obs, "gen_ai_client_operation_duration_seconds_count",
                  gen_ai_operation_name="chat", gen_ai_provider_name="scripted",
                  gen_ai_request_model="m1", error_type="RateLimited") == 1
+
+
+def test_failed_tool_without_error_object_is_tool_error(obs: PrometheusObserver) -> None:
+    """``is_error`` with no error object is labelled ``ToolError``, as MetricsObserver does."""
+    rid = uuid.uuid4()
+    obs.on_tool_post(ToolPostContext(run_id=rid, time_ns=0, tool_call_id="c", turn=0,
+                                     tool="t", is_error=True, outcome="error", duration_ms=5.0))
+    assert value(obs, "gen_ai_execute_tool_duration_seconds_count", gen_ai_tool_name="t",
+                 error_type="ToolError") == 1
+    assert value(obs, "loopobs_tool_calls_total", gen_ai_tool_name="t",
+                 loopobs_tool_outcome="error") == 1

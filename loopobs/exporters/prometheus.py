@@ -60,8 +60,8 @@ __all__ = ["BoundedLabel", "PrometheusObserver", "multiprocess_enabled"]
 
 _ABSENT = ""
 """Label value for an attribute that does not apply (Prometheus treats ``""`` as absent)."""
-_OTHER_ERROR = "_OTHER"
-"""``error.type`` fallback of the semantic conventions, for failures without an error object."""
+_TOOL_ERROR = "ToolError"
+"""``error.type`` of a failed tool attempt that carries no error object (as MetricsObserver)."""
 
 
 def multiprocess_enabled() -> bool:
@@ -72,9 +72,9 @@ def multiprocess_enabled() -> bool:
     return bool(getattr(_prom_values.ValueClass, "_multiprocess", False))
 
 
-def error_type(error: LoopError | None) -> str:
-    """The ``error.type`` label value of ``error``: its class name."""
-    return _OTHER_ERROR if error is None else type(error).__name__
+def error_type(error: LoopError | None, default: str = c.ERROR_TYPE_OTHER) -> str:
+    """The ``error.type`` label value of ``error``: its class name (``default`` for None)."""
+    return default if error is None else type(error).__name__
 
 
 class BoundedLabel:
@@ -329,10 +329,7 @@ class PrometheusObserver(LoopObserver):
             agent = _ABSENT
         else:
             self._runs_active.child(agent).dec()
-        if ctx.error is not None:
-            err = self._b_error(error_type(ctx.error))
-        else:
-            err = _ABSENT if ctx.success else _OTHER_ERROR
+        err = _ABSENT if ctx.error is None else self._b_error(error_type(ctx.error))
         self._agent_duration.child(agent, err).observe(
             ctx.duration_ms / 1000.0, self._exemplar(ctx.run_id)
         )
@@ -386,7 +383,7 @@ class PrometheusObserver(LoopObserver):
     def on_tool_post(self, ctx: ToolPostContext) -> None:
         """Record the attempt's duration and count it by tool and outcome."""
         tool = self._b_tool(ctx.tool)
-        err = self._b_error(error_type(ctx.error)) if ctx.is_error else _ABSENT
+        err = self._b_error(error_type(ctx.error, _TOOL_ERROR)) if ctx.is_error else _ABSENT
         self._tool_duration.child(tool, err).observe(
             ctx.duration_ms / 1000.0, self._exemplar(ctx.run_id)
         )
