@@ -20,10 +20,14 @@ from __future__ import annotations
 import datetime as _dt
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 from uuid import UUID
 
-from loopobs.core.errors import LoopError
+from loopobs.core.errors import LoopError, _fromisoformat
+
+if TYPE_CHECKING:
+    from pydantic import GetCoreSchemaHandler
+    from pydantic_core import CoreSchema
 
 __all__ = [
     "CONTEXT_TYPES",
@@ -56,7 +60,37 @@ __all__ = [
 
 # Pydantic (used by the JSONL replay) reads this from stdlib dataclasses: a
 # recorded line with a field the contract does not have is malformed.
-_STRICT_FIELDS: Mapping[str, Any] = {"extra": "forbid"}
+# Infinite or NaN floats are written as the JSON extensions ``Infinity``/``NaN`` (which
+# Python's json reads back) rather than ``null``, which would not replay into a float field.
+_STRICT_FIELDS: Mapping[str, Any] = {"extra": "forbid", "ser_json_inf_nan": "constants"}
+
+
+class _IsoDatetime:
+    """pydantic marker: a datetime travels as ``datetime.isoformat()`` text, exactly.
+
+    pydantic's own encoding rounds the UTC offset to whole minutes (zones such as local
+    mean time have offsets in seconds), so a replayed ``wake_at`` would be another instant.
+    """
+
+    @classmethod
+    def __get_pydantic_core_schema__(
+        cls, source: type[Any], handler: GetCoreSchemaHandler
+    ) -> CoreSchema:
+        from pydantic_core import core_schema
+
+        def validate(value: Any) -> _dt.datetime:
+            if isinstance(value, _dt.datetime):
+                return value
+            if isinstance(value, str):
+                return _fromisoformat(value)
+            raise ValueError("expected a datetime or ISO 8601 text")
+
+        return core_schema.no_info_plain_validator_function(
+            validate,
+            serialization=core_schema.plain_serializer_function_ser_schema(
+                _dt.datetime.isoformat, when_used="json"
+            ),
+        )
 
 HookName = Literal[
     "on_run_start",
@@ -440,7 +474,7 @@ class SleepContext(EventContext):
     turn: int
     tool: str
     tool_call_id: str
-    wake_at: _dt.datetime
+    wake_at: Annotated[_dt.datetime, _IsoDatetime]
 
 
 CONTEXT_TYPES: Mapping[str, type[EventContext]] = {

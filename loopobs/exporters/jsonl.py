@@ -4,10 +4,13 @@ One line per event: ``{"hook": "on_tool_post", "run_id": ..., "time_ns": ..., <f
 The encoding is stable and documented:
 
 - UUIDs: canonical lowercase hyphenated strings;
-- datetimes (``wake_at``): ISO 8601 with offset;
+- datetimes (``wake_at``): ISO 8601 with offset, as ``datetime.isoformat()`` writes it;
 - errors: ``{"type": "<LoopError subclass>", "message": ..., <its fields>}``;
 - ``Usage`` and ``DisplayHint``: objects with their field names;
-- tool inputs and schemas: the JSON values themselves.
+- tool inputs and schemas: the JSON values themselves;
+- text is UTF-8, except that a line holding a lone surrogate (half of a UTF-16 pair,
+  as a provider's stream can split one) is written ASCII-only with ``\\uXXXX`` escapes,
+  so it replays exactly; infinite and NaN floats are ``Infinity`` / ``NaN``.
 
 The event log is the user's own full record: unlike spans and metrics it holds
 prompts, answers and tool arguments verbatim. Keep it where you keep transcripts.
@@ -15,6 +18,7 @@ prompts, answers and tool arguments verbatim. Keep it where you keep transcripts
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 import os
 import threading
@@ -22,8 +26,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
+from uuid import UUID
 
 from pydantic import TypeAdapter, ValidationError
+from pydantic_core import PydanticSerializationError
 
 from loopobs.core.events import CONTEXT_TYPES, EventContext
 from loopobs.core.observer import LoopObserver
@@ -43,18 +49,59 @@ def _adapter(cls: type[EventContext]) -> TypeAdapter[Any]:
 
 def encode_event(ctx: EventContext) -> str:
     """One event as its JSONL line (without the newline)."""
-    body = _adapter(type(ctx)).dump_json(ctx).decode()
+    adapter = _adapter(type(ctx))
+    try:
+        raw = adapter.dump_json(ctx)
+    except PydanticSerializationError:
+        raw = _REPLACEMENT  # a lone surrogate in a value: take the exact path below
+    if _REPLACEMENT in raw:
+        # Lone surrogates cannot be UTF-8: pydantic refuses them in values and silently
+        # replaces them with U+FFFD in mapping keys. The stdlib encoder writes ASCII with
+        # \uXXXX escapes, exact for them and for a genuine U+FFFD alike.
+        return _with_hook(
+            ctx, json.dumps(adapter.dump_python(ctx), default=_json_default, separators=(",", ":"))
+        )
+    return _with_hook(ctx, raw.decode())
+
+
+def _with_hook(ctx: EventContext, body: str) -> str:
+    if not body.isascii():
+        body = _escape_line_breaks(body)
     return f'{{"hook":"{ctx.hook}",{body[1:]}' if len(body) > 2 else f'{{"hook":"{ctx.hook}"}}'
+
+
+_REPLACEMENT = "\ufffd".encode()
+
+# Characters JSON leaves raw in strings but str.splitlines() (and many JSONL readers) treat
+# as line ends; escaped, each event stays on one line for any reader.
+_LINE_BREAKS = {"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+
+
+def _escape_line_breaks(body: str) -> str:
+    for raw, escaped in _LINE_BREAKS.items():
+        if raw in body:
+            body = body.replace(raw, escaped)
+    return body
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, UUID):
+        return str(value)
+    if isinstance(value, _dt.datetime):
+        return value.isoformat()
+    raise TypeError(f"cannot encode {type(value).__name__}")
 
 
 def decode_event(line: str | bytes) -> EventContext:
     """Rebuild the context object of one JSONL line.
 
     Raises:
-        ValueError: the line is not JSON, names an unknown hook, or its fields are invalid.
+        ValueError: the line is not UTF-8 JSON, names an unknown hook, or its fields are invalid.
     """
     try:
-        data = json.loads(line)
+        data = json.loads(line.decode("utf-8") if isinstance(line, bytes) else line)
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not UTF-8: {exc}") from exc
     except json.JSONDecodeError as exc:
         raise ValueError(f"not JSON: {exc}") from exc
     if not isinstance(data, dict):
@@ -161,16 +208,17 @@ class ReplayStats:
     errors: tuple[ReplayError, ...] = ()
 
 
-def _lines(source: str | os.PathLike[str] | IO[str]) -> Iterator[tuple[str, int, str]]:
+def _lines(source: str | os.PathLike[str] | IO[str]) -> Iterator[tuple[str, int, str | bytes]]:
     if isinstance(source, (str, os.PathLike)):
         name = os.fspath(source)
-        with Path(source).open(encoding="utf-8", errors="replace") as fh:
-            for no, line in enumerate(fh, 1):
-                yield name, no, line
+        # Bytes, decoded per line: a line that is not UTF-8 is reported, never patched up.
+        with Path(source).open("rb") as fh:
+            for no, raw in enumerate(fh, 1):
+                yield name, no, raw
     else:
         name = getattr(source, "name", "<stream>")
-        for no, line in enumerate(source, 1):
-            yield str(name), no, line
+        for no, text in enumerate(source, 1):
+            yield str(name), no, text
 
 
 def replay(
