@@ -469,12 +469,17 @@ class _Run:
             return
         session = self.session
         old = session.messages
-        compacted = list(loop.compactor.compact(list(old), target))
+        # ``before`` may be the provider's count; compactors measure with the character
+        # heuristic. Give the compactor its target in its own units, and report the size
+        # after in the provider's (else a heuristic that undercounts never compacts).
+        measured = estimate_tokens(old)
+        scale = before / measured if measured > 0 else 1.0
+        compacted = list(loop.compactor.compact(list(old), max(1, int(target / scale))))
         removed = len(old) - len(compacted)
         if removed > 0:
             session.messages = compacted
             session.last_input_tokens = None
-            after = self._estimate()
+            after = round(estimate_tokens(compacted) * scale)
             em = loop._emit
             if em.listens("on_compaction"):
                 em.on_compaction(CompactedContext(
