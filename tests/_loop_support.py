@@ -47,9 +47,9 @@ def scripted_usage(steps: Sequence[Step]) -> Usage:
 
 def make_loop(steps: Any, *, tools: Sequence[Any] = (search, add),
               **kwargs: Any) -> tuple[AgentLoop, RecordingObserver, ScriptedClient]:
-    """A loop over a ScriptedClient playing ``steps``, with a recorder attached."""
+    """A loop over a ScriptedClient playing ``steps`` (or over a given client), with a recorder."""
     rec = RecordingObserver()
-    client = steps if isinstance(steps, ScriptedClient) else ScriptedClient(steps)
+    client = steps if hasattr(steps, "stream") else ScriptedClient(steps)
     kwargs.setdefault("detectors", [])
     loop = AgentLoop(client, model="m1", tools=tools, observers=[rec], **kwargs)
     return loop, rec, client
