@@ -193,6 +193,45 @@ async def test_tool_arguments_that_are_not_a_json_object(arguments: str, fragmen
     assert fragment in str(info.value)
 
 
+async def test_whole_tool_calls_without_index() -> None:
+    def chunk(call: dict[str, Any], finish: str | None = None) -> str:
+        delta = {"tool_calls": [call]} if call else {}
+        payload = {"id": "x3", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        return f"data: {json.dumps(payload)}\n\n"
+
+    body = (
+        chunk({"id": "a", "function": {"name": "f", "arguments": '{"n": 1}'}})
+        + chunk({"id": "b", "function": {"name": "g", "arguments": "{}"}})
+        + chunk({}, "tool_calls")
+        + "data: [DONE]\n\n"
+    )
+    events = await collect(client_for(Replay([_sse(body)])))
+    assert [e.call for e in events if isinstance(e, ToolCallReady)] == [
+        ToolCallPart(id="a", name="f", arguments={"n": 1}),
+        ToolCallPart(id="b", name="g", arguments={}),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("payload", "error_type", "status", "retryable"),
+    [
+        ({"object": "error", "message": "bad", "type": "BadRequestError", "code": 400},
+         ModelError, 400, False),
+        ({"error": {"message": "slow", "type": "rate_limit_exceeded"}}, RateLimited, 429, True),
+        ({"error": {"message": "busy", "type": "overloaded"}}, RateLimited, None, True),
+        ({"error": {"message": "no", "type": "invalid_request_error"}}, ModelError, None, False),
+        ({"error": "something broke"}, ModelError, None, True),
+    ],
+)  # fmt: skip
+async def test_error_events_get_a_verdict(
+    payload: dict[str, Any], error_type: type[ModelError], status: int | None, retryable: bool
+) -> None:
+    with pytest.raises(ModelError) as info:
+        await collect(client_for(Replay([_sse(f"data: {json.dumps(payload)}\n\n")])))
+    assert type(info.value) is error_type
+    assert (info.value.status_code, info.value.retryable) == (status, retryable)
+
+
 # -- HTTP errors ---------------------------------------------------------------------------
 
 

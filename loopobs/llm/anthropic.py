@@ -98,7 +98,8 @@ class AnthropicClient(HttpModelClient):
         http_client: an ``httpx.AsyncClient`` to send through. Without one
             the client makes its own, closed by :meth:`aclose`.
         timeout: per-request timeout; by default the injected client's, or
-            10 s to connect and 600 s per read for the client's own.
+            10 s to connect and 600 s per read for the client's own (httpx's
+            own default of 5 s is too short for extended thinking).
         max_tokens: the ``max_tokens`` the API requires, unless the request's
             options set one.
         anthropic_version: the ``anthropic-version`` header.

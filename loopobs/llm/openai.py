@@ -14,8 +14,9 @@ What comes back:
 - ``delta.tool_calls`` fragments are assembled by ``index`` (ids, names and
   argument JSON split over many chunks, several calls interleaved) and each
   complete call is a :class:`ToolCallReady`, in index order, once the
-  choice finishes. A call without an id (some local servers) gets
-  ``call_<index>``.
+  choice finishes. Fragments without an ``index`` (servers that send each
+  call whole) start a new call when their id changes; a call without an id
+  gets ``call_<index>``.
 - ``usage`` (``prompt_tokens``, ``completion_tokens``, cached prompt tokens,
   reasoning tokens) → one :class:`UsageReport` before the :class:`Finish`.
 - ``finish_reason`` is kept as the server says it (``stop``, ``tool_calls``,
@@ -80,7 +81,9 @@ class OpenAIClient(HttpModelClient):
             connection pool, proxies and timeout are used). Without one the
             client makes its own, closed by :meth:`aclose`.
         timeout: per-request timeout; by default the injected client's, or
-            10 s to connect and 600 s per read for the client's own.
+            10 s to connect and 600 s per read for the client's own. httpx's
+            own default is 5 s, too short for a model that thinks before its
+            first token: set one on an injected client, or pass this.
         provider: the provider name observers and spans report.
         extra_headers: headers added to every request (``OpenAI-Organization``, …).
     """
@@ -295,8 +298,14 @@ class ChatCompletionsDecoder:
     def _tool_fragment(self, fragment: Any) -> None:
         if not isinstance(fragment, dict):
             raise TypeError("tool call")
-        index = fragment.get("index", 0)
-        if not isinstance(index, int):
+        index = fragment.get("index")
+        if index is None:
+            # Servers that send each call whole omit the index: a new id starts a new call.
+            index = max(self._calls, default=0)
+            current = self._calls.get(index)
+            if current is not None and fragment.get("id") and current.id != fragment["id"]:
+                index += 1
+        if isinstance(index, bool) or not isinstance(index, int):
             raise TypeError("tool call index")
         call = self._calls.setdefault(index, _PartialCall())
         if fragment.get("id"):
