@@ -1,0 +1,177 @@
+"""End to end: a real AgentLoop run exported over OTLP (HTTP and gRPC) into Arize Phoenix.
+
+Phoenix starts once per session on free ports, with its working directory in a
+temporary directory. Each test exports one scripted run (a failed model call
+recovered by a fallback, a tool call, a final answer) under its own
+``openinference.project.name``, reads the spans back through Phoenix's REST
+API, and checks the tree against the one an in-memory exporter saw in the
+same process: names, parent links, status codes and the key GenAI attributes.
+Phoenix drops the OTel span kind and resource attributes, so those are not
+compared (see ../shared/reference/backends.md §2).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
+
+from loopobs import AgentLoop, RateLimited, Usage, configure, tool
+from loopobs.exporters import catalog as c
+from loopobs.llm import Fail, Reply, ScriptedClient, ToolCall
+from tests.e2e._backends import free_port, require_binary, wait_http_ok
+
+pytestmark = pytest.mark.e2e
+
+
+@dataclass(frozen=True)
+class Phoenix:
+    base_url: str
+    grpc_port: int
+
+
+@pytest.fixture(scope="session")
+def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Phoenix]:
+    binary = require_binary("LOOPOBS_PHOENIX_BIN", "phoenix",
+                            os.path.expanduser("~/.cache/loopobs/phoenix-venv/bin/phoenix"))
+    http_port, grpc_port = free_port(), free_port()
+    workdir: Path = tmp_path_factory.mktemp("phoenix")
+    env = {
+        **os.environ,
+        "PHOENIX_WORKING_DIR": str(workdir),
+        "PHOENIX_HOST": "127.0.0.1",
+        "PHOENIX_PORT": str(http_port),
+        "PHOENIX_GRPC_PORT": str(grpc_port),
+        "PHOENIX_TELEMETRY_ENABLED": "false",
+        "PHOENIX_ALLOW_EXTERNAL_RESOURCES": "false",
+        "PHOENIX_LOG_MIGRATIONS": "false",
+        "PHOENIX_DISABLE_AGENT_ASSISTANT": "true",
+        "PHOENIX_ALLOWED_SANDBOX_PROVIDERS": "NONE",
+    }
+    for name in list(env):
+        if name.startswith("OTEL_"):
+            del env[name]
+    log = (workdir / "phoenix.log").open("wb")
+    proc = subprocess.Popen([binary, "serve"], env=env, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{http_port}"
+    try:
+        wait_http_ok(f"{base}/healthz", 120.0)
+        yield Phoenix(base, grpc_port)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+        log.close()
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+async def export_run(phoenix: Phoenix, protocol: str, project: str) -> list[ReadableSpan]:
+    """Run the scripted loop with configure() pointed at Phoenix; return what was exported."""
+    endpoint = (phoenix.base_url if protocol == "http/protobuf"
+                else f"http://127.0.0.1:{phoenix.grpc_port}")
+    local = InMemorySpanExporter()
+    telemetry = configure(
+        "loopobs-e2e", resource_attributes={"openinference.project.name": project},
+        traces_exporter="otlp", metrics_exporter="none", protocol=protocol, endpoint=endpoint,
+        span_exporters=[local], export_timeout_s=10.0)
+    client = ScriptedClient([
+        Fail(RateLimited("overloaded")),
+        Reply(tool_calls=(ToolCall("add", {"a": 2, "b": 2}),),
+              usage=Usage(input_tokens=120, output_tokens=15)),
+        Reply(text="2 + 2 = 4", usage=Usage(input_tokens=160, output_tokens=8)),
+    ])
+    loop = AgentLoop(client, model="m1", fallback_models=["m2"], tools=[add],
+                     observers=telemetry.observers, agent_name="calc")
+    result = await loop.run("what is 2 + 2?")
+    assert result.answer == "2 + 2 = 4"
+    assert telemetry.shutdown(timeout_s=30.0)
+    return list(local.get_finished_spans())
+
+
+def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    """Phoenix returns attributes nested by dots; flatten them back to dotted keys."""
+    if not isinstance(value, Mapping):
+        return {prefix: value}
+    out: dict[str, Any] = {}
+    for key, inner in value.items():
+        out.update(flatten(inner, f"{prefix}.{key}" if prefix else str(key)))
+    return out
+
+
+def read_spans(phoenix: Phoenix, project: str, expected: int) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + 60.0
+    spans: list[dict[str, Any]] = []
+    while time.monotonic() < deadline:
+        response = httpx.get(f"{phoenix.base_url}/v1/projects/{project}/spans",
+                             params={"limit": 100}, timeout=10.0)
+        if response.status_code == 200:
+            spans = response.json()["data"]
+            if len(spans) >= expected:
+                return spans
+        time.sleep(0.25)
+    pytest.fail(f"Phoenix has {len(spans)} of {expected} spans for {project}")
+
+
+@pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
+async def test_run_tree_arrives_in_phoenix(phoenix: Phoenix, protocol: str) -> None:
+    project = f"loopobs-{protocol.split('/', maxsplit=1)[0]}-{uuid.uuid4().hex[:8]}"
+    local = await export_run(phoenix, protocol, project)
+    names = sorted(sp.name for sp in local)
+    # turn 0: m1 fails, m2 (fallback) asks for the tool; turn 1 starts again from m1
+    assert names == ["chat m1", "chat m1", "chat m2", "execute_tool add", "invoke_agent calc",
+                     "turn", "turn"]
+
+    remote = read_spans(phoenix, project, len(local))
+    assert len(remote) == len(local)
+
+    def key(span_id: int | None) -> str | None:
+        return None if span_id is None else f"{span_id:016x}"
+
+    local_by_id = {key(sp.context.span_id): sp for sp in local if sp.context is not None}
+    remote_by_id = {sp["context"]["span_id"]: sp for sp in remote}
+    assert set(remote_by_id) == set(local_by_id)
+    trace_ids = {sp["context"]["trace_id"] for sp in remote}
+    assert trace_ids == {f"{local[0].context.trace_id:032x}"}
+
+    status_names = {StatusCode.UNSET: "UNSET", StatusCode.OK: "OK", StatusCode.ERROR: "ERROR"}
+    for span_id, mine in local_by_id.items():
+        theirs = remote_by_id[span_id]
+        assert theirs["name"] == mine.name
+        assert theirs["parent_id"] == key(mine.parent.span_id if mine.parent else None)
+        assert theirs["status_code"] == status_names[mine.status.status_code], mine.name
+        attrs = flatten(theirs["attributes"])
+        for name in (c.GEN_AI_OPERATION_NAME, c.GEN_AI_REQUEST_MODEL, c.GEN_AI_TOOL_NAME,
+                     c.GEN_AI_USAGE_INPUT_TOKENS, c.GEN_AI_USAGE_OUTPUT_TOKENS, c.ERROR_TYPE,
+                     c.LOOPOBS_RUN_STATUS, c.LOOPOBS_TURN_INDEX, c.GEN_AI_AGENT_NAME):
+            if name in (mine.attributes or {}):
+                assert attrs.get(name) == (mine.attributes or {})[name], (mine.name, name)
+
+    by_name: dict[str, list[dict[str, Any]]] = {}
+    for sp in remote:
+        by_name.setdefault(sp["name"], []).append(sp)
+    (failed,) = [sp for sp in by_name["chat m1"] if sp["status_code"] == "ERROR"]
+    assert flatten(failed["attributes"])[c.ERROR_TYPE] == "RateLimited"
+    (run,) = by_name["invoke_agent calc"]
+    assert run["parent_id"] is None
+    assert run["status_code"] == "UNSET"
+    assert flatten(run["attributes"])[c.GEN_AI_USAGE_INPUT_TOKENS] == 280
+    assert [e["name"] for t in by_name["turn"] for e in t["events"]].count(c.EVENT_FALLBACK) == 1
