@@ -555,3 +555,80 @@ async def test_reset_ends_open_spans(
     assert len(span_exporter.get_finished_spans()) == 3
     assert obs.open_runs == 0
     assert trace_links.lookup(s.run_id) is None
+
+
+# -- a real AgentLoop ------------------------------------------------------------------------
+
+
+def _script(request: Any) -> Any:
+    from loopobs.core.model import ToolResultMessage
+    from loopobs.llm import Reply, ToolCall
+
+    if isinstance(request.messages[-1], ToolResultMessage):
+        return Reply(text="done")
+    return Reply(tool_calls=(ToolCall("work", {"n": 1}),))
+
+
+async def test_agent_loop_fifty_concurrent_runs_with_nested_user_spans(
+    tracer_provider: TracerProvider, span_exporter: InMemorySpanExporter
+) -> None:
+    from loopobs import AgentLoop, tool
+    from loopobs.llm import ScriptedClient
+
+    user_tracer = tracer_provider.get_tracer("user")
+
+    @tool
+    async def work(n: int) -> int:
+        """Do some work."""
+        with user_tracer.start_as_current_span("user work"):
+            await asyncio.sleep(0)
+        return n
+
+    obs = TracingObserver(tracer_provider)
+    loop = AgentLoop(ScriptedClient(_script), model="m", tools=[work], observers=[obs])
+    results = await asyncio.gather(*(loop.run(f"q{i}") for i in range(50)))
+    assert all(r.answer == "done" for r in results)
+    spans = span_exporter.get_finished_spans()
+    traces: dict[int, list[ReadableSpan]] = {}
+    for sp in spans:
+        assert sp.context is not None
+        traces.setdefault(sp.context.trace_id, []).append(sp)
+    assert len(traces) == 50
+    for members in traces.values():
+        named = {sp.name: sp for sp in members}
+        assert sorted(sp.name for sp in members) == [
+            "chat m", "chat m", "execute_tool work", "invoke_agent agent", "turn", "turn",
+            "user work"]
+        assert parent_id(named["user work"]) == sid(named["execute_tool work"])
+    assert obs.open_runs == 0 and obs.open_spans() == 0
+
+
+async def test_agent_loop_cancellation_ends_every_span(
+    tracer_provider: TracerProvider, span_exporter: InMemorySpanExporter
+) -> None:
+    from loopobs import AgentLoop, tool
+    from loopobs.llm import ScriptedClient
+
+    entered = asyncio.Event()
+
+    @tool
+    async def work(n: int) -> int:
+        """Wait forever."""
+        entered.set()
+        await asyncio.sleep(3600)
+        return n
+
+    obs = TracingObserver(tracer_provider)
+    loop = AgentLoop(ScriptedClient(_script), model="m", tools=[work], observers=[obs],
+                     tool_timeout=None)
+    task = asyncio.create_task(loop.run("q"))
+    await entered.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    spans = by_name(span_exporter)
+    assert sorted(spans) == ["chat m", "execute_tool work", "invoke_agent agent", "turn"]
+    (run,) = spans["invoke_agent agent"]
+    assert run.status.status_code is StatusCode.ERROR
+    assert attrs(run)[c.LOOPOBS_RUN_STATUS] == "cancelled"
+    assert obs.open_runs == 0 and obs.open_spans() == 0
