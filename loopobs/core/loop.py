@@ -550,12 +550,14 @@ class _Run:
             return True, None
         session.messages.append(AssistantMessage(
             content=response.text, tool_calls=tuple(response.calls), thinking=response.thinking))
-        self._apply_verdicts()  # a convergence warning on a tool-calling turn is still a note
+        # Verdicts on the response (a warning is a note for the next call); a stop still
+        # lets the requested tools run, so every call in the conversation has its result.
+        early_stop = self._apply_verdicts()
         results = await self._tool_phase(turn, response.calls, received=True)
         if self._park(turn, results):
             return True, None
         session.messages.extend(r.message for r in results if r.message is not None)
-        stop = self._apply_verdicts()
+        stop = early_stop or self._apply_verdicts()
         if stop is not None:
             self.outcome = _Outcome(stop[0], stop[1])
             return False, stop[1]
