@@ -600,7 +600,8 @@ async def test_agent_loop_fifty_concurrent_runs_with_nested_user_spans(
             "chat m", "chat m", "execute_tool work", "invoke_agent agent", "turn", "turn",
             "user work"]
         assert parent_id(named["user work"]) == sid(named["execute_tool work"])
-    assert obs.open_runs == 0 and obs.open_spans() == 0
+    assert obs.open_runs == 0
+    assert obs.open_spans() == 0
 
 
 async def test_agent_loop_cancellation_ends_every_span(
@@ -631,4 +632,5 @@ async def test_agent_loop_cancellation_ends_every_span(
     (run,) = spans["invoke_agent agent"]
     assert run.status.status_code is StatusCode.ERROR
     assert attrs(run)[c.LOOPOBS_RUN_STATUS] == "cancelled"
-    assert obs.open_runs == 0 and obs.open_spans() == 0
+    assert obs.open_runs == 0
+    assert obs.open_spans() == 0
