@@ -60,6 +60,7 @@ class TrackedBody(httpx.AsyncByteStream):
         self.hang = hang
         self.closed = False
         self.chunks_sent = 0
+        self.exhausted = False
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         for start in range(0, len(self.data), self.chunk_size):
@@ -68,6 +69,7 @@ class TrackedBody(httpx.AsyncByteStream):
             await asyncio.sleep(0)
         if self.hang:
             await asyncio.Event().wait()
+        self.exhausted = True
 
     async def aclose(self) -> None:
         self.closed = True

@@ -33,7 +33,7 @@ from loopobs.core.model import (
     UsageReport,
     UserMessage,
 )
-from loopobs.llm import OpenAIClient
+from loopobs.llm import OpenAIClient, _http
 from loopobs.testing import RecordingObserver
 from tests._llm_replay import PLANTED_KEY, Replay, TextSeen, Transcript
 
@@ -500,6 +500,27 @@ async def test_one_pool_for_every_call_and_only_its_own_is_closed() -> None:
     pool = own._http
     await own.aclose()
     assert pool.is_closed
+
+
+async def test_the_body_is_read_to_its_end_after_done_so_the_connection_is_reused() -> None:
+    body = 'data: {"id":"x","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
+    body += "data: [DONE]\n\n: trailing comment\n\n"
+    replay = Replay([_sse(body)], chunk_size=8)
+    events = await collect(client_for(replay))
+    assert events == [Finish(reason="stop", response_id="x")]
+    assert replay.bodies[0].exhausted
+    assert replay.bodies[0].closed
+
+
+async def test_a_server_that_stalls_after_done_is_closed_not_waited_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_http, "DRAIN_SECONDS", 0.05)
+    replay = Replay.of(["openai_text"], hang=True)
+    events = await asyncio.wait_for(collect(client_for(replay)), 5)
+    assert isinstance(events[-1], Finish)
+    assert not replay.bodies[0].exhausted
+    assert replay.bodies[0].closed
 
 
 async def test_explicit_timeout_is_sent_with_the_request() -> None:

@@ -22,11 +22,13 @@ never reaches an error, a log line or a span, even when a server echoes it.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import email.utils
 import json
 import math
 import time
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
@@ -52,6 +54,8 @@ __all__ = [
 DEFAULT_TIMEOUT = httpx.Timeout(600.0, connect=10.0)
 """Reads may wait long: a reasoning model can think for minutes before its first chunk."""
 
+DRAIN_LIMIT = 64 * 1024
+DRAIN_SECONDS = 2.0
 _QUOTE_LIMIT = 200
 _ERROR_BODY_LIMIT = 64 * 1024
 
@@ -178,6 +182,25 @@ async def _read_capped(response: httpx.Response) -> bytes:
     return bytes(body[:_ERROR_BODY_LIMIT])
 
 
+async def _drain(chunks: AsyncIterator[bytes]) -> None:
+    """Read what follows the final event, so that the connection goes back to the pool.
+
+    Usually that is only the end of the chunked body; a server that keeps
+    sending (or stalls) costs at most ``DRAIN_LIMIT`` bytes or ``DRAIN_SECONDS``,
+    after which the connection is closed instead of reused.
+    """
+
+    async def read() -> None:
+        total = 0
+        async for chunk in chunks:
+            total += len(chunk)
+            if total > DRAIN_LIMIT:
+                return
+
+    with contextlib.suppress(asyncio.TimeoutError, httpx.HTTPError):
+        await asyncio.wait_for(read(), DRAIN_SECONDS)
+
+
 async def stream_events(
     http: httpx.AsyncClient,
     url: str,
@@ -255,20 +278,27 @@ async def stream_events(
                 provider=provider,
             )
         sse = SSEDecoder()
-        async for chunk in response.aiter_bytes():
+        chunks = response.aiter_bytes()
+        async for chunk in chunks:
             started = True
             for event in sse.feed(chunk):
                 for item in decoder.feed(event.event, event.data):
                     yield item
                 if decoder.done:
-                    return
-        for event in sse.flush():
-            for item in decoder.feed(event.event, event.data):
-                yield item
+                    break
             if decoder.done:
-                return
-        for item in decoder.end():
-            yield item
+                break
+        else:
+            for event in sse.flush():
+                for item in decoder.feed(event.event, event.data):
+                    yield item
+                if decoder.done:
+                    break
+            if not decoder.done:
+                for item in decoder.end():
+                    yield item
+        if decoder.done:
+            await _drain(chunks)
     except httpx.TimeoutException as exc:
         where = "while streaming" if started else "waiting for the first chunk"
         raise StreamError(
