@@ -45,7 +45,8 @@ DASHBOARDS = REPO / "grafana" / "dashboards"
 
 _SCHEMA = "@grafana/schema/dist/esm/raw"
 _PANEL_OPTIONS = {
-    "timeseries": ("TimeSeriesOptions", "composable/timeseries/panelcfg/x/TimeSeriesPanelCfg_types.gen"),
+    "timeseries": ("TimeSeriesOptions",
+                   "composable/timeseries/panelcfg/x/TimeSeriesPanelCfg_types.gen"),
     "stat": ("StatOptions", "composable/stat/panelcfg/x/StatPanelCfg_types.gen"),
     "table": ("TableOptions", "composable/table/panelcfg/x/TablePanelCfg_types.gen"),
     "text": ("TextOptions", "composable/text/panelcfg/x/TextPanelCfg_types.gen"),
