@@ -76,10 +76,10 @@ NON_ERROR_STATUSES = frozenset({"completed", "suspended", "sleeping"})
 
 def _owner() -> object:
     """The task (or, outside asyncio, the thread) an attach belongs to."""
-    try:
-        task = asyncio.current_task()
-    except RuntimeError:
-        task = None
+    # _get_running_loop() is asyncio's public-but-underscored probe; it avoids the
+    # RuntimeError current_task() raises outside a loop (costly on the hot path).
+    loop = asyncio._get_running_loop()
+    task = asyncio.current_task(loop) if loop is not None else None
     return task if task is not None else threading.get_ident()
 
 
