@@ -111,14 +111,17 @@ class _Exporters:
         self.observers: list[LoopObserver] = []
         self._closers: list[Callable[[], object]] = []
 
-    def tracing(self, write: Callable[[str], None] | None, *, quiet: bool) -> None:
+    def tracing(self, write: Callable[[str], None] | None, *, quiet: bool,
+                replaying: bool = False) -> None:
         endpoint = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get(
             "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
         if endpoint:
             _check_reachable(endpoint, "the OTLP endpoint (OTEL_EXPORTER_OTLP_ENDPOINT)")
             from loopobs.exporters.setup import configure
 
-            handle = configure(service_name=os.environ.get("OTEL_SERVICE_NAME", "loopobs-demo"))
+            # A replay emits every run from one task, so spans must not become current.
+            handle = configure(service_name=os.environ.get("OTEL_SERVICE_NAME", "loopobs-demo"),
+                               propagate_context=not replaying)
             self.observers.extend(handle.observers)
             self._closers.append(lambda: handle.shutdown(timeout_s=5.0))
         elif not quiet:
@@ -264,7 +267,7 @@ def _replay(args: argparse.Namespace) -> int:
 
     exporters = _Exporters()
     try:
-        exporters.tracing(None, quiet=False)
+        exporters.tracing(None, quiet=False, replaying=True)
         stats = replay(args.file, ObserverSet(exporters.observers), skip_invalid=args.skip_invalid)
     finally:
         exporters.close()

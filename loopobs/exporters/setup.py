@@ -194,6 +194,7 @@ def configure(
     sampler: Sampler | None = None,
     capture_content: ContentMode | bool | str | None = None,
     turn_spans: bool = True,
+    propagate_context: bool = True,
     set_global: bool = False,
     export_timeout_s: float = 10.0,
     metric_export_interval_s: float = 60.0,
@@ -215,7 +216,7 @@ def configure(
             exporters read ``OTEL_EXPORTER_OTLP_*ENDPOINT``.
         headers: OTLP headers; else ``OTEL_EXPORTER_OTLP_*HEADERS``.
         sampler: else the SDK reads ``OTEL_TRACES_SAMPLER`` / ``_ARG``.
-        capture_content, turn_spans: passed to :class:`TracingObserver`.
+        capture_content, turn_spans, propagate_context: passed to :class:`TracingObserver`.
         set_global: also install the providers as OpenTelemetry's global ones.
         export_timeout_s: per-export timeout of the OTLP exporters.
         metric_export_interval_s: how often metrics are pushed.
@@ -232,7 +233,8 @@ def configure(
         tp_noop = trace.NoOpTracerProvider()
         mp_noop = metrics.NoOpMeterProvider()
         return Telemetry(TracingObserver(tp_noop, capture_content=capture_content,
-                                         turn_spans=turn_spans),
+                                         turn_spans=turn_spans,
+                                         propagate_context=propagate_context),
                          MetricsObserver(mp_noop), tp_noop, mp_noop, enabled=False)
 
     from opentelemetry.sdk.metrics import MeterProvider
@@ -283,7 +285,8 @@ def configure(
         metrics.set_meter_provider(meter_provider)
 
     telemetry = Telemetry(
-        TracingObserver(tracer_provider, capture_content=capture_content, turn_spans=turn_spans),
+        TracingObserver(tracer_provider, capture_content=capture_content, turn_spans=turn_spans,
+                        propagate_context=propagate_context),
         MetricsObserver(meter_provider), tracer_provider, meter_provider)
     # The SDK's own exit hooks would flush without a bound; ours keeps the bound.
     atexit.register(telemetry._at_exit)
