@@ -2,6 +2,7 @@
 # Installs the real backends the end-to-end tests run against, when missing:
 #   - Prometheus + promtool from Debian's `prometheus` package;
 #   - Arize Phoenix (a real OTLP receiver) in its own venv, since it pins many packages.
+#   - npm typescript + @grafana/schema (pinned) for the offline Grafana dashboard schema check.
 # Writes scripts/backends.env, which `make test` sources so the tests find them.
 # Outside CI a backend that cannot be installed is reported and its tests skip;
 # in CI (CI=true) it is a failure.
@@ -28,10 +29,22 @@ if [ ! -x "$PHOENIX_VENV/bin/phoenix" ]; then
     >/tmp/loopobs-phoenix-install.log 2>&1 || { echo "install-backends: Phoenix install failed, see /tmp/loopobs-phoenix-install.log"; status=1; }
 fi
 
+# Grafana dashboard schema check (tests/test_grafana_static.py, scripts/check-dashboards.sh):
+# npm typescript + @grafana/schema at the versions pinned in tests/_grafana_schema.py.
+GRAFANA_SCHEMA_DIR="${LOOPOBS_GRAFANA_SCHEMA_DIR:-$HOME/.cache/loopobs/grafana-schema}"
+if command -v npm >/dev/null 2>&1; then
+  LOOPOBS_GRAFANA_SCHEMA_DIR="$GRAFANA_SCHEMA_DIR" python3 -m tests._grafana_schema --install \
+    >/tmp/loopobs-grafana-schema-install.log 2>&1 \
+    || { echo "install-backends: Grafana schema toolchain failed, see /tmp/loopobs-grafana-schema-install.log"; status=1; }
+else
+  echo "install-backends: npm not found; the Grafana dashboard schema check needs node and npm"; status=1
+fi
+
 {
   echo "export LOOPOBS_PHOENIX_BIN=$PHOENIX_VENV/bin/phoenix"
   echo "export LOOPOBS_PROMETHEUS_BIN=$(command -v prometheus || echo /usr/bin/prometheus)"
   echo "export LOOPOBS_PROMTOOL_BIN=$(command -v promtool || echo /usr/bin/promtool)"
+  echo "export LOOPOBS_GRAFANA_SCHEMA_DIR=$GRAFANA_SCHEMA_DIR"
 } > scripts/backends.env
 
 if [ "$status" != 0 ] && [ "${CI:-}" = "true" ]; then

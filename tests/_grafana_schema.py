@@ -209,13 +209,21 @@ def check_dashboards(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Check the given dashboards (default: every ``grafana/dashboards/*.json``)."""
+    """Check the given dashboards (default: every ``grafana/dashboards/*.json``).
+
+    ``--install`` only installs the toolchain (``scripts/install-backends.sh``).
+    """
     args = list(sys.argv[1:] if argv is None else argv)
-    paths = [Path(a) for a in args] or sorted(DASHBOARDS.glob("*.json"))
+    install_only = "--install" in args
+    args = [a for a in args if a != "--install"]
     tsc, reason = ensure_toolchain()
     if tsc is None:
         print(f"check-dashboards: {reason}", file=sys.stderr)
         return 2
+    if install_only:
+        print(f"check-dashboards: toolchain ready in {schema_dir()} ({PINNED})")
+        return 0
+    paths = [Path(a) for a in args] or sorted(DASHBOARDS.glob("*.json"))
     result = check_dashboards(paths, tsc)
     names = ", ".join(p.name for p in paths)
     if result.ok:
