@@ -242,7 +242,8 @@ async def test_message_delta_usage_replaces_the_start_figures() -> None:
     ]
 
 
-async def test_tool_input_that_is_not_json_is_a_stream_error() -> None:
+async def test_tool_input_that_is_not_json_travels_raw() -> None:
+    """Tool input that is not a JSON object reaches the loop raw, for an error result."""
     events: list[dict[str, Any]] = [
         START,
         {
@@ -256,9 +257,11 @@ async def test_tool_input_that_is_not_json_is_a_stream_error() -> None:
             "delta": {"type": "input_json_delta", "partial_json": '{"a": '},
         },
         {"type": "content_block_stop", "index": 0},
+        {"type": "message_stop"},
     ]
-    with pytest.raises(StreamError, match="input of tool call 'f'"):
-        await collect(client_for(Replay([sse(*events)])))
+    got = await collect(client_for(Replay([sse(*events)])))
+    calls = [e.call for e in got if isinstance(e, ToolCallReady)]
+    assert [(c.id, c.name, c.raw_arguments) for c in calls] == [("t", "f", '{"a": ')]
 
 
 # -- HTTP errors ---------------------------------------------------------------------------

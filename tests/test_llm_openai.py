@@ -172,6 +172,7 @@ async def test_finish_reason_without_done_is_accepted() -> None:
     ids=["truncated", "not-an-object"],
 )
 async def test_tool_arguments_that_are_not_a_json_object(arguments: str, fragment: str) -> None:
+    """Argument text that is not a JSON object reaches the loop raw, for an error result."""
     chunk = {
         "id": "x2",
         "choices": [
@@ -187,10 +188,10 @@ async def test_tool_arguments_that_are_not_a_json_object(arguments: str, fragmen
         ],
     }
     replay = Replay([_sse(f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n")])
-    with pytest.raises(StreamError) as info:
-        await collect(client_for(replay))
-    assert "tool call 'f'" in str(info.value)
-    assert fragment in str(info.value)
+    calls = [e.call for e in await collect(client_for(replay)) if isinstance(e, ToolCallReady)]
+    assert [(c.id, c.name, c.raw_arguments, dict(c.arguments)) for c in calls] == [
+        ("c1", "f", arguments, {})]
+    assert fragment
 
 
 async def test_whole_tool_calls_without_index() -> None:
@@ -688,3 +689,23 @@ async def test_cancelling_a_run_mid_stream_closes_the_response() -> None:
 
 def _sse(body: str) -> Transcript:
     return Transcript(200, [("content-type", "text/event-stream")], body.encode())
+
+
+async def test_run_answers_bad_tool_arguments_with_an_error_result() -> None:
+    """Malformed argument JSON becomes an InvalidToolInput result, and the run goes on."""
+    chunk = {
+        "id": "x9",
+        "choices": [{"index": 0, "delta": {"tool_calls": [
+            {"index": 0, "id": "c1", "function": {"name": "get_weather", "arguments": '{"city": '}}
+        ]}, "finish_reason": "tool_calls"}],
+    }
+    bad = _sse(f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n")
+    recorder = RecordingObserver()
+    replay = Replay([bad, *Replay.of(["openai_text"]).transcripts])
+    result = await agent(replay, recorder).run("Weather?")
+    assert result.status is RunStatus.COMPLETED
+    (post,) = recorder.of("on_tool_post")
+    assert post.is_error
+    assert type(post.error).__name__ == "InvalidToolInput"
+    assert "not a JSON object" in (post.result or "")
+    assert not recorder.of("on_stream_failure")

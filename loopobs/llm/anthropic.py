@@ -382,12 +382,9 @@ class MessagesDecoder:
             except ValueError:
                 parsed = None
             if not isinstance(parsed, dict):
-                # Another attempt (or a fallback model) may well produce valid input.
-                raise StreamError(
-                    f"{self.provider}: the input of tool call {block.name!r} is not a JSON "
-                    f"object: {quote(raw)}",
-                    provider=self.provider,
-                )
+                # The loop answers it with an InvalidToolInput result the model can act on.
+                return [ToolCallReady(ToolCallPart(id=block.id, name=block.name,
+                                                   raw_arguments=raw))]
             arguments = parsed
         return [ToolCallReady(ToolCallPart(id=block.id, name=block.name, arguments=arguments))]
 

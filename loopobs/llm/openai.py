@@ -334,11 +334,7 @@ class ChatCompletionsDecoder:
                 )
             out.append(
                 ToolCallReady(
-                    ToolCallPart(
-                        id=call.id or f"call_{index}",
-                        name=call.name,
-                        arguments=_arguments(call, self.provider),
-                    )
+                    _tool_call_part(call.id or f"call_{index}", call.name, call.arguments)
                 )
             )
         return out
@@ -418,18 +414,18 @@ def _usage(raw: Any) -> Usage:
     )
 
 
-def _arguments(call: _PartialCall, provider: str) -> dict[str, Any]:
-    if not call.arguments.strip():
-        return {}
+def _tool_call_part(call_id: str, name: str, arguments: str) -> ToolCallPart:
+    """The call, with its arguments parsed; text that is not a JSON object travels raw.
+
+    The loop answers a call with raw arguments with an ``InvalidToolInput`` error
+    result, so the model sees what was wrong and can try again in the same run.
+    """
+    if not arguments.strip():
+        return ToolCallPart(id=call_id, name=name)
     try:
-        value = json.loads(call.arguments)
+        value = json.loads(arguments)
     except ValueError:
         value = None
     if not isinstance(value, dict):
-        # Another attempt (or a fallback model) may well produce valid arguments.
-        raise StreamError(
-            f"{provider}: the arguments of tool call {call.name!r} are not a JSON object: "
-            f"{quote(call.arguments)}",
-            provider=provider,
-        )
-    return value
+        return ToolCallPart(id=call_id, name=name, raw_arguments=arguments)
+    return ToolCallPart(id=call_id, name=name, arguments=value)
