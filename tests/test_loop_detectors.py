@@ -172,3 +172,25 @@ async def test_the_convergence_detector_across_runs_of_a_session(
     assert events[at - 1] == "on_response"
     assert events[at + 1] == "on_turn_end"
     assert_contract(rec.events)
+
+
+async def test_convergence_compact_reaches_the_next_run_of_the_session() -> None:
+    """A 'compact' verdict on a final answer compacts before the session's next model call."""
+    answer = "The limit is two thousand euros per trip, approved by finance."
+    steps: list[Step] = [Reply(text=answer, usage=u(1, 1)) for _ in range(4)]
+    recorder = RecordingObserver()
+    loop = AgentLoop(ScriptedClient(steps), model="m1", observers=[recorder],
+                     detectors=[ConvergenceDetector(consecutive=3, action="compact")])
+    session = None
+    for _ in range(4):
+        result = await loop.run("What is the limit, really?", session=session)
+        session = result.session
+    hooks = recorder.hooks()
+    assert hooks.count("on_convergence_detected") == 1
+    (compaction,) = recorder.of("on_compaction")
+    assert compaction.reason == "detector"
+    assert compaction.messages_removed > 0
+    # it happened in the run after the detection, before that run's model call
+    detected_at = hooks.index("on_convergence_detected")
+    assert hooks.index("on_compaction") > hooks.index("on_run_start", detected_at)
+    assert_contract(recorder.events)

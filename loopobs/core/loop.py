@@ -353,7 +353,6 @@ class _Run:
     usage: Usage = field(default_factory=Usage)
     turns: int = 0
     outcome: _Outcome | None = None
-    compact_requested: bool = False
     started: float = 0.0
 
     # -- the run ---------------------------------------------------------------------------
@@ -453,8 +452,8 @@ class _Run:
     def _maybe_compact(self) -> None:
         loop = self.loop
         window = loop.context_window
-        forced = self.compact_requested
-        self.compact_requested = False
+        forced = self.session.compact_requested
+        self.session.compact_requested = False
         if window is None and not forced:
             return
         before = self._estimate()
@@ -580,7 +579,7 @@ class _Run:
             if action in ("stop", "ask_user") and stop is None:
                 stop = (status, LoopDetected(f"stopped: {what}", pattern=pattern))
             elif action == "compact":
-                self.compact_requested = True
+                self.session.compact_requested = True
             elif action in ("warn", "switch_phase"):
                 self.session.pending_notes.append(
                     f"[loopobs] Note: {what}. Try a different approach or give your final answer."

@@ -56,6 +56,9 @@ class Session:
         """Input tokens the provider reported for the last call, and the message count then."""
         self.messages_at_last_usage = 0
         self.pending_notes: list[str] = []
+        """Detector notes for the next model request (kept across runs of the session)."""
+        self.compact_requested = False
+        """A detector asked for compaction before the next model call."""
         self.busy = False
 
     def __repr__(self) -> str:
