@@ -489,6 +489,9 @@ def test_demo_service_runs_the_documented_cli() -> None:
     env = demo["environment"]
     assert env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://otel-collector:4318"
     assert env["OTEL_EXPORTER_OTLP_PROTOCOL"] == "http/protobuf"
+    # Scraped directly (job loopobs), so not pushed again via the Collector (job otel-collector).
+    assert env["OTEL_METRICS_EXPORTER"] == "none"
+    assert "demo:9464" in PROMETHEUS_YML.read_text()
     assert _volume(demo["volumes"][0]) == ("..", "/src")
     words = _demo_command()
     assert {"--forever", "--metrics-addr", "--metrics-port"} <= set(words)
