@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import asyncio
 import datetime as _dt
+import sys
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -766,7 +767,7 @@ class _Run:
             if timeout is None:
                 returned = await found.invoke(call.arguments)
             else:
-                returned = await asyncio.wait_for(found.invoke(call.arguments), timeout)
+                returned = await _with_timeout(found.invoke(call.arguments), timeout)
             if isinstance(returned, Output):
                 # Inside the try: a value with no text form is the tool's error, and the
                 # attempt still gets its on_tool_post.
@@ -918,6 +919,19 @@ class _Run:
             if isinstance(message, AssistantMessage) and message.tool_calls:
                 return [c.id for c in message.tool_calls]
         return []
+
+
+if sys.version_info >= (3, 11):  # pragma: no cover - version switch
+
+    async def _with_timeout(awaitable: Awaitable[ToolReturn], timeout: float) -> ToolReturn:
+        # asyncio.timeout cancels in place; wait_for would wrap the call in another task.
+        async with asyncio.timeout(timeout):
+            return await awaitable
+
+else:  # pragma: no cover - version switch
+
+    async def _with_timeout(awaitable: Awaitable[ToolReturn], timeout: float) -> ToolReturn:
+        return await asyncio.wait_for(awaitable, timeout)
 
 
 async def _finish_tasks(tasks: list[asyncio.Task[_ToolResult]]) -> None:
