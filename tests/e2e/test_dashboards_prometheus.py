@@ -3,17 +3,23 @@
 ``loopobs demo --forever`` serves ``/metrics``; Prometheus 2.42 scrapes it every second with
 ``grafana/prometheus/alerts.yml`` loaded. Then every panel query of every dashboard (Grafana's
 variables filled in) must evaluate without error and return at least one series, every
-template variable must offer values, and every alert rule must evaluate with health "ok".
-Finally SIGINT must stop the demo with exit code 0.
+template variable must offer values, every alert rule must evaluate with health "ok", and the
+panels with exemplars on must get exemplars carrying a ``trace_id`` (the label the Prometheus
+data source's ``exemplarTraceIdDestinations`` links to Jaeger). The demo traces over OTLP/HTTP
+to a minimal local sink, as it would to the Collector. Finally SIGINT must stop the demo with
+exit code 0.
 """
 
 from __future__ import annotations
 
+import http.server
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -41,6 +47,42 @@ RATE_WINDOW = "15s"
 """``$__rate_interval`` here: 15 one-second scrapes, comfortably over rate()'s two samples."""
 VARIABLES = {"__rate_interval": RATE_WINDOW, "__interval": "5s", "__range": "1m"}
 DASHBOARD_FILES = sorted(DASHBOARDS.glob("*.json"))
+
+
+class _OtlpSink(http.server.ThreadingHTTPServer):
+    """Accepts OTLP/HTTP exports (answers 200) and remembers the paths posted to."""
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _OtlpHandler)
+        self.posts: list[str] = []
+
+
+class _OtlpHandler(http.server.BaseHTTPRequestHandler):
+    server: _OtlpSink
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length", "0")))
+        self.server.posts.append(self.path)
+        self.send_response(200)
+        self.send_header("content-type", "application/x-protobuf")
+        self.send_header("content-length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet."""
+
+
+@pytest.fixture(scope="module")
+def otlp_sink() -> Iterator[_OtlpSink]:
+    sink = _OtlpSink()
+    thread = threading.Thread(target=sink.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield sink
+    finally:
+        sink.shutdown()
+        sink.server_close()
+        thread.join(timeout=5)
 
 
 @dataclass
@@ -96,11 +138,14 @@ def _stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> int | Non
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
+def demo(tmp_path_factory: pytest.TempPathFactory, otlp_sink: _OtlpSink) -> Iterator[Demo]:
     workdir = tmp_path_factory.mktemp("demo")
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     env["PYTHONUNBUFFERED"] = "1"
+    env["OTEL_EXPORTER_OTLP_ENDPOINT"] = f"http://127.0.0.1:{otlp_sink.server_address[1]}"
+    env["OTEL_EXPORTER_OTLP_PROTOCOL"] = "http/protobuf"
+    env["OTEL_METRICS_EXPORTER"] = "none"  # as in docker-compose.yml: metrics are scraped
     log = workdir / "demo.log"
     command = [*_loopobs_command(), "demo", "--forever", "--seed", "1",
                "--metrics-port", str(port), "--no-live", "--quiet"]
@@ -226,6 +271,22 @@ def test_every_alert_rule_evaluates(prometheus: Prometheus) -> None:
     unhealthy = {name: (r["health"], r.get("lastError")) for name, r in evaluated.items()
                  if r["health"] != "ok" or r.get("lastError")}
     assert unhealthy == {}
+
+
+def test_exemplar_panels_get_trace_ids(prometheus: Prometheus, otlp_sink: _OtlpSink) -> None:
+    queries = [q for q in _all_queries() if q.exemplar]
+    assert queries
+    now = time.time()
+    missing = []
+    for q in queries:
+        data = prometheus.api("query_exemplars", query=substitute(q.expr, VARIABLES),
+                              start=str(now - 300), end=str(now + 60))
+        trace_ids = [e["labels"].get("trace_id", "") for series in data
+                     for e in series["exemplars"]]
+        if not any(re.fullmatch(r"[0-9a-f]{32}", t) for t in trace_ids):
+            missing.append(q.name)
+    assert missing == []
+    assert "/v1/traces" in otlp_sink.posts
 
 
 def test_demo_stops_cleanly_on_sigint(demo: Demo, prometheus: Prometheus) -> None:
