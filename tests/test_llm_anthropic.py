@@ -640,3 +640,50 @@ async def test_cancelling_a_run_mid_stream_closes_the_response() -> None:
         await task
     assert replay.bodies[0].closed
     assert [type(c.error).__name__ for c in recorder.of("on_stream_failure")] == ["Cancelled"]
+
+
+async def test_signed_and_redacted_thinking_go_back_with_tool_results() -> None:
+    """Thinking with tools: the next request replays the signed and redacted blocks verbatim."""
+    first = sse(
+        START,
+        {"type": "content_block_start", "index": 0,
+         "content_block": {"type": "thinking", "thinking": "", "signature": ""}},
+        {"type": "content_block_delta", "index": 0,
+         "delta": {"type": "thinking_delta", "thinking": "Need the weather."}},
+        {"type": "content_block_delta", "index": 0,
+         "delta": {"type": "signature_delta", "signature": "SIG-abc"}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "content_block_start", "index": 1,
+         "content_block": {"type": "redacted_thinking", "data": "OPAQUE=="}},
+        {"type": "content_block_stop", "index": 1},
+        {"type": "content_block_start", "index": 2,
+         "content_block": {"type": "tool_use", "id": "toolu_1", "name": "get_weather",
+                           "input": {}}},
+        {"type": "content_block_delta", "index": 2,
+         "delta": {"type": "input_json_delta", "partial_json": '{"city": "Paris"}'}},
+        {"type": "content_block_stop", "index": 2},
+        {"type": "message_delta", "delta": {"stop_reason": "tool_use"},
+         "usage": {"output_tokens": 30}},
+        STOP,
+    )
+    replay = Replay([first, *Replay.of(["anthropic_text"]).transcripts])
+    recorder = RecordingObserver()
+    result = await agent(replay, recorder).run("Weather in Paris?")
+    assert result.status is RunStatus.COMPLETED
+    assert [c.delta for c in recorder.of("on_thinking_delta")] == ["Need the weather.", ""]
+    assistant = replay.json(1)["messages"][1]
+    assert assistant["role"] == "assistant"
+    assert assistant["content"][:3] == [
+        {"type": "thinking", "thinking": "Need the weather.", "signature": "SIG-abc"},
+        {"type": "redacted_thinking", "data": "OPAQUE=="},
+        {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}},
+    ]
+    # the blocks survive the JSON round trip checkpoints use for messages
+    from pydantic import TypeAdapter
+
+    from loopobs.core.model import Message
+
+    adapter = TypeAdapter(list[Message])
+    again = adapter.validate_json(adapter.dump_json(list(result.messages)))
+    assert again == list(result.messages)
+    assert any(getattr(m, "thinking_blocks", ()) for m in again)

@@ -83,6 +83,8 @@ from loopobs.core.model import (
     ModelRequest,
     SystemMessage,
     TextDelta,
+    ThinkingBlock,
+    ThinkingBlockReady,
     ThinkingDelta,
     ToolCallPart,
     ToolCallReady,
@@ -325,6 +327,7 @@ class _Response:
     thinking: str | None
     calls: list[ToolCallPart]
     usage: Usage | None
+    blocks: tuple[ThinkingBlock, ...] = ()
 
 
 @dataclass(slots=True)
@@ -541,7 +544,8 @@ class _Run:
         session = self.session
         if not response.calls:
             session.messages.append(AssistantMessage(content=response.text,
-                                                     thinking=response.thinking))
+                                                     thinking=response.thinking,
+                                                     thinking_blocks=response.blocks))
             stop = self._apply_verdicts()
             if stop is not None:
                 self.outcome = _Outcome(stop[0], stop[1], answer=response.text)
@@ -549,7 +553,8 @@ class _Run:
             self.outcome = _Outcome(RunStatus.COMPLETED, answer=response.text)
             return True, None
         session.messages.append(AssistantMessage(
-            content=response.text, tool_calls=tuple(response.calls), thinking=response.thinking))
+            content=response.text, tool_calls=tuple(response.calls), thinking=response.thinking,
+            thinking_blocks=response.blocks))
         # Verdicts on the response (a warning is a note for the next call); a stop still
         # lets the requested tools run, so every call in the conversation has its result.
         early_stop = self._apply_verdicts()
@@ -634,6 +639,7 @@ class _Run:
         text: list[str] = []
         thinking: list[str] | None = None
         calls: list[ToolCallPart] = []
+        blocks: list[ThinkingBlock] = []
         usage: Usage | None = None
         finish: Finish | None = None
         stream: Any = None
@@ -656,6 +662,8 @@ class _Run:
                                 run_id=run_id, time_ns=_now_ns(), turn=turn, delta=event.text))
                     elif isinstance(event, ToolCallReady):
                         calls.append(event.call)
+                    elif isinstance(event, ThinkingBlockReady):
+                        blocks.append(event.block)
                     elif isinstance(event, UsageReport):
                         usage = event.usage
                     elif isinstance(event, Finish):
@@ -705,7 +713,7 @@ class _Run:
                                            text=response_text, usage=usage,
                                            tool_calls=len(calls)))
         return _Response(response_text, "".join(thinking) if thinking is not None else None,
-                         calls, usage)
+                         calls, usage, tuple(blocks))
 
     def _stream_failed(self, turn: int, model: str, provider: str, attempt: int,
                        started: float, error: LoopError) -> None:

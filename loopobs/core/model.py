@@ -28,6 +28,8 @@ __all__ = [
     "StreamEvent",
     "SystemMessage",
     "TextDelta",
+    "ThinkingBlock",
+    "ThinkingBlockReady",
     "ThinkingDelta",
     "ToolCallPart",
     "ToolCallReady",
@@ -48,6 +50,20 @@ class ToolCallPart:
     raw_arguments: str | None = None
     """Set (and ``arguments`` empty) when the model's argument text was not a JSON
     object: the loop answers the call with an ``InvalidToolInput`` error result."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ThinkingBlock:
+    """A provider's reasoning block, kept to send back verbatim with the conversation.
+
+    Anthropic requires the signed thinking of the assistant turn that tool
+    results answer; ``signature`` is that signature, ``redacted`` the opaque
+    data of a redacted block. Other providers neither send nor need them.
+    """
+
+    thinking: str = ""
+    signature: str | None = None
+    redacted: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -73,6 +89,8 @@ class AssistantMessage:
     content: str = ""
     tool_calls: tuple[ToolCallPart, ...] = ()
     thinking: str | None = None
+    thinking_blocks: tuple[ThinkingBlock, ...] = ()
+    """Reasoning blocks to replay to the provider (see :class:`ThinkingBlock`)."""
     role: Literal["assistant"] = "assistant"
 
 
@@ -137,6 +155,13 @@ class ToolCallReady:
 
 
 @dataclass(frozen=True, slots=True)
+class ThinkingBlockReady:
+    """A complete reasoning block (signed or redacted) to keep with the assistant message."""
+
+    block: ThinkingBlock
+
+
+@dataclass(frozen=True, slots=True)
 class UsageReport:
     """Token usage for the call; a later report replaces an earlier one."""
 
@@ -152,7 +177,7 @@ class Finish:
     response_model: str | None = None
 
 
-StreamEvent = TextDelta | ThinkingDelta | ToolCallReady | UsageReport | Finish
+StreamEvent = TextDelta | ThinkingDelta | ThinkingBlockReady | ToolCallReady | UsageReport | Finish
 
 
 @runtime_checkable

@@ -5,10 +5,12 @@ What comes back, by stream event:
 - ``message_start``: the response id and model, and the first usage figures.
 - ``content_block_start`` / ``content_block_delta`` / ``content_block_stop``:
   ``text`` blocks → :class:`TextDelta`; ``thinking`` blocks → :class:`ThinkingDelta`
-  (their ``signature_delta`` is read and dropped); a ``redacted_thinking``
-  block → one ``ThinkingDelta("")``; ``tool_use`` blocks with their
-  ``input_json_delta`` fragments → one :class:`ToolCallReady` at the block's
-  stop. Other block and delta types (server tools, citations) are skipped.
+  and, at the block's stop, a :class:`ThinkingBlockReady` carrying the text and
+  its ``signature_delta``; a ``redacted_thinking`` block → one
+  ``ThinkingDelta("")`` and a ``ThinkingBlockReady`` with its opaque data;
+  ``tool_use`` blocks with their ``input_json_delta`` fragments → one
+  :class:`ToolCallReady` at the block's stop. Other block and delta types
+  (server tools, citations) are skipped.
 - ``message_delta``: ``stop_reason`` and cumulative usage → :class:`UsageReport`.
 - ``message_stop``: :class:`Finish` (``stop_reason`` kept as sent: ``end_turn``,
   ``tool_use``, ``max_tokens``, …).
@@ -24,14 +26,10 @@ figures are also reported on their own. Thinking tokens are part of
 A body that ends before ``message_stop`` is a retryable
 :class:`~loopobs.core.errors.StreamError`.
 
-Replaying a conversation: assistant thinking is **not** sent back. The API
-accepts a thinking block only with the signature it was streamed with, and
-:class:`~loopobs.core.model.AssistantMessage` does not keep signatures, so
-only text and ``tool_use`` blocks are sent. Thinking from earlier turns is
-ignored by the API anyway; but with extended thinking *and* tool use the API
-requires the thinking block of the assistant turn that the tool results
-answer, and rejects the follow-up call without it. Until messages carry
-signatures, enable ``thinking`` only for runs without tools.
+Replaying a conversation: the loop keeps each response's signed and redacted
+thinking blocks on its :class:`~loopobs.core.model.AssistantMessage`, and they
+are sent back verbatim ahead of its text and ``tool_use`` blocks, so extended
+thinking works together with tool use.
 """
 
 from __future__ import annotations
@@ -54,6 +52,8 @@ from loopobs.core.model import (
     StreamEvent,
     SystemMessage,
     TextDelta,
+    ThinkingBlock,
+    ThinkingBlockReady,
     ThinkingDelta,
     ToolCallPart,
     ToolCallReady,
@@ -224,6 +224,14 @@ def _messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
 
 def _assistant_content(message: AssistantMessage) -> list[dict[str, Any]]:
     content: list[dict[str, Any]] = []
+    # Signed and redacted thinking go back first and verbatim: the API requires the
+    # thinking of the turn that tool results answer, and checks its signature.
+    for block in message.thinking_blocks:
+        if block.redacted is not None:
+            content.append({"type": "redacted_thinking", "data": block.redacted})
+        elif block.signature is not None:
+            content.append({"type": "thinking", "thinking": block.thinking,
+                            "signature": block.signature})
     if message.content:
         content.append({"type": "text", "text": message.content})
     content.extend(
@@ -250,6 +258,9 @@ class _Block:
     name: str = ""
     input: dict[str, Any] = field(default_factory=dict)
     partial_json: list[str] = field(default_factory=list)
+    thinking: list[str] = field(default_factory=list)
+    signature: str | None = None
+    redacted: str | None = None
 
 
 class MessagesDecoder:
@@ -344,9 +355,15 @@ class MessagesDecoder:
         self._blocks[index] = state
         if kind == "text" and block.get("text"):
             return [TextDelta(_text(block["text"]))]
-        if kind == "thinking" and block.get("thinking"):
-            return [ThinkingDelta(_text(block["thinking"]))]
+        if kind == "thinking":
+            if block.get("signature"):
+                state.signature = _text(block["signature"])
+            if block.get("thinking"):
+                state.thinking.append(_text(block["thinking"]))
+                return [ThinkingDelta(state.thinking[-1])]
+            return []
         if kind == "redacted_thinking":
+            state.redacted = _text(block.get("data") or "")
             return [ThinkingDelta("")]
         if kind == "tool_use":
             state.id = _text(block["id"])
@@ -361,17 +378,31 @@ class MessagesDecoder:
             return [TextDelta(text)] if text else []
         if kind == "thinking_delta":
             text = _text(delta["thinking"])
+            block = self._blocks.get(index)
+            if block is not None:
+                block.thinking.append(text)
             return [ThinkingDelta(text)] if text else []
+        if kind == "signature_delta":
+            block = self._blocks.get(index)
+            if block is None:
+                raise KeyError(index)
+            block.signature = (block.signature or "") + _text(delta["signature"])
+            return []
         if kind == "input_json_delta":
             block = self._blocks.get(index)
             if block is None:
                 raise KeyError(index)
             block.partial_json.append(_text(delta["partial_json"]))
-        # signature_delta, citations_delta and newer kinds carry nothing the loop uses.
+        # citations_delta and newer kinds carry nothing the loop uses.
         return []
 
     def _block_stop(self, index: int) -> list[StreamEvent]:
         block = self._blocks.pop(index, None)
+        if block is not None and block.type == "thinking" and block.signature:
+            return [ThinkingBlockReady(ThinkingBlock(thinking="".join(block.thinking),
+                                                     signature=block.signature))]
+        if block is not None and block.type == "redacted_thinking" and block.redacted:
+            return [ThinkingBlockReady(ThinkingBlock(redacted=block.redacted))]
         if block is None or block.type != "tool_use":
             return []
         raw = "".join(block.partial_json)
