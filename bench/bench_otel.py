@@ -29,9 +29,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# Run as a script, bench/ is on sys.path but the repository root (home of bench._util) is not.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _util import Timing, fmt_ns, fmt_ratio, print_table, time_callable
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.metrics import NoOpMeterProvider
@@ -45,6 +45,7 @@ from opentelemetry.sdk.trace.export import (
 )
 from opentelemetry.trace import SpanKind
 
+from bench._util import Timing, fmt_ns, fmt_ratio, print_table, time_callable
 from loopobs import (
     RunStartContext,
     StreamContext,
