@@ -265,8 +265,10 @@ def configure(
     exporters = [_span_exporter(k, trace_protocol, endpoint, headers, export_timeout_s)
                  for k in trace_kinds]
     for exporter in (*exporters, *span_exporters):
+        # The SDK rejects a batch larger than the queue (its default batch is 512 spans).
         tracer_provider.add_span_processor(BatchSpanProcessor(
             exporter, max_queue_size=max_queue_size,
+            max_export_batch_size=min(512, max_queue_size),
             export_timeout_millis=export_timeout_s * 1000))
 
     readers: list[MetricReader] = [
