@@ -41,8 +41,9 @@ async def lookup(step: int, total: int, n: int) -> str:
     return f"step {step} of {total}"
 
 
-def tool_script(tool_turns: int, *, fill: int = 0) -> Callable[[ModelRequest], Reply]:
-    """A request -> reply script: ``tool_turns`` tool turns, then an answer.
+def tool_script(tool_turns: int, *, fill: int = 0,
+                parallel: int = 1) -> Callable[[ModelRequest], Reply]:
+    """A request -> reply script: ``tool_turns`` tool turns of ``parallel`` calls, then an answer.
 
     It reads only the request's last message, so it survives compaction and is
     shared safely by concurrent runs. ``fill`` pads every reply's text (to make
@@ -57,11 +58,11 @@ def tool_script(tool_turns: int, *, fill: int = 0) -> Callable[[ModelRequest], R
         if isinstance(last, ToolResultMessage):
             m = _STEP.match(last.content)
             step = int(m.group(1)) if m else tool_turns
-        n = next(counter)
         if step < tool_turns:
-            return Reply(text=f"working{pad}", usage=STEP_USAGE, tool_calls=(
-                ToolCall("lookup", {"step": step + 1, "total": tool_turns, "n": n}),))
-        return Reply(text=f"answer number {n}{pad}", usage=ANSWER_USAGE)
+            return Reply(text=f"working{pad}", usage=STEP_USAGE, tool_calls=tuple(
+                ToolCall("lookup", {"step": step + 1, "total": tool_turns, "n": next(counter)})
+                for _ in range(parallel)))
+        return Reply(text=f"answer number {next(counter)}{pad}", usage=ANSWER_USAGE)
 
     return script
 
