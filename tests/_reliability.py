@@ -25,6 +25,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from prometheus_client import CollectorRegistry
 
 from loopobs import AgentLoop, LoopObserver, Usage, tool
+from loopobs.core.compaction import estimate_tokens
 from loopobs.core.model import ModelRequest, ToolResultMessage
 from loopobs.exporters import JsonlRecorder, MetricsObserver, PrometheusObserver, TracingObserver
 from loopobs.llm import Reply, ScriptedClient, ToolCall
@@ -41,13 +42,14 @@ async def lookup(step: int, total: int, n: int) -> str:
     return f"step {step} of {total}"
 
 
-def tool_script(tool_turns: int, *, fill: int = 0,
-                parallel: int = 1) -> Callable[[ModelRequest], Reply]:
+def tool_script(tool_turns: int, *, fill: int = 0, parallel: int = 1,
+                measured_usage: bool = False) -> Callable[[ModelRequest], Reply]:
     """A request -> reply script: ``tool_turns`` tool turns of ``parallel`` calls, then an answer.
 
     It reads only the request's last message, so it survives compaction and is
     shared safely by concurrent runs. ``fill`` pads every reply's text (to make
-    a context grow, for compaction).
+    a context grow, for compaction). ``measured_usage`` reports the request's
+    estimated size as its input tokens (as a provider would), else fixed usages.
     """
     counter = itertools.count()
     pad = " filler" * fill
@@ -58,11 +60,16 @@ def tool_script(tool_turns: int, *, fill: int = 0,
         if isinstance(last, ToolResultMessage):
             m = _STEP.match(last.content)
             step = int(m.group(1)) if m else tool_turns
+        step_usage, answer_usage = STEP_USAGE, ANSWER_USAGE
+        if measured_usage:
+            size = estimate_tokens(request.messages)
+            step_usage = Usage(input_tokens=size, output_tokens=STEP_USAGE.output_tokens)
+            answer_usage = Usage(input_tokens=size, output_tokens=ANSWER_USAGE.output_tokens)
         if step < tool_turns:
-            return Reply(text=f"working{pad}", usage=STEP_USAGE, tool_calls=tuple(
+            return Reply(text=f"working{pad}", usage=step_usage, tool_calls=tuple(
                 ToolCall("lookup", {"step": step + 1, "total": tool_turns, "n": next(counter)})
                 for _ in range(parallel)))
-        return Reply(text=f"answer number {next(counter)}{pad}", usage=ANSWER_USAGE)
+        return Reply(text=f"answer number {next(counter)}{pad}", usage=answer_usage)
 
     return script
 
