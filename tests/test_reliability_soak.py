@@ -68,7 +68,8 @@ async def test_long_session_keeps_memory_flat_and_leaves_no_run_state(
     prom = PrometheusObserver(CollectorRegistry())
     jsonl = JsonlRecorder(tmp_path / "soak.jsonl")
     request.addfinalizer(jsonl.shutdown)
-    client = ScriptedClient(tool_script(TURNS_PER_RUN - 1, fill=30, measured_usage=True), chunk_size=64)
+    client = ScriptedClient(tool_script(TURNS_PER_RUN - 1, fill=30, measured_usage=True),
+                            chunk_size=64)
     loop = AgentLoop(client, model="m1", tools=[lookup],
                      observers=[tracing, metrics, prom, jsonl],
                      context_window=WINDOW, max_turns=TURNS_PER_RUN + 5)
