@@ -104,6 +104,8 @@ def decode_event(line: str | bytes) -> EventContext:
         raise ValueError(f"not UTF-8: {exc}") from exc
     except json.JSONDecodeError as exc:
         raise ValueError(f"not JSON: {exc}") from exc
+    except RecursionError as exc:
+        raise ValueError("not JSON this reader accepts: nested too deeply") from exc
     if not isinstance(data, dict):
         raise ValueError("an event must be a JSON object")
     hook = data.pop("hook", None)

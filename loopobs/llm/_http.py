@@ -131,7 +131,7 @@ def server_message(body: bytes) -> str:
     text = body.decode("utf-8", errors="replace").strip()
     try:
         payload = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: JSON nested too deeply
         return quote(text) if text else "(empty body)"
     found = _message_in(payload)
     return found if found is not None else quote(text)

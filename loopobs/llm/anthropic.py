@@ -291,7 +291,7 @@ class MessagesDecoder:
             return []
         try:
             payload = json.loads(data)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: JSON nested too deeply
             raise self._bad("invalid JSON in a data line", data) from None
         if not isinstance(payload, dict):
             raise self._bad("a data line that is not a JSON object", data)
@@ -410,7 +410,7 @@ class MessagesDecoder:
         if raw.strip():
             try:
                 parsed = json.loads(raw)
-            except ValueError:
+            except (ValueError, RecursionError):
                 parsed = None
             if not isinstance(parsed, dict):
                 # The loop answers it with an InvalidToolInput result the model can act on.

@@ -252,7 +252,7 @@ class ChatCompletionsDecoder:
     def _json(self, data: str) -> dict[str, Any]:
         try:
             payload = json.loads(data)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: JSON nested too deeply
             raise self._bad("invalid JSON in a data line", data) from None
         if not isinstance(payload, dict):
             raise self._bad("a data line that is not a JSON object", data)
@@ -424,7 +424,7 @@ def _tool_call_part(call_id: str, name: str, arguments: str) -> ToolCallPart:
         return ToolCallPart(id=call_id, name=name)
     try:
         value = json.loads(arguments)
-    except ValueError:
+    except (ValueError, RecursionError):
         value = None
     if not isinstance(value, dict):
         return ToolCallPart(id=call_id, name=name, raw_arguments=arguments)
