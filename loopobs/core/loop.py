@@ -770,8 +770,10 @@ class _Run:
         text: str | None = None
         try:
             if call.raw_arguments is not None:
-                raise InvalidToolInput(tool=found.name, errors=[
-                    f"the arguments are not a JSON object: {call.raw_arguments[:200]!r}"])
+                # The raw text is content: the model sees it in the result text below, but
+                # the error (whose message reaches span statuses and logs) never holds it.
+                raise InvalidToolInput(tool=found.name,
+                                       errors=["the arguments are not a JSON object"])
             if timeout is None:
                 returned = await found.invoke(call.arguments)
             else:
@@ -792,6 +794,8 @@ class _Run:
                                        error_type=type(exc).__name__)
         if error is not None:
             text = f"Error: {error}"
+            if call.raw_arguments is not None and isinstance(error, InvalidToolInput):
+                text += f" (received {call.raw_arguments[:200]!r})"
             self._tool_post(turn, found.name, call.id, attempt, started, text, error, None)
             return _ToolResult(ToolResultMessage(tool_call_id=call.id, name=found.name,
                                                  content=text, is_error=True))
