@@ -36,7 +36,7 @@ KEY = "sk-PLANTED-api-key-7f3a9c0d1e2b"
 
 def _span_text(span: ReadableSpan) -> str:
     """Everything a span exports, as text: name, attributes, events, links, status."""
-    return span.to_json()
+    return str(span.to_json())
 
 
 def everything(stack: Stack, caplog: pytest.LogCaptureFixture, *extra: object) -> dict[str, str]:
