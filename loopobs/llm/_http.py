@@ -29,12 +29,12 @@ import json
 import math
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import httpx
 
 from loopobs.core.errors import LoopError, ModelError, RateLimited, StreamError
-from loopobs.core.model import StreamEvent
+from loopobs.core.model import ModelRequest, StreamEvent
 from loopobs.llm._sse import SSEDecoder
 
 if TYPE_CHECKING:
@@ -321,13 +321,18 @@ async def stream_events(
 
 
 class HttpModelClient:
-    """The lifecycle the HTTP clients share: the connection pool, closing, a key-free ``repr``.
+    """What the HTTP clients share: the streaming call, the connection pool, a key-free ``repr``.
 
     One ``httpx.AsyncClient`` serves every call, so connections are reused.
     An injected client belongs to the caller and is never closed here.
+    A subclass names its ``endpoint`` and ``key_env`` and builds headers, body and decoder.
     """
 
     provider: str
+    endpoint: ClassVar[str]
+    """The streaming endpoint's path below ``base_url``."""
+    key_env: ClassVar[str]
+    """The environment variable the API key is read from."""
 
     def __init__(
         self,
@@ -356,6 +361,37 @@ class HttpModelClient:
             f"{type(self).__name__}(base_url={self.base_url!r}, provider={self.provider!r}, "
             f"api_key={key})"
         )
+
+    def build_headers(self) -> dict[str, str]:
+        """The request headers (the key included: never log them)."""
+        raise NotImplementedError
+
+    def build_body(self, request: ModelRequest) -> dict[str, Any]:
+        """The JSON body of one streaming call."""
+        raise NotImplementedError
+
+    def decoder(self) -> EventDecoder:
+        """A fresh decoder for one response's events."""
+        raise NotImplementedError
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        """Run one streaming call and yield its events; the response is always closed."""
+        events = stream_events(
+            self._http,
+            f"{self.base_url}{self.endpoint}",
+            headers=self.build_headers(),
+            body=self.build_body(request),
+            timeout=self._timeout,
+            provider=self.provider,
+            secret=self._api_key,
+            decoder=self.decoder(),
+            auth_hint="" if self._api_key else f"no API key: pass api_key= or set {self.key_env}",
+        )
+        try:
+            async for event in events:
+                yield event
+        finally:
+            await events.aclose()
 
     async def aclose(self) -> None:
         """Close the connection pool, if this client created it."""

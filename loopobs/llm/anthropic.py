@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,7 +67,6 @@ from loopobs.llm._http import (
     HttpModelClient,
     error_for_status,
     quote,
-    stream_events,
 )
 
 __all__ = ["AnthropicClient"]
@@ -106,6 +105,9 @@ class AnthropicClient(HttpModelClient):
         provider: the provider name observers and spans report.
         extra_headers: headers added to every request (``anthropic-beta``, …).
     """
+
+    endpoint = "/v1/messages"
+    key_env = "ANTHROPIC_API_KEY"
 
     def __init__(
         self,
@@ -163,24 +165,9 @@ class AnthropicClient(HttpModelClient):
             headers["x-api-key"] = self._api_key
         return headers
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        """Run one Messages call and stream its events."""
-        events = stream_events(
-            self._http,
-            f"{self.base_url}/v1/messages",
-            headers=self.build_headers(),
-            body=self.build_body(request),
-            timeout=self._timeout,
-            provider=self.provider,
-            secret=self._api_key,
-            decoder=MessagesDecoder(provider=self.provider),
-            auth_hint="" if self._api_key else "no API key: pass api_key= or set ANTHROPIC_API_KEY",
-        )
-        try:
-            async for event in events:
-                yield event
-        finally:
-            await events.aclose()
+    def decoder(self) -> MessagesDecoder:
+        """A fresh decoder for one response."""
+        return MessagesDecoder(provider=self.provider)
 
 
 # -- request translation ------------------------------------------------------------------

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,7 +62,6 @@ from loopobs.llm._http import (
     HttpModelClient,
     error_for_status,
     quote,
-    stream_events,
 )
 
 __all__ = ["OpenAIClient"]
@@ -87,6 +86,9 @@ class OpenAIClient(HttpModelClient):
         provider: the provider name observers and spans report.
         extra_headers: headers added to every request (``OpenAI-Organization``, …).
     """
+
+    endpoint = "/chat/completions"
+    key_env = "OPENAI_API_KEY"
 
     def __init__(
         self,
@@ -137,24 +139,9 @@ class OpenAIClient(HttpModelClient):
             headers["authorization"] = f"Bearer {self._api_key}"
         return headers
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        """Run one Chat Completions call and stream its events."""
-        events = stream_events(
-            self._http,
-            f"{self.base_url}/chat/completions",
-            headers=self.build_headers(),
-            body=self.build_body(request),
-            timeout=self._timeout,
-            provider=self.provider,
-            secret=self._api_key,
-            decoder=ChatCompletionsDecoder(provider=self.provider),
-            auth_hint="" if self._api_key else "no API key: pass api_key= or set OPENAI_API_KEY",
-        )
-        try:
-            async for event in events:
-                yield event
-        finally:
-            await events.aclose()
+    def decoder(self) -> ChatCompletionsDecoder:
+        """A fresh decoder for one response."""
+        return ChatCompletionsDecoder(provider=self.provider)
 
 
 # -- request translation ------------------------------------------------------------------
