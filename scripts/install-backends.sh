@@ -25,7 +25,7 @@ if [ ! -x "$PHOENIX_VENV/bin/phoenix" ]; then
   echo "install-backends: installing Arize Phoenix into $PHOENIX_VENV (about 30 s, 850 MB)"
   mkdir -p "$(dirname "$PHOENIX_VENV")"
   (python3 -m venv "$PHOENIX_VENV" && "$PHOENIX_VENV/bin/pip" install -q --disable-pip-version-check -U pip \
-     && "$PHOENIX_VENV/bin/pip" install -q --disable-pip-version-check arize-phoenix) \
+     && "$PHOENIX_VENV/bin/pip" install -q --disable-pip-version-check "arize-phoenix==${LOOPOBS_PHOENIX_VERSION:-20.26.1}") \
     >/tmp/loopobs-phoenix-install.log 2>&1 || { echo "install-backends: Phoenix install failed, see /tmp/loopobs-phoenix-install.log"; status=1; }
 fi
 
