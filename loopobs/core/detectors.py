@@ -65,8 +65,10 @@ _State = TypeVar("_State")
 # (tool, arguments hash, result hash): equality on all three, as in the seed.
 _Op = tuple[str, int | None, int | None]
 _Call = tuple[str, int | None]
-_Pending = tuple[str, int | None, str]  # tool, arguments hash, label
+# tool, arguments hash, arguments (the pattern text is built only for a detection)
+_Pending = tuple[str, int | None, Mapping[str, Any]]
 
+_NO_ARGUMENTS: Final[Mapping[str, Any]] = {}
 _NONE: Final = 0
 _WARN: Final = 1
 _STOP: Final = 2
@@ -177,12 +179,12 @@ class _Repetitions:
         self.warned: dict[_Op, tuple[int, int]] = {}
         # (tool, arguments) → its latest operation in the window, to notice progress.
         self.latest: dict[_Call, _Op] = {}
-        self.tail: deque[tuple[_Op, str]] = deque(maxlen=max_period + 1)
+        self.tail: deque[tuple[_Op, Mapping[str, Any]]] = deque(maxlen=max_period + 1)
         # runs[p]: how many of the latest operations equal the one p positions earlier.
         self.runs: list[int] = [0] * (max_period + 1)
         self.cycle_period = 0
         self.cycle_level = _NONE
-        self.cycle_block: tuple[tuple[_Op, str], ...] = ()
+        self.cycle_block: tuple[tuple[_Op, Mapping[str, Any]], ...] = ()
 
 
 def _truncate(text: str) -> str:
@@ -298,7 +300,7 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
     def on_tool_call_received(self, ctx: ToolCallReceivedContext) -> None:
         """Hash the call's canonical arguments, to pair with its result at ``on_tool_post``."""
         args = ctx.input
-        entry = (ctx.tool, arguments_hash(args), self.label(ctx.tool, args))
+        entry = (ctx.tool, arguments_hash(args), args)
         with self._lock:
             calls = self._pending.get(ctx.run_id)
             if calls is None:
@@ -321,7 +323,7 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
             calls = self._pending.get(ctx.run_id)
             pending = calls.get(ctx.tool_call_id) if calls is not None else None
             if pending is None:
-                pending = (ctx.tool, None, f"{ctx.tool}()")
+                pending = (ctx.tool, None, _NO_ARGUMENTS)
             key, state = self._state(ctx.run_id)
             detection = self._record(state, (pending[0], pending[1], rhash), pending[2])
             if detection is not None and detection[3] == _STOP:
@@ -342,7 +344,7 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
 
     # -- the window ------------------------------------------------------------------------
     def _record(
-        self, s: _Repetitions, op: _Op, label: str
+        self, s: _Repetitions, op: _Op, args: Mapping[str, Any]
     ) -> tuple[str, int, str | None, int] | None:
         """Add ``op`` to the window; the detection it completes, if any. Lock held."""
         call = (op[0], op[1])
@@ -378,7 +380,7 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
             runs[p] = r
             if not period and r >= p:
                 period = p
-        tail.append((op, label))
+        tail.append((op, args))
 
         if period >= 2:
             if s.cycle_period != period:
@@ -403,7 +405,7 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
             if reported:
                 return None
             tools = {member[0] for member, _ in s.cycle_block}
-            pattern = " → ".join(text for _, text in s.cycle_block)
+            pattern = " → ".join(self.label(member[0], a) for member, a in s.cycle_block)
             return pattern, cycles, tools.pop() if len(tools) == 1 else None, level
 
         s.cycle_period = 0
@@ -415,7 +417,7 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
         if seen is not None and level <= seen[0]:
             return None
         s.warned[op] = (level, s.calls)
-        return label, count, op[0], level
+        return self.label(op[0], args), count, op[0], level
 
     def _level(self, repetitions: int) -> int:
         if self.stop_after and repetitions >= self.stop_after:

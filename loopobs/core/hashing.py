@@ -27,8 +27,17 @@ def result_hash(text: str) -> int | None:
 
 
 def _normalise(value: Any) -> Any:
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
-        return int(value)
+    # Exact-type checks first: JSON from a model is dicts, lists and scalars, and the
+    # ABC check behind isinstance(value, Mapping) costs more than the rest of the walk.
+    t = type(value)
+    if t is str or t is int or t is bool or value is None:
+        return value
+    if t is dict:
+        return {k if type(k) is str else str(k): _normalise(v) for k, v in value.items()}
+    if t is list or t is tuple:
+        return [_normalise(v) for v in value]
+    if isinstance(value, float):
+        return int(value) if value.is_integer() and abs(value) < 2**53 else value
     if isinstance(value, Mapping):
         return {str(k): _normalise(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
