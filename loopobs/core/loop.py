@@ -358,6 +358,7 @@ class _Run:
     turns: int = 0
     outcome: _Outcome | None = None
     started: float = 0.0
+    query: str | None = None
 
     # -- the run ---------------------------------------------------------------------------
     async def execute(self, checkpoint: Checkpoint | None, resume_input: Any) -> RunResult:
@@ -497,10 +498,12 @@ class _Run:
 
     # -- one turn ----------------------------------------------------------------------------
     def _query(self) -> str:
-        for message in reversed(self.session.messages):
-            if isinstance(message, UserMessage):
-                return message.content
-        return ""
+        # The run adds no user message of its own (notes are transient), so the latest
+        # one is found once per run rather than by a scan of the history every turn.
+        if self.query is None:
+            self.query = next((m.content for m in reversed(self.session.messages)
+                               if isinstance(m, UserMessage)), "")
+        return self.query
 
     async def _turn(self, model: str) -> None:
         em = self.loop._emit

@@ -167,12 +167,18 @@ class TracingObserver(LoopObserver):
         self._provider = tracer_provider
         provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
         self._tracer = provider.get_tracer(c.SCOPE_NAME, __version__, schema_url=c.SCHEMA_URL)
-        self.content_mode = content.parse_content_mode(capture_content)
+        self._content_mode = content.parse_content_mode(capture_content)
+        self._capture = self._content_mode.enabled  # read per event; the enum check is not free
         self.turn_spans = turn_spans
         self.propagate_context = propagate_context
         self._runs: dict[UUID, _Run] = {}
 
     # -- introspection ---------------------------------------------------------------------
+    @property
+    def content_mode(self) -> ContentMode:
+        """What message content this observer records (fixed at construction)."""
+        return self._content_mode
+
     @property
     def open_runs(self) -> int:
         """Runs started and not yet ended (0 between runs: no per-run state leaks)."""
@@ -210,7 +216,7 @@ class TracingObserver(LoopObserver):
             otel_context.detach(token)  # type: ignore[arg-type]
 
     def _end_chat(self, run: _Run, chat: _Open, end_ns: int) -> None:
-        if run.recording and self.content_mode.enabled:
+        if run.recording and self._capture:
             text = "".join(chat.text)
             output = content.dumps([content.output_message(
                 text, chat.tool_calls, chat.finish_reason, "".join(chat.reasoning))])
@@ -261,7 +267,7 @@ class TracingObserver(LoopObserver):
             links=links, start_time=ctx.time_ns)
         recording = root.is_recording()
         run = _Run(root=root, recording=recording, session=session)
-        if recording and self.content_mode.enabled:
+        if recording and self._capture:
             run.instructions = ctx.instructions
         previous = self._runs.pop(ctx.run_id, None)
         self._runs[ctx.run_id] = run
@@ -334,7 +340,7 @@ class TracingObserver(LoopObserver):
             return
         self._flush_pending(run)
         run.open_turn = ctx.turn
-        if run.recording and self.content_mode.enabled and ctx.query and \
+        if run.recording and self._capture and ctx.query and \
                 ctx.query != run.last_query:
             run.last_query = ctx.query
             run.history.append(content.user_message(ctx.query))
@@ -398,7 +404,7 @@ class TracingObserver(LoopObserver):
                 self._parent(run, ctx.turn)),
             kind=SpanKind.CLIENT, attributes=attrs, start_time=ctx.time_ns)
         item = _Open(span=span, turn=ctx.turn)
-        if run.recording and self.content_mode.enabled:
+        if run.recording and self._capture:
             item.input_json = content.dumps(run.history)
             if self.content_mode.on_span:
                 span.set_attribute(c.GEN_AI_INPUT_MESSAGES, item.input_json)
@@ -414,7 +420,7 @@ class TracingObserver(LoopObserver):
 
     def on_text_delta(self, ctx: TextDeltaContext) -> None:
         """With content capture on, collect the streamed text for ``gen_ai.output.messages``."""
-        if not self.content_mode.enabled:
+        if not self._capture:
             return
         run = self._runs.get(ctx.run_id)
         if run is not None and (item := run.streaming.get(ctx.turn)) is not None:
@@ -422,7 +428,7 @@ class TracingObserver(LoopObserver):
 
     def on_thinking_delta(self, ctx: ThinkingDeltaContext) -> None:
         """With content capture on, collect streamed reasoning (a ``reasoning`` part)."""
-        if not self.content_mode.enabled:
+        if not self._capture:
             return
         run = self._runs.get(ctx.run_id)
         if run is not None and (item := run.streaming.get(ctx.turn)) is not None:
@@ -466,7 +472,7 @@ class TracingObserver(LoopObserver):
             if ctx.time_to_first_token_ms is not None:
                 attrs[c.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = ctx.time_to_first_token_ms / 1000
             span.set_attributes(attrs)
-            if self.content_mode.enabled:
+            if self._capture:
                 self._flush_pending(run)
                 item.end_ns = ctx.time_ns
                 item.finish_reason = ctx.finish_reason
@@ -507,7 +513,7 @@ class TracingObserver(LoopObserver):
     # -- tools -----------------------------------------------------------------------------
     def on_tool_call_received(self, ctx: ToolCallReceivedContext) -> None:
         """With content capture on, keep the arguments (for the tool span and output message)."""
-        if not self.content_mode.enabled:
+        if not self._capture:
             return
         run = self._runs.get(ctx.run_id)
         if run is None or not run.recording:
@@ -533,7 +539,7 @@ class TracingObserver(LoopObserver):
             c.GEN_AI_TOOL_TYPE: c.TOOL_TYPE_FUNCTION,
             c.LOOPOBS_ATTEMPT: ctx.attempt,
         }
-        if run.recording and self.content_mode.enabled and \
+        if run.recording and self._capture and \
                 (args := run.tool_args.get(ctx.tool_call_id)) is not None:
             attrs[c.GEN_AI_TOOL_CALL_ARGUMENTS] = content.dumps(args)
         span = self._tracer.start_span(
@@ -562,7 +568,7 @@ class TracingObserver(LoopObserver):
             attrs: dict[str, Any] = {c.LOOPOBS_TOOL_OUTCOME: ctx.outcome}
             if ctx.result_hash is not None:
                 attrs[c.LOOPOBS_TOOL_RESULT_HASH] = f"{ctx.result_hash:016x}"
-            if self.content_mode.enabled and ctx.result is not None:
+            if self._capture and ctx.result is not None:
                 if not ctx.is_error:
                     attrs[c.GEN_AI_TOOL_CALL_RESULT] = ctx.result
                 index = run.tool_results.get(ctx.tool_call_id)
