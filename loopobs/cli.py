@@ -75,7 +75,7 @@ def _build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--no-live", action="store_true", help="no live status line")
     demo.add_argument("--quiet", action="store_true", help="no per-run trees")
     demo.add_argument("--latency", type=float, default=None,
-                      help="scripted model latency in seconds (default 0, or 0.05 with --forever)")
+                      help="scripted model latency in seconds (default 0.02, or 0.05 with --forever)")
     demo.add_argument("--base-url", default=None,
                       help="run against a real model server (OpenAI-compatible or Anthropic)")
     demo.add_argument("--model", default=None, help="model name for --base-url")
@@ -184,7 +184,7 @@ async def _demo(args: argparse.Namespace) -> int:
         live.write(f"loopobs demo: /metrics on http://{args.metrics_addr}:{port}/metrics"
                    + (f", event log in {args.jsonl}" if args.jsonl else ""))
         rng = random.Random(args.seed)
-        latency = args.latency if args.latency is not None else (0.05 if args.forever else 0.0)
+        latency = args.latency if args.latency is not None else (0.05 if args.forever else 0.02)
         if args.base_url:
             await _real_model(args, observers, live)
         else:
