@@ -175,3 +175,50 @@ async def test_run_tree_arrives_in_phoenix(phoenix: Phoenix, protocol: str) -> N
     assert run["status_code"] == "UNSET"
     assert flatten(run["attributes"])[c.GEN_AI_USAGE_INPUT_TOKENS] == 280
     assert [e["name"] for t in by_name["turn"] for e in t["events"]].count(c.EVENT_FALLBACK) == 1
+
+
+def test_replayed_event_log_arrives_in_phoenix(phoenix: Phoenix, tmp_path: Path) -> None:
+    """`loopobs replay FILE` over OTLP gives Phoenix the recorded runs' trees and timestamps."""
+    import json
+    import sys
+
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    from loopobs.cli import main
+    from loopobs.exporters.jsonl import replay
+    from loopobs.exporters.tracing import TracingObserver
+
+    log = tmp_path / "demo.jsonl"
+    assert main(["demo", "--metrics-port", "0", "--jsonl", str(log), "--no-live", "--quiet",
+                 "--latency", "0"]) == 0
+    # what the same log gives in memory: the reference tree
+    local = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(local))
+    replay(log, TracingObserver(provider, propagate_context=False))
+    expected = list(local.get_finished_spans())
+    assert len(expected) > 40
+
+    project = f"loopobs-replay-{uuid.uuid4().hex[:8]}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env.update({
+        "OTEL_EXPORTER_OTLP_ENDPOINT": phoenix.base_url,
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+        "OTEL_METRICS_EXPORTER": "none",
+        "OTEL_RESOURCE_ATTRIBUTES": f"openinference.project.name={project}",
+    })
+    out = subprocess.run([sys.executable, "-m", "loopobs.cli", "replay", str(log)], env=env,
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 0, out.stderr
+    events = sum(1 for line in log.read_text().splitlines() if line.strip())
+    assert f"replayed {events} events" in out.stdout
+
+    remote = read_spans(phoenix, project, len(expected))
+    assert sorted(sp["name"] for sp in remote) == sorted(sp.name for sp in expected)
+    first_event_ns = json.loads(log.read_text().splitlines()[0])["time_ns"]
+    roots = [sp for sp in expected if sp.parent is None]
+    assert min(sp.start_time or 0 for sp in roots) == first_event_ns
+    remote_roots = {sp["name"] for sp in remote if sp["parent_id"] is None}
+    assert remote_roots == {sp.name for sp in roots}
+    assert len({sp["context"]["trace_id"] for sp in remote}) == len(roots)
