@@ -75,7 +75,7 @@ def _build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--no-live", action="store_true", help="no live status line")
     demo.add_argument("--quiet", action="store_true", help="no per-run trees")
     demo.add_argument("--latency", type=float, default=None,
-                      help="scripted model latency in seconds (default 0.02, or 0.05 with --forever)")
+                      help="scripted model latency, seconds (default 0.02; 0.05 with --forever)")
     demo.add_argument("--base-url", default=None,
                       help="run against a real model server (OpenAI-compatible or Anthropic)")
     demo.add_argument("--model", default=None, help="model name for --base-url")
@@ -318,6 +318,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _inspect(args)
     except CliError as exc:
         print(f"loopobs: error: {exc}", file=sys.stderr)
+        return 1
+    except ImportError as exc:
+        print(f"loopobs: error: {exc.name or exc} is not installed; the command needs the "
+              "extras: pip install 'loopobs[all]'", file=sys.stderr)
         return 1
     except (OSError, ValueError) as exc:
         print(f"loopobs: error: {exc}", file=sys.stderr)

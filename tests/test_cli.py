@@ -155,3 +155,25 @@ def test_malformed_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert main(["inspect", "--skip-invalid", str(log)]) == 0
     assert "1 malformed lines skipped" in capsys.readouterr().out
     assert main(["replay", str(tmp_path / "missing.jsonl")]) == 1
+
+
+def test_missing_extras_give_an_install_hint(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without prometheus-client the demo says which extra to install, in one line."""
+    import builtins
+
+    real_import = builtins.__import__
+
+    def blocked(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name == "loopobs.exporters.metrics_server":
+            raise ModuleNotFoundError("No module named 'prometheus_client'",
+                                      name="prometheus_client")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", blocked)
+    assert main(["demo", "--no-live", "--metrics-port", "0"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "prometheus_client is not installed" in err
+    assert "loopobs[all]" in err
