@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-import loopobs.core.loop as loop_module
+import loopobs.core.driver as loop_module
 from loopobs import (
     AgentLoop,
     LoopObserver,
