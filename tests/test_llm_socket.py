@@ -32,11 +32,12 @@ def _chunk(payload: dict[str, Any]) -> bytes:
 def _answer(request: dict[str, Any]) -> list[bytes]:
     messages = request["messages"]
     wants_tool = bool(request.get("tools")) and not any(m["role"] == "tool" for m in messages)
-    base = {"id": "chatcmpl-local", "object": "chat.completion.chunk", "model": "local-model"}
+    base: dict[str, Any] = {"id": "chatcmpl-local", "object": "chat.completion.chunk",
+                            "model": "local-model"}
     if wants_tool:
         call = {"index": 0, "id": "call_local", "type": "function",
                 "function": {"name": "read_file", "arguments": ""}}
-        parts = [
+        parts: list[dict[str, Any]] = [
             {**base, "choices": [{"index": 0, "delta": {"tool_calls": [call]}}]},
             {**base, "choices": [{"index": 0, "delta": {"tool_calls": [
                 {"index": 0, "function": {"arguments": '{"path": "expenses/'}}]}}]},
