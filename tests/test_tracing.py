@@ -634,3 +634,41 @@ async def test_agent_loop_cancellation_ends_every_span(
     assert attrs(run)[c.LOOPOBS_RUN_STATUS] == "cancelled"
     assert obs.open_runs == 0
     assert obs.open_spans() == 0
+
+
+async def test_resumed_run_links_to_the_parked_run_through_the_checkpoint(
+    tracer_provider: Any, span_exporter: Any
+) -> None:
+    """A run resumed from a JSON checkpoint, with no in-process memory of the parked run,
+    carries a span link to the parked run's root span."""
+    from loopobs import AgentLoop, Checkpoint, Suspend, tool
+    from loopobs.exporters import trace_links
+    from loopobs.llm import Reply, ScriptedClient, ToolCall
+
+    @tool
+    def approve(amount: int) -> Suspend:
+        """Ask a human."""
+        return Suspend("approve?", {"type": "object", "properties": {"ok": {"type": "boolean"}}})
+
+    def make_loop(step: Reply) -> AgentLoop:
+        return AgentLoop(ScriptedClient([step]), model="m1", tools=[approve], detectors=[],
+                         observers=[TracingObserver(tracer_provider)])
+
+    parked = await make_loop(Reply(tool_calls=(ToolCall("approve", {"amount": 3}),))).run("pay")
+    assert parked.checkpoint is not None
+    saved = parked.checkpoint.model_dump_json()
+    # another process: nothing about the parked run is remembered but the checkpoint
+    with trace_links._lock:
+        trace_links._runs.clear()
+        trace_links._ended.clear()
+    checkpoint = Checkpoint.model_validate_json(saved)
+    resumed = await make_loop(Reply(text="paid")).resume(checkpoint, {"ok": True})
+    assert resumed.answer == "paid"
+
+    roots = [s for s in span_exporter.get_finished_spans() if s.parent is None]
+    first, second = sorted(roots, key=lambda s: s.start_time)
+    assert second.context.trace_id != first.context.trace_id
+    (link,) = second.links
+    assert link.context.trace_id == first.context.trace_id
+    assert link.context.span_id == first.context.span_id
+    assert (second.attributes or {})[c.LOOPOBS_RUN_RESUMED_FROM] == str(parked.run_id)
