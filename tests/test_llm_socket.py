@@ -169,3 +169,35 @@ def test_demo_against_a_model_server(server: _Server, capsys: pytest.CaptureFixt
     assert out.count("answer: The limit is 2000 EUR.") == 2
     assert "tool read_file" in out  # the run tree shows the tool call
     assert "summary: 2 runs (completed 2)" in out
+
+
+async def test_httpx_instrumentation_spans_nest_under_chat(server: _Server) -> None:
+    """The real httpx instrumentation's request span sits under the model call's chat span."""
+    import httpx
+    from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from loopobs.exporters.tracing import TracingObserver
+
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    http = httpx.AsyncClient()
+    HTTPXClientInstrumentor.instrument_client(http, tracer_provider=provider)
+    client = OpenAIClient(base_url=_url(server), api_key="sk-local", http_client=http)
+    loop = AgentLoop(client, model="local-model", tools=[read_file], detectors=[],
+                     observers=[TracingObserver(provider)])
+    result = await loop.run("What is my limit?")
+    await http.aclose()
+    assert result.status is RunStatus.COMPLETED
+    finished = spans.get_finished_spans()
+    chats = {s.context.span_id: s for s in finished if s.name.startswith("chat ")}
+    posts = [s for s in finished if s.name.startswith("POST")]
+    assert len(chats) == len(posts) == 2
+    for post in posts:
+        assert post.parent is not None
+        assert post.parent.span_id in chats
+    (run,) = [s for s in finished if s.parent is None]
+    assert {s.context.trace_id for s in finished} == {run.context.trace_id}
