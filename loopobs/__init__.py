@@ -56,7 +56,7 @@ from loopobs.core.events import (
     Usage,
 )
 from loopobs.core.loop import AgentLoop
-from loopobs.core.observer import LoopObserver, ObserverSet, listened_hooks
+from loopobs.core.observer import EventSink, LoopObserver, ObserverSet, listened_hooks
 from loopobs.core.run import Checkpoint, RunResult, RunStatus, Session
 from loopobs.core.tools import Output, Sleep, Suspend, Tool, tool
 
@@ -76,6 +76,7 @@ __all__ = [
     "ConvergenceDetector",
     "DisplayHint",
     "EventContext",
+    "EventSink",
     "FallbackContext",
     "FallbackExhausted",
     "HOOKS",

@@ -29,7 +29,7 @@ from typing import Any, NoReturn
 from uuid import UUID
 
 from loopobs.core.events import EventContext
-from loopobs.core.observer import LoopObserver, ObserverSet
+from loopobs.core.observer import EventSink, LoopObserver, ObserverSet
 
 __all__ = ["main"]
 
@@ -276,18 +276,13 @@ def _replay(args: argparse.Namespace) -> int:
     return 0
 
 
-class _Collect(LoopObserver):
+class _Collect(EventSink):
     def __init__(self) -> None:
         self.runs: dict[UUID, list[EventContext]] = {}
 
-    def _add(self, ctx: EventContext) -> None:
+    def on_event(self, ctx: EventContext) -> None:
         self.runs.setdefault(ctx.run_id, []).append(ctx)
 
-    on_run_start = on_run_end = on_turn_start = on_turn_end = _add
-    on_stream_start = on_stream_success = on_stream_failure = on_response = _add
-    on_tool_call_received = on_tool_pre = on_tool_post = _add
-    on_compaction = on_fallback = on_model_switched = _add
-    on_loop_detected = on_convergence_detected = on_suspended = on_sleep = _add
 
 
 def _inspect(args: argparse.Namespace) -> int:

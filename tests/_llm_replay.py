@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 
-from loopobs.core.events import EventContext
+from loopobs.core.events import TextDeltaContext
 from loopobs.testing import RecordingObserver
 
 DATA = Path(__file__).parent / "data" / "sse"
@@ -123,6 +123,6 @@ class TextSeen(RecordingObserver):
         super().__init__()
         self.text_seen = asyncio.Event()
 
-    def on_text_delta(self, ctx: EventContext) -> None:
-        self._record(ctx)
+    def on_text_delta(self, ctx: TextDeltaContext) -> None:
+        self.on_event(ctx)
         self.text_seen.set()

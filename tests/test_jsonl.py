@@ -368,12 +368,12 @@ def test_recorder_buffers_until_flush_or_full() -> None:
     out = io.StringIO()
     recorder = JsonlRecorder(out, buffer_lines=3)
     ctx = sample_context("on_text_delta")
-    recorder.on_text_delta(ctx)
-    recorder.on_text_delta(ctx)
+    recorder.on_event(ctx)
+    recorder.on_event(ctx)
     assert out.getvalue() == ""
-    recorder.on_text_delta(ctx)
+    recorder.on_event(ctx)
     assert out.getvalue().count("\n") == 3
-    recorder.on_text_delta(ctx)
+    recorder.on_event(ctx)
     recorder.force_flush()
     assert out.getvalue().count("\n") == 4
 
@@ -383,9 +383,9 @@ def test_recorder_lifecycle_with_a_path(tmp_path: Path) -> None:
     path = tmp_path / "run.jsonl"
     path.write_text(GOOD + "\n", encoding="utf-8")
     recorder = JsonlRecorder(str(path))
-    recorder.on_turn_start(sample_context("on_turn_start"))
+    recorder.on_event(sample_context("on_turn_start"))
     recorder.shutdown()
-    recorder.on_turn_start(sample_context("on_turn_start"))
+    recorder.on_event(sample_context("on_turn_start"))
     recorder.force_flush()
     recorder.shutdown()
     assert path.read_text(encoding="utf-8") == f"{GOOD}\n{GOOD}\n"
@@ -395,7 +395,7 @@ def test_recorder_leaves_a_given_stream_open() -> None:
     """A stream passed in is flushed at shutdown but stays open for its owner."""
     out = io.StringIO()
     recorder = JsonlRecorder(out)
-    recorder.on_turn_start(sample_context("on_turn_start"))
+    recorder.on_event(sample_context("on_turn_start"))
     recorder.shutdown()
     assert not out.closed
     assert out.getvalue() == GOOD + "\n"

@@ -625,3 +625,28 @@ def test_nested_membership_churn_from_threads() -> None:
     for p in parents:
         p.add(inner)
         assert p.listens("on_tool_post")
+
+
+def test_event_sink_takes_every_hook_in_one_method() -> None:
+    """An EventSink's on_event serves every hook it does not define itself."""
+    from loopobs import EventSink, ToolPreContext
+
+    class Sink(EventSink):
+        def __init__(self) -> None:
+            self.seen: list[str] = []
+            self.pre = 0
+
+        def on_event(self, ctx: EventContext) -> None:
+            self.seen.append(ctx.hook)
+
+        def on_tool_pre(self, ctx: ToolPreContext) -> None:
+            self.pre += 1
+
+    sink = Sink()
+    observers = ObserverSet([sink])
+    assert listened_hooks(sink) == frozenset(HOOKS)
+    for hook in HOOKS:
+        observers.emit(sample_context(hook))
+    assert sink.seen == [h for h in HOOKS if h != "on_tool_pre"]
+    assert sink.pre == 1
+    assert Sink.on_run_start is Sink.on_event  # bound at class creation: no extra call

@@ -54,7 +54,7 @@ if sys.version_info >= (3, 11):  # pragma: no cover - version switch
 else:  # pragma: no cover - version switch
     from exceptiongroup import ExceptionGroup as _ExceptionGroup
 
-__all__ = ["LoopObserver", "ObserverSet", "listened_hooks"]
+__all__ = ["EventSink", "LoopObserver", "ObserverSet", "listened_hooks"]
 
 logger = logging.getLogger("loopobs.observer")
 
@@ -174,6 +174,24 @@ class LoopObserver:
 
     def on_sleep(self, ctx: SleepContext) -> None:
         """A tool parked the run until an instant; the run ends ``sleeping``."""
+
+
+class EventSink(LoopObserver):
+    """An observer that takes every event in one method: override :meth:`on_event`.
+
+    Each hook a subclass does not define itself is bound to its ``on_event`` when
+    the class is created, so delivery costs no extra call. Recorders and loggers
+    that treat all events alike (the JSONL log, ``RecordingObserver``) are sinks.
+    """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for hook in HOOKS:
+            if hook not in cls.__dict__:
+                setattr(cls, hook, cls.on_event)
+
+    def on_event(self, ctx: EventContext) -> None:
+        """Receives every event, whatever its hook (``ctx.hook`` names it)."""
 
 
 def listened_hooks(observer: LoopObserver) -> frozenset[HookName]:

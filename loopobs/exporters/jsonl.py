@@ -32,7 +32,7 @@ from pydantic import TypeAdapter, ValidationError
 from pydantic_core import PydanticSerializationError
 
 from loopobs.core.events import CONTEXT_TYPES, EventContext
-from loopobs.core.observer import LoopObserver
+from loopobs.core.observer import EventSink, LoopObserver
 
 __all__ = ["JsonlRecorder", "ReplayError", "ReplayStats", "decode_event", "encode_event", "replay"]
 
@@ -127,7 +127,7 @@ def _summarise(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-class JsonlRecorder(LoopObserver):
+class JsonlRecorder(EventSink):
     """Writes every event as one JSON line to a path or an open text stream.
 
     Lines are encoded on the emitting task and buffered; they reach the file on
@@ -150,7 +150,7 @@ class JsonlRecorder(LoopObserver):
         self._lock = threading.Lock()
         self._closed = False
 
-    def _record(self, ctx: EventContext) -> None:
+    def on_event(self, ctx: EventContext) -> None:
         line = encode_event(ctx)
         with self._lock:
             if self._closed:
@@ -183,12 +183,6 @@ class JsonlRecorder(LoopObserver):
             if self._owns_stream:
                 self._stream.close()
 
-    on_run_start = on_run_end = on_turn_start = on_turn_end = _record
-    on_stream_start = on_stream_success = on_stream_failure = on_response = _record
-    on_text_delta = on_thinking_delta = _record
-    on_tool_call_received = on_tool_pre = on_tool_post = _record
-    on_compaction = on_fallback = on_model_switched = _record
-    on_loop_detected = on_convergence_detected = on_suspended = on_sleep = _record
 
 
 class ReplayError(ValueError):
