@@ -31,3 +31,28 @@ def test_two_setup_commands() -> None:
     assert commands == ["make demo", "make test"]
     ci = (README.parent / ".ci" / "run").read_text(encoding="utf-8")
     assert "make test" in ci
+
+
+def test_every_python_block_compiles_and_the_observer_example_works() -> None:
+    """Every README code block is valid Python; the observer example reports slow tools."""
+    import contextlib
+    import io
+    import uuid
+
+    from loopobs import ToolPostContext
+
+    blocks = _python_blocks()
+    assert len(blocks) >= 3
+    for block in blocks:
+        compile(block, str(README), "exec")
+    (example,) = [b for b in blocks if "class SlowTools" in b]
+    namespace: dict[str, object] = {}
+    exec(compile(example, str(README), "exec"), namespace)
+    observer = namespace["SlowTools"]()  # type: ignore[operator]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        for ms in (5.0, 1500.0):
+            observer.on_tool_post(ToolPostContext(
+                run_id=uuid.uuid4(), time_ns=0, tool_call_id="c", turn=0, tool="search",
+                duration_ms=ms))
+    assert out.getvalue().startswith("search took 1500 ms")
