@@ -224,6 +224,11 @@ def test_name_defaults_to_the_class_name() -> None:
 # -- isolation ----------------------------------------------------------------------------
 
 
+def _ours(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    """The records of loopobs's observer logger (exporter threads other tests left may log)."""
+    return [r for r in caplog.records if r.name == "loopobs.observer"]
+
+
 def test_a_failing_observer_never_stops_the_others(caplog: pytest.LogCaptureFixture) -> None:
     """One observer raising in every hook: the two others still get every event, in order."""
     before, after = RecordingObserver(), RecordingObserver()
@@ -235,8 +240,9 @@ def test_a_failing_observer_never_stops_the_others(caplog: pytest.LogCaptureFixt
     assert observers.failures == {("Boom", h): 1 for h in HOOKS}
     assert observers.failure_count == len(HOOKS)
     # One record per (observer, hook) pair, naming both, with the traceback attached.
-    assert len(caplog.records) == len(HOOKS)
-    for hook, record in zip(HOOKS, caplog.records, strict=True):
+    records = _ours(caplog)
+    assert len(records) == len(HOOKS)
+    for hook, record in zip(HOOKS, records, strict=True):
         assert record.name == "loopobs.observer"
         assert "Boom" in record.getMessage()
         assert hook in record.getMessage()
@@ -294,21 +300,21 @@ def test_failure_log_is_rate_limited(
 
     with caplog.at_level(logging.ERROR, logger="loopobs.observer"):
         fail(500)  # 50 s: one record
-        assert len(caplog.records) == 1
-        assert "similar failures" not in caplog.records[0].getMessage()
+        assert len(_ours(caplog)) == 1
+        assert "similar failures" not in _ours(caplog)[0].getMessage()
         clock.now += observer_mod.LOG_INTERVAL_S  # past the interval
         fail(1)
-        assert len(caplog.records) == 2
-        assert "(499 similar failures not logged)" in caplog.records[1].getMessage()
+        assert len(_ours(caplog)) == 2
+        assert "(499 similar failures not logged)" in _ours(caplog)[1].getMessage()
         fail(10)
-        assert len(caplog.records) == 2
+        assert len(_ours(caplog)) == 2
         # Another hook of the same observer has its own budget.
         observers.on_run_end(sample_context("on_run_end"))
-        assert len(caplog.records) == 3
+        assert len(_ours(caplog)) == 3
         clock.now += observer_mod.LOG_INTERVAL_S
         fail(1)
-        assert len(caplog.records) == 4
-        assert "(10 similar failures not logged)" in caplog.records[3].getMessage()
+        assert len(_ours(caplog)) == 4
+        assert "(10 similar failures not logged)" in _ours(caplog)[3].getMessage()
     assert observers.failures == {("Boom", "on_tool_pre"): 512, ("Boom", "on_run_end"): 1}
 
 
@@ -323,7 +329,7 @@ def test_interval_is_configurable(
     with caplog.at_level(logging.ERROR, logger="loopobs.observer"):
         for _ in range(3):
             observers.on_tool_pre(sample_context("on_tool_pre"))
-    assert len(caplog.records) == 3
+    assert len(_ours(caplog)) == 3
 
 
 def test_strict_mode_reraises() -> None:
@@ -345,7 +351,7 @@ def test_base_exceptions_are_never_swallowed(
     with caplog.at_level(logging.ERROR, logger="loopobs.observer"), pytest.raises(exc):
         observers.on_run_end(sample_context("on_run_end"))
     assert observers.failure_count == 0
-    assert caplog.records == []
+    assert _ours(caplog) == []
 
 
 def test_base_exception_passes_through_a_nested_set() -> None:
