@@ -87,7 +87,7 @@ def test_sample_sets_every_field(hook: HookName) -> None:
 def test_context_is_frozen_slotted_keyword_only(hook: HookName, make_context: MakeContext) -> None:
     """Contexts cannot be changed, carry no __dict__ and refuse positional arguments."""
     cls = CONTEXT_TYPES[hook]
-    ctx = make_context(hook)
+    ctx: EventContext = make_context(hook)
     with pytest.raises(dataclasses.FrozenInstanceError):
         ctx.time_ns = 5  # type: ignore[misc]
     assert not hasattr(ctx, "__dict__")

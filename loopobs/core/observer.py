@@ -21,7 +21,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loopobs.core.events import (
     HOOKS,
@@ -403,23 +403,49 @@ class ObserverSet(LoopObserver):
         getattr(self, ctx.hook)(ctx)
 
     # -- the hooks: one fan-out per hook ----------------------------------------------------
-    on_run_start = _fan_out("on_run_start")
-    on_run_end = _fan_out("on_run_end")
-    on_turn_start = _fan_out("on_turn_start")
-    on_turn_end = _fan_out("on_turn_end")
-    on_stream_start = _fan_out("on_stream_start")
-    on_stream_success = _fan_out("on_stream_success")
-    on_stream_failure = _fan_out("on_stream_failure")
-    on_response = _fan_out("on_response")
-    on_text_delta = _fan_out("on_text_delta")
-    on_thinking_delta = _fan_out("on_thinking_delta")
-    on_tool_call_received = _fan_out("on_tool_call_received")
-    on_tool_pre = _fan_out("on_tool_pre")
-    on_tool_post = _fan_out("on_tool_post")
-    on_compaction = _fan_out("on_compaction")
-    on_fallback = _fan_out("on_fallback")
-    on_model_switched = _fan_out("on_model_switched")
-    on_loop_detected = _fan_out("on_loop_detected")
-    on_convergence_detected = _fan_out("on_convergence_detected")
-    on_suspended = _fan_out("on_suspended")
-    on_sleep = _fan_out("on_sleep")
+    # Type checkers see each hook with its context type, so an emitter passing the wrong
+    # context is caught; at run time each is the fan-out closure built by _fan_out.
+    if TYPE_CHECKING:
+
+        def on_run_start(self, ctx: RunStartContext) -> None: ...
+        def on_run_end(self, ctx: RunEndContext) -> None: ...
+        def on_turn_start(self, ctx: TurnStartContext) -> None: ...
+        def on_turn_end(self, ctx: TurnEndContext) -> None: ...
+        def on_stream_start(self, ctx: StreamStartContext) -> None: ...
+        def on_stream_success(self, ctx: StreamContext) -> None: ...
+        def on_stream_failure(self, ctx: StreamFailureContext) -> None: ...
+        def on_response(self, ctx: ResponseContext) -> None: ...
+        def on_text_delta(self, ctx: TextDeltaContext) -> None: ...
+        def on_thinking_delta(self, ctx: ThinkingDeltaContext) -> None: ...
+        def on_tool_call_received(self, ctx: ToolCallReceivedContext) -> None: ...
+        def on_tool_pre(self, ctx: ToolPreContext) -> None: ...
+        def on_tool_post(self, ctx: ToolPostContext) -> None: ...
+        def on_compaction(self, ctx: CompactedContext) -> None: ...
+        def on_fallback(self, ctx: FallbackContext) -> None: ...
+        def on_model_switched(self, ctx: ModelSwitchedContext) -> None: ...
+        def on_loop_detected(self, ctx: LoopDetectedContext) -> None: ...
+        def on_convergence_detected(self, ctx: ConvergenceDetectedContext) -> None: ...
+        def on_suspended(self, ctx: SuspendedContext) -> None: ...
+        def on_sleep(self, ctx: SleepContext) -> None: ...
+
+    else:
+        on_run_start = _fan_out("on_run_start")
+        on_run_end = _fan_out("on_run_end")
+        on_turn_start = _fan_out("on_turn_start")
+        on_turn_end = _fan_out("on_turn_end")
+        on_stream_start = _fan_out("on_stream_start")
+        on_stream_success = _fan_out("on_stream_success")
+        on_stream_failure = _fan_out("on_stream_failure")
+        on_response = _fan_out("on_response")
+        on_text_delta = _fan_out("on_text_delta")
+        on_thinking_delta = _fan_out("on_thinking_delta")
+        on_tool_call_received = _fan_out("on_tool_call_received")
+        on_tool_pre = _fan_out("on_tool_pre")
+        on_tool_post = _fan_out("on_tool_post")
+        on_compaction = _fan_out("on_compaction")
+        on_fallback = _fan_out("on_fallback")
+        on_model_switched = _fan_out("on_model_switched")
+        on_loop_detected = _fan_out("on_loop_detected")
+        on_convergence_detected = _fan_out("on_convergence_detected")
+        on_suspended = _fan_out("on_suspended")
+        on_sleep = _fan_out("on_sleep")
