@@ -10,10 +10,11 @@ building a context only when some observer listens.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -99,6 +100,14 @@ class _ToolResult:
     park: Suspend | Sleep | None = None
     call: ToolCallPart | None = None
     attempt: int = 0
+
+
+@dataclass(slots=True)
+class _TurnState:
+    turn: int
+    ok: bool = False
+    error: LoopError | None = None
+    usage: Usage | None = None
 
 
 @dataclass(slots=True)
@@ -268,40 +277,49 @@ class RunDriver:
                                if isinstance(m, UserMessage)), "")
         return self.query
 
-    async def _turn(self, model: str) -> None:
+    @contextlib.contextmanager
+    def _open_turn(self) -> Iterator[_TurnState]:
+        """Bracket a turn: ``on_turn_start`` now, exactly one ``on_turn_end`` however it ends.
+
+        The body records success, error and usage on the state it is given; an
+        exception escaping the body becomes the turn's error and goes on up.
+        """
         em = self.loop._emit
         session = self.session
-        turn = session.turn
+        state = _TurnState(session.turn)
         session.turn += 1
         started = _perf()
         if em.listens("on_turn_start"):
-            em.on_turn_start(TurnStartContext(
-                run_id=self.run_id, time_ns=_now_ns(), turn=turn, query=self._query()))
-        ok = False
-        error: LoopError | None = None
-        usage: Usage | None = None
+            em.on_turn_start(TurnStartContext(run_id=self.run_id, time_ns=_now_ns(),
+                                              turn=state.turn, query=self._query()))
         try:
-            response = await self._call_model(turn, model)
-            usage = response.usage
-            ok, error = await self._after_response(turn, response)
+            yield state
         except asyncio.CancelledError:
-            error = Cancelled("the run was cancelled")
+            state.ok, state.error = False, Cancelled("the run was cancelled")
             raise
         except LoopError as exc:
-            error = exc
+            state.ok, state.error = False, exc
             raise
         except Exception as exc:
-            error = LoopError(f"internal error: {type(exc).__name__}: {exc}")
+            state.ok = False
+            state.error = LoopError(f"internal error: {type(exc).__name__}: {exc}")
             raise
         finally:
             self.turns += 1
             if em.listens("on_turn_end"):
+                usage = state.usage
                 em.on_turn_end(TurnEndContext(
-                    run_id=self.run_id, time_ns=_now_ns(), turn=turn, success=ok, error=error,
-                    duration_ms=(_perf() - started) * 1000.0,
+                    run_id=self.run_id, time_ns=_now_ns(), turn=state.turn, success=state.ok,
+                    error=state.error, duration_ms=(_perf() - started) * 1000.0,
                     input_tokens=usage.input_tokens if usage else 0,
                     output_tokens=usage.output_tokens if usage else 0,
                 ))
+
+    async def _turn(self, model: str) -> None:
+        with self._open_turn() as state:
+            response = await self._call_model(state.turn, model)
+            state.usage = response.usage
+            state.ok, state.error = await self._after_response(state.turn, response)
 
     async def _after_response(
         self, turn: int, response: _Response
@@ -659,37 +677,15 @@ class RunDriver:
     async def _resume_turn(self, calls: list[ParkedCall],
                            results: list[ToolResultMessage | None], slots: dict[str, int]) -> None:
         """A turn made only of re-running parked calls (no model call)."""
-        em = self.loop._emit
-        session = self.session
-        turn = session.turn
-        session.turn += 1
-        started = _perf()
-        if em.listens("on_turn_start"):
-            em.on_turn_start(TurnStartContext(run_id=self.run_id, time_ns=_now_ns(), turn=turn,
-                                              query=self._query()))
-        ok = False
-        error: LoopError | None = None
-        try:
-            outcomes = await self._tool_phase(turn, [Checkpoint.part(c) for c in calls],
+        with self._open_turn() as state:
+            outcomes = await self._tool_phase(state.turn, [Checkpoint.part(c) for c in calls],
                                               received=False,
                                               attempts=[c.attempt + 1 for c in calls])
             for call, outcome in zip(calls, outcomes, strict=True):
                 if outcome.message is not None:
                     results[slots[call.id]] = outcome.message
-            self._park(turn, outcomes, wave_results=results)
-            ok = True
-        except asyncio.CancelledError:
-            error = Cancelled("the run was cancelled")
-            raise
-        except LoopError as exc:
-            error = exc
-            raise
-        finally:
-            self.turns += 1
-            if em.listens("on_turn_end"):
-                em.on_turn_end(TurnEndContext(run_id=self.run_id, time_ns=_now_ns(), turn=turn,
-                                              success=ok, error=error,
-                                              duration_ms=(_perf() - started) * 1000.0))
+            self._park(state.turn, outcomes, wave_results=results)
+            state.ok = True
 
     @staticmethod
     def _wave_ids(checkpoint: Checkpoint) -> list[str]:
