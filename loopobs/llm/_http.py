@@ -27,6 +27,7 @@ import contextlib
 import email.utils
 import json
 import math
+import os
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
@@ -341,17 +342,17 @@ class HttpModelClient:
         api_key: str | None,
         http_client: httpx.AsyncClient | None,
         timeout: httpx.Timeout | float | None,
-        default_timeout: httpx.Timeout,
         provider: str,
         extra_headers: Mapping[str, str] | None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.provider = provider
-        self._api_key = api_key or None
+        # An explicit key wins; None means "read the provider's environment variable".
+        self._api_key = (api_key if api_key is not None else os.environ.get(self.key_env)) or None
         self._extra_headers = dict(extra_headers or {})
         self._owns_http = http_client is None
         self._http = (
-            http_client if http_client is not None else httpx.AsyncClient(timeout=default_timeout)
+            http_client if http_client is not None else httpx.AsyncClient(timeout=DEFAULT_TIMEOUT)
         )
         self._timeout = timeout
 

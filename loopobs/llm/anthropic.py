@@ -35,7 +35,6 @@ thinking works together with tool use.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -63,7 +62,6 @@ from loopobs.core.model import (
     UserMessage,
 )
 from loopobs.llm._http import (
-    DEFAULT_TIMEOUT,
     HttpModelClient,
     error_for_status,
     quote,
@@ -123,10 +121,9 @@ class AnthropicClient(HttpModelClient):
     ) -> None:
         super().__init__(
             base_url=base_url,
-            api_key=api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY"),
+            api_key=api_key,
             http_client=http_client,
             timeout=timeout,
-            default_timeout=DEFAULT_TIMEOUT,
             provider=provider,
             extra_headers=extra_headers,
         )

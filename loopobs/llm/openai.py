@@ -33,7 +33,6 @@ Only choice 0 is read: the loop asks for one completion.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -58,7 +57,6 @@ from loopobs.core.model import (
     UserMessage,
 )
 from loopobs.llm._http import (
-    DEFAULT_TIMEOUT,
     HttpModelClient,
     error_for_status,
     quote,
@@ -102,10 +100,9 @@ class OpenAIClient(HttpModelClient):
     ) -> None:
         super().__init__(
             base_url=base_url,
-            api_key=api_key if api_key is not None else os.environ.get("OPENAI_API_KEY"),
+            api_key=api_key,
             http_client=http_client,
             timeout=timeout,
-            default_timeout=DEFAULT_TIMEOUT,
             provider=provider,
             extra_headers=extra_headers,
         )
