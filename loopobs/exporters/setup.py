@@ -59,6 +59,8 @@ class Telemetry:
     tracer_provider: trace.TracerProvider
     meter_provider: ApiMeterProvider
     enabled: bool = True
+    exporters: tuple[Any, ...] = ()
+    """The span and metric exporters configure() built (stopped if shutdown runs late)."""
     _closed: bool = field(default=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -75,9 +77,10 @@ class Telemetry:
         """End open spans, flush and close both providers, within ``timeout_s``.
 
         Returns True if everything finished in time. When the collector is down
-        or hangs, the exporters keep trying on a daemon thread, which is
-        abandoned at the deadline, so this never blocks longer than the bound.
-        Calling it again does nothing and returns True.
+        or hangs, the flush runs on a daemon thread that is abandoned at the
+        deadline, so this never blocks longer than the bound; the exporters are
+        then shut down, which stops their retries (an export already on the wire
+        ends at its own timeout). Calling it again does nothing and returns True.
         """
         with self._lock:
             if self._closed:
@@ -86,7 +89,13 @@ class Telemetry:
         atexit.unregister(self._at_exit)
         self.tracing.reset()
         self.metrics.reset()
-        return _bounded(lambda: self._close(timeout_s), timeout_s)
+        if _bounded(lambda: self._close(timeout_s), timeout_s):
+            return True
+        for exporter in self.exporters:
+            # Sets the exporter's shutdown flag and closes its transport: quick, and it
+            # ends the retry loop that would otherwise outlive this handle.
+            _bounded(exporter.shutdown, 0.5)
+        return False
 
     def _flush(self) -> None:
         for provider in (self.tracer_provider, self.meter_provider):
@@ -271,12 +280,14 @@ def configure(
             max_export_batch_size=min(512, max_queue_size),
             export_timeout_millis=export_timeout_s * 1000))
 
+    metric_exporters = [_metric_exporter(k, metric_protocol, endpoint, headers,
+                                         export_timeout_s) for k in metric_kinds]
     readers: list[MetricReader] = [
         PeriodicExportingMetricReader(
-            _metric_exporter(k, metric_protocol, endpoint, headers, export_timeout_s),
+            exporter,
             export_interval_millis=metric_export_interval_s * 1000,
             export_timeout_millis=export_timeout_s * 1000)
-        for k in metric_kinds
+        for exporter in metric_exporters
     ]
     readers.extend(metric_readers)
     meter_provider = MeterProvider(resource=resource, metric_readers=readers,
@@ -289,7 +300,8 @@ def configure(
     telemetry = Telemetry(
         TracingObserver(tracer_provider, capture_content=capture_content, turn_spans=turn_spans,
                         propagate_context=propagate_context),
-        MetricsObserver(meter_provider), tracer_provider, meter_provider)
+        MetricsObserver(meter_provider), tracer_provider, meter_provider,
+        exporters=(*exporters, *metric_exporters))
     # The SDK's own exit hooks would flush without a bound; ours keeps the bound.
     atexit.register(telemetry._at_exit)
     return telemetry
