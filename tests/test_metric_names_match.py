@@ -10,19 +10,15 @@ the ``_created`` series prometheus-client adds.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
-import pytest
+# A dev dependency: a plain import, so a missing package fails the suite instead of skipping.
+from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from prometheus_client import CollectorRegistry
 
 from loopobs import LoopObserver, ObserverSet, TurnEndContext
 from loopobs.exporters import PrometheusObserver
 from loopobs.exporters import catalog as c
 from tests import _prom_events as ev
-
-pytest.importorskip("opentelemetry.sdk.metrics")
-PrometheusMetricReader: Any = pytest.importorskip(
-    "opentelemetry.exporter.prometheus").PrometheusMetricReader
 
 
 class RaisesOnTurnEnd(LoopObserver):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 import pkgutil
 import subprocess
@@ -56,10 +55,8 @@ def test_every_public_class_of_the_contract_is_exported(module: ModuleType) -> N
 
 def test_core_module_list_includes_the_contract() -> None:
     """The import check below covers the package and every core module, the loop included."""
-    assert {"loopobs", "loopobs.core.events", "loopobs.core.errors",
-            "loopobs.core.observer"} <= set(CORE_MODULES)
-    if importlib.util.find_spec("loopobs.core.loop") is not None:
-        assert "loopobs.core.loop" in CORE_MODULES
+    assert {"loopobs", "loopobs.core.events", "loopobs.core.errors", "loopobs.core.observer",
+            "loopobs.core.loop", "loopobs.core.driver"} <= set(CORE_MODULES)
 
 
 @pytest.mark.parametrize("module", CORE_MODULES)
