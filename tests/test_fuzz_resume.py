@@ -72,7 +72,7 @@ def test_random_bytes_are_no_checkpoint(blob: bytes) -> None:
 
 @settings(max_examples=200)
 @given(field=st.sampled_from(["run_id", "session_id", "turn", "messages", "kind", "parked",
-                              "results", "input_schema", "wake_at", "trace_link", "version"]),
+                              "results", "input_schema", "wake_at", "trace_context", "version"]),
        value=json_values)
 def test_checkpoint_with_a_field_replaced_validates_or_fails_cleanly(field: str,
                                                                       value: Any) -> None:

@@ -139,8 +139,10 @@ class RunDriver:
         policy = loop._policy
         policy.verdicts[self.run_id] = []
         self.started = _perf()
-        if checkpoint is not None and checkpoint.trace_link is not None:
-            trace_links.publish(checkpoint.run_id, *checkpoint.trace_link)
+        if checkpoint is not None:
+            # The parked run's span, known again from the checkpoint (maybe in another
+            # process), so the tracing observer can link this run to it.
+            trace_links.restore(checkpoint.run_id, checkpoint.trace_context)
         if em.listens("on_run_start"):
             em.on_run_start(RunStartContext(
                 run_id=self.run_id, time_ns=_now_ns(), session_id=self.session.id,
@@ -148,8 +150,6 @@ class RunDriver:
                 resumed_from=checkpoint.run_id if checkpoint else None,
                 instructions=loop.system_prompt or "",
             ))
-        if checkpoint is not None:
-            trace_links.withdraw(checkpoint.run_id)
         try:
             if checkpoint is not None:
                 await self._resume(checkpoint, resume_input)
@@ -175,9 +175,10 @@ class RunDriver:
         assert outcome is not None
         em = self.loop._emit
         if outcome.checkpoint is not None:
-            link = trace_links.lookup(self.run_id)
-            if link is not None:
-                outcome.checkpoint = outcome.checkpoint.model_copy(update={"trace_link": link})
+            carrier = trace_links.carrier(self.run_id)
+            if carrier is not None:
+                outcome.checkpoint = outcome.checkpoint.model_copy(
+                    update={"trace_context": carrier})
         if em.listens("on_run_end"):
             em.on_run_end(RunEndContext(
                 run_id=self.run_id, time_ns=_now_ns(),

@@ -103,8 +103,8 @@ class Checkpoint(BaseModel):
     input_schema: dict[str, Any] | None = None
     suspension_kind: Literal["human", "signal"] = "human"
     wake_at: _dt.datetime | None = None
-    trace_link: tuple[str, str] | None = None
-    """Hex trace id and span id of the parked run's span, so the resumed run can link to it."""
+    trace_context: dict[str, str] | None = None
+    """W3C trace context (``traceparent``) of the parked run's span, for the resumed run's link."""
 
     @staticmethod
     def part(call: ParkedCall) -> ToolCallPart:
