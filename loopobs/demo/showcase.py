@@ -122,16 +122,14 @@ class Showcase:
                      cache_read_input_tokens=cached,
                      reasoning_output_tokens=int(base_out * 0.2))
 
-    def loop(self, steps: Sequence[Step], **kwargs: object) -> AgentLoop:
+    def loop(self, steps: Sequence[Step], *, context_window: int | None = None) -> AgentLoop:
         """An agent loop on a fresh scripted model, with the shared observers."""
         client: LlmClient = ScriptedClient(steps, chunk_size=self.rng.choice((6, 8, 12)),
                                            latency_s=self.latency_s * self.rng.uniform(0.5, 2))
-        options: dict[str, object] = {"model": "gpt-4o-mini", "tools": showcase_tools(),
-                                      "system_prompt": SYSTEM_PROMPT, "observers": self.observers,
-                                      "agent_name": self.agent_name,
-                                      "fallback_models": ["claude-haiku"]}
-        options.update(kwargs)
-        return AgentLoop(client, **options)  # type: ignore[arg-type]
+        return AgentLoop(client, model="gpt-4o-mini", tools=showcase_tools(),
+                         system_prompt=SYSTEM_PROMPT, observers=self.observers,
+                         agent_name=self.agent_name, fallback_models=["claude-haiku"],
+                         context_window=context_window)
 
     # -- scenarios ---------------------------------------------------------------------------
     async def research(self) -> list[RunResult]:
@@ -185,7 +183,7 @@ class Showcase:
                                usage=Usage(input_tokens=300 + 330 * i, output_tokens=20)))
         steps.append(Reply(text="All three cities are worth it; Faro for beaches.",
                            usage=Usage(input_tokens=600, output_tokens=30)))
-        loop = self.loop(steps, context_window=1200, compaction_threshold=0.8)
+        loop = self.loop(steps, context_window=1200)
         return [await loop.run("Summarise the three city guides.")]
 
     async def runaway(self) -> list[RunResult]:
