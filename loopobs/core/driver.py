@@ -51,6 +51,7 @@ from loopobs.core.events import (
     TextDeltaContext,
     ThinkingDeltaContext,
     ToolCallReceivedContext,
+    ToolOutcomeKind,
     ToolPostContext,
     ToolPreContext,
     TurnEndContext,
@@ -597,6 +598,7 @@ class RunDriver:
         em = self.loop._emit
         if not em.listens("on_tool_post"):
             return
+        outcome: ToolOutcomeKind
         if error is not None:
             outcome = "error"
         elif isinstance(returned, Suspend):
@@ -610,7 +612,7 @@ class RunDriver:
             result_hash=hashing.result_hash(text) if text else None, is_error=error is not None,
             duration_ms=(_perf() - started) * 1000.0,
             display_hint=returned.display_hint if isinstance(returned, Output) else None,
-            attempt=attempt, outcome=outcome, error=error, result=text,  # type: ignore[arg-type]
+            attempt=attempt, outcome=outcome, error=error, result=text,
         ))
 
     # -- parking and resuming ----------------------------------------------------------------

@@ -51,6 +51,7 @@ __all__ = [
     "TextDeltaContext",
     "ThinkingDeltaContext",
     "ToolCallReceivedContext",
+    "ToolOutcomeKind",
     "ToolPostContext",
     "ToolPreContext",
     "TurnEndContext",
