@@ -196,6 +196,7 @@ class MetricsObserver(LoopObserver):
         self._token_usage.record(ctx.output_tokens,
                                  {**attrs, c.GEN_AI_TOKEN_TYPE: c.TOKEN_OUTPUT})
         tokens = {k: v for k, v in attrs.items() if k != c.GEN_AI_OPERATION_NAME}
+        tokens.update(self._agent(ctx.run_id))
         for kind, count in (
             (c.TOKEN_INPUT, ctx.input_tokens),
             (c.TOKEN_OUTPUT, ctx.output_tokens),
@@ -212,7 +213,7 @@ class MetricsObserver(LoopObserver):
         attrs[c.ERROR_TYPE] = self._v(c.ERROR_TYPE, type(ctx.error).__name__)
         self._op_duration.record(ctx.duration_ms / 1000, attrs)
         del attrs[c.GEN_AI_OPERATION_NAME]
-        self._stream_failures.add(1, attrs)
+        self._stream_failures.add(1, {**attrs, **self._agent(ctx.run_id)})
 
     # -- tools ----------------------------------------------------------------------------
     def on_tool_post(self, ctx: ToolPostContext) -> None:
@@ -225,7 +226,8 @@ class MetricsObserver(LoopObserver):
         self._tool_duration.record(ctx.duration_ms / 1000, duration)
         self._tool_calls.add(1, {c.GEN_AI_TOOL_NAME: tool,
                                  c.LOOPOBS_TOOL_OUTCOME: self._v(c.LOOPOBS_TOOL_OUTCOME,
-                                                                 ctx.outcome)})
+                                                                 ctx.outcome),
+                                 **self._agent(ctx.run_id)})
 
     # -- loop control ---------------------------------------------------------------------
     def _from_to(self, from_model: str, to_model: str) -> dict[str, str]:

@@ -358,16 +358,21 @@ class PrometheusObserver(LoopObserver):
                 ctx.time_to_first_token_ms / 1000.0, ex
             )
         tokens = self._tokens
-        tokens.child(provider, model, c.TOKEN_INPUT).inc(ctx.input_tokens, ex)
-        tokens.child(provider, model, c.TOKEN_OUTPUT).inc(ctx.output_tokens, ex)
+        agent = self._agents.get(ctx.run_id, _ABSENT)
+        tokens.child(provider, model, c.TOKEN_INPUT, agent).inc(ctx.input_tokens, ex)
+        tokens.child(provider, model, c.TOKEN_OUTPUT, agent).inc(ctx.output_tokens, ex)
         if ctx.cache_read_input_tokens:
-            tokens.child(provider, model, c.TOKEN_CACHE_READ).inc(ctx.cache_read_input_tokens, ex)
+            tokens.child(provider, model, c.TOKEN_CACHE_READ, agent).inc(
+                ctx.cache_read_input_tokens, ex
+            )
         if ctx.cache_write_input_tokens:
-            tokens.child(provider, model, c.TOKEN_CACHE_WRITE).inc(
+            tokens.child(provider, model, c.TOKEN_CACHE_WRITE, agent).inc(
                 ctx.cache_write_input_tokens, ex
             )
         if ctx.reasoning_output_tokens:
-            tokens.child(provider, model, c.TOKEN_REASONING).inc(ctx.reasoning_output_tokens, ex)
+            tokens.child(provider, model, c.TOKEN_REASONING, agent).inc(
+                ctx.reasoning_output_tokens, ex
+            )
 
     def on_stream_failure(self, ctx: StreamFailureContext) -> None:
         """Record the failed attempt's duration (with ``error_type``) and count the failure."""
@@ -377,7 +382,8 @@ class PrometheusObserver(LoopObserver):
         self._op_duration.child(c.OP_CHAT, provider, model, err).observe(
             ctx.duration_ms / 1000.0, self._exemplar(ctx.run_id)
         )
-        self._stream_failures.child(provider, model, err).inc()
+        self._stream_failures.child(provider, model, err,
+                                    self._agents.get(ctx.run_id, _ABSENT)).inc()
 
     # -- tools --------------------------------------------------------------------------------
     def on_tool_post(self, ctx: ToolPostContext) -> None:
@@ -387,7 +393,8 @@ class PrometheusObserver(LoopObserver):
         self._tool_duration.child(tool, err).observe(
             ctx.duration_ms / 1000.0, self._exemplar(ctx.run_id)
         )
-        self._tool_calls.child(tool, self._b_outcome(ctx.outcome)).inc()
+        self._tool_calls.child(tool, self._b_outcome(ctx.outcome),
+                               self._agents.get(ctx.run_id, _ABSENT)).inc()
 
     # -- loop control -------------------------------------------------------------------------
     def on_compaction(self, ctx: CompactedContext) -> None:
