@@ -59,7 +59,8 @@ def assert_run_figures(obs: PrometheusObserver, n: int) -> None:
     assert value(obs, tok, **M2, **AG, gen_ai_token_type="output") == n * ev.OUTPUT_TOKENS
     assert value(obs, tok, **M2, **AG, gen_ai_token_type="cache_read") == n * ev.CACHE_READ_TOKENS
     assert value(obs, tok, **M2, **AG, gen_ai_token_type="reasoning") == n * ev.REASONING_TOKENS
-    assert value(obs, tok, **M2, **AG, gen_ai_token_type="cache_write") is None  # zero: not recorded
+    # zero: not recorded
+    assert value(obs, tok, **M2, **AG, gen_ai_token_type="cache_write") is None
     assert sum(value(obs, tok, **M2, **AG, gen_ai_token_type=t) or 0 for t in (
         "input", "output", "cache_read", "cache_write", "reasoning")) == n * ev.TOKENS_PER_RUN
 
