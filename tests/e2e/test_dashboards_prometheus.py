@@ -323,6 +323,13 @@ def test_every_alert_rule_evaluates(prometheus: Prometheus) -> None:
     unhealthy = {name: (r["health"], r.get("lastError")) for name, r in evaluated.items()
                  if r["health"] != "ok" or r.get("lastError")}
     assert unhealthy == {}
+    # Meta-monitoring against the real scrape: the demo's job exists and is up, and this
+    # Prometheus scrapes no Collector, so only the Collector-absent alert is on its way.
+    states = {name: r["state"] for name, r in evaluated.items() if r["type"] == "alerting"}
+    assert states["LoopobsCollectorAbsent"] == "pending"
+    for name in ("LoopobsMetricsTargetDown", "LoopobsMetricsTargetAbsent",
+                 "LoopobsCollectorDown"):
+        assert states[name] == "inactive", name
 
 
 def test_exemplar_panels_get_trace_ids(prometheus: Prometheus, otlp_sink: _OtlpSink) -> None:
