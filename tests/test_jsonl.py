@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import enum
 import io
 import json
 import threading
@@ -121,6 +122,8 @@ def _for_type(hint: Any) -> st.SearchStrategy[Any]:
     }
     if hint in simple:
         return simple[hint]
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return st.sampled_from(list(hint))
     origin = typing.get_origin(hint)
     if origin is typing.Literal:
         return st.sampled_from(typing.get_args(hint))

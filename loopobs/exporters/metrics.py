@@ -25,15 +25,15 @@ from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Observation
 
 from loopobs.core.events import (
-    CompactedContext,
+    CompactionContext,
     ConvergenceDetectedContext,
     FallbackContext,
     LoopDetectedContext,
     ModelSwitchedContext,
     RunEndContext,
     RunStartContext,
-    StreamContext,
     StreamFailureContext,
+    StreamSuccessContext,
     ToolPostContext,
     TurnEndContext,
 )
@@ -186,7 +186,7 @@ class MetricsObserver(LoopObserver):
         self._turns.add(1, self._agent(ctx.run_id))
 
     # -- model calls ----------------------------------------------------------------------
-    def on_stream_success(self, ctx: StreamContext) -> None:
+    def on_stream_success(self, ctx: StreamSuccessContext) -> None:
         """Duration, time to first chunk, token usage (histogram and ``loopobs.tokens``)."""
         attrs = self._model_attrs(ctx.provider, ctx.model)
         self._op_duration.record(ctx.duration_ms / 1000, attrs)
@@ -240,7 +240,7 @@ class MetricsObserver(LoopObserver):
         """``loopobs.model_switches`` +1 by from/to model."""
         self._model_switches.add(1, self._from_to(ctx.from_model, ctx.to_model))
 
-    def on_compaction(self, ctx: CompactedContext) -> None:
+    def on_compaction(self, ctx: CompactionContext) -> None:
         """``loopobs.compactions`` +1 and ``loopobs.compaction.tokens_saved``, by reason."""
         attrs = {c.LOOPOBS_COMPACTION_REASON: self._v(c.LOOPOBS_COMPACTION_REASON, ctx.reason)}
         self._compactions.add(1, attrs)
@@ -269,11 +269,15 @@ class MetricsObserver(LoopObserver):
         with self._lock:
             self._seen.clear()
 
-    def force_flush(self, timeout_s: float | None = None) -> None:
-        """Flush the meter provider, if it is an SDK provider this observer was given."""
+    def force_flush(self, timeout_s: float | None = None) -> bool:
+        """Flush the meter provider, if it is an SDK provider this observer was given.
+
+        Returns False when the provider reports it could not flush in time.
+        """
         flush = getattr(self._provider, "force_flush", None)
-        if flush is not None:
-            flush(int((30.0 if timeout_s is None else timeout_s) * 1000))
+        if flush is None:
+            return True
+        return flush(int((30.0 if timeout_s is None else timeout_s) * 1000)) is not False
 
 
 def _create(meter: metrics.Meter, spec: MetricSpec) -> Any:

@@ -17,7 +17,7 @@ as ``_other`` and each such event is counted in
 ``loopobs_label_overflow_total{loopobs_label="<label name>"}``.
 
 Exemplars: when a ``TracingObserver`` traces the run (see
-:mod:`loopobs.exporters.trace_links`), token and duration samples carry the
+:mod:`loopobs.core.trace_links`), token and duration samples carry the
 run's ``trace_id`` and root ``span_id`` (visible in the OpenMetrics format).
 
 Multi-process: with ``PROMETHEUS_MULTIPROC_DIR`` set before ``prometheus_client``
@@ -38,23 +38,23 @@ from uuid import UUID
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client import values as _prom_values
 
+from loopobs.core import trace_links
 from loopobs.core.errors import LoopError
 from loopobs.core.events import (
-    CompactedContext,
+    CompactionContext,
     ConvergenceDetectedContext,
     FallbackContext,
     LoopDetectedContext,
     ModelSwitchedContext,
     RunEndContext,
     RunStartContext,
-    StreamContext,
     StreamFailureContext,
+    StreamSuccessContext,
     ToolPostContext,
     TurnEndContext,
 )
 from loopobs.core.observer import LoopObserver, ObserverSet
 from loopobs.exporters import catalog as c
-from loopobs.exporters import trace_links
 
 __all__ = ["BoundedLabel", "PrometheusObserver", "multiprocess_enabled"]
 
@@ -342,7 +342,7 @@ class PrometheusObserver(LoopObserver):
         self._turns.child(self._agents.get(ctx.run_id, _ABSENT)).inc()
 
     # -- model calls --------------------------------------------------------------------------
-    def on_stream_success(self, ctx: StreamContext) -> None:
+    def on_stream_success(self, ctx: StreamSuccessContext) -> None:
         """Record the call's tokens, duration and time to first chunk."""
         provider = self._b_provider(ctx.provider)
         model = self._b_model(ctx.model)
@@ -390,7 +390,7 @@ class PrometheusObserver(LoopObserver):
         self._tool_calls.child(tool, self._b_outcome(ctx.outcome)).inc()
 
     # -- loop control -------------------------------------------------------------------------
-    def on_compaction(self, ctx: CompactedContext) -> None:
+    def on_compaction(self, ctx: CompactionContext) -> None:
         """Count the compaction and the tokens it saved."""
         reason = self._b_reason(ctx.reason)
         self._compactions.child(reason).inc()
