@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from loopobs.core import compaction, driver, model_call, parking, tool_phase
 from loopobs import (
     AgentLoop,
     LoopObserver,
@@ -18,6 +17,7 @@ from loopobs import (
     SessionBusy,
     ToolPreContext,
 )
+from loopobs.core import compaction, driver, model_call, parking, tool_phase
 from loopobs.core.events import CONTEXT_TYPES, RunStartContext, TurnStartContext
 from loopobs.core.model import UserMessage
 from loopobs.llm import Reply, ScriptedClient, ToolCall

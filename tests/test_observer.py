@@ -393,7 +393,8 @@ def test_shutdown_and_flush_reach_everyone_and_report_together(method: str) -> N
     for member in (first, last):
         name, timeout = member.calls[-1]
         assert name == method
-        assert timeout is not None and 0.0 <= timeout <= 2.0
+        assert timeout is not None
+        assert 0.0 <= timeout <= 2.0
 
 
 @pytest.mark.parametrize("method", ["shutdown", "force_flush", "reset"])
@@ -687,10 +688,8 @@ class _SlowFlush(LoopObserver):
 
 def test_force_flush_shares_one_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each member gets what is left of one deadline, not the whole timeout again."""
-    import loopobs.core.observer as observer_module
-
     clock = _Clock()
-    monkeypatch.setattr(observer_module.time, "monotonic", clock)
+    monkeypatch.setattr("loopobs.core.observer.time.monotonic", clock)
     first, second, third = _SlowFlush(clock, 1.5), _SlowFlush(clock, 1.0), _SlowFlush(clock, 0)
     assert ObserverSet([first, second, third]).force_flush(2.0) is False
     assert first.given == [2.0]
@@ -700,10 +699,8 @@ def test_force_flush_shares_one_deadline(monkeypatch: pytest.MonkeyPatch) -> Non
 
 def test_force_flush_says_whether_everything_flushed(monkeypatch: pytest.MonkeyPatch) -> None:
     """True when all members flushed in time; False when one reports it could not."""
-    import loopobs.core.observer as observer_module
-
     clock = _Clock()
-    monkeypatch.setattr(observer_module.time, "monotonic", clock)
+    monkeypatch.setattr("loopobs.core.observer.time.monotonic", clock)
     assert ObserverSet([_SlowFlush(clock, 0.5), _SlowFlush(clock, 0.5, True)]).force_flush(2.0)
     assert ObserverSet([_SlowFlush(clock, 0)]).force_flush() is True
     refused = ObserverSet([_SlowFlush(clock, 0, False), _SlowFlush(clock, 0)])

@@ -10,6 +10,7 @@ import sys
 import typing
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -115,7 +116,7 @@ def test_import_loopobs_loads_neither_exporters_nor_clients() -> None:
 def test_private_helpers_stay_in_their_module() -> None:
     """No module of the package imports another module's ``_private`` name."""
     root = Path(loopobs.__path__[0])
-    offenders = []
+    offenders: list[str] = []
     for path in sorted(root.rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
@@ -134,7 +135,7 @@ def test_every_type_in_a_public_signature_is_exported() -> None:
         value = getattr(loopobs, name)
         if not (inspect.isclass(value) or inspect.isfunction(value)):
             continue
-        members = [value]
+        members: list[Any] = [value]
         if inspect.isclass(value):
             members += [m for n, m in vars(value).items()
                         if inspect.isfunction(m) and not n.startswith("_")]
