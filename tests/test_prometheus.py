@@ -271,7 +271,7 @@ def test_repeated_label_sets_reuse_cached_children(
     """After the first event, the same labels never go through ``.labels()`` again."""
     ev.emit_run(obs)
     calls: list[Any] = []
-    metric = obs._tool_calls.metric
+    metric = obs._families[c.TOOL_CALLS.name].metric
     original = metric.labels
 
     def counting(*args: Any, **kwargs: Any) -> Any:

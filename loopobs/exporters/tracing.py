@@ -581,7 +581,7 @@ class TracingObserver(LoopObserver):
                     run.history[index] = message
             span.set_attributes(attrs)
             if ctx.is_error:
-                _fail(span, ctx.error, None if ctx.error is not None else "ToolError")
+                _fail(span, ctx.error, None if ctx.error is not None else c.ERROR_TYPE_TOOL)
         span.end(end_time=ctx.time_ns)
 
     # -- span events -----------------------------------------------------------------------
