@@ -12,7 +12,9 @@ bookkeeping; the detector notes it carried are then spent.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,7 +52,7 @@ from loopobs.core.model import (
 from loopobs.core.run import Session
 from loopobs.core.runtime import RunDeps, now_ns, perf
 
-__all__ = ["ModelCall", "ModelResponse", "note_model"]
+__all__ = ["ModelCall", "ModelResponse", "distinct_call_ids", "note_model"]
 
 
 @dataclass(slots=True)
@@ -64,6 +66,31 @@ class ModelResponse:
     usage: Usage | None
     """As the provider reported it; None when it reported nothing."""
     blocks: tuple[ThinkingBlock, ...] = ()
+
+
+def distinct_call_ids(calls: Sequence[ToolCallPart]) -> list[ToolCallPart]:
+    """``calls`` with every id unique within the response.
+
+    A model may send the same id twice (or reuse an empty one); the loop's events,
+    spans and results are paired by id, so a repeat gets ``<id>_<n>``, with the
+    lowest ``n`` that no call of the response uses. The first call keeps its id,
+    and the renamed id is the one the conversation carries back to the model.
+    """
+    taken = {call.id for call in calls}
+    if len(taken) == len(calls):
+        return list(calls)
+    seen: set[str] = set()
+    distinct: list[ToolCallPart] = []
+    for call in calls:
+        if call.id in seen:
+            n = 2
+            while f"{call.id}_{n}" in taken:
+                n += 1
+            call = dataclasses.replace(call, id=f"{call.id}_{n}")
+            taken.add(call.id)
+        seen.add(call.id)
+        distinct.append(call)
+    return distinct
 
 
 def note_model(deps: RunDeps, run_id: uuid.UUID, session: Session, model: str) -> None:
@@ -211,7 +238,7 @@ class ModelCall:
                                            text=response_text, usage=usage,
                                            tool_calls=len(calls)))
         return ModelResponse(response_text, "".join(thinking) if thinking is not None else None,
-                             calls, usage, tuple(blocks))
+                             distinct_call_ids(calls), usage, tuple(blocks))
 
     def _failed(self, turn: int, model: str, provider: str, attempt: int,
                 started: float, error: LoopError) -> None:
