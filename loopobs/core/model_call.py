@@ -82,14 +82,15 @@ def distinct_call_ids(calls: Sequence[ToolCallPart]) -> list[ToolCallPart]:
     seen: set[str] = set()
     distinct: list[ToolCallPart] = []
     for call in calls:
+        kept = call
         if call.id in seen:
             n = 2
             while f"{call.id}_{n}" in taken:
                 n += 1
-            call = dataclasses.replace(call, id=f"{call.id}_{n}")
-            taken.add(call.id)
-        seen.add(call.id)
-        distinct.append(call)
+            kept = dataclasses.replace(call, id=f"{call.id}_{n}")
+            taken.add(kept.id)
+        seen.add(kept.id)
+        distinct.append(kept)
     return distinct
 
 
