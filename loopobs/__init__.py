@@ -31,6 +31,7 @@ from loopobs.core.errors import (
     ToolExecutionError,
     ToolNotFound,
     ToolTimeout,
+    ToolWorkersExhausted,
 )
 from loopobs.core.events import (
     CONTEXT_TYPES,
@@ -173,6 +174,7 @@ __all__ = [
     "ToolResultMessage",
     "ToolReturn",
     "ToolTimeout",
+    "ToolWorkersExhausted",
     "TruncatingCompactor",
     "TurnEndContext",
     "TurnStartContext",

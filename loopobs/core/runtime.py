@@ -19,6 +19,7 @@ from loopobs.core.observer import ObserverSet
 from loopobs.core.policy import RunPolicy
 from loopobs.core.tools import Tool
 from loopobs.core.trace_links import TraceLinks
+from loopobs.core.workers import ToolWorkers
 
 __all__ = ["LoopSettings", "RunDeps", "now_ns", "perf"]
 
@@ -53,6 +54,8 @@ class RunDeps:
     policy: RunPolicy
     compactor: Compactor
     links: TraceLinks
+    workers: ToolWorkers
+    """Threads for sync tools, the loop's own."""
     settings: LoopSettings
     model: Callable[[], str]
     """The model for the next call."""
