@@ -27,6 +27,7 @@ from loopobs import (
     HookName,
     LoopError,
     ObserverSet,
+    RateLimited,
     SleepContext,
     ToolCallReceivedContext,
     Usage,
@@ -82,6 +83,9 @@ ERROR_FIELDS: dict[str, st.SearchStrategy[Any]] = {
     "pattern": TEXT,
     "session_id": TEXT,
     "wake_at": AWARE_DATETIMES,
+    # each attempt's error of a FallbackExhausted: errors of the simple kinds
+    "failures": st.lists(st.builds(RateLimited, TEXT, retry_after=st.none() | FLOATS,
+                                   status_code=st.none() | INTS), max_size=2),
 }
 
 
