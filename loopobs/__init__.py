@@ -14,6 +14,7 @@ from loopobs.core.compaction import Compactor, TruncatingCompactor, estimate_tok
 from loopobs.core.detectors import ConvergenceDetector, RepetitionDetector
 from loopobs.core.errors import (
     Cancelled,
+    CheckpointAlreadyResumed,
     ContextExceeded,
     FallbackExhausted,
     InvalidResumeInput,
@@ -67,7 +68,7 @@ from loopobs.core.events import (
     TurnStartContext,
     Usage,
 )
-from loopobs.core.loop import AgentLoop
+from loopobs.core.loop import AgentLoop, ClaimHook
 from loopobs.core.model import (
     AssistantMessage,
     Finish,
@@ -102,6 +103,8 @@ __all__ = [
     "CONTEXT_TYPES",
     "Cancelled",
     "Checkpoint",
+    "CheckpointAlreadyResumed",
+    "ClaimHook",
     "CompactionContext",
     "Compactor",
     "ContextExceeded",

@@ -14,6 +14,7 @@ import loopobs
 from loopobs.core import errors
 from loopobs.core.errors import (
     Cancelled,
+    CheckpointAlreadyResumed,
     ContextExceeded,
     FallbackExhausted,
     InvalidResumeInput,
@@ -52,6 +53,7 @@ SAMPLES: dict[type[LoopError], LoopError] = {
     ToolExecutionError: ToolExecutionError("disk full", tool="write", error_type="OSError"),
     ToolTimeout: ToolTimeout(tool="slow", timeout_s=2.5),
     ToolWorkersExhausted: ToolWorkersExhausted(tool="slow", workers=4),
+    CheckpointAlreadyResumed: CheckpointAlreadyResumed(run_id="6f1c2b7e"),
     ContextExceeded: ContextExceeded(used=130_000, limit=128_000),
     MaxTurnsExceeded: MaxTurnsExceeded(max_turns=12),
     LoopDetected: LoopDetected(pattern="search×5"),

@@ -82,6 +82,7 @@ ERROR_FIELDS: dict[str, st.SearchStrategy[Any]] = {
     "max_turns": INTS,
     "pattern": TEXT,
     "session_id": TEXT,
+    "run_id": TEXT,
     "wake_at": AWARE_DATETIMES,
     # each attempt's error of a FallbackExhausted: errors of the simple kinds
     "failures": st.lists(st.builds(RateLimited, TEXT, retry_after=st.none() | FLOATS,

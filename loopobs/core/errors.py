@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Cancelled",
+    "CheckpointAlreadyResumed",
     "ContextExceeded",
     "FallbackExhausted",
     "InvalidResumeInput",
@@ -463,6 +464,22 @@ class InvalidResumeInput(ResumeError):
         errors = tuple(errors)
         super().__init__(message or f"resume input is invalid: {'; '.join(errors)}")
         self.errors = errors
+
+
+class CheckpointAlreadyResumed(ResumeError):
+    """The checkpoint of run ``run_id`` was already resumed (here, or where a claim hook says).
+
+    A checkpoint resumes at most once, so a parked call's side effects happen once.
+    """
+
+    _fields: ClassVar[tuple[str, ...]] = ("run_id",)
+
+    def __init__(self, message: str = "", *, run_id: str = "") -> None:
+        super().__init__(
+            message or f"the checkpoint of run {run_id} was already resumed; "
+            "a checkpoint resumes once"
+        )
+        self.run_id = run_id
 
 
 class NotYetAwake(ResumeError):
