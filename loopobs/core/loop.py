@@ -241,12 +241,9 @@ class AgentLoop:
         if checkpoint.kind == "suspend":
             validator_cls = jsonschema.validators.validator_for(checkpoint.input_schema or {})
             validator = validator_cls(checkpoint.input_schema or {})
-            errors = sorted(
-                (f"{'/'.join(str(p) for p in e.absolute_path) or '(input)'}: {e.message}"
-                 for e in validator.iter_errors(input)),
-            )
-            if errors:
-                raise InvalidResumeInput(errors=errors)
+            invalid = InvalidResumeInput.from_schema_errors(validator.iter_errors(input))
+            if invalid is not None:
+                raise invalid
         else:
             assert checkpoint.wake_at is not None
             current = now or _dt.datetime.now(_dt.timezone.utc)
