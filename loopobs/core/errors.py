@@ -105,30 +105,34 @@ def redact(text: str, secret: str | None) -> str:
     """
     if not secret or not text:
         return text
+    spans: list[tuple[int, int]] = []
     for form in _secret_forms(secret):
-        text = _mask(text, form)
-    return text
-
-
-def _mask(text: str, form: str) -> str:
-    if len(form) < MIN_SECRET_PREFIX:
-        return text.replace(form, REDACTED)
-    head = form[:MIN_SECRET_PREFIX]
-    at = text.find(head)
-    if at < 0:
+        if len(form) < MIN_SECRET_PREFIX:
+            text = text.replace(form, REDACTED)
+            continue
+        head = form[:MIN_SECRET_PREFIX]
+        at = text.find(head)
+        while at >= 0:
+            end = at + MIN_SECRET_PREFIX
+            limit = min(len(text), at + len(form))
+            while end < limit and text[end] == form[end - at]:
+                end += 1
+            spans.append((at, end))
+            at = text.find(head, at + 1)
+    if not spans:
         return text
+    # Overlapping matches of different forms mask their union.
     out: list[str] = []
-    start = 0
-    while at >= 0:
-        end = at + MIN_SECRET_PREFIX
-        limit = min(len(text), at + len(form))
-        while end < limit and text[end] == form[end - at]:
-            end += 1
-        out.append(text[start:at])
-        out.append(REDACTED)
-        start = end
-        at = text.find(head, start)
-    out.append(text[start:])
+    done = 0
+    spans.sort()
+    start, end = spans[0]
+    for s, e in spans[1:]:
+        if s <= end:
+            end = max(end, e)
+            continue
+        out += [text[done:start], REDACTED]
+        done, (start, end) = end, (s, e)
+    out += [text[done:start], REDACTED, text[end:]]
     return "".join(out)
 
 

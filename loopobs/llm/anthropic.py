@@ -43,7 +43,6 @@ import httpx
 
 from loopobs.core.errors import ModelError, StreamError, redact, shorten
 from loopobs.core.events import Usage
-from loopobs.core.token_counts import plausible_token_count
 from loopobs.core.model import (
     AssistantMessage,
     Finish,
@@ -62,6 +61,7 @@ from loopobs.core.model import (
     UsageReport,
     UserMessage,
 )
+from loopobs.core.token_counts import plausible_token_count
 from loopobs.llm._http import (
     DEFAULT_DEADLINE,
     DEFAULT_MAX_LINE_CHARS,

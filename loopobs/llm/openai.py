@@ -41,7 +41,6 @@ import httpx
 
 from loopobs.core.errors import ModelError, RateLimited, StreamError, redact, shorten
 from loopobs.core.events import Usage
-from loopobs.core.token_counts import plausible_token_count
 from loopobs.core.model import (
     AssistantMessage,
     Finish,
@@ -57,6 +56,7 @@ from loopobs.core.model import (
     UsageReport,
     UserMessage,
 )
+from loopobs.core.token_counts import plausible_token_count
 from loopobs.llm._http import (
     DEFAULT_DEADLINE,
     DEFAULT_MAX_LINE_CHARS,
