@@ -306,7 +306,7 @@ def _endless(piece: bytes, every: float, head: bytes = b"") -> Handler:
 
 async def test_keep_alive_comments_forever_end_at_the_deadline() -> None:
     client = _client(_endless(b": keep-alive\n\n", 0.01), deadline=0.2)
-    with pytest.raises(StreamError, match="deadline of 0.2s") as info:
+    with pytest.raises(StreamError, match=r"deadline of 0\.2s") as info:
         await _collect(client)
     assert info.value.retryable
 
@@ -326,7 +326,7 @@ async def test_a_server_that_never_answers_ends_at_the_deadline() -> None:
 
     client = OpenAIClient(api_key=KEY, deadline=0.1,
                           http_client=httpx.AsyncClient(transport=httpx.MockTransport(never)))
-    with pytest.raises(ModelError, match="no response .* within the deadline") as info:
+    with pytest.raises(ModelError, match=r"no response .* within the deadline") as info:
         await _collect(client)
     assert info.value.retryable
     assert not isinstance(info.value, StreamError)
@@ -460,3 +460,31 @@ async def test_an_unencodable_request_body_is_a_clear_model_error() -> None:
     with pytest.raises(ModelError, match="cannot build the request") as info:
         _ = [e async for e in client.stream(request)]
     assert not info.value.retryable
+
+
+async def test_an_absurd_count_from_any_client_never_poisons_metric_export(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A custom client reporting ``2**64`` tokens: the run counts it as unknown, and every
+    later OTLP metric export still encodes (one bad count used to break them all)."""
+    from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from loopobs.exporters.metrics import MetricsObserver
+    from loopobs.llm import Reply, ScriptedClient
+
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    client = ScriptedClient([Reply(text="a", usage=Usage(input_tokens=2**64, output_tokens=3)),
+                             Reply(text="b", usage=Usage(input_tokens=10, output_tokens=2))])
+    loop = AgentLoop(client, model="m", observers=[MetricsObserver(provider)], detectors=[])
+    with caplog.at_level(logging.WARNING, logger="loopobs.usage"):
+        first = await loop.run("q")
+    assert first.usage == Usage(input_tokens=0, output_tokens=3)
+    assert "implausible token counts (input_tokens)" in caplog.text
+    encode_metrics(reader.get_metrics_data())
+    second = await loop.run("q")
+    assert second.usage == Usage(input_tokens=10, output_tokens=2)
+    encode_metrics(reader.get_metrics_data())
+    provider.shutdown()

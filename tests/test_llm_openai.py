@@ -150,7 +150,8 @@ async def test_invalid_json_is_a_stream_error_describing_the_line_without_quotin
     message = str(info.value)
     assert "invalid JSON" in message
     assert "at offset 97 of a 102-char payload, sha256 " in message
-    assert "content" not in message and "wor" not in message
+    assert "content" not in message
+    assert "wor" not in message
     assert info.value.retryable
     assert info.value.provider == "openai"
 

@@ -74,6 +74,7 @@ from loopobs.core.model import (
     UserMessage,
 )
 from loopobs.core.run import Checkpoint, ParkedCall, RunResult, RunStatus, Session
+from loopobs.core.token_counts import plausible_usage
 from loopobs.core.tools import Output, Sleep, Suspend, Tool, ToolReturn, render_result
 from loopobs.exporters import trace_links
 
@@ -451,7 +452,7 @@ class RunDriver:
                     elif isinstance(event, ThinkingBlockReady):
                         blocks.append(event.block)
                     elif isinstance(event, UsageReport):
-                        usage = event.usage
+                        usage, _ = plausible_usage(event.usage)
                     elif isinstance(event, Finish):
                         finish = event
                 if finish is None:
