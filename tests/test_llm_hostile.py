@@ -483,8 +483,12 @@ async def test_an_absurd_count_from_any_client_never_poisons_metric_export(
         first = await loop.run("q")
     assert first.usage == Usage(input_tokens=0, output_tokens=3)
     assert "implausible token counts (input_tokens)" in caplog.text
-    encode_metrics(reader.get_metrics_data())
+    data = reader.get_metrics_data()
+    assert data is not None
+    encode_metrics(data)
     second = await loop.run("q")
     assert second.usage == Usage(input_tokens=10, output_tokens=2)
-    encode_metrics(reader.get_metrics_data())
+    data = reader.get_metrics_data()
+    assert data is not None
+    encode_metrics(data)
     provider.shutdown()

@@ -151,7 +151,7 @@ class AgentLoop:
         self._observers = ObserverSet(observers)
         # Detectors sit after the user's observers, so every user observer has seen an
         # event before a detector reacts to it, and their verdicts reach everyone.
-        self._emit = ObserverSet([self._observers])
+        self._emit = ObserverSet([self._observers], count_failures_in=self._observers)
         self.detectors = tuple(_default_detectors() if detectors is None else detectors)
         for detector in self.detectors:
             self._emit.add(detector)
