@@ -224,10 +224,9 @@ class JsonlRecorder(EventSink):
         threading.Thread(target=tick, name="loopobs-jsonl-flush", daemon=True).start()
 
     def _flush_if_stale(self) -> None:
-        oldest = self._oldest
-        if oldest is not None and self._interval is not None:
-            if time.monotonic() - oldest >= self._interval:
-                self._write_pending()
+        oldest, interval = self._oldest, self._interval
+        if oldest is not None and interval is not None and time.monotonic() - oldest >= interval:
+            self._write_pending()
 
     def _write_pending(self) -> None:
         with self._io_lock:
