@@ -144,7 +144,7 @@ async def test_a_huge_rejected_input_gives_a_bounded_message_without_its_values(
     assert "nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn" not in str(err)
     assert "approved: fails 'type' (expected boolean)" in err.errors
     assert "note: fails 'type' (expected string)" in err.errors
-    many = {"type": "array", "items": {"type": "integer"}}
+    many: dict[str, object] = {"type": "array", "items": {"type": "integer"}}
     schema_errors = list(_validator(many).iter_errors(["x" * 1000] * 5000))
     bounded = InvalidResumeInput.from_schema_errors(iter(schema_errors))
     assert bounded is not None
