@@ -443,6 +443,7 @@ async def test_a_stream_body_that_cannot_be_decoded_is_a_retryable_stream_error(
     (httpx.DecodingError("bad gzip"), True),
     (httpx.TooManyRedirects("loop"), False),
     (httpx.UnsupportedProtocol("ftp"), False),
+    (ConnectionResetError("reset by a custom transport"), True),
 ])
 async def test_every_httpx_error_at_send_is_a_model_error(exc: Exception, retryable: bool) -> None:
     def handler(request: httpx.Request) -> httpx.Response:

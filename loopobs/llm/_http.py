@@ -252,23 +252,36 @@ async def _drain(chunks: AsyncIterator[bytes]) -> None:
         await asyncio.wait_for(read(), DRAIN_SECONDS)
 
 
+class _DeadlinePassed(Exception):
+    """The call's own deadline fired (unlike a ``TimeoutError`` from below, an ``OSError``)."""
+
+
 if sys.version_info >= (3, 11):
 
     async def _by(when: float | None, step: Awaitable[_T]) -> _T:
-        """``await step``, raising ``TimeoutError`` at loop time ``when`` (None: no bound)."""
+        """``await step``; :class:`_DeadlinePassed` at loop time ``when`` (None: no bound)."""
         if when is None:
             return await step
-        async with asyncio.timeout_at(when):
-            return await step
+        bound = asyncio.timeout_at(when)
+        try:
+            async with bound:
+                return await step
+        except TimeoutError:
+            if bound.expired():
+                raise _DeadlinePassed from None
+            raise
 
 else:  # pragma: no cover - Python 3.10
 
     async def _by(when: float | None, step: Awaitable[_T]) -> _T:
-        """``await step``, raising ``TimeoutError`` at loop time ``when`` (None: no bound)."""
+        """``await step``; :class:`_DeadlinePassed` at loop time ``when`` (None: no bound)."""
         if when is None:
             return await step
         remaining = max(0.0, when - asyncio.get_running_loop().time())
-        return await asyncio.wait_for(step, remaining)
+        try:
+            return await asyncio.wait_for(step, remaining)
+        except asyncio.TimeoutError:
+            raise _DeadlinePassed from None
 
 
 def json_body(body: Mapping[str, Any]) -> bytes:
@@ -377,13 +390,13 @@ async def stream_events(
     started = False
     try:
         response = await _by(when, http.send(request, stream=True))
-    except asyncio.TimeoutError:
+    except _DeadlinePassed:
         raise ModelError(
             f"{provider}: no response from {host} within the deadline of {deadline:g}s",
             retryable=True,
             provider=provider,
         ) from None
-    except httpx.HTTPError as exc:
+    except (httpx.HTTPError, OSError) as exc:  # OSError: from a transport httpx does not wrap
         raise _transport_error(
             exc, provider=provider, host=host, secret=secret, streaming=False
         ) from _cause(exc, secret)
@@ -391,7 +404,7 @@ async def stream_events(
         if response.status_code >= 300:
             try:
                 raw = await _by(when, _read_capped(response))
-            except (httpx.HTTPError, asyncio.TimeoutError):
+            except (httpx.HTTPError, OSError, _DeadlinePassed):
                 # The status says enough; the body is only the message.
                 raw = b""
             message = server_message(raw, secret)
@@ -455,7 +468,7 @@ async def stream_events(
                     yield item
         else:
             await _drain(chunks)
-    except asyncio.TimeoutError:
+    except _DeadlinePassed:
         where = "while streaming" if started else "waiting for the first chunk"
         raise StreamError(
             f"{provider}: the call ran past its deadline of {deadline:g}s {where}",
@@ -463,7 +476,7 @@ async def stream_events(
         ) from None
     except LineTooLong as exc:
         raise StreamError(f"{provider}: {exc}", provider=provider) from None
-    except httpx.HTTPError as exc:
+    except (httpx.HTTPError, OSError) as exc:
         raise _transport_error(
             exc, provider=provider, host=host, secret=secret, streaming=True
         ) from _cause(exc, secret)
