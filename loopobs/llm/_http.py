@@ -78,6 +78,7 @@ __all__ = [
     "HttpModelClient",
     "describe",
     "error_for_status",
+    "json_body",
     "parse_retry_after",
     "quote",
     "redact",

@@ -99,7 +99,9 @@ class AnthropicClient(HttpModelClient):
         base_url: the API root (without ``/v1``).
         http_client: an ``httpx.AsyncClient`` to send through. Without one
             the client makes its own, closed by :meth:`aclose`.
-        timeout: per-request timeout; by default the injected client's, or
+        timeout: httpx's per-operation timeout (each connect, each read: a
+            server that keeps sending never trips it; ``deadline`` bounds the
+            whole call); by default the injected client's, or
             10 s to connect and 600 s per read for the client's own (httpx's
             own default of 5 s is too short for extended thinking).
         max_tokens: the ``max_tokens`` the API requires, unless the request's

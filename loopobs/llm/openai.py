@@ -82,7 +82,9 @@ class OpenAIClient(HttpModelClient):
         http_client: an ``httpx.AsyncClient`` to send through (its
             connection pool, proxies and timeout are used). Without one the
             client makes its own, closed by :meth:`aclose`.
-        timeout: per-request timeout; by default the injected client's, or
+        timeout: httpx's per-operation timeout (each connect, each read: a
+            server that keeps sending never trips it; ``deadline`` bounds the
+            whole call); by default the injected client's, or
             10 s to connect and 600 s per read for the client's own. httpx's
             own default is 5 s, too short for a model that thinks before its
             first token: set one on an injected client, or pass this.
