@@ -122,6 +122,39 @@ def test_a_removed_observer_gets_only_the_runs_it_saw_start() -> None:
     assert observers._runs == {}
 
 
+def test_a_removed_observer_of_tool_hooks_only_is_released_at_the_run_end() -> None:
+    """An observer that never listened to the run bounds still drains, and is then dropped."""
+
+    class ToolsOnly(LoopObserver):
+        def __init__(self) -> None:
+            self.seen: list[str] = []
+
+        def on_tool_pre(self, ctx: ToolPreContext) -> None:
+            self.seen.append(ctx.tool_call_id)
+
+    class Starts(LoopObserver):
+        def on_run_start(self, ctx: RunStartContext) -> None: ...
+
+    tools, starts = ToolsOnly(), Starts()
+    observers = ObserverSet([tools, starts])
+    run_id = uuid.uuid4()
+    observers.on_run_start(RunStartContext(run_id=run_id, time_ns=1, session_id=uuid.uuid4(),
+                                           agent="a", model="m"))
+    observers.remove(tools)
+    observers.remove(starts)
+    assert observers.listens("on_tool_pre")
+    assert observers.listens("on_run_end")
+    observers.on_tool_pre(ToolPreContext(run_id=run_id, time_ns=2, turn=0, tool="t",
+                                         tool_call_id="c1"))
+    observers.on_tool_pre(ToolPreContext(run_id=uuid.uuid4(), time_ns=2, turn=0, tool="t",
+                                         tool_call_id="other run"))
+    observers.on_run_end(RunEndContext(run_id=run_id, time_ns=3, success=True, error=None,
+                                       total_turns=0, duration_ms=0.0, status="completed"))
+    assert tools.seen == ["c1"]
+    assert observers._draining == ()
+    assert observers.listening == frozenset()
+
+
 # -- one failure count ------------------------------------------------------------------
 
 

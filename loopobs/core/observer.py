@@ -211,8 +211,19 @@ _Dispatch = Callable[[Any], None]
 
 
 def _fan_out(hook: HookName) -> Any:  # typed by the LoopObserver method it replaces
+    def deliver(self: ObserverSet, routes: _Routes, ctx: Any) -> None:
+        members, draining = routes
+        for fn in members:
+            try:
+                fn(ctx)
+            except Exception as exc:
+                self._failed(fn, hook, exc)
+        if draining:
+            self._deliver_to_draining(hook, draining, ctx)
+
     def dispatch(self: ObserverSet, ctx: Any) -> None:
-        # One read of the routes: a member removed during this dispatch gets the event once.
+        # deliver(), inlined: this is the hot path. One read of the routes, so a member
+        # removed during this dispatch gets the event once.
         members, draining = self._routes[hook]
         for fn in members:
             try:
@@ -222,27 +233,26 @@ def _fan_out(hook: HookName) -> Any:  # typed by the LoopObserver method it repl
         if draining:
             self._deliver_to_draining(hook, draining, ctx)
 
-    if hook == "on_run_start":
-
-        def dispatch_start(self: ObserverSet, ctx: Any) -> None:
-            # Who saw this run start: they are owed its end, even if removed meanwhile.
+    def dispatch_start(self: ObserverSet, ctx: Any) -> None:
+        # Who saw this run start is owed its end, even if removed meanwhile. Recorded with
+        # the routes under the lock (once per run), so a concurrent remove() sees either both
+        # or neither.
+        with self._lock:
             self._runs[ctx.run_id] = self._members
-            dispatch(self, ctx)
+            routes = self._routes[hook]
+        deliver(self, routes, ctx)
 
-        chosen = dispatch_start
-    elif hook == "on_run_end":
+    def dispatch_end(self: ObserverSet, ctx: Any) -> None:
+        with self._lock:
+            self._runs.pop(ctx.run_id, None)
+            routes = self._routes[hook]
+        try:
+            deliver(self, routes, ctx)
+        finally:
+            if self._draining:
+                self._run_drained(ctx.run_id)
 
-        def dispatch_end(self: ObserverSet, ctx: Any) -> None:
-            try:
-                dispatch(self, ctx)
-            finally:
-                self._runs.pop(ctx.run_id, None)
-                if self._draining:
-                    self._run_drained(ctx.run_id)
-
-        chosen = dispatch_end
-    else:
-        chosen = dispatch
+    chosen = {"on_run_start": dispatch_start, "on_run_end": dispatch_end}.get(hook, dispatch)
     chosen.__name__ = hook
     chosen.__qualname__ = f"ObserverSet.{hook}"
     chosen.__doc__ = f"Deliver ``{hook}`` to every member that overrides it, in order."
@@ -251,6 +261,7 @@ def _fan_out(hook: HookName) -> Any:  # typed by the LoopObserver method it repl
 
 _RUN_BOUNDS: frozenset[HookName] = frozenset(("on_run_start", "on_run_end"))
 _DrainRoutes = tuple[tuple[_Dispatch, "_Draining"], ...]
+_Routes = tuple[tuple[_Dispatch, ...], _DrainRoutes]
 
 
 @dataclass(eq=False)
@@ -462,7 +473,8 @@ class ObserverSet(LoopObserver):
         listening = frozenset(h for h in HOOKS if routes[h][0] or routes[h][1])
         # A run whose start was delivered is tracked until its end, so that a member
         # removed meanwhile can still be given the rest of it.
-        self._listening = listening | _RUN_BOUNDS if "on_run_start" in listening else listening
+        tracking = "on_run_start" in listening or self._draining
+        self._listening = listening | _RUN_BOUNDS if tracking else listening
         with self._parents_lock:
             parents = list(self._parents)
         for parent in parents:
