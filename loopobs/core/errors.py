@@ -571,20 +571,27 @@ class InvalidResumeInput(ResumeError):
     def from_schema_errors(cls, errors: Iterable[Any]) -> InvalidResumeInput | None:
         """The error for a JSON Schema validator's ``iter_errors`` output, or None if it is empty.
 
-        Reads only where each error is (``absolute_path``) and which keyword failed
-        (``validator``), so no part of the input reaches the message; stops after
-        :data:`MAX_ERRORS` + 1 errors, so a huge input costs no more than that.
+        See :func:`schema_error_reasons`.
         """
-        reasons: list[str] = []
-        for error in errors:
-            reasons.append(f"{_json_path(error.absolute_path)}: fails {_keyword(error)}")
-            if len(reasons) > cls.MAX_ERRORS:
-                break
-        if not reasons:
-            return None
-        if len(reasons) > cls.MAX_ERRORS:
-            return cls(errors=[*sorted(reasons[: cls.MAX_ERRORS - 1]), "… and more"])
-        return cls(errors=sorted(reasons))
+        reasons = schema_error_reasons(errors)
+        return cls(errors=reasons) if reasons else None
+
+
+def schema_error_reasons(errors: Iterable[Any]) -> list[str]:
+    """``path: fails 'keyword'`` for each of a JSON Schema validator's errors, sorted, bounded.
+
+    Reads only where each error is (``absolute_path``) and which keyword failed
+    (``validator``, with the schema's expected type or missing property names),
+    so no value of the input reaches the text; stops after
+    ``InvalidResumeInput.MAX_ERRORS`` errors, so a huge input costs no more than that.
+    """
+    limit = InvalidResumeInput.MAX_ERRORS
+    reasons: list[str] = []
+    for error in errors:
+        reasons.append(f"{_json_path(error.absolute_path)}: fails {_keyword(error)}")
+        if len(reasons) > limit:
+            return [*sorted(reasons[: limit - 1]), "… and more"]
+    return sorted(reasons)
 
 
 def _json_path(parts: Iterable[Any]) -> str:
