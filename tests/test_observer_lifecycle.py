@@ -15,7 +15,7 @@ import uuid
 
 import pytest
 
-from loopobs import AgentLoop, LoopObserver
+from loopobs import AgentLoop, LoopObserver, RunStatus
 from loopobs.core.events import EventContext, RunEndContext, RunStartContext, ToolPreContext
 from loopobs.core.observer import EventSink, ObserverSet
 from loopobs.exporters import JsonlRecorder
@@ -39,6 +39,11 @@ def _assert_nothing_open(stack: Stack) -> None:
     assert stack.prometheus.open_runs == 0
     assert prom_sum(stack.prometheus.registry, "loopobs_runs_active") == 0
     assert otel_sum(collect(stack), "loopobs.runs.active") == 0
+
+
+def _run_end(run_id: uuid.UUID, time_ns: int) -> RunEndContext:
+    return RunEndContext(run_id=run_id, time_ns=time_ns, success=True, error=None, total_turns=0,
+                         duration_ms=0.0, status=RunStatus.COMPLETED)
 
 
 def _exporters(stack: Stack) -> list[LoopObserver]:
@@ -110,13 +115,11 @@ def test_a_removed_observer_gets_only_the_runs_it_saw_start() -> None:
     observers.on_run_start(RunStartContext(run_id=unseen, time_ns=2, session_id=uuid.uuid4(),
                                            agent="a", model="m"))
     for run_id in (unseen, seen):
-        observers.on_run_end(RunEndContext(run_id=run_id, time_ns=3, success=True, error=None,
-                                           total_turns=0, duration_ms=0.0, status="completed"))
+        observers.on_run_end(_run_end(run_id, 3))
     assert [(h, c.run_id) for h, c in rec.events] == [("on_run_start", seen),
                                                        ("on_run_end", seen)]
     # Drained: it is gone for good now.
-    observers.on_run_end(RunEndContext(run_id=seen, time_ns=4, success=True, error=None,
-                                       total_turns=0, duration_ms=0.0, status="completed"))
+    observers.on_run_end(_run_end(seen, 4))
     assert len(rec.events) == 2
     assert observers._draining == ()
     assert observers._runs == {}
@@ -148,8 +151,7 @@ def test_a_removed_observer_of_tool_hooks_only_is_released_at_the_run_end() -> N
                                          tool_call_id="c1"))
     observers.on_tool_pre(ToolPreContext(run_id=uuid.uuid4(), time_ns=2, turn=0, tool="t",
                                          tool_call_id="other run"))
-    observers.on_run_end(RunEndContext(run_id=run_id, time_ns=3, success=True, error=None,
-                                       total_turns=0, duration_ms=0.0, status="completed"))
+    observers.on_run_end(_run_end(run_id, 3))
     assert tools.seen == ["c1"]
     assert observers._draining == ()
     assert observers.listening == frozenset()
