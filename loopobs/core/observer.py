@@ -309,7 +309,6 @@ def _check_hooks_are_sync(observer: LoopObserver) -> None:
             )
 
 
-
 class ObserverSet(LoopObserver):
     """An ordered, thread-safe collection of observers that is itself an observer.
 
@@ -406,11 +405,12 @@ class ObserverSet(LoopObserver):
                     self._members = (*self._members, observer)
                     with observer._parents_lock:
                         observer._parents.add(self)
+                    self._stop_draining(observer)
                     self._rebuild()
         else:
             with self._lock:
                 self._members = (*self._members, observer)
-                self._draining = tuple(d for d in self._draining if d.observer is not observer)
+                self._stop_draining(observer)
                 self._rebuild()
         observer.on_attach(self)
 
@@ -419,6 +419,7 @@ class ObserverSet(LoopObserver):
 
         ``on_detach`` is called at once. Runs the observer saw start keep
         reaching it until each has ended (their events only); new runs do not.
+        Adding it again before then makes it a full member again.
 
         Raises:
             ValueError: ``observer`` is not a member.
@@ -438,7 +439,7 @@ class ObserverSet(LoopObserver):
             if observer not in self._members:
                 owed = {
                     run_id
-                    for run_id, started_with in self._runs.copy().items()
+                    for run_id, started_with in self._runs.items()
                     if any(m is observer for m in started_with)
                 }
                 hooks = listened_hooks(observer)
@@ -446,6 +447,11 @@ class ObserverSet(LoopObserver):
                     self._draining = (*self._draining, _Draining(observer, hooks, owed))
             self._rebuild()
         observer.on_detach(self)
+
+    def _stop_draining(self, observer: LoopObserver) -> None:
+        """A removed observer added again is a member: it gets every event from now on."""
+        if any(d.observer is observer for d in self._draining):
+            self._draining = tuple(d for d in self._draining if d.observer is not observer)
 
     def _deliver_to_draining(self, hook: str, draining: _DrainRoutes, ctx: Any) -> None:
         run_id = ctx.run_id
