@@ -404,11 +404,10 @@ async def stream_events(
     try:
         if response.status_code >= 300:
             try:
-                raw = await _by(when, _read_capped(response))
-            except (httpx.HTTPError, OSError, _DeadlinePassed):
+                message = server_message(await _by(when, _read_capped(response)), secret)
+            except (httpx.HTTPError, OSError, _DeadlinePassed) as exc:
                 # The status says enough; the body is only the message.
-                raw = b""
-            message = server_message(raw, secret)
+                message = f"(the error body could not be read: {type(exc).__name__})"
             if response.status_code == 401 and auth_hint:
                 message = f"{message} ({auth_hint})"
             raise error_for_status(
