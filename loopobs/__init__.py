@@ -6,8 +6,10 @@ docs say otherwise (``loopobs.llm``, ``loopobs.exporters``, ``loopobs.testing``)
 
 from typing import TYPE_CHECKING, Any
 
+from loopobs.core.budget import Budget, BudgetGuard, BudgetTracker, Spend
 from loopobs.core.detectors import ConvergenceDetector, RepetitionDetector
 from loopobs.core.errors import (
+    BudgetExceeded,
     Cancelled,
     ContextExceeded,
     FallbackExhausted,
@@ -30,6 +32,8 @@ from loopobs.core.errors import (
 from loopobs.core.events import (
     CONTEXT_TYPES,
     HOOKS,
+    BudgetExceededContext,
+    BudgetLimit,
     CompactedContext,
     ConvergenceDetectedContext,
     DisplayHint,
@@ -58,6 +62,7 @@ from loopobs.core.events import (
 )
 from loopobs.core.loop import AgentLoop
 from loopobs.core.observer import EventSink, LoopObserver, ObserverSet, listened_hooks
+from loopobs.core.pricing import GenAIPrices, ModelRates, PriceLookup, price_lookup
 from loopobs.core.run import Checkpoint, RunResult, RunStatus, Session
 from loopobs.core.tools import Output, Sleep, Suspend, Tool, tool
 
@@ -68,6 +73,12 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AgentLoop",
+    "Budget",
+    "BudgetExceeded",
+    "BudgetExceededContext",
+    "BudgetGuard",
+    "BudgetLimit",
+    "BudgetTracker",
     "CONTEXT_TYPES",
     "Cancelled",
     "Checkpoint",
@@ -80,6 +91,7 @@ __all__ = [
     "EventSink",
     "FallbackContext",
     "FallbackExhausted",
+    "GenAIPrices",
     "HOOKS",
     "HookName",
     "InvalidResumeInput",
@@ -90,10 +102,12 @@ __all__ = [
     "LoopObserver",
     "MaxTurnsExceeded",
     "ModelError",
+    "ModelRates",
     "ModelSwitchedContext",
     "NotYetAwake",
     "ObserverSet",
     "Output",
+    "PriceLookup",
     "RateLimited",
     "RepetitionDetector",
     "ResponseContext",
@@ -106,6 +120,7 @@ __all__ = [
     "SessionBusy",
     "Sleep",
     "SleepContext",
+    "Spend",
     "StreamContext",
     "StreamError",
     "StreamFailureContext",
@@ -129,6 +144,7 @@ __all__ = [
     "__version__",
     "configure",
     "listened_hooks",
+    "price_lookup",
     "tool",
 ]
 

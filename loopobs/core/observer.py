@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from loopobs.core.events import (
     HOOKS,
+    BudgetExceededContext,
     CompactedContext,
     ConvergenceDetectedContext,
     EventContext,
@@ -174,6 +175,11 @@ class LoopObserver:
 
     def on_sleep(self, ctx: SleepContext) -> None:
         """A tool parked the run until an instant; the run ends ``sleeping``."""
+
+    def on_budget_exceeded(self, ctx: BudgetExceededContext) -> None:
+        """A budget limit was crossed (``action="stop"``: the run ends ``budget_exceeded``)
+        or its warning share reached (``"warn"``); once per limit, scope and action.
+        """
 
 
 class EventSink(LoopObserver):
@@ -427,6 +433,7 @@ class ObserverSet(LoopObserver):
         def on_convergence_detected(self, ctx: ConvergenceDetectedContext) -> None: ...
         def on_suspended(self, ctx: SuspendedContext) -> None: ...
         def on_sleep(self, ctx: SleepContext) -> None: ...
+        def on_budget_exceeded(self, ctx: BudgetExceededContext) -> None: ...
 
     else:
         on_run_start = _fan_out("on_run_start")
@@ -449,3 +456,4 @@ class ObserverSet(LoopObserver):
         on_convergence_detected = _fan_out("on_convergence_detected")
         on_suspended = _fan_out("on_suspended")
         on_sleep = _fan_out("on_sleep")
+        on_budget_exceeded = _fan_out("on_budget_exceeded")
