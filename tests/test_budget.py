@@ -50,9 +50,12 @@ def test_spend_cost_is_unknown_once_a_call_is_unpriced() -> None:
     assert spend.cost_usd == 0.0
     spend.add_call(Usage(input_tokens=10, output_tokens=2), 0.25)
     spend.add_call(Usage(input_tokens=5, output_tokens=1), 0.5)
-    assert spend.cost_usd == 0.75 and spend.total_tokens == 18
+    assert spend.cost_usd == 0.75
+    assert spend.total_tokens == 18
     spend.add_call(Usage(input_tokens=5), None)
-    assert spend.cost_usd is None and spend.usd == 0.75 and spend.unpriced_calls == 1
+    assert spend.cost_usd is None
+    assert spend.usd == 0.75
+    assert spend.unpriced_calls == 1
 
 
 def test_a_call_that_would_cross_the_limit_is_refused_before_it_is_made() -> None:
@@ -115,7 +118,8 @@ def test_a_stopped_session_stops_each_later_run_once() -> None:
     first = tracker.check(RUN)
     later_run = uuid.UUID(int=2)
     (again,) = tracker.before_call(later_run, Usage(), 0.0)
-    assert first[0].run_id == RUN and again.run_id == later_run
+    assert first[0].run_id == RUN
+    assert again.run_id == later_run
     assert (again.limit, again.value) == ("usd", 1.5)
     assert tracker.check(later_run) == []
 
@@ -174,15 +178,20 @@ def test_guard_stops_a_hand_emitted_loop_and_the_caller_reads_the_verdict() -> N
         steps += 1
     assert steps == 3
     stop = guard.exceeded(loop.run_id)
-    assert stop is not None and stop.value == pytest.approx(0.06)
+    assert stop is not None
+    assert stop.value == pytest.approx(0.06)
     error = guard.error(loop.run_id)
-    assert isinstance(error, BudgetExceeded) and error.limit == "usd"
+    assert isinstance(error, BudgetExceeded)
+    assert error.limit == "usd"
     events = loop.recorder.of("on_budget_exceeded")
     assert [(e.action, e.limit) for e in events] == [("warn", "usd"), ("stop", "usd")]
     spend = guard.spend(loop.run_id)
-    assert spend is not None and spend.model_calls == 3 and spend.total_tokens == 3300
+    assert spend is not None
+    assert spend.model_calls == 3
+    assert spend.total_tokens == 3300
     loop.end()
-    assert guard.exceeded(loop.run_id) is None and guard.spend(loop.run_id) is None
+    assert guard.exceeded(loop.run_id) is None
+    assert guard.spend(loop.run_id) is None
 
 
 def test_guard_prices_calls_the_emitter_left_unpriced() -> None:
@@ -194,7 +203,8 @@ def test_guard_prices_calls_the_emitter_left_unpriced() -> None:
     assert guard.exceeded(loop.run_id) is None
     loop.call(10, 1)
     stop = guard.exceeded(loop.run_id)
-    assert stop is not None and stop.value == pytest.approx(1.2)
+    assert stop is not None
+    assert stop.value == pytest.approx(1.2)
 
 
 def test_guard_checks_before_a_call_and_after_each_tool_call() -> None:
@@ -204,7 +214,8 @@ def test_guard_checks_before_a_call_and_after_each_tool_call() -> None:
     loop.call(3_000, 10, cost=0.0)
     assert guard.before_call(loop.run_id, "gpt-4o", "openai", Usage(input_tokens=1_000)) is None
     stop = guard.before_call(loop.run_id, "gpt-4o", "openai", Usage(input_tokens=2_500))
-    assert stop is not None and (stop.limit, stop.value) == ("input_tokens", 5_500.0)
+    assert stop is not None
+    assert (stop.limit, stop.value) == ("input_tokens", 5_500.0)
 
     other = HandLoop(guard)
     other.tool()
@@ -212,7 +223,8 @@ def test_guard_checks_before_a_call_and_after_each_tool_call() -> None:
     assert guard.exceeded(other.run_id) is None
     other.tool()
     stop = guard.exceeded(other.run_id)
-    assert stop is not None and stop.limit == "tool_calls"
+    assert stop is not None
+    assert stop.limit == "tool_calls"
 
 
 def test_guard_session_budget_spans_runs() -> None:
@@ -228,9 +240,12 @@ def test_guard_session_budget_spans_runs() -> None:
     assert guard.exceeded(second.run_id) is None
     second.call(1, 1, cost=0.0)
     stop = guard.exceeded(second.run_id)
-    assert stop is not None and stop.scope == "session" and stop.value == 4.0
+    assert stop is not None
+    assert stop.scope == "session"
+    assert stop.value == 4.0
     spend = guard.session_spend(session)
-    assert spend is not None and spend.model_calls == 4
+    assert spend is not None
+    assert spend.model_calls == 4
     fresh = HandLoop(guard)
     fresh.call(1, 1, cost=0.0)
     assert guard.exceeded(fresh.run_id) is None

@@ -58,7 +58,9 @@ def test_cached_and_reasoning_tokens_change_the_price() -> None:
     plain = prices.cost_usd("gpt-4o", "openai", Usage(input_tokens=10_000, output_tokens=100))
     cached = prices.cost_usd("gpt-4o", "openai", Usage(input_tokens=10_000, output_tokens=100,
                                                        cache_read_input_tokens=8_000))
-    assert plain is not None and cached is not None and cached < plain
+    assert plain is not None
+    assert cached is not None
+    assert cached < plain
     with_reasoning = prices.cost_usd("o3", "openai", Usage(input_tokens=100, output_tokens=5_000,
                                                            reasoning_output_tokens=4_000))
     without = prices.cost_usd("o3", "openai", Usage(input_tokens=100, output_tokens=5_000))
