@@ -47,13 +47,14 @@ def test_budget_refuses_negative_limits_and_a_bad_warning_share() -> None:
 def test_spend_cost_is_unknown_once_a_call_is_unpriced() -> None:
     """Dollars add up over priced calls; one unpriced call makes the total unknown."""
     spend = Spend()
-    assert spend.cost_usd == 0.0
+    costs = [spend.cost_usd]
     spend.add_call(Usage(input_tokens=10, output_tokens=2), 0.25)
     spend.add_call(Usage(input_tokens=5, output_tokens=1), 0.5)
-    assert spend.cost_usd == 0.75
+    costs.append(spend.cost_usd)
     assert spend.total_tokens == 18
     spend.add_call(Usage(input_tokens=5), None)
-    assert spend.cost_usd is None
+    costs.append(spend.cost_usd)
+    assert costs == [0.0, 0.75, None]
     assert spend.usd == 0.75
     assert spend.unpriced_calls == 1
 
