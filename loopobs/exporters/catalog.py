@@ -85,6 +85,12 @@ LOOPOBS_DETECTION_ACTION = "loopobs.detection.action"
 LOOPOBS_OBSERVER_NAME = "loopobs.observer.name"
 LOOPOBS_OBSERVER_HOOK = "loopobs.observer.hook"
 LOOPOBS_LABEL = "loopobs.label"
+LOOPOBS_COST_USD = "loopobs.cost.usd"
+"""USD of a model call (``chat``), a turn, or a run (``invoke_agent``); absent when unknown.
+The GenAI conventions define no cost attribute."""
+LOOPOBS_BUDGET_LIMIT = "loopobs.budget.limit"
+LOOPOBS_BUDGET_SCOPE = "loopobs.budget.scope"
+LOOPOBS_BUDGET_ACTION = "loopobs.budget.action"
 
 # -- exemplar labels (OpenMetrics; the names Grafana's trace links expect) ------------------
 EXEMPLAR_TRACE_ID = "trace_id"
@@ -98,6 +104,7 @@ EVENT_LOOP_DETECTED = "loopobs.loop_detected"
 EVENT_CONVERGENCE_DETECTED = "loopobs.convergence_detected"
 EVENT_SUSPENDED = "loopobs.suspended"
 EVENT_SLEEP = "loopobs.sleep"
+EVENT_BUDGET_EXCEEDED = "loopobs.budget_exceeded"
 EVENT_INFERENCE_DETAILS = "gen_ai.client.inference.operation.details"
 """Content-capture event (EVENT_ONLY / SPAN_AND_EVENT modes), added to the ``chat`` span."""
 
@@ -113,6 +120,8 @@ LOOPOBS_DETECTION_CONSECUTIVE = "loopobs.detection.consecutive"
 LOOPOBS_PARK_REASON = "loopobs.park.reason"
 LOOPOBS_PARK_KIND = "loopobs.park.kind"
 LOOPOBS_PARK_WAKE_AT = "loopobs.park.wake_at"
+LOOPOBS_BUDGET_VALUE = "loopobs.budget.value"
+LOOPOBS_BUDGET_ALLOWED = "loopobs.budget.allowed"
 
 # -- attribute values -------------------------------------------------------------------------
 TOOL_TYPE_FUNCTION = "function"
