@@ -149,6 +149,10 @@ AGENT_DURATION_BUCKETS: tuple[float, ...] = (
     0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 51.2, 102.4, 204.8, 409.6,
 )
 """Whole runs take longer than one call: doubling from 0.1 s to about 7 minutes."""
+RUN_COST_BUCKETS: tuple[float, ...] = (
+    0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1, 3, 10, 30, 100,
+)
+"""USD per run: a tenth of a cent to a hundred dollars, about ×3 per bucket."""
 
 InstrumentKind = Literal["counter", "histogram", "updown_counter"]
 
@@ -285,6 +289,26 @@ LABEL_OVERFLOW = MetricSpec(
     "Label values folded into _other because a label reached its limit of distinct values.",
     (LOOPOBS_LABEL,),
 )
+COST = MetricSpec(
+    "loopobs.cost.usd", "counter", "{USD}",
+    "USD spent on model calls, priced from their usage (priced calls only).",
+    (GEN_AI_PROVIDER_NAME, GEN_AI_REQUEST_MODEL),
+)
+UNPRICED_CALLS = MetricSpec(
+    "loopobs.cost.unpriced_calls", "counter", "{call}",
+    "Model calls whose cost is unknown (no price for the model), by model.",
+    (GEN_AI_PROVIDER_NAME, GEN_AI_REQUEST_MODEL),
+)
+RUN_COST = MetricSpec(
+    "loopobs.run.cost.usd", "histogram", "{USD}",
+    "USD per run, for runs whose every model call was priced.",
+    (GEN_AI_AGENT_NAME,), RUN_COST_BUCKETS,
+)
+BUDGET_EXCEEDED = MetricSpec(
+    "loopobs.budget.exceeded", "counter", "{event}",
+    "Budget verdicts: limits crossed (action stop) and warning shares reached (action warn).",
+    (GEN_AI_AGENT_NAME, LOOPOBS_BUDGET_LIMIT, LOOPOBS_BUDGET_SCOPE, LOOPOBS_BUDGET_ACTION),
+)
 
 METRICS: tuple[MetricSpec, ...] = (
     TOKEN_USAGE,
@@ -306,6 +330,10 @@ METRICS: tuple[MetricSpec, ...] = (
     CONVERGENCE_DETECTIONS,
     OBSERVER_ERRORS,
     LABEL_OVERFLOW,
+    COST,
+    UNPRICED_CALLS,
+    RUN_COST,
+    BUDGET_EXCEEDED,
 )
 """Every metric loopobs records."""
 
