@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from loopobs.core import hashing
+from loopobs.core.budget import error_of
 from loopobs.core.compaction import estimate_tokens
 from loopobs.core.errors import (
     Cancelled,
@@ -36,6 +37,7 @@ from loopobs.core.errors import (
     ToolTimeout,
 )
 from loopobs.core.events import (
+    BudgetExceededContext,
     CompactedContext,
     FallbackContext,
     LoopDetectedContext,
@@ -74,6 +76,7 @@ from loopobs.core.model import (
     UserMessage,
 )
 from loopobs.core.run import Checkpoint, ParkedCall, RunResult, RunStatus, Session
+from loopobs.core.spending import RunSpending
 from loopobs.core.tools import Output, Sleep, Suspend, Tool, ToolReturn, render_result
 from loopobs.exporters import trace_links
 
@@ -93,6 +96,7 @@ class _Response:
     calls: list[ToolCallPart]
     usage: Usage | None
     blocks: tuple[ThinkingBlock, ...] = ()
+    cost_usd: float | None = None
 
 
 @dataclass(slots=True)
@@ -109,6 +113,7 @@ class _TurnState:
     ok: bool = False
     error: LoopError | None = None
     usage: Usage | None = None
+    cost_usd: float | None = 0.0
 
 
 @dataclass(slots=True)
@@ -132,6 +137,7 @@ class RunDriver:
     outcome: _Outcome | None = None
     started: float = 0.0
     query: str | None = None
+    spending: RunSpending = field(init=False)
 
     # -- the run ---------------------------------------------------------------------------
     async def execute(self, checkpoint: Checkpoint | None, resume_input: Any) -> RunResult:
@@ -140,6 +146,8 @@ class RunDriver:
         policy = loop._policy
         policy.verdicts[self.run_id] = []
         self.started = _perf()
+        self.spending = RunSpending(run_id=self.run_id, prices=loop.prices, budget=loop.budget,
+                                    session=self.session, emit=em)
         if checkpoint is not None:
             # The parked run's span, known again from the checkpoint (maybe in another
             # process), so the tracing observer can link this run to it.
@@ -166,6 +174,7 @@ class RunDriver:
                                     LoopError(f"internal error: {type(exc).__name__}: {exc}"))
             raise
         finally:
+            self.spending.finish()
             self._finish()
             policy.verdicts.pop(self.run_id, None)
         assert self.outcome is not None
@@ -188,6 +197,7 @@ class RunDriver:
                 error=outcome.error, total_turns=self.turns,
                 duration_ms=(_perf() - self.started) * 1000.0, status=outcome.status.value,
                 input_tokens=self.usage.input_tokens, output_tokens=self.usage.output_tokens,
+                cost_usd=self.spending.spend.cost_usd,
             ))
 
     def _result(self) -> RunResult:
@@ -197,6 +207,7 @@ class RunDriver:
             status=outcome.status, answer=outcome.answer, messages=tuple(self.session.messages),
             turns=self.turns, usage=self.usage, error=outcome.error,
             checkpoint=outcome.checkpoint, session=self.session, run_id=self.run_id,
+            spend=self.spending.spend,
         )
 
     async def _step(self) -> None:
@@ -208,7 +219,19 @@ class RunDriver:
         self._maybe_compact()
         model = loop.model
         self._note_model(model)
+        if self._over_budget(model):
+            return
         await self._turn(model)
+
+    def _over_budget(self, model: str) -> bool:
+        """Check the budgets for the next model call; True when a stop ended the run."""
+        self.spending.before_call(model, getattr(self.loop.client, "provider", ""),
+                                  self._estimate())
+        stop = self._apply_verdicts()
+        if stop is None:
+            return False
+        self.outcome = _Outcome(stop[0], stop[1])
+        return True
 
     # -- model switching and compaction ----------------------------------------------------
     def _note_model(self, model: str) -> None:
@@ -315,12 +338,14 @@ class RunDriver:
                     error=state.error, duration_ms=(_perf() - started) * 1000.0,
                     input_tokens=usage.input_tokens if usage else 0,
                     output_tokens=usage.output_tokens if usage else 0,
+                    cost_usd=state.cost_usd,
                 ))
 
     async def _turn(self, model: str) -> None:
         with self._open_turn() as state:
             response = await self._call_model(state.turn, model)
             state.usage = response.usage
+            state.cost_usd = response.cost_usd
             state.ok, state.error = await self._after_response(state.turn, response)
 
     async def _after_response(
@@ -358,6 +383,10 @@ class RunDriver:
         """Apply queued detector verdicts: notes, compaction requests, or a stop."""
         stop: tuple[RunStatus, LoopError] | None = None
         for verdict in self.loop._policy.take(self.run_id):
+            if isinstance(verdict, BudgetExceededContext):
+                if verdict.action == "stop" and stop is None:
+                    stop = (RunStatus.BUDGET_EXCEEDED, error_of(verdict))
+                continue
             if isinstance(verdict, LoopDetectedContext):
                 what = (f"the tool call pattern {verdict.pattern} "
                         f"repeated {verdict.repetitions} times")
@@ -417,6 +446,7 @@ class RunDriver:
         run_id = self.run_id
         request = self._request(model)
         sent_messages = len(self.session.messages)
+        self.spending.model_call()
         if em.listens("on_stream_start"):
             em.on_stream_start(StreamStartContext(run_id=run_id, time_ns=_now_ns(), turn=turn,
                                                   model=model, provider=provider, attempt=attempt))
@@ -481,6 +511,7 @@ class RunDriver:
                 session.messages_at_last_usage = sent_messages
         session.pending_notes.clear()
         response_text = "".join(text)
+        cost = self.spending.price(model, provider, usage, finish.response_model)
         if em.listens("on_stream_success"):
             u = usage or Usage()
             em.on_stream_success(StreamContext(
@@ -492,14 +523,15 @@ class RunDriver:
                 response_model=finish.response_model,
                 cache_read_input_tokens=u.cache_read_input_tokens,
                 cache_write_input_tokens=u.cache_write_input_tokens,
-                reasoning_output_tokens=u.reasoning_output_tokens,
+                reasoning_output_tokens=u.reasoning_output_tokens, cost_usd=cost,
             ))
         if em.listens("on_response"):
             em.on_response(ResponseContext(run_id=run_id, time_ns=_now_ns(), turn=turn,
                                            text=response_text, usage=usage,
                                            tool_calls=len(calls)))
+        self.spending.check()
         return _Response(response_text, "".join(thinking) if thinking is not None else None,
-                         calls, usage, tuple(blocks))
+                         calls, usage, tuple(blocks), cost)
 
     def _stream_failed(self, turn: int, model: str, provider: str, attempt: int,
                        started: float, error: LoopError) -> None:
@@ -595,6 +627,13 @@ class RunDriver:
 
     def _tool_post(self, turn: int, name: str, call_id: str, attempt: int, started: float,
                    text: str | None, error: LoopError | None, returned: ToolReturn | None) -> None:
+        self._emit_tool_post(turn, name, call_id, attempt, started, text, error, returned)
+        self.spending.tool_call()
+        self.spending.check()
+
+    def _emit_tool_post(self, turn: int, name: str, call_id: str, attempt: int, started: float,
+                        text: str | None, error: LoopError | None,
+                        returned: ToolReturn | None) -> None:
         em = self.loop._emit
         if not em.listens("on_tool_post"):
             return

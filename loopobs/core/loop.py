@@ -29,10 +29,12 @@ from typing import Any
 
 import jsonschema
 
+from loopobs.core.budget import Budget
 from loopobs.core.compaction import Compactor, TruncatingCompactor
 from loopobs.core.driver import RunDriver
 from loopobs.core.errors import InvalidResumeInput, NotYetAwake, SessionBusy
 from loopobs.core.events import (
+    BudgetExceededContext,
     ConvergenceDetectedContext,
     LoopDetectedContext,
 )
@@ -43,6 +45,7 @@ from loopobs.core.model import (
     UserMessage,
 )
 from loopobs.core.observer import LoopObserver, ObserverSet
+from loopobs.core.pricing import PriceLookup, PricesArg, price_lookup
 from loopobs.core.run import Checkpoint, RunResult, Session
 from loopobs.core.tools import Tool
 from loopobs.core.tools import tool as make_tool
@@ -50,13 +53,16 @@ from loopobs.core.tools import tool as make_tool
 __all__ = ["AgentLoop"]
 
 
+_Verdict = LoopDetectedContext | ConvergenceDetectedContext | BudgetExceededContext
+
+
 class _Policy(LoopObserver):
-    """Collects detector verdicts for the loop's own runs, to apply between steps."""
+    """Collects detector and budget verdicts for the loop's own runs, to apply between steps."""
 
     name = "loopobs.policy"
 
     def __init__(self) -> None:
-        self.verdicts: dict[uuid.UUID, list[LoopDetectedContext | ConvergenceDetectedContext]] = {}
+        self.verdicts: dict[uuid.UUID, list[_Verdict]] = {}
 
     def on_loop_detected(self, ctx: LoopDetectedContext) -> None:
         """Queue the verdict if the run is one of ours."""
@@ -70,7 +76,13 @@ class _Policy(LoopObserver):
         if queue is not None:
             queue.append(ctx)
 
-    def take(self, run_id: uuid.UUID) -> list[LoopDetectedContext | ConvergenceDetectedContext]:
+    def on_budget_exceeded(self, ctx: BudgetExceededContext) -> None:
+        """Queue the verdict if the run is one of ours (a stop ends the run)."""
+        queue = self.verdicts.get(ctx.run_id)
+        if queue is not None:
+            queue.append(ctx)
+
+    def take(self, run_id: uuid.UUID) -> list[_Verdict]:
         queue = self.verdicts.get(run_id)
         if not queue:
             return []
@@ -105,6 +117,12 @@ class AgentLoop:
         detectors: observers whose verdicts the loop applies; None means the default
             repetition and convergence detectors, ``[]`` none.
         agent_name: reported as ``gen_ai.agent.name``.
+        budget: limits for each run (USD, tokens, calls, wall time); a session's own
+            budget is ``Session(budget=...)``. See :class:`~loopobs.core.budget.Budget`.
+        prices: how model calls are priced: None for ``genai-prices``, a mapping of
+            model name to :class:`~loopobs.core.pricing.ModelRates` (or USD per call),
+            a function ``(model, provider, usage) -> USD | None``, or a
+            :class:`~loopobs.core.pricing.PriceLookup`.
     """
 
     def __init__(
@@ -124,6 +142,8 @@ class AgentLoop:
         compactor: Compactor | None = None,
         detectors: Iterable[LoopObserver] | None = None,
         agent_name: str = "agent",
+        budget: Budget | None = None,
+        prices: PricesArg = None,
     ) -> None:
         if not model:
             raise ValueError("model must be a non-empty model name")
@@ -148,6 +168,8 @@ class AgentLoop:
         self.compaction_threshold = compaction_threshold
         self.compactor: Compactor = compactor or TruncatingCompactor()
         self.agent_name = agent_name
+        self.budget = budget
+        self.prices: PriceLookup = price_lookup(prices)
         self._observers = ObserverSet(observers)
         # Detectors sit after the user's observers, so every user observer has seen an
         # event before a detector reacts to it, and their verdicts reach everyone.
