@@ -8,6 +8,7 @@ model call and :meth:`RunSpending.check` after each response and tool call.
 
 from __future__ import annotations
 
+import logging
 import time
 from uuid import UUID
 
@@ -19,12 +20,14 @@ from loopobs.core.run import Session
 
 __all__ = ["RunSpending"]
 
+logger = logging.getLogger("loopobs.budget")
+
 
 class RunSpending:
     """The spend of one run and of its session, and the budgets over them."""
 
     __slots__ = ("_emit", "_last_output_tokens", "_prices", "_run_id", "_session_spend",
-                 "_started", "_trackers", "_usd_limited", "spend")
+                 "_started", "_trackers", "_unpriced_noted", "_usd_limited", "spend")
 
     def __init__(self, *, run_id: UUID, prices: PriceLookup, budget: Budget | None,
                  session: Session, emit: ObserverSet) -> None:
@@ -43,6 +46,7 @@ class RunSpending:
         self._trackers = tuple(trackers)
         self._usd_limited = any(t.budget.usd is not None for t in trackers)
         self._last_output_tokens = 0
+        self._unpriced_noted = False
         self._started = time.monotonic()
         for tracker in self._trackers:
             tracker.start()
@@ -70,6 +74,11 @@ class RunSpending:
             self._last_output_tokens = usage.output_tokens
         self.spend.add_call(usage, cost)
         self._session_spend.add_call(usage, cost)
+        if cost is None and self._usd_limited and not self._unpriced_noted:
+            self._unpriced_noted = True
+            logger.warning("run %s: a call to %s (%s) has no known price; it does not count "
+                           "toward the USD budget (give the loop prices=...)", self._run_id,
+                           model, provider)
         return cost
 
     def before_call(self, model: str, provider: str, input_tokens: int) -> None:

@@ -25,6 +25,7 @@ from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Observation
 
 from loopobs.core.events import (
+    BudgetExceededContext,
     CompactedContext,
     ConvergenceDetectedContext,
     FallbackContext,
@@ -108,6 +109,10 @@ class MetricsObserver(LoopObserver):
         self._loop_detections = i[c.LOOP_DETECTIONS.name]
         self._convergence = i[c.CONVERGENCE_DETECTIONS.name]
         self._label_overflow = i[c.LABEL_OVERFLOW.name]
+        self._cost = i[c.COST.name]
+        self._unpriced = i[c.UNPRICED_CALLS.name]
+        self._run_cost = i[c.RUN_COST.name]
+        self._budget_exceeded = i[c.BUDGET_EXCEEDED.name]
 
     @property
     def open_runs(self) -> int:
@@ -178,6 +183,8 @@ class MetricsObserver(LoopObserver):
         if ctx.error is not None:
             duration[c.ERROR_TYPE] = self._v(c.ERROR_TYPE, type(ctx.error).__name__)
         self._agent_duration.record(ctx.duration_ms / 1000, duration)
+        if ctx.cost_usd is not None:
+            self._run_cost.record(ctx.cost_usd, base)
         if agent is not None:
             self._runs_active.add(-1, base)
 
@@ -205,6 +212,10 @@ class MetricsObserver(LoopObserver):
         ):
             if count:
                 self._tokens.add(count, {**tokens, c.GEN_AI_TOKEN_TYPE: kind})
+        if ctx.cost_usd is None:
+            self._unpriced.add(1, tokens)
+        else:
+            self._cost.add(ctx.cost_usd, tokens)
 
     def on_stream_failure(self, ctx: StreamFailureContext) -> None:
         """Duration with ``error.type``, and ``loopobs.stream.failures``."""
@@ -258,6 +269,13 @@ class MetricsObserver(LoopObserver):
         """``loopobs.convergence_detections`` +1 by action."""
         self._convergence.add(
             1, {c.LOOPOBS_DETECTION_ACTION: self._v(c.LOOPOBS_DETECTION_ACTION, ctx.action)})
+
+    def on_budget_exceeded(self, ctx: BudgetExceededContext) -> None:
+        """``loopobs.budget.exceeded`` +1 by limit, scope and action."""
+        self._budget_exceeded.add(1, {**self._agent(ctx.run_id),
+                                      c.LOOPOBS_BUDGET_LIMIT: ctx.limit,
+                                      c.LOOPOBS_BUDGET_SCOPE: ctx.scope,
+                                      c.LOOPOBS_BUDGET_ACTION: ctx.action})
 
     # -- lifecycle ------------------------------------------------------------------------
     def reset(self) -> None:

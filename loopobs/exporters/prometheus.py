@@ -40,6 +40,7 @@ from prometheus_client import values as _prom_values
 
 from loopobs.core.errors import LoopError
 from loopobs.core.events import (
+    BudgetExceededContext,
     CompactedContext,
     ConvergenceDetectedContext,
     FallbackContext,
@@ -249,6 +250,9 @@ class PrometheusObserver(LoopObserver):
         self._b_to = self._bounds[lbl(c.LOOPOBS_MODEL_TO)]
         self._b_reason = self._bounds[lbl(c.LOOPOBS_COMPACTION_REASON)]
         self._b_action = self._bounds[lbl(c.LOOPOBS_DETECTION_ACTION)]
+        self._b_limit = self._bounds[lbl(c.LOOPOBS_BUDGET_LIMIT)]
+        self._b_scope = self._bounds[lbl(c.LOOPOBS_BUDGET_SCOPE)]
+        self._b_budget_action = self._bounds[lbl(c.LOOPOBS_BUDGET_ACTION)]
 
         self._token_usage = hist(c.TOKEN_USAGE)
         self._op_duration = hist(c.OPERATION_DURATION)
@@ -270,6 +274,10 @@ class PrometheusObserver(LoopObserver):
         self._tokens_saved = _Family(count(c.COMPACTION_TOKENS_SAVED))
         self._loop_detections = _Family(count(c.LOOP_DETECTIONS))
         self._convergence = _Family(count(c.CONVERGENCE_DETECTIONS))
+        self._cost = _Family(count(c.COST))
+        self._unpriced = _Family(count(c.UNPRICED_CALLS))
+        self._run_cost = hist(c.RUN_COST)
+        self._budget_exceeded = _Family(count(c.BUDGET_EXCEEDED))
         self._observer_errors = _ObserverErrors(
             count(c.OBSERVER_ERRORS, registry=None),
             self._bounds[lbl(c.LOOPOBS_OBSERVER_NAME)],
@@ -334,6 +342,8 @@ class PrometheusObserver(LoopObserver):
             ctx.duration_ms / 1000.0, self._exemplar(ctx.run_id)
         )
         self._runs.child(agent, self._b_status(ctx.status)).inc()
+        if ctx.cost_usd is not None:
+            self._run_cost.child(agent).observe(ctx.cost_usd, self._exemplar(ctx.run_id))
         if self.multiprocess:
             self._observer_errors.sync()
 
@@ -368,6 +378,10 @@ class PrometheusObserver(LoopObserver):
             )
         if ctx.reasoning_output_tokens:
             tokens.child(provider, model, c.TOKEN_REASONING).inc(ctx.reasoning_output_tokens, ex)
+        if ctx.cost_usd is None:
+            self._unpriced.child(provider, model).inc()
+        else:
+            self._cost.child(provider, model).inc(ctx.cost_usd, ex)
 
     def on_stream_failure(self, ctx: StreamFailureContext) -> None:
         """Record the failed attempt's duration (with ``error_type``) and count the failure."""
@@ -413,3 +427,9 @@ class PrometheusObserver(LoopObserver):
     def on_convergence_detected(self, ctx: ConvergenceDetectedContext) -> None:
         """Count the detection by action."""
         self._convergence.child(self._b_action(ctx.action)).inc()
+
+    def on_budget_exceeded(self, ctx: BudgetExceededContext) -> None:
+        """Count the budget verdict by limit, scope and action (stop or warn)."""
+        self._budget_exceeded.child(
+            self._agents.get(ctx.run_id, _ABSENT), self._b_limit(ctx.limit),
+            self._b_scope(ctx.scope), self._b_budget_action(ctx.action)).inc()
