@@ -267,3 +267,21 @@ def test_guard_needs_a_budget_and_its_failures_never_reach_the_loop() -> None:
     loop.call(1, 1, cost=0.01)
     assert guard.exceeded(loop.run_id) is not None
     assert loop.observers.failure_count == 1
+
+
+def test_the_emit_by_hand_budget_example_stops_before_the_crossing_call() -> None:
+    """docs/budgets.md's BudgetGuard example runs as written and stops before the call."""
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "budgets.md").read_text("utf-8")
+    (block,) = [b for b in re.findall(r"```python\n(.*?)```", doc, re.S) if "BudgetGuard(" in b]
+    namespace: dict[str, object] = {}
+    exec(compile(block, "budgets.md", "exec"), namespace)
+    error = namespace["error"]
+    assert isinstance(error, BudgetExceeded)
+    assert (error.limit, error.budget) == ("usd", 0.05)
+    assert namespace["turn"] == 3  # three calls made; the fourth would have crossed
+    spend = namespace["guard"].spend(namespace["run_id"])  # type: ignore[attr-defined]
+    assert spend.usd <= 0.05
+    assert spend.model_calls == 3

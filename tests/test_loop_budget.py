@@ -206,3 +206,17 @@ async def test_a_session_budget_spans_runs_and_stops_later_runs_at_once() -> Non
     assert session.spend.model_calls == 2
     assert math.isclose(session.cost_usd or 0.0, (first.cost_usd or 0) + (second.cost_usd or 0))
     assert_contract(rec.events)
+
+
+def test_the_readme_budget_example_runs_as_written(capsys: pytest.CaptureFixture[str]) -> None:
+    """The README's budget example stops the runaway loop and prints what its comment says."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    (block,) = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "Budget(" in b]
+    exec(compile(block, "README.md", "exec"), {})
+    printed = capsys.readouterr().out.strip()
+    expected = re.search(r"^# (budget_exceeded .*)$", block, re.M)
+    assert expected is not None
+    assert printed == expected.group(1)
