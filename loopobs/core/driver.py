@@ -225,6 +225,8 @@ class RunDriver:
 
     def _over_budget(self, model: str) -> bool:
         """Check the budgets for the next model call; True when a stop ended the run."""
+        if not self.spending.budgeted:
+            return False
         self.spending.before_call(model, getattr(self.loop.client, "provider", ""),
                                   self._estimate())
         stop = self._apply_verdicts()

@@ -51,6 +51,11 @@ class RunSpending:
         for tracker in self._trackers:
             tracker.start()
 
+    @property
+    def budgeted(self) -> bool:
+        """Whether a run or session budget applies (else the checks do nothing)."""
+        return bool(self._trackers)
+
     def model_call(self) -> None:
         """Count a model call attempt (run and session)."""
         self.spend.model_calls += 1

@@ -179,11 +179,12 @@ def render_run(events: Sequence[EventContext]) -> tuple[str, RunSummary]:
             parent.children.append(_Node(f"⏾ sleeping until {ctx.wake_at.isoformat()}"))
         elif isinstance(ctx, BudgetExceededContext):
             if ctx.action == "stop":
-                what = f"⛔ {ctx.scope} budget exceeded: {ctx.limit} {ctx.value:g} > {ctx.budget:g}"
+                what = (f"⛔ {ctx.scope} budget exceeded: {ctx.limit} {ctx.value:g} > "
+                        f"{ctx.budget:g} → stop")
                 summary.budget_stops += 1
             else:
                 what = f"⚠ {ctx.scope} budget warning: {ctx.limit} {ctx.value:g} of {ctx.budget:g}"
-            parent.children.append(_Node(f"{what} → {ctx.action}"))
+            parent.children.append(_Node(what))
         elif isinstance(ctx, RunEndContext):
             summary.status = ctx.status
             summary.duration_ns = ctx.time_ns - first_ns
