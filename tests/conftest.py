@@ -16,6 +16,7 @@ from loopobs import (
     ModelError,
     NotYetAwake,
     RateLimited,
+    RunStatus,
     ToolExecutionError,
     Usage,
 )
@@ -38,7 +39,7 @@ SAMPLE_FIELDS: dict[str, dict[str, Any]] = {
         "error": NotYetAwake(wake_at=dt.datetime(2030, 5, 6, 7, 8, 9, tzinfo=dt.timezone.utc)),
         "total_turns": 4,
         "duration_ms": 1234.5,
-        "status": "sleeping",
+        "status": RunStatus.SLEEPING,
         "input_tokens": 900,
         "output_tokens": 80,
         "cost_usd": 0.0123,
@@ -90,7 +91,7 @@ SAMPLE_FIELDS: dict[str, dict[str, Any]] = {
     "on_tool_call_received": {
         "turn": 3,
         "tool": "weather",
-        "call_id": "call_1",
+        "tool_call_id": "call_1",
         "input": {"city": "Zürich", "days": [1, 2], "opts": {"units": None, "x": 1.5}},
     },
     "on_tool_pre": {"turn": 3, "tool": "weather", "tool_call_id": "call_1", "attempt": 1},

@@ -538,7 +538,7 @@ async def test_run_with_tool_use_then_answer() -> None:
     replay = Replay.of(["anthropic_tool_use", "anthropic_text"], chunk_size=64)
     result = await agent(replay, recorder).run("Weather?")
     assert result.status is RunStatus.COMPLETED
-    assert [(c.tool, c.call_id) for c in recorder.of("on_tool_call_received")] == [
+    assert [(c.tool, c.tool_call_id) for c in recorder.of("on_tool_call_received")] == [
         ("get_weather", "toolu_paris"),
         ("get_weather", "toolu_tokyo"),
         ("local_time", "toolu_clock"),

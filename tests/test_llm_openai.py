@@ -580,7 +580,7 @@ async def test_run_with_parallel_tool_calls_then_answer() -> None:
     result = await agent(replay, recorder).run("Weather?")
     assert result.status is RunStatus.COMPLETED
     received = recorder.of("on_tool_call_received")
-    assert [(c.tool, c.call_id) for c in received] == [
+    assert [(c.tool, c.tool_call_id) for c in received] == [
         ("get_weather", "call_paris"),
         ("get_weather", "call_tokyo"),
         ("local_time", "call_clock"),

@@ -34,9 +34,10 @@ replayed context equals the recorded one.
 from __future__ import annotations
 
 import datetime as _dt
-import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
+
+from loopobs.core.isotime import parse_isoformat
 
 if TYPE_CHECKING:
     from pydantic import GetCoreSchemaHandler
@@ -220,27 +221,6 @@ def _build_checker(cls: type[LoopError]) -> Any:
     shape = make_typed_dict(f"{cls.__name__}Fields", fields)
     shape.__pydantic_config__ = ConfigDict(strict=True, extra="forbid")
     return TypeAdapter(shape)
-
-
-_OFFSET = re.compile(r"([+-])(\d\d):(\d\d)(?::(\d\d)(?:\.(\d{6}))?)?$")
-
-
-def _fromisoformat(text: str) -> _dt.datetime:
-    """Read what ``datetime.isoformat()`` wrote, UTC offset to the microsecond.
-
-    ``datetime.fromisoformat`` drops the microseconds of an offset (CPython 3.11) and does
-    not read a trailing "Z" before 3.11, so the offset is parsed here.
-    """
-    if text.endswith(("Z", "z")):
-        text = text[:-1] + "+00:00"
-    match = _OFFSET.search(text) if len(text) > 10 else None
-    if match is None:
-        return _dt.datetime.fromisoformat(text)
-    sign, hours, minutes, seconds, micros = match.groups()
-    offset = _dt.timedelta(hours=int(hours), minutes=int(minutes), seconds=int(seconds or 0),
-                           microseconds=int(micros or 0))
-    naive = _dt.datetime.fromisoformat(text[: match.start()])
-    return naive.replace(tzinfo=_dt.timezone(-offset if sign == "-" else offset))
 
 
 def _jsonable(value: Any) -> Any:
@@ -476,6 +456,6 @@ class NotYetAwake(ResumeError):
 
     def __init__(self, message: str = "", *, wake_at: _dt.datetime | str) -> None:
         if isinstance(wake_at, str):
-            wake_at = _fromisoformat(wake_at)
+            wake_at = parse_isoformat(wake_at)
         super().__init__(message or f"the run sleeps until {wake_at.isoformat()}")
         self.wake_at = wake_at

@@ -23,72 +23,25 @@ from __future__ import annotations
 
 import asyncio
 import datetime as _dt
-import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import jsonschema
-
+from loopobs.core import parking
 from loopobs.core.budget import Budget
 from loopobs.core.compaction import Compactor, TruncatingCompactor
 from loopobs.core.driver import RunDriver
-from loopobs.core.errors import InvalidResumeInput, NotYetAwake, SessionBusy
-from loopobs.core.events import (
-    BudgetExceededContext,
-    ConvergenceDetectedContext,
-    LoopDetectedContext,
-)
-from loopobs.core.model import (
-    LlmClient,
-    Message,
-    SystemMessage,
-    UserMessage,
-)
+from loopobs.core.errors import SessionBusy
+from loopobs.core.model import LlmClient, Message, SystemMessage, UserMessage
 from loopobs.core.observer import LoopObserver, ObserverSet
+from loopobs.core.policy import RunPolicy
 from loopobs.core.pricing import PriceLookup, PricesArg, price_lookup
 from loopobs.core.run import Checkpoint, RunResult, Session
+from loopobs.core.runtime import LoopSettings, RunDeps
 from loopobs.core.tools import Tool
 from loopobs.core.tools import tool as make_tool
+from loopobs.core.trace_links import LINKS, TraceLinks
 
 __all__ = ["AgentLoop"]
-
-
-_Verdict = LoopDetectedContext | ConvergenceDetectedContext | BudgetExceededContext
-
-
-class _Policy(LoopObserver):
-    """Collects detector and budget verdicts for the loop's own runs, to apply between steps."""
-
-    name = "loopobs.policy"
-
-    def __init__(self) -> None:
-        self.verdicts: dict[uuid.UUID, list[_Verdict]] = {}
-
-    def on_loop_detected(self, ctx: LoopDetectedContext) -> None:
-        """Queue the verdict if the run is one of ours."""
-        queue = self.verdicts.get(ctx.run_id)
-        if queue is not None:
-            queue.append(ctx)
-
-    def on_convergence_detected(self, ctx: ConvergenceDetectedContext) -> None:
-        """Queue the verdict if the run is one of ours."""
-        queue = self.verdicts.get(ctx.run_id)
-        if queue is not None:
-            queue.append(ctx)
-
-    def on_budget_exceeded(self, ctx: BudgetExceededContext) -> None:
-        """Queue the verdict if the run is one of ours (a stop ends the run)."""
-        queue = self.verdicts.get(ctx.run_id)
-        if queue is not None:
-            queue.append(ctx)
-
-    def take(self, run_id: uuid.UUID) -> list[_Verdict]:
-        queue = self.verdicts.get(run_id)
-        if not queue:
-            return []
-        taken = list(queue)
-        queue.clear()
-        return taken
 
 
 def _default_detectors() -> list[LoopObserver]:
@@ -177,8 +130,9 @@ class AgentLoop:
         self.detectors = tuple(_default_detectors() if detectors is None else detectors)
         for detector in self.detectors:
             self._emit.add(detector)
-        self._policy = _Policy()
+        self._policy = RunPolicy()
         self._emit.add(self._policy)
+        self._links: TraceLinks = LINKS
 
     # -- observers -------------------------------------------------------------------------
     @property
@@ -201,6 +155,22 @@ class AgentLoop:
         self.model = model
 
     # -- running ---------------------------------------------------------------------------
+    def _run_deps(self) -> RunDeps:
+        """What one run works with: a snapshot of the settings, the live model."""
+        return RunDeps(
+            client=self.client, tools=dict(self.tools), emit=self._emit, policy=self._policy,
+            compactor=self.compactor, links=self._links, model=lambda: self.model,
+            prices=self.prices,
+            settings=LoopSettings(
+                max_turns=self.max_turns, tool_timeout=self.tool_timeout,
+                parallel_tool_calls=self.parallel_tool_calls,
+                context_window=self.context_window,
+                compaction_threshold=self.compaction_threshold,
+                fallback_models=self.fallback_models, agent_name=self.agent_name,
+                system_prompt=self.system_prompt, budget=self.budget,
+            ),
+        )
+
     async def run(self, input: str | Sequence[Message], *, session: Session | None = None,
                   ) -> RunResult:
         """Run the agent on ``input`` (a question, or messages to append) and return the result.
@@ -223,7 +193,7 @@ class AgentLoop:
                 session.messages.append(UserMessage(content=input))
             else:
                 session.messages.extend(input)
-            return await RunDriver(self, session).execute(None, None)
+            return await RunDriver(self._run_deps(), session).execute(None, None)
         finally:
             session.busy = False
 
@@ -260,31 +230,13 @@ class AgentLoop:
             NotYetAwake: the run sleeps until later (nothing changes).
             SessionBusy: ``session`` has a run in progress.
         """
-        if checkpoint.kind == "suspend":
-            validator_cls = jsonschema.validators.validator_for(checkpoint.input_schema or {})
-            validator = validator_cls(checkpoint.input_schema or {})
-            errors = sorted(
-                (f"{'/'.join(str(p) for p in e.absolute_path) or '(input)'}: {e.message}"
-                 for e in validator.iter_errors(input)),
-            )
-            if errors:
-                raise InvalidResumeInput(errors=errors)
-        else:
-            assert checkpoint.wake_at is not None
-            current = now or _dt.datetime.now(_dt.timezone.utc)
-            if current < checkpoint.wake_at:
-                raise NotYetAwake(wake_at=checkpoint.wake_at)
-        if session is None:
-            session = Session(id=checkpoint.session_id, messages=list(checkpoint.messages),
-                              turn=checkpoint.turn)
-            session.last_model = checkpoint.model
-        elif session.id != checkpoint.session_id:
-            raise ValueError("the session given is not the parked run's session")
+        parking.check_resume(checkpoint, input, now)
+        session = parking.resumed_session(checkpoint, session)
         if session.busy:
             raise SessionBusy(session_id=str(session.id))
         session.busy = True
         try:
-            return await RunDriver(self, session, resumed=checkpoint).execute(checkpoint, input)
+            return await RunDriver(self._run_deps(), session).execute(checkpoint, input)
         finally:
             session.busy = False
 
