@@ -220,3 +220,16 @@ def test_the_readme_budget_example_runs_as_written(capsys: pytest.CaptureFixture
     expected = re.search(r"^# (budget_exceeded .*)$", block, re.M)
     assert expected is not None
     assert printed == expected.group(1)
+
+
+async def test_a_spent_wall_time_budget_stops_before_the_first_call() -> None:
+    """Budget(wall_time_s=0): any running time is over it, so no model call is made."""
+    loop, rec, client = loop_over(runaway(), budget=Budget(wall_time_s=0))
+    result = await loop.run("go")
+    assert result.status is RunStatus.BUDGET_EXCEEDED
+    assert isinstance(result.error, BudgetExceeded)
+    assert result.error.limit == "wall_time_s"
+    assert client.requests == []
+    assert result.turns == 0
+    assert result.cost_usd == 0.0
+    assert [h for h, _ in rec.events] == ["on_run_start", "on_budget_exceeded", "on_run_end"]
