@@ -33,6 +33,7 @@ from loopobs.core.errors import (
     ToolExecutionError,
     ToolNotFound,
     ToolTimeout,
+    ToolWorkersExhausted,
 )
 from loopobs.core.events import (
     CONTEXT_TYPES,
@@ -188,6 +189,7 @@ __all__ = [
     "ToolResultMessage",
     "ToolReturn",
     "ToolTimeout",
+    "ToolWorkersExhausted",
     "TruncatingCompactor",
     "TurnEndContext",
     "TurnStartContext",

@@ -9,6 +9,7 @@ from loopobs import LlmClient, LoopObserver, ObserverSet, Tool, TruncatingCompac
 from loopobs.core.policy import RunPolicy
 from loopobs.core.runtime import LoopSettings, RunDeps
 from loopobs.core.trace_links import TraceLinks
+from loopobs.core.workers import ToolWorkers
 from loopobs.llm import ScriptedClient
 
 
@@ -35,5 +36,6 @@ def make_deps(
         client=client if client is not None else ScriptedClient([]),
         tools={t.name: t for t in made}, emit=emit, policy=policy,
         compactor=TruncatingCompactor(), links=links if links is not None else TraceLinks(),
+        workers=ToolWorkers(),
         settings=LoopSettings(**defaults), model=lambda: model,
     )

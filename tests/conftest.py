@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from loopobs import (
     CONTEXT_TYPES,
@@ -20,6 +21,11 @@ from loopobs import (
     ToolExecutionError,
     Usage,
 )
+
+# No per-example deadline: the machine is shared, and a slow example is not a wrong one
+# (speed is measured in bench/, as ratios).
+settings.register_profile("loopobs", deadline=None)
+settings.load_profile("loopobs")
 
 RUN_ID = uuid.UUID("6f1c2b7e-0000-4000-8000-000000000001")
 SESSION_ID = uuid.UUID("6f1c2b7e-0000-4000-8000-000000000002")

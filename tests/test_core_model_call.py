@@ -147,3 +147,14 @@ def test_note_model_reports_changes_only() -> None:
     note_model(deps, run, session, "m2")
     assert [(c.from_model, c.to_model) for c in rec.of("on_model_switched")] == [("m1", "m2")]
     assert session.last_model == "m2"
+
+
+def test_repeated_ids_are_made_distinct_in_the_response() -> None:
+    """Only repeats are renamed, the first keeps its id, a suffix avoids every id used."""
+    from loopobs import ToolCallPart
+    from loopobs.core.model_call import distinct_call_ids
+
+    calls = [ToolCallPart(id=i, name="t", arguments={}) for i in ("x", "x", "x_2", "y", "x")]
+    assert [c.id for c in distinct_call_ids(calls)] == ["x", "x_3", "x_2", "y", "x_4"]
+    unique = [ToolCallPart(id="a", name="t", arguments={})]
+    assert distinct_call_ids(unique) == unique

@@ -12,6 +12,7 @@ from loopobs import (
     InvalidToolInput,
     Output,
     Suspend,
+    Tool,
     ToolCallPart,
     ToolExecutionError,
     ToolTimeout,
@@ -77,7 +78,9 @@ async def test_sequential_calls_run_one_after_the_other() -> None:
 
 async def test_failures_are_results_for_the_model() -> None:
     """Unknown tool, raising tool, bad JSON and timeout each give an error result."""
-    phase, rec = phase_for(slow, broken, tool_timeout=0.01)
+    # only the slow tool has a short limit: the others must not race it on a busy machine
+    limited = Tool(slow.fn, name="slow", timeout=0.01)
+    phase, rec = phase_for(limited, broken)
     bad_json = ToolCallPart(id="c3", name="broken", arguments={}, raw_arguments="{not json")
     outcomes = await phase(0, [part("nope", "c1"), part("broken", "c2"), bad_json,
                                part("slow", "c4", ms=5_000)], received=True)

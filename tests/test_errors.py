@@ -32,6 +32,7 @@ from loopobs.core.errors import (
     ToolExecutionError,
     ToolNotFound,
     ToolTimeout,
+    ToolWorkersExhausted,
 )
 
 WAKE = dt.datetime(2031, 2, 3, 4, 5, 6, 789, tzinfo=dt.timezone(dt.timedelta(hours=-5)))
@@ -48,6 +49,7 @@ SAMPLES: dict[type[LoopError], LoopError] = {
     InvalidToolInput: InvalidToolInput(tool="search", errors=["q: required", "n: not an int"]),
     ToolExecutionError: ToolExecutionError("disk full", tool="write", error_type="OSError"),
     ToolTimeout: ToolTimeout(tool="slow", timeout_s=2.5),
+    ToolWorkersExhausted: ToolWorkersExhausted(tool="slow", workers=4),
     ContextExceeded: ContextExceeded(used=130_000, limit=128_000),
     MaxTurnsExceeded: MaxTurnsExceeded(max_turns=12),
     LoopDetected: LoopDetected(pattern="search×5"),

@@ -75,6 +75,7 @@ ERROR_FIELDS: dict[str, st.SearchStrategy[Any]] = {
     "errors": st.lists(TEXT, max_size=3),
     "error_type": TEXT,
     "timeout_s": FLOATS,
+    "workers": INTS,
     "used": INTS,
     "limit": INTS,
     "max_turns": INTS,

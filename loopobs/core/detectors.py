@@ -61,7 +61,7 @@ _LABEL_CHARS: Final = 60
 
 _State = TypeVar("_State")
 
-# (tool, arguments hash, result hash): equality on all three, as in the seed.
+# (tool, arguments hash, result hash): an operation repeats only when all three are equal.
 _Op = tuple[str, int | None, int | None]
 _Call = tuple[str, int | None]
 # tool, arguments hash, arguments (the pattern text is built only for a detection)
@@ -213,9 +213,9 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
       cycle is running, its operations are reported as the cycle, not one by one.
     - progress resets: the same tool and arguments with a result different
       from the last one drops that call's earlier entries from the window and
-      clears their warnings (the agent is polling something that changes). A
-      stricter reading than the seed's, which resets only calls already warned:
-      ``queued, queued, running, queued`` is a job changing state, not a loop.
+      clears their warnings (the agent is polling something that changes), whether
+      or not they were warned about yet: ``queued, queued, running, queued`` is a
+      job changing state, not a loop.
 
     Each escalation is reported once, not again on every following call. A
     stop clears the session's window, so the session's next run starts afresh.

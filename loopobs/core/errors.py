@@ -63,6 +63,7 @@ __all__ = [
     "ToolExecutionError",
     "ToolNotFound",
     "ToolTimeout",
+    "ToolWorkersExhausted",
 ]
 
 _REGISTRY: dict[str, type[LoopError]] = {}
@@ -362,6 +363,24 @@ class ToolTimeout(ToolError):
     def __init__(self, message: str = "", *, tool: str = "", timeout_s: float = 0.0) -> None:
         super().__init__(message or f"tool {tool!r} timed out after {timeout_s:g}s", tool=tool)
         self.timeout_s = timeout_s
+
+
+class ToolWorkersExhausted(ToolError):
+    """A sync tool could not start: all ``workers`` threads still run earlier calls.
+
+    Calls that timed out keep their thread until the function returns (a thread
+    cannot be stopped), so this says the tools hang, not that this call did.
+    """
+
+    _fields: ClassVar[tuple[str, ...]] = ("tool", "workers")
+
+    def __init__(self, message: str = "", *, tool: str = "", workers: int = 0) -> None:
+        super().__init__(
+            message or f"tool {tool!r} did not run: all {workers} worker threads for sync tools "
+            "are still busy with earlier calls",
+            tool=tool,
+        )
+        self.workers = workers
 
 
 class ContextExceeded(LoopError):

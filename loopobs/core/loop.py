@@ -40,6 +40,7 @@ from loopobs.core.runtime import LoopSettings, RunDeps
 from loopobs.core.tools import Tool
 from loopobs.core.tools import tool as make_tool
 from loopobs.core.trace_links import LINKS, TraceLinks
+from loopobs.core.workers import DEFAULT_TOOL_WORKERS, ToolWorkers
 
 __all__ = ["AgentLoop"]
 
@@ -76,6 +77,9 @@ class AgentLoop:
             model name to :class:`~loopobs.core.pricing.ModelRates` (or USD per call),
             a function ``(model, provider, usage) -> USD | None``, or a
             :class:`~loopobs.core.pricing.PriceLookup`.
+        sync_tool_workers: threads for sync tools (the loop's own); when all are
+            still busy (tools hanging past their timeout), a sync tool call fails
+            with ``ToolWorkersExhausted`` instead of waiting.
     """
 
     def __init__(
@@ -97,6 +101,7 @@ class AgentLoop:
         agent_name: str = "agent",
         budget: Budget | None = None,
         prices: PricesArg = None,
+        sync_tool_workers: int = DEFAULT_TOOL_WORKERS,
     ) -> None:
         if not model:
             raise ValueError("model must be a non-empty model name")
@@ -133,6 +138,7 @@ class AgentLoop:
         self._policy = RunPolicy()
         self._emit.add(self._policy)
         self._links: TraceLinks = LINKS
+        self.workers = ToolWorkers(sync_tool_workers)
 
     # -- observers -------------------------------------------------------------------------
     @property
@@ -159,8 +165,8 @@ class AgentLoop:
         """What one run works with: a snapshot of the settings, the live model."""
         return RunDeps(
             client=self.client, tools=dict(self.tools), emit=self._emit, policy=self._policy,
-            compactor=self.compactor, links=self._links, model=lambda: self.model,
-            prices=self.prices,
+            compactor=self.compactor, links=self._links, workers=self.workers,
+            model=lambda: self.model, prices=self.prices,
             settings=LoopSettings(
                 max_turns=self.max_turns, tool_timeout=self.tool_timeout,
                 parallel_tool_calls=self.parallel_tool_calls,

@@ -14,7 +14,9 @@ in the run's spending; a successful one is priced (``cost_usd`` on its
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,7 +55,7 @@ from loopobs.core.run import Session
 from loopobs.core.runtime import RunDeps, now_ns, perf
 from loopobs.core.spending import RunSpending
 
-__all__ = ["ModelCall", "ModelResponse", "note_model"]
+__all__ = ["ModelCall", "ModelResponse", "distinct_call_ids", "note_model"]
 
 
 @dataclass(slots=True)
@@ -69,6 +71,32 @@ class ModelResponse:
     blocks: tuple[ThinkingBlock, ...] = ()
     cost_usd: float | None = None
     """USD of the call; None when its price is unknown."""
+
+
+def distinct_call_ids(calls: Sequence[ToolCallPart]) -> list[ToolCallPart]:
+    """``calls`` with every id unique within the response.
+
+    A model may send the same id twice (or reuse an empty one); the loop's events,
+    spans and results are paired by id, so a repeat gets ``<id>_<n>``, with the
+    lowest ``n`` that no call of the response uses. The first call keeps its id,
+    and the renamed id is the one the conversation carries back to the model.
+    """
+    taken = {call.id for call in calls}
+    if len(taken) == len(calls):
+        return list(calls)
+    seen: set[str] = set()
+    distinct: list[ToolCallPart] = []
+    for call in calls:
+        kept = call
+        if call.id in seen:
+            n = 2
+            while f"{call.id}_{n}" in taken:
+                n += 1
+            kept = dataclasses.replace(call, id=f"{call.id}_{n}")
+            taken.add(kept.id)
+        seen.add(kept.id)
+        distinct.append(kept)
+    return distinct
 
 
 def note_model(deps: RunDeps, run_id: uuid.UUID, session: Session, model: str) -> None:
@@ -226,7 +254,7 @@ class ModelCall:
                                            tool_calls=len(calls)))
         spending.check()
         return ModelResponse(response_text, "".join(thinking) if thinking is not None else None,
-                             calls, usage, tuple(blocks), cost)
+                             distinct_call_ids(calls), usage, tuple(blocks), cost)
 
     def _failed(self, turn: int, model: str, provider: str, attempt: int,
                 started: float, error: LoopError) -> None:

@@ -21,6 +21,7 @@ from loopobs.core.policy import RunPolicy
 from loopobs.core.pricing import PriceLookup, default_prices
 from loopobs.core.tools import Tool
 from loopobs.core.trace_links import TraceLinks
+from loopobs.core.workers import ToolWorkers
 
 __all__ = ["LoopSettings", "RunDeps", "now_ns", "perf"]
 
@@ -57,6 +58,8 @@ class RunDeps:
     policy: RunPolicy
     compactor: Compactor
     links: TraceLinks
+    workers: ToolWorkers
+    """Threads for sync tools, the loop's own."""
     settings: LoopSettings
     model: Callable[[], str]
     """The model for the next call."""

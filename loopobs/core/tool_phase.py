@@ -11,6 +11,7 @@ A failing tool becomes an error result for the model, never a failed run.
 from __future__ import annotations
 
 import asyncio
+import functools
 import sys
 import uuid
 from collections.abc import Awaitable, Sequence
@@ -122,10 +123,12 @@ class ToolPhase:
                 # the error (whose message reaches span statuses and logs) never holds it.
                 raise InvalidToolInput(tool=found.name,
                                        errors=["the arguments are not a JSON object"])
+            run_sync = functools.partial(self._deps.workers.run, tool=found.name)
+            invocation = found.invoke(call.arguments, run_sync=run_sync)
             if timeout is None:
-                returned = await found.invoke(call.arguments)
+                returned = await invocation
             else:
-                returned = await _with_timeout(found.invoke(call.arguments), timeout)
+                returned = await _with_timeout(invocation, timeout)
             if isinstance(returned, Output):
                 # Inside the try: a value with no text form is the tool's error, and the
                 # attempt still gets its on_tool_post.

@@ -1,27 +1,6 @@
 """The run → trace table now lives in :mod:`loopobs.core.trace_links`; this name re-exports it."""
 
-from loopobs.core.trace_links import (
-    ENDED_CAPACITY,
-    LINKS,
-    TraceLinks,
-    carrier,
-    lookup,
-    publish,
-    reset,
-    resolve,
-    restore,
-    withdraw,
-)
+from loopobs.core import trace_links as _moved
+from loopobs.core.trace_links import *  # noqa: F403
 
-__all__ = [
-    "ENDED_CAPACITY",
-    "LINKS",
-    "TraceLinks",
-    "carrier",
-    "lookup",
-    "publish",
-    "reset",
-    "resolve",
-    "restore",
-    "withdraw",
-]
+__all__ = list(_moved.__all__)
