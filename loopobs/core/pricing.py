@@ -26,7 +26,7 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Optional, Protocol, Union, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from loopobs.core.events import Usage
 
@@ -85,12 +85,10 @@ class ModelRates:
         return max(0.0, total) / 1_000_000
 
 
-PriceFunction = Callable[[str, str, Usage], Optional[float]]  # noqa: UP007 - runtime alias
+PriceFunction = Callable[[str, str, Usage], float | None]
 """The user's own pricing: ``(model, provider, usage) -> USD``, or None to fall through."""
 
-PricesArg = Union[  # noqa: UP007 - a runtime alias on Python 3.10
-    PriceLookup, Mapping[str, Union[ModelRates, float]], PriceFunction, None
-]
+PricesArg = PriceLookup | Mapping[str, ModelRates | float] | PriceFunction | None
 """What ``AgentLoop(prices=...)`` and :class:`~loopobs.core.budget.BudgetGuard` accept."""
 
 
