@@ -16,6 +16,7 @@ from loopobs.core.detectors import ConvergenceDetector, RepetitionDetector
 from loopobs.core.errors import (
     BudgetExceeded,
     Cancelled,
+    CheckpointAlreadyResumed,
     ContextExceeded,
     FallbackExhausted,
     InvalidResumeInput,
@@ -71,7 +72,7 @@ from loopobs.core.events import (
     TurnStartContext,
     Usage,
 )
-from loopobs.core.loop import AgentLoop
+from loopobs.core.loop import AgentLoop, ClaimHook
 from loopobs.core.model import (
     AssistantMessage,
     Finish,
@@ -113,6 +114,8 @@ __all__ = [
     "CONTEXT_TYPES",
     "Cancelled",
     "Checkpoint",
+    "CheckpointAlreadyResumed",
+    "ClaimHook",
     "CompactionContext",
     "Compactor",
     "ContextExceeded",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -21,11 +21,20 @@ from loopobs import (
     ToolExecutionError,
     Usage,
 )
+from loopobs.core.parking import CLAIMS
 
 # No per-example deadline: the machine is shared, and a slow example is not a wrong one
 # (speed is measured in bench/, as ratios).
 settings.register_profile("loopobs", deadline=None)
 settings.load_profile("loopobs")
+
+@pytest.fixture(autouse=True)
+def _fresh_resume_claims() -> Iterator[None]:
+    """Each test starts with no checkpoint resumed in this process."""
+    CLAIMS.reset()
+    yield
+    CLAIMS.reset()
+
 
 RUN_ID = uuid.UUID("6f1c2b7e-0000-4000-8000-000000000001")
 SESSION_ID = uuid.UUID("6f1c2b7e-0000-4000-8000-000000000002")

@@ -94,12 +94,13 @@ async def test_a_non_retryable_failure_is_not_retried() -> None:
 
 
 async def test_every_model_failing_exhausts_the_chain() -> None:
-    """FallbackExhausted names the models tried, in order."""
-    client = ScriptedClient([Fail(RateLimited()), Fail(RateLimited())])
+    """FallbackExhausted names the models tried, in order, with each attempt's error."""
+    client = ScriptedClient([Fail(RateLimited()), Fail(StreamError())])
     call, _, rec = call_for(client, "m2")
     with pytest.raises(FallbackExhausted) as info:
         await call(0, "m1")
     assert list(info.value.models) == ["m1", "m2"]
+    assert [type(e) for e in info.value.failures] == [RateLimited, StreamError]
     assert len(rec.of("on_stream_failure")) == 2
 
 
@@ -123,7 +124,7 @@ class _Raises:
 async def test_a_stream_without_its_final_event_is_a_stream_error() -> None:
     """A stream that just stops fails the attempt (retryable), reported as a failure."""
     call, _, rec = call_for(_NoFinish())
-    with pytest.raises(FallbackExhausted):
+    with pytest.raises(StreamError):
         await call(0, "m1")
     failure = rec.of("on_stream_failure")[0]
     assert isinstance(failure.error, StreamError)

@@ -95,7 +95,9 @@ def test_resume_checks_input_and_time_without_changing_anything() -> None:
         parking.check_resume(suspended.checkpoint, {"ok": "yes"}, None)
     assert info.value.errors
     parking.check_resume(suspended.checkpoint, {"ok": True}, None)
-    sleeping = parking.park(deps.emit, uuid.uuid4(), wave_session(), 0, "m1", [outcomes()[2]])
+    done = [ToolResultMessage(tool_call_id=i, name="x", content="ok") for i in ("c1", "c2")]
+    sleeping = parking.park(deps.emit, uuid.uuid4(), wave_session(), 0, "m1", [outcomes()[2]],
+                            wave_results=[*done, None])
     assert sleeping is not None
     with pytest.raises(NotYetAwake):
         parking.check_resume(sleeping.checkpoint, None, WAKE - dt.timedelta(seconds=1))

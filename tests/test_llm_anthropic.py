@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from loopobs import AgentLoop, RunStatus, tool
-from loopobs.core.errors import FallbackExhausted, ModelError, RateLimited, StreamError
+from loopobs.core.errors import ModelError, RateLimited, StreamError
 from loopobs.core.events import Usage
 from loopobs.core.model import (
     AssistantMessage,
@@ -614,7 +614,7 @@ async def test_run_without_fallback_fails_on_overload() -> None:
     recorder = RecordingObserver()
     result = await agent(Replay.of(["anthropic_overloaded"]), recorder).run("q")
     assert result.status is RunStatus.FAILED
-    assert isinstance(result.error, FallbackExhausted)
+    assert isinstance(result.error, RateLimited)  # one model: its own error
     assert isinstance(recorder.of("on_stream_failure")[0].error, RateLimited)
     assert result.usage == Usage()
 

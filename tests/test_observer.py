@@ -340,13 +340,11 @@ def test_strict_mode_reraises() -> None:
         observers.on_turn_start(sample_context("on_turn_start"))
 
 
-@pytest.mark.parametrize(
-    "exc", [KeyboardInterrupt, SystemExit, asyncio.CancelledError, GeneratorExit]
-)
+@pytest.mark.parametrize("exc", [KeyboardInterrupt, SystemExit, GeneratorExit])
 def test_base_exceptions_are_never_swallowed(
     exc: type[BaseException], caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Cancellation, interrupts and exits pass through the set untouched and uncounted."""
+    """Interrupts and exits pass through the set untouched and uncounted."""
     after = RecordingObserver()
     observers = ObserverSet([Boom(exc), after])
     with caplog.at_level(logging.ERROR, logger="loopobs.observer"), pytest.raises(exc):
@@ -357,9 +355,24 @@ def test_base_exceptions_are_never_swallowed(
 
 def test_base_exception_passes_through_a_nested_set() -> None:
     """A BaseException from inside a nested set still reaches the emitter."""
-    outer = ObserverSet([ObserverSet([Boom(asyncio.CancelledError)])])
-    with pytest.raises(asyncio.CancelledError):
+    outer = ObserverSet([ObserverSet([Boom(KeyboardInterrupt)])])
+    with pytest.raises(KeyboardInterrupt):
         outer.on_tool_pre(sample_context("on_tool_pre"))
+
+
+def test_a_hook_raising_cancelled_error_is_that_observers_failure(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A sync hook cannot be cancelled, so its CancelledError is its bug: counted, logged,
+    and the members after it still get the event."""
+    after = RecordingObserver()
+    bad = Boom(asyncio.CancelledError)
+    observers = ObserverSet([bad, after])
+    with caplog.at_level(logging.ERROR, logger="loopobs.observer"):
+        observers.on_run_end(sample_context("on_run_end"))
+    assert observers.failures == {(bad.name, "on_run_end"): 1}
+    assert after.hooks() == ["on_run_end"]
+    assert len(_ours(caplog)) == 1
 
 
 def test_failures_counted_exactly_under_threads() -> None:

@@ -99,14 +99,16 @@ class RunDriver:
             # The parked run's span, known again from the checkpoint (maybe in another
             # process), so the tracing observer can link this run to it.
             deps.links.restore(checkpoint.run_id, checkpoint.trace_context)
-        if em.listens("on_run_start"):
-            em.on_run_start(RunStartContext(
-                run_id=self.run_id, time_ns=now_ns(), session_id=self.session.id,
-                agent=deps.settings.agent_name, model=deps.model(),
-                resumed_from=checkpoint.run_id if checkpoint else None,
-                instructions=deps.settings.system_prompt or "",
-            ))
         try:
+            # Inside the try: whatever escapes the start (a strict set re-raising an
+            # observer's error) still ends with on_run_end for those that saw the start.
+            if em.listens("on_run_start"):
+                em.on_run_start(RunStartContext(
+                    run_id=self.run_id, time_ns=now_ns(), session_id=self.session.id,
+                    agent=deps.settings.agent_name, model=deps.model(),
+                    resumed_from=checkpoint.run_id if checkpoint else None,
+                    instructions=deps.settings.system_prompt or "",
+                ))
             if checkpoint is not None:
                 await self._resume(checkpoint, resume_input)
             while self.outcome is None:

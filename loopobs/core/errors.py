@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BudgetExceeded",
     "Cancelled",
+    "CheckpointAlreadyResumed",
     "ContextExceeded",
     "FallbackExhausted",
     "InvalidResumeInput",
@@ -227,6 +228,8 @@ def _build_checker(cls: type[LoopError]) -> Any:
 def _jsonable(value: Any) -> Any:
     if isinstance(value, tuple):
         return [_jsonable(v) for v in value]
+    if isinstance(value, LoopError):
+        return value.to_dict()
     if isinstance(value, _dt.datetime):
         return value.isoformat()
     return value
@@ -284,27 +287,43 @@ class StreamError(ModelError):
 
 
 class FallbackExhausted(ModelError):
-    """Every model in the fallback chain failed; ``models`` lists them in the order tried."""
+    """Every model in the fallback chain failed.
 
-    _fields: ClassVar[tuple[str, ...]] = (*ModelError._fields, "models")
+    ``models`` lists them in the order tried and ``failures`` holds each
+    attempt's error, in the same order (both travel in :meth:`to_dict`). A loop
+    with a single model raises that model's own error instead.
+    """
+
+    _fields: ClassVar[tuple[str, ...]] = (*ModelError._fields, "models", "failures")
 
     def __init__(
         self,
         message: str = "",
         *,
         models: Sequence[str] = (),
+        failures: Sequence[LoopError] = (),
         retryable: bool = False,
         status_code: int | None = None,
         provider: str | None = None,
     ) -> None:
         models = tuple(models)
+        failures = tuple(failures)
+        detail = "; ".join(f"{m}: {type(e).__name__}"
+                           for m, e in zip(models, failures, strict=False))
         super().__init__(
-            message or f"all models failed: {', '.join(models)}",
+            message or f"all models failed: {detail or ', '.join(models)}",
             retryable=retryable,
             status_code=status_code,
             provider=provider,
         )
         self.models = models
+        self.failures = failures
+
+    @classmethod
+    def _decode(cls, kwargs: dict[str, Any]) -> LoopError:
+        failures = [e if isinstance(e, LoopError) else LoopError.from_dict(e)
+                    for e in kwargs.pop("failures", ())]
+        return cls(failures=failures, **kwargs)
 
 
 class ToolError(LoopError):
@@ -466,6 +485,22 @@ class InvalidResumeInput(ResumeError):
         errors = tuple(errors)
         super().__init__(message or f"resume input is invalid: {'; '.join(errors)}")
         self.errors = errors
+
+
+class CheckpointAlreadyResumed(ResumeError):
+    """The checkpoint of run ``run_id`` was already resumed (here, or where a claim hook says).
+
+    A checkpoint resumes at most once, so a parked call's side effects happen once.
+    """
+
+    _fields: ClassVar[tuple[str, ...]] = ("run_id",)
+
+    def __init__(self, message: str = "", *, run_id: str = "") -> None:
+        super().__init__(
+            message or f"the checkpoint of run {run_id} was already resumed; "
+            "a checkpoint resumes once"
+        )
+        self.run_id = run_id
 
 
 class NotYetAwake(ResumeError):

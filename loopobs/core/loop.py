@@ -23,14 +23,15 @@ from __future__ import annotations
 
 import asyncio
 import datetime as _dt
-from collections.abc import Iterable, Sequence
+import inspect
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 from loopobs.core import parking
 from loopobs.core.budget import Budget
 from loopobs.core.compaction import Compactor, TruncatingCompactor
 from loopobs.core.driver import RunDriver
-from loopobs.core.errors import SessionBusy
+from loopobs.core.errors import CheckpointAlreadyResumed, SessionBusy
 from loopobs.core.model import LlmClient, Message, SystemMessage, UserMessage
 from loopobs.core.observer import LoopObserver, ObserverSet
 from loopobs.core.policy import RunPolicy
@@ -42,7 +43,10 @@ from loopobs.core.tools import tool as make_tool
 from loopobs.core.trace_links import LINKS, TraceLinks
 from loopobs.core.workers import DEFAULT_TOOL_WORKERS, ToolWorkers
 
-__all__ = ["AgentLoop"]
+__all__ = ["AgentLoop", "ClaimHook"]
+
+ClaimHook = Callable[[Checkpoint], "bool | Awaitable[bool]"]
+"""Asked before a checkpoint resumes: True if this resume may use it (it is now claimed)."""
 
 
 def _default_detectors() -> list[LoopObserver]:
@@ -80,6 +84,11 @@ class AgentLoop:
         sync_tool_workers: threads for sync tools (the loop's own); when all are
             still busy (tools hanging past their timeout), a sync tool call fails
             with ``ToolWorkersExhausted`` instead of waiting.
+        claim_checkpoint: asked before a checkpoint resumes (sync or async); return
+            False when the checkpoint was already claimed. Processes sharing a
+            checkpoint store implement it as an atomic "claim this run id" (a unique
+            row, a compare-and-set); this process alone already resumes a
+            checkpoint at most once without it.
     """
 
     def __init__(
@@ -102,6 +111,7 @@ class AgentLoop:
         budget: Budget | None = None,
         prices: PricesArg = None,
         sync_tool_workers: int = DEFAULT_TOOL_WORKERS,
+        claim_checkpoint: ClaimHook | None = None,
     ) -> None:
         if not model:
             raise ValueError("model must be a non-empty model name")
@@ -139,6 +149,8 @@ class AgentLoop:
         self._emit.add(self._policy)
         self._links: TraceLinks = LINKS
         self.workers = ToolWorkers(sync_tool_workers)
+        self.claim_checkpoint = claim_checkpoint
+        self._claims: parking.ResumeClaims = parking.CLAIMS
 
     # -- observers -------------------------------------------------------------------------
     @property
@@ -228,22 +240,51 @@ class AgentLoop:
 
         A suspended run needs ``input`` valid against the recorded JSON Schema;
         it becomes the parked call's result. A sleeping run needs the current
-        time (``now``, default the wall clock) at or after ``wake_at``; its
-        parked call runs again.
+        time (``now``, an aware datetime, default the wall clock) at or after
+        ``wake_at``; its parked call runs again.
+
+        A checkpoint resumes at most once: this process remembers the checkpoints
+        it resumed, and the loop's ``claim_checkpoint`` hook (when set) asks a
+        shared store before the run, so that across processes too only one
+        resume proceeds. A refusal before the run (invalid input, too early, a
+        busy session, a failing hook) does not use the checkpoint up.
 
         Raises:
-            InvalidResumeInput: the input fails the schema (nothing changes).
+            InvalidResumeInput: the checkpoint is inconsistent (edited where it was
+                stored), the input fails the schema, or ``now`` is naive (nothing changes).
             NotYetAwake: the run sleeps until later (nothing changes).
             SessionBusy: ``session`` has a run in progress.
+            CheckpointAlreadyResumed: the checkpoint was resumed before, in this
+                process or (says the claim hook) elsewhere.
+            ValueError: ``session`` is not the parked run's session.
         """
         parking.check_resume(checkpoint, input, now)
         session = parking.resumed_session(checkpoint, session)
         if session.busy:
             raise SessionBusy(session_id=str(session.id))
+        claims = self._claims
+        if not claims.claim(checkpoint.run_id):
+            raise CheckpointAlreadyResumed(run_id=str(checkpoint.run_id))
         session.busy = True
         try:
+            try:
+                granted = await self._ask_claim_hook(checkpoint)
+            except BaseException:
+                claims.release(checkpoint.run_id)  # the store could not answer: not used up
+                raise
+            if not granted:
+                raise CheckpointAlreadyResumed(
+                    f"the checkpoint of run {checkpoint.run_id} was claimed elsewhere",
+                    run_id=str(checkpoint.run_id))
             return await RunDriver(self._run_deps(), session).execute(checkpoint, input)
         finally:
             session.busy = False
 
-
+    async def _ask_claim_hook(self, checkpoint: Checkpoint) -> bool:
+        hook = self.claim_checkpoint
+        if hook is None:
+            return True
+        answer = hook(checkpoint)
+        if inspect.isawaitable(answer):
+            answer = await answer
+        return bool(answer)

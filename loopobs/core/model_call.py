@@ -130,20 +130,23 @@ class ModelCall:
         """Call ``model``, then the fallbacks; the first successful response wins.
 
         Raises:
-            ModelError: a non-retryable failure (no fallback is tried).
-            FallbackExhausted: every model of the chain failed with a retryable error.
+            ModelError: a non-retryable failure (no fallback is tried), or the only
+                model's failure when there are no fallbacks.
+            FallbackExhausted: every model of the chain failed with a retryable error;
+                it carries each attempt's error.
         """
         chain = [model, *(m for m in self._deps.settings.fallback_models if m != model)]
-        tried: list[str] = []
+        failures: list[ModelError] = []
         for attempt, current in enumerate(chain):
             try:
                 return await self._stream(turn, current, attempt)
             except ModelError as exc:
-                tried.append(current)
-                if not exc.retryable:
+                failures.append(exc)
+                if not exc.retryable or len(chain) == 1:
                     raise
                 if attempt + 1 == len(chain):
-                    raise FallbackExhausted(models=tried, provider=exc.provider) from exc
+                    raise FallbackExhausted(models=chain, failures=failures,
+                                            provider=exc.provider) from exc
                 following = chain[attempt + 1]
                 em = self._deps.emit
                 if em.listens("on_fallback"):

@@ -15,6 +15,7 @@ hook nobody overrides costs one set lookup::
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
 import threading
@@ -221,7 +222,9 @@ def _fan_out(hook: HookName) -> Any:  # typed by the LoopObserver method it repl
         for fn in self._subscribers[hook]:
             try:
                 fn(ctx)
-            except Exception as exc:
+            except (Exception, asyncio.CancelledError) as exc:
+                # Hooks are synchronous, so a CancelledError out of one is the observer's
+                # own doing (no cancellation reaches sync code): a failure like any other.
                 self._failed(fn, hook, exc)
 
     dispatch.__name__ = hook
@@ -236,7 +239,8 @@ class ObserverSet(LoopObserver):
     - Fan-out in registration order; each hook calls only the members that
       override it (subscriber tuples are rebuilt on :meth:`add` / :meth:`remove`,
       copy-on-write, so emitting never takes a lock).
-    - Isolation: a member that raises an ``Exception`` is logged with its name
+    - Isolation: a member that raises an ``Exception`` (or ``CancelledError``,
+      which a synchronous hook can only raise itself) is logged with its name
       and the hook (at most once per :data:`LOG_INTERVAL_S` per pair), counted
       in :attr:`failures`, and the remaining members still get the event.
       ``strict=True`` re-raises instead, for tests.
@@ -358,7 +362,7 @@ class ObserverSet(LoopObserver):
         """Total observer failures counted by this set."""
         return sum(self._failures.values())
 
-    def _failed(self, fn: _Dispatch, hook: str, exc: Exception) -> None:
+    def _failed(self, fn: _Dispatch, hook: str, exc: BaseException) -> None:
         if self.strict:
             raise exc
         owner = getattr(fn, "__self__", None)

@@ -14,12 +14,15 @@ wave, runs again.
 from __future__ import annotations
 
 import datetime as _dt
+import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import jsonschema
+from referencing import Registry
 
 from loopobs.core.errors import InvalidResumeInput, NotYetAwake
 from loopobs.core.events import RunStatus, SleepContext, SuspendedContext
@@ -32,9 +35,12 @@ from loopobs.core.tools import Suspend, render_result
 from loopobs.core.trace_links import TraceLinks
 
 __all__ = [
+    "CLAIMS",
     "Parked",
+    "ResumeClaims",
     "ResumePlan",
     "check_resume",
+    "checkpoint_problems",
     "park",
     "plan_resume",
     "resumed_session",
@@ -105,24 +111,77 @@ def with_trace_context(checkpoint: Checkpoint, links: TraceLinks,
 def check_resume(checkpoint: Checkpoint, input: Any, now: _dt.datetime | None) -> None:
     """Check that ``checkpoint`` may resume now with ``input``; changes nothing.
 
+    The checkpoint itself is checked first (it may have been edited where it was
+    stored): its parked calls must belong to its last wave of tool calls, its
+    results must fit that wave, a sleep needs an aware ``wake_at``, and a
+    suspension's ``input_schema`` must be a usable JSON Schema whose ``$ref``-s
+    stay inside it (nothing is ever fetched).
+
     Raises:
-        InvalidResumeInput: a suspended run's input fails the recorded schema.
+        InvalidResumeInput: the checkpoint is inconsistent, the input fails the
+            recorded schema, or ``now`` is a naive datetime.
         NotYetAwake: a sleeping run's ``wake_at`` is after ``now`` (default: the wall clock).
     """
+    problems = checkpoint_problems(checkpoint)
+    if problems:
+        raise InvalidResumeInput(f"the checkpoint cannot be resumed: {'; '.join(problems)}",
+                                 errors=problems)
     if checkpoint.kind == "suspend":
-        validator_cls = jsonschema.validators.validator_for(checkpoint.input_schema or {})
-        validator = validator_cls(checkpoint.input_schema or {})
-        errors = sorted(
-            (f"{'/'.join(str(p) for p in e.absolute_path) or '(input)'}: {e.message}"
-             for e in validator.iter_errors(input)),
-        )
+        errors = _schema_errors(checkpoint.input_schema or {}, input)
         if errors:
             raise InvalidResumeInput(errors=errors)
-    else:
-        assert checkpoint.wake_at is not None
-        current = now or _dt.datetime.now(_dt.timezone.utc)
-        if current < checkpoint.wake_at:
-            raise NotYetAwake(wake_at=checkpoint.wake_at)
+        return
+    assert checkpoint.wake_at is not None  # checked above
+    if now is not None and now.utcoffset() is None:
+        raise InvalidResumeInput(errors=[
+            "now: a naive datetime cannot be compared with wake_at; pass an aware one, "
+            "e.g. datetime.now(timezone.utc)"])
+    current = now or _dt.datetime.now(_dt.timezone.utc)
+    if current < checkpoint.wake_at:
+        raise NotYetAwake(wake_at=checkpoint.wake_at)
+
+
+def checkpoint_problems(checkpoint: Checkpoint) -> list[str]:
+    """What makes ``checkpoint`` impossible to resume (empty when it is consistent)."""
+    problems: list[str] = []
+    wave = _wave_ids(checkpoint)
+    if not wave:
+        return ["messages: no tool calls for the parked call to belong to"]
+    if len(checkpoint.results) != len(wave):
+        problems.append(f"results: {len(checkpoint.results)} for a wave of {len(wave)} calls")
+    known = set(wave)
+    parked = [checkpoint.parked, *checkpoint.rerun]
+    for where, call in zip(["parked", *(f"rerun[{i}]" for i in range(len(checkpoint.rerun)))],
+                           parked, strict=True):
+        if call.id not in known:
+            problems.append(f"{where}.id: not a call of the parked wave")
+    if len({call.id for call in parked}) != len(parked):
+        problems.append("rerun: a call is listed twice")
+    if checkpoint.kind == "sleep":
+        if checkpoint.wake_at is None:
+            problems.append("wake_at: missing for a sleeping run")
+        elif checkpoint.wake_at.utcoffset() is None:
+            problems.append("wake_at: not timezone-aware")
+    return problems
+
+
+def _schema_errors(schema: dict[str, Any], value: Any) -> list[str]:
+    """Why ``value`` fails ``schema``; a schema that cannot be used is itself the error."""
+    try:
+        validator_cls = jsonschema.validators.validator_for(schema)
+        validator_cls.check_schema(schema)
+        # An empty registry resolves only references inside the schema and retrieves
+        # nothing (jsonschema's own default may still fetch remote URLs).
+        validator = validator_cls(schema, registry=Registry())
+        return sorted(
+            f"{'/'.join(str(p) for p in e.absolute_path) or '(input)'}: {e.message}"
+            for e in validator.iter_errors(value)
+        )
+    except jsonschema.exceptions.SchemaError as exc:
+        where = "/".join(str(p) for p in exc.absolute_path) or "(schema)"
+        return [f"input_schema: not a valid JSON Schema at {where}: {exc.message}"]
+    except Exception as exc:  # an unresolvable $ref, a pattern re cannot compile, …
+        return [f"input_schema: cannot be used ({type(exc).__name__})"]
 
 
 def resumed_session(checkpoint: Checkpoint, session: Session | None) -> Session:
@@ -170,3 +229,41 @@ def _wave_ids(checkpoint: Checkpoint) -> list[str]:
         if isinstance(message, AssistantMessage) and message.tool_calls:
             return [c.id for c in message.tool_calls]
     return []
+
+
+class ResumeClaims:
+    """The parked runs (by run id) whose checkpoints this process has resumed.
+
+    Bounded: past ``capacity`` claims the oldest are forgotten, so a checkpoint
+    that old could resume again here; a claim hook backed by a store has no such
+    limit. Thread-safe.
+    """
+
+    def __init__(self, capacity: int = 100_000) -> None:
+        self.capacity = capacity
+        self._claimed: OrderedDict[uuid.UUID, None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def claim(self, run_id: uuid.UUID) -> bool:
+        """Claim ``run_id``'s checkpoint; False if it was claimed before."""
+        with self._lock:
+            if run_id in self._claimed:
+                return False
+            self._claimed[run_id] = None
+            while len(self._claimed) > self.capacity:
+                self._claimed.popitem(last=False)
+            return True
+
+    def release(self, run_id: uuid.UUID) -> None:
+        """Give a claim back (the resume did not start)."""
+        with self._lock:
+            self._claimed.pop(run_id, None)
+
+    def reset(self) -> None:
+        """Forget every claim (for tests)."""
+        with self._lock:
+            self._claimed.clear()
+
+
+CLAIMS = ResumeClaims()
+"""The process's claims: every AgentLoop of the process checks here."""

@@ -5,7 +5,8 @@ response, then runs the calls (concurrently when the loop allows it, else one
 after the other). Each attempt's task emits its ``on_tool_pre`` and exactly
 one ``on_tool_post`` — also on timeout, error and cancellation — and the phase
 returns only when every task has ended, so no post lands after the turn's end.
-A failing tool becomes an error result for the model, never a failed run.
+A failing tool becomes an error result for the model, never a failed run; that
+includes a tool raising ``CancelledError`` when nobody cancelled the run.
 """
 
 from __future__ import annotations
@@ -134,8 +135,13 @@ class ToolPhase:
                 # attempt still gets its on_tool_post.
                 text = render_result(returned.value)
         except asyncio.CancelledError:
-            self._post(turn, found.name, call.id, attempt, started, None, Cancelled(), None)
-            raise
+            if _cancel_requested():
+                self._post(turn, found.name, call.id, attempt, started, None, Cancelled(), None)
+                raise
+            # Nobody cancelled this task: the tool raised CancelledError itself. That is
+            # the tool's failure, reported to the model like any other.
+            error = ToolExecutionError("CancelledError: the tool raised CancelledError",
+                                       tool=found.name, error_type="CancelledError")
         except asyncio.TimeoutError:
             error = ToolTimeout(tool=found.name, timeout_s=timeout or 0.0)
         except ToolError as exc:
@@ -188,6 +194,13 @@ class ToolPhase:
             display_hint=returned.display_hint if isinstance(returned, Output) else None,
             attempt=attempt, outcome=outcome, error=error, result=text,
         ))
+
+
+def _cancel_requested() -> bool:
+    """Whether the current task was asked to cancel (True where Python cannot tell)."""
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)
+    return cancelling is None or cancelling() > 0
 
 
 if sys.version_info >= (3, 11):  # pragma: no cover - version switch

@@ -36,6 +36,7 @@ from loopobs.exporters.event_metrics import (
     Recording,
     Sink,
 )
+from loopobs.exporters.providers import flush_provider
 
 __all__ = ["DEFAULT_MAX_LABEL_VALUES", "MetricsObserver"]
 
@@ -143,14 +144,8 @@ class MetricsObserver(MetricRecorder):
             self._seen.clear()
 
     def force_flush(self, timeout_s: float | None = None) -> bool:
-        """Flush the meter provider, if it is an SDK provider this observer was given.
-
-        Returns False when the provider reports it could not flush in time.
-        """
-        flush = getattr(self._provider, "force_flush", None)
-        if flush is None:
-            return True
-        return flush(int((30.0 if timeout_s is None else timeout_s) * 1000)) is not False
+        """Flush the meter provider this observer was given; False if it could not in time."""
+        return flush_provider(self._provider, timeout_s)
 
 
 def _create(meter: metrics.Meter, spec: MetricSpec) -> Any:

@@ -69,6 +69,7 @@ from loopobs.core.observer import LoopObserver
 from loopobs.exporters import catalog as c
 from loopobs.exporters import content
 from loopobs.exporters.content import ContentMode
+from loopobs.exporters.providers import flush_provider
 
 __all__ = ["NON_ERROR_STATUSES", "TracingObserver"]
 
@@ -684,14 +685,8 @@ class TracingObserver(LoopObserver):
                 run.root.end(end_time=now)
 
     def force_flush(self, timeout_s: float | None = None) -> bool:
-        """Flush the tracer provider, if it is an SDK provider this observer was given.
-
-        Returns False when the provider reports it could not flush in time.
-        """
-        flush = getattr(self._provider, "force_flush", None)
-        if flush is None:
-            return True
-        return flush(int((30.0 if timeout_s is None else timeout_s) * 1000)) is not False
+        """Flush the tracer provider this observer was given; False if it could not in time."""
+        return flush_provider(self._provider, timeout_s)
 
     def shutdown(self, timeout_s: float | None = None) -> None:
         """End every open span and flush; the provider itself belongs to the caller."""
