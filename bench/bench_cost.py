@@ -39,7 +39,7 @@ from loopobs import (
     ObserverSet,
     RunStartContext,
     Session,
-    StreamContext,
+    StreamSuccessContext,
     Usage,
     price_lookup,
 )
@@ -72,10 +72,10 @@ def rows(repeats: int, target_s: float) -> list[dict[str, Any]]:
     guard = BudgetGuard(Budget(usd=1e9))
     ObserverSet([guard])
     guard.on_run_start(RunStartContext(run_id=run_id, time_ns=0, session_id=run_id))
-    unpriced_event = StreamContext(run_id=run_id, time_ns=0, turn=0, model="gpt-4o",
+    unpriced_event = StreamSuccessContext(run_id=run_id, time_ns=0, turn=0, model="gpt-4o",
                                    provider="openai", input_tokens=12_000, output_tokens=800,
                                    cache_read_input_tokens=4_000)
-    priced_event = StreamContext(run_id=run_id, time_ns=0, turn=0, model="gpt-4o",
+    priced_event = StreamSuccessContext(run_id=run_id, time_ns=0, turn=0, model="gpt-4o",
                                  provider="openai", input_tokens=12_000, output_tokens=800,
                                  cache_read_input_tokens=4_000, cost_usd=0.0265)
 

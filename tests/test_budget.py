@@ -17,8 +17,8 @@ from loopobs import (
     RunEndContext,
     RunStartContext,
     Spend,
-    StreamContext,
     StreamStartContext,
+    StreamSuccessContext,
     ToolPostContext,
     Usage,
 )
@@ -156,7 +156,7 @@ class HandLoop:
     def call(self, input_tokens: int, output_tokens: int, cost: float | None = None) -> None:
         self.observers.on_stream_start(StreamStartContext(
             run_id=self.run_id, time_ns=self.tick(), turn=0, model="gpt-4o", provider="openai"))
-        self.observers.on_stream_success(StreamContext(
+        self.observers.on_stream_success(StreamSuccessContext(
             run_id=self.run_id, time_ns=self.tick(), turn=0, model="gpt-4o", provider="openai",
             input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost))
 

@@ -17,7 +17,7 @@ from loopobs import (
     ModelRates,
     RunStatus,
     Session,
-    StreamContext,
+    StreamSuccessContext,
     Usage,
 )
 from loopobs.llm import Reply, ScriptedClient, ToolCall
@@ -90,7 +90,7 @@ async def test_every_call_and_turn_carries_genai_prices_cost() -> None:
     result = await loop.run("q", session=session)
     assert result.ok
     expected = [gpt4o_cost(s.usage) for s in steps if s.usage is not None]
-    streams: list[StreamContext] = rec.of("on_stream_success")
+    streams: list[StreamSuccessContext] = rec.of("on_stream_success")
     assert [s.cost_usd for s in streams] == pytest.approx(expected, rel=1e-12)
     assert [t.cost_usd for t in rec.of("on_turn_end")] == pytest.approx(expected, rel=1e-12)
     assert result.cost_usd == pytest.approx(sum(expected), rel=1e-12)

@@ -40,8 +40,8 @@ from loopobs.core.events import (
     BudgetLimit,
     RunEndContext,
     RunStartContext,
-    StreamContext,
     StreamStartContext,
+    StreamSuccessContext,
     ToolPostContext,
     Usage,
 )
@@ -335,7 +335,7 @@ class BudgetGuard(LoopObserver):
             for tracker in self._trackers(ctx.run_id):
                 tracker.spend.model_calls += 1
 
-    def on_stream_success(self, ctx: StreamContext) -> None:
+    def on_stream_success(self, ctx: StreamSuccessContext) -> None:
         """Add the call's tokens and cost, then check the limits."""
         cost = ctx.cost_usd
         usage = Usage(input_tokens=ctx.input_tokens, output_tokens=ctx.output_tokens,

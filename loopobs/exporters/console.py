@@ -18,7 +18,7 @@ from uuid import UUID
 
 from loopobs.core.events import (
     BudgetExceededContext,
-    CompactedContext,
+    CompactionContext,
     ConvergenceDetectedContext,
     EventContext,
     FallbackContext,
@@ -27,9 +27,9 @@ from loopobs.core.events import (
     RunEndContext,
     RunStartContext,
     SleepContext,
-    StreamContext,
     StreamFailureContext,
     StreamStartContext,
+    StreamSuccessContext,
     SuspendedContext,
     ToolCallReceivedContext,
     ToolPostContext,
@@ -112,7 +112,7 @@ def render_run(events: Sequence[EventContext]) -> tuple[str, RunSummary]:
             started[("turn", ctx.turn)] = ctx.time_ns
             root.children.append(turn_node)
         elif isinstance(ctx, ToolCallReceivedContext):
-            unrun[ctx.call_id] = ctx.tool
+            unrun[ctx.tool_call_id] = ctx.tool
         elif isinstance(ctx, TurnEndContext):
             for call_id, name in unrun.items():
                 parent.children.append(_Node(f"tool {name} [{call_id}]  NOT RUN (unknown tool)"))
@@ -126,7 +126,7 @@ def render_run(events: Sequence[EventContext]) -> tuple[str, RunSummary]:
             turn_node = None
         elif isinstance(ctx, StreamStartContext):
             started[("chat", (ctx.turn, ctx.attempt))] = ctx.time_ns
-        elif isinstance(ctx, StreamContext):
+        elif isinstance(ctx, StreamSuccessContext):
             took = ctx.time_ns - started.pop(("chat", (ctx.turn, ctx.attempt)), ctx.time_ns)
             ttft = (f" ttft {ctx.time_to_first_token_ms:.0f}ms"
                     if ctx.time_to_first_token_ms is not None else "")
@@ -160,7 +160,7 @@ def render_run(events: Sequence[EventContext]) -> tuple[str, RunSummary]:
             parent.children.append(_Node(f"⇢ fallback {ctx.from_model} → {ctx.to_model}"))
         elif isinstance(ctx, ModelSwitchedContext):
             parent.children.append(_Node(f"⇄ model switched {ctx.from_model} → {ctx.to_model}"))
-        elif isinstance(ctx, CompactedContext):
+        elif isinstance(ctx, CompactionContext):
             parent.children.append(_Node(
                 f"✂ compaction ({ctx.reason}) {ctx.tokens_before} → {ctx.tokens_after} tokens, "
                 f"{ctx.messages_removed} messages removed"))
