@@ -233,3 +233,18 @@ async def test_a_spent_wall_time_budget_stops_before_the_first_call() -> None:
     assert result.turns == 0
     assert result.cost_usd == 0.0
     assert [h for h, _ in rec.events] == ["on_run_start", "on_budget_exceeded", "on_run_end"]
+
+
+async def test_a_price_lookup_that_raises_never_breaks_the_run() -> None:
+    """A user's lookup that raises prices nothing (cost unknown); the run completes."""
+    class Broken:
+        def cost_usd(self, model: str, provider: str, usage: Usage, *,
+                     response_model: str | None = None) -> float | None:
+            raise RuntimeError("price service down")
+
+    loop, rec, _ = loop_over([Reply(text="fine", usage=Usage(input_tokens=5, output_tokens=1))],
+                             prices=Broken(), budget=Budget(usd=1.0))
+    result = await loop.run("q")
+    assert result.ok
+    assert result.cost_usd is None
+    assert rec.of("on_stream_success")[0].cost_usd is None

@@ -46,7 +46,7 @@ from loopobs.core.events import (
     Usage,
 )
 from loopobs.core.observer import LoopObserver, ObserverSet
-from loopobs.core.pricing import PriceLookup, PricesArg, price_lookup
+from loopobs.core.pricing import PriceLookup, PricesArg, price_lookup, safe_cost
 
 __all__ = ["Budget", "BudgetGuard", "BudgetTracker", "Spend"]
 
@@ -306,7 +306,7 @@ class BudgetGuard(LoopObserver):
 
         Emits the verdicts like the other checks.
         """
-        cost = self._prices.cost_usd(model, provider, estimate)
+        cost = safe_cost(self._prices, model, provider, estimate)
         with self._lock:
             verdicts = [v for t in self._trackers(run_id)
                         for v in t.before_call(run_id, estimate, cost)]
@@ -343,8 +343,8 @@ class BudgetGuard(LoopObserver):
                       cache_write_input_tokens=ctx.cache_write_input_tokens,
                       reasoning_output_tokens=ctx.reasoning_output_tokens)
         if cost is None:
-            cost = self._prices.cost_usd(ctx.model, ctx.provider, usage,
-                                         response_model=ctx.response_model)
+            cost = safe_cost(self._prices, ctx.model, ctx.provider, usage,
+                             response_model=ctx.response_model)
         with self._lock:
             verdicts = []
             for tracker in self._trackers(ctx.run_id):

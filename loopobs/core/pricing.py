@@ -35,7 +35,9 @@ __all__ = [
     "ModelRates",
     "PriceLookup",
     "PricesArg",
+    "default_prices",
     "price_lookup",
+    "safe_cost",
 ]
 
 logger = logging.getLogger("loopobs.pricing")
@@ -249,6 +251,19 @@ def default_prices() -> GenAIPrices:
             if _default is None:
                 _default = GenAIPrices()
     return _default
+
+
+def safe_cost(prices: PriceLookup, model: str, provider: str, usage: Usage, *,
+              response_model: str | None = None) -> float | None:
+    """``prices.cost_usd(...)``, with a lookup that raises (or returns a non-number) read as
+    unknown: a user's price lookup never breaks the run it prices."""
+    try:
+        cost = prices.cost_usd(model, provider, usage, response_model=response_model)
+        return None if cost is None else float(cost)
+    except Exception as exc:
+        logger.warning("the price lookup raised for %s at %s: %s: %s", model, provider,
+                       type(exc).__name__, exc)
+        return None
 
 
 def price_lookup(prices: PricesArg = None) -> PriceLookup:

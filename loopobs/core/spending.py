@@ -15,7 +15,7 @@ from uuid import UUID
 from loopobs.core.budget import Budget, BudgetTracker, Spend
 from loopobs.core.events import BudgetExceededContext, Usage
 from loopobs.core.observer import ObserverSet
-from loopobs.core.pricing import PriceLookup
+from loopobs.core.pricing import PriceLookup, safe_cost
 from loopobs.core.run import Session
 
 __all__ = ["RunSpending"]
@@ -75,7 +75,7 @@ class RunSpending:
         """
         cost = None
         if usage is not None:
-            cost = self._prices.cost_usd(model, provider, usage, response_model=response_model)
+            cost = safe_cost(self._prices, model, provider, usage, response_model=response_model)
             self._last_output_tokens = usage.output_tokens
         self.spend.add_call(usage, cost)
         self._session_spend.add_call(usage, cost)
@@ -95,8 +95,7 @@ class RunSpending:
         if not self._trackers:
             return
         estimate = Usage(input_tokens=input_tokens, output_tokens=self._last_output_tokens)
-        cost = (self._prices.cost_usd(model, provider, estimate) if self._usd_limited
-                else None)
+        cost = safe_cost(self._prices, model, provider, estimate) if self._usd_limited else None
         self._deliver([v for t in self._trackers
                        for v in t.before_call(self._run_id, estimate, cost)])
 
