@@ -183,8 +183,11 @@ class LoopObserver:
         """A tool parked the run until an instant; the run ends ``sleeping``."""
 
     def on_budget_exceeded(self, ctx: BudgetExceededContext) -> None:
-        """A budget limit was crossed (``action="stop"``: the run ends ``budget_exceeded``)
-        or its warning share reached (``"warn"``); once per limit, scope and action.
+        """A budget limit was crossed (``action="stop"``) or its warning share reached (``"warn"``).
+
+        A run's stop fires once, before the model call it refuses or after the response or
+        tool call that crossed; ``AgentLoop`` then ends the run ``budget_exceeded``. Each
+        warning fires once per limit; each later run of a stopped session gets the stop too.
         """
 
 
