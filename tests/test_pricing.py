@@ -67,6 +67,13 @@ def test_cached_and_reasoning_tokens_change_the_price() -> None:
     assert with_reasoning == without
 
 
+def test_load_reads_the_database_ahead_of_the_first_call() -> None:
+    """load() says the database is there; lookups then price as usual."""
+    prices = GenAIPrices()
+    assert prices.load() is True
+    assert prices.cost_usd("gpt-4o", "openai", Usage(input_tokens=10)) is not None
+
+
 def test_unknown_model_is_unknown_never_zero() -> None:
     """A model genai-prices cannot match has no price: None, not 0."""
     prices = GenAIPrices()
@@ -178,3 +185,16 @@ def test_a_lookup_object_is_used_as_is_and_bad_arguments_are_refused() -> None:
         price_lookup({"m": "cheap"})  # type: ignore[dict-item]
     with pytest.raises(TypeError):
         price_lookup(42)  # type: ignore[arg-type]
+
+
+def test_without_genai_prices_every_cost_is_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The package missing (the `cost` extra not installed): costs are None, nothing raises."""
+    import sys
+
+    for name in [n for n in sys.modules if n == "genai_prices" or n.startswith("genai_prices.")]:
+        monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.setitem(sys.modules, "genai_prices", None)
+    prices = GenAIPrices()
+    assert prices.load() is False
+    assert prices.cost_usd("gpt-4o", "openai", Usage(input_tokens=10)) is None
+    assert prices.cost_usd("gpt-4o", "openai", Usage(input_tokens=10)) is None

@@ -106,7 +106,9 @@ class GenAIPrices:
     time of the call.
 
     Resolutions are cached per (model, provider, response model) and dropped
-    when the package's current price snapshot changes.
+    when the package's current price snapshot changes. The database is loaded on
+    the first lookup (a fraction of a second, once per process); call
+    :meth:`load` at start-up to pay that before the first model call instead.
     """
 
     def __init__(self) -> None:
@@ -114,6 +116,15 @@ class GenAIPrices:
         self._snapshot: Any = None
         self._resolved: dict[tuple[str, str, str | None], tuple[Any, Any] | None] = {}
         self._unavailable = False
+
+    def load(self) -> bool:
+        """Load the price database now; False when ``genai-prices`` is not installed."""
+        try:
+            from genai_prices import data_snapshot
+        except ImportError:
+            return False
+        data_snapshot.get_snapshot()
+        return True
 
     def cost_usd(self, model: str, provider: str, usage: Usage, *,
                  response_model: str | None = None) -> float | None:
