@@ -87,6 +87,13 @@ ERROR_FIELDS: dict[str, st.SearchStrategy[Any]] = {
     # each attempt's error of a FallbackExhausted: errors of the simple kinds
     "failures": st.lists(st.builds(RateLimited, TEXT, retry_after=st.none() | FLOATS,
                                    status_code=st.none() | INTS), max_size=2),
+    "value": FLOATS,
+    "budget": FLOATS,
+    "scope": st.sampled_from(["run", "session"]),
+}
+# A field name that means something else on one class: BudgetExceeded.limit names the limit.
+ERROR_FIELDS_OF: dict[tuple[str, str], st.SearchStrategy[Any]] = {
+    ("BudgetExceeded", "limit"): st.sampled_from(["usd", "total_tokens", "wall_time_s"]),
 }
 
 
@@ -103,7 +110,8 @@ def _loop_error_classes() -> list[type[LoopError]]:
 
 ERROR_CLASSES = _loop_error_classes()
 LOOP_ERRORS: st.SearchStrategy[LoopError] = st.one_of(
-    [st.builds(cls, message=TEXT, **{f: ERROR_FIELDS[f] for f in cls._fields})
+    [st.builds(cls, message=TEXT, **{f: ERROR_FIELDS_OF.get((cls.__name__, f), ERROR_FIELDS[f])
+                                     for f in cls._fields})
      for cls in ERROR_CLASSES]
 )
 DISPLAY_HINTS = st.one_of(
