@@ -592,6 +592,12 @@ def test_dashboard_has_the_operator_panels() -> None:
     assert 'loopobs_run_status="loop_detected"' in exprs["Loops stopped"]
     assert "up{" in exprs["Targets down"]
     assert "up{" in exprs["Scrape targets"]
+    assert "loopobs_cost_usd_total" in exprs["Spend / hour"]
+    assert 'loopobs_budget_action="stop"' in exprs["Budgets hit"]
+    assert "sum by (gen_ai_agent_name) (rate(loopobs_run_cost_usd_sum" in exprs[
+        "Spend rate by agent"]
+    for title in ("Spend / hour", "Spend rate by model", "Spend rate by agent"):
+        assert panels[title]["fieldConfig"]["defaults"]["unit"] == "currencyUSD", title
     ttft = panels["Time to first token p50 / p95"]["fieldConfig"]["overrides"][0]
     assert ttft["matcher"]["options"] == "p95 alert threshold"
 

@@ -296,6 +296,9 @@ def test_operator_panels_see_the_demos_traffic(prometheus: Prometheus) -> None:
     assert by_type["cache_read"] < by_type["input"]
     assert by_type["reasoning"] < by_type["output"]
     assert values("loopobs:threshold_ttft_p95_seconds") == [5.0]
+    spend_by_agent = values("sum by (gen_ai_agent_name) (loopobs_run_cost_usd_sum)")
+    assert spend_by_agent
+    assert spend_by_agent[0] > 0
 
 
 def test_prometheus_serves_the_runbooks(prometheus: Prometheus) -> None:
