@@ -517,9 +517,11 @@ class RunDriver:
         em = loop._emit
         if received and em.listens("on_tool_call_received"):
             for call in calls:
+                known = loop.tools.get(call.name)
                 em.on_tool_call_received(ToolCallReceivedContext(
                     run_id=self.run_id, time_ns=_now_ns(), turn=turn, tool=call.name,
-                    call_id=call.id, input=call.arguments))
+                    call_id=call.id, input=call.arguments,
+                    annotations=known.annotations if known is not None else None))
         results: list[_ToolResult | None] = [None] * len(calls)
         pending: list[tuple[int, asyncio.Task[_ToolResult]]] = []
         for index, call in enumerate(calls):

@@ -1,0 +1,328 @@
+"""Normalisation before hashing: cosmetic differences in arguments and results do not count.
+
+Two calls that differ only in how a path is spelled, in whitespace, in a nonce
+or a timestamp, or in a rising timeout are the same call; two results that
+differ only in a server timestamp, a duration or a request id are the same
+result. :class:`Normaliser` holds the rules (defaults plus per-tool
+:class:`ToolNormalisation` overrides) and reports which rules changed a value,
+so a detection can say *why* two calls were taken as equal.
+
+Rules for arguments (applied by argument name, at any depth):
+
+- ``ignore``: dropped (nonces, cache-busters, request ids, ``since`` …);
+- ``mask_numbers``: numeric value replaced by a placeholder (timeouts, retry
+  counters, page numbers …); a masked page number is masked in the result too,
+  so a page past the last one reads as the same empty page;
+- ``paths`` (or, by default, any single-line string that looks like a path):
+  ``./``, ``..``, doubled and trailing slashes resolved, absolute paths under
+  one of ``path_roots`` made relative;
+- ``free_text`` (queries): compared as a set of case-folded words without
+  stop words and plural ``s``, so a reworded search is the same search;
+- ``case_insensitive``: case-folded;
+- every other single-line string: surrounding and repeated whitespace folded;
+  timestamps (ISO 8601, epoch seconds or milliseconds) anywhere are masked.
+
+Results: ISO 8601 dates and times, times of day, durations (``0.53s``,
+``12 ms``), UUIDs, long hex ids and epoch timestamps are masked. Only the first
+``max_result_chars`` characters are normalised; the rest is hashed as is.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from loopobs.core.hashing import canonical_json, stable_hash64
+
+__all__ = [
+    "DEFAULT_FREE_TEXT",
+    "DEFAULT_IGNORE",
+    "DEFAULT_MASK_NUMBERS",
+    "DEFAULT_PATH_KEYS",
+    "Normaliser",
+    "ToolNormalisation",
+    "mask_volatile",
+]
+
+DEFAULT_IGNORE: Final = frozenset({
+    "nonce", "cache_buster", "cachebuster", "cache_bust", "cb", "_", "_t", "ts", "timestamp",
+    "now", "request_id", "requestid", "idempotency_key", "trace_id", "correlation_id", "since",
+    "random", "rand", "salt",
+})
+"""Argument names dropped before hashing: they vary per call by design."""
+
+DEFAULT_MASK_NUMBERS: Final = frozenset({
+    "timeout", "timeout_s", "timeout_ms", "timeout_seconds", "wait", "wait_s", "wait_ms",
+    "wait_seconds", "delay", "delay_s", "backoff", "retry", "retries", "attempt", "attempts",
+    "max_wait", "poll_interval", "interval", "page", "page_number", "pageno",
+})
+"""Argument names whose numeric values are masked: budgets, retry counters, page numbers."""
+
+_PAGE_KEYS: Final = frozenset({"page", "page_number", "pageno"})
+
+DEFAULT_PATH_KEYS: Final = frozenset({
+    "path", "file", "filename", "file_path", "filepath", "dir", "directory", "folder", "cwd",
+    "dest", "destination", "src", "source", "target_path",
+})
+"""Argument names always treated as paths (other strings are, when they look like one)."""
+
+DEFAULT_FREE_TEXT: Final = frozenset({
+    "query", "q", "search", "search_query", "question", "keywords", "terms", "topic",
+})
+"""Argument names compared as a set of words: a reworded query is the same query."""
+
+_STOP_WORDS: Final = frozenset(
+    "a an and are as at be by do does for from how i in is it me of on or the to what when "
+    "where which who why with about can could should would my our this that these those "
+    "find search show get look up please".split()
+)
+
+# One pass over the text for everything volatile; each alternative is a named
+# group so the kinds that matched can be reported.
+_VOLATILE = re.compile(
+    r"(?P<time>\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?"
+    r"(?:Z|[+-]\d{2}:?\d{2})?)?\b|\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\b"
+    r"|\b1[5-9]\d{8}(?:\d{3})?(?:\.\d+)?\b)"
+    r"|(?P<duration>\b\d+(?:\.\d+)?\s?(?:ms|µs|us|ns|s|sec|secs|seconds?|mins?|minutes?|h|hrs?"
+    r"|hours?)\b)"
+    r"|(?P<id>\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
+    r"|\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{16,}\b)"
+)
+_PLACEHOLDER: Final = {"time": "<time>", "duration": "<duration>", "id": "<id>"}
+_HAS_DIGIT = re.compile(r"\d")
+_SPACES = re.compile(r"\s+")
+_WORD = re.compile(r"\w+")
+_TIMESTAMP_TEXT = re.compile(
+    r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?"
+)
+
+
+def mask_volatile(text: str, kinds: set[str] | None = None) -> str:
+    """``text`` with timestamps, durations and ids replaced by placeholders.
+
+    The names of the kinds that were masked (``time``, ``duration``, ``id``) are
+    added to ``kinds`` when given.
+    """
+    if not _HAS_DIGIT.search(text):
+        return text
+
+    def repl(m: re.Match[str]) -> str:
+        kind = m.lastgroup or "time"
+        if kinds is not None:
+            kinds.add(kind)
+        return _PLACEHOLDER[kind]
+
+    return _VOLATILE.sub(repl, text)
+
+
+def _is_epoch(value: float) -> bool:
+    return 1.5e9 <= value < 2e9 or 1.5e12 <= value < 2e12
+
+
+def _looks_like_path(value: str) -> bool:
+    if not value or len(value) > 512 or "\n" in value or " " in value or "://" in value:
+        return False
+    return value[0] in "./~" or "/" in value
+
+
+@dataclass(frozen=True, slots=True)
+class ToolNormalisation:
+    """Argument rules for one tool, replacing the :class:`Normaliser` defaults it names.
+
+    Each set holds argument names (case-insensitive); ``None`` keeps the default.
+    ``case_insensitive=True`` folds the case of every string argument.
+    ``normalise_results=False`` hashes the tool's results exactly.
+    """
+
+    ignore: frozenset[str] | None = None
+    mask_numbers: frozenset[str] | None = None
+    paths: frozenset[str] | None = None
+    free_text: frozenset[str] | None = None
+    case_insensitive: frozenset[str] | bool = False
+    normalise_results: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class _Rules:
+    ignore: frozenset[str]
+    mask_numbers: frozenset[str]
+    paths: frozenset[str]
+    free_text: frozenset[str]
+    case_all: bool
+    case_keys: frozenset[str]
+    results: bool
+
+
+def _lower(names: Iterable[str]) -> frozenset[str]:
+    return frozenset(n.lower() for n in names)
+
+
+@dataclass(frozen=True)
+class Normaliser:
+    """The normalisation rules a :class:`~loopobs.RepetitionDetector` applies before hashing.
+
+    Args:
+        ignore: argument names dropped.
+        mask_numbers: argument names whose numbers are masked.
+        paths: argument names always treated as paths.
+        free_text: argument names compared as a set of words.
+        path_roots: absolute directories that relative paths are relative to
+            (an agent's workspace): ``/work/repo/src/a.py`` equals ``src/a.py``.
+        tools: per-tool overrides.
+        max_result_chars: how much of a result is normalised (the rest is hashed as is).
+        enabled: ``False`` hashes arguments (canonical JSON) and results exactly.
+    """
+
+    ignore: frozenset[str] = DEFAULT_IGNORE
+    mask_numbers: frozenset[str] = DEFAULT_MASK_NUMBERS
+    paths: frozenset[str] = DEFAULT_PATH_KEYS
+    free_text: frozenset[str] = DEFAULT_FREE_TEXT
+    path_roots: tuple[str, ...] = ()
+    tools: Mapping[str, ToolNormalisation] = field(default_factory=dict)
+    max_result_chars: int = 16_384
+    enabled: bool = True
+    _default: _Rules = field(init=False, repr=False, compare=False)
+    _per_tool: dict[str, _Rules] = field(init=False, repr=False, compare=False)
+    _roots: tuple[str, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        default = _Rules(_lower(self.ignore), _lower(self.mask_numbers), _lower(self.paths),
+                         _lower(self.free_text), False, frozenset(), True)
+        per_tool = {}
+        for name, t in self.tools.items():
+            case_all = t.case_insensitive is True
+            case_keys = (frozenset() if isinstance(t.case_insensitive, bool)
+                         else _lower(t.case_insensitive))
+            per_tool[name] = _Rules(
+                default.ignore if t.ignore is None else _lower(t.ignore),
+                default.mask_numbers if t.mask_numbers is None else _lower(t.mask_numbers),
+                default.paths if t.paths is None else _lower(t.paths),
+                default.free_text if t.free_text is None else _lower(t.free_text),
+                case_all, case_keys, t.normalise_results,
+            )
+        roots = tuple(sorted((posixpath.normpath(r).rstrip("/") + "/" for r in self.path_roots
+                              if r.startswith("/")), key=len, reverse=True))
+        object.__setattr__(self, "_default", default)
+        object.__setattr__(self, "_per_tool", per_tool)
+        object.__setattr__(self, "_roots", roots)
+
+    def _rules(self, tool: str) -> _Rules:
+        return self._per_tool.get(tool, self._default)
+
+    # -- arguments -------------------------------------------------------------------------
+    def arguments_key(
+        self, tool: str, arguments: Mapping[str, Any]
+    ) -> tuple[int, frozenset[str], str | None]:
+        """The hash of ``arguments`` after normalisation, the rules that changed them, and
+        the masked page number's text (if any), to be masked in the result as well.
+
+        With nothing to change, the hash equals :func:`~loopobs.core.hashing.arguments_hash`.
+        """
+        if not self.enabled:
+            return stable_hash64(canonical_json(arguments).encode("utf-8", "surrogatepass")), \
+                frozenset(), None
+        applied: set[str] = set()
+        page: list[str] = []
+        value = self._walk(arguments, self._rules(tool), applied, page, None)
+        text = canonical_json(value)
+        return (stable_hash64(text.encode("utf-8", "surrogatepass")), frozenset(applied),
+                page[0] if page else None)
+
+    def _walk(self, value: Any, rules: _Rules, applied: set[str], page: list[str],
+              key: str | None) -> Any:
+        t = type(value)
+        if t is dict or isinstance(value, Mapping):
+            out: dict[str, Any] = {}
+            for k, v in value.items():
+                name = str(k).lower()
+                if name in rules.ignore:
+                    applied.add("volatile")
+                    continue
+                out[str(k)] = self._walk(v, rules, applied, page, name)
+            return out
+        if t is list or t is tuple:
+            return [self._walk(v, rules, applied, page, key) for v in value]
+        if t is str:
+            return self._string(value, rules, applied, key)
+        if (t is int or t is float) and key is not None:
+            if key in rules.mask_numbers:
+                applied.add("number")
+                if key in _PAGE_KEYS:
+                    page.append(str(int(value)) if t is float and value.is_integer()
+                                else str(value))
+                return "<n>"
+            if _is_epoch(value):
+                applied.add("time")
+                return "<time>"
+        return value
+
+    def _string(self, value: str, rules: _Rules, applied: set[str], key: str | None) -> str:
+        if key is not None:
+            if key in rules.mask_numbers and value.strip().replace(".", "", 1).isdigit():
+                applied.add("number")
+                return "<n>"
+            if key in rules.free_text:
+                words = sorted({_stem(w) for w in _WORD.findall(mask_volatile(value.casefold()))
+                                if w not in _STOP_WORDS})
+                folded = " ".join(words) if words else _SPACES.sub(" ", value.strip())
+                if folded != value:
+                    applied.add("words")
+                return folded
+        if "\n" not in value:
+            if value != value.strip() or "  " in value or "\t" in value:
+                value = _SPACES.sub(" ", value.strip())
+                applied.add("whitespace")
+            if (key is not None and key in rules.paths) or _looks_like_path(value):
+                path = self._path(value)
+                if path != value:
+                    applied.add("path")
+                    value = path
+        if rules.case_all or (key is not None and key in rules.case_keys):
+            folded = value.casefold()
+            if folded != value:
+                applied.add("case")
+                value = folded
+        if _TIMESTAMP_TEXT.search(value):
+            masked = mask_volatile(value)
+            if masked != value:
+                applied.add("time")
+                value = masked
+        return value
+
+    def _path(self, value: str) -> str:
+        if not value or "://" in value:
+            return value
+        path = posixpath.normpath(value)
+        if path.startswith("/"):
+            for root in self._roots:
+                if path.startswith(root) or path + "/" == root:
+                    path = path[len(root):] or "."
+                    break
+        return path
+
+    # -- results ---------------------------------------------------------------------------
+    def result_text(self, tool: str, text: str, page: str | None,
+                    applied: set[str]) -> str:
+        """``text`` with volatile parts masked (and ``page`` where the call masked it)."""
+        if not self.enabled or not self._rules(tool).results:
+            return text
+        head, tail = text[: self.max_result_chars], text[self.max_result_chars:]
+        kinds: set[str] = set()
+        masked = mask_volatile(head, kinds)
+        if page is not None and page in masked:
+            masked = re.sub(rf"(?<![\w.]){re.escape(page)}(?![\w.])", "<n>", masked)
+            if masked != head:
+                kinds.add("page")
+        if kinds:
+            applied.update(f"result:{k}" for k in kinds)
+            return masked + tail
+        return text
+
+
+def _stem(word: str) -> str:
+    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+        return word[:-1]
+    return word
