@@ -30,7 +30,7 @@ _GOLDEN: Final = 0x9E3779B97F4A7C15
 _MAX_NUMBERS: Final = 16
 _LONG_ANSWER_TOKENS: Final = 20
 _SHORT_ANSWER_TOKENS: Final = 12
-_QUESTION_SIMILARITY: Final = 0.5
+_QUESTION_SIMILARITY: Final = 0.9
 _REQUEST_WORDS: Final = 4
 
 _NONE: Final = 0
@@ -194,7 +194,8 @@ class ConvergenceDetector(_SessionDetector[_Answers]):
         """Remember the turn's question, to tell short answers to different requests apart."""
         question = None
         if ctx.query:
-            words = _tokens(ctx.query)[0]
+            # Numbers kept: "close issue 101" and "close issue 102" are different requests.
+            words = _WORD.findall(ctx.query.casefold())
             question = (_sketch(words, SKETCH_SIZE), len(words))
         with self._lock:
             _, s = self._state(ctx.run_id)

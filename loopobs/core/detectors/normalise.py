@@ -231,6 +231,18 @@ class Normaliser:
         return (stable_hash64(text.encode("utf-8", "surrogatepass")), frozenset(applied),
                 page[0] if page else None)
 
+    def shape_key(self, tool: str, arguments: Mapping[str, Any]) -> int:
+        """Like :meth:`arguments_key`, with the numbers in prose masked too.
+
+        Two writes with the same shape differ only in counters or figures within
+        text ("revision 3" → "revision 4"); numbers in identifiers, paths and
+        numeric values still tell writes apart.
+        """
+        value = self._walk(arguments, self._rules(tool), set(), [], None) if self.enabled \
+            else arguments
+        text = canonical_json(_mask_prose_numbers(value))
+        return stable_hash64(text.encode("utf-8", "surrogatepass"))
+
     def _walk(self, value: Any, rules: _Rules, applied: set[str], page: list[str],
               key: str | None) -> Any:
         t = type(value)
@@ -320,6 +332,20 @@ class Normaliser:
             applied.update(f"result:{k}" for k in kinds)
             return masked + tail
         return text
+
+
+_NUMBER_TOKEN = re.compile(r"(?<![\w./\-])\d+(?:\.\d+)?(?![\w/\-])")
+
+
+def _mask_prose_numbers(value: Any) -> Any:
+    t = type(value)
+    if t is dict:
+        return {k: _mask_prose_numbers(v) for k, v in value.items()}
+    if t is list:
+        return [_mask_prose_numbers(v) for v in value]
+    if t is str and " " in value:
+        return _NUMBER_TOKEN.sub("<n>", value)
+    return value
 
 
 def _stem(word: str) -> str:

@@ -43,12 +43,12 @@ _Kind = tuple[bool, bool, bool]
 
 
 class _Pending:
-    __slots__ = ("applied", "args", "ahash", "kind", "page", "tool")
+    __slots__ = ("applied", "args", "ahash", "kind", "page", "shape", "tool")
 
     def __init__(self, tool: str, ahash: int | None, args: Mapping[str, Any], kind: _Kind,
-                 applied: frozenset[str], page: str | None) -> None:
+                 applied: frozenset[str], page: str | None, shape: int | None = None) -> None:
         self.tool, self.ahash, self.args, self.kind = tool, ahash, args, kind
-        self.applied, self.page = applied, page
+        self.applied, self.page, self.shape = applied, page, shape
 
 
 _UNKNOWN_CALL_ARGS: Final[Mapping[str, Any]] = {}
@@ -58,10 +58,11 @@ class _OpStat:
     """One operation's current streak: how often, how paced, what was reported."""
 
     __slots__ = ("count", "epoch", "first_ns", "first_pos", "gen", "ids", "last_gap",
-                 "last_ns", "last_pos", "level", "level_pos", "paced", "polls", "wait_mark")
+                 "last_ns", "last_pos", "level", "level_pos", "novel_mark", "paced", "polls",
+                 "wait_mark")
 
     def __init__(self) -> None:
-        self.count = self.polls = self.level = self.level_pos = 0
+        self.count = self.polls = self.level = self.level_pos = self.novel_mark = 0
         self.epoch = self.gen = self.first_pos = self.last_pos = 0
         self.first_ns = self.last_ns = self.last_gap = self.wait_mark = 0
         self.paced = False
@@ -82,11 +83,12 @@ class _SameStat:
 class _Repetitions:
     """One session's bounded memory: operation streaks, calls, same results, a ring for cycles."""
 
-    __slots__ = ("calls", "cands", "cycle_level", "cycle_period", "cycle_start", "epoch", "floor", "ops", "pos",
-                 "ring", "ring_calls", "same", "wait_ns", "written")
+    __slots__ = ("calls", "cands", "cycle_level", "cycle_period", "cycle_start", "epoch",
+                 "floor", "novel", "ops", "pos", "ring", "ring_calls", "same", "wait_ns",
+                 "written")
 
     def __init__(self, ring: int) -> None:
-        self.pos = self.epoch = self.floor = self.wait_ns = 0
+        self.pos = self.epoch = self.floor = self.wait_ns = self.novel = 0
         self.ops: OrderedDict[_OpKey, _OpStat] = OrderedDict()
         # call → [latest result key, generation]; the generation moves when the result changes.
         self.calls: OrderedDict[_CallKey, list[Any]] = OrderedDict()
@@ -114,7 +116,8 @@ _SIDE_VERBS: Final = frozenset(
 )
 _READ_VERBS: Final = frozenset(
     "read get list ls search find grep fetch query lookup show view cat status describe "
-    "inspect head tail stat diff log count check browse open".split()
+    "inspect head tail stat diff log count check browse open test tests lint typecheck "
+    "validate verify".split()
 )
 _WAIT_VERBS: Final = frozenset({"sleep", "wait"})
 _NAME_PARTS = re.compile(r"[a-z]+")
@@ -210,9 +213,11 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
         annotations: Mapping[str, ToolAnnotations] | None = None,
         infer_annotations: bool = True,
         same_result_min_chars: int = 24,
-        poll_warn_s: float = 900.0,
-        poll_stop_s: float = 3600.0,
+        poll_warn_s: float = 1800.0,
+        poll_stop_s: float = 7200.0,
         min_wait_s: float = 1.0,
+        backoff_min_s: float = 3.0,
+        novelty: int = 3,
         max_sessions: int = DEFAULT_MAX_SESSIONS,
     ) -> None:
         if window is not None:
@@ -242,6 +247,8 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
         self.poll_warn_ns = int(poll_warn_s * 1e9)
         self.poll_stop_ns = int(poll_stop_s * 1e9)
         self.min_wait_ns = int(min_wait_s * 1e9)
+        self.backoff_min_ns = int(backoff_min_s * 1e9)
+        self.novelty = novelty
         self.primary_params: Mapping[str, str] = dict(primary_params or {})
         self._ring = 2 * max_period + 2
         self._pending: OrderedDict[UUID, dict[str, _Pending]] = OrderedDict()
@@ -317,8 +324,11 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
         """Normalise and hash the call's arguments, to pair with its result at ``on_tool_post``."""
         args = ctx.input
         ahash, applied, page = self.normaliser.arguments_key(ctx.tool, args)
-        entry = _Pending(ctx.tool, ahash, args, self._kind(ctx.tool, ctx.annotations),
-                         applied, page)
+        kind = self._kind(ctx.tool, ctx.annotations)
+        # A write is new work only if it differs in more than its numbers (a revision
+        # counter or a timestamp in an otherwise identical write is not progress).
+        shape = self.normaliser.shape_key(ctx.tool, args) if kind[0] else None
+        entry = _Pending(ctx.tool, ahash, args, kind, applied, page, shape)
         with self._lock:
             calls = self._pending.get(ctx.run_id)
             if calls is None:
@@ -413,8 +423,9 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
             if c[0] != rkey:
                 c[0] = rkey
                 c[1] += 1
-        if side and not is_error and call not in s.written:
-            s.written[call] = None
+        written = (tool, p.shape if p.shape is not None else p.ahash)
+        if side and not is_error and written not in s.written:
+            s.written[written] = None
             if len(s.written) > memory:
                 s.written.popitem(last=False)
             s.progress()
@@ -430,10 +441,14 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
         else:
             s.ops.move_to_end(op)
             prev_pos = st.last_pos
+            # Seen again, but after more than a few operations never seen before: a
+            # re-read amid new work, not a loop (a loop's steps are themselves repeats).
             fresh = (st.gen != c[1] or (not side and st.epoch != s.epoch)
-                     or pos - st.last_pos > self.horizon)
+                     or pos - st.last_pos > self.horizon
+                     or s.novel - st.novel_mark > self.novelty)
         paced = False
         if fresh:
+            s.novel += 1
             st.count, st.polls, st.level, st.last_gap, st.paced = 1, 0, _NONE, 0, False
             st.first_ns, st.first_pos = time_ns, pos
             st.ids.clear()
@@ -442,7 +457,7 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
             waited = s.wait_ns - st.wait_mark
             last = st.last_gap
             paced = waited >= self.min_wait_ns or (
-                last > 0 and gap >= self.min_wait_ns
+                last > 0 and gap >= self.backoff_min_ns
                 and (gap * 10 >= last * 18 or (st.paced and gap * 10 >= last * 9)))
             st.paced = paced
             if paced:
@@ -450,18 +465,17 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
             else:
                 st.count += 1
             st.last_gap = gap
-        st.gen, st.epoch, st.last_pos, st.last_ns, st.wait_mark = (
-            c[1], s.epoch, pos, time_ns, s.wait_ns)
+        st.gen, st.epoch, st.last_pos, st.last_ns, st.wait_mark, st.novel_mark = (
+            c[1], s.epoch, pos, time_ns, s.wait_ns, s.novel)
         _push(st.ids, call_id)
 
         cycle = self._cycle(s, op, (tool, p.args, call_id), pos, prev_pos)
-        if cycle is not None:
-            period, run = cycle
-            if paced:
-                return None
-            return self._cycle_detection(s, period, run, pos)
-        s.cycle_period = 0
-        s.cycle_level = _NONE
+        if cycle is not None and not paced:
+            return self._cycle_detection(s, cycle[0], cycle[1], pos)
+        if cycle is None:
+            s.cycle_period = 0
+            s.cycle_level = _NONE
+        # A paced cycle (poll, sleep, poll …) is polling: its steps answer to the budget.
 
         detection = self._repeat_detection(st, p, is_error, time_ns)
         if detection is not None:
