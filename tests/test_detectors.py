@@ -510,14 +510,14 @@ def test_memory_stays_bounded() -> None:
         det.on_tool_call_received(ToolCallReceivedContext(
             run_id=d.run_id, time_ns=0, turn=0, tool="never_posted", call_id=f"x{i}", input={}
         ))
-    state = det._sessions[d.run_id]
+    state = det._sessions[d.run_id.int]
     assert len(state.ops) <= 20
     assert len(state.calls) <= 20
     assert len(state.same) <= 20
     assert len(state.written) <= 20
     assert len(state.ring) == len(state.ring_calls) == 2 * 8 + 2
     assert len(state.cands) <= 4
-    assert len(det._pending[d.run_id]) <= 1024
+    assert len(det._pending[d.run_id.int]) <= 1024
     for _ in range(50):
         d.call("t", {}, "x", run_id=uuid.uuid4())
     assert det.sessions == 8

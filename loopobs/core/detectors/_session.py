@@ -27,8 +27,9 @@ class _SessionDetector(LoopObserver, Generic[_State]):
         self._max_sessions = max_sessions
         self._lock = threading.Lock()
         self._targets: tuple[ObserverSet, ...] = ()
-        self._run_sessions: dict[UUID, UUID] = {}
-        self._sessions: OrderedDict[UUID, _State] = OrderedDict()
+        # Keyed on UUID.int: UUID.__hash__ is Python code, an int hashes in C.
+        self._run_sessions: dict[int, int] = {}
+        self._sessions: OrderedDict[int, _State] = OrderedDict()
 
     # -- attachment ------------------------------------------------------------------------
     def on_attach(self, observers: ObserverSet) -> None:
@@ -50,25 +51,26 @@ class _SessionDetector(LoopObserver, Generic[_State]):
     def on_run_start(self, ctx: RunStartContext) -> None:
         """Map the run to its session: the session's state carries over from earlier runs."""
         with self._lock:
-            self._run_sessions[ctx.run_id] = ctx.session_id
+            self._run_sessions[ctx.run_id.int] = ctx.session_id.int
             if len(self._run_sessions) > self._max_sessions:
                 del self._run_sessions[next(iter(self._run_sessions))]
 
     def on_run_end(self, ctx: RunEndContext) -> None:
         """Forget the run (its session's state stays, for the session's next run)."""
         with self._lock:
-            self._run_sessions.pop(ctx.run_id, None)
-            self._run_ended(ctx.run_id)
+            self._run_sessions.pop(ctx.run_id.int, None)
+            self._run_ended(ctx.run_id.int)
 
-    def _run_ended(self, run_id: UUID) -> None:
+    def _run_ended(self, run_id: int) -> None:
         """Drop per-run state; called with the lock held."""
 
     def _new_state(self) -> _State:
         raise NotImplementedError
 
-    def _state(self, run_id: UUID) -> tuple[UUID, _State]:
+    def _state(self, run_id: UUID) -> tuple[int, _State]:
         """The session key and state of ``run_id``, created on first use; lock held."""
-        key = self._run_sessions.get(run_id, run_id)
+        rid = run_id.int
+        key = self._run_sessions.get(rid, rid)
         sessions = self._sessions
         state = sessions.get(key)
         if state is None:
@@ -79,7 +81,7 @@ class _SessionDetector(LoopObserver, Generic[_State]):
             sessions.move_to_end(key)
         return key, state
 
-    def _clear_session(self, key: UUID) -> None:
+    def _clear_session(self, key: int) -> None:
         self._sessions.pop(key, None)
 
     def reset(self) -> None:

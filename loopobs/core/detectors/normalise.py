@@ -35,7 +35,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from loopobs.core.hashing import canonical_json, stable_hash64
+from loopobs.core.hashing import canonical_json, encode, stable_hash64
 
 __all__ = [
     "DEFAULT_FREE_TEXT",
@@ -81,19 +81,23 @@ _STOP_WORDS: Final = frozenset(
 )
 
 # One pass over the text for everything volatile; each alternative is a named
-# group so the kinds that matched can be reported.
+# group so the kinds that matched can be reported. The pattern starts with a
+# character set (the first digit or hex letter, at a word start) so the engine
+# scans for it quickly instead of trying every branch at every position; the
+# branches then check what that first character was.
 _VOLATILE = re.compile(
-    r"(?P<time>\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?"
-    r"(?:Z|[+-]\d{2}:?\d{2})?)?\b|\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\b"
-    r"|\b1[5-9]\d{8}(?:\d{3})?(?:\.\d+)?\b)"
-    r"|(?P<duration>\b\d+(?:\.\d+)?\s?(?:ms|µs|us|ns|s|sec|secs|seconds?|mins?|minutes?|h|hrs?"
-    r"|hours?)\b)"
-    r"|(?P<id>\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
-    r"|\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{16,}\b)"
+    r"[0-9a-fA-F](?<![\w.][0-9a-fA-F])(?:"
+    r"(?<=\d)(?P<time>\d{3}-\d\d-\d\d(?:[T ]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?"
+    r"(?:Z|[+-]\d\d:?\d\d)?)?|\d?:\d\d:\d\d(?:[.,]\d+)?|(?<=1)[5-9]\d{8}(?:\d{3})?(?:\.\d+)?)"
+    r"|(?<=\d)(?P<duration>\d*(?:\.\d+)?\s?(?:ms|µs|us|ns|s|sec|secs|seconds?|mins?|minutes?"
+    r"|h|hrs?|hours?))"
+    r"|(?P<id>[0-9a-fA-F]{7}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+    r"|[0-9a-f]{15,})"
+    r")(?!\w)"
 )
 _PLACEHOLDER: Final = {"time": "<time>", "duration": "<duration>", "id": "<id>"}
-_HAS_DIGIT = re.compile(r"\d")
 _SPACES = re.compile(r"\s+")
+_NOTHING: Final[frozenset[str]] = frozenset()
 _WORD = re.compile(r"\w+")
 _TIMESTAMP_TEXT = re.compile(
     r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?"
@@ -106,7 +110,7 @@ def mask_volatile(text: str, kinds: set[str] | None = None) -> str:
     The names of the kinds that were masked (``time``, ``duration``, ``id``) are
     added to ``kinds`` when given.
     """
-    if not _HAS_DIGIT.search(text):
+    if _VOLATILE.search(text) is None:
         return text
 
     def repl(m: re.Match[str]) -> str:
@@ -215,33 +219,66 @@ class Normaliser:
     # -- arguments -------------------------------------------------------------------------
     def arguments_key(
         self, tool: str, arguments: Mapping[str, Any]
-    ) -> tuple[int, frozenset[str], str | None]:
-        """The hash of ``arguments`` after normalisation, the rules that changed them, and
-        the masked page number's text (if any), to be masked in the result as well.
+    ) -> tuple[int, frozenset[str], str | None, str]:
+        """The hash of ``arguments`` after normalisation, the rules that changed them,
+        the masked page number's text (if any, to be masked in the result as well) and
+        the normalised arguments' canonical JSON.
 
-        With nothing to change, the hash equals :func:`~loopobs.core.hashing.arguments_hash`.
+        The hash is an in-process key (Python's string hash of the canonical JSON),
+        never recorded: :func:`~loopobs.core.hashing.stable_hash64` of the text is the
+        stable form, equal to :func:`~loopobs.core.hashing.arguments_hash` when no rule
+        changed anything.
         """
         if not self.enabled:
-            return stable_hash64(canonical_json(arguments).encode("utf-8", "surrogatepass")), \
-                frozenset(), None
+            text = canonical_json(arguments)
+            return hash(text), _NOTHING, None, text
         applied: set[str] = set()
         page: list[str] = []
-        value = self._walk(arguments, self._rules(tool), applied, page, None)
-        text = canonical_json(value)
-        return (stable_hash64(text.encode("utf-8", "surrogatepass")), frozenset(applied),
-                page[0] if page else None)
+        rules = self._per_tool.get(tool, self._default)
+        if type(arguments) is dict:
+            # The common case, flat arguments, walked here rather than through _walk.
+            out: dict[str, Any] = {}
+            ignore, string = rules.ignore, self._string
+            plain = True
+            for k, v in arguments.items():
+                if type(k) is not str:
+                    plain = False
+                    k = str(k)  # noqa: PLW2901
+                name = k.lower()
+                if name in ignore:
+                    applied.add("volatile")
+                    continue
+                t = type(v)
+                if t is str:
+                    out[k] = string(v, rules, applied, name)
+                elif t is bool or v is None:
+                    out[k] = v
+                else:
+                    v = self._walk(v, rules, applied, page, name)  # noqa: PLW2901
+                    t = type(v)
+                    if t is float and v.is_integer() and abs(v) < 2**53:
+                        v = int(v)  # noqa: PLW2901
+                    elif t is not int and t is not str and t is not float:
+                        plain = False
+                    out[k] = v
+            text = encode(out) if plain else canonical_json(out)
+        else:
+            text = canonical_json(self._walk(arguments, rules, applied, page, None))
+        # Kept in memory only (the loop's state), so Python's string hash will do; the
+        # stable hash of ``text`` is computed for a detection's event.
+        return (hash(text), frozenset(applied) if applied else _NOTHING,
+                page[0] if page else None, text)
 
-    def shape_key(self, tool: str, arguments: Mapping[str, Any]) -> int:
-        """Like :meth:`arguments_key`, with the numbers in prose masked too.
+    @staticmethod
+    def shape_key(canonical: str) -> int:  # an in-process key, like arguments_key's
+        """The hash of normalised arguments (their canonical JSON, from :meth:`arguments_key`)
+        with standalone numbers masked too.
 
-        Two writes with the same shape differ only in counters or figures within
-        text ("revision 3" → "revision 4"); numbers in identifiers, paths and
-        numeric values still tell writes apart.
+        Two writes with the same shape differ only in counters or figures
+        ("revision 3" → "revision 4", ``"retries": 2``); numbers inside
+        identifiers and paths (``job/3``, ``v2``) still tell writes apart.
         """
-        value = self._walk(arguments, self._rules(tool), set(), [], None) if self.enabled \
-            else arguments
-        text = canonical_json(_mask_prose_numbers(value))
-        return stable_hash64(text.encode("utf-8", "surrogatepass"))
+        return hash(_NUMBER_TOKEN.sub("<n>", canonical))
 
     def _walk(self, value: Any, rules: _Rules, applied: set[str], page: list[str],
               key: str | None) -> Any:
@@ -283,11 +320,14 @@ class Normaliser:
                 if folded != value:
                     applied.add("words")
                 return folded
-        if "\n" not in value:
-            if value != value.strip() or "  " in value or "\t" in value:
+        if "\n" not in value and value:
+            if value[0].isspace() or value[-1].isspace() or "  " in value or "\t" in value:
                 value = _SPACES.sub(" ", value.strip())
                 applied.add("whitespace")
-            if (key is not None and key in rules.paths) or _looks_like_path(value):
+            if ("/" in value or value[:1] in ".~") and (
+                (key is not None and key in rules.paths) or _looks_like_path(value)
+            ) and (value[0] == "/" or "./" in value or "//" in value or value[-1] == "/"
+                   or value[0] == "."):
                 path = self._path(value)
                 if path != value:
                     applied.add("path")
@@ -297,7 +337,7 @@ class Normaliser:
             if folded != value:
                 applied.add("case")
                 value = folded
-        if _TIMESTAMP_TEXT.search(value):
+        if "-" in value and _TIMESTAMP_TEXT.search(value):
             masked = mask_volatile(value)
             if masked != value:
                 applied.add("time")
@@ -316,36 +356,34 @@ class Normaliser:
         return path
 
     # -- results ---------------------------------------------------------------------------
-    def result_text(self, tool: str, text: str, page: str | None,
-                    applied: set[str]) -> str:
-        """``text`` with volatile parts masked (and ``page`` where the call masked it)."""
+    def result_text(self, tool: str, text: str, page: str | None) -> str:
+        """``text`` with volatile parts masked (and ``page`` where the call masked it).
+
+        Returns ``text`` itself (the same object) when nothing was masked.
+        """
         if not self.enabled or not self._rules(tool).results:
             return text
-        head, tail = text[: self.max_result_chars], text[self.max_result_chars:]
-        kinds: set[str] = set()
-        masked = mask_volatile(head, kinds)
+        head = text if len(text) <= self.max_result_chars else text[: self.max_result_chars]
+        masked = _VOLATILE.sub("<v>", head) if _VOLATILE.search(head) is not None else head
         if page is not None and page in masked:
             masked = re.sub(rf"(?<![\w.]){re.escape(page)}(?![\w.])", "<n>", masked)
-            if masked != head:
-                kinds.add("page")
-        if kinds:
-            applied.update(f"result:{k}" for k in kinds)
-            return masked + tail
-        return text
+        if masked == head:
+            return text
+        return masked if head is text else masked + text[self.max_result_chars:]
+
+    def result_kinds(self, tool: str, text: str, page: str | None) -> set[str]:
+        """What :meth:`result_text` masks in ``text``: ``result:time``, ``result:page`` …"""
+        kinds: set[str] = set()
+        if not self.enabled or not self._rules(tool).results:
+            return kinds
+        head = text[: self.max_result_chars]
+        mask_volatile(head, kinds)
+        if page is not None and re.search(rf"(?<![\w.]){re.escape(page)}(?![\w.])", head):
+            kinds.add("page")
+        return {f"result:{k}" for k in kinds}
 
 
 _NUMBER_TOKEN = re.compile(r"(?<![\w./\-])\d+(?:\.\d+)?(?![\w/\-])")
-
-
-def _mask_prose_numbers(value: Any) -> Any:
-    t = type(value)
-    if t is dict:
-        return {k: _mask_prose_numbers(v) for k, v in value.items()}
-    if t is list:
-        return [_mask_prose_numbers(v) for v in value]
-    if t is str and " " in value:
-        return _NUMBER_TOKEN.sub("<n>", value)
-    return value
 
 
 def _stem(word: str) -> str:

@@ -18,7 +18,7 @@ from loopobs.core.events import (
     ToolCallReceivedContext,
     ToolPostContext,
 )
-from loopobs.core.hashing import arguments_hash, canonical_json, result_hash
+from loopobs.core.hashing import arguments_hash, canonical_json, result_hash, stable_hash64
 
 __all__ = ["RepetitionDetector"]
 
@@ -43,21 +43,24 @@ _Kind = tuple[bool, bool, bool]
 
 
 class _Pending:
-    __slots__ = ("applied", "args", "ahash", "kind", "page", "shape", "tool")
+    __slots__ = ("applied", "args", "ahash", "canonical", "kind", "page", "tool")
 
     def __init__(self, tool: str, ahash: int | None, args: Mapping[str, Any], kind: _Kind,
-                 applied: frozenset[str], page: str | None, shape: int | None = None) -> None:
+                 applied: frozenset[str], page: str | None, canonical: str = "") -> None:
         self.tool, self.ahash, self.args, self.kind = tool, ahash, args, kind
-        self.applied, self.page, self.shape = applied, page, shape
+        self.applied, self.page, self.canonical = applied, page, canonical
 
 
 _UNKNOWN_CALL_ARGS: Final[Mapping[str, Any]] = {}
+_MISSING: Final = -1
+_RESULT_CACHE: Final = 4096
+"""Normalised result hashes remembered per detector (raw hash → normalised)."""
 
 
 class _OpStat:
     """One operation's current streak: how often, how paced, what was reported."""
 
-    __slots__ = ("count", "epoch", "first_ns", "first_pos", "gen", "ids", "last_gap",
+    __slots__ = ("count", "epoch", "first_ns", "first_pos", "gen", "last_gap",
                  "last_ns", "last_pos", "level", "level_pos", "novel_mark", "paced", "polls",
                  "wait_mark")
 
@@ -66,18 +69,16 @@ class _OpStat:
         self.epoch = self.gen = self.first_pos = self.last_pos = 0
         self.first_ns = self.last_ns = self.last_gap = self.wait_mark = 0
         self.paced = False
-        self.ids: list[str] = []
 
 
 class _SameStat:
     """One (tool, result) pair: how many different arguments gave it."""
 
-    __slots__ = ("args", "distinct", "epoch", "ids", "last_pos", "level")
+    __slots__ = ("args", "distinct", "epoch", "first_pos", "last_pos", "level")
 
     def __init__(self) -> None:
         self.args: int | None = None
-        self.distinct = self.epoch = self.last_pos = self.level = 0
-        self.ids: list[str] = []
+        self.distinct = self.epoch = self.first_pos = self.last_pos = self.level = 0
 
 
 class _Repetitions:
@@ -127,10 +128,22 @@ def _truncate(text: str) -> str:
     return text if len(text) <= _LABEL_CHARS else text[: _LABEL_CHARS - 1] + "…"
 
 
-def _push(ids: list[str], call_id: str) -> None:
-    ids.append(call_id)
-    if len(ids) > _MAX_IDS:
-        del ids[0]
+def _recent_ids(s: _Repetitions, size: int, since: int, tool: str, ahash: int | None | bool,
+                rkey: int | None) -> list[str]:
+    """Call ids of the latest steps (still in the ring, from ``since``) matching the
+    operation; ``ahash=False`` matches any arguments. Only run for a detection."""
+    ids: list[str] = []
+    lowest = max(since, s.pos - size + 1, 1)
+    for position in range(s.pos, lowest - 1, -1):
+        op = s.ring[position % size]
+        call = s.ring_calls[position % size]
+        if op is not None and call is not None and op[0] == tool and op[2] == rkey and (
+                ahash is False or op[1] == ahash):
+            ids.append(call[2])
+            if len(ids) == _MAX_IDS:
+                break
+    ids.reverse()
+    return ids
 
 
 class RepetitionDetector(_SessionDetector[_Repetitions]):
@@ -251,8 +264,9 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
         self.novelty = novelty
         self.primary_params: Mapping[str, str] = dict(primary_params or {})
         self._ring = 2 * max_period + 2
-        self._pending: OrderedDict[UUID, dict[str, _Pending]] = OrderedDict()
+        self._pending: OrderedDict[int, dict[str, _Pending]] = OrderedDict()
         self._kinds: dict[str, _Kind] = {}
+        self._normalised: dict[tuple[str, int | None, str | None], int | None] = {}
 
     @property
     def window(self) -> int:
@@ -274,7 +288,7 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
             self._pending.clear()
         super().reset()
 
-    def _run_ended(self, run_id: UUID) -> None:
+    def _run_ended(self, run_id: int) -> None:
         self._pending.pop(run_id, None)
 
     def label(self, tool: str, arguments: Mapping[str, Any]) -> str:
@@ -323,21 +337,20 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
     def on_tool_call_received(self, ctx: ToolCallReceivedContext) -> None:
         """Normalise and hash the call's arguments, to pair with its result at ``on_tool_post``."""
         args = ctx.input
-        ahash, applied, page = self.normaliser.arguments_key(ctx.tool, args)
-        kind = self._kind(ctx.tool, ctx.annotations)
-        # A write is new work only if it differs in more than its numbers (a revision
-        # counter or a timestamp in an otherwise identical write is not progress).
-        shape = self.normaliser.shape_key(ctx.tool, args) if kind[0] else None
-        entry = _Pending(ctx.tool, ahash, args, kind, applied, page, shape)
-        with self._lock:
-            calls = self._pending.get(ctx.run_id)
-            if calls is None:
-                calls = self._pending[ctx.run_id] = {}
+        ahash, applied, page, canonical = self.normaliser.arguments_key(ctx.tool, args)
+        entry = _Pending(ctx.tool, ahash, args, self._kind(ctx.tool, ctx.annotations),
+                         applied, page, canonical)
+        rid = ctx.run_id.int
+        calls = self._pending.get(rid)
+        if calls is None:
+            with self._lock:
+                calls = self._pending.setdefault(rid, {})
                 if len(self._pending) > self._max_sessions:
                     self._pending.popitem(last=False)
-            calls[ctx.call_id] = entry
-            if len(calls) > _MAX_PENDING_CALLS:
-                del calls[next(iter(calls))]
+        # One assignment (atomic): a run's calls need no lock once its dict exists.
+        calls[ctx.call_id] = entry
+        if len(calls) > _MAX_PENDING_CALLS:
+            calls.pop(next(iter(calls)), None)
 
     def on_compaction(self, ctx: CompactedContext) -> None:
         """The conversation lost context: re-reading from here on is not a repeat."""
@@ -354,30 +367,45 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
         text = ctx.result
         if raw is None and text:
             raw = result_hash(text)
-        with self._lock:
-            calls = self._pending.get(ctx.run_id)
-            pending = calls.pop(ctx.tool_call_id, None) if calls is not None else None
+        # dict.get and dict.pop are atomic: no lock needed to take the pending call.
+        calls = self._pending.get(ctx.run_id.int)
+        pending = calls.pop(ctx.tool_call_id, None) if calls is not None else None
         if pending is None:
             pending = _Pending(ctx.tool, None, _UNKNOWN_CALL_ARGS,
                                self._kind(ctx.tool, None), frozenset(), None)
-        applied_result: set[str] = set()
         rkey = raw
         if text:
-            norm = self.normaliser.result_text(pending.tool, text, pending.page, applied_result)
-            if norm is not text:
-                rkey = result_hash(norm)
+            # The same text again (a re-read, a loop) normalises as before: look it up.
+            cache_key = (pending.tool, raw, pending.page)
+            cached = self._normalised.get(cache_key, _MISSING)
+            if cached is _MISSING:
+                norm = self.normaliser.result_text(pending.tool, text, pending.page)
+                if norm is not text:
+                    rkey = hash(norm)  # an in-process key, like the arguments'; see below
+                if len(self._normalised) >= _RESULT_CACHE:
+                    self._normalised.clear()
+                self._normalised[cache_key] = rkey
+            else:
+                rkey = cached
         duration_ns = int(ctx.duration_ms * 1e6) if ctx.duration_ms > 0 else 0
+        # A write is new work only if it differs in more than its numbers (a revision
+        # counter or a timestamp in an otherwise identical write is not progress).
+        shape = (self.normaliser.shape_key(pending.canonical)
+                 if pending.kind[0] and not ctx.is_error else None)
         with self._lock:
             key, state = self._state(ctx.run_id)
             detection = self._record(state, pending, rkey, ctx.tool_call_id, ctx.time_ns,
-                                     duration_ns, ctx.is_error, len(text) if text else 0)
+                                     duration_ns, ctx.is_error, len(text) if text else 0,
+                                     shape)
             if detection is not None and detection[4] == _STOP:
                 self._clear_session(key)
             targets = self._targets
         if detection is None:
             return
         signal, pattern, repetitions, tool, level, ids, reason = detection
-        applied = sorted(pending.applied | applied_result)
+        applied = sorted(pending.applied | (
+            self.normaliser.result_kinds(pending.tool, text, pending.page)
+            if text and rkey != raw else set()))
         event = LoopDetectedContext(
             run_id=ctx.run_id,
             time_ns=ctx.time_ns,
@@ -389,10 +417,13 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
             reason=reason + (f" (normalised: {', '.join(applied)})" if applied else ""),
             call_ids=tuple(ids),
             normalised=tuple(applied),
-            arguments_hash=pending.ahash,
+            arguments_hash=(stable_hash64(pending.canonical.encode("utf-8", "surrogatepass"))
+                            if pending.args is not _UNKNOWN_CALL_ARGS else None),
             raw_arguments_hash=(arguments_hash(pending.args)
                                 if pending.args is not _UNKNOWN_CALL_ARGS else None),
-            result_hash=rkey,
+            result_hash=(result_hash(self.normaliser.result_text(pending.tool, text,
+                                                                 pending.page))
+                         if text else raw),
             raw_result_hash=raw,
         )
         for target in targets:
@@ -401,7 +432,7 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
     # -- the session's memory --------------------------------------------------------------
     def _record(
         self, s: _Repetitions, p: _Pending, rkey: int | None, call_id: str, time_ns: int,
-        duration_ns: int, is_error: bool, result_len: int,
+        duration_ns: int, is_error: bool, result_len: int, shape: int | None,
     ) -> tuple[str, str, int, str | None, int, list[str], str] | None:
         """Add one operation; the detection it completes, if any. Lock held."""
         s.pos += 1
@@ -418,17 +449,16 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
             c = s.calls[call] = [rkey, 0]
             if len(s.calls) > memory:
                 s.calls.popitem(last=False)
-        else:
-            s.calls.move_to_end(call)
-            if c[0] != rkey:
-                c[0] = rkey
-                c[1] += 1
-        written = (tool, p.shape if p.shape is not None else p.ahash)
-        if side and not is_error and written not in s.written:
-            s.written[written] = None
-            if len(s.written) > memory:
-                s.written.popitem(last=False)
-            s.progress()
+        elif c[0] != rkey:
+            c[0] = rkey
+            c[1] += 1
+        if side and not is_error:
+            written = (tool, shape)
+            if written not in s.written:
+                s.written[written] = None
+                if len(s.written) > memory:
+                    s.written.popitem(last=False)
+                s.progress()
 
         op = (tool, p.ahash, rkey)
         st = s.ops.get(op)
@@ -439,7 +469,6 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
                 s.ops.popitem(last=False)
             fresh = True
         else:
-            s.ops.move_to_end(op)
             prev_pos = st.last_pos
             # Seen again, but after more than a few operations never seen before: a
             # re-read amid new work, not a loop (a loop's steps are themselves repeats).
@@ -451,7 +480,6 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
             s.novel += 1
             st.count, st.polls, st.level, st.last_gap, st.paced = 1, 0, _NONE, 0, False
             st.first_ns, st.first_pos = time_ns, pos
-            st.ids.clear()
         else:
             gap = time_ns - st.last_ns
             waited = s.wait_ns - st.wait_mark
@@ -467,7 +495,6 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
             st.last_gap = gap
         st.gen, st.epoch, st.last_pos, st.last_ns, st.wait_mark, st.novel_mark = (
             c[1], s.epoch, pos, time_ns, s.wait_ns, s.novel)
-        _push(st.ids, call_id)
 
         cycle = self._cycle(s, op, (tool, p.args, call_id), pos, prev_pos)
         if cycle is not None and not paced:
@@ -477,9 +504,10 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
             s.cycle_level = _NONE
         # A paced cycle (poll, sleep, poll …) is polling: its steps answer to the budget.
 
-        detection = self._repeat_detection(st, p, is_error, time_ns)
-        if detection is not None:
-            return detection
+        if st.count >= self.warn_after or st.polls:
+            detection = self._repeat_detection(s, st, p, rkey, is_error, time_ns)
+            if detection is not None:
+                return detection
         if side or is_error or rkey is None or result_len < self.same_result_min_chars:
             return None
         return self._same_result(s, p, rkey, call_id, pos)
@@ -490,7 +518,8 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
         return _WARN if n >= warn_at else _NONE
 
     def _repeat_detection(
-        self, st: _OpStat, p: _Pending, is_error: bool, time_ns: int
+        self, s: _Repetitions, st: _OpStat, p: _Pending, rkey: int | None, is_error: bool,
+        time_ns: int,
     ) -> tuple[str, str, int, str | None, int, list[str], str] | None:
         warn_at = self.warn_after + 1 if is_error else self.warn_after
         level = self._level(st.count, warn_at)
@@ -517,7 +546,7 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
             if st.polls:
                 reason += f" ({st.count} of them without waiting)"
         return signal, label, st.count if signal == "repeat" else n, p.tool, level, \
-            list(st.ids), reason
+            _recent_ids(s, self._ring, st.first_pos, p.tool, p.ahash, rkey), reason
 
     def _same_result(
         self, s: _Repetitions, p: _Pending, rkey: int, call_id: str, pos: int
@@ -530,16 +559,14 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
                 s.same.popitem(last=False)
             fresh = True
         else:
-            s.same.move_to_end(key)
             fresh = sr.epoch != s.epoch or pos - sr.last_pos > self.horizon
         if fresh:
             sr.args, sr.distinct, sr.level, sr.epoch = p.ahash, 1, _NONE, s.epoch
-            sr.ids.clear()
+            sr.first_pos = pos
         elif sr.args != p.ahash:
             sr.args = p.ahash
             sr.distinct += 1
         sr.last_pos = pos
-        _push(sr.ids, call_id)
         level = self._level(sr.distinct, self.warn_after)
         if level <= sr.level:
             return None
@@ -547,7 +574,8 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
         label = self.label(p.tool, p.args)
         reason = (f"{p.tool} returned the same result for {sr.distinct} different arguments "
                   f"in a row of calls, latest {label}")
-        return "same_result", label, sr.distinct, p.tool, level, list(sr.ids), reason
+        ids = _recent_ids(s, self._ring, sr.first_pos, p.tool, False, rkey)
+        return "same_result", label, sr.distinct, p.tool, level, ids, reason
 
     # -- cycles ----------------------------------------------------------------------------
     def _cycle(
