@@ -532,7 +532,7 @@ def long_healthy_session(rng: random.Random) -> Trace:
     while len(s.steps) < total:
         # One task: look around (re-reading files read in earlier tasks), edit, test.
         target = rng.choice(files)
-        for f in {target, *rng.sample(files, rng.randint(0, 3))}:
+        for f in dict.fromkeys([target, *rng.sample(files, rng.randint(0, 3))]):
             s.call("read_file", {"path": f}, contents[f])
         if rng.random() < 0.5:
             s.call("grep", {"pattern": rng.choice(WORDS), "path": "src"},

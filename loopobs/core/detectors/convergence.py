@@ -8,7 +8,7 @@ from collections import deque
 from typing import Final, Literal, get_args
 
 from loopobs.core.detectors._session import DEFAULT_MAX_SESSIONS, _SessionDetector
-from loopobs.core.detectors.normalise import mask_volatile
+from loopobs.core.detectors.normalise import mask_dates
 from loopobs.core.events import ConvergenceDetectedContext, ResponseContext, TurnStartContext
 from loopobs.core.hashing import stable_hash64
 
@@ -39,9 +39,9 @@ _STOPPED: Final = 2
 
 
 def _tokens(text: str) -> tuple[list[str], tuple[str, ...]]:
-    """Case-folded words with dates, times and durations masked and numbers as ``#``; and
-    the numbers themselves."""
-    masked = mask_volatile(text.casefold())
+    """Case-folded words with dates and times masked and numbers as ``#``; and the
+    numbers themselves (durations stay: in an answer "p95 is 120 ms" is a figure)."""
+    masked = mask_dates(text.casefold())
     numbers = tuple(_NUMBER.findall(masked)[:_MAX_NUMBERS])
     words = ["#" if w.isdigit() else w for w in _WORD.findall(_NUMBER.sub(" 0 ", masked))]
     return words, numbers
@@ -68,8 +68,8 @@ def _sketch(words: list[str], k: int) -> frozenset[int]:
 def answer_sketch(text: str, k: int = SKETCH_SIZE) -> frozenset[int]:
     """The bottom-``k`` MinHash sketch of ``text``'s words, counted with repeats.
 
-    Words are ``\\w+`` runs of the case-folded text, with dates, times and
-    durations masked and every number read as one placeholder word, each hashed
+    Words are ``\\w+`` runs of the case-folded text, with dates and times
+    masked and every number read as one placeholder word, each hashed
     with stable 64-bit BLAKE2b (the n-th repeat of a word offset by n); the sketch
     keeps the ``k`` smallest hashes.
     """
@@ -108,9 +108,9 @@ class _Answers:
         self.level = _NONE
 
 
-def _counter_step(a: str, b: str, back: int) -> bool:
-    """Two integers a counter apart: at most ``back`` steps (the answers' distance)."""
-    return a.isdigit() and b.isdigit() and abs(int(a) - int(b)) <= back
+def _counter_step(old: str, new: str, back: int) -> bool:
+    """Two integers a counter apart: ``new`` is ``old`` plus the answers' distance."""
+    return old.isdigit() and new.isdigit() and int(new) - int(old) == back
 
 
 class ConvergenceDetector(_SessionDetector[_Answers]):

@@ -44,6 +44,7 @@ __all__ = [
     "DEFAULT_PATH_KEYS",
     "Normaliser",
     "ToolNormalisation",
+    "mask_dates",
     "mask_volatile",
 ]
 
@@ -120,6 +121,13 @@ def mask_volatile(text: str, kinds: set[str] | None = None) -> str:
         return _PLACEHOLDER[kind]
 
     return _VOLATILE.sub(repl, text)
+
+
+def mask_dates(text: str) -> str:
+    """``text`` with ISO 8601 dates and times, times of day and epoch timestamps masked."""
+    if _VOLATILE.search(text) is None:
+        return text
+    return _VOLATILE.sub(lambda m: "<time>" if m.lastgroup == "time" else m.group(), text)
 
 
 def _is_epoch(value: float) -> bool:

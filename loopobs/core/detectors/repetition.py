@@ -230,6 +230,7 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
         poll_stop_s: float = 7200.0,
         min_wait_s: float = 1.0,
         backoff_min_s: float = 3.0,
+        poll_gap_s: float = 30.0,
         novelty: int = 3,
         max_sessions: int = DEFAULT_MAX_SESSIONS,
     ) -> None:
@@ -261,6 +262,7 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
         self.poll_stop_ns = int(poll_stop_s * 1e9)
         self.min_wait_ns = int(min_wait_s * 1e9)
         self.backoff_min_ns = int(backoff_min_s * 1e9)
+        self.poll_gap_ns = int(poll_gap_s * 1e9)
         self.novelty = novelty
         self.primary_params: Mapping[str, str] = dict(primary_params or {})
         self._ring = 2 * max_period + 2
@@ -484,7 +486,7 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
             gap = time_ns - st.last_ns
             waited = s.wait_ns - st.wait_mark
             last = st.last_gap
-            paced = waited >= self.min_wait_ns or (
+            paced = waited >= self.min_wait_ns or gap >= self.poll_gap_ns or (
                 last > 0 and gap >= self.backoff_min_ns
                 and (gap * 10 >= last * 18 or (st.paced and gap * 10 >= last * 9)))
             st.paced = paced
