@@ -54,10 +54,10 @@ _ENCODER = json.JSONEncoder(
 # The C encoder behind it, made once too (``JSONEncoder.encode`` makes one per call).
 # No circular-reference markers: tool arguments are parsed JSON, never cyclic; a
 # cyclic value ends in RecursionError and is encoded by the pure path below.
+_C_MAKE_ENCODER = getattr(json.encoder, "c_make_encoder", None)
 _C_ENCODE: Callable[[Any, int], Any] | None = (
-    json.encoder.c_make_encoder(None, str, json.encoder.encode_basestring, None, ":", ",",
-                                True, False, True)
-    if json.encoder.c_make_encoder is not None else None
+    _C_MAKE_ENCODER(None, str, json.encoder.encode_basestring, None, ":", ",", True, False, True)
+    if _C_MAKE_ENCODER is not None else None
 )
 _PLAIN = frozenset({str, int, bool, type(None)})
 

@@ -70,7 +70,7 @@ class Session:
 
 # -- content -----------------------------------------------------------------------------
 
-WORDS = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda sigma omega "
+WORDS = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda sigma omega "  # noqa: SIM905
          "parser token cache queue worker config client server handler request retry").split()
 
 
@@ -213,7 +213,8 @@ def failing_test_duration(rng: random.Random) -> Trace:
                f"FAILED tests/test_{name}.py::test_roundtrip - AssertionError\n"
                f"1 failed, 41 passed in {secs:.2f}s")
         if rng.random() < 0.4:
-            s.call("read_file", {"path": f"tests/test_{name}.py"}, f"def test_roundtrip(): ...{name}")
+            s.call("read_file", {"path": f"tests/test_{name}.py"},
+                   f"def test_roundtrip(): ...{name}")
     return s.trace("re-running a failing suite whose output differs in its duration",
                    "volatile_results", "loop")
 
@@ -648,11 +649,11 @@ def reports_with_figures(rng: random.Random) -> Trace:
 
 BUILDERS: tuple[Callable[[random.Random], Trace], ...] = (
     path_spellings, query_whitespace_case, nonce_cache_buster, since_now, rising_timeout,
-    page_past_end, poll_with_server_timestamp, stuck_job_paced, failing_test_duration, exploration_redone,
-    long_cycle, paraphrased_search, agents_ping_pong, same_call_repeated, oscillation,
-    three_step_cycle, same_error_forever, counter_answers, date_answers, alternating_drafts,
-    long_answer_one_word, rephrased_answer, poll_with_backoff, ci_wait_with_sleep,
-    long_poll_tool, capped_backoff, job_progress, git_status_after_commit,
+    page_past_end, poll_with_server_timestamp, stuck_job_paced, failing_test_duration,
+    exploration_redone, long_cycle, paraphrased_search, agents_ping_pong, same_call_repeated,
+    oscillation, three_step_cycle, same_error_forever, counter_answers, date_answers,
+    alternating_drafts, long_answer_one_word, rephrased_answer, poll_with_backoff,
+    ci_wait_with_sleep, long_poll_tool, capped_backoff, job_progress, git_status_after_commit,
     tests_green_after_edits, schema_before_insert, annotated_writes, long_healthy_session,
     long_research_session, retry_budget, acknowledgements, coding_progressing, search_paging,
     different_greps, evolving_answers, reports_with_figures,

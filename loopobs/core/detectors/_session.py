@@ -30,6 +30,7 @@ class _SessionDetector(LoopObserver, Generic[_State]):
         # Keyed on UUID.int: UUID.__hash__ is Python code, an int hashes in C.
         self._run_sessions: dict[int, int] = {}
         self._sessions: OrderedDict[int, _State] = OrderedDict()
+        self._latest_key = -1
 
     # -- attachment ------------------------------------------------------------------------
     def on_attach(self, observers: ObserverSet) -> None:
@@ -72,6 +73,11 @@ class _SessionDetector(LoopObserver, Generic[_State]):
         rid = run_id.int
         key = self._run_sessions.get(rid, rid)
         sessions = self._sessions
+        if key == self._latest_key:
+            # The session used last is already the most recent: no reordering to do.
+            state = sessions.get(key)
+            if state is not None:
+                return key, state
         state = sessions.get(key)
         if state is None:
             state = sessions[key] = self._new_state()
@@ -79,6 +85,7 @@ class _SessionDetector(LoopObserver, Generic[_State]):
                 sessions.popitem(last=False)
         else:
             sessions.move_to_end(key)
+        self._latest_key = key
         return key, state
 
     def _clear_session(self, key: int) -> None:

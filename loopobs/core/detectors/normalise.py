@@ -35,7 +35,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from loopobs.core.hashing import canonical_json, encode, stable_hash64
+from loopobs.core.hashing import canonical_json, encode
 
 __all__ = [
     "DEFAULT_FREE_TEXT",
@@ -76,9 +76,13 @@ DEFAULT_FREE_TEXT: Final = frozenset({
 """Argument names compared as a set of words: a reworded query is the same query."""
 
 _STOP_WORDS: Final = frozenset(
-    "a an and are as at be by do does for from how i in is it me of on or the to what when "
-    "where which who why with about can could should would my our this that these those "
-    "find search show get look up please".split()
+    [
+        "a", "an", "and", "are", "as", "at", "be", "by", "do", "does", "for", "from", "how",
+        "i", "in", "is", "it", "me", "of", "on", "or", "the", "to", "what", "when", "where",
+        "which", "who", "why", "with", "about", "can", "could", "should", "would", "my", "our",
+        "this", "that", "these", "those", "find", "search", "show", "get", "look", "up",
+        "please"
+    ]
 )
 
 # One pass over the text for everything volatile; each alternative is a named
@@ -98,6 +102,7 @@ _VOLATILE = re.compile(
 )
 _PLACEHOLDER: Final = {"time": "<time>", "duration": "<duration>", "id": "<id>"}
 _SPACES = re.compile(r"\s+")
+_DIGIT = re.compile(r"\d")
 _NOTHING: Final[frozenset[str]] = frozenset()
 _WORD = re.compile(r"\w+")
 _TIMESTAMP_TEXT = re.compile(
@@ -372,7 +377,10 @@ class Normaliser:
         if not self.enabled or not self._rules(tool).results:
             return text
         head = text if len(text) <= self.max_result_chars else text[: self.max_result_chars]
-        masked = _VOLATILE.sub("<v>", head) if _VOLATILE.search(head) is not None else head
+        # Everything masked holds a digit: text without one (a quick scan) has nothing to mask.
+        masked = (_VOLATILE.sub("<v>", head)
+                  if _DIGIT.search(head) is not None and _VOLATILE.search(head) is not None
+                  else head)
         if page is not None and page in masked:
             masked = re.sub(rf"(?<![\w.]){re.escape(page)}(?![\w.])", "<n>", masked)
         if masked == head:

@@ -1,4 +1,4 @@
-"""RepetitionDetector: runaway tool loops, told apart from polling and from re-reads between writes."""
+"""RepetitionDetector: runaway tool loops, told apart from polling and re-reads between writes."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import re
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any, Final
-from uuid import UUID
 
 from loopobs.core.detectors._session import DEFAULT_MAX_SESSIONS, _SessionDetector
 from loopobs.core.detectors.normalise import Normaliser
@@ -43,7 +42,7 @@ _Kind = tuple[bool, bool, bool]
 
 
 class _Pending:
-    __slots__ = ("applied", "args", "ahash", "canonical", "kind", "page", "tool")
+    __slots__ = ("ahash", "applied", "args", "canonical", "kind", "page", "tool")
 
     def __init__(self, tool: str, ahash: int | None, args: Mapping[str, Any], kind: _Kind,
                  applied: frozenset[str], page: str | None, canonical: str = "") -> None:
@@ -111,14 +110,20 @@ class _Repetitions:
 
 
 _SIDE_VERBS: Final = frozenset(
-    "write edit create delete remove rm mv move rename commit push apply patch update insert "
-    "upsert put post send set add install deploy save append replace merge submit upload "
-    "drop truncate mkdir touch kill restart publish".split()
+    [
+        "write", "edit", "create", "delete", "remove", "rm", "mv", "move", "rename", "commit",
+        "push", "apply", "patch", "update", "insert", "upsert", "put", "post", "send", "set",
+        "add", "install", "deploy", "save", "append", "replace", "merge", "submit", "upload",
+        "drop", "truncate", "mkdir", "touch", "kill", "restart", "publish"
+    ]
 )
 _READ_VERBS: Final = frozenset(
-    "read get list ls search find grep fetch query lookup show view cat status describe "
-    "inspect head tail stat diff log count check browse open test tests lint typecheck "
-    "validate verify".split()
+    [
+        "read", "get", "list", "ls", "search", "find", "grep", "fetch", "query", "lookup",
+        "show", "view", "cat", "status", "describe", "inspect", "head", "tail", "stat", "diff",
+        "log", "count", "check", "browse", "open", "test", "tests", "lint", "typecheck",
+        "validate", "verify"
+    ]
 )
 _WAIT_VERBS: Final = frozenset({"sleep", "wait"})
 _NAME_PARTS = re.compile(r"[a-z]+")
@@ -128,7 +133,7 @@ def _truncate(text: str) -> str:
     return text if len(text) <= _LABEL_CHARS else text[: _LABEL_CHARS - 1] + "…"
 
 
-def _recent_ids(s: _Repetitions, size: int, since: int, tool: str, ahash: int | None | bool,
+def _recent_ids(s: _Repetitions, size: int, since: int, tool: str, ahash: int | bool | None,
                 rkey: int | None) -> list[str]:
     """Call ids of the latest steps (still in the ring, from ``since``) matching the
     operation; ``ahash=False`` matches any arguments. Only run for a detection."""
@@ -339,9 +344,13 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
     def on_tool_call_received(self, ctx: ToolCallReceivedContext) -> None:
         """Normalise and hash the call's arguments, to pair with its result at ``on_tool_post``."""
         args = ctx.input
-        ahash, applied, page, canonical = self.normaliser.arguments_key(ctx.tool, args)
-        entry = _Pending(ctx.tool, ahash, args, self._kind(ctx.tool, ctx.annotations),
-                         applied, page, canonical)
+        tool = ctx.tool
+        ahash, applied, page, canonical = self.normaliser.arguments_key(tool, args)
+        annotations = ctx.annotations
+        kind = self._kinds.get(tool) if annotations is None else None
+        if kind is None:
+            kind = self._kind(tool, annotations)
+        entry = _Pending(tool, ahash, args, kind, applied, page, canonical)
         rid = ctx.run_id.int
         calls = self._pending.get(rid)
         if calls is None:
@@ -483,18 +492,11 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
             st.count, st.polls, st.level, st.last_gap, st.paced = 1, 0, _NONE, 0, False
             st.first_ns, st.first_pos = time_ns, pos
         else:
-            gap = time_ns - st.last_ns
-            waited = s.wait_ns - st.wait_mark
-            last = st.last_gap
-            paced = waited >= self.min_wait_ns or gap >= self.poll_gap_ns or (
-                last > 0 and gap >= self.backoff_min_ns
-                and (gap * 10 >= last * 18 or (st.paced and gap * 10 >= last * 9)))
-            st.paced = paced
+            paced = self._paced(s, st, time_ns)
             if paced:
                 st.polls += 1
             else:
                 st.count += 1
-            st.last_gap = gap
         st.gen, st.epoch, st.last_pos, st.last_ns, st.wait_mark, st.novel_mark = (
             c[1], s.epoch, pos, time_ns, s.wait_ns, s.novel)
 
@@ -513,6 +515,18 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
         if side or is_error or rkey is None or result_len < self.same_result_min_chars:
             return None
         return self._same_result(s, p, rkey, call_id, pos)
+
+    def _paced(self, s: _Repetitions, st: _OpStat, time_ns: int) -> bool:
+        """Whether this repeat of ``st`` waited: a waiting tool ran since, a long gap, or
+        back-off (the gap grew ×1.8, or held steady after growing). Records the gap."""
+        gap = time_ns - st.last_ns
+        last = st.last_gap
+        st.last_gap = gap
+        paced = s.wait_ns - st.wait_mark >= self.min_wait_ns or gap >= self.poll_gap_ns or (
+            last > 0 and gap >= self.backoff_min_ns
+            and (gap * 10 >= last * 18 or (st.paced and gap * 10 >= last * 9)))
+        st.paced = paced
+        return paced
 
     def _level(self, n: int, warn_at: int) -> int:
         if self.stop_after and n >= self.stop_after:
@@ -667,5 +681,5 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
         ids = [c[2] for c in calls if c is not None][-_MAX_IDS:]
         reason = (f"a {period}-step sequence of calls repeated with the same results "
                   f"({run} steps in a row equal to the step {period} before)")
-        return "cycle", pattern, max(cycles, 2), tools.pop() if len(tools) == 1 else None, level, ids, \
-            reason
+        tool = tools.pop() if len(tools) == 1 else None
+        return "cycle", pattern, max(cycles, 2), tool, level, ids, reason
