@@ -103,6 +103,7 @@ _VOLATILE = re.compile(
 _PLACEHOLDER: Final = {"time": "<time>", "duration": "<duration>", "id": "<id>"}
 _SPACES = re.compile(r"\s+")
 _DIGIT = re.compile(r"\d")
+_BLANKS: Final = frozenset(" \t\r\f\v")
 _NOTHING: Final[frozenset[str]] = frozenset()
 _WORD = re.compile(r"\w+")
 _TIMESTAMP_TEXT = re.compile(
@@ -171,6 +172,11 @@ class _Rules:
     case_all: bool
     case_keys: frozenset[str]
     results: bool
+    special: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        # Names with a rule of their own, checked once per string argument.
+        object.__setattr__(self, "special", self.mask_numbers | self.free_text | self.case_keys)
 
 
 def _lower(names: Iterable[str]) -> frozenset[str]:
@@ -322,7 +328,7 @@ class Normaliser:
         return value
 
     def _string(self, value: str, rules: _Rules, applied: set[str], key: str | None) -> str:
-        if key is not None:
+        if key is not None and key in rules.special:
             if key in rules.mask_numbers and value.strip().replace(".", "", 1).isdigit():
                 applied.add("number")
                 return "<n>"
@@ -333,19 +339,20 @@ class Normaliser:
                 if folded != value:
                     applied.add("words")
                 return folded
-        if "\n" not in value and value:
-            if value[0].isspace() or value[-1].isspace() or "  " in value or "\t" in value:
+            if key in rules.case_keys:
+                folded = value.casefold()
+                if folded != value:
+                    applied.add("case")
+                    value = folded
+        if not value:
+            return value
+        if "\n" not in value:
+            if value[0] in _BLANKS or value[-1] in _BLANKS or "  " in value or "\t" in value:
                 value = _SPACES.sub(" ", value.strip())
                 applied.add("whitespace")
-            if ("/" in value or value[:1] in ".~") and (
-                (key is not None and key in rules.paths) or _looks_like_path(value)
-            ) and (value[0] == "/" or "./" in value or "//" in value or value[-1] == "/"
-                   or value[0] == "."):
-                path = self._path(value)
-                if path != value:
-                    applied.add("path")
-                    value = path
-        if rules.case_all or (key is not None and key in rules.case_keys):
+            if "/" in value or value[:1] in ".~":
+                value = self._maybe_path(value, rules, applied, key)
+        if rules.case_all:
             folded = value.casefold()
             if folded != value:
                 applied.add("case")
@@ -355,6 +362,17 @@ class Normaliser:
             if masked != value:
                 applied.add("time")
                 value = masked
+        return value
+
+    def _maybe_path(self, value: str, rules: _Rules, applied: set[str], key: str | None) -> str:
+        if not ((key is not None and key in rules.paths) or _looks_like_path(value)):
+            return value
+        # Only these spellings can change under normpath or a root.
+        if value[0] in "/." or "./" in value or "//" in value or value[-1] == "/":
+            path = self._path(value)
+            if path != value:
+                applied.add("path")
+                return path
         return value
 
     def _path(self, value: str) -> str:
