@@ -9,14 +9,17 @@ Run: ``.venv/bin/python bench/bench_detectors.py`` (``--quick`` for fewer repeat
 and recall and the latency to the first warning, in looping steps. The same for
 traces drawn with another seed (``--seed``), held out while tuning.
 
-*Cost*: a 1,000-call session (the calls of the corpus's long healthy sessions, and
-the first 1,000 calls of the whole corpus, loops included) goes through the
+*Cost*: a 1,000-call session (the calls of the corpus's long healthy sessions; and
+the first 1,000 calls of the whole corpus, each trace cut at its first stop as the
+loop would end it, so warnings and stops included) goes through the
 repetition detector's two hooks, ``on_tool_call_received`` and ``on_tool_post``,
 with contexts built beforehand as the loop builds them (the raw result hash
 included). Each row is the CPU time per call (``time.process_time``, best of
 several sessions, so other processes on a shared machine do not count), and its
 ratio to the baseline fingerprint ``blake2b(json.dumps(args, sort_keys=True))`` of the
-same calls' arguments, measured in the same process. The target is ≤ 10 µs per call.
+same calls' arguments, measured in the same process; and, where git can show it, the
+previous detector (commit ``4a00e26``: a 50-call window, no normalisation) on the same
+calls. The target is ≤ 10 µs per call.
 
 *Memory*: one session through many calls; the sizes of its state at checkpoints
 (bounded by ``memory`` and ``2 × max_period``, whatever the count) and the RSS.
@@ -28,11 +31,16 @@ import argparse
 import hashlib
 import json
 import statistics
+import subprocess
+import sys
 import time
 import timeit
+import types
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from loopobs import ConvergenceDetector, RepetitionDetector, ResponseContext
 from loopobs.core.detectors import Normaliser
@@ -42,6 +50,8 @@ from tests.detection_corpus import generate
 from tests.detection_corpus.harness import WORKSPACE, Scores, Trace, evaluate, load
 
 TARGET_NS = 10_000.0
+PREVIOUS = "4a00e26"
+"""The commit whose detector (50-call window, no normalisation) the cost rows compare with."""
 
 _Calls = list[tuple[ToolCallReceivedContext, ToolPostContext]]
 
@@ -140,17 +150,62 @@ def fingerprint(calls: _Calls) -> Callable[[], object]:
     return one
 
 
+def previous_detector() -> Callable[[], Any] | None:
+    """The repetition detector as of :data:`PREVIOUS`, loaded from git (``None`` without git)."""
+    root = Path(__file__).resolve().parents[1]
+    sources = {}
+    for name in ("hashing", "detectors"):
+        try:
+            sources[name] = subprocess.run(
+                ["git", "show", f"{PREVIOUS}:loopobs/core/{name}.py"], cwd=root,
+                capture_output=True, text=True, check=True, timeout=30).stdout
+        except (OSError, subprocess.SubprocessError):
+            return None
+    modules = {}
+    for name in ("hashing", "detectors"):
+        module = types.ModuleType(f"_previous_{name}")
+        sys.modules[module.__name__] = module
+        code = sources[name].replace("from loopobs.core.hashing import",
+                                     "from _previous_hashing import")
+        exec(compile(code, f"{PREVIOUS}:{name}.py", "exec"), module.__dict__)
+        modules[name] = module
+    factory: Callable[[], Any] = modules["detectors"].RepetitionDetector
+    return factory
+
+
+def run_previous(factory: Callable[[], Any], calls: _Calls) -> Callable[[], object]:
+    """One session through the previous detector."""
+
+    def one() -> None:
+        det = factory()
+        received, post = det.on_tool_call_received, det.on_tool_post
+        for r, p in calls:
+            received(r)
+            post(p)
+
+    return one
+
+
 def cost_rows(traces: Sequence[Trace], repeats: int) -> list[Row]:
     rows = []
+    previous = previous_detector()
     healthy = [t for t in traces if t.cls == "long_sessions" and "coding" not in t.name
                and "healthy" in t.name]
+    # The corpus as the loop would run it: each trace ends at its first stop.
+    _, outcomes = evaluate(traces)
+    played = [Trace(o.trace.name, o.trace.cls, o.trace.label,
+                    o.trace.steps[: (o.first_stop + 1) if o.first_stop is not None else None])
+              for o in outcomes]
     for name, calls, note in (
         ("1,000-call healthy session", session_calls(healthy), "no detection"),
-        ("1,000-call corpus stream", session_calls(traces), "loops: warnings and stops"),
+        ("1,000-call corpus stream", session_calls(played), "runaways until their stop"),
     ):
         base = cpu_ns_per_call(fingerprint(calls), len(calls), repeats)
         ns = cpu_ns_per_call(run_session(calls), len(calls), repeats)
         rows.append(Row(f"baseline fingerprint, {name}", base, base))
+        if previous is not None:
+            old = cpu_ns_per_call(run_previous(previous, calls), len(calls), repeats)
+            rows.append(Row(f"previous detector ({PREVIOUS}), {name}", old, base))
         rows.append(Row(f"repetition detector, {name}", ns, base, note))
     return rows
 

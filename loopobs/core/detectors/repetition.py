@@ -26,6 +26,7 @@ _MAX_PENDING_CALLS: Final = 1024
 
 _LABEL_CHARS: Final = 60
 _MAX_IDS: Final = 8
+_ID_SCAN: Final = 64
 _MAX_CANDIDATES: Final = 4
 _LONG_CYCLE_STEPS: Final = 6
 _PATTERN_STEPS: Final = 6
@@ -138,7 +139,7 @@ def _recent_ids(s: _Repetitions, size: int, since: int, tool: str, ahash: int | 
     """Call ids of the latest steps (still in the ring, from ``since``) matching the
     operation; ``ahash=False`` matches any arguments. Only run for a detection."""
     ids: list[str] = []
-    lowest = max(since, s.pos - size + 1, 1)
+    lowest = max(since, s.pos - min(size, _ID_SCAN) + 1, 1)
     for position in range(s.pos, lowest - 1, -1):
         op = s.ring[position % size]
         call = s.ring_calls[position % size]
