@@ -6,7 +6,12 @@ docs say otherwise (``loopobs.llm``, ``loopobs.exporters``, ``loopobs.testing``)
 
 from typing import TYPE_CHECKING, Any
 
-from loopobs.core.detectors import ConvergenceDetector, RepetitionDetector
+from loopobs.core.detectors import (
+    ConvergenceDetector,
+    Normaliser,
+    RepetitionDetector,
+    ToolNormalisation,
+)
 from loopobs.core.errors import (
     Cancelled,
     ContextExceeded,
@@ -48,6 +53,7 @@ from loopobs.core.events import (
     SuspendedContext,
     TextDeltaContext,
     ThinkingDeltaContext,
+    ToolAnnotations,
     ToolCallReceivedContext,
     ToolOutcomeKind,
     ToolPostContext,
@@ -91,6 +97,7 @@ __all__ = [
     "MaxTurnsExceeded",
     "ModelError",
     "ModelSwitchedContext",
+    "Normaliser",
     "NotYetAwake",
     "ObserverSet",
     "Output",
@@ -115,9 +122,11 @@ __all__ = [
     "TextDeltaContext",
     "ThinkingDeltaContext",
     "Tool",
+    "ToolAnnotations",
     "ToolCallReceivedContext",
     "ToolError",
     "ToolExecutionError",
+    "ToolNormalisation",
     "ToolNotFound",
     "ToolOutcomeKind",
     "ToolPostContext",

@@ -3,6 +3,7 @@ progress, long cycles, the same result for different arguments, and answers."""
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -98,6 +99,15 @@ def test_path_spellings_are_one_path() -> None:
     assert _key(n, "read_file", {"path": "src/other.py"}) != _key(n, "read_file",
                                                                   {"path": "src/app.py"})
     assert "path" in n.arguments_key("read_file", {"path": "./src/app.py"})[1]
+
+
+def test_the_working_directory_is_the_default_root() -> None:
+    """Without path_roots, absolute paths under the process's working directory are relative."""
+    n = Normaliser()
+    assert _key(n, "read_file", {"path": os.path.join(os.getcwd(), "src", "a.py")}) == \
+        _key(n, "read_file", {"path": "src/a.py"})
+    assert _key(Normaliser(path_roots=()), "read_file", {"path": os.getcwd() + "/a.py"}) != \
+        _key(n, "read_file", {"path": "a.py"})
 
 
 def test_whitespace_volatile_keys_and_budgets_are_evened_out() -> None:

@@ -29,6 +29,7 @@ Results: ISO 8601 dates and times, times of day, durations (``0.53s``,
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
 from collections.abc import Iterable, Mapping
@@ -193,7 +194,9 @@ class Normaliser:
         paths: argument names always treated as paths.
         free_text: argument names compared as a set of words.
         path_roots: absolute directories that relative paths are relative to
-            (an agent's workspace): ``/work/repo/src/a.py`` equals ``src/a.py``.
+            (an agent's workspace): ``/work/repo/src/a.py`` equals ``src/a.py``. ``None``
+            (the default) means the process's working directory when the normaliser
+            is made, where tools resolve relative paths unless told otherwise.
         tools: per-tool overrides.
         max_result_chars: how much of a result is normalised (the rest is hashed as is).
         enabled: ``False`` hashes arguments (canonical JSON) and results exactly.
@@ -203,7 +206,7 @@ class Normaliser:
     mask_numbers: frozenset[str] = DEFAULT_MASK_NUMBERS
     paths: frozenset[str] = DEFAULT_PATH_KEYS
     free_text: frozenset[str] = DEFAULT_FREE_TEXT
-    path_roots: tuple[str, ...] = ()
+    path_roots: tuple[str, ...] | None = None
     tools: Mapping[str, ToolNormalisation] = field(default_factory=dict)
     max_result_chars: int = 16_384
     enabled: bool = True
@@ -226,8 +229,9 @@ class Normaliser:
                 default.free_text if t.free_text is None else _lower(t.free_text),
                 case_all, case_keys, t.normalise_results,
             )
-        roots = tuple(sorted((posixpath.normpath(r).rstrip("/") + "/" for r in self.path_roots
-                              if r.startswith("/")), key=len, reverse=True))
+        given = self.path_roots if self.path_roots is not None else (os.getcwd(),)
+        roots = tuple(sorted((posixpath.normpath(r).rstrip("/") + "/" for r in given
+                              if r.startswith("/") and r.rstrip("/")), key=len, reverse=True))
         object.__setattr__(self, "_default", default)
         object.__setattr__(self, "_per_tool", per_tool)
         object.__setattr__(self, "_roots", roots)

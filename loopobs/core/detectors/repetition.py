@@ -294,6 +294,7 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
         """Forget every session's state and every call awaiting its result."""
         with self._lock:
             self._pending.clear()
+            self._normalised.clear()
         super().reset()
 
     def _run_ended(self, run_id: int) -> None:
