@@ -18,8 +18,9 @@ Every detection carries its reason (``signal``, ``reason`` and the calls
 involved). State is kept per session (runs are mapped to their session at
 ``on_run_start``; an event for a run never started is keyed on its run id), is
 bounded whatever the session's length, is guarded by one lock per detector, and
-is cleared by ``reset()``. Stored hashes are stable BLAKE2b digests
-(:mod:`loopobs.core.hashing`), never Python's salted ``hash()``.
+is cleared by ``reset()``. Hashes that reach events are stable BLAKE2b digests
+(:mod:`loopobs.core.hashing`), never Python's salted ``hash()``, which serves only
+as an in-process key for state that never leaves the process.
 """
 
 from loopobs.core.detectors._session import DEFAULT_MAX_SESSIONS
