@@ -168,7 +168,9 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
     each escalation once, and the reason on the event):
 
     - ``repeat``: the same operation again. Identical errors warn one repeat later
-      (``warn_after + 1``: a retry budget of three is not a loop).
+      (``warn_after + 1``: a retry budget of three is not a loop). A repeat after more
+      than ``novelty`` operations never seen before starts the count over: a re-read
+      amid new work, where a loop's steps are themselves repeats.
     - ``cycle``: a sequence of 2 to ``max_period`` steps repeated in a row. Up to 4
       steps it warns after ``warn_after`` cycles; a longer one as soon as
       ``min(period, 6)`` steps match the previous pass. It stops after
@@ -177,24 +179,26 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
     - ``same_result``: a tool that is not side-effecting returns the same result
       (at least ``same_result_min_chars`` long, not an error) for different arguments:
       a reworded search, a page past the last one.
-    - ``poll_budget``: a repeat that is *paced*, because a waiting tool ran since
-      the previous one (``waits`` annotation, or ``sleep``/``wait`` in the name) or
-      the gap grew by ×1.8 (back-off, and steady gaps afterwards), does not count as
-      a repeat; the streak warns when it has lasted ``poll_warn_s`` seconds and
-      stops at ``poll_stop_s``.
+    - ``poll_budget``: a repeat that is *paced* does not count as a repeat: a waiting
+      tool ran ``min_wait_s`` or more since the previous one (``waits`` annotation, or
+      ``sleep``/``wait`` in the name), the gap was ``poll_gap_s`` or more, or it grew
+      ×1.8 from the previous gap (back-off; at least ``backoff_min_s``, and steady
+      gaps after it). The streak warns when it has lasted ``poll_warn_s`` seconds
+      and stops at ``poll_stop_s``.
 
     Progress, which ends streaks: the same call with a different (normalised)
-    result; a successful side-effecting call with arguments not seen before
-    (clears every count of tools that are not side-effecting, and cycle evidence);
+    result; a successful side-effecting call with arguments not seen before, in more
+    than their numbers (clears every count of tools that are not side-effecting,
+    and cycle evidence);
     a compaction (the agent may re-read what it lost). Whether a tool is
     side-effecting, read-only or waits comes from the event's annotations, else
     from ``annotations``, else (``infer_annotations``) from verbs in its name
     (``write_file``, ``git_commit`` …).
 
     Memory per session is bounded, whatever the session's length: at most
-    ``memory`` operations, calls, results and writes (the least recently seen are
-    forgotten) and a ring of ``2 × max_period`` steps. An operation not seen for
-    ``horizon`` calls starts over. Cycle search keeps at most four candidate
+    ``memory`` operations, calls, results and writes (the oldest first in are
+    forgotten) and a ring of ``2 × max_period + 2`` steps. An operation not seen
+    for ``horizon`` calls starts over. Cycle search keeps at most four candidate
     periods (found from the distance to an operation's previous occurrence), so
     each call costs the same whatever ``max_period`` is. A stop clears the
     session, so its next run starts afresh.
@@ -211,6 +215,11 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
         same_result_min_chars: shortest result the ``same_result`` signal considers.
         poll_warn_s: seconds a paced poll may return the same result before a warning.
         poll_stop_s: seconds before a stop (0: never).
+        min_wait_s: time in waiting tools that paces a repeat.
+        backoff_min_s: shortest grown gap read as back-off.
+        poll_gap_s: a gap this long paces a repeat by itself.
+        novelty: never-seen operations between two repeats after which the count
+            starts over.
         primary_params: tool name → the argument shown in the pattern.
         max_sessions: sessions remembered; the least recently active are dropped.
         window: deprecated alias of ``horizon``.
