@@ -354,7 +354,8 @@ class Normaliser:
             if value[0] in _BLANKS or value[-1] in _BLANKS or "  " in value or "\t" in value:
                 value = _SPACES.sub(" ", value.strip())
                 applied.add("whitespace")
-            if "/" in value or value[:1] in ".~":
+            # Only these spellings can change under normpath or a root.
+            if value[0] in "/." or "./" in value or "//" in value or value[-1] == "/":
                 value = self._maybe_path(value, rules, applied, key)
         if rules.case_all:
             folded = value.casefold()
@@ -371,12 +372,10 @@ class Normaliser:
     def _maybe_path(self, value: str, rules: _Rules, applied: set[str], key: str | None) -> str:
         if not ((key is not None and key in rules.paths) or _looks_like_path(value)):
             return value
-        # Only these spellings can change under normpath or a root.
-        if value[0] in "/." or "./" in value or "//" in value or value[-1] == "/":
-            path = self._path(value)
-            if path != value:
-                applied.add("path")
-                return path
+        path = self._path(value)
+        if path != value:
+            applied.add("path")
+            return path
         return value
 
     def _path(self, value: str) -> str:

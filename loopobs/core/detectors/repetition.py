@@ -6,7 +6,7 @@ import math
 import re
 from collections import OrderedDict
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from loopobs.core.detectors._session import DEFAULT_MAX_SESSIONS, _SessionDetector
 from loopobs.core.detectors.normalise import Normaliser
@@ -42,13 +42,20 @@ _CallKey = tuple[str, int | None]
 _Kind = tuple[bool, bool, bool]
 
 
-class _Pending:
-    __slots__ = ("ahash", "applied", "args", "canonical", "kind", "page", "tool")
+class _Pending(NamedTuple):
+    """A received call awaiting its result: what the post needs of it."""
 
-    def __init__(self, tool: str, ahash: int | None, args: Mapping[str, Any], kind: _Kind,
-                 applied: frozenset[str], page: str | None, canonical: str = "") -> None:
-        self.tool, self.ahash, self.args, self.kind = tool, ahash, args, kind
-        self.applied, self.page, self.canonical = applied, page, canonical
+    tool: str
+    ahash: int | None
+    args: Mapping[str, Any]
+    kind: _Kind
+    applied: frozenset[str]
+    page: str | None
+    canonical: str
+
+
+# tuple.__new__ directly: a NamedTuple's own constructor is Python code, and this runs per call.
+_new_pending = tuple.__new__
 
 
 _UNKNOWN_CALL_ARGS: Final[Mapping[str, Any]] = {}
@@ -361,7 +368,7 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
         kind = self._kinds.get(tool) if annotations is None else None
         if kind is None:
             kind = self._kind(tool, annotations)
-        entry = _Pending(tool, ahash, args, kind, applied, page, canonical)
+        entry = _new_pending(_Pending, (tool, ahash, args, kind, applied, page, canonical))
         rid = ctx.run_id.int
         calls = self._pending.get(rid)
         if calls is None:
@@ -394,7 +401,7 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
         pending = calls.pop(ctx.tool_call_id, None) if calls is not None else None
         if pending is None:
             pending = _Pending(ctx.tool, None, _UNKNOWN_CALL_ARGS,
-                               self._kind(ctx.tool, None), frozenset(), None)
+                               self._kind(ctx.tool, None), frozenset(), None, "")
         rkey = raw
         if text:
             # The same text again (a re-read, a loop) normalises as before: look it up.
