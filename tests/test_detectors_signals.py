@@ -3,12 +3,15 @@ progress, long cycles, the same result for different arguments, and answers."""
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from collections.abc import Mapping
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from loopobs import AgentLoop, tool
 from loopobs.core.detectors import (
@@ -499,3 +502,29 @@ def test_sessions_of_runs_share_answers() -> None:
         obs.on_run_start(RunStartContext(run_id=run, time_ns=0, session_id=session))
         obs.on_response(ResponseContext(run_id=run, time_ns=0, turn=0, text="It is 42."))
     assert len(rec.of("on_convergence_detected")) == 1
+
+
+_KEYS = st.sampled_from(["path", "query", "q", "timeout", "page", "nonce", "name", "url",
+                         "since", "text", "cmd"])
+_VALUES = (st.text(max_size=30) | st.integers(-10, 2_000_000_000_000)
+           | st.sampled_from(["./src/a.py", "src//b/", "/tmp/../x", "2026-11-30T10:00:00Z",
+                              "  two  words ", "How to Cache Requests?"]))
+
+
+@settings(deadline=None, max_examples=80)
+@given(st.dictionaries(_KEYS, _VALUES, max_size=6))
+def test_normalisation_is_idempotent(args: dict[str, Any]) -> None:
+    """Normalising the normalised arguments changes nothing more."""
+    n = Normaliser(path_roots=("/work",))
+    _, _, _, once = n.arguments_key("t", args)
+    _, _, _, twice = n.arguments_key("t", json.loads(once))
+    assert twice == once
+
+
+@settings(deadline=None, max_examples=80)
+@given(st.text(max_size=200))
+def test_result_masking_is_idempotent(text: str) -> None:
+    """Masking masked text changes nothing more."""
+    n = Normaliser()
+    once = n.result_text("t", text, None)
+    assert n.result_text("t", once, None) == once
