@@ -15,9 +15,9 @@ loop would end it, so warnings and stops included) goes through the
 repetition detector's two hooks, ``on_tool_call_received`` and ``on_tool_post``,
 with contexts built beforehand as the loop builds them (the raw result hash
 included). Each row is the CPU time per call (``time.process_time``, best of
-several sessions, so other processes on a shared machine do not count), and its
-ratio to the baseline fingerprint ``blake2b(json.dumps(args, sort_keys=True))`` of the
-same calls' arguments, measured in the same process; and, where git can show it, the
+15 sessions, measured in turns with the baseline, so other processes on a shared
+machine count as little as they can), and its ratio to the baseline fingerprint
+``blake2b(json.dumps(args, sort_keys=True))`` of the same calls' arguments, measured in the same process; and, where git can show it, the
 previous detector (commit ``4a00e26``: a 50-call window, no normalisation) on the same
 calls. The target is ≤ 10 µs per call.
 
@@ -34,7 +34,6 @@ import statistics
 import subprocess
 import sys
 import time
-import timeit
 import types
 import uuid
 from collections.abc import Callable, Sequence
@@ -122,9 +121,22 @@ def session_calls(traces: Sequence[Trace], limit: int = 1000) -> _Calls:
 
 def cpu_ns_per_call(fn: Callable[[], object], calls: int, repeats: int) -> float:
     """Best CPU time of ``fn`` (one whole session) over ``repeats``, per call."""
-    fn()
-    times = timeit.Timer(fn, timer=time.process_time).repeat(number=1, repeat=repeats)
-    return min(times) / calls * 1e9
+    return cpu_ns_interleaved([fn], calls, repeats)[0]
+
+
+def cpu_ns_interleaved(fns: Sequence[Callable[[], object]], calls: int,
+                       repeats: int) -> list[float]:
+    """Best CPU time per call of each of ``fns``, measured in turns (one session of each per
+    round), so the baseline and the detectors see the same load on a shared machine."""
+    for fn in fns:
+        fn()
+    best = [float("inf")] * len(fns)
+    for _ in range(repeats):
+        for i, fn in enumerate(fns):
+            start = time.process_time()
+            fn()
+            best[i] = min(best[i], time.process_time() - start)
+    return [b / calls * 1e9 for b in best]
 
 
 def run_session(calls: _Calls) -> Callable[[], object]:
@@ -200,12 +212,13 @@ def cost_rows(traces: Sequence[Trace], repeats: int) -> list[Row]:
         ("1,000-call healthy session", session_calls(healthy), "no detection"),
         ("1,000-call corpus stream", session_calls(played), "runaways until their stop"),
     ):
-        base = cpu_ns_per_call(fingerprint(calls), len(calls), repeats)
-        ns = cpu_ns_per_call(run_session(calls), len(calls), repeats)
-        rows.append(Row(f"baseline fingerprint, {name}", base, base))
+        fns = [fingerprint(calls), run_session(calls)]
         if previous is not None:
-            old = cpu_ns_per_call(run_previous(previous, calls), len(calls), repeats)
-            rows.append(Row(f"previous detector ({PREVIOUS}), {name}", old, base))
+            fns.append(run_previous(previous, calls))
+        base, ns, *old = cpu_ns_interleaved(fns, len(calls), repeats)
+        rows.append(Row(f"baseline fingerprint, {name}", base, base))
+        if old:
+            rows.append(Row(f"previous detector ({PREVIOUS}), {name}", old[0], base))
         rows.append(Row(f"repetition detector, {name}", ns, base, note))
     return rows
 
@@ -292,7 +305,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
         for line in quality(sample, label)[1]:
             print(line)
     print()
-    repeats = 3 if args.quick else 9
+    repeats = 3 if args.quick else 15
     rows = cost_rows(traces, repeats) + answer_rows(repeats)
     rows += memory_rows(100_000 if args.quick else 1_000_000)
     print_table(rows)

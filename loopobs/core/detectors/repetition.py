@@ -188,7 +188,8 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
       a reworded search, a page past the last one.
     - ``poll_budget``: a repeat that is *paced* does not count as a repeat: a waiting
       tool ran ``min_wait_s`` or more since the previous one (``waits`` annotation, or
-      ``sleep``/``wait`` in the name), the gap was ``poll_gap_s`` or more, or it grew
+      ``sleep``/``wait`` in the name), the idle gap since the previous one was
+      ``poll_gap_s`` or more (the call's own duration is not idle), or it grew
       ×1.8 from the previous gap (back-off; at least ``backoff_min_s``, and steady
       gaps after it). The streak warns when it has lasted ``poll_warn_s`` seconds
       and stops at ``poll_stop_s``.
@@ -224,7 +225,7 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
         poll_stop_s: seconds before a stop (0: never).
         min_wait_s: time in waiting tools that paces a repeat.
         backoff_min_s: shortest grown gap read as back-off.
-        poll_gap_s: a gap this long paces a repeat by itself.
+        poll_gap_s: an idle gap this long (previous end to this start) paces a repeat.
         novelty: never-seen operations between two repeats after which the count
             starts over.
         primary_params: tool name → the argument shown in the pattern.
@@ -510,7 +511,7 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
             st.count, st.polls, st.level, st.last_gap, st.paced = 1, 0, _NONE, 0, False
             st.first_ns, st.first_pos = time_ns, pos
         else:
-            paced = self._paced(s, st, time_ns)
+            paced = self._paced(s, st, time_ns, duration_ns)
             if paced:
                 st.polls += 1
             else:
@@ -534,10 +535,14 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
             return None
         return self._same_result(s, p, rkey, call_id, pos)
 
-    def _paced(self, s: _Repetitions, st: _OpStat, time_ns: int) -> bool:
-        """Whether this repeat of ``st`` waited: a waiting tool ran since, a long gap, or
-        back-off (the gap grew ×1.8, or held steady after growing). Records the gap."""
-        gap = time_ns - st.last_ns
+    def _paced(self, s: _Repetitions, st: _OpStat, time_ns: int, duration_ns: int) -> bool:
+        """Whether this repeat of ``st`` waited: a waiting tool ran since, a long idle gap,
+        or back-off (the gap grew ×1.8, or held steady after growing). Records the gap.
+
+        The gap runs from the end of the previous occurrence to the start of this one:
+        a call that itself takes long (a rising timeout) is not a wait between polls.
+        """
+        gap = time_ns - duration_ns - st.last_ns
         last = st.last_gap
         st.last_gap = gap
         paced = s.wait_ns - st.wait_mark >= self.min_wait_ns or gap >= self.poll_gap_ns or (
