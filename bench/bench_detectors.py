@@ -17,9 +17,10 @@ with contexts built beforehand as the loop builds them (the raw result hash
 included). Each row is the CPU time per call (``time.process_time``, best of
 15 sessions, measured in turns with the baseline, so other processes on a shared
 machine count as little as they can), and its ratio to the baseline fingerprint
-``blake2b(json.dumps(args, sort_keys=True))`` of the same calls' arguments, measured in the same process; and, where git can show it, the
-previous detector (commit ``4a00e26``: a 50-call window, no normalisation) on the same
-calls. The target is ≤ 10 µs per call.
+``blake2b(json.dumps(args, sort_keys=True))`` of the same calls' arguments, measured
+in the same process; and, where git can show it, the previous detector (commit
+``4a00e26``: a 50-call window, no normalisation) on the same calls. The target is
+≤ 10 µs per call.
 
 *Memory*: one session through many calls; the sizes of its state at checkpoints
 (bounded by ``memory`` and ``2 × max_period``, whatever the count) and the RSS.
