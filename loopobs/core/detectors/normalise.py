@@ -20,7 +20,8 @@ Rules for arguments (applied by argument name, at any depth):
   stop words and plural ``s``, so a reworded search is the same search;
 - ``case_insensitive``: case-folded;
 - every other single-line string: surrounding and repeated whitespace folded;
-  timestamps (ISO 8601, epoch seconds or milliseconds) anywhere are masked.
+  ISO 8601 timestamps in any string, and numbers that read as epoch seconds or
+  milliseconds, are masked.
 
 Results: ISO 8601 dates and times, times of day, durations (``0.53s``,
 ``12 ms``), UUIDs, long hex ids and epoch timestamps are masked. Only the first
