@@ -29,6 +29,8 @@ _MASK64: Final = (1 << 64) - 1
 _GOLDEN: Final = 0x9E3779B97F4A7C15
 _SALT: Final = 0x5BD1E995
 _MAX_NUMBERS: Final = 16
+_MAX_CHARS: Final = 100_000
+"""Characters of an answer (or question) that are compared; the rest is ignored."""
 _LONG_ANSWER_TOKENS: Final = 20
 _SHORT_ANSWER_TOKENS: Final = 12
 _QUESTION_SIMILARITY: Final = 0.9
@@ -42,7 +44,7 @@ _STOPPED: Final = 2
 def _tokens(text: str) -> tuple[list[str], tuple[str, ...]]:
     """Case-folded words with dates and times masked and numbers as ``#``; and the
     numbers themselves (durations stay: in an answer "p95 is 120 ms" is a figure)."""
-    masked = mask_dates(text.casefold())
+    masked = mask_dates(text[:_MAX_CHARS].casefold())
     numbers = tuple(_NUMBER.findall(masked)[:_MAX_NUMBERS])
     words = ["#" if w.isdigit() else w for w in _WORD.findall(_NUMBER.sub(" 0 ", masked))]
     return words, numbers
@@ -131,7 +133,8 @@ class ConvergenceDetector(_SessionDetector[_Answers]):
     (``attempt 4`` → ``attempt 5``) is the same answer, one whose figures changed
     is new. A short answer (under 12 words, "Done.") to a new request (a question
     of at least 4 words unlike the earlier one) is never the same answer; to a
-    short follow-up ("are you sure?", "continue") it is compared as usual.
+    short follow-up ("are you sure?", "continue") it is compared as usual. Only the
+    first 100,000 characters of an answer count.
 
     A new answer is compared with the session's last ``history`` answers, nearest
     first: alike to one of them (at least ``similarity``) extends the streak, else
@@ -200,7 +203,7 @@ class ConvergenceDetector(_SessionDetector[_Answers]):
         question = None
         if ctx.query:
             # Numbers kept: "close issue 101" and "close issue 102" are different requests.
-            words = _WORD.findall(ctx.query.casefold())
+            words = _WORD.findall(ctx.query[:_MAX_CHARS].casefold())
             question = (_sketch(words, SKETCH_SIZE), len(words))
         with self._lock:
             _, s = self._state(ctx.run_id)
