@@ -284,6 +284,22 @@ def paraphrased_search(rng: random.Random) -> Trace:
     return s.trace("the same search reworded", "paraphrased_calls", "loop")
 
 
+def synonym_search_shuffled(rng: random.Random) -> Trace:
+    # Beyond the rules on purpose: synonyms, and the same hits in a different order.
+    s = Session(rng)
+    prefix(s)
+    hits = search_results(rng, 6).splitlines()
+    phrasings = ["fix flaky integration test", "repair intermittent integration test",
+                 "stabilise unreliable integration check", "flaky e2e test remedy",
+                 "intermittently failing integration test solution"]
+    s.looping()
+    for i in range(20):
+        rng.shuffle(hits)
+        s.call("web_search", {"query": phrasings[i % len(phrasings)]}, "\n".join(hits))
+    return s.trace("synonyms searched again, the same hits reordered (a known miss)",
+                   "paraphrased_calls", "loop")
+
+
 def agents_ping_pong(rng: random.Random) -> Trace:
     s = Session(rng)
     prefix(s)
@@ -595,6 +611,29 @@ def acknowledgements(rng: random.Random) -> Trace:
     return s.trace("'Done.' to different requests", "acknowledgements", "ok")
 
 
+def flaky_test_rerun(rng: random.Random) -> Trace:
+    s = Session(rng)
+    prefix(s)
+    name = rng.choice(WORDS)
+    failure = f"FAILED tests/test_{name}.py::test_race - TimeoutError\n1 failed, 80 passed"
+    s.call("run_tests", {"target": "tests/"}, failure + f" in {rng.uniform(9, 12):.2f}s")
+    s.call("run_tests", {"target": "tests/"}, failure + f" in {rng.uniform(9, 12):.2f}s")
+    s.call("run_tests", {"target": "tests/"}, f"81 passed in {rng.uniform(9, 12):.2f}s")
+    s.answer("The failure was flaky; the suite passes.")
+    return s.trace("a flaky test re-run until it passes", "retries", "ok")
+
+
+def one_page_past_the_end(rng: random.Random) -> Trace:
+    s = Session(rng)
+    total = rng.randint(3, 6)
+    for page in range(1, total + 2):
+        items = [rng.randint(100, 999) for _ in range(5)] if page <= total else []
+        s.call("list_issues", {"repo": "acme/api", "page": page},
+               f'{{"items": {items}, "page": {page}, "total_pages": {total}}}')
+    s.answer(f"There are {5 * total} open issues.")
+    return s.trace("paging until an empty page", "classic_ok", "ok")
+
+
 # -- productive work: classics -----------------------------------------------------------------
 
 def coding_progressing(rng: random.Random) -> Trace:
@@ -650,13 +689,15 @@ def reports_with_figures(rng: random.Random) -> Trace:
 BUILDERS: tuple[Callable[[random.Random], Trace], ...] = (
     path_spellings, query_whitespace_case, nonce_cache_buster, since_now, rising_timeout,
     page_past_end, poll_with_server_timestamp, stuck_job_paced, failing_test_duration,
-    exploration_redone, long_cycle, paraphrased_search, agents_ping_pong, same_call_repeated,
+    exploration_redone, long_cycle, paraphrased_search, synonym_search_shuffled,
+    agents_ping_pong, same_call_repeated,
     oscillation, three_step_cycle, same_error_forever, counter_answers, date_answers,
     alternating_drafts, long_answer_one_word, rephrased_answer, poll_with_backoff,
     ci_wait_with_sleep, long_poll_tool, capped_backoff, job_progress, git_status_after_commit,
     tests_green_after_edits, schema_before_insert, annotated_writes, long_healthy_session,
     long_research_session, retry_budget, acknowledgements, coding_progressing, search_paging,
-    different_greps, evolving_answers, reports_with_figures,
+    different_greps, evolving_answers, reports_with_figures, flaky_test_rerun,
+    one_page_past_the_end,
 )
 
 
