@@ -10,7 +10,7 @@ from uuid import UUID
 from loopobs.core.events import RunEndContext, RunStartContext
 from loopobs.core.observer import LoopObserver, ObserverSet
 
-__all__ = ["DEFAULT_MAX_SESSIONS"]
+__all__ = ["DEFAULT_MAX_SESSIONS", "SessionDetector"]
 
 DEFAULT_MAX_SESSIONS: Final = 4096
 """Sessions (and runs never started) a detector remembers; the least recently active go first."""
@@ -18,7 +18,7 @@ DEFAULT_MAX_SESSIONS: Final = 4096
 _State = TypeVar("_State")
 
 
-class _SessionDetector(LoopObserver, Generic[_State]):
+class SessionDetector(LoopObserver, Generic[_State]):
     """Shared plumbing: attached sets, run → session map, bounded per-session state, one lock."""
 
     def __init__(self, *, max_sessions: int) -> None:

@@ -8,7 +8,7 @@ import zlib
 from collections import Counter, deque
 from typing import Final, Literal, get_args
 
-from loopobs.core.detectors._session import DEFAULT_MAX_SESSIONS, _SessionDetector
+from loopobs.core.detectors._session import DEFAULT_MAX_SESSIONS, SessionDetector
 from loopobs.core.detectors.normalise import mask_dates
 from loopobs.core.events import ConvergenceDetectedContext, ResponseContext, TurnStartContext
 
@@ -120,7 +120,7 @@ def _counter_step(old: str, new: str, back: int) -> bool:
     return old.isdigit() and new.isdigit() and int(new) - int(old) == back
 
 
-class ConvergenceDetector(_SessionDetector[_Answers]):
+class ConvergenceDetector(SessionDetector[_Answers]):
     """Detects converged final answers: the agent keeps giving the same answer.
 
     Reads ``on_response`` for responses without tool calls (``tool_calls == 0``,

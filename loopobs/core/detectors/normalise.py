@@ -34,7 +34,7 @@ import os
 import posixpath
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
 
 from loopobs.core.hashing import canonical_json, encode
@@ -185,9 +185,10 @@ def _lower(names: Iterable[str]) -> frozenset[str]:
     return frozenset(n.lower() for n in names)
 
 
-@dataclass(frozen=True)
 class Normaliser:
     """The normalisation rules a :class:`~loopobs.RepetitionDetector` applies before hashing.
+
+    Immutable once made (the detectors share it between threads).
 
     Args:
         ignore: argument names dropped.
@@ -203,21 +204,31 @@ class Normaliser:
         enabled: ``False`` hashes arguments (canonical JSON) and results exactly.
     """
 
-    ignore: frozenset[str] = DEFAULT_IGNORE
-    mask_numbers: frozenset[str] = DEFAULT_MASK_NUMBERS
-    paths: frozenset[str] = DEFAULT_PATH_KEYS
-    free_text: frozenset[str] = DEFAULT_FREE_TEXT
-    path_roots: tuple[str, ...] | None = None
-    tools: Mapping[str, ToolNormalisation] = field(default_factory=dict)
-    max_result_chars: int = 16_384
-    enabled: bool = True
-    _default: _Rules = field(init=False, repr=False, compare=False)
-    _per_tool: dict[str, _Rules] = field(init=False, repr=False, compare=False)
-    _roots: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    __slots__ = ("_default", "_per_tool", "_roots", "enabled", "free_text", "ignore",
+                 "mask_numbers", "max_result_chars", "path_roots", "paths", "tools")
 
-    def __post_init__(self) -> None:
-        default = _Rules(_lower(self.ignore), _lower(self.mask_numbers), _lower(self.paths),
-                         _lower(self.free_text), False, frozenset(), True)
+    def __init__(
+        self,
+        *,
+        ignore: Iterable[str] = DEFAULT_IGNORE,
+        mask_numbers: Iterable[str] = DEFAULT_MASK_NUMBERS,
+        paths: Iterable[str] = DEFAULT_PATH_KEYS,
+        free_text: Iterable[str] = DEFAULT_FREE_TEXT,
+        path_roots: Iterable[str] | None = None,
+        tools: Mapping[str, ToolNormalisation] | None = None,
+        max_result_chars: int = 16_384,
+        enabled: bool = True,
+    ) -> None:
+        self.ignore = _lower(ignore)
+        self.mask_numbers = _lower(mask_numbers)
+        self.paths = _lower(paths)
+        self.free_text = _lower(free_text)
+        self.path_roots = tuple(path_roots) if path_roots is not None else None
+        self.tools: Mapping[str, ToolNormalisation] = dict(tools or {})
+        self.max_result_chars = max_result_chars
+        self.enabled = enabled
+        default = _Rules(self.ignore, self.mask_numbers, self.paths, self.free_text, False,
+                         frozenset(), True)
         per_tool = {}
         for name, t in self.tools.items():
             case_all = t.case_insensitive is True
@@ -231,11 +242,15 @@ class Normaliser:
                 case_all, case_keys, t.normalise_results,
             )
         given = self.path_roots if self.path_roots is not None else (os.getcwd(),)
-        roots = tuple(sorted((posixpath.normpath(r).rstrip("/") + "/" for r in given
-                              if r.startswith("/") and r.rstrip("/")), key=len, reverse=True))
-        object.__setattr__(self, "_default", default)
-        object.__setattr__(self, "_per_tool", per_tool)
-        object.__setattr__(self, "_roots", roots)
+        self._default = default
+        self._per_tool = per_tool
+        self._roots = tuple(sorted((posixpath.normpath(r).rstrip("/") + "/" for r in given
+                                    if r.startswith("/") and r.rstrip("/")),
+                                   key=len, reverse=True))
+
+    def __repr__(self) -> str:
+        return (f"Normaliser(path_roots={self.path_roots!r}, tools={sorted(self.tools)!r}, "
+                f"enabled={self.enabled})")
 
     def _rules(self, tool: str) -> _Rules:
         return self._per_tool.get(tool, self._default)

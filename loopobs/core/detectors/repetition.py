@@ -8,7 +8,7 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any, Final, NamedTuple
 
-from loopobs.core.detectors._session import DEFAULT_MAX_SESSIONS, _SessionDetector
+from loopobs.core.detectors._session import DEFAULT_MAX_SESSIONS, SessionDetector
 from loopobs.core.detectors.normalise import Normaliser
 from loopobs.core.events import (
     CompactedContext,
@@ -159,7 +159,7 @@ def _recent_ids(s: _Repetitions, size: int, since: int, tool: str, ahash: int | 
     return ids
 
 
-class RepetitionDetector(_SessionDetector[_Repetitions]):
+class RepetitionDetector(SessionDetector[_Repetitions]):
     """Detects runaway tool loops, and leaves polling, retries and re-reads between writes alone.
 
     An *operation* is one completed tool call attempt: ``(tool, arguments,
