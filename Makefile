@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint typecheck unit backends bench clean
+.PHONY: demo test lint typecheck unit unit-fast backends bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,11 @@ typecheck: $(STAMP)
 
 unit: $(STAMP)
 	$(PY) -m pytest
+
+# The inner loop while changing the code: every unit test but the long ones (marked slow:
+# soak, load, bounded shutdowns, fuzzing, multi-process). CI (`make test`) runs them all.
+unit-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not slow and not e2e" -p no:cacheprovider
 
 test: $(STAMP) backends lint typecheck
 	. scripts/backends.env && $(PY) -m pytest

@@ -112,7 +112,7 @@ def session_calls(traces: Sequence[Trace], limit: int = 1000) -> _Calls:
             i, t = len(out), int(step["t"] * 1e9)
             out.append((
                 ToolCallReceivedContext(run_id=run, time_ns=t, turn=0, tool=step["call"],
-                                        call_id=f"c{i}", input=step["args"]),
+                                        tool_call_id=f"c{i}", input=step["args"]),
                 ToolPostContext(run_id=run, time_ns=t, turn=0, tool=step["call"],
                                 tool_call_id=f"c{i}", result_hash=result_hash(step["result"]),
                                 result=step["result"], is_error=bool(step.get("error")),
@@ -265,7 +265,7 @@ def memory_rows(total: int) -> list[Row]:
     for checkpoint in sorted({1_000, 10_000, total // 10, total}):
         for i in range(done, checkpoint):
             det.on_tool_call_received(ToolCallReceivedContext(
-                run_id=run, time_ns=i, turn=0, tool="read_file", call_id=f"c{i}",
+                run_id=run, time_ns=i, turn=0, tool="read_file", tool_call_id=f"c{i}",
                 input={"path": f"src/file_{i % 5003}.py"}))
             det.on_tool_post(ToolPostContext(
                 run_id=run, time_ns=i, turn=0, tool="read_file", tool_call_id=f"c{i}",

@@ -24,7 +24,7 @@ from loopobs.core.detectors import (
     sketch_similarity,
 )
 from loopobs.core.events import (
-    CompactedContext,
+    CompactionContext,
     ConvergenceDetectedContext,
     LoopDetectedContext,
     ResponseContext,
@@ -60,7 +60,7 @@ class Feed:
         before = len(self.recorder.events)
         t = int(self.t * 1e9)
         self.observers.on_tool_call_received(ToolCallReceivedContext(
-            run_id=self.run_id, time_ns=t, turn=0, tool=tool_name, call_id=call_id, input=args,
+            run_id=self.run_id, time_ns=t, turn=0, tool=tool_name, tool_call_id=call_id, input=args,
             annotations=annotations))
         self.t += duration
         self.observers.on_tool_post(ToolPostContext(
@@ -282,7 +282,7 @@ def test_compaction_forgives_re_reads() -> None:
     d = Feed(RepetitionDetector())
     d.call("read_file", {"path": "a"}, "text")
     d.call("read_file", {"path": "a"}, "text")
-    d.observers.on_compaction(CompactedContext(run_id=d.run_id, time_ns=0, tokens_before=9,
+    d.observers.on_compaction(CompactionContext(run_id=d.run_id, time_ns=0, tokens_before=9,
                                                tokens_after=1, tokens_saved=8))
     assert d.call("read_file", {"path": "a"}, "text") == []
     assert d.call("read_file", {"path": "a"}, "text") == []

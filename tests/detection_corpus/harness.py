@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from loopobs.core.detectors import ConvergenceDetector, Normaliser, RepetitionDetector
 from loopobs.core.events import (
-    CompactedContext,
+    CompactionContext,
     ConvergenceDetectedContext,
     LoopDetectedContext,
     ResponseContext,
@@ -140,7 +140,7 @@ def play(trace: Trace, detectors: Sequence[LoopObserver] | None = None) -> Outco
             call_id = f"call_{index}"
             raw = step.get("annotations")
             observers.on_tool_call_received(ToolCallReceivedContext(
-                run_id=run, time_ns=t, turn=turn, tool=step["call"], call_id=call_id,
+                run_id=run, time_ns=t, turn=turn, tool=step["call"], tool_call_id=call_id,
                 input=step.get("args", {}),
                 annotations=ToolAnnotations(**raw) if raw else None))
             text = step.get("result", "")
@@ -161,7 +161,7 @@ def play(trace: Trace, detectors: Sequence[LoopObserver] | None = None) -> Outco
             observers.on_turn_start(TurnStartContext(run_id=run, time_ns=t, turn=turn,
                                                      query=step["run"]))
         elif "compaction" in step:
-            observers.on_compaction(CompactedContext(
+            observers.on_compaction(CompactionContext(
                 run_id=run, time_ns=t, tokens_before=10_000, tokens_after=2_000,
                 tokens_saved=8_000))
         stopped = False

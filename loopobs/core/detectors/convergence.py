@@ -6,17 +6,19 @@ import heapq
 import re
 import zlib
 from collections import Counter, deque
-from typing import Final, Literal, get_args
+from typing import Final, get_args
 
 from loopobs.core.detectors._session import DEFAULT_MAX_SESSIONS, SessionDetector
 from loopobs.core.detectors.normalise import mask_dates
-from loopobs.core.events import ConvergenceDetectedContext, ResponseContext, TurnStartContext
+from loopobs.core.events import (
+    ConvergenceAction,
+    ConvergenceDetectedContext,
+    ResponseContext,
+    TurnStartContext,
+)
 
 __all__ = ["SKETCH_SIZE", "ConvergenceAction", "ConvergenceDetector", "answer_sketch",
            "sketch_similarity"]
-
-ConvergenceAction = Literal["stop", "warn", "compact", "ask_user", "switch_phase"]
-"""What the loop should do about converged answers."""
 
 _CONVERGENCE_ACTIONS: Final = frozenset(get_args(ConvergenceAction))
 
@@ -261,7 +263,7 @@ class ConvergenceDetector(SessionDetector[_Answers]):
                 s.streak, s.level = 1, _NONE
             s.history.append(answer)
             streak = s.streak
-            action: str
+            action: ConvergenceAction
             if self.stop_after and streak >= self.stop_after and s.level < _STOPPED \
                     and self.action not in ("stop", "ask_user"):
                 s.level, action = _STOPPED, "stop"

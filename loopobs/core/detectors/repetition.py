@@ -11,7 +11,8 @@ from typing import Any, Final, NamedTuple
 from loopobs.core.detectors._session import DEFAULT_MAX_SESSIONS, SessionDetector
 from loopobs.core.detectors.normalise import Normaliser
 from loopobs.core.events import (
-    CompactedContext,
+    CompactionContext,
+    LoopAction,
     LoopDetectedContext,
     ToolAnnotations,
     ToolCallReceivedContext,
@@ -34,7 +35,7 @@ _PATTERN_STEPS: Final = 6
 _NONE: Final = 0
 _WARN: Final = 1
 _STOP: Final = 2
-_ACTIONS: Final = ("", "warn", "stop")
+_ACTIONS: Final[dict[int, LoopAction]] = {_WARN: "warn", _STOP: "stop"}
 
 _OpKey = tuple[str, int | None, int | None]  # tool, normalised arguments hash, result hash
 _CallKey = tuple[str, int | None]
@@ -378,11 +379,11 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
                 if len(self._pending) > self._max_sessions:
                     self._pending.popitem(last=False)
         # One assignment (atomic): a run's calls need no lock once its dict exists.
-        calls[ctx.call_id] = entry
+        calls[ctx.tool_call_id] = entry
         if len(calls) > _MAX_PENDING_CALLS:
             calls.pop(next(iter(calls)), None)
 
-    def on_compaction(self, ctx: CompactedContext) -> None:
+    def on_compaction(self, ctx: CompactionContext) -> None:
         """The conversation lost context: re-reading from here on is not a repeat."""
         with self._lock:
             _, state = self._state(ctx.run_id)
