@@ -179,8 +179,10 @@ def previous_detector() -> Callable[[], Any] | None:
     for name in ("hashing", "detectors"):
         module = types.ModuleType(f"_previous_{name}")
         sys.modules[module.__name__] = module
-        code = sources[name].replace("from loopobs.core.hashing import",
-                                     "from _previous_hashing import")
+        # Its own hashing module, and the event field renamed since (call_id).
+        code = (sources[name]
+                .replace("from loopobs.core.hashing import", "from _previous_hashing import")
+                .replace("ctx.call_id", "ctx.tool_call_id"))
         exec(compile(code, f"{PREVIOUS}:{name}.py", "exec"), module.__dict__)
         modules[name] = module
     factory: Callable[[], Any] = modules["detectors"].RepetitionDetector
