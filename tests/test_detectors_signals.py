@@ -151,6 +151,14 @@ def test_results_mask_timestamps_durations_and_ids() -> None:
     assert mask_volatile("3 passed, 1 failed") == "3 passed, 1 failed"
 
 
+@pytest.mark.parametrize("value", [" ", "\t", "  \r "])
+def test_blank_arguments_normalise_to_empty(value: str) -> None:
+    """A whitespace-only argument folds to "" (it used to raise IndexError in the path check)."""
+    _, applied, _, text = Normaliser().arguments_key("read_file", {"path": value})
+    assert text == '{"path":""}'
+    assert applied == frozenset({"whitespace"})
+
+
 def test_normalisation_can_be_turned_off() -> None:
     """enabled=False compares exact canonical arguments and exact results."""
     d = Feed(RepetitionDetector(normaliser=Normaliser(enabled=False)))
@@ -275,6 +283,18 @@ def test_annotations_on_the_event_and_in_settings_beat_the_name() -> None:
         d2.call("apply", {"n": i}, "applied")  # read-only by the mapping: not progress
         fired = d2.call("status", {}, "same status")
     assert len(fired) == 1
+
+
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [("write_file", (True, False, False)), ("gitCommit", (True, False, False)),
+     ("read-file", (False, True, False)), ("getStatus", (False, True, False)),
+     ("wait_for_deploy", (False, False, True)), ("sleep", (False, False, True)),
+     ("run_command", (False, False, False)), ("HTTPPost", (True, False, False))],
+)
+def test_tool_names_are_read_for_verbs(name: str, kind: tuple[bool, bool, bool]) -> None:
+    """Without annotations, verbs in snake, kebab or camel case names decide."""
+    assert RepetitionDetector()._kind(name, None) == kind
 
 
 def test_compaction_forgives_re_reads() -> None:
@@ -507,11 +527,12 @@ def test_sessions_of_runs_share_answers() -> None:
 _KEYS = st.sampled_from(["path", "query", "q", "timeout", "page", "nonce", "name", "url",
                          "since", "text", "cmd"])
 _VALUES = (st.text(max_size=30) | st.integers(-10, 2_000_000_000_000)
+           | st.text(alphabet="ab /.-:0123456789TZ<>\t\r~hs|", max_size=25)
            | st.sampled_from(["./src/a.py", "src//b/", "/tmp/../x", "2026-11-30T10:00:00Z",
                               "  two  words ", "How to Cache Requests?"]))
 
 
-@settings(deadline=None, max_examples=80)
+@settings(deadline=None, max_examples=300)
 @given(st.dictionaries(_KEYS, _VALUES, max_size=6))
 def test_normalisation_is_idempotent(args: dict[str, Any]) -> None:
     """Normalising the normalised arguments changes nothing more."""

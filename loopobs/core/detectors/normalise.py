@@ -107,7 +107,9 @@ _SPACES = re.compile(r"\s+")
 _DIGIT = re.compile(r"\d")
 _BLANKS: Final = frozenset(" \t\r\f\v")
 _NOTHING: Final[frozenset[str]] = frozenset()
-_WORD = re.compile(r"\w+")
+# A number written as text, with an optional unit: "30", "1.5 min", "30s".
+_NUMERIC_TEXT = re.compile(r"[\d.,:/\s]*\d[\d.,:/\s]*[a-zA-Zµ]{0,7}\s*")
+_QUERY_WORD = re.compile(r"<\w+>|\w+")  # placeholders (<time>) stay whole
 _TIMESTAMP_TEXT = re.compile(
     r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?"
 )
@@ -349,13 +351,15 @@ class Normaliser:
 
     def _string(self, value: str, rules: _Rules, applied: set[str], key: str | None) -> str:
         if key is not None and key in rules.special:
-            if key in rules.mask_numbers and value.strip().replace(".", "", 1).isdigit():
+            if key in rules.mask_numbers and _NUMERIC_TEXT.fullmatch(value):
                 applied.add("number")
                 return "<n>"
             if key in rules.free_text:
-                words = sorted({_stem(w) for w in _WORD.findall(mask_volatile(value.casefold()))
-                                if w not in _STOP_WORDS})
-                folded = " ".join(words) if words else _SPACES.sub(" ", value.strip())
+                # Masked whole (dates span words) and word by word ("0h" after a ".").
+                words = sorted({_stem(mask_volatile(w)) for w in _QUERY_WORD.findall(
+                    mask_volatile(value.casefold())) if w not in _STOP_WORDS})
+                # "|" between words: a space could join "0" and "h" into a duration.
+                folded = "|".join(words) if words else _SPACES.sub(" ", value.strip())
                 if folded != value:
                     applied.add("words")
                 return folded
@@ -367,12 +371,20 @@ class Normaliser:
         if not value:
             return value
         if "\n" not in value:
-            if value[0] in _BLANKS or value[-1] in _BLANKS or "  " in value or "\t" in value:
-                value = _SPACES.sub(" ", value.strip())
-                applied.add("whitespace")
-            # Only these spellings can change under normpath or a root.
-            if value[0] in "/." or "./" in value or "//" in value or value[-1] == "/":
-                value = self._maybe_path(value, rules, applied, key)
+            # Folding whitespace and resolving a path can each expose work for the other
+            # ("a/ ./" → "a/ " → "a/" → "a"): repeat until neither changes anything.
+            for _ in range(4):
+                before = value
+                if value[0] in _BLANKS or value[-1] in _BLANKS or "  " in value or "\t" in value:
+                    value = _SPACES.sub(" ", value.strip())
+                    applied.add("whitespace")
+                    if not value:
+                        return value
+                # Only these spellings can change under normpath or a root.
+                if value[0] in "/." or "./" in value or "//" in value or value[-1] == "/":
+                    value = self._maybe_path(value, rules, applied, key)
+                if value == before:
+                    break
         if rules.case_all:
             folded = value.casefold()
             if folded != value:

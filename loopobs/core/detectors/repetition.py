@@ -135,7 +135,8 @@ _READ_VERBS: Final = frozenset(
     ]
 )
 _WAIT_VERBS: Final = frozenset({"sleep", "wait"})
-_NAME_PARTS = re.compile(r"[a-z]+")
+# Words of a tool name: snake_case, kebab-case and camelCase alike.
+_NAME_PARTS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 
 
 def _truncate(text: str) -> str:
@@ -349,7 +350,7 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
             if side is None and ro is not None:
                 side = not ro
         if self.infer_annotations and (side is None or waits is None):
-            parts = set(_NAME_PARTS.findall(tool.lower()))
+            parts = {w.lower() for w in _NAME_PARTS.findall(tool)}
             if side is None and ro is None:
                 side = bool(parts & _SIDE_VERBS) and not parts & _WAIT_VERBS
                 ro = not side and bool(parts & _READ_VERBS)
