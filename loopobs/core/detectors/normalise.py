@@ -350,10 +350,8 @@ class Normaliser:
         return value
 
     def _string(self, value: str, rules: _Rules, applied: set[str], key: str | None) -> str:
-        if key is not None and key in rules.special:
-            if key in rules.mask_numbers and _NUMERIC_TEXT.fullmatch(value):
-                applied.add("number")
-                return "<n>"
+        special = key is not None and key in rules.special
+        if special:
             if key in rules.free_text:
                 # Masked whole (dates span words) and word by word ("0h" after a ".").
                 words = sorted({_stem(mask_volatile(w)) for w in _QUERY_WORD.findall(
@@ -370,21 +368,22 @@ class Normaliser:
                     value = folded
         if not value:
             return value
-        if "\n" not in value:
+        if "\n" not in value and (
+            value[0] in _BLANKS or value[-1] in _BLANKS or "  " in value or "\t" in value
+            or value[0] in "/." or "./" in value or "//" in value or value[-1] == "/"
+        ):
             # Folding whitespace and resolving a path can each expose work for the other
-            # ("a/ ./" → "a/ " → "a/" → "a"): repeat until neither changes anything.
-            for _ in range(4):
-                before = value
-                if value[0] in _BLANKS or value[-1] in _BLANKS or "  " in value or "\t" in value:
-                    value = _SPACES.sub(" ", value.strip())
-                    applied.add("whitespace")
-                    if not value:
-                        return value
-                # Only these spellings can change under normpath or a root.
-                if value[0] in "/." or "./" in value or "//" in value or value[-1] == "/":
-                    value = self._maybe_path(value, rules, applied, key)
-                if value == before:
+            # ("a/ ./" → "a/ " → "a/" → "a"): repeat to a fixpoint.
+            for _ in range(8):  # each pass shortens the text; 8 is far more than needed
+                folded = self._fold_line(value, rules, applied, key)
+                if folded is value:
                     break
+                value = folded
+                if not value:
+                    return value
+        if special and key in rules.mask_numbers and _NUMERIC_TEXT.fullmatch(value):
+            applied.add("number")
+            return "<n>"
         if rules.case_all:
             folded = value.casefold()
             if folded != value:
@@ -395,6 +394,18 @@ class Normaliser:
             if masked != value:
                 applied.add("time")
                 value = masked
+        return value
+
+    def _fold_line(self, value: str, rules: _Rules, applied: set[str], key: str | None) -> str:
+        """One pass of whitespace and path folding over a non-empty single-line string;
+        ``value`` itself (the same object) when nothing changed."""
+        if value[0] in _BLANKS or value[-1] in _BLANKS or "  " in value or "\t" in value:
+            folded = _SPACES.sub(" ", value.strip())
+            applied.add("whitespace")
+            return folded if folded != value else value
+        # Only these spellings can change under normpath or a root.
+        if value[0] in "/." or "./" in value or "//" in value or value[-1] == "/":
+            return self._maybe_path(value, rules, applied, key)
         return value
 
     def _maybe_path(self, value: str, rules: _Rules, applied: set[str], key: str | None) -> str:
