@@ -437,13 +437,12 @@ class Normaliser:
         if not self.enabled or not self._rules(tool).results:
             return text
         head = text if len(text) <= self.max_result_chars else text[: self.max_result_chars]
-        # Everything masked holds a digit: text without one (a quick scan) has nothing to mask.
-        masked = (_VOLATILE.sub("<v>", head)
-                  if _DIGIT.search(head) is not None and _VOLATILE.search(head) is not None
-                  else head)
+        # Everything masked holds a digit: text without one (a quick scan) has nothing to
+        # mask. sub() hands back the text itself when nothing matched.
+        masked = _VOLATILE.sub("<v>", head) if _DIGIT.search(head) is not None else head
         if page is not None and page in masked:
             masked = re.sub(rf"(?<![\w.]){re.escape(page)}(?![\w.])", "<n>", masked)
-        if masked == head:
+        if masked is head or masked == head:
             return text
         return masked if head is text else masked + text[self.max_result_chars:]
 

@@ -628,6 +628,8 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         idx = pos % size
         ring[idx] = op
         s.ring_calls[idx] = call
+        if not s.cands and (prev_pos <= floor or pos - prev_pos > self.max_period):
+            return None  # no candidate to extend and none to start: the common case
         cands: dict[int, int] = {}
         for period, run in s.cands.items():
             back = pos - period
