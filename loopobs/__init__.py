@@ -10,6 +10,7 @@ implementation detail unless their docs say otherwise (``loopobs.llm``,
 import warnings
 from typing import TYPE_CHECKING, Any
 
+from loopobs.core.budget import Budget, BudgetGuard, BudgetTracker, Spend
 from loopobs.core.compaction import Compactor, TruncatingCompactor, estimate_tokens
 from loopobs.core.detectors import (
     ConvergenceDetector,
@@ -18,6 +19,7 @@ from loopobs.core.detectors import (
     ToolNormalisation,
 )
 from loopobs.core.errors import (
+    BudgetExceeded,
     Cancelled,
     CheckpointAlreadyResumed,
     ContextExceeded,
@@ -43,6 +45,8 @@ from loopobs.core.events import (
     CONTEXT_TYPES,
     HOOKS,
     RENAMED_CONTEXTS,
+    BudgetExceededContext,
+    BudgetLimit,
     CompactionContext,
     ConvergenceAction,
     ConvergenceDetectedContext,
@@ -95,6 +99,7 @@ from loopobs.core.model import (
     UserMessage,
 )
 from loopobs.core.observer import EventSink, LoopObserver, ObserverSet, listened_hooks
+from loopobs.core.pricing import GenAIPrices, ModelRates, PriceLookup, price_lookup
 from loopobs.core.run import Checkpoint, ParkedCall, RunResult, Session
 from loopobs.core.tools import Output, Sleep, Suspend, Tool, ToolReturn, tool
 
@@ -106,6 +111,12 @@ __version__ = "0.1.0"
 __all__ = [
     "AgentLoop",
     "AssistantMessage",
+    "Budget",
+    "BudgetExceeded",
+    "BudgetExceededContext",
+    "BudgetGuard",
+    "BudgetLimit",
+    "BudgetTracker",
     "CONTEXT_TYPES",
     "Cancelled",
     "Checkpoint",
@@ -124,6 +135,7 @@ __all__ = [
     "FallbackContext",
     "FallbackExhausted",
     "Finish",
+    "GenAIPrices",
     "HOOKS",
     "HookName",
     "InvalidResumeInput",
@@ -137,6 +149,7 @@ __all__ = [
     "MaxTurnsExceeded",
     "Message",
     "ModelError",
+    "ModelRates",
     "ModelRequest",
     "ModelSwitchedContext",
     "Normaliser",
@@ -144,6 +157,7 @@ __all__ = [
     "ObserverSet",
     "Output",
     "ParkedCall",
+    "PriceLookup",
     "RateLimited",
     "RepetitionDetector",
     "ResponseContext",
@@ -156,6 +170,7 @@ __all__ = [
     "SessionBusy",
     "Sleep",
     "SleepContext",
+    "Spend",
     "StreamError",
     "StreamEvent",
     "StreamFailureContext",
@@ -197,6 +212,7 @@ __all__ = [
     "configure",
     "estimate_tokens",
     "listened_hooks",
+    "price_lookup",
     "tool",
 ]
 
