@@ -366,3 +366,19 @@ def test_observers_attach_while_the_handler_is_in_use(stack: Stack) -> None:
     react_graph(fake_model([ai("x")]), []).invoke({"messages": [("user", "q")]},
                                                  config={"callbacks": [handler]})
     assert counting.starts == 1
+
+
+def test_the_installed_frameworks_are_in_the_declared_ranges() -> None:
+    """CI tests the adapters on versions inside the ranges the extras declare."""
+    from importlib.metadata import version
+
+    import tomllib
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml")
+                            .read_text(encoding="utf-8"))["project"]
+    for extra in ("langchain", "otel-adapter"):
+        for line in project["optional-dependencies"][extra]:
+            requirement = Requirement(line)
+            assert requirement.specifier, f"{line}: no version range"
+            assert requirement.specifier.contains(version(requirement.name)), line
