@@ -20,7 +20,8 @@ when they have none (``group_by="trace"``, the default), to one run per trace,
 which ends when the trace's local root span ends. A model span is one model call
 (a turn begins with it; usage from ``gen_ai.usage.*`` or ``llm.token_count.*``);
 a tool span is one tool call attempt (arguments and result from
-``gen_ai.tool.call.*`` or ``tool.parameters`` / ``input.value`` / ``output.value``).
+``gen_ai.tool.call.*`` or ``tool.id`` / ``tool.parameters`` / ``input.value`` /
+``output.value``).
 Spans reach a processor when they end, children before parents, so each model or
 tool span is reported, with its own start and end times, when it ends; the run
 starts with its agent span (or the trace's first GenAI span).
@@ -78,6 +79,7 @@ OI_FINISH_REASON = "llm.finish_reason"
 OI_OUTPUT_MESSAGES = "llm.output_messages"
 OI_TOOL_NAME = "tool.name"
 OI_TOOL_PARAMETERS = "tool.parameters"
+OI_TOOL_ID = "tool.id"
 OI_TOOL_CALL_ID = "tool_call.id"
 OI_INPUT = "input.value"
 OI_OUTPUT = "output.value"
@@ -412,7 +414,8 @@ class GenAISpanProcessor(SpanProcessor):
             span.name.removeprefix(c.SPAN_EXECUTE_TOOL).strip() or "tool"
         raw_args = _str(attrs, c.GEN_AI_TOOL_CALL_ARGUMENTS, OI_TOOL_PARAMETERS, OI_INPUT)
         run.tool_start(sid, tool=name,
-                       call_id=_str(attrs, c.GEN_AI_TOOL_CALL_ID, OI_TOOL_CALL_ID) or None,
+                       call_id=_str(attrs, c.GEN_AI_TOOL_CALL_ID, OI_TOOL_ID,
+                                            OI_TOOL_CALL_ID) or None,
                        arguments=_json_object(raw_args) if raw_args else None,
                        time_ns=span.start_time)
         result = _str(attrs, c.GEN_AI_TOOL_CALL_RESULT, OI_OUTPUT) or None
