@@ -277,3 +277,35 @@ def test_importing_without_the_sdk_gives_the_install_hint() -> None:
                          check=True, cwd=Path(__file__).resolve().parents[1]).stdout
     assert out.count("\n") == 1
     assert "pip install 'loopobs[otel-adapter]'" in out
+
+
+def test_openinference_langchain_instrumentation_feeds_the_processor(stack: Stack) -> None:
+    """A LangGraph ReAct run instrumented by OpenInference's LangChain instrumentor (CHAIN,
+    LLM and TOOL spans, no GenAI attributes) is one run with exact usage and paired tools."""
+    from langchain_core.tools import tool
+    from openinference.instrumentation.langchain import LangChainInstrumentor
+
+    from tests._langgraph_app import ai, fake_model, react_graph
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    provider = TracerProvider()
+    provider.add_span_processor(GenAISpanProcessor(stack.observers))
+    instrumentor = LangChainInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    try:
+        graph = react_graph(fake_model([
+            ai(calls=[("add", {"a": 1, "b": 2}, "c1"), ("add", {"a": 3, "b": 4}, "c2")],
+               usage=(12, 7)),
+            ai("3 and 7", usage=(30, 4))]), [add])
+        graph.invoke({"messages": [("user", "add")]})
+    finally:
+        instrumentor.uninstrument()
+        provider.shutdown()
+    stack.check_run(usage=Usage(input_tokens=42, output_tokens=11), chats=2, tools=2)
+    posts = {c.tool_call_id: c.result for c in stack.recorder.of("on_tool_post")}
+    assert posts == {"c1": "3", "c2": "7"}
+    assert len(stack.recorder.of("on_tool_call_received")) == 2

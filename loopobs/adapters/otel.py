@@ -141,6 +141,28 @@ def _json_object(text: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"input": value}
 
 
+def _tool_output(text: str) -> tuple[str, str | None, bool]:
+    """(result, call id, failed) of a tool span's output.
+
+    A serialized message (LangChain's ``ToolMessage``, as OpenInference records it)
+    gives its content, its ``tool_call_id`` and its status; anything else is the
+    result as it is.
+    """
+    if not text.startswith("{"):
+        return text, None, False
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text, None, False
+    data = value.get("data") if isinstance(value, dict) else None
+    if not isinstance(data, dict) or "content" not in data:
+        return text, None, False
+    content = data["content"]
+    call_id = data.get("tool_call_id")
+    return (content if isinstance(content, str) else json.dumps(content),
+            call_id if isinstance(call_id, str) else None, data.get("status") == "error")
+
+
 def _usage(attrs: Mapping[str, Any]) -> Usage | None:
     names = (c.GEN_AI_USAGE_INPUT_TOKENS, c.GEN_AI_USAGE_OUTPUT_TOKENS, _LEGACY_INPUT_TOKENS,
              _LEGACY_OUTPUT_TOKENS, OI_PROMPT_TOKENS, OI_COMPLETION_TOKENS)
@@ -413,13 +435,14 @@ class GenAISpanProcessor(SpanProcessor):
         name = _str(attrs, c.GEN_AI_TOOL_NAME, OI_TOOL_NAME) or \
             span.name.removeprefix(c.SPAN_EXECUTE_TOOL).strip() or "tool"
         raw_args = _str(attrs, c.GEN_AI_TOOL_CALL_ARGUMENTS, OI_TOOL_PARAMETERS, OI_INPUT)
+        result, output_call_id, failed = _tool_output(
+            _str(attrs, c.GEN_AI_TOOL_CALL_RESULT, OI_OUTPUT))
         run.tool_start(sid, tool=name,
                        call_id=_str(attrs, c.GEN_AI_TOOL_CALL_ID, OI_TOOL_ID,
-                                            OI_TOOL_CALL_ID) or None,
+                                    OI_TOOL_CALL_ID) or output_call_id,
                        arguments=_json_object(raw_args) if raw_args else None,
                        time_ns=span.start_time)
-        result = _str(attrs, c.GEN_AI_TOOL_CALL_RESULT, OI_OUTPUT) or None
-        error_type = _error(span)
+        error_type = _error(span) or ("ToolException" if failed else None)
         error = ToolExecutionError(f"the tool span ended with an error: {error_type}",
                                    tool=name, error_type=error_type) if error_type else None
-        run.tool_end(sid, result=result, error=error, time_ns=span.end_time)
+        run.tool_end(sid, result=result or None, error=error, time_ns=span.end_time)
