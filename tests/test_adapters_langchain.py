@@ -153,6 +153,19 @@ def test_a_runaway_tool_loop_is_stopped_with_run_stopped(
     assert stack.prom("loopobs_runs_total", loopobs_run_status="loop_detected") == 1
 
 
+@pytest.mark.parametrize("handler_type", [LoopobsCallbackHandler, AsyncLoopobsCallbackHandler])
+async def test_an_async_runaway_loop_is_stopped_too(stack: Stack, handler_type: type[Any]) -> None:
+    """ainvoke(): RunStopped reaches the awaiting caller, with either handler."""
+    handler = handler_type(stack.observers,
+                           detectors=[RepetitionDetector(warn_after=2, stop_after=3)])
+    with pytest.raises(RunStopped):
+        await _runaway().ainvoke({"messages": [("user", "wait")]},
+                                 config={"callbacks": [handler], "recursion_limit": 100})
+    assert_contract(stack.recorder.events)
+    assert stack.recorder.of("on_run_end")[0].status == "loop_detected"
+    stack.check_nothing_open()
+
+
 def test_warn_leaves_the_runaway_loop_alone(stack: Stack) -> None:
     """A warn-only detector reports the loop; the graph runs on to its own recursion limit."""
     handler = LoopobsCallbackHandler(
