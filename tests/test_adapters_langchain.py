@@ -27,11 +27,13 @@ from loopobs import (
     ToolExecutionError,
     Usage,
 )
+from loopobs import tool as loopobs_tool
 from loopobs.adapters import RunStopped
 from loopobs.adapters.langchain import AsyncLoopobsCallbackHandler, LoopobsCallbackHandler
 from loopobs.core.observer import EventSink
+from loopobs.llm.scripted import Reply, ToolCall
 from loopobs.testing import assert_contract
-from tests._adapter_checks import Stack
+from tests._adapter_checks import Stack, agent_loop_sums
 from tests._langgraph_app import ai, fake_model, react_graph
 
 
@@ -66,7 +68,8 @@ def stack(tmp_path: Path) -> Iterator[Stack]:
     s.close()
 
 
-def test_a_react_graph_is_one_trace_with_exact_usage_and_metrics(stack: Stack) -> None:
+def test_a_react_graph_is_one_trace_with_exact_usage_and_metrics(stack: Stack,
+                                                                  tmp_path: Path) -> None:
     """invoke(): one invoke_agent trace, chat and execute_tool children, usage and metric sums."""
     handler = LoopobsCallbackHandler(stack.observers, agent="calculator")
     graph = react_graph(fake_model(_script()), [add])
@@ -79,6 +82,13 @@ def test_a_react_graph_is_one_trace_with_exact_usage_and_metrics(stack: Stack) -
     assert [c.call_id for c in stack.recorder.of("on_tool_call_received")] == ["c1", "c2"]
     assert {c.tool_call_id for c in stack.recorder.of("on_tool_post")} == {"c1", "c2"}
     assert handler.tracker.active_runs == 0
+    # the same script through AgentLoop: the same metric totals on both paths
+    script = [Reply(tool_calls=(ToolCall("add", {"a": 1, "b": 2}, "c1"),
+                                ToolCall("add", {"a": 3, "b": 4}, "c2")),
+                    usage=Usage(input_tokens=12, output_tokens=7)),
+              Reply(text="3 and 7", usage=Usage(input_tokens=30, output_tokens=4))]
+    assert stack.metric_sums() == agent_loop_sums(tmp_path, script, [loopobs_tool(add.func)],
+                                                  "add 1+2 and 3+4")
 
 
 @pytest.mark.parametrize("handler_type", [LoopobsCallbackHandler, AsyncLoopobsCallbackHandler])
