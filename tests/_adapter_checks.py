@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -184,8 +185,8 @@ class Stack:
         assert "malformed" not in out.getvalue()
 
 
-def agent_loop_sums(tmp_path: Path, steps: list[Step], tools: list[Tool], question: str,
-                    ) -> dict[str, float]:
+def agent_loop_sums(tmp_path: Path, steps: Sequence[Step], tools: Sequence[Tool],
+                    question: str) -> dict[str, float]:
     """The metric totals ``AgentLoop`` gives for the same script: what an adapter must match."""
     folder = tmp_path / "agent_loop"
     folder.mkdir()

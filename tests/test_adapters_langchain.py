@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.tools import tool
+from langchain_core.tools import StructuredTool, tool
 from langgraph.errors import GraphRecursionError
 from langgraph.graph import END, START, MessagesState, StateGraph
 
@@ -37,10 +37,12 @@ from tests._adapter_checks import Stack, agent_loop_sums
 from tests._langgraph_app import ai, fake_model, react_graph
 
 
-@tool
-def add(a: int, b: int) -> int:
+def _add(a: int, b: int) -> int:
     """Add two numbers."""
     return a + b
+
+
+add = StructuredTool.from_function(_add, name="add")
 
 
 @tool
@@ -87,7 +89,8 @@ def test_a_react_graph_is_one_trace_with_exact_usage_and_metrics(stack: Stack,
                                 ToolCall("add", {"a": 3, "b": 4}, "c2")),
                     usage=Usage(input_tokens=12, output_tokens=7)),
               Reply(text="3 and 7", usage=Usage(input_tokens=30, output_tokens=4))]
-    assert stack.metric_sums() == agent_loop_sums(tmp_path, script, [loopobs_tool(add.func)],
+    same_tool = loopobs_tool(name="add")(_add)
+    assert stack.metric_sums() == agent_loop_sums(tmp_path, script, [same_tool],
                                                   "add 1+2 and 3+4")
 
 
