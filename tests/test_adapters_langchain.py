@@ -408,3 +408,33 @@ def test_the_installed_frameworks_are_in_the_declared_ranges() -> None:
             requirement = Requirement(line)
             assert requirement.specifier, f"{line}: no version range"
             assert requirement.specifier.contains(version(requirement.name)), line
+
+
+def test_parallel_branches_calling_models_keep_the_contract(stack: Stack) -> None:
+    """Two graph branches calling models at once: every call is reported with its usage, and
+    each run keeps the contract (overlapping calls become runs of their own)."""
+    barrier = threading.Barrier(2, timeout=10)
+
+    def branch(name: str) -> Any:
+        model = GenericFakeChatModel(messages=iter([ai(f"{name} done", usage=(5, 2))]))
+
+        def node(state: MessagesState) -> dict[str, Any]:
+            barrier.wait()
+            return {"messages": [model.invoke(state["messages"])]}
+
+        return node
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("left", branch("left"))
+    builder.add_node("right", branch("right"))
+    builder.add_edge(START, "left")
+    builder.add_edge(START, "right")
+    builder.add_edge("left", END)
+    builder.add_edge("right", END)
+    graph: Any = builder.compile()
+    handler = LoopobsCallbackHandler(stack.observers)
+    graph.invoke({"messages": [("user", "go")]}, config={"callbacks": [handler]})
+    assert_contract(stack.recorder.events)
+    assert len(stack.recorder.of("on_stream_success")) == 2
+    assert sum(e.input_tokens for e in stack.recorder.of("on_run_end")) == 10
+    stack.check_nothing_open()
