@@ -30,7 +30,7 @@ def test_the_langchain_page_runs_and_stops_its_runaway_loop() -> None:
     blocks = _blocks("langchain.md")
     assert len(blocks) == 2
     namespace, out = _run("langchain.md", blocks)
-    assert out.splitlines()[:2] == ["1 + 2 = 3", "['completed']"]
+    assert out.splitlines()[:2] == ["1 + 2 = 3", "completed"]
     assert isinstance(namespace["stopped"], RunStopped)
     assert 'stopped: the tool call pattern add({"a":1,"b":1}) repeated 3 times' in out
     assert out.rstrip().endswith("loop_detected")
