@@ -84,9 +84,10 @@ from loopobs.core.events import (
     ResponseContext,
     RunEndContext,
     RunStartContext,
-    StreamContext,
+    RunStatus,
     StreamFailureContext,
     StreamStartContext,
+    StreamSuccessContext,
     TextDeltaContext,
     ThinkingDeltaContext,
     ToolCallReceivedContext,
@@ -572,7 +573,7 @@ class AdapterRun:
             if time_to_first_token_ms is None and stream.first is not None:
                 time_to_first_token_ms = (stream.first - stream.started) * 1000.0
             if em.listens("on_stream_success"):
-                em.on_stream_success(StreamContext(
+                em.on_stream_success(StreamSuccessContext(
                     run_id=self.run_id, time_ns=at, turn=turn.number, model=stream.model,
                     input_tokens=u.input_tokens, output_tokens=u.output_tokens,
                     provider=stream.provider, attempt=stream.attempt,
@@ -595,7 +596,7 @@ class AdapterRun:
                 if listens:
                     em.on_tool_call_received(ToolCallReceivedContext(
                         run_id=self.run_id, time_ns=at, turn=turn.number, tool=call.name,
-                        call_id=call.id, input=call.arguments))
+                        tool_call_id=call.id, input=call.arguments))
 
     def model_error(self, key: Hashable, error: BaseException | None = None, *,
                     time_ns: int | None = None) -> None:
@@ -645,7 +646,7 @@ class AdapterRun:
                 if em.listens("on_tool_call_received"):
                     em.on_tool_call_received(ToolCallReceivedContext(
                         run_id=self.run_id, time_ns=at, turn=turn.number, tool=tool,
-                        call_id=cid, input=dict(arguments or {})))
+                        tool_call_id=cid, input=dict(arguments or {})))
             attempt = self._attempts.get(cid, 0)
             self._attempts[cid] = attempt + 1
             self._tools[key] = _Tool(tool, cid, attempt, at, _perf())
@@ -686,7 +687,7 @@ class AdapterRun:
             outcome="error" if error is not None else "output", error=error, result=text))
 
     # -- the end ---------------------------------------------------------------------------
-    def end(self, *, error: BaseException | None = None, status: str | None = None,
+    def end(self, *, error: BaseException | None = None, status: RunStatus | str | None = None,
             time_ns: int | None = None) -> None:
         """End the run: close what is open, emit ``on_run_end``. Only the first call counts.
 
@@ -706,25 +707,36 @@ class AdapterRun:
                     if isinstance(err, RunStopped):
                         status = err.status
                     elif err is None:
-                        status = "completed"
+                        status = RunStatus.COMPLETED
                     elif isinstance(err, Cancelled):
-                        status = "cancelled"
+                        status = RunStatus.CANCELLED
                     elif stop is not None:
                         status, err = stop.status, stop
                     else:
-                        status = "failed"
+                        status = RunStatus.FAILED
+                final = _status(status)
                 self._close_turn(time_ns, err)
                 em = self.tracker.emit
                 if em.listens("on_run_end"):
                     em.on_run_end(RunEndContext(
                         run_id=self.run_id, time_ns=time_ns if time_ns is not None else _now_ns(),
-                        success=status in ("completed", "suspended", "sleeping"), error=err,
-                        total_turns=self.turns,
+                        success=final in _SUCCESS, error=err, total_turns=self.turns,
                         duration_ms=_duration_ms(self._started_ns, self._started, time_ns),
-                        status=status, input_tokens=self.usage.input_tokens,
+                        status=final, input_tokens=self.usage.input_tokens,
                         output_tokens=self.usage.output_tokens))
             finally:
                 self.tracker._closed(self)
+
+
+_SUCCESS = frozenset({RunStatus.COMPLETED, RunStatus.SUSPENDED, RunStatus.SLEEPING})
+
+
+def _status(value: RunStatus | str) -> RunStatus:
+    """A run status from its value; a value the contract does not know is ``failed``."""
+    try:
+        return RunStatus(value)
+    except ValueError:
+        return RunStatus.FAILED
 
 
 # -- guarding framework hooks ---------------------------------------------------------------
