@@ -128,9 +128,11 @@ class RunStopped(LoopDetected):
 
     Raised from a framework hook (a callback, a processor, a guard) where the
     framework lets exceptions through, so it ends the framework's run and reaches
-    the code that started it. ``status`` says why: ``loop_detected`` (a runaway
-    tool loop), ``converged`` (the same answer again and again), or a guard's own
-    status; ``pattern`` names what repeated. Catch it as
+    the code that started it. ``status`` says why, as a
+    :class:`~loopobs.core.events.RunStatus` value the run ends with:
+    ``loop_detected`` (a runaway tool loop), ``converged`` (the same answer again
+    and again), or the one a guard stops with (a value the contract does not know
+    ends the run ``failed``); ``pattern`` names what repeated. Catch it as
     :class:`~loopobs.core.errors.LoopDetected` or :class:`~loopobs.core.errors.LoopError`.
     """
 
