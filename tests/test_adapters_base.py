@@ -254,12 +254,16 @@ def test_converged_answers_stop_with_status_converged() -> None:
 
 def test_a_guard_can_stop_a_run() -> None:
     """Guards other than detectors stop a run through the same path."""
-    tracker, _ = _tracker(detectors=[])
+    tracker, rec = _tracker(detectors=[])
     run = tracker.start_run()
     run.stop(RunStopped("over budget", status="budget_exceeded"))
     run.stop(RunStopped("second stop loses"))
-    with pytest.raises(RunStopped, match="over budget"):
+    with pytest.raises(RunStopped, match="over budget") as caught:
         run.raise_if_stopped()
+    run.end(error=caught.value)
+    (end,) = rec.of("on_run_end")
+    assert end.status == "failed"  # a status the contract does not know
+    assert end.error == caught.value
 
 
 def test_run_stopped_round_trips_as_a_value() -> None:
