@@ -71,7 +71,8 @@ def test_demo_log_folds_into_its_runs() -> None:
     assert looping.tokens[1] == end.output_tokens
     # Priced calls: the run's cost is its own total, and each turn's cost is summed per turn.
     priced = [r for r in runs if r.cost is not None]
-    assert priced and all(r.cost is not None and r.cost > 0 for r in priced)
+    assert priced
+    assert all(r.cost is not None and r.cost > 0 for r in priced)
     assert any(t[5] is not None for r in priced for t in r.turn_totals.values())
     labels = {m[0] for r in runs for m in r.marks}
     assert {"fallback", "model switch", "compaction", "parked", "sleeping",
