@@ -1,0 +1,270 @@
+"""The pydantic-ai adapter: a capability that reports agent runs as loopobs runs.
+
+:class:`LoopobsCapability` is a pydantic-ai capability (the framework's public
+hook API). Give it to an agent, or to one run::
+
+    capability = LoopobsCapability(observers=[TracingObserver(...), PrometheusObserver(...)])
+    agent = Agent("openai:gpt-4o", capabilities=[capability])
+    result = await agent.run("What is the weather in Paris?")
+
+It works however the run is driven: ``run``, ``run_sync``, ``run_stream``,
+``run_stream_events`` and ``iter``. What maps to what:
+
+- ``wrap_run`` → one loopobs run (``invoke_agent {agent name}``), ended exactly
+  once: on the result, on any exception (a usage limit, a tool's unhandled
+  error, ``UnexpectedModelBehavior``), and on cancellation (also when the caller
+  leaves a ``run_stream`` / ``iter`` block early);
+- ``wrap_model_request`` → a turn and its model call, with the usage the model
+  reported (``RequestUsage``: cache reads and writes, reasoning tokens), the
+  response's text, finish reason, response id and model, and its tool calls
+  (output tools excluded: their arguments are the final result, reported as
+  the response's text);
+- ``wrap_tool_execute`` → one tool call attempt. ``ModelRetry`` from a tool (the
+  model is asked to try again) is reported as an error outcome with the retry
+  message; the tool's retry count is the attempt number. A retried call the
+  model issues again with the same id is the next attempt of that call.
+
+Stopping: when a detector's verdict is ``stop``, the adapter raises
+:class:`~loopobs.adapters.RunStopped` from ``wrap_tool_execute`` right after the
+tool call that completed the pattern (and, should the verdict come from a final
+answer, from the next ``wrap_model_request``). pydantic-ai propagates exceptions
+of capability hooks, so ``agent.run(...)`` raises ``RunStopped`` (a
+:class:`~loopobs.core.errors.LoopDetected`) and the run ends with status
+``loop_detected``. ``warn`` verdicts leave the run alone.
+
+Text deltas are not reported: listening to the event stream would switch every
+``agent.run()`` into streaming mode, which changes how the model is called.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+from loopobs.adapters import missing_extra
+
+try:
+    from pydantic_ai import RunContext
+    from pydantic_ai.capabilities import AbstractCapability
+    from pydantic_ai.exceptions import ToolRetryError
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models import ModelRequestContext
+    from pydantic_ai.run import AgentRunResult
+    from pydantic_ai.tools import ToolDefinition
+    from pydantic_ai.usage import RequestUsage
+except ModuleNotFoundError as _exc:  # pragma: no cover - exercised in a subprocess test
+    raise missing_extra("pydantic_ai", "pydantic-ai-slim", "pydantic-ai", _exc) from _exc
+
+from loopobs.adapters import AdapterRun, RunTracker, ToolCall, shielded
+from loopobs.core.errors import ToolExecutionError
+from loopobs.core.events import Usage
+from loopobs.core.observer import LoopObserver, ObserverSet
+
+__all__ = ["LoopobsCapability"]
+
+_SESSION_NAMESPACE = uuid.UUID("0b7e4f0e-2f7c-4a57-8a5e-7a1d0c9f3e21")
+
+
+def _usage(usage: RequestUsage) -> Usage:
+    """pydantic-ai's usage of one request in the contract's counting (the same: cached tokens
+    inside input, reasoning tokens inside output)."""
+    return Usage(
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cache_read_input_tokens=usage.cache_read_tokens,
+        cache_write_input_tokens=usage.cache_write_tokens,
+        reasoning_output_tokens=usage.output_reasoning_tokens,
+    )
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    try:
+        from pydantic_core import to_json
+
+        return to_json(value).decode()
+    except Exception:
+        return str(value)
+
+
+def _read_response(response: ModelResponse, output_tools: set[str]) -> tuple[str, list[ToolCall]]:
+    """The response's text (or, for an output tool, its arguments) and its tool calls."""
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    for part in response.parts:
+        if isinstance(part, TextPart):
+            texts.append(part.content)
+        elif isinstance(part, ToolCallPart):
+            if part.tool_name in output_tools:
+                texts.append(part.args_as_json_str())
+            else:
+                calls.append(ToolCall(part.tool_call_id, part.tool_name, part.args_as_dict()))
+    return "".join(texts), calls
+
+
+class LoopobsCapability(AbstractCapability[Any]):
+    """A pydantic-ai capability that reports every run of its agent to loopobs observers.
+
+    One instance may serve any number of agents and concurrent runs: each run
+    gets its own state (:meth:`for_run`). Runs sharing a ``conversation_id``
+    share a loopobs session, so their turn numbers keep counting.
+
+    Args:
+        observers: observers to attach (tracing, metrics, Prometheus, JSONL …).
+        detectors: observers whose verdicts may stop a run; ``None`` means the
+            default repetition and convergence detectors, ``[]`` none.
+        agent: the agent name reported when the agent has none.
+    """
+
+    def __init__(self, observers: Iterable[LoopObserver] = (), *,
+                 detectors: Iterable[LoopObserver] | None = None, agent: str = "agent",
+                 tracker: RunTracker | None = None) -> None:
+        self.tracker = tracker or RunTracker(observers, detectors=detectors, agent=agent)
+
+    def __repr__(self) -> str:
+        return f"LoopobsCapability(observers={len(self.tracker.observers)})"
+
+    @property
+    def observers(self) -> ObserverSet:
+        """The observers; attach and detach at any time."""
+        return self.tracker.observers
+
+    @property
+    def active_runs(self) -> int:
+        """Runs started and not yet ended."""
+        return self.tracker.active_runs
+
+    async def for_run(self, ctx: RunContext[Any]) -> AbstractCapability[Any]:
+        """A fresh :class:`_ObservedRun` for each run: runs never share state."""
+        return _ObservedRun(self.tracker)
+
+
+class _ObservedRun(AbstractCapability[Any]):
+    """The per-run half of :class:`LoopobsCapability`: one :class:`AdapterRun` per agent run."""
+
+    def __init__(self, tracker: RunTracker) -> None:
+        self.tracker = tracker
+        self.run: AdapterRun | None = None
+        self._requests = 0
+
+    def __repr__(self) -> str:
+        return "LoopobsCapability.run"
+
+    @shielded
+    def _start(self, ctx: RunContext[Any]) -> None:
+        agent = ctx.agent.name if ctx.agent is not None else None
+        session = (uuid.uuid5(_SESSION_NAMESPACE, ctx.conversation_id)
+                   if ctx.conversation_id else None)
+        self.run = self.tracker.start_run(
+            agent=agent, model=ctx.model.model_name, session_id=session,
+            query=ctx.prompt if isinstance(ctx.prompt, str) else "")
+
+    def _end(self, error: BaseException | None) -> None:
+        run = self.run
+        if run is None:
+            return
+        try:
+            run.end(error=error)
+        except Exception:  # bookkeeping never replaces the run's own outcome
+            import logging
+
+            logging.getLogger("loopobs.adapters.pydantic_ai").exception(
+                "loopobs: ending a pydantic-ai run failed")
+
+    async def wrap_run(self, ctx: RunContext[Any], *, handler: Any) -> AgentRunResult[Any]:
+        """The run: ``on_run_start`` before it, ``on_run_end`` after it, whatever happens."""
+        self._start(ctx)
+        try:
+            result: AgentRunResult[Any] = await handler()
+        except BaseException as exc:
+            self._end(exc)
+            raise
+        self._end(None)
+        return result
+
+    # -- model requests --------------------------------------------------------------------
+    @shielded
+    def _model_start(self, key: int, request_context: ModelRequestContext) -> bool:
+        run = self.run
+        if run is None:
+            return False
+        run.raise_if_stopped()
+        model = request_context.model
+        return run.model_start(key, model=model.model_name, provider=model.system)
+
+    @shielded
+    def _model_end(self, key: int, request_context: ModelRequestContext,
+                   response: ModelResponse) -> None:
+        run = self.run
+        if run is None:
+            return
+        outputs = {t.name for t in request_context.model_request_parameters.output_tools}
+        text, calls = _read_response(response, outputs)
+        run.model_end(key, usage=_usage(response.usage), text=text, tool_calls=calls,
+                      finish_reason=response.finish_reason,
+                      response_id=response.provider_response_id,
+                      response_model=response.model_name)
+
+    @shielded
+    def _model_error(self, key: int, error: BaseException) -> None:
+        if self.run is not None:
+            self.run.model_error(key, error)
+
+    async def wrap_model_request(self, ctx: RunContext[Any], *,
+                                 request_context: ModelRequestContext,
+                                 handler: Any) -> ModelResponse:
+        """One model request: a turn, its ``on_stream_start`` and success or failure."""
+        self._requests += 1
+        key = self._requests
+        started = self._model_start(key, request_context)
+        try:
+            response: ModelResponse = await handler(request_context)
+        except BaseException as exc:
+            if started:
+                self._model_error(key, exc)
+            raise
+        if started:
+            self._model_end(key, request_context, response)
+        return response
+
+    # -- tools -----------------------------------------------------------------------------
+    @shielded
+    def _tool_start(self, key: object, ctx: RunContext[Any], call: ToolCallPart) -> None:
+        if self.run is not None:
+            self.run.tool_start(key, tool=call.tool_name, call_id=call.tool_call_id,
+                                arguments=call.args_as_dict())
+
+    @shielded
+    def _tool_end(self, key: object, tool: str, result: Any = None,
+                  error: BaseException | None = None) -> None:
+        run = self.run
+        if run is None:
+            return
+        if isinstance(error, ToolRetryError):
+            # The model is asked to try again: the call failed, the run goes on.
+            message = str(error)
+            run.tool_end(key, result=message, error=ToolExecutionError(
+                message, tool=tool, error_type="ModelRetry"))
+        elif error is not None:
+            run.tool_end(key, error=error)
+        else:
+            run.tool_end(key, result=_text(result))
+        run.raise_if_stopped()
+
+    async def wrap_tool_execute(self, ctx: RunContext[Any], *, call: ToolCallPart,
+                                tool_def: ToolDefinition, args: Any, handler: Any) -> Any:
+        """One tool call attempt: ``on_tool_pre``, then ``on_tool_post`` with its outcome.
+
+        Raises ``RunStopped`` after the call when the loop policy stopped the run.
+        """
+        key = (call.tool_call_id, ctx.retry, object())
+        self._tool_start(key, ctx, call)
+        try:
+            result = await handler(args)
+        except BaseException as exc:
+            self._tool_end(key, call.tool_name, error=exc)
+            raise
+        self._tool_end(key, call.tool_name, result)
+        return result
