@@ -333,7 +333,8 @@ class ObservedRunHooks(RunHooks[Any]):
                 if self.open_call is not None:
                     self.run.model_error(self.open_call, error)
                     self.open_call = None
-            self.run.end(error=error)
+            status = "max_turns" if isinstance(error, MaxTurnsExceeded) else None
+            self.run.end(error=error, status=status)
         except Exception:  # never let bookkeeping replace the run's own outcome
             _log.exception("loopobs: ending an OpenAI Agents SDK run failed")
 

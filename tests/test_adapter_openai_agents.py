@@ -1,0 +1,384 @@
+"""The OpenAI Agents SDK adapter on real ``Runner`` runs, driven by an offline ``Model``."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agents import (
+    Agent,
+    GuardrailFunctionOutput,
+    InputGuardrailTripwireTriggered,
+    RunContextWrapper,
+    RunHooks,
+    TResponseInputItem,
+    function_tool,
+    input_guardrail,
+    set_tracing_disabled,
+)
+from agents.exceptions import MaxTurnsExceeded as AgentsMaxTurns
+
+from loopobs import LoopDetected, LoopObserver, RepetitionDetector
+from loopobs.adapters import RunStopped
+from loopobs.adapters.openai_agents import AgentsAdapter
+from loopobs.core.events import EventContext
+from loopobs.testing import RecordingObserver, assert_contract
+from tests._adapter_stack import Stack, make_stack
+from tests._agents_model import (
+    CACHED_TOKENS,
+    INPUT_TOKENS,
+    OUTPUT_TOKENS,
+    REASONING_TOKENS,
+    ScriptModel,
+    message,
+    tool_call,
+)
+
+
+@pytest.fixture(autouse=True)
+def _no_sdk_tracing() -> None:
+    """The SDK's own tracing would export to OpenAI's backend: off, as offline tests must be."""
+    set_tracing_disabled(True)
+
+
+@pytest.fixture
+def stack(tmp_path: Path) -> Iterator[Stack]:
+    s = make_stack(tmp_path)
+    yield s
+    s.close()
+
+
+@function_tool
+def search(q: str) -> str:
+    """Search the web."""
+    return f"results for {q}"
+
+
+@function_tool
+def broken(q: str) -> str:
+    """A tool that always raises."""
+    raise ValueError(f"cannot handle {q}")
+
+
+def _agent(model: ScriptModel, **kwargs: Any) -> Agent[Any]:
+    return Agent(name="researcher", model=model, tools=[search], **kwargs)
+
+
+def _looping_model(calls: int) -> ScriptModel:
+    return ScriptModel([[tool_call("search", {"q": "same"}, f"c{i}")] for i in range(calls)])
+
+
+async def test_a_run_is_one_trace_with_the_models_usage_and_equal_metrics(
+        stack: Stack, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two tool calls then an answer: one invoke_agent trace, the SDK's usage, OTel = Prometheus."""
+    model = ScriptModel([
+        [tool_call("search", {"q": "paris"}, "c1"), tool_call("search", {"q": "rome"}, "c2")],
+        [message("Paris and Rome are sunny.")],
+    ])
+    adapter = AgentsAdapter(stack.observers)
+    result = await adapter.run(_agent(model), "Weather in Paris and Rome?")
+
+    assert result.final_output == "Paris and Rome are sunny."
+    stack.check_contract()
+    rec = stack.recorder
+    assert rec.hooks() == [
+        "on_run_start", "on_turn_start", "on_stream_start", "on_stream_success", "on_response",
+        "on_tool_call_received", "on_tool_call_received", "on_tool_pre", "on_tool_pre",
+        "on_tool_post", "on_tool_post", "on_turn_end", "on_turn_start", "on_stream_start",
+        "on_stream_success", "on_response", "on_turn_end", "on_run_end"]
+    sdk_usage = result.context_wrapper.usage
+    (end,) = rec.of("on_run_end")
+    assert (end.status, end.input_tokens, end.output_tokens) == \
+        ("completed", sdk_usage.input_tokens, sdk_usage.output_tokens)
+    assert end.input_tokens == 2 * INPUT_TOKENS
+    for ok in rec.of("on_stream_success"):
+        assert (ok.model, ok.input_tokens, ok.output_tokens, ok.cache_read_input_tokens,
+                ok.reasoning_output_tokens) == \
+            ("script-1", INPUT_TOKENS, OUTPUT_TOKENS, CACHED_TOKENS, REASONING_TOKENS)
+    received = rec.of("on_tool_call_received")
+    assert [(r.call_id, dict(r.input)) for r in received] == [("c1", {"q": "paris"}),
+                                                              ("c2", {"q": "rome"})]
+    posts = {p.tool_call_id: p for p in rec.of("on_tool_post")}
+    assert posts["c1"].result == "results for paris"
+    assert not posts["c1"].is_error
+    assert rec.of("on_response")[-1].text == "Paris and Rome are sunny."
+
+    stack.check_trace("researcher", chats=2, tools=["search", "search"])
+    stack.check_metrics(input_tokens=2 * INPUT_TOKENS, output_tokens=2 * OUTPUT_TOKENS, runs=1)
+    stack.check_nothing_open()
+    stack.check_log(capsys, "researcher")
+
+
+async def test_a_handoff_is_a_tool_call_and_a_model_switch(stack: Stack) -> None:
+    """The handoff call gets its pre/post pair; the new agent's model is a model switch."""
+    billing = Agent(name="billing", model=ScriptModel([[message("Refunded.")]], model="script-2"))
+    triage = Agent(name="triage", handoffs=[billing],
+                   model=ScriptModel([[tool_call("transfer_to_billing", {}, "h1")]]))
+    result = await AgentsAdapter(stack.observers).run(triage, "refund please")
+
+    assert result.final_output == "Refunded."
+    stack.check_contract()
+    rec = stack.recorder
+    (pre,) = rec.of("on_tool_pre")
+    assert (pre.tool, pre.tool_call_id) == ("transfer_to_billing", "h1")
+    (switch,) = rec.of("on_model_switched")
+    assert (switch.from_model, switch.to_model) == ("script-1", "script-2")
+    assert [s.model for s in rec.of("on_stream_start")] == ["script-1", "script-2"]
+    assert rec.of("on_run_start")[0].agent == "triage"
+    stack.check_trace("triage", chats=2, tools=["transfer_to_billing"])
+    stack.check_nothing_open()
+
+
+async def test_a_runaway_tool_loop_is_stopped_through_a_run_hook(stack: Stack) -> None:
+    """stop: RunStopped leaves the SDK's next on_llm_start; no further model call is made."""
+    model = _looping_model(50)
+    adapter = AgentsAdapter(stack.observers,
+                            detectors=[RepetitionDetector(warn_after=3, stop_after=5)])
+    with pytest.raises(RunStopped) as info:
+        await adapter.run(_agent(model), "loop forever")
+
+    assert isinstance(info.value, LoopDetected)
+    assert "search(same) repeated 5 times" in str(info.value)
+    assert model.calls == 5  # the sixth call never reached the model
+    stack.check_contract()
+    rec = stack.recorder
+    assert [d.action for d in rec.of("on_loop_detected")] == ["warn", "stop"]
+    (end,) = rec.of("on_run_end")
+    assert (end.status, end.success) == ("loop_detected", False)
+    assert isinstance(end.error, RunStopped)
+    stack.check_nothing_open()
+    assert adapter.active_runs == 0
+
+
+async def test_warn_leaves_the_run_alone(stack: Stack) -> None:
+    """A warn-only detector reports the loop; the run goes on to its answer."""
+    model = ScriptModel([*_looping_model(6).steps, [message("gave up searching")]])
+    adapter = AgentsAdapter(stack.observers,
+                            detectors=[RepetitionDetector(warn_after=3, stop_after=0)])
+    result = await adapter.run(_agent(model), "loop a while")
+
+    assert result.final_output == "gave up searching"
+    rec = stack.recorder
+    assert [d.action for d in rec.of("on_loop_detected")] == ["warn"]
+    assert rec.of("on_run_end")[0].status == "completed"
+    stack.check_contract()
+
+
+async def test_cancelling_a_run_closes_everything(stack: Stack) -> None:
+    """A run cancelled inside a model call: stream failure, run cancelled, nothing left open."""
+    entered = asyncio.Event()
+
+    async def hang() -> list[Any]:
+        entered.set()
+        await asyncio.Event().wait()
+        return []
+
+    model = ScriptModel([[tool_call("search", {"q": "x"}, "c1")], hang])
+    adapter = AgentsAdapter(stack.observers)
+    task = asyncio.create_task(adapter.run(_agent(model), "hang"))
+    await entered.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+    stack.check_contract()
+    rec = stack.recorder
+    assert rec.hooks()[-4:] == ["on_stream_start", "on_stream_failure", "on_turn_end",
+                                "on_run_end"]
+    assert rec.of("on_run_end")[0].status == "cancelled"
+    stack.check_nothing_open()
+    assert adapter.active_runs == 0
+
+
+async def test_a_tool_exception_the_sdk_reports_to_the_model(stack: Stack) -> None:
+    """The SDK turns a tool's exception into a message for the model: the run goes on."""
+    model = ScriptModel([[tool_call("broken", {"q": "x"}, "c1")], [message("sorry")]])
+    agent = Agent(name="researcher", model=model, tools=[broken])
+    result = await AgentsAdapter(stack.observers).run(agent, "break")
+
+    assert result.final_output == "sorry"
+    (post,) = stack.recorder.of("on_tool_post")
+    assert "error occurred" in (post.result or "")
+    stack.check_contract()
+    stack.check_nothing_open()
+
+
+async def test_a_tool_exception_that_ends_the_run(stack: Stack) -> None:
+    """A tool without an error function raises through the SDK: run failed, all closed."""
+    raising = function_tool(lambda q: (_ for _ in ()).throw(ValueError(q)),
+                            name_override="raising", failure_error_function=None)
+    model = ScriptModel([[tool_call("raising", {"q": "boom"}, "c1")], [message("unreached")]])
+    agent = Agent(name="researcher", model=model, tools=[raising])
+    with pytest.raises(Exception, match="boom"):
+        await AgentsAdapter(stack.observers).run(agent, "break")
+
+    stack.check_contract()
+    rec = stack.recorder
+    (end,) = rec.of("on_run_end")
+    assert end.status == "failed"
+    assert "boom" in str(end.error)
+    (post,) = rec.of("on_tool_post")
+    assert post.is_error
+    stack.check_nothing_open()
+
+
+async def test_a_model_error_fails_the_stream_and_the_run(stack: Stack) -> None:
+    """The model raises: on_stream_failure carries it, the run ends failed."""
+    model = ScriptModel([RuntimeError("provider unavailable")])
+    with pytest.raises(RuntimeError):
+        await AgentsAdapter(stack.observers).run(_agent(model), "hi")
+
+    stack.check_contract()
+    rec = stack.recorder
+    (failure,) = rec.of("on_stream_failure")
+    assert "provider unavailable" in str(failure.error)
+    assert rec.of("on_run_end")[0].status == "failed"
+    stack.check_nothing_open()
+
+
+async def test_max_turns_ends_the_run_with_its_status(stack: Stack) -> None:
+    """The SDK's MaxTurnsExceeded propagates; the run ends with status max_turns."""
+    model = _looping_model(5)
+    adapter = AgentsAdapter(stack.observers, detectors=[])
+    with pytest.raises(AgentsMaxTurns):
+        await adapter.run(_agent(model), "loop", max_turns=2)
+
+    stack.check_contract()
+    assert stack.recorder.of("on_run_end")[0].status == "max_turns"
+    stack.check_nothing_open()
+
+
+async def test_a_guardrail_trip_ends_the_run_naming_the_guardrail(stack: Stack) -> None:
+    """An input guardrail's tripwire reaches the caller; the run ends failed, guardrail named."""
+
+    @input_guardrail
+    async def no_secrets(ctx: RunContextWrapper[Any], agent: Agent[Any],
+                         data: str | list[TResponseInputItem]) -> GuardrailFunctionOutput:
+        return GuardrailFunctionOutput(output_info=None, tripwire_triggered=True)
+
+    model = ScriptModel([[message("should not matter")]])
+    agent = _agent(model, input_guardrails=[no_secrets])
+    with pytest.raises(InputGuardrailTripwireTriggered):
+        await AgentsAdapter(stack.observers).run(agent, "my password is hunter2")
+
+    stack.check_contract()
+    (end,) = stack.recorder.of("on_run_end")
+    assert end.status == "failed"
+    assert "no_secrets" in str(end.error)
+    stack.check_nothing_open()
+
+
+async def test_a_streamed_run_is_reported_like_a_plain_one(
+        stack: Stack, capsys: pytest.CaptureFixture[str]) -> None:
+    """run_streamed: same events, same usage, and the run ends when the SDK's task ends."""
+    model = ScriptModel([[tool_call("search", {"q": "x"}, "c1")], [message("streamed answer")]])
+    adapter = AgentsAdapter(stack.observers)
+    result = adapter.run_streamed(_agent(model), "stream it")
+    events = [e async for e in result.stream_events()]
+    await asyncio.sleep(0)  # the done callback of the SDK's run task
+
+    assert events
+    assert result.final_output == "streamed answer"
+    stack.check_contract()
+    stack.check_trace("researcher", chats=2, tools=["search"])
+    stack.check_metrics(input_tokens=2 * INPUT_TOKENS, output_tokens=2 * OUTPUT_TOKENS, runs=1)
+    stack.check_nothing_open()
+    stack.check_log(capsys, "researcher")
+
+
+async def test_a_streamed_run_stopped_by_the_policy(stack: Stack) -> None:
+    """In a streamed run, stream_events() raises RunStopped; nothing is left open."""
+    adapter = AgentsAdapter(stack.observers,
+                            detectors=[RepetitionDetector(warn_after=2, stop_after=3)])
+    result = adapter.run_streamed(_agent(_looping_model(20)), "loop")
+    with pytest.raises(RunStopped):
+        async for _ in result.stream_events():
+            pass
+    await asyncio.sleep(0)
+
+    stack.check_contract()
+    assert stack.recorder.of("on_run_end")[0].status == "loop_detected"
+    stack.check_nothing_open()
+
+
+async def test_a_streamed_run_cancelled_by_the_caller(stack: Stack) -> None:
+    """result.cancel() mid-stream: the run ends cancelled, nothing open."""
+    model = _looping_model(20)
+    adapter = AgentsAdapter(stack.observers, detectors=[])
+    result = adapter.run_streamed(_agent(model), "loop")
+    async for _ in result.stream_events():
+        if model.calls >= 2:
+            result.cancel()
+    task = result.run_loop_task
+    assert task is not None
+    await asyncio.gather(task, return_exceptions=True)
+    await asyncio.sleep(0)
+
+    stack.check_contract()
+    assert stack.recorder.of("on_run_end")
+    stack.check_nothing_open()
+    assert adapter.active_runs == 0
+
+
+class _Exploding(LoopObserver):
+    """Raises from every hook it has."""
+
+    def on_run_start(self, ctx: EventContext) -> None:
+        raise RuntimeError("observer bug")
+
+    on_turn_start = on_stream_start = on_stream_success = on_tool_pre = on_tool_post = \
+        on_turn_end = on_run_end = on_run_start
+
+
+async def test_observer_failures_never_reach_the_run(caplog: pytest.LogCaptureFixture) -> None:
+    """An observer raising everywhere: the SDK's run completes, the others still see it all."""
+    recorder = RecordingObserver()
+    model = ScriptModel([[tool_call("search", {"q": "x"}, "c1")], [message("fine")]])
+    with caplog.at_level(logging.ERROR):
+        result = await AgentsAdapter([_Exploding(), recorder]).run(_agent(model), "hi")
+    assert result.final_output == "fine"
+    assert_contract(recorder.events)
+    assert recorder.of("on_run_end")[0].status == "completed"
+
+
+async def test_the_callers_own_hooks_still_run(stack: Stack) -> None:
+    """hooks= given by the caller are called after the adapter's, for every hook."""
+    seen: list[str] = []
+
+    class Mine(RunHooks[Any]):
+        async def on_llm_start(self, *args: Any) -> None:
+            seen.append("llm_start")
+
+        async def on_tool_end(self, *args: Any) -> None:
+            seen.append("tool_end")
+
+    model = ScriptModel([[tool_call("search", {"q": "x"}, "c1")], [message("done")]])
+    await AgentsAdapter(stack.observers).run(_agent(model), "hi", hooks=Mine())
+    assert seen == ["llm_start", "tool_end", "llm_start"]
+    stack.check_contract()
+
+
+def test_run_sync_reports_the_run(stack: Stack) -> None:
+    """run_sync for code without an event loop."""
+    model = ScriptModel([[message("sync answer")]])
+    result = AgentsAdapter(stack.observers).run_sync(_agent(model), "hi")
+    assert result.final_output == "sync answer"
+    stack.check_contract()
+    stack.check_nothing_open()
+
+
+def test_without_the_sdk_the_import_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Importing the adapter without openai-agents: one line saying what to install."""
+    monkeypatch.setitem(sys.modules, "agents", None)
+    monkeypatch.delitem(sys.modules, "loopobs.adapters.openai_agents", raising=False)
+    with pytest.raises(ImportError) as info:
+        importlib.import_module("loopobs.adapters.openai_agents")
+    message_ = str(info.value)
+    assert "\n" not in message_
+    assert "pip install 'loopobs[openai-agents]'" in message_
