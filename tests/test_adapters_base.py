@@ -343,3 +343,20 @@ def test_missing_extra_is_a_one_line_install_hint() -> None:
     assert "\n" not in str(error)
     assert "loopobs.adapters.langchain needs langchain-core" in str(error)
     assert "pip install 'loopobs[langchain]'" in str(error)
+
+
+def test_a_call_id_reused_by_a_later_response_is_a_new_call() -> None:
+    """A model reusing an id in a later turn: received again, attempt numbering restarts."""
+    tracker, rec = _tracker(detectors=[])
+    run = tracker.start_run()
+    for turn in range(2):
+        run.model_start(f"m{turn}", model="m")
+        run.model_end(f"m{turn}", tool_calls=[ToolCall("same", "t"), ToolCall("same", "t")])
+        run.tool_start(f"a{turn}", tool="t", call_id="same")
+        run.tool_start(f"b{turn}", tool="t", call_id="same")
+        run.tool_end(f"a{turn}", result="x")
+        run.tool_end(f"b{turn}", result="y")
+    run.end()
+    assert_contract(rec.events)
+    assert [c.attempt for c in rec.of("on_tool_pre")] == [0, 1, 0, 1]
+    assert len(rec.of("on_tool_call_received")) == 4

@@ -588,6 +588,9 @@ class AdapterRun:
                                                tool_calls=len(tool_calls)))
             listens = em.listens("on_tool_call_received")
             for call in tool_calls:
+                # A new response's call is a new call, even if a model reuses an id.
+                self._attempts.pop(call.id, None)
+            for call in tool_calls:
                 self._received.add(call.id)
                 if listens:
                     em.on_tool_call_received(ToolCallReceivedContext(
