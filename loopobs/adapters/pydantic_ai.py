@@ -20,9 +20,9 @@ It works however the run is driven: ``run``, ``run_sync``, ``run_stream``,
   (output tools excluded: their arguments are the final result, reported as
   the response's text);
 - ``wrap_tool_execute`` → one tool call attempt. ``ModelRetry`` from a tool (the
-  model is asked to try again) is reported as an error outcome with the retry
-  message; the tool's retry count is the attempt number. A retried call the
-  model issues again with the same id is the next attempt of that call.
+  model is asked to try again) is reported as an error outcome
+  (``ToolExecutionError`` with ``error_type="ModelRetry"``) carrying the retry
+  message; the model's new call, in the next turn, is a call of its own.
 
 Stopping: when a detector's verdict is ``stop``, the adapter raises
 :class:`~loopobs.adapters.RunStopped` from ``wrap_tool_execute`` right after the
@@ -259,7 +259,7 @@ class _ObservedRun(AbstractCapability[Any]):
 
         Raises ``RunStopped`` after the call when the loop policy stopped the run.
         """
-        key = (call.tool_call_id, ctx.retry, object())
+        key = object()  # one attempt; the model's call id may repeat across turns
         self._tool_start(key, ctx, call)
         try:
             result = await handler(args)

@@ -24,12 +24,12 @@ from agents import (
 )
 from agents.exceptions import MaxTurnsExceeded as AgentsMaxTurns
 
-from loopobs import LoopDetected, LoopObserver, RepetitionDetector
+from loopobs import LoopDetected, LoopObserver, RepetitionDetector, Usage
 from loopobs.adapters import RunStopped
 from loopobs.adapters.openai_agents import AgentsAdapter
 from loopobs.core.events import EventContext
 from loopobs.testing import RecordingObserver, assert_contract
-from tests._adapter_stack import Stack, make_stack
+from tests._adapter_checks import Stack
 from tests._agents_model import (
     CACHED_TOKENS,
     INPUT_TOKENS,
@@ -49,7 +49,7 @@ def _no_sdk_tracing() -> None:
 
 @pytest.fixture
 def stack(tmp_path: Path) -> Iterator[Stack]:
-    s = make_stack(tmp_path)
+    s = Stack(tmp_path)
     yield s
     s.close()
 
@@ -74,8 +74,7 @@ def _looping_model(calls: int) -> ScriptModel:
     return ScriptModel([[tool_call("search", {"q": "same"}, f"c{i}")] for i in range(calls)])
 
 
-async def test_a_run_is_one_trace_with_the_models_usage_and_equal_metrics(
-        stack: Stack, capsys: pytest.CaptureFixture[str]) -> None:
+async def test_a_run_is_one_trace_with_the_models_usage_and_equal_metrics(stack: Stack) -> None:
     """Two tool calls then an answer: one invoke_agent trace, the SDK's usage, OTel = Prometheus."""
     model = ScriptModel([
         [tool_call("search", {"q": "paris"}, "c1"), tool_call("search", {"q": "rome"}, "c2")],
@@ -85,7 +84,7 @@ async def test_a_run_is_one_trace_with_the_models_usage_and_equal_metrics(
     result = await adapter.run(_agent(model), "Weather in Paris and Rome?")
 
     assert result.final_output == "Paris and Rome are sunny."
-    stack.check_contract()
+    assert_contract(stack.recorder.events)
     rec = stack.recorder
     assert rec.hooks() == [
         "on_run_start", "on_turn_start", "on_stream_start", "on_stream_success", "on_response",
@@ -109,10 +108,10 @@ async def test_a_run_is_one_trace_with_the_models_usage_and_equal_metrics(
     assert not posts["c1"].is_error
     assert rec.of("on_response")[-1].text == "Paris and Rome are sunny."
 
-    stack.check_trace("researcher", chats=2, tools=["search", "search"])
-    stack.check_metrics(input_tokens=2 * INPUT_TOKENS, output_tokens=2 * OUTPUT_TOKENS, runs=1)
-    stack.check_nothing_open()
-    stack.check_log(capsys, "researcher")
+    stack.check_run(usage=Usage(input_tokens=2 * INPUT_TOKENS, output_tokens=2 * OUTPUT_TOKENS),
+                    chats=2, tools=2)
+    stack.check_metrics_agree()
+    assert stack.finished("invoke_agent")[0].name == "invoke_agent researcher"
 
 
 async def test_a_handoff_is_a_tool_call_and_a_model_switch(stack: Stack) -> None:
@@ -123,7 +122,7 @@ async def test_a_handoff_is_a_tool_call_and_a_model_switch(stack: Stack) -> None
     result = await AgentsAdapter(stack.observers).run(triage, "refund please")
 
     assert result.final_output == "Refunded."
-    stack.check_contract()
+    assert_contract(stack.recorder.events)
     rec = stack.recorder
     (pre,) = rec.of("on_tool_pre")
     assert (pre.tool, pre.tool_call_id) == ("transfer_to_billing", "h1")
@@ -131,8 +130,9 @@ async def test_a_handoff_is_a_tool_call_and_a_model_switch(stack: Stack) -> None
     assert (switch.from_model, switch.to_model) == ("script-1", "script-2")
     assert [s.model for s in rec.of("on_stream_start")] == ["script-1", "script-2"]
     assert rec.of("on_run_start")[0].agent == "triage"
-    stack.check_trace("triage", chats=2, tools=["transfer_to_billing"])
-    stack.check_nothing_open()
+    stack.check_run(usage=Usage(input_tokens=2 * INPUT_TOKENS, output_tokens=2 * OUTPUT_TOKENS),
+                    chats=2, tools=1)
+    assert [s.name for s in stack.finished("execute_tool")] == ["execute_tool transfer_to_billing"]
 
 
 async def test_a_runaway_tool_loop_is_stopped_through_a_run_hook(stack: Stack) -> None:
@@ -146,7 +146,7 @@ async def test_a_runaway_tool_loop_is_stopped_through_a_run_hook(stack: Stack) -
     assert isinstance(info.value, LoopDetected)
     assert "search(same) repeated 5 times" in str(info.value)
     assert model.calls == 5  # the sixth call never reached the model
-    stack.check_contract()
+    assert_contract(stack.recorder.events)
     rec = stack.recorder
     assert [d.action for d in rec.of("on_loop_detected")] == ["warn", "stop"]
     (end,) = rec.of("on_run_end")
@@ -167,7 +167,7 @@ async def test_warn_leaves_the_run_alone(stack: Stack) -> None:
     rec = stack.recorder
     assert [d.action for d in rec.of("on_loop_detected")] == ["warn"]
     assert rec.of("on_run_end")[0].status == "completed"
-    stack.check_contract()
+    assert_contract(stack.recorder.events)
 
 
 async def test_cancelling_a_run_closes_everything(stack: Stack) -> None:
@@ -187,7 +187,7 @@ async def test_cancelling_a_run_closes_everything(stack: Stack) -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
 
-    stack.check_contract()
+    assert_contract(stack.recorder.events)
     rec = stack.recorder
     assert rec.hooks()[-4:] == ["on_stream_start", "on_stream_failure", "on_turn_end",
                                 "on_run_end"]
@@ -205,7 +205,7 @@ async def test_a_tool_exception_the_sdk_reports_to_the_model(stack: Stack) -> No
     assert result.final_output == "sorry"
     (post,) = stack.recorder.of("on_tool_post")
     assert "error occurred" in (post.result or "")
-    stack.check_contract()
+    assert_contract(stack.recorder.events)
     stack.check_nothing_open()
 
 
@@ -218,7 +218,7 @@ async def test_a_tool_exception_that_ends_the_run(stack: Stack) -> None:
     with pytest.raises(Exception, match="boom"):
         await AgentsAdapter(stack.observers).run(agent, "break")
 
-    stack.check_contract()
+    assert_contract(stack.recorder.events)
     rec = stack.recorder
     (end,) = rec.of("on_run_end")
     assert end.status == "failed"
@@ -234,7 +234,7 @@ async def test_a_model_error_fails_the_stream_and_the_run(stack: Stack) -> None:
     with pytest.raises(RuntimeError):
         await AgentsAdapter(stack.observers).run(_agent(model), "hi")
 
-    stack.check_contract()
+    assert_contract(stack.recorder.events)
     rec = stack.recorder
     (failure,) = rec.of("on_stream_failure")
     assert "provider unavailable" in str(failure.error)
@@ -249,7 +249,7 @@ async def test_max_turns_ends_the_run_with_its_status(stack: Stack) -> None:
     with pytest.raises(AgentsMaxTurns):
         await adapter.run(_agent(model), "loop", max_turns=2)
 
-    stack.check_contract()
+    assert_contract(stack.recorder.events)
     assert stack.recorder.of("on_run_end")[0].status == "max_turns"
     stack.check_nothing_open()
 
@@ -267,15 +267,14 @@ async def test_a_guardrail_trip_ends_the_run_naming_the_guardrail(stack: Stack) 
     with pytest.raises(InputGuardrailTripwireTriggered):
         await AgentsAdapter(stack.observers).run(agent, "my password is hunter2")
 
-    stack.check_contract()
+    assert_contract(stack.recorder.events)
     (end,) = stack.recorder.of("on_run_end")
     assert end.status == "failed"
     assert "no_secrets" in str(end.error)
     stack.check_nothing_open()
 
 
-async def test_a_streamed_run_is_reported_like_a_plain_one(
-        stack: Stack, capsys: pytest.CaptureFixture[str]) -> None:
+async def test_a_streamed_run_is_reported_like_a_plain_one(stack: Stack) -> None:
     """run_streamed: same events, same usage, and the run ends when the SDK's task ends."""
     model = ScriptModel([[tool_call("search", {"q": "x"}, "c1")], [message("streamed answer")]])
     adapter = AgentsAdapter(stack.observers)
@@ -285,11 +284,10 @@ async def test_a_streamed_run_is_reported_like_a_plain_one(
 
     assert events
     assert result.final_output == "streamed answer"
-    stack.check_contract()
-    stack.check_trace("researcher", chats=2, tools=["search"])
-    stack.check_metrics(input_tokens=2 * INPUT_TOKENS, output_tokens=2 * OUTPUT_TOKENS, runs=1)
-    stack.check_nothing_open()
-    stack.check_log(capsys, "researcher")
+    assert_contract(stack.recorder.events)
+    stack.check_run(usage=Usage(input_tokens=2 * INPUT_TOKENS, output_tokens=2 * OUTPUT_TOKENS),
+                    chats=2, tools=1)
+    stack.check_metrics_agree()
 
 
 async def test_a_streamed_run_stopped_by_the_policy(stack: Stack) -> None:
@@ -302,7 +300,7 @@ async def test_a_streamed_run_stopped_by_the_policy(stack: Stack) -> None:
             pass
     await asyncio.sleep(0)
 
-    stack.check_contract()
+    assert_contract(stack.recorder.events)
     assert stack.recorder.of("on_run_end")[0].status == "loop_detected"
     stack.check_nothing_open()
 
@@ -320,7 +318,7 @@ async def test_a_streamed_run_cancelled_by_the_caller(stack: Stack) -> None:
     await asyncio.gather(task, return_exceptions=True)
     await asyncio.sleep(0)
 
-    stack.check_contract()
+    assert_contract(stack.recorder.events)
     assert stack.recorder.of("on_run_end")
     stack.check_nothing_open()
     assert adapter.active_runs == 0
@@ -361,7 +359,7 @@ async def test_the_callers_own_hooks_still_run(stack: Stack) -> None:
     model = ScriptModel([[tool_call("search", {"q": "x"}, "c1")], [message("done")]])
     await AgentsAdapter(stack.observers).run(_agent(model), "hi", hooks=Mine())
     assert seen == ["llm_start", "tool_end", "llm_start"]
-    stack.check_contract()
+    assert_contract(stack.recorder.events)
 
 
 def test_run_sync_reports_the_run(stack: Stack) -> None:
@@ -369,7 +367,7 @@ def test_run_sync_reports_the_run(stack: Stack) -> None:
     model = ScriptModel([[message("sync answer")]])
     result = AgentsAdapter(stack.observers).run_sync(_agent(model), "hi")
     assert result.final_output == "sync answer"
-    stack.check_contract()
+    assert_contract(stack.recorder.events)
     stack.check_nothing_open()
 
 

@@ -18,12 +18,12 @@ from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls
 from pydantic_ai.models.test import TestModel
 from pydantic_ai.usage import RequestUsage
 
-from loopobs import LoopDetected, LoopObserver, RepetitionDetector, ToolExecutionError
+from loopobs import LoopDetected, LoopObserver, RepetitionDetector, ToolExecutionError, Usage
 from loopobs.adapters import RunStopped
 from loopobs.adapters.pydantic_ai import LoopobsCapability
 from loopobs.core.events import EventContext
 from loopobs.testing import RecordingObserver, assert_contract
-from tests._adapter_stack import Stack, make_stack
+from tests._adapter_checks import Stack
 
 USAGE = RequestUsage(input_tokens=30, output_tokens=6, cache_read_tokens=10,
                      output_reasoning_tokens=2)
@@ -31,7 +31,7 @@ USAGE = RequestUsage(input_tokens=30, output_tokens=6, cache_read_tokens=10,
 
 @pytest.fixture
 def stack(tmp_path: Path) -> Iterator[Stack]:
-    s = make_stack(tmp_path)
+    s = Stack(tmp_path)
     yield s
     s.close()
 
@@ -68,13 +68,12 @@ def _script(*responses: ModelResponse) -> FunctionModel:
     return FunctionModel(respond, model_name="scripted")
 
 
-async def test_a_run_is_one_trace_with_the_models_usage_and_equal_metrics(
-        stack: Stack, capsys: pytest.CaptureFixture[str]) -> None:
+async def test_a_run_is_one_trace_with_the_models_usage_and_equal_metrics(stack: Stack) -> None:
     """TestModel calls the tool, then answers: one trace, its usage, OTel = Prometheus, a log."""
     capability = LoopobsCapability(stack.observers)
     result = await _agent(TestModel(), capability).run("Weather in Paris?")
 
-    stack.check_contract()
+    assert_contract(stack.recorder.events)
     rec = stack.recorder
     assert rec.hooks() == [
         "on_run_start", "on_turn_start", "on_stream_start", "on_stream_success", "on_response",
@@ -90,11 +89,10 @@ async def test_a_run_is_one_trace_with_the_models_usage_and_equal_metrics(
     assert post.result == "results for a"
     assert rec.of("on_response")[-1].text == result.output
 
-    stack.check_trace("researcher", chats=2, tools=["search"])
-    stack.check_metrics(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
-                        runs=1)
-    stack.check_nothing_open()
-    stack.check_log(capsys, "researcher")
+    stack.check_run(usage=Usage(input_tokens=usage.input_tokens,
+                                output_tokens=usage.output_tokens), chats=2, tools=1)
+    stack.check_metrics_agree()
+    assert stack.finished("invoke_agent")[0].name == "invoke_agent researcher"
 
 
 async def test_cached_and_reasoning_tokens_are_the_models(stack: Stack) -> None:
@@ -106,7 +104,7 @@ async def test_cached_and_reasoning_tokens_are_the_models(stack: Stack) -> None:
     assert (ok.input_tokens, ok.output_tokens, ok.cache_read_input_tokens,
             ok.reasoning_output_tokens) == (30, 6, 10, 2)
     assert (ok.response_id, ok.response_model, ok.finish_reason) == ("resp_1", "scripted", "stop")
-    stack.check_contract()
+    assert_contract(stack.recorder.events)
 
 
 async def test_a_runaway_tool_loop_is_stopped_through_a_capability_hook(stack: Stack) -> None:
@@ -120,7 +118,7 @@ async def test_a_runaway_tool_loop_is_stopped_through_a_capability_hook(stack: S
     assert isinstance(info.value, LoopDetected)
     assert "search(same) repeated 5 times" in str(info.value)
     assert len(calls) == 5  # no model call after the stop
-    stack.check_contract()
+    assert_contract(stack.recorder.events)
     rec = stack.recorder
     assert [d.action for d in rec.of("on_loop_detected")] == ["warn", "stop"]
     (end,) = rec.of("on_run_end")
@@ -141,7 +139,7 @@ async def test_warn_leaves_the_run_alone(stack: Stack) -> None:
     assert result.output == "gave up"
     assert [d.action for d in stack.recorder.of("on_loop_detected")] == ["warn"]
     assert stack.recorder.of("on_run_end")[0].status == "completed"
-    stack.check_contract()
+    assert_contract(stack.recorder.events)
 
 
 async def test_cancelling_a_run_closes_everything(stack: Stack) -> None:
@@ -160,7 +158,7 @@ async def test_cancelling_a_run_closes_everything(stack: Stack) -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
 
-    stack.check_contract()
+    assert_contract(stack.recorder.events)
     rec = stack.recorder
     assert rec.hooks()[-4:] == ["on_stream_start", "on_stream_failure", "on_turn_end",
                                 "on_run_end"]
@@ -170,7 +168,8 @@ async def test_cancelling_a_run_closes_everything(stack: Stack) -> None:
 
 
 async def test_a_tool_asking_for_a_retry_is_an_error_attempt(stack: Stack) -> None:
-    """ModelRetry from a tool: an error outcome with the retry message; the run goes on."""
+    """ModelRetry from a tool: an error outcome with the retry message; the run goes on and
+    the model's new call (in the next turn, even under the same id) is a call of its own."""
     tries: list[int] = []
 
     def flaky(q: str) -> str:
@@ -188,12 +187,14 @@ async def test_a_tool_asking_for_a_retry_is_an_error_attempt(stack: Stack) -> No
     agent.tool_plain(retries=2)(flaky)
     assert (await agent.run("go")).output == "done"
 
-    stack.check_contract()
+    assert_contract(stack.recorder.events)
     first, second = stack.recorder.of("on_tool_post")
     assert (first.is_error, first.outcome, first.attempt) == (True, "error", 0)
     assert isinstance(first.error, ToolExecutionError)
     assert "try a narrower query" in (first.result or "")
-    assert (second.is_error, second.attempt, second.result) == (False, 1, "ok")
+    assert (second.is_error, second.attempt, second.result) == (False, 0, "ok")
+    assert second.turn == first.turn + 1
+    assert first.error.error_type == "ModelRetry"
     stack.check_nothing_open()
 
 
@@ -210,7 +211,7 @@ async def test_a_tool_exception_ends_the_run(stack: Stack) -> None:
     with pytest.raises(ValueError, match="cannot handle x"):
         await agent.run("break")
 
-    stack.check_contract()
+    assert_contract(stack.recorder.events)
     rec = stack.recorder
     (post,) = rec.of("on_tool_post")
     assert post.is_error
@@ -227,7 +228,7 @@ async def test_a_model_error_fails_the_stream_and_the_run(stack: Stack) -> None:
     with pytest.raises(RuntimeError):
         await _agent(FunctionModel(down), LoopobsCapability(stack.observers)).run("hi")
 
-    stack.check_contract()
+    assert_contract(stack.recorder.events)
     (failure,) = stack.recorder.of("on_stream_failure")
     assert "provider unavailable" in str(failure.error)
     assert stack.recorder.of("on_run_end")[0].status == "failed"
@@ -242,7 +243,7 @@ async def test_a_usage_limit_ends_the_run(stack: Stack) -> None:
         await _agent(_looping(calls), capability).run(
             "loop", usage_limits=UsageLimits(request_limit=3))
 
-    stack.check_contract()
+    assert_contract(stack.recorder.events)
     assert stack.recorder.of("on_run_end")[0].status == "failed"
     stack.check_nothing_open()
 
@@ -256,8 +257,7 @@ async def _stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterato
         yield word
 
 
-async def test_a_streamed_run_is_reported_like_a_plain_one(
-        stack: Stack, capsys: pytest.CaptureFixture[str]) -> None:
+async def test_a_streamed_run_is_reported_like_a_plain_one(stack: Stack) -> None:
     """run_stream: same events, the run ends when the stream is done."""
     agent = _agent(FunctionModel(stream_function=_stream, model_name="streamer"),
                    LoopobsCapability(stack.observers))
@@ -265,13 +265,10 @@ async def test_a_streamed_run_is_reported_like_a_plain_one(
         text = "".join([chunk async for chunk in result.stream_text(delta=True)])
     assert text == "streamed answer"
 
-    stack.check_contract()
-    stack.check_trace("researcher", chats=2, tools=["search"])
     usage = result.usage
-    stack.check_metrics(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
-                        runs=1)
-    stack.check_nothing_open()
-    stack.check_log(capsys, "researcher")
+    stack.check_run(usage=Usage(input_tokens=usage.input_tokens,
+                                output_tokens=usage.output_tokens), chats=2, tools=1)
+    stack.check_metrics_agree()
 
 
 async def test_leaving_a_stream_early_closes_everything(stack: Stack) -> None:
@@ -281,7 +278,7 @@ async def test_leaving_a_stream_early_closes_everything(stack: Stack) -> None:
         async for _ in result.stream_text(delta=True):
             break
 
-    stack.check_contract()
+    assert_contract(stack.recorder.events)
     assert stack.recorder.of("on_run_end")
     stack.check_nothing_open()
 
@@ -292,9 +289,9 @@ async def test_an_iter_run_is_reported(stack: Stack) -> None:
     async with agent.iter("hi") as run:
         async for _ in run:
             pass
-    stack.check_contract()
-    stack.check_trace("researcher", chats=2, tools=["search"])
-    stack.check_nothing_open()
+    usage = run.usage
+    stack.check_run(usage=Usage(input_tokens=usage.input_tokens,
+                                output_tokens=usage.output_tokens), chats=2, tools=1)
 
 
 class Forecast(BaseModel):
@@ -312,7 +309,7 @@ async def test_a_structured_result_is_the_responses_text_not_a_tool_call(stack: 
     (response,) = rec.of("on_response")
     assert response.tool_calls == 0
     assert Forecast.model_validate_json(response.text) == result.output
-    stack.check_contract()
+    assert_contract(stack.recorder.events)
 
 
 async def test_concurrent_runs_keep_their_own_state(stack: Stack) -> None:
@@ -321,7 +318,7 @@ async def test_concurrent_runs_keep_their_own_state(stack: Stack) -> None:
     agent = _agent(TestModel(), capability)
     await asyncio.gather(*(agent.run(f"q{i}") for i in range(5)))
     assert len(stack.recorder.run_ids()) == 5
-    stack.check_contract()
+    assert_contract(stack.recorder.events)
     stack.check_nothing_open()
 
 
