@@ -380,3 +380,29 @@ def test_without_the_sdk_the_import_names_the_extra(monkeypatch: pytest.MonkeyPa
     message_ = str(info.value)
     assert "\n" not in message_
     assert "pip install 'loopobs[openai-agents]'" in message_
+
+
+@function_tool(needs_approval=True)
+def refund(amount: int) -> str:
+    """Refund an amount."""
+    return f"refunded {amount}"
+
+
+async def test_a_tool_awaiting_approval_parks_the_run(stack: Stack) -> None:
+    """needs_approval: the run ends suspended on a human gate; the approved resume completes."""
+    model = ScriptModel([[tool_call("refund", {"amount": 5}, "c1")], [message("refunded")]])
+    agent = Agent(name="support", model=model, tools=[refund])
+    adapter = AgentsAdapter(stack.observers)
+    parked = await adapter.run(agent, "refund me")
+
+    assert parked.interruptions
+    (gate,) = stack.recorder.of("on_suspended")
+    assert (gate.tool, gate.tool_call_id, gate.kind) == ("refund", "c1", "human")
+    assert stack.recorder.of("on_run_end")[0].status == "suspended"
+    state = parked.to_state()
+    state.approve(parked.interruptions[0])
+    resumed = await adapter.run(agent, state)
+    assert resumed.final_output == "refunded"
+    assert [e.status for e in stack.recorder.of("on_run_end")] == ["suspended", "completed"]
+    assert_contract(stack.recorder.events)
+    stack.check_nothing_open()

@@ -20,7 +20,9 @@ What maps to what:
   a repeated pattern the detectors see) and ``on_model_switched`` when the new
   agent's model differs;
 - guardrail tripwires, ``MaxTurnsExceeded`` and model errors end the run
-  ``failed`` / ``max_turns`` with the SDK's message in ``RunEndContext.error``.
+  ``failed`` / ``max_turns`` with the SDK's message in ``RunEndContext.error``;
+- a run interrupted for tool approvals (``needs_approval``) ends ``suspended``,
+  after ``on_suspended`` (a human gate) for the first call awaiting approval.
 
 Stopping: when a detector's verdict is ``stop`` the adapter raises
 :class:`~loopobs.adapters.RunStopped` from the SDK's next ``on_llm_start`` hook,
@@ -41,7 +43,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from loopobs.adapters import missing_extra
@@ -76,7 +78,7 @@ except ModuleNotFoundError as _exc:  # pragma: no cover - exercised in a subproc
 
 from loopobs.adapters import AdapterRun, RunTracker, ToolCall, shielded
 from loopobs.core.errors import LoopError, MaxTurnsExceeded
-from loopobs.core.events import ModelSwitchedContext, Usage
+from loopobs.core.events import ModelSwitchedContext, SuspendedContext, Usage
 from loopobs.core.observer import LoopObserver
 
 __all__ = ["AgentsAdapter", "ObservedRunHooks"]
@@ -325,9 +327,34 @@ class ObservedRunHooks(RunHooks[Any]):
             await self.inner.on_agent_end(context, agent, output)
 
     # -- the end of the run ----------------------------------------------------------------
-    def finish(self, error: BaseException | None = None) -> None:
-        """End the run (once): fail the model call in flight with ``error``, then ``on_run_end``."""
+    def _park(self, interruptions: Sequence[Any]) -> bool:
+        """Report the first tool call awaiting approval as a human gate; True if there is one."""
+        item = interruptions[0] if interruptions else None
+        run, turn = self.run, self.run.turn
+        if item is None or turn is None:
+            return False
+        raw = getattr(item, "raw_item", None)
+        tool = getattr(item, "tool_name", None) or getattr(raw, "name", None) or "tool"
+        call_id = getattr(raw, "call_id", None) or str(id(item))
+        em = run.tracker.emit
+        if em.listens("on_suspended"):
+            em.on_suspended(SuspendedContext(
+                run_id=run.run_id, time_ns=_now_ns(), turn=turn, tool=str(tool),
+                tool_call_id=str(call_id), reason="the tool call needs approval",
+                input_schema={}, kind="human"))
+        return True
+
+    def finish(self, error: BaseException | None = None,
+               interruptions: Sequence[Any] = ()) -> None:
+        """End the run (once): fail the model call in flight with ``error``, then ``on_run_end``.
+
+        A run the SDK interrupted for tool approvals ends ``suspended``, after an
+        ``on_suspended`` for the first call awaiting approval.
+        """
         try:
+            if error is None and interruptions and self._park(interruptions):
+                self.run.end(status="suspended")
+                return
             if error is not None:
                 error = _run_error(error)
                 if self.open_call is not None:
@@ -399,7 +426,7 @@ class AgentsAdapter:
         except BaseException as exc:
             hooks.finish(exc)
             raise
-        hooks.finish()
+        hooks.finish(interruptions=result.interruptions)
         return result
 
     def run_sync(self, agent: Agent[Any], input: str | list[TResponseInputItem],
@@ -424,11 +451,15 @@ class AgentsAdapter:
         if task is None:  # nothing will run: the SDK refused before starting
             hooks.finish()
             return result
-        task.add_done_callback(lambda t: hooks.finish(_outcome(t)))
+        task.add_done_callback(lambda t: _finish_streamed(hooks, result, t))
         return result
 
 
-def _outcome(task: asyncio.Task[Any]) -> BaseException | None:
+def _finish_streamed(hooks: ObservedRunHooks, result: RunResultStreaming,
+                     task: asyncio.Task[Any]) -> None:
     if task.cancelled():
-        return asyncio.CancelledError()
-    return task.exception()
+        hooks.finish(asyncio.CancelledError())
+    elif task.exception() is not None:
+        hooks.finish(task.exception())
+    else:
+        hooks.finish(interruptions=result.interruptions)
