@@ -12,7 +12,14 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
-from pydantic_ai import Agent, ModelRetry, UsageLimitExceeded, UsageLimits
+from pydantic_ai import (
+    Agent,
+    DeferredToolRequests,
+    DeferredToolResults,
+    ModelRetry,
+    UsageLimitExceeded,
+    UsageLimits,
+)
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 from pydantic_ai.models.test import TestModel
@@ -351,3 +358,31 @@ def test_without_pydantic_ai_the_import_names_the_extra(monkeypatch: pytest.Monk
     message = str(info.value)
     assert "\n" not in message
     assert "pip install 'loopobs[pydantic-ai]'" in message
+
+
+async def test_a_tool_awaiting_approval_parks_the_run(stack: Stack) -> None:
+    """requires_approval: the run ends suspended on a human gate; the approved resume completes."""
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            return ModelResponse(parts=[ToolCallPart("refund", {"amount": 5}, tool_call_id="c1")])
+        return ModelResponse(parts=[TextPart("refunded")])
+
+    agent: Agent[None, str | DeferredToolRequests] = Agent(
+        FunctionModel(respond), name="support", output_type=[str, DeferredToolRequests],
+        capabilities=[LoopobsCapability(stack.observers)])
+
+    @agent.tool_plain(requires_approval=True)
+    def refund(amount: int) -> str:
+        return f"refunded {amount}"
+
+    parked = await agent.run("refund me")
+    assert isinstance(parked.output, DeferredToolRequests)
+    (gate,) = stack.recorder.of("on_suspended")
+    assert (gate.tool, gate.tool_call_id, gate.kind) == ("refund", "c1", "human")
+    resumed = await agent.run(message_history=parked.all_messages(),
+                              deferred_tool_results=DeferredToolResults(approvals={"c1": True}))
+    assert resumed.output == "refunded"
+    assert [e.status for e in stack.recorder.of("on_run_end")] == ["suspended", "completed"]
+    assert_contract(stack.recorder.events)
+    stack.check_nothing_open()

@@ -38,6 +38,7 @@ Text deltas are not reported: listening to the event stream would switch every
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterable
 from typing import Any
@@ -45,7 +46,7 @@ from typing import Any
 from loopobs.adapters import missing_extra
 
 try:
-    from pydantic_ai import RunContext
+    from pydantic_ai import DeferredToolRequests, RunContext
     from pydantic_ai.capabilities import AbstractCapability
     from pydantic_ai.exceptions import ToolRetryError
     from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
@@ -58,7 +59,7 @@ except ModuleNotFoundError as _exc:  # pragma: no cover - exercised in a subproc
 
 from loopobs.adapters import AdapterRun, RunTracker, ToolCall, shielded
 from loopobs.core.errors import ToolExecutionError
-from loopobs.core.events import Usage
+from loopobs.core.events import SuspendedContext, Usage
 from loopobs.core.observer import LoopObserver, ObserverSet
 
 __all__ = ["LoopobsCapability"]
@@ -161,12 +162,12 @@ class _ObservedRun(AbstractCapability[Any]):
             agent=agent, model=ctx.model.model_name, session_id=session,
             query=ctx.prompt if isinstance(ctx.prompt, str) else "")
 
-    def _end(self, error: BaseException | None) -> None:
+    def _end(self, error: BaseException | None, status: str | None = None) -> None:
         run = self.run
         if run is None:
             return
         try:
-            run.end(error=error)
+            run.end(error=error, status=status)
         except Exception:  # bookkeeping never replaces the run's own outcome
             import logging
 
@@ -174,15 +175,42 @@ class _ObservedRun(AbstractCapability[Any]):
                 "loopobs: ending a pydantic-ai run failed")
 
     async def wrap_run(self, ctx: RunContext[Any], *, handler: Any) -> AgentRunResult[Any]:
-        """The run: ``on_run_start`` before it, ``on_run_end`` after it, whatever happens."""
+        """The run: ``on_run_start`` before it, ``on_run_end`` after it, whatever happens.
+
+        A run that ends with deferred tool calls (``DeferredToolRequests``) parks:
+        ``on_suspended`` for the first one (``human`` for an approval, ``signal`` for
+        an external call), then the run ends ``suspended``.
+        """
         self._start(ctx)
         try:
             result: AgentRunResult[Any] = await handler()
         except BaseException as exc:
             self._end(exc)
             raise
-        self._end(None)
+        if isinstance(result.output, DeferredToolRequests) and self._park(result.output):
+            self._end(None, status="suspended")
+        else:
+            self._end(None)
         return result
+
+    @shielded
+    def _park(self, requests: DeferredToolRequests) -> bool:
+        run = self.run
+        turn = run.turn if run is not None else None
+        waiting = [(c, "human") for c in requests.approvals] + \
+            [(c, "signal") for c in requests.calls]
+        if run is None or turn is None or not waiting:
+            return False
+        call, kind = waiting[0]
+        em = run.tracker.emit
+        if em.listens("on_suspended"):
+            em.on_suspended(SuspendedContext(
+                run_id=run.run_id, time_ns=time.time_ns(), turn=turn, tool=call.tool_name,
+                tool_call_id=call.tool_call_id,
+                reason=("the tool call needs approval" if kind == "human"
+                        else "the tool call runs outside the agent"),
+                input_schema={}, kind="human" if kind == "human" else "signal"))
+        return True
 
     # -- model requests --------------------------------------------------------------------
     @shielded
