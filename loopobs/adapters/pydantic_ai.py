@@ -75,8 +75,17 @@ def _usage(usage: RequestUsage) -> Usage:
         output_tokens=usage.output_tokens,
         cache_read_input_tokens=usage.cache_read_tokens,
         cache_write_input_tokens=usage.cache_write_tokens,
-        reasoning_output_tokens=usage.output_reasoning_tokens,
+        reasoning_output_tokens=_reasoning_tokens(usage),
     )
+
+
+def _reasoning_tokens(usage: RequestUsage) -> int:
+    # A field of its own in recent releases; before, only the provider's ``details``.
+    value = getattr(usage, "output_reasoning_tokens", None)
+    if isinstance(value, int):
+        return value
+    details = usage.details or {}
+    return int(details.get("reasoning_tokens", 0))
 
 
 def _text(value: Any) -> str:
