@@ -406,3 +406,17 @@ async def test_a_tool_awaiting_approval_parks_the_run(stack: Stack) -> None:
     assert [e.status for e in stack.recorder.of("on_run_end")] == ["suspended", "completed"]
     assert_contract(stack.recorder.events)
     stack.check_nothing_open()
+
+
+async def test_concurrent_runs_keep_their_own_state(stack: Stack) -> None:
+    """One adapter, several runs at once: each a run of its own, all contract-true."""
+    adapter = AgentsAdapter(stack.observers)
+
+    def agent() -> Agent[Any]:
+        return _agent(ScriptModel([[tool_call("search", {"q": "x"}, "c1")], [message("ok")]]))
+
+    results = await asyncio.gather(*(adapter.run(agent(), f"q{i}") for i in range(5)))
+    assert [r.final_output for r in results] == ["ok"] * 5
+    assert len(stack.recorder.run_ids()) == 5
+    assert_contract(stack.recorder.events)
+    stack.check_nothing_open()

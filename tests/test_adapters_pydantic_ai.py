@@ -386,3 +386,14 @@ async def test_a_tool_awaiting_approval_parks_the_run(stack: Stack) -> None:
     assert [e.status for e in stack.recorder.of("on_run_end")] == ["suspended", "completed"]
     assert_contract(stack.recorder.events)
     stack.check_nothing_open()
+
+
+async def test_a_run_stream_events_run_is_reported(stack: Stack) -> None:
+    """run_stream_events: the same run, ended when the event stream is exhausted."""
+    agent = _agent(FunctionModel(stream_function=_stream), LoopobsCapability(stack.observers))
+    async with agent.run_stream_events("stream it") as events:
+        seen = [event async for event in events]
+    assert seen
+    assert_contract(stack.recorder.events)
+    assert stack.recorder.of("on_run_end")[0].status == "completed"
+    stack.check_nothing_open()
