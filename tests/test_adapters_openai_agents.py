@@ -128,6 +128,9 @@ async def test_a_handoff_is_a_tool_call_and_a_model_switch(stack: Stack) -> None
     assert (pre.tool, pre.tool_call_id) == ("transfer_to_billing", "h1")
     (switch,) = rec.of("on_model_switched")
     assert (switch.from_model, switch.to_model) == ("script-1", "script-2")
+    hooks = rec.hooks()
+    at = hooks.index("on_model_switched")
+    assert hooks[at - 1:at + 2] == ["on_turn_end", "on_model_switched", "on_turn_start"]
     assert [s.model for s in rec.of("on_stream_start")] == ["script-1", "script-2"]
     assert rec.of("on_run_start")[0].agent == "triage"
     stack.check_run(usage=Usage(input_tokens=2 * INPUT_TOKENS, output_tokens=2 * OUTPUT_TOKENS),

@@ -73,13 +73,13 @@ try:
     from agents.usage import Usage as AgentsUsage
     from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage
     from openai.types.responses import ResponseOutputText as _OutputText
-except ModuleNotFoundError as _exc:  # pragma: no cover - exercised in a subprocess test
+except ModuleNotFoundError as _exc:  # tested with the framework hidden
     raise missing_extra("openai_agents", "openai-agents", "openai-agents", _exc) from _exc
 
 from loopobs.adapters import AdapterRun, RunTracker, ToolCall, shielded
 from loopobs.core.errors import LoopError, MaxTurnsExceeded
 from loopobs.core.events import ModelSwitchedContext, SuspendedContext, Usage
-from loopobs.core.observer import LoopObserver
+from loopobs.core.observer import LoopObserver, ObserverSet
 
 __all__ = ["AgentsAdapter", "ObservedRunHooks"]
 
@@ -203,6 +203,9 @@ class ObservedRunHooks(RunHooks[Any]):
     @shielded
     async def _llm_start(self, agent: Agent[Any]) -> None:
         self.run.raise_if_stopped()
+        # The SDK calls the model again only once the previous turn's tools and
+        # handoff are done: that turn ends here, before a model switch is reported.
+        self.run.end_turn()
         model = _model_name(agent, self._run_config)
         self._switch(model)
         self._calls += 1
@@ -387,7 +390,7 @@ class AgentsAdapter:
         self.tracker = RunTracker(observers, detectors=detectors, agent=agent)
 
     @property
-    def observers(self) -> Any:
+    def observers(self) -> ObserverSet:
         """The observers (an :class:`~loopobs.core.observer.ObserverSet`); attach at any time."""
         return self.tracker.observers
 

@@ -54,7 +54,7 @@ try:
     from pydantic_ai.run import AgentRunResult
     from pydantic_ai.tools import ToolDefinition
     from pydantic_ai.usage import RequestUsage
-except ModuleNotFoundError as _exc:  # pragma: no cover - exercised in a subprocess test
+except ModuleNotFoundError as _exc:  # tested with the framework hidden
     raise missing_extra("pydantic_ai", "pydantic-ai-slim", "pydantic-ai", _exc) from _exc
 
 from loopobs.adapters import AdapterRun, RunTracker, ToolCall, shielded
