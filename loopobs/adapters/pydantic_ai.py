@@ -38,6 +38,7 @@ Text deltas are not reported: listening to the event stream would switch every
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Iterable
@@ -63,6 +64,8 @@ from loopobs.core.events import SuspendedContext, Usage
 from loopobs.core.observer import LoopObserver, ObserverSet
 
 __all__ = ["LoopobsCapability"]
+
+_log = logging.getLogger("loopobs.adapters.pydantic_ai")
 
 _SESSION_NAMESPACE = uuid.UUID("0b7e4f0e-2f7c-4a57-8a5e-7a1d0c9f3e21")
 
@@ -126,6 +129,9 @@ class LoopobsCapability(AbstractCapability[Any]):
         detectors: observers whose verdicts may stop a run; ``None`` means the
             default repetition and convergence detectors, ``[]`` none.
         agent: the agent name reported when the agent has none.
+        tracker: report into this :class:`~loopobs.adapters.RunTracker` instead
+            (``observers``, ``detectors`` and ``agent`` are then ignored), to share
+            observers, detectors and sessions with another adapter.
     """
 
     def __init__(self, observers: Iterable[LoopObserver] = (), *,
@@ -178,10 +184,7 @@ class _ObservedRun(AbstractCapability[Any]):
         try:
             run.end(error=error, status=status)
         except Exception:  # bookkeeping never replaces the run's own outcome
-            import logging
-
-            logging.getLogger("loopobs.adapters.pydantic_ai").exception(
-                "loopobs: ending a pydantic-ai run failed")
+            _log.exception("loopobs: ending a pydantic-ai run failed")
 
     async def wrap_run(self, ctx: RunContext[Any], *, handler: Any) -> AgentRunResult[Any]:
         """The run: ``on_run_start`` before it, ``on_run_end`` after it, whatever happens.
