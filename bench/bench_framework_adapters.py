@@ -13,6 +13,11 @@ SDK driven by a scripted ``Model``, pydantic-ai by a ``FunctionModel``) is timed
   (so every context is built and delivered) and no detectors: the adapter's own cost;
 - adapter + detectors: the same with the default repetition and convergence detectors.
 
+A second table isolates the adapter's own work: the same run's hook calls (model
+call, response with one tool call, tool start and end, per turn), fed straight into
+each adapter with the no-op observer, without the framework; its share of the bare
+framework run is what the adapter adds.
+
 Rounds interleave the variants. Times are this process's CPU time per run
 (``time.process_time_ns``): on a shared machine wall time mostly measures the
 neighbours. The table shows the best and median per run, and the ratio of each to
@@ -151,6 +156,98 @@ async def _measure(variants: dict[str, Variant], rounds: int) -> dict[str, list[
     return times
 
 
+def _agents_hooks_only() -> Variant:
+    """One run's worth of SDK hook calls into ``ObservedRunHooks``, no ``Runner``."""
+    from agents import Agent, ModelResponse, RunContextWrapper, function_tool
+    from agents.tool_context import ToolContext
+
+    from loopobs.adapters.openai_agents import AgentsAdapter, ObservedRunHooks
+    from tests._agents_model import message, tool_call, usage_of_one_call
+
+    @function_tool
+    def lookup(step: int) -> str:
+        """Look a step up."""
+        return f"step {step}"
+
+    adapter = AgentsAdapter([NoOp()], detectors=[])
+    agent: Agent[Any] = Agent(name="bench", model="m", tools=[lookup])
+    context: RunContextWrapper[Any] = RunContextWrapper(context=None)
+    calls = [ModelResponse(output=[tool_call("lookup", {"step": i}, f"c{i}")],
+                           usage=usage_of_one_call(), response_id=None) for i in range(TURNS)]
+    answer = ModelResponse(output=[message("done")], usage=usage_of_one_call(), response_id=None)
+    tools = [ToolContext(None, tool_name="lookup", tool_call_id=f"c{i}",
+                         tool_arguments=f'{{"step": {i}}}') for i in range(TURNS)]
+
+    async def run() -> None:
+        run = adapter.tracker.start_run(agent="bench", model="m")
+        hooks = ObservedRunHooks(run, None)
+        for i in range(TURNS):
+            await hooks.on_llm_start(context, agent, None, [])
+            await hooks.on_llm_end(context, agent, calls[i])
+            await hooks.on_tool_start(tools[i], agent, lookup)
+            await hooks.on_tool_end(tools[i], agent, lookup, f"step {i}")
+        await hooks.on_llm_start(context, agent, None, [])
+        await hooks.on_llm_end(context, agent, answer)
+        hooks.finish()
+
+    return run
+
+
+def _pydantic_ai_hooks_only() -> Variant:
+    """One run's worth of capability hook calls into ``LoopobsCapability``, no agent graph."""
+    from pydantic_ai import RunContext
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models import ModelRequestContext, ModelRequestParameters
+    from pydantic_ai.models.test import TestModel
+    from pydantic_ai.tools import ToolDefinition
+    from pydantic_ai.usage import RunUsage
+
+    from loopobs.adapters.pydantic_ai import LoopobsCapability
+
+    capability = LoopobsCapability([NoOp()], detectors=[])
+    model = TestModel()
+    ctx: RunContext[None] = RunContext(deps=None, model=model, usage=RunUsage(), prompt="go")
+    request = ModelRequestContext(model=model, messages=[], model_settings=None,
+                                  model_request_parameters=ModelRequestParameters())
+    calls = [ModelResponse(parts=[ToolCallPart("lookup", {"step": i}, tool_call_id=f"c{i}")])
+             for i in range(TURNS)]
+    answer = ModelResponse(parts=[TextPart("done")])
+    tool_def = ToolDefinition(name="lookup")
+
+    async def run() -> None:
+        observed: Any = await capability.for_run(ctx)
+
+        async def body() -> Any:
+            for i in range(TURNS):
+                async def respond(_: Any, i: int = i) -> Any:
+                    return calls[i]
+
+                async def execute(args: Any, i: int = i) -> Any:
+                    return f"step {i}"
+
+                response = await observed.wrap_model_request(ctx, request_context=request,
+                                                             handler=respond)
+                await observed.wrap_tool_execute(ctx, call=response.parts[0],
+                                                 tool_def=tool_def, args={"step": i},
+                                                 handler=execute)
+
+            async def final(_: Any) -> Any:
+                return answer
+
+            await observed.wrap_model_request(ctx, request_context=request, handler=final)
+            return _Result()
+
+        await observed.wrap_run(ctx, handler=body)
+
+    return run
+
+
+class _Result:
+    """What ``wrap_run`` reads of a result: its output."""
+
+    output = "done"
+
+
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     """Time every variant of both frameworks; print a table; return its rows."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -172,7 +269,22 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
          "best vs bare", "median vs bare"],
         [[r["framework"], r["name"], fmt_ns(r["best_ns"]), fmt_ns(r["median_ns"]),
           f"{r['best_ratio']:.2f}×", f"{r['median_ratio']:.2f}×"] for r in rows])
-    return rows
+    print()
+    alone: list[dict[str, Any]] = []
+    hooks_only: tuple[tuple[str, Callable[[], Variant]], ...] = (
+        ("openai-agents", _agents_hooks_only), ("pydantic-ai", _pydantic_ai_hooks_only))
+    for framework, make in hooks_only:
+        samples = asyncio.run(_measure({"hooks": make()}, rounds * 10))["hooks"]
+        bare = next(r for r in rows if r["framework"] == framework and r["name"] == "bare")
+        alone.append({"framework": framework, "name": "adapter hooks alone",
+                      "best_ns": min(samples), "median_ns": statistics.median(samples),
+                      "share_of_bare": min(samples) / bare["best_ns"]})
+    print_table(
+        ["framework", "the same run's hooks, no framework, CPU", "best", "median",
+         "best vs bare run's best"],
+        [[r["framework"], r["name"], fmt_ns(r["best_ns"]), fmt_ns(r["median_ns"]),
+          f"{100 * r['share_of_bare']:.1f} %"] for r in alone])
+    return rows + alone
 
 
 if __name__ == "__main__":
