@@ -17,6 +17,7 @@ from agents import (
     InputGuardrailTripwireTriggered,
     RunContextWrapper,
     RunHooks,
+    SQLiteSession,
     TResponseInputItem,
     function_tool,
     input_guardrail,
@@ -423,3 +424,18 @@ async def test_concurrent_runs_keep_their_own_state(stack: Stack) -> None:
     assert len(stack.recorder.run_ids()) == 5
     assert_contract(stack.recorder.events)
     stack.check_nothing_open()
+
+
+async def test_runs_of_one_sdk_session_share_a_loopobs_session(stack: Stack) -> None:
+    """Two runs with the same SDK session: one loopobs session, turn numbers keep counting."""
+    session = SQLiteSession("conversation-1")  # in memory
+    adapter = AgentsAdapter(stack.observers)
+    for answer in ("first", "second"):
+        model = ScriptModel([[tool_call("search", {"q": answer}, "c1")], [message(answer)]])
+        result = await adapter.run(_agent(model), f"{answer} question", session=session)
+        assert result.final_output == answer
+
+    rec = stack.recorder
+    assert [t.turn for t in rec.of("on_turn_start")] == [0, 1, 2, 3]
+    assert len({s.session_id for s in rec.of("on_run_start")}) == 1
+    assert_contract(rec.events)

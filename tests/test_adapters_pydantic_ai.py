@@ -25,7 +25,14 @@ from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls
 from pydantic_ai.models.test import TestModel
 from pydantic_ai.usage import RequestUsage
 
-from loopobs import LoopDetected, LoopObserver, RepetitionDetector, ToolExecutionError, Usage
+from loopobs import (
+    ConvergenceDetector,
+    LoopDetected,
+    LoopObserver,
+    RepetitionDetector,
+    ToolExecutionError,
+    Usage,
+)
 from loopobs.adapters import RunStopped
 from loopobs.adapters.pydantic_ai import LoopobsCapability
 from loopobs.core.events import EventContext
@@ -397,3 +404,24 @@ async def test_a_run_stream_events_run_is_reported(stack: Stack) -> None:
     assert_contract(stack.recorder.events)
     assert stack.recorder.of("on_run_end")[0].status == "completed"
     stack.check_nothing_open()
+
+
+async def test_a_conversation_is_one_session_and_converged_answers_are_reported(
+        stack: Stack) -> None:
+    """Runs of one conversation_id: turn numbers keep counting; the same answer again and again
+    is detected (a convergence stop has no run left to stop: the run completes)."""
+    model = _script(*(ModelResponse(parts=[TextPart("It is sunny in Paris.")]) for _ in range(3)))
+    capability = LoopobsCapability(
+        stack.observers, detectors=[ConvergenceDetector(consecutive=3, action="stop")])
+    agent = _agent(model, capability)
+    for _ in range(3):
+        result = await agent.run("weather?", conversation_id="conv-1")
+        assert result.output == "It is sunny in Paris."
+
+    rec = stack.recorder
+    assert [t.turn for t in rec.of("on_turn_start")] == [0, 1, 2]
+    assert len({s.session_id for s in rec.of("on_run_start")}) == 1
+    (detection,) = rec.of("on_convergence_detected")
+    assert (detection.action, detection.consecutive) == ("stop", 3)
+    assert [e.status for e in rec.of("on_run_end")] == ["completed"] * 3
+    assert_contract(rec.events)

@@ -59,6 +59,7 @@ try:
         Runner,
         RunResult,
         RunResultStreaming,
+        RunState,
         Tool,
         TResponseInputItem,
     )
@@ -415,7 +416,7 @@ class AgentsAdapter:
         kwargs["hooks"] = hooks
         return hooks
 
-    async def run(self, agent: Agent[Any], input: str | list[TResponseInputItem],
+    async def run(self, agent: Agent[Any], input: str | list[TResponseInputItem] | RunState[Any],
                   **kwargs: Any) -> RunResult:
         """``Runner.run(agent, input, **kwargs)``, observed.
 
@@ -432,12 +433,12 @@ class AgentsAdapter:
         hooks.finish(interruptions=result.interruptions)
         return result
 
-    def run_sync(self, agent: Agent[Any], input: str | list[TResponseInputItem],
+    def run_sync(self, agent: Agent[Any], input: str | list[TResponseInputItem] | RunState[Any],
                  **kwargs: Any) -> RunResult:
         """``Runner.run_sync(...)``, observed: :meth:`run` for code without an event loop."""
         return asyncio.run(self.run(agent, input, **kwargs))
 
-    def run_streamed(self, agent: Agent[Any], input: str | list[TResponseInputItem],
+    def run_streamed(self, agent: Agent[Any], input: str | list[TResponseInputItem] | RunState[Any],
                      **kwargs: Any) -> RunResultStreaming:
         """``Runner.run_streamed(...)``, observed; must be called inside an event loop.
 

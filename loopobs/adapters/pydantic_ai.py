@@ -26,11 +26,12 @@ It works however the run is driven: ``run``, ``run_sync``, ``run_stream``,
 
 Stopping: when a detector's verdict is ``stop``, the adapter raises
 :class:`~loopobs.adapters.RunStopped` from ``wrap_tool_execute`` right after the
-tool call that completed the pattern (and, should the verdict come from a final
-answer, from the next ``wrap_model_request``). pydantic-ai propagates exceptions
-of capability hooks, so ``agent.run(...)`` raises ``RunStopped`` (a
-:class:`~loopobs.core.errors.LoopDetected`) and the run ends with status
-``loop_detected``. ``warn`` verdicts leave the run alone.
+tool call that completed the pattern, and from the next ``wrap_model_request``
+for any other stop. pydantic-ai propagates exceptions of capability hooks, so
+``agent.run(...)`` raises ``RunStopped`` (a :class:`~loopobs.core.errors.LoopDetected`)
+and the run ends with status ``loop_detected``. ``warn`` verdicts leave the run
+alone. Converged answers come with a final answer, which ends the run anyway:
+it completes, and the detection is reported.
 
 Text deltas are not reported: listening to the event stream would switch every
 ``agent.run()`` into streaming mode, which changes how the model is called.
