@@ -21,7 +21,14 @@ from pydantic_ai import (
     UsageLimits,
 )
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
-from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
+from pydantic_ai.models.function import (
+    AgentInfo,
+    DeltaThinkingCalls,
+    DeltaThinkingPart,
+    DeltaToolCall,
+    DeltaToolCalls,
+    FunctionModel,
+)
 from pydantic_ai.models.test import TestModel
 from pydantic_ai.usage import RequestUsage
 
@@ -425,3 +432,45 @@ async def test_a_conversation_is_one_session_and_converged_answers_are_reported(
     assert (detection.action, detection.consecutive) == ("stop", 3)
     assert [e.status for e in rec.of("on_run_end")] == ["completed"] * 3
     assert_contract(rec.events)
+
+
+async def _thinking_stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[
+        str | DeltaThinkingCalls]:
+    yield {0: DeltaThinkingPart(content="let me think")}
+    for word in ("streamed ", "answer"):
+        yield word
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_deltas_are_reported_when_asked_for(stack: Stack, streamed: bool) -> None:
+    """deltas=True: thinking and text deltas inside the model call, and a time to first token;
+    under agent.run() too (pydantic-ai then streams the request)."""
+    agent = _agent(FunctionModel(stream_function=_thinking_stream),
+                   LoopobsCapability(stack.observers, deltas=True))
+    if streamed:
+        async with agent.run_stream("think") as result:
+            assert await result.get_output() == "streamed answer"
+    else:
+        assert (await agent.run("think")).output == "streamed answer"
+
+    rec = stack.recorder
+    assert [c.delta for c in rec.of("on_thinking_delta")] == ["let me think"]
+    assert "".join(c.delta for c in rec.of("on_text_delta")) == "streamed answer"
+    hooks = rec.hooks()
+    first, success = hooks.index("on_thinking_delta"), hooks.index("on_stream_success")
+    assert hooks.index("on_stream_start") < first < success
+    (ok,) = rec.of("on_stream_success")
+    assert ok.time_to_first_token_ms is not None
+    assert_contract(rec.events)
+    stack.check_nothing_open()
+
+
+async def test_no_deltas_by_default(stack: Stack) -> None:
+    """Without deltas=True the adapter leaves the event stream alone: no delta is reported."""
+    agent = _agent(FunctionModel(stream_function=_thinking_stream),
+                   LoopobsCapability(stack.observers))
+    async with agent.run_stream("think") as result:
+        await result.get_output()
+    assert not stack.recorder.of("on_text_delta")
+    assert not stack.recorder.of("on_thinking_delta")
+    assert_contract(stack.recorder.events)

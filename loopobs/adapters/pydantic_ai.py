@@ -33,8 +33,10 @@ and the run ends with status ``loop_detected``. ``warn`` verdicts leave the run
 alone. Converged answers come with a final answer, which ends the run anyway:
 it completes, and the detection is reported.
 
-Text deltas are not reported: listening to the event stream would switch every
-``agent.run()`` into streaming mode, which changes how the model is called.
+Text and thinking deltas (and so time to first token) are reported only with
+``LoopobsCapability(..., deltas=True)``: listening to the run's event stream makes
+pydantic-ai stream every model request, also under ``agent.run()``, which changes
+how the model is called; the default leaves that alone.
 """
 
 from __future__ import annotations
@@ -51,7 +53,17 @@ try:
     from pydantic_ai import DeferredToolRequests, RunContext
     from pydantic_ai.capabilities import AbstractCapability
     from pydantic_ai.exceptions import ToolRetryError
-    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.messages import (
+        AgentStreamEvent,
+        ModelResponse,
+        PartDeltaEvent,
+        PartStartEvent,
+        TextPart,
+        TextPartDelta,
+        ThinkingPart,
+        ThinkingPartDelta,
+        ToolCallPart,
+    )
     from pydantic_ai.models import ModelRequestContext
     from pydantic_ai.run import AgentRunResult
     from pydantic_ai.tools import ToolDefinition
@@ -133,12 +145,15 @@ class LoopobsCapability(AbstractCapability[Any]):
         tracker: report into this :class:`~loopobs.adapters.RunTracker` instead
             (``observers``, ``detectors`` and ``agent`` are then ignored), to share
             observers, detectors and sessions with another adapter.
+        deltas: also report text and thinking deltas (and time to first token);
+            pydantic-ai then streams every model request of the agent's runs.
     """
 
     def __init__(self, observers: Iterable[LoopObserver] = (), *,
                  detectors: Iterable[LoopObserver] | None = None, agent: str = "agent",
-                 tracker: RunTracker | None = None) -> None:
+                 tracker: RunTracker | None = None, deltas: bool = False) -> None:
         self.tracker = tracker or RunTracker(observers, detectors=detectors, agent=agent)
+        self.deltas = deltas
 
     def __repr__(self) -> str:
         return f"LoopobsCapability(observers={len(self.tracker.observers)})"
@@ -155,7 +170,7 @@ class LoopobsCapability(AbstractCapability[Any]):
 
     async def for_run(self, ctx: RunContext[Any]) -> AbstractCapability[Any]:
         """A fresh :class:`_ObservedRun` for each run: runs never share state."""
-        return _ObservedRun(self.tracker)
+        return _ObservedRunWithDeltas(self.tracker) if self.deltas else _ObservedRun(self.tracker)
 
 
 class _ObservedRun(AbstractCapability[Any]):
@@ -309,3 +324,33 @@ class _ObservedRun(AbstractCapability[Any]):
             raise
         self._tool_end(key, call.tool_name, result)
         return result
+
+
+class _ObservedRunWithDeltas(_ObservedRun):
+    """:class:`_ObservedRun` that also listens to the run's event stream, for deltas."""
+
+    def listens_to(self, event: AgentStreamEvent) -> bool:
+        """Only the starts and deltas of response parts."""
+        return isinstance(event, (PartStartEvent, PartDeltaEvent))
+
+    async def on_event(self, ctx: RunContext[Any], *, event: AgentStreamEvent) -> None:
+        """A part of the streamed response: a text or thinking delta of the open model call."""
+        self._delta(event)
+
+    @shielded
+    def _delta(self, event: AgentStreamEvent) -> None:
+        run, key = self.run, self._requests
+        if run is None:
+            return
+        if isinstance(event, PartStartEvent):
+            part = event.part
+            if isinstance(part, TextPart) and part.content:
+                run.text_delta(key, part.content)
+            elif isinstance(part, ThinkingPart):
+                run.thinking_delta(key, part.content)
+        elif isinstance(event, PartDeltaEvent):
+            delta = event.delta
+            if isinstance(delta, TextPartDelta) and delta.content_delta:
+                run.text_delta(key, delta.content_delta)
+            elif isinstance(delta, ThinkingPartDelta) and delta.content_delta is not None:
+                run.thinking_delta(key, delta.content_delta)
