@@ -439,3 +439,21 @@ async def test_runs_of_one_sdk_session_share_a_loopobs_session(stack: Stack) -> 
     assert [t.turn for t in rec.of("on_turn_start")] == [0, 1, 2, 3]
     assert len({s.session_id for s in rec.of("on_run_start")}) == 1
     assert_contract(rec.events)
+
+
+async def test_an_adapter_bug_never_reaches_the_run(
+        stack: Stack, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A hook of the adapter that raises is logged; the SDK's run completes; the contract holds."""
+    import loopobs.adapters.openai_agents as adapter_module
+
+    def broken(response: Any) -> Any:
+        raise RuntimeError("adapter bug")
+
+    monkeypatch.setattr(adapter_module, "_read_response", broken)
+    model = ScriptModel([[tool_call("search", {"q": "x"}, "c1")], [message("fine")]])
+    with caplog.at_level(logging.ERROR, logger="loopobs.adapters"):
+        result = await AgentsAdapter(stack.observers).run(_agent(model), "hi")
+    assert result.final_output == "fine"
+    assert "adapter bug" in caplog.text
+    assert_contract(stack.recorder.events)
+    stack.check_nothing_open()

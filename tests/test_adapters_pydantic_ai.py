@@ -474,3 +474,20 @@ async def test_no_deltas_by_default(stack: Stack) -> None:
     assert not stack.recorder.of("on_text_delta")
     assert not stack.recorder.of("on_thinking_delta")
     assert_contract(stack.recorder.events)
+
+
+async def test_an_adapter_bug_never_reaches_the_run(
+        stack: Stack, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A hook of the adapter that raises is logged; the agent's run completes; contract holds."""
+    import loopobs.adapters.pydantic_ai as adapter_module
+
+    def broken(*args: Any) -> Any:
+        raise RuntimeError("adapter bug")
+
+    monkeypatch.setattr(adapter_module, "_read_response", broken)
+    with caplog.at_level(logging.ERROR, logger="loopobs.adapters"):
+        result = await _agent(TestModel(), LoopobsCapability(stack.observers)).run("hi")
+    assert result.output
+    assert "adapter bug" in caplog.text
+    assert_contract(stack.recorder.events)
+    stack.check_nothing_open()
