@@ -9,7 +9,8 @@ in the same process, in the same run:
 - bare prometheus-client ``Counter.inc()`` (``bench_prometheus``);
 - LangChain callback dispatch to 3 no-op handlers (``bench_stack``; needs langchain-core);
 - ``opentelemetry-util-genai`` inference record (``bench_otel``; if installed);
-- the whole stack on a scripted 1,000-turn run with 1 ms model latency (``bench_stack``).
+- the whole stack on a scripted 1,000-turn run with 1 ms model latency (``bench_stack``);
+- a LangGraph run and an instrumented app without the adapters (``bench_adapters``).
 
 Each script's own table is printed as it runs; the summary comes last.
 """
@@ -31,7 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench._util import fmt_ns, print_table
 
 SCRIPTS = ("bench_dispatch", "bench_loop", "bench_detectors", "bench_otel", "bench_prometheus",
-           "bench_stack", "bench_load", "bench_soak", "bench_report")
+           "bench_stack", "bench_load", "bench_soak", "bench_report",
+           "bench_adapters")
 
 
 def _run(name: str, quick: bool) -> Any:
@@ -143,6 +145,10 @@ def summary(results: dict[str, Any]) -> list[list[str]]:
             f"{so['rss_start_mib']:.1f} / {so['rss_middle_mib']:.1f} / "
             f"{so['rss_end_mib']:.1f} MiB", "", "per-run state left: " +
             str(sum(so["left"].values())))
+    for row in results.get("bench_adapters") or ():
+        if row["best_ns"] != row["baseline_ns"]:
+            add(row["name"] + " vs bare", fmt_ns(row["best_ns"]), fmt_ns(row["baseline_ns"]),
+                f"{row['best_ns'] / row['baseline_ns']:.2f}×")
     return out
 
 

@@ -11,8 +11,10 @@ sums equal to the recorded events, nothing left open, and a JSONL log that
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +25,12 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import CollectorRegistry
 
-from loopobs import LoopObserver, Usage
+from loopobs import AgentLoop, LoopObserver, Tool, Usage
 from loopobs.cli import main as cli_main
 from loopobs.exporters import JsonlRecorder, PrometheusObserver
 from loopobs.exporters.metrics import MetricsObserver
 from loopobs.exporters.tracing import TracingObserver
+from loopobs.llm.scripted import ScriptedClient, Step
 from loopobs.testing import RecordingObserver, assert_contract, metric_points
 
 
@@ -88,6 +91,45 @@ class Stack:
         for ctx in self.recorder.of("on_stream_success"):
             total = total + Usage(input_tokens=ctx.input_tokens, output_tokens=ctx.output_tokens)
         return total
+
+    def metric_sums(self) -> dict[str, float]:
+        """Label-free totals of both metric paths, comparable between two sources of runs.
+
+        Per token type, tool outcome and run status; model, provider, agent and tool
+        names are summed over (a framework names its model and agent its own way).
+        """
+        sums: dict[str, float] = {}
+        keep = ("gen_ai_token_type", "loopobs_tool_outcome", "loopobs_run_status")
+        for family in self.prometheus.registry.collect():
+            for sample in family.samples:
+                # Durations differ between sources; time to first chunk exists only when
+                # the model streams: their counts are compared, not their values.
+                if sample.name.endswith(("_created", "_bucket")) or "time_to_first" in \
+                        sample.name or ("seconds" in sample.name
+                                        and not sample.name.endswith("_count")):
+                    continue
+                labels = ",".join(f"{k}={sample.labels[k]}" for k in keep
+                                  if k in sample.labels)
+                key = f"prometheus {sample.name}{{{labels}}}"
+                sums[key] = sums.get(key, 0.0) + sample.value
+        for name, points in metric_points(self.reader).items():
+            if "time_to_first" in name:
+                continue
+            for point in points:
+                attrs: Any = point.attributes or {}
+                labels = ",".join(f"{k}={attrs[k]}" for k in
+                                  ("gen_ai.token.type", "loopobs.tool.outcome",
+                                   "loopobs.run.status") if k in attrs)
+                if hasattr(point, "count"):
+                    values = {"count": float(point.count)}
+                    if "duration" not in name:
+                        values["sum"] = float(point.sum)
+                else:
+                    values = {"value": float(point.value)}
+                for kind, value in values.items():
+                    key = f"otel {name}.{kind}{{{labels}}}"
+                    sums[key] = sums.get(key, 0.0) + value
+        return sums
 
     # -- the checks ------------------------------------------------------------------------
     def check_nothing_open(self) -> None:
@@ -161,3 +203,18 @@ class Stack:
             wanted = name + "_sum" if spec.kind == "histogram" else name
             prom = sum(s.value for s in family.samples if s.name == wanted) if family else 0.0
             assert abs(otel - prom) < 1e-6, (spec.name, otel, prom)
+
+def agent_loop_sums(tmp_path: Path, steps: Sequence[Step], tools: Sequence[Tool],
+                    question: str) -> dict[str, float]:
+    """The metric totals ``AgentLoop`` gives for the same script: what an adapter must match."""
+    folder = tmp_path / "agent_loop"
+    folder.mkdir()
+    stack = Stack(folder)
+    try:
+        loop = AgentLoop(ScriptedClient(steps), model="scripted", tools=tools,
+                         observers=stack.observers)
+        result = asyncio.run(loop.run(question))
+        assert result.ok, result.error
+        return stack.metric_sums()
+    finally:
+        stack.close()

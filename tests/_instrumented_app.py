@@ -58,7 +58,7 @@ def _agent_attrs(convention: Convention, name: str) -> dict[str, Any]:
 
 def _tool_attrs(convention: Convention, name: str, call_id: str, args: str) -> dict[str, Any]:
     if convention == "openinference":
-        return {"openinference.span.kind": "TOOL", "tool.name": name, "tool_call.id": call_id,
+        return {"openinference.span.kind": "TOOL", "tool.name": name, "tool.id": call_id,
                 "tool.parameters": args}
     return {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name,
             "gen_ai.tool.call.id": call_id, "gen_ai.tool.call.arguments": args}

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.tools import tool
+from langchain_core.tools import StructuredTool, tool
 from langgraph.errors import GraphRecursionError
 from langgraph.graph import END, START, MessagesState, StateGraph
 
@@ -27,18 +27,22 @@ from loopobs import (
     ToolExecutionError,
     Usage,
 )
+from loopobs import tool as loopobs_tool
 from loopobs.adapters import RunStopped
 from loopobs.adapters.langchain import AsyncLoopobsCallbackHandler, LoopobsCallbackHandler
 from loopobs.core.observer import EventSink
+from loopobs.llm.scripted import Reply, ToolCall
 from loopobs.testing import assert_contract
-from tests._adapter_checks import Stack
+from tests._adapter_checks import Stack, agent_loop_sums
 from tests._langgraph_app import ai, fake_model, react_graph
 
 
-@tool
-def add(a: int, b: int) -> int:
+def _add(a: int, b: int) -> int:
     """Add two numbers."""
     return a + b
+
+
+add = StructuredTool.from_function(_add, name="add")
 
 
 @tool
@@ -66,7 +70,8 @@ def stack(tmp_path: Path) -> Iterator[Stack]:
     s.close()
 
 
-def test_a_react_graph_is_one_trace_with_exact_usage_and_metrics(stack: Stack) -> None:
+def test_a_react_graph_is_one_trace_with_exact_usage_and_metrics(stack: Stack,
+                                                                  tmp_path: Path) -> None:
     """invoke(): one invoke_agent trace, chat and execute_tool children, usage and metric sums."""
     handler = LoopobsCallbackHandler(stack.observers, agent="calculator")
     graph = react_graph(fake_model(_script()), [add])
@@ -79,6 +84,14 @@ def test_a_react_graph_is_one_trace_with_exact_usage_and_metrics(stack: Stack) -
     assert [c.call_id for c in stack.recorder.of("on_tool_call_received")] == ["c1", "c2"]
     assert {c.tool_call_id for c in stack.recorder.of("on_tool_post")} == {"c1", "c2"}
     assert handler.tracker.active_runs == 0
+    # the same script through AgentLoop: the same metric totals on both paths
+    script = [Reply(tool_calls=(ToolCall("add", {"a": 1, "b": 2}, "c1"),
+                                ToolCall("add", {"a": 3, "b": 4}, "c2")),
+                    usage=Usage(input_tokens=12, output_tokens=7)),
+              Reply(text="3 and 7", usage=Usage(input_tokens=30, output_tokens=4))]
+    same_tool = loopobs_tool(name="add")(_add)
+    assert stack.metric_sums() == agent_loop_sums(tmp_path, script, [same_tool],
+                                                  "add 1+2 and 3+4")
 
 
 @pytest.mark.parametrize("handler_type", [LoopobsCallbackHandler, AsyncLoopobsCallbackHandler])
@@ -151,6 +164,19 @@ def test_a_runaway_tool_loop_is_stopped_with_run_stopped(
     assert len(stack.recorder.of("on_tool_post")) == 4
     stack.check_nothing_open()
     assert stack.prom("loopobs_runs_total", loopobs_run_status="loop_detected") == 1
+
+
+@pytest.mark.parametrize("handler_type", [LoopobsCallbackHandler, AsyncLoopobsCallbackHandler])
+async def test_an_async_runaway_loop_is_stopped_too(stack: Stack, handler_type: type[Any]) -> None:
+    """ainvoke(): RunStopped reaches the awaiting caller, with either handler."""
+    handler = handler_type(stack.observers,
+                           detectors=[RepetitionDetector(warn_after=2, stop_after=3)])
+    with pytest.raises(RunStopped):
+        await _runaway().ainvoke({"messages": [("user", "wait")]},
+                                 config={"callbacks": [handler], "recursion_limit": 100})
+    assert_contract(stack.recorder.events)
+    assert stack.recorder.of("on_run_end")[0].status == "loop_detected"
+    stack.check_nothing_open()
 
 
 def test_warn_leaves_the_runaway_loop_alone(stack: Stack) -> None:
@@ -366,3 +392,49 @@ def test_observers_attach_while_the_handler_is_in_use(stack: Stack) -> None:
     react_graph(fake_model([ai("x")]), []).invoke({"messages": [("user", "q")]},
                                                  config={"callbacks": [handler]})
     assert counting.starts == 1
+
+
+def test_the_installed_frameworks_are_in_the_declared_ranges() -> None:
+    """CI tests the adapters on versions inside the ranges the extras declare."""
+    from importlib.metadata import version
+
+    import tomllib
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml")
+                            .read_text(encoding="utf-8"))["project"]
+    for extra in ("langchain", "otel-adapter"):
+        for line in project["optional-dependencies"][extra]:
+            requirement = Requirement(line)
+            assert requirement.specifier, f"{line}: no version range"
+            assert requirement.specifier.contains(version(requirement.name)), line
+
+
+def test_parallel_branches_calling_models_keep_the_contract(stack: Stack) -> None:
+    """Two graph branches calling models at once: every call is reported with its usage, and
+    each run keeps the contract (overlapping calls become runs of their own)."""
+    barrier = threading.Barrier(2, timeout=10)
+
+    def branch(name: str) -> Any:
+        model = GenericFakeChatModel(messages=iter([ai(f"{name} done", usage=(5, 2))]))
+
+        def node(state: MessagesState) -> dict[str, Any]:
+            barrier.wait()
+            return {"messages": [model.invoke(state["messages"])]}
+
+        return node
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("left", branch("left"))
+    builder.add_node("right", branch("right"))
+    builder.add_edge(START, "left")
+    builder.add_edge(START, "right")
+    builder.add_edge("left", END)
+    builder.add_edge("right", END)
+    graph: Any = builder.compile()
+    handler = LoopobsCallbackHandler(stack.observers)
+    graph.invoke({"messages": [("user", "go")]}, config={"callbacks": [handler]})
+    assert_contract(stack.recorder.events)
+    assert len(stack.recorder.of("on_stream_success")) == 2
+    assert sum(e.input_tokens for e in stack.recorder.of("on_run_end")) == 10
+    stack.check_nothing_open()

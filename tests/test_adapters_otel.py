@@ -18,11 +18,14 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from loopobs import EventContext, RepetitionDetector, ToolExecutionError, Usage
+from loopobs import tool as loopobs_tool
 from loopobs.adapters.otel import GenAISpanProcessor
 from loopobs.core.observer import EventSink
 from loopobs.exporters.tracing import TracingObserver
+from loopobs.llm.scripted import Reply as LoopReply
+from loopobs.llm.scripted import ToolCall as LoopCall
 from loopobs.testing import assert_contract
-from tests._adapter_checks import Stack
+from tests._adapter_checks import Stack, agent_loop_sums
 from tests._instrumented_app import Convention, instrumented, run_agent, run_agent_async
 from tests._openai_server import Reply, ScriptedServer
 
@@ -97,7 +100,8 @@ def _app(stack: Stack, instrumentation: Instrumented, **kwargs: object) -> Itera
 
 
 def test_an_instrumented_agent_is_one_run_with_exact_usage(stack: Stack,
-                                                           instrumentation: Instrumented) -> None:
+                                                           instrumentation: Instrumented,
+                                                           tmp_path: Path) -> None:
     """Agent span, two model spans, two tool spans → the whole list of what must hold."""
     for app in _app(stack, instrumentation):
         with ScriptedServer(SCRIPT) as server:
@@ -111,6 +115,18 @@ def test_an_instrumented_agent_is_one_run_with_exact_usage(stack: Stack,
     assert [c.tool_calls for c in rec.of("on_response")] == [2, 0]
     assert [c.model for c in rec.of("on_stream_start")] == ["gpt-test", "gpt-test"]
     assert {c.result for c in rec.of("on_tool_post")} == {"3", "7"}
+    # the same script through AgentLoop: the same metric totals on both paths
+    script = [LoopReply(tool_calls=(LoopCall("add", {"a": 1, "b": 2}, "call_1"),
+                                    LoopCall("add", {"a": 3, "b": 4}, "call_2")),
+                        usage=Usage(input_tokens=12, output_tokens=7)),
+              LoopReply(text="3 and 7", usage=Usage(input_tokens=30, output_tokens=4))]
+
+    @loopobs_tool
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    assert stack.metric_sums() == agent_loop_sums(tmp_path, script, [add], "add")
     # the app's own spans are untouched, and loopobs's spans are not among them
     assert not [s for s in app.spans.get_finished_spans()
                 if s.instrumentation_scope and s.instrumentation_scope.name == "loopobs"]
@@ -277,3 +293,35 @@ def test_importing_without_the_sdk_gives_the_install_hint() -> None:
                          check=True, cwd=Path(__file__).resolve().parents[1]).stdout
     assert out.count("\n") == 1
     assert "pip install 'loopobs[otel-adapter]'" in out
+
+
+def test_openinference_langchain_instrumentation_feeds_the_processor(stack: Stack) -> None:
+    """A LangGraph ReAct run instrumented by OpenInference's LangChain instrumentor (CHAIN,
+    LLM and TOOL spans, no GenAI attributes) is one run with exact usage and paired tools."""
+    from langchain_core.tools import tool
+    from openinference.instrumentation.langchain import LangChainInstrumentor
+
+    from tests._langgraph_app import ai, fake_model, react_graph
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    provider = TracerProvider()
+    provider.add_span_processor(GenAISpanProcessor(stack.observers))
+    instrumentor = LangChainInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    try:
+        graph = react_graph(fake_model([
+            ai(calls=[("add", {"a": 1, "b": 2}, "c1"), ("add", {"a": 3, "b": 4}, "c2")],
+               usage=(12, 7)),
+            ai("3 and 7", usage=(30, 4))]), [add])
+        graph.invoke({"messages": [("user", "add")]})
+    finally:
+        instrumentor.uninstrument()
+        provider.shutdown()
+    stack.check_run(usage=Usage(input_tokens=42, output_tokens=11), chats=2, tools=2)
+    posts = {c.tool_call_id: c.result for c in stack.recorder.of("on_tool_post")}
+    assert posts == {"c1": "3", "c2": "7"}
+    assert len(stack.recorder.of("on_tool_call_received")) == 2

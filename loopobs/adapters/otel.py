@@ -20,7 +20,8 @@ when they have none (``group_by="trace"``, the default), to one run per trace,
 which ends when the trace's local root span ends. A model span is one model call
 (a turn begins with it; usage from ``gen_ai.usage.*`` or ``llm.token_count.*``);
 a tool span is one tool call attempt (arguments and result from
-``gen_ai.tool.call.*`` or ``tool.parameters`` / ``input.value`` / ``output.value``).
+``gen_ai.tool.call.*`` or ``tool.id`` / ``tool.parameters`` / ``input.value`` /
+``output.value``).
 Spans reach a processor when they end, children before parents, so each model or
 tool span is reported, with its own start and end times, when it ends; the run
 starts with its agent span (or the trace's first GenAI span).
@@ -78,6 +79,7 @@ OI_FINISH_REASON = "llm.finish_reason"
 OI_OUTPUT_MESSAGES = "llm.output_messages"
 OI_TOOL_NAME = "tool.name"
 OI_TOOL_PARAMETERS = "tool.parameters"
+OI_TOOL_ID = "tool.id"
 OI_TOOL_CALL_ID = "tool_call.id"
 OI_INPUT = "input.value"
 OI_OUTPUT = "output.value"
@@ -137,6 +139,28 @@ def _json_object(text: str) -> dict[str, Any]:
     except ValueError:
         return {"input": text}
     return value if isinstance(value, dict) else {"input": value}
+
+
+def _tool_output(text: str) -> tuple[str, str | None, bool]:
+    """(result, call id, failed) of a tool span's output.
+
+    A serialized message (LangChain's ``ToolMessage``, as OpenInference records it)
+    gives its content, its ``tool_call_id`` and its status; anything else is the
+    result as it is.
+    """
+    if not text.startswith("{"):
+        return text, None, False
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text, None, False
+    data = value.get("data") if isinstance(value, dict) else None
+    if not isinstance(data, dict) or "content" not in data:
+        return text, None, False
+    content = data["content"]
+    call_id = data.get("tool_call_id")
+    return (content if isinstance(content, str) else json.dumps(content),
+            call_id if isinstance(call_id, str) else None, data.get("status") == "error")
 
 
 def _usage(attrs: Mapping[str, Any]) -> Usage | None:
@@ -411,12 +435,14 @@ class GenAISpanProcessor(SpanProcessor):
         name = _str(attrs, c.GEN_AI_TOOL_NAME, OI_TOOL_NAME) or \
             span.name.removeprefix(c.SPAN_EXECUTE_TOOL).strip() or "tool"
         raw_args = _str(attrs, c.GEN_AI_TOOL_CALL_ARGUMENTS, OI_TOOL_PARAMETERS, OI_INPUT)
+        result, output_call_id, failed = _tool_output(
+            _str(attrs, c.GEN_AI_TOOL_CALL_RESULT, OI_OUTPUT))
         run.tool_start(sid, tool=name,
-                       call_id=_str(attrs, c.GEN_AI_TOOL_CALL_ID, OI_TOOL_CALL_ID) or None,
+                       call_id=_str(attrs, c.GEN_AI_TOOL_CALL_ID, OI_TOOL_ID,
+                                    OI_TOOL_CALL_ID) or output_call_id,
                        arguments=_json_object(raw_args) if raw_args else None,
                        time_ns=span.start_time)
-        result = _str(attrs, c.GEN_AI_TOOL_CALL_RESULT, OI_OUTPUT) or None
-        error_type = _error(span)
+        error_type = _error(span) or ("ToolException" if failed else None)
         error = ToolExecutionError(f"the tool span ended with an error: {error_type}",
                                    tool=name, error_type=error_type) if error_type else None
-        run.tool_end(sid, result=result, error=error, time_ns=span.end_time)
+        run.tool_end(sid, result=result or None, error=error, time_ns=span.end_time)

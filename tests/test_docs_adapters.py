@@ -1,0 +1,45 @@
+"""The adapter pages' examples run as written (like the README's)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+from pathlib import Path
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "adapters"
+
+
+def _blocks(page: str) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", (DOCS / page).read_text(encoding="utf-8"), re.S)
+
+
+def _run(page: str, blocks: list[str]) -> tuple[dict[str, object], str]:
+    namespace: dict[str, object] = {}
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        for block in blocks:
+            exec(compile(block, str(DOCS / page), "exec"), namespace)
+    return namespace, out.getvalue()
+
+
+def test_the_langchain_page_runs_and_stops_its_runaway_loop() -> None:
+    """The ReAct example answers and reports its run; the stop example ends with RunStopped."""
+    from loopobs.adapters import RunStopped
+
+    blocks = _blocks("langchain.md")
+    assert len(blocks) == 2
+    namespace, out = _run("langchain.md", blocks)
+    assert out.splitlines()[:2] == ["1 + 2 = 3", "['completed']"]
+    assert isinstance(namespace["stopped"], RunStopped)
+    assert 'stopped: the tool call pattern add({"a":1,"b":1}) repeated 3 times' in out
+    assert out.rstrip().endswith("loop_detected")
+
+
+def test_the_otel_page_runs() -> None:
+    """The span example reports one run and counts its tool call in Prometheus."""
+    blocks = _blocks("otel.md")
+    assert len(blocks) == 2
+    compile(blocks[1], str(DOCS / "otel.md"), "exec")  # needs an instrumented app to run
+    _, out = _run("otel.md", blocks[:1])
+    assert out.splitlines() == ["['on_run_end']", "1.0"]
