@@ -26,11 +26,13 @@ from agents import (
 from agents.exceptions import MaxTurnsExceeded as AgentsMaxTurns
 
 from loopobs import LoopDetected, LoopObserver, RepetitionDetector, Usage
+from loopobs import tool as loopobs_tool
 from loopobs.adapters import RunStopped
 from loopobs.adapters.openai_agents import AgentsAdapter
 from loopobs.core.events import EventContext
+from loopobs.llm.scripted import Reply, ToolCall
 from loopobs.testing import RecordingObserver, assert_contract
-from tests._adapter_checks import Stack
+from tests._adapter_checks import Stack, agent_loop_sums
 from tests._agents_model import (
     CACHED_TOKENS,
     INPUT_TOKENS,
@@ -55,10 +57,12 @@ def stack(tmp_path: Path) -> Iterator[Stack]:
     s.close()
 
 
-@function_tool
-def search(q: str) -> str:
+def _search(q: str) -> str:
     """Search the web."""
     return f"results for {q}"
+
+
+search = function_tool(_search, name_override="search")
 
 
 @function_tool
@@ -75,8 +79,10 @@ def _looping_model(calls: int) -> ScriptModel:
     return ScriptModel([[tool_call("search", {"q": "same"}, f"c{i}")] for i in range(calls)])
 
 
-async def test_a_run_is_one_trace_with_the_models_usage_and_equal_metrics(stack: Stack) -> None:
-    """Two tool calls then an answer: one invoke_agent trace, the SDK's usage, OTel = Prometheus."""
+async def test_a_run_is_one_trace_with_the_models_usage_and_equal_metrics(
+        stack: Stack, tmp_path: Path) -> None:
+    """Two tool calls then an answer: one invoke_agent trace, the SDK's usage, OTel = Prometheus,
+    and the metric totals AgentLoop gives for the same script."""
     model = ScriptModel([
         [tool_call("search", {"q": "paris"}, "c1"), tool_call("search", {"q": "rome"}, "c2")],
         [message("Paris and Rome are sunny.")],
@@ -113,6 +119,16 @@ async def test_a_run_is_one_trace_with_the_models_usage_and_equal_metrics(stack:
                     chats=2, tools=2)
     stack.check_metrics_agree()
     assert stack.finished("invoke_agent")[0].name == "invoke_agent researcher"
+    # the same script through AgentLoop: the same metric totals on both paths
+    usage = Usage(input_tokens=INPUT_TOKENS, output_tokens=OUTPUT_TOKENS,
+                  cache_read_input_tokens=CACHED_TOKENS, reasoning_output_tokens=REASONING_TOKENS)
+    script = [Reply(tool_calls=(ToolCall("search", {"q": "paris"}, "c1"),
+                                ToolCall("search", {"q": "rome"}, "c2")), usage=usage),
+              Reply(text="Paris and Rome are sunny.", usage=usage)]
+    reference = await asyncio.to_thread(
+        agent_loop_sums, tmp_path, script, [loopobs_tool(name="search")(_search)],
+        "Weather in Paris and Rome?")
+    assert stack.metric_sums() == reference
 
 
 async def test_a_handoff_is_a_tool_call_and_a_model_switch(stack: Stack) -> None:

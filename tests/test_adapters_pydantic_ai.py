@@ -40,11 +40,13 @@ from loopobs import (
     ToolExecutionError,
     Usage,
 )
+from loopobs import tool as loopobs_tool
 from loopobs.adapters import RunStopped
 from loopobs.adapters.pydantic_ai import LoopobsCapability
 from loopobs.core.events import EventContext
+from loopobs.llm.scripted import Reply, ToolCall
 from loopobs.testing import RecordingObserver, assert_contract
-from tests._adapter_checks import Stack
+from tests._adapter_checks import Stack, agent_loop_sums
 
 USAGE = RequestUsage(input_tokens=30, output_tokens=6, cache_read_tokens=10,
                      output_reasoning_tokens=2)
@@ -491,3 +493,24 @@ async def test_an_adapter_bug_never_reaches_the_run(
     assert "adapter bug" in caplog.text
     assert_contract(stack.recorder.events)
     stack.check_nothing_open()
+
+
+async def test_metric_totals_equal_agent_loops_for_the_same_script(
+        stack: Stack, tmp_path: Path) -> None:
+    """A FunctionModel script through the adapter and through AgentLoop: the same totals."""
+    model = _script(
+        ModelResponse(parts=[ToolCallPart("search", {"q": "paris"}, tool_call_id="c1")],
+                      usage=USAGE),
+        ModelResponse(parts=[TextPart("Sunny.")], usage=USAGE))
+    result = await _agent(model, LoopobsCapability(stack.observers)).run("Weather in Paris?")
+    assert result.output == "Sunny."
+    stack.check_run(usage=Usage(input_tokens=60, output_tokens=12), chats=2, tools=1)
+    stack.check_metrics_agree()
+
+    usage = Usage(input_tokens=30, output_tokens=6, cache_read_input_tokens=10,
+                  reasoning_output_tokens=2)
+    script = [Reply(tool_calls=(ToolCall("search", {"q": "paris"}, "c1"),), usage=usage),
+              Reply(text="Sunny.", usage=usage)]
+    reference = await asyncio.to_thread(agent_loop_sums, tmp_path, script,
+                                        [loopobs_tool(search)], "Weather in Paris?")
+    assert stack.metric_sums() == reference
