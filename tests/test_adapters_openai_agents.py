@@ -473,3 +473,28 @@ async def test_an_adapter_bug_never_reaches_the_run(
     assert "adapter bug" in caplog.text
     assert_contract(stack.recorder.events)
     stack.check_nothing_open()
+
+
+async def test_cancelling_a_run_inside_a_tool_closes_everything(stack: Stack) -> None:
+    """A run cancelled while its tool runs: the tool call ends as an error, the run cancelled."""
+    entered = asyncio.Event()
+
+    async def _wait(q: str) -> str:
+        entered.set()
+        await asyncio.Event().wait()
+        return q
+
+    wait = function_tool(_wait, name_override="wait")
+    model = ScriptModel([[tool_call("wait", {"q": "x"}, "c1")], [message("unreached")]])
+    agent = Agent(name="researcher", model=model, tools=[wait])
+    task = asyncio.create_task(AgentsAdapter(stack.observers).run(agent, "hang"))
+    await entered.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+    assert_contract(stack.recorder.events)
+    (post,) = stack.recorder.of("on_tool_post")
+    assert post.is_error
+    assert stack.recorder.of("on_run_end")[0].status == "cancelled"
+    stack.check_nothing_open()

@@ -514,3 +514,29 @@ async def test_metric_totals_equal_agent_loops_for_the_same_script(
     reference = await asyncio.to_thread(agent_loop_sums, tmp_path, script,
                                         [loopobs_tool(search)], "Weather in Paris?")
     assert stack.metric_sums() == reference
+
+
+async def test_cancelling_a_run_inside_a_tool_closes_everything(stack: Stack) -> None:
+    """A run cancelled while its tool runs: the tool call ends as an error, the run cancelled."""
+    entered = asyncio.Event()
+
+    async def wait(q: str) -> str:
+        entered.set()
+        await asyncio.Event().wait()
+        return q
+
+    model = _script(ModelResponse(parts=[ToolCallPart("wait", {"q": "x"}, tool_call_id="c1")]))
+    agent: Agent[None, str] = Agent(model, name="researcher",
+                                    capabilities=[LoopobsCapability(stack.observers)])
+    agent.tool_plain(wait)
+    task = asyncio.create_task(agent.run("hang"))
+    await entered.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+    assert_contract(stack.recorder.events)
+    (post,) = stack.recorder.of("on_tool_post")
+    assert post.is_error
+    assert stack.recorder.of("on_run_end")[0].status == "cancelled"
+    stack.check_nothing_open()
