@@ -498,3 +498,23 @@ async def test_cancelling_a_run_inside_a_tool_closes_everything(stack: Stack) ->
     assert post.is_error
     assert stack.recorder.of("on_run_end")[0].status == "cancelled"
     stack.check_nothing_open()
+
+
+async def test_a_streamed_run_whose_tool_raises(stack: Stack) -> None:
+    """run_streamed with a tool raising through the SDK: stream_events() raises, all closed."""
+
+    def _explode(q: str) -> str:
+        raise ValueError(f"exploded on {q}")
+
+    explode = function_tool(_explode, name_override="explode", failure_error_function=None)
+    model = ScriptModel([[tool_call("explode", {"q": "x"}, "c1")], [message("unreached")]])
+    agent = Agent(name="researcher", model=model, tools=[explode])
+    result = AgentsAdapter(stack.observers).run_streamed(agent, "go")
+    with pytest.raises(Exception, match="exploded on x"):
+        async for _ in result.stream_events():
+            pass
+    await asyncio.sleep(0)
+
+    assert_contract(stack.recorder.events)
+    assert stack.recorder.of("on_run_end")[0].status == "failed"
+    stack.check_nothing_open()

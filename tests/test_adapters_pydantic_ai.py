@@ -540,3 +540,26 @@ async def test_cancelling_a_run_inside_a_tool_closes_everything(stack: Stack) ->
     assert post.is_error
     assert stack.recorder.of("on_run_end")[0].status == "cancelled"
     stack.check_nothing_open()
+
+
+async def test_a_streamed_run_whose_tool_raises(stack: Stack) -> None:
+    """run_stream with a tool raising: the error reaches the caller, everything is closed."""
+
+    async def explode_stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[
+            DeltaToolCalls]:
+        yield {0: DeltaToolCall(name="explode", json_args='{"q": "x"}', tool_call_id="c1")}
+
+    def explode(q: str) -> str:
+        raise ValueError(f"exploded on {q}")
+
+    agent: Agent[None, str] = Agent(FunctionModel(stream_function=explode_stream),
+                                    name="researcher",
+                                    capabilities=[LoopobsCapability(stack.observers)])
+    agent.tool_plain(explode)
+    with pytest.raises(ValueError, match="exploded on x"):
+        async with agent.run_stream("go") as result:
+            await result.get_output()
+
+    assert_contract(stack.recorder.events)
+    assert stack.recorder.of("on_run_end")[0].status == "failed"
+    stack.check_nothing_open()
