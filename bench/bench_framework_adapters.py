@@ -62,12 +62,12 @@ Variant = Callable[[], Awaitable[Any]]
 
 
 def _agents_variants() -> dict[str, Variant]:
-    from agents import Agent, Runner, function_tool, set_tracing_disabled
+    from agents import Agent, Runner, function_tool, set_trace_processors
 
     from loopobs.adapters.openai_agents import AgentsAdapter
     from tests._agents_model import ScriptModel, message, tool_call
 
-    set_tracing_disabled(True)
+    set_trace_processors([])  # SDK tracing on, as by default, exporting nowhere
 
     @function_tool
     def lookup(step: int) -> str:

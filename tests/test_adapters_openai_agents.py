@@ -21,11 +21,12 @@ from agents import (
     TResponseInputItem,
     function_tool,
     input_guardrail,
+    set_trace_processors,
     set_tracing_disabled,
 )
 from agents.exceptions import MaxTurnsExceeded as AgentsMaxTurns
 
-from loopobs import LoopDetected, LoopObserver, RepetitionDetector, Usage
+from loopobs import LoopDetected, LoopObserver, RepetitionDetector, ToolExecutionError, Usage
 from loopobs import tool as loopobs_tool
 from loopobs.adapters import RunStopped
 from loopobs.adapters.openai_agents import AgentsAdapter
@@ -45,9 +46,12 @@ from tests._agents_model import (
 
 
 @pytest.fixture(autouse=True)
-def _no_sdk_tracing() -> None:
-    """The SDK's own tracing would export to OpenAI's backend: off, as offline tests must be."""
-    set_tracing_disabled(True)
+def _sdk_tracing_exports_nothing() -> Iterator[None]:
+    """SDK tracing on (as by default) but with no processor: it would export to OpenAI."""
+    set_trace_processors([])
+    set_tracing_disabled(False)
+    yield
+    set_tracing_disabled(False)
 
 
 @pytest.fixture
@@ -216,15 +220,23 @@ async def test_cancelling_a_run_closes_everything(stack: Stack) -> None:
     assert adapter.active_runs == 0
 
 
-async def test_a_tool_exception_the_sdk_reports_to_the_model(stack: Stack) -> None:
-    """The SDK turns a tool's exception into a message for the model: the run goes on."""
+@pytest.mark.parametrize("tracing", [True, False])
+async def test_a_tool_exception_the_sdk_reports_to_the_model(stack: Stack, tracing: bool) -> None:
+    """The SDK turns a tool's exception into a message for the model: the run goes on. With
+    SDK tracing on, the call is an error (its function span failed); off, an output."""
+    set_tracing_disabled(not tracing)
     model = ScriptModel([[tool_call("broken", {"q": "x"}, "c1")], [message("sorry")]])
-    agent = Agent(name="researcher", model=model, tools=[broken])
+    agent = Agent(name="researcher", model=model, tools=[broken, search])
     result = await AgentsAdapter(stack.observers).run(agent, "break")
 
     assert result.final_output == "sorry"
     (post,) = stack.recorder.of("on_tool_post")
     assert "error occurred" in (post.result or "")
+    assert post.is_error is tracing
+    assert post.outcome == ("error" if tracing else "output")
+    if tracing:
+        assert isinstance(post.error, ToolExecutionError)
+        assert post.error.tool == "broken"
     assert_contract(stack.recorder.events)
     stack.check_nothing_open()
 

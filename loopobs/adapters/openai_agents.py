@@ -15,7 +15,8 @@ What maps to what:
   the model reported (cached input and reasoning output tokens included), the
   assistant text and the tool calls of the response; a model call that raises
   fails its stream with the error;
-- ``on_tool_start`` / ``on_tool_end`` → one tool call attempt, with its result;
+- ``on_tool_start`` / ``on_tool_end`` → one tool call attempt, with its result
+  (an error when the tool raised);
 - a handoff → a tool call of the handoff's name (so a ping-pong between agents is
   a repeated pattern the detectors see) and ``on_model_switched`` when the new
   agent's model differs;
@@ -32,8 +33,10 @@ unchanged, so the ``Runner`` run ends and ``adapter.run(...)`` raises
 ``stream_events()`` raises it. Tools already running in the same turn finish
 first. ``warn`` verdicts leave the run alone.
 
-The SDK's own tracing (``agents.tracing``) is untouched: this adapter reads
-the run hooks only, so it works with SDK tracing on or off.
+The SDK's own tracing (``agents.tracing``) is untouched. The adapter reads the
+run hooks, and from tracing only one thing: whether the running tool's function
+span failed, to report a tool exception the SDK handed to the model as an error.
+With SDK tracing disabled such a call is reported as an output.
 """
 
 from __future__ import annotations
@@ -71,6 +74,7 @@ try:
     from agents.handoffs import Handoff
     from agents.run_context import AgentHookContext
     from agents.tool_context import ToolContext
+    from agents.tracing import get_current_span
     from agents.usage import Usage as AgentsUsage
     from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage
     from openai.types.responses import ResponseOutputText as _OutputText
@@ -78,7 +82,7 @@ except ModuleNotFoundError as _exc:  # tested with the framework hidden
     raise missing_extra("openai_agents", "openai-agents", "openai-agents", _exc) from _exc
 
 from loopobs.adapters import AdapterRun, RunTracker, ToolCall, shielded
-from loopobs.core.errors import LoopError, MaxTurnsExceeded
+from loopobs.core.errors import LoopError, MaxTurnsExceeded, ToolExecutionError
 from loopobs.core.events import ModelSwitchedContext, SuspendedContext, Usage
 from loopobs.core.observer import LoopObserver, ObserverSet
 
@@ -164,6 +168,23 @@ def _query(value: str | list[TResponseInputItem] | Any) -> str:
                 if isinstance(content, str):
                     return content
     return ""
+
+
+def _tool_failure() -> str | None:
+    """The error the SDK attached to the running tool's function span, if any.
+
+    ``on_tool_end`` runs inside the tool's function span; the SDK sets its error
+    when the tool raised (even when the model is then told about it instead of the
+    run failing). Tracing off: no span, no error to read.
+    """
+    span = get_current_span()
+    if span is None or getattr(getattr(span, "span_data", None), "type", None) != "function":
+        return None
+    error = span.error
+    if not error:
+        return None
+    message = error.get("message") if isinstance(error, Mapping) else None
+    return str(message or "the tool failed")
 
 
 def _run_error(error: BaseException) -> BaseException:
@@ -269,22 +290,28 @@ class ObservedRunHooks(RunHooks[Any]):
             await self.inner.on_tool_start(context, agent, tool)
 
     @shielded
-    async def _tool_end(self, context: RunContextWrapper[Any], result: object) -> None:
+    async def _tool_end(self, context: RunContextWrapper[Any], tool: Tool,
+                        result: object) -> None:
         key = self._tool_keys.pop(id(context), None)
         if key is None and isinstance(context, ToolContext):
             key = context.tool_call_id
-        if key is not None:
-            self.run.tool_end(key, result=result if isinstance(result, str) else str(result))
+        if key is None:
+            return
+        text = result if isinstance(result, str) else str(result)
+        failure = _tool_failure()
+        error = None if failure is None else ToolExecutionError(failure, tool=tool.name)
+        self.run.tool_end(key, result=text, error=error)
 
     async def on_tool_end(self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool,
                           result: object) -> None:
         """A tool call attempt returned: ``on_tool_post`` with its result.
 
         The SDK turns a tool's exception into a message for the model (its
-        ``failure_error_function``) before this hook, so such a call is
-        reported with that message as its output.
+        ``failure_error_function``) before this hook, and marks the tool's
+        function span failed: with SDK tracing on, the call is reported as an
+        error carrying that message; with tracing off, as its output.
         """
-        await self._tool_end(context, result)
+        await self._tool_end(context, tool, result)
         if self.inner is not None:
             await self.inner.on_tool_end(context, agent, tool, result)
 
