@@ -20,6 +20,7 @@ from pydantic_ai import (
     UsageLimitExceeded,
     UsageLimits,
 )
+from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import (
     AgentInfo,
@@ -562,4 +563,36 @@ async def test_a_streamed_run_whose_tool_raises(stack: Stack) -> None:
 
     assert_contract(stack.recorder.events)
     assert stack.recorder.of("on_run_end")[0].status == "failed"
+    stack.check_nothing_open()
+
+
+async def test_a_model_fallback_is_a_failed_attempt_then_the_next_model(stack: Stack) -> None:
+    """ModelFallback: the failed attempt's stream fails, on_fallback and on_model_switched
+    name both models, and the next attempt of the same turn succeeds."""
+    from pydantic_ai.capabilities import ModelFallback  # not in every supported release
+
+    def down(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        raise ModelHTTPError(status_code=503, model_name="primary", body="overloaded")
+
+    def up(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return ModelResponse(parts=[TextPart("answered by backup")], usage=USAGE)
+
+    agent: Agent[None, str] = Agent(
+        FunctionModel(down, model_name="primary"), name="researcher",
+        capabilities=[LoopobsCapability(stack.observers),
+                      ModelFallback(FunctionModel(up, model_name="backup"))])
+    assert (await agent.run("hi")).output == "answered by backup"
+
+    rec = stack.recorder
+    assert rec.hooks() == [
+        "on_run_start", "on_turn_start", "on_stream_start", "on_stream_failure", "on_fallback",
+        "on_model_switched", "on_stream_start", "on_stream_success", "on_response",
+        "on_turn_end", "on_run_end"]
+    first, second = rec.of("on_stream_start")
+    assert (first.model, first.attempt, second.model, second.attempt) == \
+        ("primary", 0, "backup", 1)
+    (fallback,) = rec.of("on_fallback")
+    assert (fallback.from_model, fallback.to_model) == ("primary", "backup")
+    assert rec.of("on_stream_success")[0].input_tokens == 30
+    assert_contract(rec.events)
     stack.check_nothing_open()

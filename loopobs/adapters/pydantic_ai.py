@@ -19,6 +19,9 @@ It works however the run is driven: ``run``, ``run_sync``, ``run_stream``,
   response's text, finish reason, response id and model, and its tool calls
   (output tools excluded: their arguments are the final result, reported as
   the response's text);
+- ``prepare_model_request`` → from a request's second attempt on (``ModelFallback``,
+  a backoff), the failed attempt's stream failure, ``on_fallback`` and
+  ``on_model_switched`` when the model changes, and the next attempt's stream;
 - ``wrap_tool_execute`` → one tool call attempt. ``ModelRetry`` from a tool (the
   model is asked to try again) is reported as an error outcome
   (``ToolExecutionError`` with ``error_type="ModelRetry"``) carrying the retry
@@ -72,8 +75,8 @@ except ModuleNotFoundError as _exc:  # tested with the framework hidden
     raise missing_extra("pydantic_ai", "pydantic-ai-slim", "pydantic-ai", _exc) from _exc
 
 from loopobs.adapters import AdapterRun, RunTracker, ToolCall, shielded
-from loopobs.core.errors import ToolExecutionError
-from loopobs.core.events import SuspendedContext, Usage
+from loopobs.core.errors import ModelError, ToolExecutionError
+from loopobs.core.events import FallbackContext, ModelSwitchedContext, SuspendedContext, Usage
 from loopobs.core.observer import LoopObserver, ObserverSet
 
 __all__ = ["LoopobsCapability"]
@@ -180,6 +183,9 @@ class _ObservedRun(AbstractCapability[Any]):
         self.tracker = tracker
         self.run: AdapterRun | None = None
         self._requests = 0
+        self._open: tuple[int, int] | None = None
+        """The key of the model call attempt in flight: (request, attempt)."""
+        self._open_model = ""
 
     def __repr__(self) -> str:
         return "LoopobsCapability.run"
@@ -242,19 +248,47 @@ class _ObservedRun(AbstractCapability[Any]):
 
     # -- model requests --------------------------------------------------------------------
     @shielded
-    def _model_start(self, key: int, request_context: ModelRequestContext) -> bool:
+    def _model_start(self, request_context: ModelRequestContext) -> None:
         run = self.run
         if run is None:
-            return False
+            return
         run.raise_if_stopped()
         model = request_context.model
-        return run.model_start(key, model=model.model_name, provider=model.system)
+        key = (self._requests, 1)
+        if run.model_start(key, model=model.model_name, provider=model.system):
+            self._open, self._open_model = key, model.model_name
 
     @shielded
-    def _model_end(self, key: int, request_context: ModelRequestContext,
-                   response: ModelResponse) -> None:
-        run = self.run
-        if run is None:
+    def _next_attempt(self, request_context: ModelRequestContext) -> None:
+        """Another attempt of the open request (a fallback, a backoff): the last one failed."""
+        run, open_key = self.run, self._open
+        if run is None or open_key is None or open_key[0] != self._requests:
+            return
+        model = request_context.model
+        previous, current = self._open_model, model.model_name
+        self._open = None
+        run.model_error(open_key, ModelError(
+            f"attempt {open_key[1]} failed; pydantic-ai made another",
+            retryable=True, provider=model.system or None))
+        turn = run.turn
+        em = run.tracker.emit
+        if previous != current and turn is not None:
+            now = time.time_ns()
+            if em.listens("on_fallback"):
+                em.on_fallback(FallbackContext(run_id=run.run_id, time_ns=now,
+                                               from_model=previous, to_model=current, turn=turn))
+            if em.listens("on_model_switched"):
+                em.on_model_switched(ModelSwitchedContext(
+                    run_id=run.run_id, time_ns=now, from_model=previous, to_model=current))
+        key = (self._requests, int(getattr(request_context, "attempt", open_key[1] + 1)))
+        if run.model_start(key, model=current, provider=model.system):
+            self._open, self._open_model = key, current
+
+    @shielded
+    def _model_end(self, request_context: ModelRequestContext, response: ModelResponse) -> None:
+        run, key = self.run, self._open
+        self._open = None
+        if run is None or key is None:
             return
         outputs = {t.name for t in request_context.model_request_parameters.output_tools}
         text, calls = _read_response(response, outputs)
@@ -264,26 +298,34 @@ class _ObservedRun(AbstractCapability[Any]):
                       response_model=response.model_name)
 
     @shielded
-    def _model_error(self, key: int, error: BaseException) -> None:
-        if self.run is not None:
-            self.run.model_error(key, error)
+    def _model_error(self, error: BaseException) -> None:
+        run, key = self.run, self._open
+        self._open = None
+        if run is not None and key is not None:
+            run.model_error(key, error)
 
     async def wrap_model_request(self, ctx: RunContext[Any], *,
                                  request_context: ModelRequestContext,
                                  handler: Any) -> ModelResponse:
         """One model request: a turn, its ``on_stream_start`` and success or failure."""
         self._requests += 1
-        key = self._requests
-        started = self._model_start(key, request_context)
+        self._model_start(request_context)
         try:
             response: ModelResponse = await handler(request_context)
         except BaseException as exc:
-            if started:
-                self._model_error(key, exc)
+            self._model_error(exc)
             raise
-        if started:
-            self._model_end(key, request_context, response)
+        self._model_end(request_context, response)
         return response
+
+    async def prepare_model_request(self, ctx: RunContext[Any],
+                                    request_context: ModelRequestContext) -> ModelRequestContext:
+        """Each attempt of a request; from the second on (a ``ModelFallback`` moving to the
+        next model, a backoff retrying), the previous attempt failed: its stream fails, and
+        a fallback to another model is reported (``on_fallback``, ``on_model_switched``)."""
+        if getattr(request_context, "attempt", 1) > 1:  # releases before attempts: always 1
+            self._next_attempt(request_context)
+        return request_context
 
     # -- tools -----------------------------------------------------------------------------
     @shielded
@@ -339,8 +381,8 @@ class _ObservedRunWithDeltas(_ObservedRun):
 
     @shielded
     def _delta(self, event: AgentStreamEvent) -> None:
-        run, key = self.run, self._requests
-        if run is None:
+        run, key = self.run, self._open
+        if run is None or key is None:
             return
         if isinstance(event, PartStartEvent):
             part = event.part
