@@ -25,7 +25,9 @@ It works however the run is driven: ``run``, ``run_sync``, ``run_stream``,
 - ``wrap_tool_execute`` → one tool call attempt. ``ModelRetry`` from a tool (the
   model is asked to try again) is reported as an error outcome
   (``ToolExecutionError`` with ``error_type="ModelRetry"``) carrying the retry
-  message; the model's new call, in the next turn, is a call of its own.
+  message; the model's new call, in the next turn, is a call of its own;
+- a result of ``DeferredToolRequests`` (approvals, external calls) → the run
+  parks: ``on_suspended`` for the first deferred call, status ``suspended``.
 
 Stopping: when a detector's verdict is ``stop``, the adapter raises
 :class:`~loopobs.adapters.RunStopped` from ``wrap_tool_execute`` right after the
