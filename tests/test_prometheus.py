@@ -18,11 +18,13 @@ from loopobs import (
     ObserverSet,
     RunEndContext,
     RunStartContext,
+    RunStatus,
     ToolPostContext,
     TurnEndContext,
     Usage,
 )
-from loopobs.exporters import PrometheusObserver, trace_links
+from loopobs.core import trace_links
+from loopobs.exporters import PrometheusObserver
 from loopobs.exporters import catalog as c
 from tests import _prom_events as ev
 
@@ -269,7 +271,7 @@ def test_repeated_label_sets_reuse_cached_children(
     """After the first event, the same labels never go through ``.labels()`` again."""
     ev.emit_run(obs)
     calls: list[Any] = []
-    metric = obs._tool_calls.metric
+    metric = obs._families[c.TOOL_CALLS.name].metric
     original = metric.labels
 
     def counting(*args: Any, **kwargs: Any) -> Any:
@@ -337,7 +339,7 @@ def test_failed_run_and_run_joined_halfway(obs: PrometheusObserver) -> None:
 
     rid = uuid.uuid4()
     obs.on_run_start(RunStartContext(run_id=rid, time_ns=0, session_id=rid, agent="a"))
-    obs.on_run_end(RunEndContext(run_id=rid, time_ns=1, success=False, status="failed",
+    obs.on_run_end(RunEndContext(run_id=rid, time_ns=1, success=False, status=RunStatus.FAILED,
                                  error=MaxTurnsExceeded("too many"), duration_ms=2000.0))
     assert value(obs, "gen_ai_invoke_agent_duration_seconds_count", gen_ai_agent_name="a",
                  error_type="MaxTurnsExceeded") == 1

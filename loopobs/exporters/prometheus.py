@@ -17,7 +17,7 @@ as ``_other`` and each such event is counted in
 ``loopobs_label_overflow_total{loopobs_label="<label name>"}``.
 
 Exemplars: when a ``TracingObserver`` traces the run (see
-:mod:`loopobs.exporters.trace_links`), token and duration samples carry the
+:mod:`loopobs.core.trace_links`), token and duration samples carry the
 run's ``trace_id`` and root ``span_id`` (visible in the OpenMetrics format).
 
 Multi-process: with ``PROMETHEUS_MULTIPROC_DIR`` set before ``prometheus_client``
@@ -31,37 +31,28 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 from uuid import UUID
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client import values as _prom_values
 
-from loopobs.core.errors import LoopError
-from loopobs.core.events import (
-    CompactedContext,
-    ConvergenceDetectedContext,
-    FallbackContext,
-    LoopDetectedContext,
-    ModelSwitchedContext,
-    RunEndContext,
-    RunStartContext,
-    StreamContext,
-    StreamFailureContext,
-    ToolPostContext,
-    TurnEndContext,
-)
-from loopobs.core.observer import LoopObserver, ObserverSet
+from loopobs.core import trace_links
+from loopobs.core.events import RunEndContext
+from loopobs.core.observer import ObserverSet
 from loopobs.exporters import catalog as c
-from loopobs.exporters import trace_links
+from loopobs.exporters.event_metrics import (
+    DEFAULT_MAX_LABEL_VALUES,
+    MetricRecorder,
+    Recording,
+    Sink,
+)
 
 __all__ = ["BoundedLabel", "PrometheusObserver", "multiprocess_enabled"]
 
 _ABSENT = ""
 """Label value for an attribute that does not apply (Prometheus treats ``""`` as absent)."""
-_TOOL_ERROR = "ToolError"
-"""``error.type`` of a failed tool attempt that carries no error object (as MetricsObserver)."""
 
 
 def multiprocess_enabled() -> bool:
@@ -70,11 +61,6 @@ def multiprocess_enabled() -> bool:
     prometheus-client decides this once, when it is first imported.
     """
     return bool(getattr(_prom_values.ValueClass, "_multiprocess", False))
-
-
-def error_type(error: LoopError | None, default: str = c.ERROR_TYPE_OTHER) -> str:
-    """The ``error.type`` label value of ``error``: its class name (``default`` for None)."""
-    return default if error is None else type(error).__name__
 
 
 class BoundedLabel:
@@ -129,6 +115,10 @@ class _Family:
 
     def child(self, *values: str) -> Any:
         """The child for ``values`` (already bounded, so the cache is bounded too)."""
+        return self.child_of(values)
+
+    def child_of(self, values: tuple[str, ...]) -> Any:
+        """The child for the tuple ``values`` (already bounded)."""
         found = self._children.get(values)
         if found is None:
             with self._lock:
@@ -187,8 +177,11 @@ class _ObserverErrors:
         return self._counter.collect()
 
 
-class PrometheusObserver(LoopObserver):
+class PrometheusObserver(MetricRecorder):
     """Records the catalog's metrics on prometheus-client, ready for a ``/metrics`` scrape.
+
+    What each event records is :data:`~loopobs.exporters.event_metrics.EVENT_METRICS`,
+    the table ``MetricsObserver`` records too.
 
     Args:
         registry: Where the metrics are registered; a fresh ``CollectorRegistry``
@@ -207,23 +200,14 @@ class PrometheusObserver(LoopObserver):
         self,
         registry: CollectorRegistry | None = None,
         *,
-        max_label_values: int = 100,
+        max_label_values: int = DEFAULT_MAX_LABEL_VALUES,
         exemplars: bool = True,
     ) -> None:
-        if max_label_values < 1:
-            raise ValueError("max_label_values must be at least 1")
+        super().__init__(max_label_values)
         self.registry = CollectorRegistry() if registry is None else registry
-        self.max_label_values = max_label_values
         self.multiprocess = multiprocess_enabled()
         self.exemplars = exemplars and not self.multiprocess
         reg = self.registry
-
-        def hist(spec: c.MetricSpec) -> _Family:
-            return _Family(Histogram(
-                spec.prometheus_name, spec.description, spec.prometheus_labels,
-                registry=reg, unit=spec.prometheus_unit,
-                buckets=spec.buckets or Histogram.DEFAULT_BUCKETS,
-            ))
 
         def count(spec: c.MetricSpec, registry: CollectorRegistry | None = reg) -> Counter:
             return Counter(
@@ -234,69 +218,50 @@ class PrometheusObserver(LoopObserver):
         overflow = count(c.LABEL_OVERFLOW)
         self._bounds: dict[str, BoundedLabel] = {}
         for spec in c.METRICS:
-            for label in spec.prometheus_labels:
-                if label not in self._bounds:
-                    self._bounds[label] = BoundedLabel(label, max_label_values, overflow)
-        lbl = c.prometheus_label
-        self._b_provider = self._bounds[lbl(c.GEN_AI_PROVIDER_NAME)]
-        self._b_model = self._bounds[lbl(c.GEN_AI_REQUEST_MODEL)]
-        self._b_tool = self._bounds[lbl(c.GEN_AI_TOOL_NAME)]
-        self._b_agent = self._bounds[lbl(c.GEN_AI_AGENT_NAME)]
-        self._b_error = self._bounds[lbl(c.ERROR_TYPE)]
-        self._b_status = self._bounds[lbl(c.LOOPOBS_RUN_STATUS)]
-        self._b_outcome = self._bounds[lbl(c.LOOPOBS_TOOL_OUTCOME)]
-        self._b_from = self._bounds[lbl(c.LOOPOBS_MODEL_FROM)]
-        self._b_to = self._bounds[lbl(c.LOOPOBS_MODEL_TO)]
-        self._b_reason = self._bounds[lbl(c.LOOPOBS_COMPACTION_REASON)]
-        self._b_action = self._bounds[lbl(c.LOOPOBS_DETECTION_ACTION)]
-
-        self._token_usage = hist(c.TOKEN_USAGE)
-        self._op_duration = hist(c.OPERATION_DURATION)
-        self._ttfc = hist(c.TIME_TO_FIRST_CHUNK)
-        self._tool_duration = hist(c.TOOL_DURATION)
-        self._agent_duration = hist(c.AGENT_DURATION)
-        self._runs = _Family(count(c.RUNS))
-        self._runs_active = _Family(Gauge(
-            c.RUNS_ACTIVE.prometheus_name, c.RUNS_ACTIVE.description,
-            c.RUNS_ACTIVE.prometheus_labels, registry=reg, multiprocess_mode="livesum",
-        ))
-        self._turns = _Family(count(c.TURNS))
-        self._tokens = _Family(count(c.TOKENS))
-        self._tool_calls = _Family(count(c.TOOL_CALLS))
-        self._stream_failures = _Family(count(c.STREAM_FAILURES))
-        self._fallbacks = _Family(count(c.FALLBACKS))
-        self._model_switches = _Family(count(c.MODEL_SWITCHES))
-        self._compactions = _Family(count(c.COMPACTIONS))
-        self._tokens_saved = _Family(count(c.COMPACTION_TOKENS_SAVED))
-        self._loop_detections = _Family(count(c.LOOP_DETECTIONS))
-        self._convergence = _Family(count(c.CONVERGENCE_DETECTIONS))
+            for attribute in spec.attributes:
+                if attribute not in self._bounds:
+                    self._bounds[attribute] = BoundedLabel(
+                        c.prometheus_label(attribute), max_label_values, overflow)
+        self._families: dict[str, _Family] = {}
+        for spec in c.METRICS:
+            if spec is c.OBSERVER_ERRORS or spec is c.LABEL_OVERFLOW:
+                continue
+            self._families[spec.name] = _Family(_metric(spec, reg))
         self._observer_errors = _ObserverErrors(
             count(c.OBSERVER_ERRORS, registry=None),
-            self._bounds[lbl(c.LOOPOBS_OBSERVER_NAME)],
-            self._bounds[lbl(c.LOOPOBS_OBSERVER_HOOK)],
+            self._bounds[c.LOOPOBS_OBSERVER_NAME],
+            self._bounds[c.LOOPOBS_OBSERVER_HOOK],
         )
         reg.register(self._observer_errors)
-
-        self._agents: dict[UUID, str] = {}
+        self._compile()
 
     # -- helpers ------------------------------------------------------------------------------
     @property
     def label_bounds(self) -> Mapping[str, BoundedLabel]:
         """The bound of each Prometheus label name."""
-        return self._bounds
-
-    @property
-    def open_runs(self) -> int:
-        """Runs started and not yet ended (the per-run state this observer holds)."""
-        return len(self._agents)
+        return {bound.name: bound for bound in self._bounds.values()}
 
     def _exemplar(self, run_id: UUID) -> dict[str, str] | None:
-        if not self.exemplars:
-            return None
         link = trace_links.lookup(run_id)
         if link is None:
             return None
         return {c.EXEMPLAR_TRACE_ID: link[0], c.EXEMPLAR_SPAN_ID: link[1]}
+
+    # -- recording ----------------------------------------------------------------------------
+    def _bounder(self, key: str) -> Callable[[str], str]:
+        return self._bounds[key]
+
+    def _sink(self, recording: Recording) -> Sink:
+        spec = recording.metric
+        child = self._families[spec.name].child_of
+        exemplar = self._exemplar if recording.exemplar and self.exemplars else None
+        if spec.kind == "histogram":
+            if exemplar is None:
+                return lambda value, values, run_id: child(values).observe(value)
+            return lambda value, values, run_id: child(values).observe(value, exemplar(run_id))
+        if exemplar is None or spec.kind == "updown_counter":
+            return lambda value, values, run_id: child(values).inc(value)
+        return lambda value, values, run_id: child(values).inc(value, exemplar(run_id))
 
     # -- lifecycle ----------------------------------------------------------------------------
     def on_attach(self, observers: ObserverSet) -> None:
@@ -305,111 +270,34 @@ class PrometheusObserver(LoopObserver):
 
     def reset(self) -> None:
         """Forget the agent names of open runs; recorded metrics stay (they are cumulative)."""
-        self._agents.clear()
+        self._forget_agents()
 
     def sync_observer_errors(self) -> None:
         """Bring ``loopobs_observer_errors_total`` up to date now (scrapes do it themselves)."""
         self._observer_errors.sync()
 
-    # -- runs and turns -----------------------------------------------------------------------
-    def on_run_start(self, ctx: RunStartContext) -> None:
-        """Remember the run's agent and count it in ``loopobs_runs_active``."""
-        agent = self._b_agent(ctx.agent)
-        self._agents[ctx.run_id] = agent
-        self._runs_active.child(agent).inc()
-
     def on_run_end(self, ctx: RunEndContext) -> None:
-        """Record the run's duration and status, and release its per-run state.
+        """As every recorder; in multi-process mode also sync the observer error counts.
 
-        ``loopobs_runs_active`` drops only for runs whose start this observer saw;
-        a run it joined halfway is recorded with an absent agent label.
+        The worker's own registry is never scraped there, so the run's end is
+        when its observer errors reach the shared files.
         """
-        agent = self._agents.pop(ctx.run_id, None)
-        if agent is None:
-            agent = _ABSENT
-        else:
-            self._runs_active.child(agent).dec()
-        err = _ABSENT if ctx.error is None else self._b_error(error_type(ctx.error))
-        self._agent_duration.child(agent, err).observe(
-            ctx.duration_ms / 1000.0, self._exemplar(ctx.run_id)
-        )
-        self._runs.child(agent, self._b_status(ctx.status)).inc()
+        super().on_run_end(ctx)
         if self.multiprocess:
             self._observer_errors.sync()
 
-    def on_turn_end(self, ctx: TurnEndContext) -> None:
-        """Count the turn in ``loopobs_turns_total``."""
-        self._turns.child(self._agents.get(ctx.run_id, _ABSENT)).inc()
 
-    # -- model calls --------------------------------------------------------------------------
-    def on_stream_success(self, ctx: StreamContext) -> None:
-        """Record the call's tokens, duration and time to first chunk."""
-        provider = self._b_provider(ctx.provider)
-        model = self._b_model(ctx.model)
-        ex = self._exemplar(ctx.run_id)
-        usage = self._token_usage
-        usage.child(c.OP_CHAT, provider, model, c.TOKEN_INPUT).observe(ctx.input_tokens, ex)
-        usage.child(c.OP_CHAT, provider, model, c.TOKEN_OUTPUT).observe(ctx.output_tokens, ex)
-        self._op_duration.child(c.OP_CHAT, provider, model, _ABSENT).observe(
-            ctx.duration_ms / 1000.0, ex
+def _metric(spec: c.MetricSpec, registry: CollectorRegistry) -> Any:
+    """The prometheus-client metric for ``spec``, under OTel's Prometheus translation name."""
+    if spec.kind == "histogram":
+        return Histogram(
+            spec.prometheus_name, spec.description, spec.prometheus_labels,
+            registry=registry, unit=spec.prometheus_unit,
+            buckets=spec.buckets or Histogram.DEFAULT_BUCKETS,
         )
-        if ctx.time_to_first_token_ms is not None:
-            self._ttfc.child(c.OP_CHAT, provider, model).observe(
-                ctx.time_to_first_token_ms / 1000.0, ex
-            )
-        tokens = self._tokens
-        tokens.child(provider, model, c.TOKEN_INPUT).inc(ctx.input_tokens, ex)
-        tokens.child(provider, model, c.TOKEN_OUTPUT).inc(ctx.output_tokens, ex)
-        if ctx.cache_read_input_tokens:
-            tokens.child(provider, model, c.TOKEN_CACHE_READ).inc(ctx.cache_read_input_tokens, ex)
-        if ctx.cache_write_input_tokens:
-            tokens.child(provider, model, c.TOKEN_CACHE_WRITE).inc(
-                ctx.cache_write_input_tokens, ex
-            )
-        if ctx.reasoning_output_tokens:
-            tokens.child(provider, model, c.TOKEN_REASONING).inc(ctx.reasoning_output_tokens, ex)
-
-    def on_stream_failure(self, ctx: StreamFailureContext) -> None:
-        """Record the failed attempt's duration (with ``error_type``) and count the failure."""
-        provider = self._b_provider(ctx.provider)
-        model = self._b_model(ctx.model)
-        err = self._b_error(error_type(ctx.error))
-        self._op_duration.child(c.OP_CHAT, provider, model, err).observe(
-            ctx.duration_ms / 1000.0, self._exemplar(ctx.run_id)
-        )
-        self._stream_failures.child(provider, model, err).inc()
-
-    # -- tools --------------------------------------------------------------------------------
-    def on_tool_post(self, ctx: ToolPostContext) -> None:
-        """Record the attempt's duration and count it by tool and outcome."""
-        tool = self._b_tool(ctx.tool)
-        err = self._b_error(error_type(ctx.error, _TOOL_ERROR)) if ctx.is_error else _ABSENT
-        self._tool_duration.child(tool, err).observe(
-            ctx.duration_ms / 1000.0, self._exemplar(ctx.run_id)
-        )
-        self._tool_calls.child(tool, self._b_outcome(ctx.outcome)).inc()
-
-    # -- loop control -------------------------------------------------------------------------
-    def on_compaction(self, ctx: CompactedContext) -> None:
-        """Count the compaction and the tokens it saved."""
-        reason = self._b_reason(ctx.reason)
-        self._compactions.child(reason).inc()
-        if ctx.tokens_saved > 0:
-            self._tokens_saved.child(reason).inc(ctx.tokens_saved)
-
-    def on_fallback(self, ctx: FallbackContext) -> None:
-        """Count the move to a fallback model."""
-        self._fallbacks.child(self._b_from(ctx.from_model), self._b_to(ctx.to_model)).inc()
-
-    def on_model_switched(self, ctx: ModelSwitchedContext) -> None:
-        """Count the model change."""
-        self._model_switches.child(self._b_from(ctx.from_model), self._b_to(ctx.to_model)).inc()
-
-    def on_loop_detected(self, ctx: LoopDetectedContext) -> None:
-        """Count the detection by tool and action."""
-        tool = _ABSENT if ctx.tool is None else self._b_tool(ctx.tool)
-        self._loop_detections.child(tool, self._b_action(ctx.action)).inc()
-
-    def on_convergence_detected(self, ctx: ConvergenceDetectedContext) -> None:
-        """Count the detection by action."""
-        self._convergence.child(self._b_action(ctx.action)).inc()
+    if spec.kind == "updown_counter":
+        # livesum: in multi-process mode the live workers' values add up.
+        return Gauge(spec.prometheus_name, spec.description, spec.prometheus_labels,
+                     registry=registry, multiprocess_mode="livesum")
+    return Counter(spec.prometheus_name, spec.description, spec.prometheus_labels,
+                   registry=registry, unit=spec.prometheus_unit)
