@@ -81,7 +81,7 @@ def test_a_react_graph_is_one_trace_with_exact_usage_and_metrics(stack: Stack,
     stack.check_run(usage=Usage(input_tokens=42, output_tokens=11), chats=2, tools=2)
     (agent,) = stack.finished("invoke_agent")
     assert agent.name == "invoke_agent calculator"
-    assert [c.call_id for c in stack.recorder.of("on_tool_call_received")] == ["c1", "c2"]
+    assert [c.tool_call_id for c in stack.recorder.of("on_tool_call_received")] == ["c1", "c2"]
     assert {c.tool_call_id for c in stack.recorder.of("on_tool_post")} == {"c1", "c2"}
     assert handler.tracker.active_runs == 0
     # the same script through AgentLoop: the same metric totals on both paths

@@ -112,7 +112,7 @@ async def test_a_run_is_one_trace_with_the_models_usage_and_equal_metrics(
                 ok.reasoning_output_tokens) == \
             ("script-1", INPUT_TOKENS, OUTPUT_TOKENS, CACHED_TOKENS, REASONING_TOKENS)
     received = rec.of("on_tool_call_received")
-    assert [(r.call_id, dict(r.input)) for r in received] == [("c1", {"q": "paris"}),
+    assert [(r.tool_call_id, dict(r.input)) for r in received] == [("c1", {"q": "paris"}),
                                                               ("c2", {"q": "rome"})]
     posts = {p.tool_call_id: p for p in rec.of("on_tool_post")}
     assert posts["c1"].result == "results for paris"

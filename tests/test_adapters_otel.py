@@ -111,7 +111,7 @@ def test_an_instrumented_agent_is_one_run_with_exact_usage(stack: Stack,
     rec = stack.recorder
     (start,) = rec.of("on_run_start")
     assert start.agent == "calc"
-    assert [c.call_id for c in rec.of("on_tool_call_received")] == ["call_1", "call_2"]
+    assert [c.tool_call_id for c in rec.of("on_tool_call_received")] == ["call_1", "call_2"]
     assert [c.tool_calls for c in rec.of("on_response")] == [2, 0]
     assert [c.model for c in rec.of("on_stream_start")] == ["gpt-test", "gpt-test"]
     assert {c.result for c in rec.of("on_tool_post")} == {"3", "7"}

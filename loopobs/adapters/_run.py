@@ -84,9 +84,10 @@ from loopobs.core.events import (
     ResponseContext,
     RunEndContext,
     RunStartContext,
-    StreamContext,
+    RunStatus,
     StreamFailureContext,
     StreamStartContext,
+    StreamSuccessContext,
     TextDeltaContext,
     ThinkingDeltaContext,
     ToolCallReceivedContext,
@@ -572,7 +573,7 @@ class AdapterRun:
             if time_to_first_token_ms is None and stream.first is not None:
                 time_to_first_token_ms = (stream.first - stream.started) * 1000.0
             if em.listens("on_stream_success"):
-                em.on_stream_success(StreamContext(
+                em.on_stream_success(StreamSuccessContext(
                     run_id=self.run_id, time_ns=at, turn=turn.number, model=stream.model,
                     input_tokens=u.input_tokens, output_tokens=u.output_tokens,
                     provider=stream.provider, attempt=stream.attempt,
@@ -595,7 +596,7 @@ class AdapterRun:
                 if listens:
                     em.on_tool_call_received(ToolCallReceivedContext(
                         run_id=self.run_id, time_ns=at, turn=turn.number, tool=call.name,
-                        call_id=call.id, input=call.arguments))
+                        tool_call_id=call.id, input=call.arguments))
 
     def model_error(self, key: Hashable, error: BaseException | None = None, *,
                     time_ns: int | None = None) -> None:
@@ -645,7 +646,7 @@ class AdapterRun:
                 if em.listens("on_tool_call_received"):
                     em.on_tool_call_received(ToolCallReceivedContext(
                         run_id=self.run_id, time_ns=at, turn=turn.number, tool=tool,
-                        call_id=cid, input=dict(arguments or {})))
+                        tool_call_id=cid, input=dict(arguments or {})))
             attempt = self._attempts.get(cid, 0)
             self._attempts[cid] = attempt + 1
             self._tools[key] = _Tool(tool, cid, attempt, at, _perf())
@@ -721,7 +722,7 @@ class AdapterRun:
                         success=status in ("completed", "suspended", "sleeping"), error=err,
                         total_turns=self.turns,
                         duration_ms=_duration_ms(self._started_ns, self._started, time_ns),
-                        status=status, input_tokens=self.usage.input_tokens,
+                        status=RunStatus(status), input_tokens=self.usage.input_tokens,
                         output_tokens=self.usage.output_tokens))
             finally:
                 self.tracker._closed(self)
