@@ -687,7 +687,7 @@ class AdapterRun:
             outcome="error" if error is not None else "output", error=error, result=text))
 
     # -- the end ---------------------------------------------------------------------------
-    def end(self, *, error: BaseException | None = None, status: str | None = None,
+    def end(self, *, error: BaseException | None = None, status: RunStatus | str | None = None,
             time_ns: int | None = None) -> None:
         """End the run: close what is open, emit ``on_run_end``. Only the first call counts.
 
@@ -707,25 +707,36 @@ class AdapterRun:
                     if isinstance(err, RunStopped):
                         status = err.status
                     elif err is None:
-                        status = "completed"
+                        status = RunStatus.COMPLETED
                     elif isinstance(err, Cancelled):
-                        status = "cancelled"
+                        status = RunStatus.CANCELLED
                     elif stop is not None:
                         status, err = stop.status, stop
                     else:
-                        status = "failed"
+                        status = RunStatus.FAILED
+                final = _status(status)
                 self._close_turn(time_ns, err)
                 em = self.tracker.emit
                 if em.listens("on_run_end"):
                     em.on_run_end(RunEndContext(
                         run_id=self.run_id, time_ns=time_ns if time_ns is not None else _now_ns(),
-                        success=status in ("completed", "suspended", "sleeping"), error=err,
-                        total_turns=self.turns,
+                        success=final in _SUCCESS, error=err, total_turns=self.turns,
                         duration_ms=_duration_ms(self._started_ns, self._started, time_ns),
-                        status=RunStatus(status), input_tokens=self.usage.input_tokens,
+                        status=final, input_tokens=self.usage.input_tokens,
                         output_tokens=self.usage.output_tokens))
             finally:
                 self.tracker._closed(self)
+
+
+_SUCCESS = frozenset({RunStatus.COMPLETED, RunStatus.SUSPENDED, RunStatus.SLEEPING})
+
+
+def _status(value: RunStatus | str) -> RunStatus:
+    """A run status from its value; a value the contract does not know is ``failed``."""
+    try:
+        return RunStatus(value)
+    except ValueError:
+        return RunStatus.FAILED
 
 
 # -- guarding framework hooks ---------------------------------------------------------------
