@@ -10,10 +10,10 @@ in the same process, in the same run:
 - LangChain callback dispatch to 3 no-op handlers (``bench_stack``; needs langchain-core);
 - ``opentelemetry-util-genai`` inference record (``bench_otel``; if installed);
 - the whole stack on a scripted 1,000-turn run with 1 ms model latency (``bench_stack``);
-- a LangGraph run and an instrumented app without the adapters (``bench_adapters``);
-- OpenAI Agents SDK and pydantic-ai runs without their adapters (``bench_framework_adapters``);
 - pricing a model call (``genai-prices``, the cost observer) vs a bare ``Counter.inc()``
-  (``bench_cost``).
+  (``bench_cost``);
+- a LangGraph run and an instrumented app without the adapters (``bench_adapters``);
+- OpenAI Agents SDK and pydantic-ai runs without their adapters (``bench_framework_adapters``).
 
 Each script's own table is printed as it runs; the summary comes last.
 """
@@ -148,6 +148,10 @@ def summary(results: dict[str, Any]) -> list[list[str]]:
             f"{so['rss_start_mib']:.1f} / {so['rss_middle_mib']:.1f} / "
             f"{so['rss_end_mib']:.1f} MiB", "", "per-run state left: " +
             str(sum(so["left"].values())))
+    for row in results.get("bench_cost") or ():
+        if row["name"] != "bare Counter.inc()" and not row["name"].startswith("genai_prices"):
+            add(f"cost: {row['name']} vs bare Counter.inc()", fmt_ns(row["median_ns"]),
+                fmt_ns(row["baseline_ns"]), f"{row['median_ns'] / row['baseline_ns']:.1f}×")
     for row in results.get("bench_adapters") or ():
         if row["best_ns"] != row["baseline_ns"]:
             add(row["name"] + " vs bare", fmt_ns(row["best_ns"]), fmt_ns(row["baseline_ns"]),
@@ -165,10 +169,6 @@ def summary(results: dict[str, Any]) -> list[list[str]]:
         else:
             add(f"{row['framework']} run, {row['name']} vs bare (CPU)", fmt_ns(row["best_ns"]),
                 fmt_ns(bare["best_ns"]), f"{row['best_ns'] / bare['best_ns']:.2f}×")
-    for row in results.get("bench_cost") or ():
-        if row["name"] != "bare Counter.inc()" and not row["name"].startswith("genai_prices"):
-            add(f"cost: {row['name']} vs bare Counter.inc()", fmt_ns(row["median_ns"]),
-                fmt_ns(row["baseline_ns"]), f"{row['median_ns'] / row['baseline_ns']:.1f}×")
     return out
 
 

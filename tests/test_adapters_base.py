@@ -28,6 +28,7 @@ from loopobs.adapters import (
     shielded,
 )
 from loopobs.adapters import _run as adapter_run
+from loopobs.core.budget import Budget, BudgetGuard
 from loopobs.testing import RecordingObserver, assert_contract
 
 
@@ -254,12 +255,16 @@ def test_converged_answers_stop_with_status_converged() -> None:
 
 def test_a_guard_can_stop_a_run() -> None:
     """Guards other than detectors stop a run through the same path."""
-    tracker, _ = _tracker(detectors=[])
+    tracker, rec = _tracker(detectors=[])
     run = tracker.start_run()
-    run.stop(RunStopped("over budget", status="budget_exceeded"))
+    run.stop(RunStopped("over quota", status="over_quota"))
     run.stop(RunStopped("second stop loses"))
-    with pytest.raises(RunStopped, match="over budget"):
+    with pytest.raises(RunStopped, match="over quota") as caught:
         run.raise_if_stopped()
+    run.end(error=caught.value)
+    (end,) = rec.of("on_run_end")
+    assert end.status == "failed"  # a status the contract does not know
+    assert end.error == caught.value
 
 
 def test_run_stopped_round_trips_as_a_value() -> None:
@@ -360,3 +365,23 @@ def test_a_call_id_reused_by_a_later_response_is_a_new_call() -> None:
     assert_contract(rec.events)
     assert [c.attempt for c in rec.of("on_tool_pre")] == [0, 1, 0, 1]
     assert len(rec.of("on_tool_call_received")) == 4
+
+
+def test_a_budget_guard_among_the_detectors_stops_the_run() -> None:
+    """BudgetGuard's stop verdict stops the run with status budget_exceeded; warn does not."""
+    guard = BudgetGuard(Budget(total_tokens=100, warn_at=0.5))
+    tracker, rec = _tracker(detectors=[guard])
+    run = tracker.start_run()
+    run.model_start("m1", model="m")
+    run.model_end("m1", usage=Usage(input_tokens=50, output_tokens=10))
+    run.raise_if_stopped()  # 60 of 100: a warning only
+    run.model_start("m2", model="m")
+    run.model_end("m2", usage=Usage(input_tokens=40, output_tokens=10))
+    with pytest.raises(RunStopped) as caught:
+        run.raise_if_stopped()
+    assert caught.value.status == "budget_exceeded"
+    assert "total_tokens" in str(caught.value)
+    run.end(error=caught.value)
+    assert [c.action for c in rec.of("on_budget_exceeded")] == ["warn", "stop"]
+    assert rec.of("on_run_end")[0].status == "budget_exceeded"
+    assert_contract(rec.events)

@@ -19,6 +19,8 @@ from langgraph.errors import GraphRecursionError
 from langgraph.graph import END, START, MessagesState, StateGraph
 
 from loopobs import (
+    Budget,
+    BudgetGuard,
     Cancelled,
     EventContext,
     LoopDetected,
@@ -437,4 +439,19 @@ def test_parallel_branches_calling_models_keep_the_contract(stack: Stack) -> Non
     assert_contract(stack.recorder.events)
     assert len(stack.recorder.of("on_stream_success")) == 2
     assert sum(e.input_tokens for e in stack.recorder.of("on_run_end")) == 10
+    stack.check_nothing_open()
+
+
+def test_a_budget_stops_the_graph_like_a_detector(stack: Stack) -> None:
+    """A BudgetGuard among the detectors: the graph ends raising RunStopped, status
+    budget_exceeded, before the model call past the budget."""
+    handler = LoopobsCallbackHandler(stack.observers,
+                                     detectors=[BudgetGuard(Budget(model_calls=3))])
+    with pytest.raises(RunStopped) as caught:
+        _runaway().invoke({"messages": [("user", "wait")]},
+                          config={"callbacks": [handler], "recursion_limit": 100})
+    assert caught.value.status == "budget_exceeded"
+    assert_contract(stack.recorder.events)
+    assert stack.recorder.of("on_run_end")[0].status == "budget_exceeded"
+    assert len(stack.recorder.of("on_stream_start")) == 3
     stack.check_nothing_open()

@@ -12,6 +12,7 @@ Building an adapter on it::
 
     tracker = RunTracker(observers=[...])              # once per adapter instance
     run = tracker.start_run(agent="support", model="gpt-4o")   # framework run begins
+    run.before_model_call(model="gpt-4o")              # budgets; raises RunStopped if stopped
     run.model_start(key, model="gpt-4o")               # a model call (opens a turn)
     run.text_delta(key, "Hel")                         # streamed text, if any
     run.model_end(key, usage=Usage(...), tool_calls=[ToolCall(...)])
@@ -49,8 +50,9 @@ action ``stop`` (or ``ask_user``) marks the run stopped; the adapter then raises
 :class:`RunStopped` into the framework at the next point where the framework lets
 an exception through (:meth:`AdapterRun.raise_if_stopped`). ``warn`` (and
 ``switch_phase``, ``compact``) leave the run alone: the detection is still
-reported to every observer. Other guards (budgets) stop a run the same way,
-through :meth:`StopPolicy.stop`.
+reported to every observer. A :class:`~loopobs.core.budget.BudgetGuard` passed
+among the detectors stops a run over budget the same way (status
+``budget_exceeded``); other guards call :meth:`StopPolicy.stop`.
 
 Hooks of an adapter must never break the framework: wrap each framework callback
 in :func:`shielded`, which logs and swallows anything but :class:`RunStopped`.
@@ -70,6 +72,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
 from loopobs.core import hashing
+from loopobs.core.budget import BudgetGuard
 from loopobs.core.errors import (
     Cancelled,
     LoopDetected,
@@ -79,6 +82,7 @@ from loopobs.core.errors import (
     ToolExecutionError,
 )
 from loopobs.core.events import (
+    BudgetExceededContext,
     ConvergenceDetectedContext,
     LoopDetectedContext,
     ResponseContext,
@@ -128,9 +132,11 @@ class RunStopped(LoopDetected):
 
     Raised from a framework hook (a callback, a processor, a guard) where the
     framework lets exceptions through, so it ends the framework's run and reaches
-    the code that started it. ``status`` says why: ``loop_detected`` (a runaway
-    tool loop), ``converged`` (the same answer again and again), or a guard's own
-    status; ``pattern`` names what repeated. Catch it as
+    the code that started it. ``status`` says why, as a
+    :class:`~loopobs.core.events.RunStatus` value the run ends with:
+    ``loop_detected`` (a runaway tool loop), ``converged`` (the same answer again
+    and again), or the one a guard stops with (a value the contract does not know
+    ends the run ``failed``); ``pattern`` names what repeated. Catch it as
     :class:`~loopobs.core.errors.LoopDetected` or :class:`~loopobs.core.errors.LoopError`.
     """
 
@@ -195,9 +201,10 @@ def _run_error(error: BaseException) -> LoopError:
 class StopPolicy(LoopObserver):
     """Turns verdicts into stops for the runs of one tracker.
 
-    Detector verdicts arrive as ``on_loop_detected`` / ``on_convergence_detected``;
-    action ``stop`` or ``ask_user`` stops the run, any other action leaves it alone.
-    Other guards (a budget, a deadline) call :meth:`stop` directly. The first stop
+    Verdicts arrive as ``on_loop_detected`` / ``on_convergence_detected`` (detectors)
+    and ``on_budget_exceeded`` (a :class:`~loopobs.core.budget.BudgetGuard` among the
+    tracker's detectors); action ``stop`` (or ``ask_user``) stops the run, any other
+    action leaves it alone. Other guards call :meth:`stop` directly. The first stop
     of a run wins; the adapter raises it into the framework.
     """
 
@@ -241,6 +248,14 @@ class StopPolicy(LoopObserver):
                 f"stopped: the last {ctx.consecutive} answers are nearly identical",
                 pattern="converged answers", status="converged"))
 
+    def on_budget_exceeded(self, ctx: BudgetExceededContext) -> None:
+        """A budget verdict (from a :class:`~loopobs.core.budget.BudgetGuard`): stop on ``stop``."""
+        if ctx.action == "stop":
+            self.stop(ctx.run_id, RunStopped(
+                f"stopped: {ctx.scope} budget exceeded: {ctx.limit} {ctx.value:g} > "
+                f"{ctx.budget:g}", pattern=f"{ctx.limit} budget",
+                status=RunStatus.BUDGET_EXCEEDED.value))
+
 
 def _default_detectors() -> list[LoopObserver]:
     from loopobs.core.detectors import ConvergenceDetector, RepetitionDetector
@@ -273,6 +288,8 @@ class RunTracker:
         self.detectors = tuple(_default_detectors() if detectors is None else detectors)
         for detector in self.detectors:
             self.emit.add(detector)
+        self.guards = tuple(d for d in self.detectors if isinstance(d, BudgetGuard))
+        """The budget guards among the detectors, asked before each model call."""
         self.policy = StopPolicy()
         self.emit.add(self.policy)
         self._lock = threading.Lock()
@@ -449,6 +466,20 @@ class AdapterRun:
     def stop(self, error: RunStopped) -> None:
         """Stop this run (for guards other than the detectors); the adapter raises it next."""
         self.tracker.policy.stop(self.run_id, error)
+
+    def before_model_call(self, *, model: str = "", provider: str = "") -> None:
+        """Call before a model call the adapter can still prevent.
+
+        Budget guards among the tracker's detectors check one more call (the
+        request's size is unknown to an adapter: the model call itself, the wall
+        time, and what was used so far count); then, like :meth:`raise_if_stopped`,
+        raises the run's :class:`RunStopped` if it is stopped, so the call is not made.
+        """
+        if self._ended:
+            return
+        for guard in self.tracker.guards:
+            guard.before_call(self.run_id, model or self.model, provider, Usage())
+        self.raise_if_stopped()
 
     # -- turns -----------------------------------------------------------------------------
     def _open_turn(self, at: int | None) -> _Turn:

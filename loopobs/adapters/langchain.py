@@ -202,7 +202,7 @@ class _Bridge:
         model, provider = _model_name(serialized, metadata, kwargs)
         run = self._owner_of(parent)
         if run is not None and parent not in self._tools:
-            run.raise_if_stopped()
+            run.before_model_call(model=model, provider=provider)
             if run.model_start(run_id, model=model, provider=provider):
                 with self._lock:
                     self._owner[run_id] = run
