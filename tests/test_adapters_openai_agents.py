@@ -26,7 +26,15 @@ from agents import (
 )
 from agents.exceptions import MaxTurnsExceeded as AgentsMaxTurns
 
-from loopobs import LoopDetected, LoopObserver, RepetitionDetector, ToolExecutionError, Usage
+from loopobs import (
+    Budget,
+    BudgetGuard,
+    LoopDetected,
+    LoopObserver,
+    RepetitionDetector,
+    ToolExecutionError,
+    Usage,
+)
 from loopobs import tool as loopobs_tool
 from loopobs.adapters import RunStopped
 from loopobs.adapters.openai_agents import AgentsAdapter
@@ -529,4 +537,18 @@ async def test_a_streamed_run_whose_tool_raises(stack: Stack) -> None:
 
     assert_contract(stack.recorder.events)
     assert stack.recorder.of("on_run_end")[0].status == "failed"
+    stack.check_nothing_open()
+
+
+async def test_a_budget_stops_the_run_before_the_model_call_past_it(stack: Stack) -> None:
+    """A BudgetGuard among the detectors: RunStopped (budget_exceeded) from on_llm_start,
+    and the model call past the budget is never made."""
+    model = _looping_model(20)
+    adapter = AgentsAdapter(stack.observers, detectors=[BudgetGuard(Budget(model_calls=3))])
+    with pytest.raises(RunStopped) as caught:
+        await adapter.run(_agent(model), "loop")
+    assert caught.value.status == "budget_exceeded"
+    assert model.calls == 3
+    assert stack.recorder.of("on_run_end")[0].status == "budget_exceeded"
+    assert_contract(stack.recorder.events)
     stack.check_nothing_open()

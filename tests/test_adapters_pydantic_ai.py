@@ -34,6 +34,8 @@ from pydantic_ai.models.test import TestModel
 from pydantic_ai.usage import RequestUsage
 
 from loopobs import (
+    Budget,
+    BudgetGuard,
     ConvergenceDetector,
     LoopDetected,
     LoopObserver,
@@ -595,4 +597,19 @@ async def test_a_model_fallback_is_a_failed_attempt_then_the_next_model(stack: S
     assert (fallback.from_model, fallback.to_model) == ("primary", "backup")
     assert rec.of("on_stream_success")[0].input_tokens == 30
     assert_contract(rec.events)
+    stack.check_nothing_open()
+
+
+async def test_a_budget_stops_the_run_before_the_request_past_it(stack: Stack) -> None:
+    """A BudgetGuard among the detectors: RunStopped (budget_exceeded) from
+    wrap_model_request, and the request past the budget is never made."""
+    calls: list[int] = []
+    capability = LoopobsCapability(stack.observers,
+                                   detectors=[BudgetGuard(Budget(model_calls=3))])
+    with pytest.raises(RunStopped) as caught:
+        await _agent(_looping(calls), capability).run("loop")
+    assert caught.value.status == "budget_exceeded"
+    assert len(calls) == 3
+    assert stack.recorder.of("on_run_end")[0].status == "budget_exceeded"
+    assert_contract(stack.recorder.events)
     stack.check_nothing_open()

@@ -224,15 +224,16 @@ class ObservedRunHooks(RunHooks[Any]):
 
     @shielded
     async def _llm_start(self, agent: Agent[Any]) -> None:
-        self.run.raise_if_stopped()
+        model = _model_name(agent, self._run_config)
+        provider = _provider(agent, self._run_config)
+        # Budgets, then a decided stop: RunStopped leaves here, before the model call.
+        self.run.before_model_call(model=model, provider=provider)
         # The SDK calls the model again only once the previous turn's tools and
         # handoff are done: that turn ends here, before a model switch is reported.
         self.run.end_turn()
-        model = _model_name(agent, self._run_config)
         self._switch(model)
         self._calls += 1
-        if self.run.model_start(self._calls, model=model,
-                                provider=_provider(agent, self._run_config)):
+        if self.run.model_start(self._calls, model=model, provider=provider):
             self.open_call = self._calls
 
     def _switch(self, model: str) -> None:

@@ -254,8 +254,9 @@ class _ObservedRun(AbstractCapability[Any]):
         run = self.run
         if run is None:
             return
-        run.raise_if_stopped()
         model = request_context.model
+        # Budgets, then a decided stop: RunStopped leaves here, before the request.
+        run.before_model_call(model=model.model_name, provider=model.system)
         key = (self._requests, 1)
         if run.model_start(key, model=model.model_name, provider=model.system):
             self._open, self._open_model = key, model.model_name
