@@ -29,6 +29,7 @@ from loopobs.adapters import (
 )
 from loopobs.adapters import _run as adapter_run
 from loopobs.core.budget import Budget, BudgetGuard
+from loopobs.core.pricing import ModelRates
 from loopobs.testing import RecordingObserver, assert_contract
 
 
@@ -385,3 +386,25 @@ def test_a_budget_guard_among_the_detectors_stops_the_run() -> None:
     assert [c.action for c in rec.of("on_budget_exceeded")] == ["warn", "stop"]
     assert rec.of("on_run_end")[0].status == "budget_exceeded"
     assert_contract(rec.events)
+
+
+def test_model_calls_are_priced_like_agent_loop_does() -> None:
+    """prices=: each call's cost_usd, the turn's and the run's; an unpriced call makes the
+    run's cost unknown (None), never 0."""
+    tracker, rec = _tracker(detectors=[], prices={"m": ModelRates(input_per_mtok=2.0,
+                                                                  output_per_mtok=8.0)})
+    run = tracker.start_run()
+    run.model_start("a", model="m")
+    run.model_end("a", usage=Usage(input_tokens=1_000_000, output_tokens=500_000))
+    run.end()
+    assert rec.of("on_stream_success")[0].cost_usd == pytest.approx(6.0)
+    assert rec.of("on_turn_end")[0].cost_usd == pytest.approx(6.0)
+    assert rec.of("on_run_end")[0].cost_usd == pytest.approx(6.0)
+    run = tracker.start_run()
+    run.model_start("b", model="m")
+    run.model_end("b", usage=Usage(input_tokens=10, output_tokens=1))
+    run.model_start("c", model="unknown-model")
+    run.model_end("c", usage=Usage(input_tokens=10, output_tokens=1))
+    run.end()
+    assert rec.of("on_stream_success")[-1].cost_usd is None
+    assert rec.of("on_run_end")[-1].cost_usd is None

@@ -25,6 +25,7 @@ from loopobs import (
     EventContext,
     LoopDetected,
     LoopObserver,
+    ModelRates,
     RepetitionDetector,
     ToolExecutionError,
     Usage,
@@ -455,3 +456,17 @@ def test_a_budget_stops_the_graph_like_a_detector(stack: Stack) -> None:
     assert stack.recorder.of("on_run_end")[0].status == "budget_exceeded"
     assert len(stack.recorder.of("on_stream_start")) == 3
     stack.check_nothing_open()
+
+
+def test_graph_runs_are_priced_into_the_cost_metrics(stack: Stack) -> None:
+    """prices=: the run's cost reaches the spans' and Prometheus' cost totals."""
+    handler = LoopobsCallbackHandler(stack.observers, prices={
+        "GenericFakeChatModel": ModelRates(input_per_mtok=1_000_000.0, output_per_mtok=0.0)})
+    react_graph(fake_model(_script()), [add]).invoke({"messages": [("user", "add")]},
+                                                     config={"callbacks": [handler]})
+    (end,) = stack.recorder.of("on_run_end")
+    assert end.cost_usd == pytest.approx(42.0)  # 42 input tokens at $1 each
+    assert stack.prom("loopobs_cost_usd_total") == pytest.approx(42.0)
+    (agent,) = stack.finished("invoke_agent")
+    assert agent.attributes is not None
+    assert agent.attributes["loopobs.cost.usd"] == pytest.approx(42.0)

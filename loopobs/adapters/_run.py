@@ -72,7 +72,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
 from loopobs.core import hashing
-from loopobs.core.budget import BudgetGuard
+from loopobs.core.budget import BudgetGuard, Spend
 from loopobs.core.errors import (
     Cancelled,
     LoopDetected,
@@ -102,6 +102,7 @@ from loopobs.core.events import (
     Usage,
 )
 from loopobs.core.observer import LoopObserver, ObserverSet
+from loopobs.core.pricing import PriceLookup, PricesArg, price_lookup, safe_cost
 
 __all__ = [
     "AdapterRun",
@@ -274,13 +275,19 @@ class RunTracker:
             ``[]`` none. A detector built with ``stop_after=0`` / ``action="warn"``
             only reports.
         agent: the agent name runs report when the framework gives none.
+        prices: how model calls are priced, as ``AgentLoop(prices=...)``: None for
+            ``genai-prices`` (when installed; else every cost is unknown), a mapping
+            of model → rates, a function or a ``PriceLookup``.
 
     Thread-safe: runs may start and end concurrently on any thread or task.
     """
 
     def __init__(self, observers: Iterable[LoopObserver] = (), *,
-                 detectors: Iterable[LoopObserver] | None = None, agent: str = "agent") -> None:
+                 detectors: Iterable[LoopObserver] | None = None, agent: str = "agent",
+                 prices: PricesArg = None) -> None:
         self.agent = agent
+        self.prices: PriceLookup = price_lookup(prices)
+        """How model calls are priced (``cost_usd`` on the contexts), as for ``AgentLoop``."""
         self._observers = ObserverSet(observers)
         # Detectors after the user's observers: every user observer has seen an event
         # before a detector reacts to it, and the verdicts reach everyone.
@@ -379,6 +386,7 @@ class _Turn:
     answered: bool = False
     tools_ran: bool = False
     usage: Usage | None = None
+    cost_usd: float | None = 0.0
     error: LoopError | None = None
 
 
@@ -409,6 +417,8 @@ class AdapterRun:
         self.query = query
         self.usage = Usage()
         """Token usage summed over the run's successful model calls."""
+        self.spend = Spend()
+        """What the run used: tokens, priced dollars and unpriced calls."""
         self.turns = 0
         """Turns this run took so far."""
         self._lock = threading.RLock()
@@ -516,7 +526,8 @@ class AdapterRun:
                 turn=turn.number, success=error is None, error=error,
                 duration_ms=_duration_ms(turn.started_ns, turn.started, at),
                 input_tokens=usage.input_tokens if usage else 0,
-                output_tokens=usage.output_tokens if usage else 0))
+                output_tokens=usage.output_tokens if usage else 0,
+                cost_usd=turn.cost_usd if turn.answered else 0.0))
 
     def end_turn(self, *, error: BaseException | None = None, time_ns: int | None = None) -> None:
         """End the open turn now (adapters that know turn boundaries); no-op between turns."""
@@ -597,9 +608,13 @@ class AdapterRun:
             self._stream_key, self._stream = None, None
             at = time_ns if time_ns is not None else _now_ns()
             u = usage or Usage()
+            cost = None
             if usage is not None:
                 self.usage = self.usage + usage
-            turn.answered, turn.usage, turn.error = True, usage, None
+                cost = safe_cost(self.tracker.prices, stream.model, stream.provider, usage,
+                                 response_model=response_model)
+            self.spend.add_call(usage, cost)
+            turn.answered, turn.usage, turn.cost_usd, turn.error = True, usage, cost, None
             em = self.tracker.emit
             if time_to_first_token_ms is None and stream.first is not None:
                 time_to_first_token_ms = (stream.first - stream.started) * 1000.0
@@ -613,7 +628,7 @@ class AdapterRun:
                     response_id=response_id, response_model=response_model,
                     cache_read_input_tokens=u.cache_read_input_tokens,
                     cache_write_input_tokens=u.cache_write_input_tokens,
-                    reasoning_output_tokens=u.reasoning_output_tokens))
+                    reasoning_output_tokens=u.reasoning_output_tokens, cost_usd=cost))
             if em.listens("on_response"):
                 em.on_response(ResponseContext(run_id=self.run_id, time_ns=at, turn=turn.number,
                                                text=text, usage=usage,
@@ -754,7 +769,7 @@ class AdapterRun:
                         success=final in _SUCCESS, error=err, total_turns=self.turns,
                         duration_ms=_duration_ms(self._started_ns, self._started, time_ns),
                         status=final, input_tokens=self.usage.input_tokens,
-                        output_tokens=self.usage.output_tokens))
+                        output_tokens=self.usage.output_tokens, cost_usd=self.spend.cost_usd))
             finally:
                 self.tracker._closed(self)
 

@@ -65,6 +65,7 @@ from loopobs.adapters._run import AdapterRun, RunStopped, RunTracker, ToolCall, 
 from loopobs.core.errors import ToolExecutionError
 from loopobs.core.events import Usage
 from loopobs.core.observer import LoopObserver, ObserverSet
+from loopobs.core.pricing import PricesArg
 
 __all__ = ["AsyncLoopobsCallbackHandler", "LoopobsCallbackHandler", "RunStopped"]
 
@@ -302,8 +303,10 @@ class _Bridge:
 
 
 def _tracker(observers: Iterable[LoopObserver], detectors: Iterable[LoopObserver] | None,
-             tracker: RunTracker | None) -> RunTracker:
-    return tracker if tracker is not None else RunTracker(observers, detectors=detectors)
+             tracker: RunTracker | None, prices: PricesArg) -> RunTracker:
+    if tracker is not None:
+        return tracker
+    return RunTracker(observers, detectors=detectors, prices=prices)
 
 
 class LoopobsCallbackHandler(BaseCallbackHandler):
@@ -314,8 +317,9 @@ class LoopobsCallbackHandler(BaseCallbackHandler):
         detectors: observers whose ``stop`` verdicts stop the run; ``None`` means
             the default repetition and convergence detectors, ``[]`` none.
         agent: the agent name runs report; default: the outermost chain's name.
+        prices: how model calls are priced (``cost_usd``), as ``AgentLoop(prices=...)``.
         tracker: share one :class:`~loopobs.adapters.RunTracker` between handlers
-            (then ``observers`` and ``detectors`` are ignored).
+            (then ``observers``, ``detectors`` and ``prices`` are ignored).
 
     Works in synchronous and asynchronous runs (it is called inline in both), from
     any thread. Raises only :class:`~loopobs.adapters.RunStopped`, and only to stop
@@ -327,9 +331,9 @@ class LoopobsCallbackHandler(BaseCallbackHandler):
 
     def __init__(self, observers: Iterable[LoopObserver] = (), *,
                  detectors: Iterable[LoopObserver] | None = None, agent: str | None = None,
-                 tracker: RunTracker | None = None) -> None:
+                 prices: PricesArg = None, tracker: RunTracker | None = None) -> None:
         super().__init__()
-        self.tracker = _tracker(observers, detectors, tracker)
+        self.tracker = _tracker(observers, detectors, tracker, prices)
         self._bridge = _Bridge(self.tracker, agent)
 
     @property
@@ -432,9 +436,9 @@ class AsyncLoopobsCallbackHandler(AsyncCallbackHandler):
 
     def __init__(self, observers: Iterable[LoopObserver] = (), *,
                  detectors: Iterable[LoopObserver] | None = None, agent: str | None = None,
-                 tracker: RunTracker | None = None) -> None:
+                 prices: PricesArg = None, tracker: RunTracker | None = None) -> None:
         super().__init__()
-        self.tracker = _tracker(observers, detectors, tracker)
+        self.tracker = _tracker(observers, detectors, tracker, prices)
         self._bridge = _Bridge(self.tracker, agent)
 
     @property

@@ -59,6 +59,7 @@ from loopobs.adapters._run import AdapterRun, RunTracker, ToolCall, shielded
 from loopobs.core.errors import Cancelled, LoopError, ModelError, ToolExecutionError
 from loopobs.core.events import Usage
 from loopobs.core.observer import LoopObserver, ObserverSet
+from loopobs.core.pricing import PricesArg
 from loopobs.exporters import catalog as c
 
 __all__ = ["GenAISpanProcessor"]
@@ -269,8 +270,9 @@ class GenAISpanProcessor(SpanProcessor):
         group_by: ``"trace"`` (default) groups model and tool spans without an
             agent ancestor into one run per trace; ``"agent"`` reports only what
             is under an agent span.
-        tracker: share a :class:`~loopobs.adapters.RunTracker` (then ``observers``
-            and ``detectors`` are ignored).
+        prices: how model calls are priced (``cost_usd``), as ``AgentLoop(prices=...)``.
+        tracker: share a :class:`~loopobs.adapters.RunTracker` (then ``observers``,
+            ``detectors`` and ``prices`` are ignored).
 
     Thread-safe; its hooks never raise into the instrumented app. ``shutdown()``
     ends any run still open (status ``cancelled``), so no run stays counted active,
@@ -280,11 +282,11 @@ class GenAISpanProcessor(SpanProcessor):
     def __init__(self, observers: Iterable[LoopObserver] = (), *,
                  detectors: Iterable[LoopObserver] | None = None,
                  group_by: Literal["trace", "agent"] = "trace",
-                 tracker: RunTracker | None = None) -> None:
+                 prices: PricesArg = None, tracker: RunTracker | None = None) -> None:
         if group_by not in ("trace", "agent"):
             raise ValueError("group_by must be 'trace' or 'agent'")
-        self.tracker = tracker if tracker is not None else RunTracker(observers,
-                                                                      detectors=detectors)
+        self.tracker = tracker if tracker is not None else RunTracker(
+            observers, detectors=detectors, prices=prices)
         self.group_by = group_by
         self._lock = threading.RLock()
         self._nodes: OrderedDict[int, _Node] = OrderedDict()
