@@ -35,7 +35,8 @@ def test_the_langchain_page_runs_and_stops_its_runaway_loop() -> None:
     assert out.splitlines() == ["1 + 2 = 3", "completed"]
     namespace, out = _run("langchain.md", blocks[1])
     assert isinstance(namespace["stopped"], RunStopped)
-    assert re.search(r"stopped: the tool call pattern add\(args#[0-9a-f]{8}\) repeated 3 times", out)
+    assert re.search(r"stopped: the tool call pattern add\(args#[0-9a-f]{8}\) repeated 3 times",
+                     out)
     assert out.rstrip().endswith("loop_detected")
 
 
