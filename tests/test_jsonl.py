@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from loopobs import (
     CONTEXT_TYPES,
     HOOKS,
+    McpCallInfo,
     DisplayHint,
     EventContext,
     HookName,
@@ -84,6 +85,11 @@ ERROR_FIELDS: dict[str, st.SearchStrategy[Any]] = {
     "session_id": TEXT,
     "run_id": TEXT,
     "wake_at": AWARE_DATETIMES,
+    "server": TEXT,
+    "kind": TEXT,
+    "code": st.none() | INTS,
+    "queue": TEXT,
+    "capacity": INTS,
     # each attempt's error of a FallbackExhausted: errors of the simple kinds
     "failures": st.lists(st.builds(RateLimited, TEXT, retry_after=st.none() | FLOATS,
                                    status_code=st.none() | INTS), max_size=2),
@@ -113,6 +119,11 @@ DISPLAY_HINTS = st.one_of(
 )
 USAGES = st.builds(Usage, input_tokens=INTS, output_tokens=INTS, cache_read_input_tokens=INTS,
                    cache_write_input_tokens=INTS, reasoning_output_tokens=INTS)
+MCP_CALLS = st.builds(
+    McpCallInfo, server=TEXT, method=TEXT, transport=st.sampled_from(["pipe", "tcp"]),
+    protocol_version=st.none() | TEXT, session_id=st.none() | TEXT,
+    request_id=st.none() | TEXT, status_code=st.none() | TEXT, error_type=st.none() | TEXT,
+    server_address=st.none() | TEXT, server_port=st.none() | INTS, duration_ms=FLOATS)
 
 # Fields whose values need more than their type says.
 BY_NAME: dict[str, st.SearchStrategy[Any]] = {
@@ -127,6 +138,7 @@ def _for_type(hint: Any) -> st.SearchStrategy[Any]:
     simple: dict[Any, st.SearchStrategy[Any]] = {
         int: INTS, float: FLOATS, str: TEXT, bool: st.booleans(), uuid.UUID: st.uuids(),
         LoopError: LOOP_ERRORS, Usage: USAGES, DisplayHint: DISPLAY_HINTS,
+        McpCallInfo: MCP_CALLS,
     }
     if hint in simple:
         return simple[hint]

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from loopobs.core.compaction import Compactor
+from loopobs.core.context_providers import ProviderSpec
 from loopobs.core.model import LlmClient, ToolDefinition
 from loopobs.core.observer import ObserverSet
 from loopobs.core.policy import RunPolicy
@@ -41,6 +42,7 @@ class LoopSettings:
     fallback_models: tuple[str, ...]
     agent_name: str
     system_prompt: str | None
+    context_provider_timeout: float | None = 5.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -59,6 +61,8 @@ class RunDeps:
     settings: LoopSettings
     model: Callable[[], str]
     """The model for the next call."""
+    providers: tuple[ProviderSpec, ...] = ()
+    """Context providers, run before each model call."""
 
     @property
     def tool_definitions(self) -> tuple[ToolDefinition, ...]:
