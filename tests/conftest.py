@@ -14,8 +14,10 @@ from loopobs import (
     CONTEXT_TYPES,
     DisplayHint,
     HookName,
+    McpCallInfo,
     ModelError,
     NotYetAwake,
+    ProviderFailed,
     RateLimited,
     RunStatus,
     ToolExecutionError,
@@ -119,6 +121,10 @@ SAMPLE_FIELDS: dict[str, dict[str, Any]] = {
         "outcome": "error",
         "error": ToolExecutionError("kaput", tool="weather", error_type="OSError"),
         "result": "kaput",
+        "mcp": McpCallInfo(server="files", transport="tcp", protocol_version="2025-11-25",
+                           session_id="s-1", request_id="7", status_code="-32602",
+                           error_type="-32602", server_address="127.0.0.1", server_port=8080,
+                           duration_ms=4.25),
     },
     "on_compaction": {
         "tokens_before": 9000,
@@ -146,6 +152,14 @@ SAMPLE_FIELDS: dict[str, dict[str, Any]] = {
         "tool_call_id": "call_3",
         "wake_at": dt.datetime(2030, 1, 2, 3, 4, 5, 678, tzinfo=dt.timezone(dt.timedelta(hours=2))),
     },
+    "on_context_provider": {
+        "turn": 3, "provider": "memory", "outcome": "timeout", "duration_ms": 250.5,
+        "chars": 0, "error": ProviderFailed("too slow", context_provider="memory", error_type="timeout"),
+        "text": None,
+    },
+    "on_backpressure": {"queue": "inbox", "outcome": "dropped", "capacity": 4,
+                        "policy": "drop_oldest"},
+    "on_session_reset": {"epoch": 2, "discarded": 3},
 }
 
 MakeContext = Callable[..., Any]  # the context class follows from the hook name

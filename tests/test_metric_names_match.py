@@ -48,6 +48,7 @@ def drive(observer: LoopObserver, runs: int = 3) -> None:
     observers = ObserverSet([RaisesOnTurnEnd(), observer])
     for _ in range(runs):
         ev.emit_run(observers)
+    ev.emit_extras(observers)
 
 
 def samples_of(names: Iterable[str]) -> set[str]:

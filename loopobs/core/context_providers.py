@@ -67,18 +67,18 @@ async def _run_one(spec: ProviderSpec, query: str, timeout: float | None) -> _Re
     except asyncio.TimeoutError:
         return _Result("timeout", None, (time.perf_counter() - started) * 1000.0, ProviderFailed(
             f"context provider {spec.name!r} ran past its timeout of {timeout:g}s",
-            provider=spec.name, error_type="timeout"))
+            context_provider=spec.name, error_type="timeout"))
     except Exception as exc:
         return _Result("error", None, (time.perf_counter() - started) * 1000.0, ProviderFailed(
             f"context provider {spec.name!r} failed: {type(exc).__name__}",
-            provider=spec.name, error_type=type(exc).__name__))
+            context_provider=spec.name, error_type=type(exc).__name__))
     duration = (time.perf_counter() - started) * 1000.0
     if text is None or text == "":
         return _Result("empty", None, duration)
     if not isinstance(text, str):
         return _Result("error", None, duration, ProviderFailed(
             f"context provider {spec.name!r} returned {type(text).__name__}, not text",
-            provider=spec.name, error_type="TypeError"))
+            context_provider=spec.name, error_type="TypeError"))
     return _Result("ok", text, duration)
 
 

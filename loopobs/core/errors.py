@@ -443,11 +443,13 @@ class ToolNameClash(LoopError, ValueError):
 class ProviderFailed(LoopError):
     """A context provider raised or ran past its timeout; the turn goes on without it."""
 
-    _fields: ClassVar[tuple[str, ...]] = ("provider", "error_type")
+    _fields: ClassVar[tuple[str, ...]] = ("context_provider", "error_type")
 
-    def __init__(self, message: str = "", *, provider: str = "", error_type: str = "") -> None:
-        super().__init__(message or f"context provider {provider!r} failed ({error_type})")
-        self.provider = provider
+    def __init__(self, message: str = "", *, context_provider: str = "",
+                 error_type: str = "") -> None:
+        super().__init__(message or f"context provider {context_provider!r} failed "
+                         f"({error_type})")
+        self.context_provider = context_provider
         self.error_type = error_type
 
 

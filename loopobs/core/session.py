@@ -47,7 +47,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Generic, Literal, TypeVar
+from typing import Generic, Literal, TypeVar
 
 from loopobs.core.driver import INTERRUPT
 from loopobs.core.errors import (
@@ -58,14 +58,12 @@ from loopobs.core.errors import (
     ToolNameClash,
 )
 from loopobs.core.events import BackpressureContext, RunStatus, SessionResetContext
+from loopobs.core.loop import AgentLoop
 from loopobs.core.model import AssistantMessage, Message, ToolResultMessage, UserMessage
 from loopobs.core.observer import ObserverSet
 from loopobs.core.run import RunResult, Session
 from loopobs.core.session_store import MemoryStore, SessionStore
 from loopobs.core.tools import Tool, current_tool_call
-
-if TYPE_CHECKING:
-    from loopobs.core.loop import AgentLoop
 
 __all__ = ["ASK_USER", "AgentSession", "BoundedQueue", "QueuePolicy", "SessionUpdate"]
 
