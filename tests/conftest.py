@@ -154,7 +154,8 @@ SAMPLE_FIELDS: dict[str, dict[str, Any]] = {
     },
     "on_context_provider": {
         "turn": 3, "provider": "memory", "outcome": "timeout", "duration_ms": 250.5,
-        "chars": 0, "error": ProviderFailed("too slow", context_provider="memory", error_type="timeout"),
+        "chars": 0,
+        "error": ProviderFailed("too slow", context_provider="memory", error_type="timeout"),
         "text": None,
     },
     "on_backpressure": {"queue": "inbox", "outcome": "dropped", "capacity": 4,

@@ -184,6 +184,11 @@ class AgentLoop:
                 raise
             self._open_sources = connected
 
+    @property
+    def open_sources(self) -> tuple[ConnectedSource, ...]:
+        """The sources :meth:`open` connected (empty when the loop is not open)."""
+        return tuple(self._open_sources or ())
+
     async def aclose(self) -> None:
         """Close the sources :meth:`open` connected (stops their server processes)."""
         async with self._open_lock:

@@ -116,7 +116,7 @@ class _Connection:
                 read, write = await stack.enter_async_context(self._transport(stack))
                 session = await stack.enter_async_context(ClientSession(
                     read, _WriteTap(write, self.request_ids),
-                    read_timeout_seconds=self.spec.timeout, message_handler=self._on_message))
+                    message_handler=self._on_message))
                 await session.initialize()
                 self.protocol_version = session.protocol_version
                 self.tools = await _list_all(session)
@@ -125,12 +125,14 @@ class _Connection:
                     self._ready.set_result(None)
                 await self._stop.wait()
         except BaseException as exc:  # the owner must end quietly; the reason is kept
+            cause = _root_cause(exc)
             if not self._ready.done():
                 self._ready.set_exception(McpError(
                     f"MCP server {self.spec.label!r} could not be started or reached: "
-                    f"{type(exc).__name__}: {exc}", server=self.spec.label, kind="server_down"))
+                    f"{type(cause).__name__}: {cause}", server=self.spec.label,
+                    kind="server_down"))
                 self._ready.exception()  # retrieved here: wait_ready may have given up
-            self.down = self.down or f"{type(exc).__name__}: {exc}"
+            self.down = self.down or f"{type(cause).__name__}: {cause}"
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise
         finally:
@@ -181,6 +183,15 @@ class _Connection:
         if not self._task.done():
             # Shielded: a cancelled caller still waits for the process to be gone.
             await asyncio.gather(asyncio.shield(self._task), return_exceptions=True)
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    """The first leaf of nested exception groups (the SDK's task groups wrap errors)."""
+    inner = getattr(exc, "exceptions", None)  # an exception group (3.10: the backport's)
+    while inner:
+        exc = inner[0]
+        inner = getattr(exc, "exceptions", None)
+    return exc
 
 
 async def _list_all(session: ClientSession) -> list[mt.Tool]:
@@ -296,6 +307,7 @@ class McpToolSource:
         try:
             conn, session = await self._session()
             result = await session.call_tool(tool.remote_name, dict(arguments),
+                                             read_timeout_seconds=spec.timeout,
                                              meta=_as_meta(meta))
         except MCPError as exc:
             code = exc.error.code

@@ -1,8 +1,8 @@
 """A real MCP server for the tests, written with the SDK's server API.
 
 Run as ``python -m tests.mcp_servers.tool_server [stdio|http PORT]``. Its tools:
-``echo`` (returns its text), ``add``, ``fail`` (an ``isError`` result), ``crash``
-(the process exits mid-call), ``sleep`` (waits), ``grow`` (adds a tool and sends
+``echo`` (returns its text), ``add``, ``fail`` (an ``isError`` result), ``reject`` (a JSON-RPC
+error), ``crash`` (the process exits mid-call), ``sleep`` (waits), ``grow`` (adds a tool and sends
 the list-changed notification) and ``pid`` (the server's process id).
 
 With ``LOOPOBS_TEST_SPANS=<file>`` the process installs an OTel SDK tracer (in
@@ -20,6 +20,8 @@ from collections.abc import Sequence
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
 
 
 def _install_span_file(path: str) -> None:
@@ -33,6 +35,8 @@ def _install_span_file(path: str) -> None:
                 for span in spans:
                     ctx = span.get_span_context()
                     parent = span.parent
+                    if ctx is None:
+                        continue
                     out.write(json.dumps({
                         "name": span.name, "trace_id": f"{ctx.trace_id:032x}",
                         "span_id": f"{ctx.span_id:016x}",
@@ -74,6 +78,11 @@ def build() -> MCPServer:
         """Wait, then answer."""
         await asyncio.sleep(seconds)
         return "slept"
+
+    @server.tool()
+    def reject(value: str) -> str:
+        """Answers with a JSON-RPC error (invalid params) instead of a result."""
+        raise MCPError(INVALID_PARAMS, f"value {value!r} is not acceptable")
 
     @server.tool()
     def pid() -> int:
