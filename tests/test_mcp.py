@@ -24,7 +24,7 @@ from loopobs import AgentLoop, LoopObserver, McpError, ToolNameClash, ToolPreCon
 from loopobs.core.errors import ModelError
 from loopobs.exporters import MetricsObserver, TracingObserver
 from loopobs.llm.scripted import Fail, Reply, ScriptedClient, ToolCall
-from loopobs.mcp import McpStdio
+from loopobs.mcp import McpStdio, McpToolSource
 from loopobs.testing import RecordingObserver, check_contract, metric_points
 from tests._mcp import alive, children_of, http_server, stdio_server
 
@@ -58,9 +58,12 @@ async def test_stdio_tools_join_and_their_calls_carry_the_mcp_attributes(
     assert result.ok
     assert {t.name for t in client.requests[0].tools} >= {"echo", "add", "fail", "grow"}
     post = rec.of("on_tool_post")[0]
-    assert post.result == "5" and not post.is_error
-    assert post.mcp.server == "test" and post.mcp.transport == "pipe"
-    assert post.mcp.protocol_version and post.mcp.request_id
+    assert post.result == "5"
+    assert not post.is_error
+    assert post.mcp.server == "test"
+    assert post.mcp.transport == "pipe"
+    assert post.mcp.protocol_version
+    assert post.mcp.request_id
     assert check_contract(rec.events) == []
 
     tool_spans = [s for s in span_exporter.get_finished_spans()
@@ -74,7 +77,8 @@ async def test_stdio_tools_join_and_their_calls_carry_the_mcp_attributes(
     assert attrs["gen_ai.tool.name"] == "add"
 
     points = metric_points(metric_reader)["mcp.client.operation.duration"]
-    assert len(points) == 1 and points[0].count == 1
+    assert len(points) == 1
+    assert points[0].count == 1
     assert points[0].attributes["mcp.method.name"] == "tools/call"
     assert points[0].attributes["gen_ai.tool.name"] == "add"
 
@@ -109,7 +113,8 @@ async def test_streamable_http_server(
         assert (await loop.run("q")).ok
     post = rec.of("on_tool_post")[0]
     assert post.result == "over http"
-    assert post.mcp.transport == "tcp" and post.mcp.session_id
+    assert post.mcp.transport == "tcp"
+    assert post.mcp.session_id
     span = next(s for s in span_exporter.get_finished_spans() if s.name == "execute_tool echo")
     attrs = span.attributes or {}
     assert attrs["network.transport"] == "tcp"
@@ -150,8 +155,11 @@ async def test_the_tool_list_refreshes_on_list_changed(errlog: TextIO) -> None:
     async def until_shout_is_listed(query: str) -> str:
         # The notification arrives asynchronously; wait for the refresh (an event, not a time).
         source = loop_ref[0].open_sources[0]
+        assert isinstance(source, McpToolSource)
+        if not client.requests:
+            return ""  # before the first call: grow has not run yet
         while "shout" not in source.tools():
-            await asyncio.sleep(0.01)
+            await source.changed()
         return ""
 
     client = ScriptedClient([calls(("grow", {})), calls(("shout", {"text": "hey"})),
@@ -192,7 +200,8 @@ async def test_failures_are_tool_results_the_model_sees(errlog: TextIO) -> None:
     assert by_tool["add"].error.kind == "tool_error"  # the server validated the arguments
     assert by_tool["sleep"].error.kind == "timeout"
     tool_messages = [m for m in result.messages if m.role == "tool"]
-    assert all(m.is_error for m in tool_messages) and len(tool_messages) == 4
+    assert all(m.is_error for m in tool_messages)
+    assert len(tool_messages) == 4
 
 
 async def test_a_crash_mid_call_is_an_error_result_and_the_server_restarts(
@@ -205,10 +214,13 @@ async def test_a_crash_mid_call_is_an_error_result_and_the_server_restarts(
     result = await loop.run("q")
     assert result.ok
     first, crashed, second = rec.of("on_tool_post")
-    assert crashed.is_error and crashed.error.kind == "connection_closed"
+    assert crashed.is_error
+    assert crashed.error.kind == "connection_closed"
     assert crashed.mcp.error_type == "connection_closed"
-    assert not second.is_error and second.result != first.result  # a new process
-    assert not alive(int(first.result)) and not alive(int(second.result))
+    assert not second.is_error
+    assert second.result != first.result
+    assert not alive(int(first.result))
+    assert not alive(int(second.result))
 
 
 async def test_a_server_that_cannot_start_fails_clearly(errlog: TextIO) -> None:
@@ -253,7 +265,8 @@ async def test_kept_open_servers_serve_every_run_until_closed(errlog: TextIO) ->
         await loop.run("one")
         await loop.run("two")
         first, second = (int(p.result) for p in rec.of("on_tool_post"))
-        assert first == second and alive(first)
+        assert first == second
+        assert alive(first)
     assert not alive(first)
     assert children_of(os.getpid()) == set()
 

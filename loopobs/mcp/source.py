@@ -221,6 +221,11 @@ class McpToolSource:
         self._restarts = 0
         self._lock = asyncio.Lock()
         self._closed = False
+        self._changed = asyncio.Event()
+
+    async def changed(self) -> None:
+        """Wait for the next change of the tool list (a list-changed refresh, a restart)."""
+        await self._changed.wait()
 
     @classmethod
     async def connect(cls, spec: McpStdio | McpHttp) -> McpToolSource:
@@ -241,6 +246,8 @@ class McpToolSource:
             return
         self._tools = {self.spec.tool_name(t.name): McpTool(self, t) for t in conn.tools}
         self._version += 1
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
 
     @property
     def version(self) -> int:
