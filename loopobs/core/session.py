@@ -27,7 +27,7 @@ Queues are bounded with a policy: ``block`` (``send`` waits for room),
 ``drop_oldest`` (the oldest queued item is discarded) or ``reject`` (``send``
 raises :class:`~loopobs.core.errors.QueueFull`). Each outcome is an
 ``on_backpressure`` event: ``saturated`` once when a queue fills up (again only
-after it drained), ``dropped``, ``rejected``. Subscriber queues always use
+after it was empty), ``dropped``, ``rejected``. Subscriber queues always use
 ``drop_oldest``: a slow subscriber never holds the session up.
 
 Persistence: after each run (whatever its end) the messages the run added are
@@ -76,8 +76,9 @@ _T = TypeVar("_T")
 class BoundedQueue(Generic[_T]):
     """A FIFO of at most ``capacity`` items with a :data:`QueuePolicy`; reports pushback.
 
-    Emits ``on_backpressure`` (``run_id`` = ``owner``) for ``saturated`` (once per
-    filling), ``dropped`` and ``rejected``; ``on_drop`` receives a dropped item.
+    Emits ``on_backpressure`` (``run_id`` = ``owner``) for ``saturated`` (when it
+    fills up; again only after it was empty), ``dropped`` and ``rejected``;
+    ``on_drop`` receives a dropped item.
     """
 
     def __init__(self, name: str, capacity: int, policy: QueuePolicy, emit: ObserverSet,
@@ -151,8 +152,8 @@ class BoundedQueue(Generic[_T]):
                 raise SessionClosed(f"the {self.name} queue is closed")
             await self._wait()
         item = self._items.popleft()
-        if len(self._items) < self.capacity:
-            self._saturated = False
+        if not self._items:
+            self._saturated = False  # drained: the next filling reports again
         self._notify()
         return item
 
