@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint typecheck unit unit-fast backends bench clean
+.PHONY: demo test lint typecheck unit unit-fast backends bench docs docs-build clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,14 @@ unit-fast: $(STAMP)
 
 test: $(STAMP) backends lint typecheck
 	. scripts/backends.env && $(PY) -m pytest
+
+# The documentation site: `make docs` serves it on http://127.0.0.1:8000 with live reload;
+# `make docs-build` builds it in strict mode into build/site (tests/test_docs.py does too).
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs serve -a 127.0.0.1:8000
+
+docs-build: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
 
 bench: $(STAMP)
 	$(PY) bench/run_all.py

@@ -10,12 +10,14 @@ implementation detail unless their docs say otherwise (``loopobs.llm``,
 import warnings
 from typing import TYPE_CHECKING, Any
 
+from loopobs.core.budget import Budget, BudgetGuard, BudgetTracker, Spend
 from loopobs.core.compaction import Compactor, TruncatingCompactor, estimate_tokens
 
 # Tool sources (MCP), context providers and long-lived sessions.
 from loopobs.core.context_providers import ContextProvider, ProviderSpec
 from loopobs.core.detectors import ConvergenceDetector, RepetitionDetector
 from loopobs.core.errors import (
+    BudgetExceeded,
     Cancelled,
     CheckpointAlreadyResumed,
     ContextExceeded,
@@ -49,6 +51,8 @@ from loopobs.core.events import (
     RENAMED_CONTEXTS,
     SESSION_HOOKS,
     BackpressureContext,
+    BudgetExceededContext,
+    BudgetLimit,
     CompactionContext,
     ContextProviderContext,
     ConvergenceAction,
@@ -103,6 +107,7 @@ from loopobs.core.model import (
     UserMessage,
 )
 from loopobs.core.observer import EventSink, LoopObserver, ObserverSet, listened_hooks
+from loopobs.core.pricing import GenAIPrices, ModelRates, PriceLookup, price_lookup
 from loopobs.core.run import Checkpoint, ParkedCall, RunResult, Session
 from loopobs.core.session import AgentSession, QueuePolicy, SessionUpdate
 from loopobs.core.session_store import FileStore, MemoryStore, SessionStore
@@ -128,6 +133,12 @@ __all__ = [
     "AgentSession",
     "AssistantMessage",
     "BackpressureContext",
+    "Budget",
+    "BudgetExceeded",
+    "BudgetExceededContext",
+    "BudgetGuard",
+    "BudgetLimit",
+    "BudgetTracker",
     "CONTEXT_TYPES",
     "Cancelled",
     "Checkpoint",
@@ -150,6 +161,7 @@ __all__ = [
     "FallbackExhausted",
     "FileStore",
     "Finish",
+    "GenAIPrices",
     "HOOKS",
     "HookName",
     "Interrupted",
@@ -167,12 +179,14 @@ __all__ = [
     "MemoryStore",
     "Message",
     "ModelError",
+    "ModelRates",
     "ModelRequest",
     "ModelSwitchedContext",
     "NotYetAwake",
     "ObserverSet",
     "Output",
     "ParkedCall",
+    "PriceLookup",
     "ProviderFailed",
     "ProviderSpec",
     "QueueFull",
@@ -194,6 +208,7 @@ __all__ = [
     "SessionUpdate",
     "Sleep",
     "SleepContext",
+    "Spend",
     "StreamError",
     "StreamEvent",
     "StreamFailureContext",
@@ -237,6 +252,7 @@ __all__ = [
     "current_tool_call",
     "estimate_tokens",
     "listened_hooks",
+    "price_lookup",
     "tool",
 ]
 

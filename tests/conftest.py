@@ -59,6 +59,7 @@ SAMPLE_FIELDS: dict[str, dict[str, Any]] = {
         "status": RunStatus.SLEEPING,
         "input_tokens": 900,
         "output_tokens": 80,
+        "cost_usd": 0.0123,
     },
     "on_turn_start": {"turn": 3, "query": "what's the weather in Zürich? ☀️"},
     "on_turn_end": {
@@ -68,6 +69,7 @@ SAMPLE_FIELDS: dict[str, dict[str, Any]] = {
         "duration_ms": 12.25,
         "input_tokens": 300,
         "output_tokens": 20,
+        "cost_usd": 0.00045,
     },
     "on_stream_start": {"turn": 3, "model": "m1", "provider": "anthropic", "attempt": 2},
     "on_stream_success": {
@@ -85,6 +87,7 @@ SAMPLE_FIELDS: dict[str, dict[str, Any]] = {
         "cache_read_input_tokens": 100,
         "cache_write_input_tokens": 50,
         "reasoning_output_tokens": 5,
+        "cost_usd": 0.00031,
     },
     "on_stream_failure": {
         "turn": 3,
@@ -161,6 +164,13 @@ SAMPLE_FIELDS: dict[str, dict[str, Any]] = {
     "on_backpressure": {"queue": "inbox", "outcome": "dropped", "capacity": 4,
                         "policy": "drop_oldest"},
     "on_session_reset": {"epoch": 2, "discarded": 3},
+    "on_budget_exceeded": {
+        "limit": "total_tokens",
+        "value": 1250.0,
+        "budget": 1000.0,
+        "scope": "session",
+        "action": "warn",
+    },
 }
 
 MakeContext = Callable[..., Any]  # the context class follows from the hook name

@@ -38,6 +38,8 @@ __all__ = [
     "CONTEXT_TYPES",
     "HOOKS",
     "BackpressureContext",
+    "BudgetExceededContext",
+    "BudgetLimit",
     "CompactionContext",
     "ContextProviderContext",
     "ConvergenceAction",
@@ -119,6 +121,7 @@ class RunStatus(str, enum.Enum):
     LOOP_DETECTED = "loop_detected"
     CONVERGED = "converged"
     INTERRUPTED = "interrupted"
+    BUDGET_EXCEEDED = "budget_exceeded"
 
     def __str__(self) -> str:
         return self.value
@@ -155,6 +158,7 @@ HookName = Literal[
     "on_context_provider",
     "on_backpressure",
     "on_session_reset",
+    "on_budget_exceeded",
 ]
 
 
@@ -271,9 +275,11 @@ class RunStartContext(EventContext):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunEndContext(EventContext):
-    """A run ends: how (``status``), and the run's turn and token totals.
+    """A run ends: how (``status``), and the run's turn and token totals, and its cost.
 
     ``success`` is true for a run that completed or parked (suspended, sleeping).
+    ``cost_usd`` (addition) is the run's model calls priced in USD; ``None`` when the
+    cost is unknown (some call's model has no price, or nobody priced the calls).
     """
 
     hook: ClassVar[HookName] = "on_run_end"
@@ -284,6 +290,7 @@ class RunEndContext(EventContext):
     status: RunStatus = RunStatus.COMPLETED
     input_tokens: int = 0
     output_tokens: int = 0
+    cost_usd: float | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -298,7 +305,11 @@ class TurnStartContext(EventContext):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TurnEndContext(EventContext):
-    """A turn ends; tokens are those of the turn's successful model call."""
+    """A turn ends; tokens and ``cost_usd`` (addition) are those of its successful model call.
+
+    ``cost_usd`` is ``None`` when the call's price is unknown; ``0.0`` for a turn
+    with no model call (re-running parked tools).
+    """
 
     hook: ClassVar[HookName] = "on_turn_end"
     turn: int
@@ -307,6 +318,7 @@ class TurnEndContext(EventContext):
     duration_ms: float = 0.0
     input_tokens: int = 0
     output_tokens: int = 0
+    cost_usd: float | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -326,7 +338,8 @@ class StreamSuccessContext(EventContext):
 
     ``time_to_first_token_ms`` is None when the stream delivered no event before
     its end; the cache and reasoning counts are included in the input and output
-    counts.
+    counts. ``cost_usd`` (addition) is the call priced in USD from its usage;
+    ``None`` when the model has no known price — never 0 for unknown.
     """
 
     hook: ClassVar[HookName] = "on_stream_success"
@@ -344,6 +357,7 @@ class StreamSuccessContext(EventContext):
     cache_read_input_tokens: int = 0
     cache_write_input_tokens: int = 0
     reasoning_output_tokens: int = 0
+    cost_usd: float | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -609,6 +623,30 @@ class SessionResetContext(EventContext):
 
 SESSION_HOOKS: frozenset[str] = frozenset({"on_backpressure", "on_session_reset"})
 """Hooks of a session rather than a run: their ``run_id`` is the session's id."""
+BudgetLimit = Literal[
+    "usd", "input_tokens", "output_tokens", "total_tokens", "tool_calls", "model_calls",
+    "wall_time_s",
+]
+"""The limits a budget can set."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BudgetExceededContext(EventContext):
+    """Addition: a budget limit was crossed (``action="stop"``) or neared (``"warn"``).
+
+    ``limit`` names the limit, ``value`` is what was used (for a check before a
+    model call: used plus the call's estimate), ``budget`` is the limit's
+    setting, ``scope`` is ``run`` or ``session``. A ``stop`` ends the run with
+    status ``budget_exceeded``; a ``warn`` (the budget's ``warn_at`` share was
+    reached) changes nothing.
+    """
+
+    hook: ClassVar[HookName] = "on_budget_exceeded"
+    limit: BudgetLimit
+    value: float
+    budget: float
+    scope: Literal["run", "session"] = "run"
+    action: Literal["stop", "warn"] = "stop"
 
 
 CONTEXT_TYPES: Mapping[str, type[EventContext]] = {
@@ -637,6 +675,7 @@ CONTEXT_TYPES: Mapping[str, type[EventContext]] = {
         ContextProviderContext,
         BackpressureContext,
         SessionResetContext,
+        BudgetExceededContext,
     )
 }
 """Hook name → context class, for every hook of the contract."""

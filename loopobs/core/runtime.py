@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from loopobs.core.budget import Budget
 from loopobs.core.compaction import Compactor
 from loopobs.core.context_providers import ProviderSpec
 from loopobs.core.model import LlmClient, ToolDefinition
 from loopobs.core.observer import ObserverSet
 from loopobs.core.policy import RunPolicy
+from loopobs.core.pricing import PriceLookup, default_prices
 from loopobs.core.tools import Tool
 from loopobs.core.trace_links import TraceLinks
 from loopobs.core.workers import ToolWorkers
@@ -43,6 +45,8 @@ class LoopSettings:
     agent_name: str
     system_prompt: str | None
     context_provider_timeout: float | None = 5.0
+    budget: Budget | None = None
+    """Limits for each run (a session's own budget is on the session)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -63,6 +67,8 @@ class RunDeps:
     """The model for the next call."""
     providers: tuple[ProviderSpec, ...] = ()
     """Context providers, run before each model call."""
+    prices: PriceLookup = field(default_factory=default_prices)
+    """How model calls are priced (default: ``genai-prices``)."""
 
     @property
     def tool_definitions(self) -> tuple[ToolDefinition, ...]:

@@ -216,21 +216,24 @@ def configure(
     Args:
         service_name: ``service.name``; else ``OTEL_SERVICE_NAME``, else the SDK's default.
         resource_attributes: merged over ``OTEL_RESOURCE_ATTRIBUTES``.
-        traces_exporter / metrics_exporter: ``otlp``, ``console`` or ``none``
-            (comma-separated for several); else ``OTEL_TRACES_EXPORTER`` /
-            ``OTEL_METRICS_EXPORTER``; default ``otlp``.
+        traces_exporter: ``otlp``, ``console`` or ``none`` (comma-separated for
+            several); else ``OTEL_TRACES_EXPORTER``; default ``otlp``.
+        metrics_exporter: the same for metrics; else ``OTEL_METRICS_EXPORTER``.
         protocol: ``http/protobuf`` or ``grpc``; else the per-signal or general
             ``OTEL_EXPORTER_OTLP_*PROTOCOL``; default ``http/protobuf``.
         endpoint: OTLP base URL (``/v1/traces`` is appended for HTTP); else the
             exporters read ``OTEL_EXPORTER_OTLP_*ENDPOINT``.
         headers: OTLP headers; else ``OTEL_EXPORTER_OTLP_*HEADERS``.
         sampler: else the SDK reads ``OTEL_TRACES_SAMPLER`` / ``_ARG``.
-        capture_content, turn_spans, propagate_context: passed to :class:`TracingObserver`.
+        capture_content: content capture of the :class:`TracingObserver`.
+        turn_spans: whether the :class:`TracingObserver` opens ``turn`` spans.
+        propagate_context: whether its spans become current while they are open.
         set_global: also install the providers as OpenTelemetry's global ones.
         export_timeout_s: per-export timeout of the OTLP exporters.
         metric_export_interval_s: how often metrics are pushed.
         max_queue_size: the span queue bound; spans beyond it are dropped, never blocking.
-        span_exporters / metric_readers: extra destinations (e.g. in-memory ones in tests).
+        span_exporters: extra span destinations (e.g. an in-memory exporter in tests).
+        metric_readers: extra metric readers (e.g. an in-memory reader in tests).
 
     With ``OTEL_SDK_DISABLED=true`` no SDK object is built: the observers get
     no-op providers and cost next to nothing.

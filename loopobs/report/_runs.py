@@ -97,10 +97,12 @@ class RunRecord:
     _last_ns: int = 0
 
     def at(self, ctx: EventContext) -> float:
+        """Milliseconds from the run's first event to ``ctx``; remembers the latest event seen."""
         self._last_ns = max(self._last_ns, ctx.time_ns)
         return round((ctx.time_ns - self.t0_ns) / 1e6, 3)
 
     def to_json(self) -> dict[str, Any]:
+        """The record as the page's script reads it (short keys keep large reports small)."""
         return {
             "id": self.run_id, "t0": self.t0_ns // 1_000_000, "agent": self.agent,
             "model": self.model, "status": self.status, "error": self.error,
