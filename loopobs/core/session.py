@@ -246,7 +246,8 @@ class AgentSession:
         loop: runs the turns (the session adds the ``ask_user`` tool to it).
         store: the history's store (default: a :class:`MemoryStore`).
         session_id: the conversation to load from the store (default: a new one).
-        queue_size, queue_policy: the inbox of sent messages.
+        queue_size: messages the inbox holds.
+        queue_policy: what a full inbox does with one more (:data:`QueuePolicy`).
         subscriber_queue_size: updates buffered per subscriber (oldest dropped).
         ask_user_timeout: seconds ``ask_user`` waits for :meth:`reply`.
     """
