@@ -68,17 +68,19 @@ async def test_a_file_store_survives_the_session(tmp_path: Path) -> None:
 
 async def test_inject_hint_reaches_the_next_model_call_but_not_the_history() -> None:
     client = echo_client()
-    loop = AgentLoop(client, model="m")
+    rec = RecordingObserver()
+    loop = AgentLoop(client, model="m", observers=[rec])
     async with AgentSession(loop) as session:
         session.inject("be brief")
         session.inject("earlier question", kind="user")
         await (await session.send("now"))
         history = session.history()
-    contents = [m.content for m in client.requests[0].messages]
-    assert contents == ["earlier question", "now", "be brief"]  # the hint comes last
-    # the model answered the hint (the echo model upper-cases the last user text); the
-    # hint itself is not in the history
-    assert [m.content for m in history] == ["earlier question", "now", "BE BRIEF"]
+    request = client.requests[0].messages
+    assert [(m.role, m.content) for m in request] == [
+        ("user", "earlier question"), ("user", "now"), ("system", "be brief")]
+    assert [m.content for m in history] == ["earlier question", "now", "NOW"]
+    hint = rec.of("on_context_provider")
+    assert [(h.provider, h.outcome, h.text) for h in hint] == [("injected_hint", "ok", "be brief")]
 
 
 async def test_interrupt_ends_the_run_as_interrupted_and_the_session_goes_on() -> None:

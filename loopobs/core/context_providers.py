@@ -32,11 +32,16 @@ ContextProvider = Callable[[str], Awaitable[str | None]]
 
 @dataclass(frozen=True, slots=True)
 class ProviderSpec:
-    """A provider with the name its events carry and its timeout (None: the loop's)."""
+    """A provider with the name its events carry and its timeout (None: the loop's).
+
+    ``quiet_when_empty``: an empty answer emits no event (for providers that
+    usually have nothing, such as a session's injected hints).
+    """
 
     fn: ContextProvider
     name: str
     timeout: float | None = None
+    quiet_when_empty: bool = False
 
 
 def provider_spec(given: ContextProvider | ProviderSpec) -> ProviderSpec:
@@ -99,7 +104,7 @@ async def gather_context(providers: Sequence[ProviderSpec], emit: ObserverSet,
     for spec, result in zip(providers, results, strict=True):
         if result.text is not None:
             texts.append(result.text)
-        if listening:
+        if listening and not (result.outcome == "empty" and spec.quiet_when_empty):
             emit.on_context_provider(ContextProviderContext(
                 run_id=run_id, time_ns=time.time_ns(), turn=turn, provider=spec.name,
                 outcome=result.outcome, duration_ms=result.duration_ms,

@@ -7,9 +7,11 @@ time. The ops channel:
 
 - :meth:`~AgentSession.send` queues a user message; its future resolves with
   the run's :class:`~loopobs.core.run.RunResult`.
-- :meth:`~AgentSession.inject` folds text into the next turn: a *hint* is a note
-  for the next model call (also in the middle of a run; never history); a
-  *user* message is added before the next sent message.
+- :meth:`~AgentSession.inject` folds text into the next turn: a *hint* reaches
+  the next model call (also in the middle of a run) as a system message through
+  the context provider ``injected_hint`` (so it is an ``on_context_provider``
+  event and span; never history); a *user* message is added before the next
+  sent message.
 - :meth:`~AgentSession.interrupt` ends the current run at once: every span and
   event is closed as for a cancellation, ``on_run_end`` has status
   ``interrupted``, and the send's future raises :class:`~loopobs.core.errors.Interrupted`.
@@ -49,6 +51,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Generic, Literal, TypeVar
 
+from loopobs.core.context_providers import ProviderSpec
 from loopobs.core.driver import INTERRUPT
 from loopobs.core.errors import (
     Interrupted,
@@ -229,6 +232,20 @@ async def _ask_user(question: str) -> str:
     return await session._ask(scope.tool_call_id, question)
 
 
+async def _injected_hints(query: str) -> str | None:
+    """The hints injected into the running session since its last model call."""
+    session = _ACTIVE.get()
+    if session is None or not session._hints:
+        return None
+    text = "\n".join(session._hints)
+    session._hints.clear()
+    return text
+
+
+HINTS = ProviderSpec(_injected_hints, "injected_hint", quiet_when_empty=True)
+"""The context provider an :class:`AgentSession` adds to its loop: its injected hints."""
+
+
 ASK_USER = Tool(_ask_user, name="ask_user", timeout=7 * 24 * 3600.0)
 """The built-in ``ask_user`` tool an :class:`AgentSession` adds to its loop.
 
@@ -260,6 +277,8 @@ class AgentSession:
         if existing is not None and existing is not ASK_USER:
             raise ToolNameClash(tool="ask_user")
         loop.tools["ask_user"] = ASK_USER
+        if HINTS not in loop.context_providers:
+            loop.context_providers = (*loop.context_providers, HINTS)
         self.loop = loop
         self.store: SessionStore = store if store is not None else MemoryStore()
         self.id = session_id or uuid.uuid4()
@@ -273,6 +292,7 @@ class AgentSession:
         self._persisted: list[Message] = []  # strong refs: their ids stay unique
         self._persisted_ids: set[int] = set()
         self._pending_users: list[str] = []
+        self._hints: list[str] = []
         self._questions: dict[str, asyncio.Future[str]] = {}
         self._subscribers: list[BoundedQueue[SessionUpdate]] = []
         self._current: asyncio.Task[RunResult] | None = None
@@ -324,6 +344,7 @@ class AgentSession:
         for sent in discarded:
             self._discard(sent)
         self._pending_users.clear()
+        self._hints.clear()
         old = self._session
         self._session = Session(id=self.id)
         self._persisted.clear()
@@ -356,12 +377,12 @@ class AgentSession:
         """Fold ``text`` into the next turn: a hint for the next model call, or a user message.
 
         A hint reaches the next model call (the current run's next turn, if one is
-        running) and is not kept in the history; a user message is added to the
-        history just before the next sent message.
+        running) as a system message, and is not kept in the history; a user
+        message is added to the history just before the next sent message.
         """
         self._check_open()
         if kind == "hint":
-            self._session.pending_notes.append(text)
+            self._hints.append(text)
         elif kind == "user":
             self._pending_users.append(text)
         else:

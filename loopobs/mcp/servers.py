@@ -65,8 +65,21 @@ class McpStdio(_Common):
 
     @property
     def error_log(self) -> TextIO:
-        """Where the process's stderr goes."""
-        return self.errlog if self.errlog is not None else sys.stderr
+        """Where the process's stderr goes: ``errlog``, else this process's stderr.
+
+        A child needs a real file: when ``sys.stderr`` was replaced by an object
+        without one (captured output), the original stderr is used.
+        """
+        if self.errlog is not None:
+            return self.errlog
+        for stream in (sys.stderr, sys.__stderr__):
+            try:
+                if stream is not None:
+                    stream.fileno()
+                    return stream
+            except (AttributeError, OSError, ValueError):
+                continue
+        return open(os.devnull, "w")
 
 
 @dataclass(frozen=True)
