@@ -31,6 +31,7 @@ from loopobs import (
     RateLimited,
     SleepContext,
     ToolCallReceivedContext,
+    ToolPostContext,
     Usage,
 )
 from loopobs.core import errors
@@ -567,6 +568,18 @@ def test_a_version_1_log_replays_through_the_cli_reader(tmp_path: Path) -> None:
     stats = replay(log, recorder)
     assert stats.events == 1
     assert recorder.of("on_tool_call_received")[0].tool_call_id == "call_7"
+
+
+def test_a_version_2_tool_post_reads_as_it_is_and_mcp_round_trips() -> None:
+    """Version 3 added hooks and ``ToolPostContext.mcp``: a version-2 line reads unchanged."""
+    v2 = json.dumps({"hook": "on_tool_post", "version": 2, "run_id": str(RUN_ID), "time_ns": 9,
+                     "tool_call_id": "c1", "turn": 0, "tool": "search"})
+    ctx = decode_event(v2)
+    assert isinstance(ctx, ToolPostContext)
+    assert ctx.mcp is None
+    with_mcp = dataclasses.replace(ctx, mcp=McpCallInfo(server="files", request_id="4",
+                                                        duration_ms=2.5))
+    assert decode_event(encode_event(with_mcp)) == with_mcp
 
 
 def test_current_lines_keep_their_names() -> None:
