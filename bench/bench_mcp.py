@@ -91,7 +91,8 @@ async def _measure(calls: int, rounds: int) -> dict[str, list[float]]:
             source = holder.open_sources[0]
             assert isinstance(source, McpToolSource)
             conn = source.connection
-            assert conn is not None and conn.session is not None
+            assert conn is not None
+            assert conn.session is not None
             session = conn.session
             found = source.tools()["visa_rules"]
             assert isinstance(found, McpTool)

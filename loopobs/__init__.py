@@ -15,7 +15,12 @@ from loopobs.core.compaction import Compactor, TruncatingCompactor, estimate_tok
 
 # Tool sources (MCP), context providers and long-lived sessions.
 from loopobs.core.context_providers import ContextProvider, ProviderSpec
-from loopobs.core.detectors import ConvergenceDetector, RepetitionDetector
+from loopobs.core.detectors import (
+    ConvergenceDetector,
+    Normaliser,
+    RepetitionDetector,
+    ToolNormalisation,
+)
 from loopobs.core.errors import (
     BudgetExceeded,
     Cancelled,
@@ -78,6 +83,7 @@ from loopobs.core.events import (
     SuspendedContext,
     TextDeltaContext,
     ThinkingDeltaContext,
+    ToolAnnotations,
     ToolCallReceivedContext,
     ToolOutcomeKind,
     ToolPostContext,
@@ -182,6 +188,7 @@ __all__ = [
     "ModelRates",
     "ModelRequest",
     "ModelSwitchedContext",
+    "Normaliser",
     "NotYetAwake",
     "ObserverSet",
     "Output",
@@ -224,6 +231,7 @@ __all__ = [
     "ThinkingDelta",
     "ThinkingDeltaContext",
     "Tool",
+    "ToolAnnotations",
     "ToolCallPart",
     "ToolCallReady",
     "ToolCallReceivedContext",
@@ -232,6 +240,7 @@ __all__ = [
     "ToolError",
     "ToolExecutionError",
     "ToolNameClash",
+    "ToolNormalisation",
     "ToolNotFound",
     "ToolOutcomeKind",
     "ToolPostContext",

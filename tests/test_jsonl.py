@@ -35,6 +35,7 @@ from loopobs import (
     Usage,
 )
 from loopobs.core import errors
+from loopobs.core.events import ToolAnnotations
 from loopobs.exporters.jsonl import (
     LOG_VERSION,
     JsonlRecorder,
@@ -127,6 +128,9 @@ DISPLAY_HINTS = st.one_of(
                      DisplayHint.suppress(), DisplayHint.markdown()]),
     st.builds(DisplayHint.code, TEXT),
 )
+OPTIONAL_BOOLS = st.none() | st.booleans()
+ANNOTATIONS = st.builds(ToolAnnotations, read_only=OPTIONAL_BOOLS, idempotent=OPTIONAL_BOOLS,
+                        side_effecting=OPTIONAL_BOOLS, waits=OPTIONAL_BOOLS)
 USAGES = st.builds(Usage, input_tokens=INTS, output_tokens=INTS, cache_read_input_tokens=INTS,
                    cache_write_input_tokens=INTS, reasoning_output_tokens=INTS)
 MCP_CALLS = st.builds(
@@ -149,6 +153,7 @@ def _for_type(hint: Any) -> st.SearchStrategy[Any]:
         int: INTS, float: FLOATS, str: TEXT, bool: st.booleans(), uuid.UUID: st.uuids(),
         LoopError: LOOP_ERRORS, Usage: USAGES, DisplayHint: DISPLAY_HINTS,
         McpCallInfo: MCP_CALLS,
+        ToolAnnotations: ANNOTATIONS,
     }
     if hint in simple:
         return simple[hint]
@@ -161,6 +166,8 @@ def _for_type(hint: Any) -> st.SearchStrategy[Any]:
         return st.one_of([_for_type(a) for a in typing.get_args(hint)])
     if hint is type(None):
         return st.none()
+    if origin is tuple and typing.get_args(hint)[1:] == (Ellipsis,):
+        return st.lists(_for_type(typing.get_args(hint)[0]), max_size=4).map(tuple)
     raise AssertionError(f"no strategy for field type {hint!r}: add one to test_jsonl.py")
 
 

@@ -66,6 +66,9 @@ async def test_stdio_tools_join_and_their_calls_carry_the_mcp_attributes(
     assert post.mcp.request_id
     assert check_contract(rec.events) == []
 
+    received = rec.of("on_tool_call_received")[0]
+    assert received.annotations is None  # add: the server says nothing about it
+
     tool_spans = [s for s in span_exporter.get_finished_spans()
                   if s.name.startswith("execute_tool")]
     assert len(tool_spans) == 1  # the MCP attributes are on the one execute_tool span
@@ -81,6 +84,18 @@ async def test_stdio_tools_join_and_their_calls_carry_the_mcp_attributes(
     assert points[0].count == 1
     assert points[0].attributes["mcp.method.name"] == "tools/call"
     assert points[0].attributes["gen_ai.tool.name"] == "add"
+
+
+async def test_server_tool_annotations_reach_the_events(errlog: TextIO) -> None:
+    """readOnlyHint / idempotentHint become the tool's ToolAnnotations, as for local tools."""
+    rec = RecordingObserver()
+    client = ScriptedClient([calls(("echo", {"text": "x"})), Reply(text="x")])
+    loop = AgentLoop(client, model="m", observers=[rec], mcp_servers=[stdio_server(errlog)])
+    assert (await loop.run("q")).ok
+    annotations = rec.of("on_tool_call_received")[0].annotations
+    assert annotations.read_only is True
+    assert annotations.idempotent is True
+    assert annotations.side_effecting is False
 
 
 async def test_the_server_joins_the_trace_through_params_meta(

@@ -44,7 +44,7 @@ from mcp.shared.message import SessionMessage
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from loopobs.core.errors import McpError
-from loopobs.core.events import McpCallInfo
+from loopobs.core.events import McpCallInfo, ToolAnnotations
 from loopobs.core.tools import Output, Tool, ToolReturn, current_tool_call
 from loopobs.mcp.servers import McpHttp, McpStdio
 
@@ -407,9 +407,10 @@ def _result_text(result: Any) -> str:
 class McpTool(Tool):
     """A tool of an MCP server: its schema and description as the server lists them.
 
-    The server validates the arguments. ``read_only`` and ``idempotent`` carry
-    the server's tool annotations (``readOnlyHint``, ``idempotentHint``; None
-    when the server does not say), for detectors that treat such calls apart.
+    The server validates the arguments. ``annotations`` carries the server's tool
+    annotations (``readOnlyHint``, ``destructiveHint``, ``idempotentHint``) as
+    :class:`~loopobs.core.events.ToolAnnotations` (None when the server gives
+    none), which the detectors read as they do for local tools.
     """
 
     def __init__(self, source: McpToolSource, listed: mt.Tool) -> None:
@@ -424,9 +425,9 @@ class McpTool(Tool):
 
         self.definition = ToolDefinition(name=self.name, description=self.description,
                                          parameters=self.parameters)
-        annotations = listed.annotations
-        self.read_only: bool | None = getattr(annotations, "read_only_hint", None)
-        self.idempotent: bool | None = getattr(annotations, "idempotent_hint", None)
+        hints = listed.annotations
+        self.annotations = (ToolAnnotations.from_mcp(hints.model_dump(by_alias=True))
+                            if hints is not None else None)
 
     def __repr__(self) -> str:
         return f"McpTool({self.name!r}, server={self.source.name!r})"

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS
+from mcp_types import INVALID_PARAMS, ToolAnnotations
 
 
 def _install_span_file(path: str) -> None:
@@ -53,7 +53,7 @@ def _install_span_file(path: str) -> None:
 def build() -> MCPServer:
     server = MCPServer("loopobs-test")
 
-    @server.tool()
+    @server.tool(annotations=ToolAnnotations(readOnlyHint=True, idempotentHint=True))
     def echo(text: str) -> str:
         """Return the text."""
         return text
