@@ -53,7 +53,7 @@ def _install_span_file(path: str) -> None:
 def build() -> MCPServer:
     server = MCPServer("loopobs-test")
 
-    @server.tool(annotations=ToolAnnotations(readOnlyHint=True, idempotentHint=True))
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True))
     def echo(text: str) -> str:
         """Return the text."""
         return text
