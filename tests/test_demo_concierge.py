@@ -19,8 +19,13 @@ async def test_concierge_uses_an_mcp_tool_and_an_injected_hint() -> None:
     assert first.ok
     assert second.ok
     mcp_posts = [p for p in recorder.of("on_tool_post") if p.mcp is not None]
-    assert {p.tool for p in mcp_posts} == {"visa_rules", "plug_type"}
-    assert all(p.mcp.server == "travel-facts" and not p.is_error for p in mcp_posts)
+    assert sorted((p.tool, p.is_error) for p in mcp_posts) == [
+        ("plug_type", False), ("plug_type", True), ("visa_rules", False)]
+    assert all(p.mcp.server == "travel-facts" for p in mcp_posts)
+    assert {p.mcp.error_type for p in mcp_posts if p.is_error} == {"tool_error"}
+    skipped = {c.outcome for c in recorder.of("on_context_provider")
+               if c.provider == "loyalty_points"}
+    assert skipped == {"timeout"}
     hints = [c for c in recorder.of("on_context_provider") if c.provider == "injected_hint"]
     assert [h.run_id for h in hints] == [second.run_id]
     assert check_contract(recorder.events) == []

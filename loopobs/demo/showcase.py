@@ -251,7 +251,8 @@ class Showcase:
         return [parked, await loop.resume(checkpoint)]
 
     async def concierge(self) -> list[RunResult]:
-        """A session: an MCP server's tool, a traveller profile as context, an injected hint.
+        """A session: an MCP server's tools (one call refused), context providers (one too
+        slow, skipped), an injected hint, a full inbox, a reset.
 
         Skipped (no runs) when the ``mcp`` extra is not installed.
         """
@@ -259,24 +260,32 @@ class Showcase:
             from loopobs.mcp import McpStdio
         except ImportError:
             return []
+        from loopobs.core.context_providers import ProviderSpec
         from loopobs.core.session import AgentSession
 
         async def traveller_profile(query: str) -> str:
             return "The traveller holds an EU passport and flies from Lisbon."
 
+        async def loyalty_points(query: str) -> str:
+            await asyncio.sleep(1.0)  # a slow backend: skipped at its timeout, every time
+            return "1200 points"
+
         client = ScriptedClient([
             Reply(text="Let me check the entry rules.",
                   tool_calls=(ToolCall("visa_rules", {"country": "Brazil"}),
-                              ToolCall("plug_type", {"country": "Brazil"})),
+                              ToolCall("plug_type", {"country": "Brazil"}),
+                              ToolCall("plug_type", {"nation": "Brazil"})),  # refused
                   usage=self._usage(520, 30)),
             Reply(text="No visa is needed for up to 90 days; bring a type N plug adapter.",
                   usage=self._usage(640, 24)),
             Reply(text="India: apply for the e-Visa online, at least four days ahead.",
                   usage=self._usage(700, 18)),
         ], chunk_size=self.rng.choice((6, 8, 12)), latency_s=self.latency_s)
+        providers = [ProviderSpec(traveller_profile, "traveller_profile"),
+                     ProviderSpec(loyalty_points, "loyalty_points", 0.02)]
         loop = AgentLoop(client, model="gpt-4o-mini", tools=showcase_tools(),
                          system_prompt=SYSTEM_PROMPT, observers=self.observers,
-                         agent_name=self.agent_name, context_providers=[traveller_profile],
+                         agent_name=self.agent_name, context_providers=providers,
                          mcp_servers=[McpStdio(sys.executable, ["-m", "loopobs.demo.mcp_server"],
                                                name="travel-facts", env=_import_path())])
         # An inbox of one message: the first send fills it (a "saturated" event).
