@@ -14,13 +14,19 @@ same objects in ``StreamFailureContext.error``, ``TurnEndContext.error`` and
     │   ├── ToolNotFound            the model asked for a tool that is not registered
     │   ├── InvalidToolInput        the arguments failed the tool's schema
     │   ├── ToolExecutionError      the tool raised
-    │   └── ToolTimeout             the tool ran past its timeout
+    │   ├── ToolTimeout             the tool ran past its timeout
+    │   └── McpError                an MCP server could not answer the call (``kind`` says why)
     ├── ContextExceeded             the conversation cannot be brought under the context window
     ├── MaxTurnsExceeded            the run used its turn budget
     ├── LoopDetected                a detector stopped a runaway loop or converged answers
     ├── BudgetExceeded              a budget limit (USD, tokens, calls, wall time) was crossed
     ├── Cancelled                   the run was cancelled
     ├── SessionBusy                 a second run was started on a session that is running
+    ├── ToolNameClash               two tools have one name (also a ``ValueError``)
+    ├── ProviderFailed              a context provider raised or timed out (it is skipped)
+    ├── SessionClosed               an ``AgentSession`` is closed, or discarded the message
+    ├── QueueFull                   a session queue with the ``reject`` policy is full
+    ├── Interrupted                 ``AgentSession.interrupt()`` ended the run
     └── ResumeError                 a parked run cannot be resumed as asked
         ├── InvalidResumeInput      the input fails the parked tool's JSON Schema
         └── NotYetAwake             a sleeping run was resumed before its ``wake_at``
