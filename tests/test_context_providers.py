@@ -161,3 +161,54 @@ async def test_a_cancelled_run_cancels_its_providers() -> None:
     assert cancelled.is_set()
     assert check_contract(rec.events) == []
     assert rec.of("on_run_end")[0].status == "cancelled"
+
+
+def test_check_contract_knows_providers_and_session_events() -> None:
+    """A provider event after the turn's stream began, or a session event carrying a run's
+    id, breaks the contract; the loop's own stream of a session keeps it."""
+    import time
+    import uuid
+
+    from loopobs import (
+        BackpressureContext,
+        ContextProviderContext,
+        EventContext,
+        RunEndContext,
+        RunStartContext,
+        RunStatus,
+        StreamStartContext,
+        StreamSuccessContext,
+        TurnEndContext,
+        TurnStartContext,
+    )
+
+    run, session = uuid.uuid4(), uuid.uuid4()
+    now = time.time_ns()
+
+    def provider() -> ContextProviderContext:
+        return ContextProviderContext(run_id=run, time_ns=now, turn=0, provider="p")
+
+    def stream(ok_order: bool) -> list[tuple[str, EventContext]]:
+        events: list[EventContext] = [RunStartContext(run_id=run, time_ns=now, session_id=session),
+                  TurnStartContext(run_id=run, time_ns=now, turn=0)]
+        if ok_order:
+            events.append(provider())
+        events += [StreamStartContext(run_id=run, time_ns=now, turn=0, model="m"),
+                   StreamSuccessContext(run_id=run, time_ns=now, turn=0, model="m")]
+        if not ok_order:
+            events.append(provider())
+        events += [TurnEndContext(run_id=run, time_ns=now, turn=0, success=True),
+                   RunEndContext(run_id=run, time_ns=now, success=True,
+                                 status=RunStatus.COMPLETED)]
+        return [(e.hook, e) for e in events]
+
+    assert check_contract(stream(True)) == []
+    problems = check_contract(stream(False))
+    assert any("context provider after" in p for p in problems)
+    queue = BackpressureContext(run_id=session, time_ns=now, queue="inbox",
+                                outcome="rejected", capacity=1, policy="reject")
+    assert check_contract([("on_backpressure", queue), *stream(True)]) == []
+    wrong = BackpressureContext(run_id=run, time_ns=now, queue="inbox", outcome="dropped",
+                                capacity=1, policy="drop_oldest")
+    problems = check_contract([*stream(True), ("on_backpressure", wrong)])
+    assert any("carries the id of run" in p for p in problems)
