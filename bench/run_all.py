@@ -13,7 +13,8 @@ in the same process, in the same run:
 - pricing a model call (``genai-prices``, the cost observer) vs a bare ``Counter.inc()``
   (``bench_cost``);
 - an MCP tool call through the loop vs the same call with the ``mcp`` SDK directly, on one
-  connection to a local stdio server (``bench_mcp``).
+  connection to a local stdio server (``bench_mcp``);
+- a LangGraph run and an instrumented app without the adapters (``bench_adapters``).
 
 Each script's own table is printed as it runs; the summary comes last.
 """
@@ -36,7 +37,7 @@ from bench._util import fmt_ns, print_table
 
 SCRIPTS = ("bench_dispatch", "bench_loop", "bench_detectors", "bench_otel", "bench_prometheus",
            "bench_stack", "bench_load", "bench_soak", "bench_report", "bench_sse",
-           "bench_cost", "bench_mcp")
+           "bench_cost", "bench_mcp", "bench_adapters")
 
 
 def _run(name: str, quick: bool) -> Any:
@@ -157,6 +158,10 @@ def summary(results: dict[str, Any]) -> list[list[str]]:
             continue
         add(f"MCP round trip: {row['name']} vs SDK call_tool", fmt_ns(row["best_ns"]),
             fmt_ns(row["baseline_ns"]), f"{row['best_ns'] / row['baseline_ns']:.2f}×")
+    for row in results.get("bench_adapters") or ():
+        if row["best_ns"] != row["baseline_ns"]:
+            add(row["name"] + " vs bare", fmt_ns(row["best_ns"]), fmt_ns(row["baseline_ns"]),
+                f"{row['best_ns'] / row['baseline_ns']:.2f}×")
     return out
 
 
