@@ -14,7 +14,8 @@ in the same process, in the same run:
   (``bench_cost``);
 - an MCP tool call through the loop vs the same call with the ``mcp`` SDK directly, on one
   connection to a local stdio server (``bench_mcp``);
-- a LangGraph run and an instrumented app without the adapters (``bench_adapters``).
+- a LangGraph run and an instrumented app without the adapters (``bench_adapters``);
+- OpenAI Agents SDK and pydantic-ai runs without their adapters (``bench_framework_adapters``).
 
 Each script's own table is printed as it runs; the summary comes last.
 """
@@ -37,7 +38,7 @@ from bench._util import fmt_ns, print_table
 
 SCRIPTS = ("bench_dispatch", "bench_loop", "bench_detectors", "bench_otel", "bench_prometheus",
            "bench_stack", "bench_load", "bench_soak", "bench_report", "bench_sse",
-           "bench_cost", "bench_mcp", "bench_adapters")
+           "bench_cost", "bench_mcp", "bench_adapters", "bench_framework_adapters")
 
 
 def _run(name: str, quick: bool) -> Any:
@@ -162,6 +163,19 @@ def summary(results: dict[str, Any]) -> list[list[str]]:
         if row["best_ns"] != row["baseline_ns"]:
             add(row["name"] + " vs bare", fmt_ns(row["best_ns"]), fmt_ns(row["baseline_ns"]),
                 f"{row['best_ns'] / row['baseline_ns']:.2f}×")
+    framework_rows = results.get("bench_framework_adapters") or ()
+    bare_runs = {r["framework"]: r for r in framework_rows if r["name"] == "bare"}
+    for row in framework_rows:
+        bare = bare_runs.get(row["framework"])
+        if bare is None or row is bare:
+            continue
+        if "share_of_bare" in row:
+            add(f"{row['framework']}: {row['name']} (a run's hooks, no framework) vs bare run",
+                fmt_ns(row["best_ns"]), fmt_ns(bare["best_ns"]),
+                f"{100 * row['share_of_bare']:.1f} %")
+        else:
+            add(f"{row['framework']} run, {row['name']} vs bare (CPU)", fmt_ns(row["best_ns"]),
+                fmt_ns(bare["best_ns"]), f"{row['best_ns'] / bare['best_ns']:.2f}×")
     return out
 
 

@@ -184,6 +184,25 @@ class Stack:
         assert "total:" in out.getvalue()
         assert "malformed" not in out.getvalue()
 
+    def check_metrics_agree(self) -> None:
+        """Every catalog metric has the same sum in OTel and in Prometheus (histograms: the sum
+        of their observations; durations up to float rounding)."""
+        from opentelemetry.sdk.metrics.export import HistogramDataPoint
+
+        from loopobs.exporters import catalog
+
+        points = metric_points(self.reader)
+        families = {m.name: m for m in self.prometheus.registry.collect()}
+        for spec in catalog.METRICS:
+            if spec in (catalog.OBSERVER_ERRORS, catalog.LABEL_OVERFLOW):
+                continue
+            otel = sum((p.sum if isinstance(p, HistogramDataPoint) else p.value)
+                       for p in points.get(spec.name, []))
+            name = spec.prometheus_name
+            family = families.get(name.removesuffix("_total"))
+            wanted = name + "_sum" if spec.kind == "histogram" else name
+            prom = sum(s.value for s in family.samples if s.name == wanted) if family else 0.0
+            assert abs(otel - prom) < 1e-6, (spec.name, otel, prom)
 
 def agent_loop_sums(tmp_path: Path, steps: Sequence[Step], tools: Sequence[Tool],
                     question: str) -> dict[str, float]:

@@ -7,6 +7,8 @@ import io
 import re
 from pathlib import Path
 
+import pytest
+
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "adapters"
 
 
@@ -44,3 +46,31 @@ def test_the_otel_page_runs() -> None:
     _, out = _run("otel.md", blocks[0])
     assert out.splitlines() == ["['on_run_end']", "1.0"]
     _run("otel.md", blocks[1])  # instruments the openai client into the processor, and undoes it
+
+
+@pytest.mark.parametrize("page", ["openai_agents.md", "pydantic_ai.md"])
+def test_the_agents_sdk_and_pydantic_ai_pages_answer_and_stop_their_loop(page: str) -> None:
+    """The example answers, then its runaway loop ends in RunStopped; the contract holds."""
+    from loopobs.testing import assert_contract
+
+    blocks = _blocks(page)
+    assert len(blocks) == 1
+    namespace, out = _run(page, blocks[0])
+    assert out.splitlines() == [
+        "Refunds take five days.",
+        "stopped: the tool call pattern search(refunds) repeated 5 times"]
+    events = namespace["recorder"].events  # type: ignore[attr-defined]
+    assert_contract(events)
+    assert [c.status for h, c in events if h == "on_run_end"] == ["completed", "loop_detected"]
+
+
+@pytest.mark.parametrize("page", ["openai_agents.md", "pydantic_ai.md"])
+def test_the_page_says_what_stop_means_and_what_is_not_provided(page: str) -> None:
+    """Each page keeps its 'stop' section and its provided / not provided table."""
+    text = (DOCS / page).read_text(encoding="utf-8")
+    assert '## What "stop" means here' in text
+    table = text.split("can and cannot tell us", 1)[1]
+    rows = [line for line in table.splitlines() if line.startswith("| ")][2:]
+    assert any("| no |" in row for row in rows)
+    assert any("| yes |" in row for row in rows)
+    assert "text and thinking deltas" in table
