@@ -34,7 +34,7 @@ from bench._util import fmt_ns, print_table
 
 SCRIPTS = ("bench_dispatch", "bench_loop", "bench_detectors", "bench_otel", "bench_prometheus",
            "bench_stack", "bench_load", "bench_soak", "bench_report", "bench_sse",
-           "bench_cost")
+           "bench_cost", "bench_import", "bench_request")
 
 
 def _run(name: str, quick: bool) -> Any:
@@ -146,7 +146,7 @@ def summary(results: dict[str, Any]) -> list[list[str]]:
             f"{so['rss_start_mib']:.1f} / {so['rss_middle_mib']:.1f} / "
             f"{so['rss_end_mib']:.1f} MiB", "", "per-run state left: " +
             str(sum(so["left"].values())))
-    for row in results.get("bench_cost") or ():
+    for row in results.get("bench_cost", "bench_import", "bench_request") or ():
         if row["name"] != "bare Counter.inc()" and not row["name"].startswith("genai_prices"):
             add(f"cost: {row['name']} vs bare Counter.inc()", fmt_ns(row["median_ns"]),
                 fmt_ns(row["baseline_ns"]), f"{row['median_ns'] / row['baseline_ns']:.1f}×")
