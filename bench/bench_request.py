@@ -16,6 +16,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -30,7 +31,7 @@ from loopobs.core.model import (
     UserMessage,
 )
 from loopobs.llm import AnthropicClient, OpenAIClient
-from loopobs.llm._http import HttpModelClient, json_body
+from loopobs.llm._http import json_body
 
 
 def _requests(turns: int) -> list[ModelRequest]:
@@ -63,7 +64,7 @@ def main(argv: list[str] | None = None) -> list[list[str]]:
     args = parser.parse_args(argv)
     requests = _requests(300 if args.quick else 1_000)
     rows = []
-    clients: list[type[HttpModelClient]] = [OpenAIClient, AnthropicClient]
+    clients: list[Any] = [OpenAIClient, AnthropicClient]
     for make in clients:
         full_client, cached_client = make(api_key="k"), make(api_key="k")
         full = _per_turn(lambda r, c=full_client: json_body(c.build_body(r)), requests)

@@ -90,10 +90,10 @@ def test_lone_surrogates_and_odd_text_equal_full_encoding() -> None:
 
 
 @pytest.mark.parametrize("make", [OpenAIClient, AnthropicClient])
-def test_a_turn_encodes_only_its_new_messages(make: type[HttpModelClient]) -> None:
+def test_a_turn_encodes_only_its_new_messages(make: Any) -> None:
     client = make(api_key="k")
     history: list[Message] = [SystemMessage(content="s"), UserMessage(content="go")]
-    cache: EncodedMessages[bytes] = client._encoded  # type: ignore[attr-defined]
+    cache: EncodedMessages[bytes] = client._encoded
     for turn in range(200):
         before = cache.encoded
         client.build_content(ModelRequest(model="m", messages=tuple(history)))
