@@ -14,12 +14,14 @@ turn = the same call and its tool call, on a 20-turn run). Telemetry goes to a
 SimpleSpanProcessor → in-memory exporter and an in-memory metric reader; message
 content capture is off everywhere (each peer's own switch).
 
-Each peer runs in its own venv, one interpreter per round and mode (bare, then
-instrumented, alternating); "added" is the best instrumented time minus
-the best bare time, per call, in CPU time of the process (wall time on a shared
-machine mostly measures the other processes). "bytes/span" is the OTLP protobuf size of the
-exported spans divided by their number. The last column is each peer's added
-time as a ratio to loopobs's traces + metrics.
+Each peer runs in its own venv. Instrumentors patch the SDK's classes, so each
+round runs them bare and instrumented in two interpreters; the other stacks
+alternate bare and instrumented calls in one. "added" is the median instrumented
+call minus the median bare call, in CPU time of the process (wall time on a
+shared machine mostly measures the other processes), over every round.
+"bytes/span" is the OTLP protobuf size of the exported spans divided by their
+number. The last column is each peer's added time as a ratio to loopobs's traces
++ metrics.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import argparse
 import asyncio
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -295,22 +298,36 @@ def child(name: str, mode: str, calls: int) -> dict[str, Any]:
         per, calls = TURNS, max(1, calls // TURNS)
     spans_of = tel.span_bytes if tel is not None else (lambda: (0, 0.0))
 
-    async def timed(n: int) -> float:
+    async def timed(n: int) -> list[float]:
         # CPU time of this process: on a shared machine, wall time mostly measures the
         # other processes (everything here runs in this process: SimpleSpanProcessor).
-        started = time.process_time()
+        clock = time.process_time
+        out = []
         for _ in range(n):
+            started = clock()
             await one()
-        return (time.process_time() - started) / (n * per)
+            out.append((clock() - started) / per)
+        return out
 
     async def main() -> dict[str, Any]:
-        switch(mode == "full")
+        switch(mode != "bare")
         await timed(max(1, calls // 5))  # warm-up: imports, first-call paths
         spans_of()
-        best = min([await timed(calls) for _ in range(2)])
+        times: dict[str, list[float]] = {"bare": [], "full": []}
+        if mode == "paired":
+            # Bare and instrumented calls alternate, so drift in the machine's load hits both.
+            for _ in range(calls):
+                switch(False)
+                times["bare"] += await timed(1)
+                switch(True)
+                times["full"] += await timed(1)
+        else:
+            times[mode] = await timed(calls)
         spans, size = spans_of()
-        return {"name": name, "mode": mode, "us": best * 1e6,
-                "spans_per_call": spans / (2 * calls * per), "bytes_per_span": size}
+        measured = len(times["full"])
+        return {"name": name, "mode": mode, "bare": times["bare"], "full": times["full"],
+                "spans_per_call": spans / (measured * per) if measured else 0.0,
+                "bytes_per_span": size}
 
     return asyncio.run(main())
 
@@ -322,6 +339,11 @@ def _python_of(name: str) -> str | None:
         return sys.executable
     python = VENVS / name / "bin" / "python"
     return str(python) if python.exists() else None
+
+
+TOGGLED = ("util-genai", "langchain", "loopobs", "loopobs-noop")
+"""Stacks switched on and off per call in one process; instrumentors patch classes, so
+theirs run bare and instrumented in separate interpreters."""
 
 
 def _child_run(python: str, name: str, mode: str, calls: int) -> dict[str, Any]:
@@ -343,20 +365,25 @@ def run(names: list[str], rounds: int, calls: int) -> list[dict[str, Any]]:
             rows.append({"name": name, "skipped": f"no venv at build/peers/{name} "
                          "(`make bench-peers` makes it)"})
             continue
-        bare, full = [], []
+        bare: list[float] = []
+        full: list[float] = []
+        spans = size = 0.0
         try:
             for _ in range(rounds):
-                bare.append(_child_run(python, name, "bare", calls))
-                full.append(_child_run(python, name, "full", calls))
+                modes = ["paired"] if name in TOGGLED else ["bare", "full"]
+                for mode in modes:
+                    row = _child_run(python, name, mode, calls)
+                    bare += row["bare"]
+                    full += row["full"]
+                    if row["full"]:
+                        spans, size = row["spans_per_call"], row["bytes_per_span"]
         except RuntimeError as exc:
             rows.append({"name": name, "skipped": f"failed: {exc}"})
             continue
-        best_full = min(full, key=lambda r: r["us"])
-        best_bare = min(r["us"] for r in bare)
-        rows.append({"name": name, "bare_us": best_bare, "full_us": best_full["us"],
-                     "added_us": best_full["us"] - best_bare,
-                     "spans_per_call": best_full["spans_per_call"],
-                     "bytes_per_span": best_full["bytes_per_span"]})
+        bare_us, full_us = statistics.median(bare) * 1e6, statistics.median(full) * 1e6
+        rows.append({"name": name, "bare_us": bare_us, "full_us": full_us,
+                     "added_us": full_us - bare_us, "spans_per_call": spans,
+                     "bytes_per_span": size})
         print(f"  {name}: {rows[-1]['added_us']:.1f} µs added per call", file=sys.stderr,
               flush=True)
     return rows
@@ -385,7 +412,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--only", nargs="*", choices=[*PEERS, *OURS])
     parser.add_argument("--child", choices=[*PEERS, *OURS])
-    parser.add_argument("--mode", choices=["bare", "full"], default="full")
+    parser.add_argument("--mode", choices=["bare", "full", "paired"], default="full")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--calls", type=int, default=400)
     args = parser.parse_args(argv)
@@ -396,7 +423,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     rows = run(args.only or [*PEERS, *OURS], rounds, calls)
     from bench._util import print_table
 
-    print(f"\nPeers: added per model call (+ tool), best of {rounds} rounds × {calls} calls, "
+    print(f"\nPeers: added per model call (+ tool), medians of {rounds} rounds × {calls} calls, "
           f"Python {sys.version.split()[0]}\n")
     print_table(["stack", "added per call", "spans", "bytes/span", "× loopobs"], table(rows))
     return rows
