@@ -2,8 +2,9 @@
 
 Run: ``.venv/bin/python bench/bench_import.py`` (``--quick``: 3 interpreters each, not 11).
 
-Each figure is the best (min) and median wall time of the import alone (measured
-inside the child, so interpreter start-up is excluded) over fresh interpreters,
+Each figure is the best (min) and median CPU time of the import alone (measured
+inside the child, so interpreter start-up is excluded; CPU time, because wall time
+on a shared machine mostly measures the other processes) over fresh interpreters,
 alternating the two imports. Also listed: which heavy packages the import loaded
 (the exporters, the OpenTelemetry SDK, jsonschema and prometheus-client should not be).
 """
@@ -27,9 +28,9 @@ HEAVY = ("loopobs.exporters", "opentelemetry", "opentelemetry.sdk", "jsonschema"
 
 _CHILD = """
 import json, sys, time
-started = time.perf_counter()
+started = time.process_time()
 import {module}
-elapsed = time.perf_counter() - started
+elapsed = time.process_time() - started
 print(json.dumps({{"s": elapsed, "loaded": [m for m in {heavy!r} if m in sys.modules]}}))
 """
 
