@@ -672,7 +672,8 @@ def _slot_init(cls: type) -> Any:
             f.default_factory is not dataclasses.MISSING or not f.kw_only or not f.init
             for f in fields):
         return None
-    namespace: dict[str, Any] = {}
+    # The module's names, so the string annotations resolve (typing.get_type_hints).
+    namespace: dict[str, Any] = dict(globals())
     params, body = [], []
     for f in fields:
         slot = next((vars(k)[f.name] for k in cls.__mro__ if f.name in vars(k)), None)
