@@ -30,13 +30,16 @@ exemplars are off (prometheus-client does not store them there). See
 from __future__ import annotations
 
 import threading
+import time
 import weakref
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 from uuid import UUID
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client import values as _prom_values
+from prometheus_client.samples import Exemplar
 
 from loopobs.core import trace_links
 from loopobs.core.events import RunEndContext
@@ -253,15 +256,20 @@ class PrometheusObserver(MetricRecorder):
 
     def _sink(self, recording: Recording) -> Sink:
         spec = recording.metric
-        child = self._families[spec.name].child_of
+        family = self._families[spec.name]
         exemplar = self._exemplar if recording.exemplar and self.exemplars else None
-        if spec.kind == "histogram":
-            if exemplar is None:
-                return lambda value, values, run_id: child(values).observe(value)
-            return lambda value, values, run_id: child(values).observe(value, exemplar(run_id))
-        if exemplar is None or spec.kind == "updown_counter":
-            return lambda value, values, run_id: child(values).inc(value)
-        return lambda value, values, run_id: child(values).inc(value, exemplar(run_id))
+        if spec.kind == "updown_counter":
+            exemplar = None
+        recorders: dict[tuple[str, ...], Callable[[float, UUID], None]] = {}
+
+        def sink(value: float, values: tuple[str, ...], run_id: UUID) -> None:
+            record = recorders.get(values)
+            if record is None:
+                record = recorders[values] = _recorder(family.child_of(values), spec.kind,
+                                                       exemplar)
+            record(value, run_id)
+
+        return sink
 
     # -- lifecycle ----------------------------------------------------------------------------
     def on_attach(self, observers: ObserverSet) -> None:
@@ -285,6 +293,69 @@ class PrometheusObserver(MetricRecorder):
         super().on_run_end(ctx)
         if self.multiprocess:
             self._observer_errors.sync()
+
+
+ExemplarOf = Callable[[UUID], "dict[str, str] | None"]
+
+
+def _recorder(child: Any, kind: str, exemplar: ExemplarOf | None) -> Callable[[float, UUID], None]:
+    """Records one value (with the run's exemplar) on ``child``, as its ``inc``/``observe`` would.
+
+    prometheus-client's ``inc``/``observe`` check per sample what is invariant
+    here: that the child is a labelled one, and the exemplar's label names and
+    length (ours are the fixed ``trace_id``/``span_id`` with hex ids). So the
+    recorder updates the child's values directly, finding a histogram's bucket by
+    bisection. Values those methods treat specially (negative counts, NaN) and
+    children without the expected values (another prometheus-client) go through
+    the public methods, so what is recorded, or raised, is the same.
+    """
+    value_of = getattr(child, "_value", None)
+    sum_of = getattr(child, "_sum", None)
+    buckets = getattr(child, "_buckets", None)
+    bounds = getattr(child, "_upper_bounds", None)
+    if kind == "histogram":
+        observe = child.observe
+        if sum_of is None or buckets is None or bounds is None or len(buckets) != len(bounds):
+            if exemplar is None:
+                return lambda value, run_id: observe(value)
+            return lambda value, run_id: observe(value, exemplar(run_id))
+        sum_inc = sum_of.inc
+        incs = [bucket.inc for bucket in buckets]
+        last = len(bounds) - 1
+
+        def observe_fast(value: float, run_id: UUID) -> None:
+            index = bisect_left(bounds, value)
+            if index > last or not value <= bounds[index]:  # NaN: as prometheus-client does
+                observe(value, exemplar(run_id) if exemplar else None)
+                return
+            sum_inc(value)
+            incs[index](1)
+            if exemplar is not None:
+                labels = exemplar(run_id)
+                if labels:
+                    buckets[index].set_exemplar(Exemplar(labels, value, time.time()))
+
+        return observe_fast
+    inc = child.inc
+    if value_of is None or getattr(child, "_is_most_recent", False):
+        if exemplar is None:
+            return lambda value, run_id: inc(value)
+        return lambda value, run_id: inc(value, exemplar(run_id))
+    value_inc = value_of.inc
+    if kind == "updown_counter":
+        return lambda value, run_id: value_inc(value)
+
+    def inc_fast(value: float, run_id: UUID) -> None:
+        if not value >= 0:  # negative or NaN: prometheus-client raises or decides
+            inc(value, exemplar(run_id) if exemplar else None)
+            return
+        value_inc(value)
+        if exemplar is not None:
+            labels = exemplar(run_id)
+            if labels:
+                value_of.set_exemplar(Exemplar(labels, value, time.time()))
+
+    return inc_fast
 
 
 def _metric(spec: c.MetricSpec, registry: CollectorRegistry) -> Any:
