@@ -272,9 +272,9 @@ def test_header_argument_with_a_line_break_is_refused() -> None:
 def test_bad_arguments_are_refused_by_name_and_leave_no_thread(argument: str,
                                                                value: float) -> None:
     before = set(threading.enumerate())
+    kwargs: dict[str, Any] = {argument: value}
     with pytest.raises(ValueError, match=argument):
-        configure(endpoint=ENDPOINT, traces_exporter="otlp", metrics_exporter="otlp",
-                  **{argument: value})
+        configure(endpoint=ENDPOINT, traces_exporter="otlp", metrics_exporter="otlp", **kwargs)
     assert set(threading.enumerate()) - before == set()
 
 
