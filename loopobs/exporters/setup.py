@@ -128,6 +128,15 @@ class Telemetry:
             failed=sum(c.failed for c in self._counted),
         )
 
+    def flush_spans(self, timeout_s: float = 5.0) -> bool:
+        """Export the queued spans now and wait for it; True if done within ``timeout_s``.
+
+        A caller that ends spans faster than the exporters take them (a replay)
+        calls this every half queue, so nothing is dropped.
+        """
+        flush = getattr(self.tracer_provider, "force_flush", None)
+        return True if flush is None else _bounded(flush, timeout_s)
+
     def force_flush(self, timeout_s: float = 5.0) -> bool:
         """Export what is buffered; True if it finished within ``timeout_s``."""
         return _bounded(self._flush, timeout_s)
