@@ -399,6 +399,22 @@ def _check_scheme(endpoint: str) -> None:
                        "(http:// or https://) for OTLP/HTTP")
 
 
+REPLAY_EXPORT_TIMEOUT_S = 60.0
+"""Replay's per-request deadline unless ``OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT`` sets one.
+
+A receiver at capacity answers 503 and the exporter retries with backoff until
+this deadline: a replay outpaces any live loop, so it waits longer than the
+SDK's 10 s before calling a batch lost.
+"""
+
+
+def _replay_timeout() -> float | None:
+    if any(os.environ.get(name, "").strip() for name in (
+            "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT")):
+        return None
+    return REPLAY_EXPORT_TIMEOUT_S
+
+
 def _replay(args: argparse.Namespace) -> int:
     from loopobs.exporters.jsonl import replay
 
@@ -414,7 +430,8 @@ def _replay(args: argparse.Namespace) -> int:
         # Metrics only on request: they would be stamped at replay time and count twice
         # when a log is replayed twice; spans keep their recorded timestamps.
         telemetry = configure(default_service_name="loopobs-demo", propagate_context=False,
-                              metrics_exporter=None if args.metrics else "none")
+                              metrics_exporter=None if args.metrics else "none",
+                              export_timeout_s=_replay_timeout())
         observers.append(telemetry.tracing)
         if args.metrics:
             observers.append(telemetry.metrics)

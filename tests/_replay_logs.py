@@ -57,13 +57,19 @@ def spans_per_run() -> int:
     return len(exporter.get_finished_spans())
 
 
-def write_log(path: Path, runs: int, *, cut_last_after: int | None = None) -> LogShape:
+def write_log(path: Path, runs: int, *, cut_last_after: int | None = None,
+              deltas: int = 1) -> LogShape:
     """Write ``runs`` copies of the template run to ``path``.
 
     With ``cut_last_after``, the last run keeps only its first that many events
-    (a recorder that crashed mid-run).
+    (a recorder that crashed mid-run). ``deltas`` streams each text and
+    reasoning chunk that many times, as a model streaming token by token does
+    (events without spans: the span count stays 8 per run).
     """
-    template = _template()
+    template = []
+    for event in _template():
+        repeat = deltas if event["hook"] in ("on_text_delta", "on_thinking_delta") else 1
+        template.extend([event] * repeat)
     span = template[-1]["time_ns"] - template[0]["time_ns"]  # type: ignore[operator]
     step = int(span) + 1_000_000
     events = 0
