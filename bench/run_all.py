@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench._util import fmt_ns, print_table
 
 SCRIPTS = ("bench_dispatch", "bench_loop", "bench_detectors", "bench_otel", "bench_prometheus",
-           "bench_stack", "bench_load", "bench_soak")
+           "bench_stack", "bench_load", "bench_soak", "bench_report")
 
 
 def _run(name: str, quick: bool) -> Any:

@@ -13,6 +13,8 @@
   it got and exits 130. Metrics only with ``--metrics``: they are counted at
   replay time, so replaying a log twice counts it twice.
 - ``loopobs inspect FILE``: prints each recorded run as a tree, and totals.
+- ``loopobs report FILE [-o report.html]``: one self-contained HTML page of the
+  log's runs: a waterfall per run, a sortable table, totals.
 
 Text from a log (tool names, errors, paths) is printed with control characters
 escaped, so a log cannot retitle, clear or forge the terminal.
@@ -55,17 +57,34 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+
+
 def _port(text: str) -> int:
-    value = int(text)
+    value = _int(text)
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"{value} is not a TCP port")
     return value
 
 
 def _positive(text: str) -> int:
-    value = int(text)
+    value = _int(text)
     if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
+        raise argparse.ArgumentTypeError(f"{value} is not at least 1")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} is not a duration (0 or more seconds)")
     return value
 
 
@@ -74,19 +93,25 @@ def _build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     demo = sub.add_parser("demo", help="run the scripted showcase agent with every exporter")
-    demo.add_argument("--runs", type=_positive, default=1,
-                      help="rounds of the showcase scenarios to play (default 1)")
+    demo.add_argument("--runs", type=_positive, default=None,
+                      help="rounds of the showcase scenarios to play, then exit (default: one "
+                           "round, then keep serving /metrics until Ctrl-C)")
+    demo.add_argument("--exit", action="store_true",
+                      help="exit after the runs instead of serving /metrics until Ctrl-C")
     demo.add_argument("--forever", action="store_true",
                       help="steady random traffic for dashboards, until Ctrl-C")
-    demo.add_argument("--seed", type=int, default=None, help="seed for the randomness")
+    demo.add_argument("--seed", type=_int, default=None, help="seed for the randomness")
     demo.add_argument("--metrics-port", type=_port, default=9464,
                       help="port of /metrics (default 9464; 0 picks a free one)")
     demo.add_argument("--metrics-addr", default="127.0.0.1",
                       help="address /metrics binds to (default 127.0.0.1)")
-    demo.add_argument("--jsonl", type=Path, default=None, help="record the event log to FILE")
+    demo.add_argument("--out", type=Path, default=Path("loopobs-demo"),
+                      help="folder for the event log and the HTML report (default ./loopobs-demo)")
+    demo.add_argument("--jsonl", type=Path, default=None,
+                      help="record the event log to FILE (default OUT/demo.jsonl)")
     demo.add_argument("--no-live", action="store_true", help="no live status line")
     demo.add_argument("--quiet", action="store_true", help="no per-run trees")
-    demo.add_argument("--latency", type=float, default=None,
+    demo.add_argument("--latency", type=_seconds, default=None,
                       help="scripted model latency, seconds (default 0.02; 0.05 with --forever)")
     demo.add_argument("--base-url", default=None,
                       help="run against a real model server (OpenAI-compatible or Anthropic)")
@@ -104,6 +129,14 @@ def _build_parser() -> argparse.ArgumentParser:
     inspect = sub.add_parser("inspect", help="print each recorded run as a tree, and totals")
     inspect.add_argument("file", type=Path)
     inspect.add_argument("--skip-invalid", action="store_true", help="skip malformed lines")
+
+    report = sub.add_parser("report", help="write a self-contained HTML report of an event log")
+    report.add_argument("file", type=Path)
+    report.add_argument("-o", "--output", type=Path, default=None,
+                        help="the HTML file to write (default: FILE with .html)")
+    report.add_argument("--no-content", action="store_true",
+                        help="leave prompts, answers and tool arguments out of the report")
+    report.add_argument("--skip-invalid", action="store_true", help="skip malformed lines")
     return parser
 
 
@@ -167,6 +200,13 @@ class _Exporters:
             raise CliError(f"cannot write {path}: {exc.strerror or exc}") from None
         self.observers.append(recorder)
 
+    def flush(self) -> None:
+        """Write what the exporters hold (the event log above all), keeping them open."""
+        try:
+            ObserverSet(self.observers).force_flush(timeout_s=5.0)
+        except Exception as exc:
+            print(f"loopobs: warning: flush: {exc}", file=sys.stderr)
+
     def close(self) -> None:
         errors: list[str] = []
         group = ObserverSet(self.observers)
@@ -184,46 +224,123 @@ class _Exporters:
 
 
 # -- demo ----------------------------------------------------------------------------------
-async def _demo(args: argparse.Namespace) -> int:
+def _demo_log(args: argparse.Namespace) -> Path:
+    """Where the demo records its events; its default log starts afresh on every demo."""
+    if args.jsonl is not None:
+        return Path(args.jsonl)
+    log_path = Path(args.out) / "demo.jsonl"
+    try:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log_path.unlink(missing_ok=True)
+    except OSError as exc:
+        raise CliError(f"cannot write {log_path}: {exc.strerror or exc}") from None
+    return log_path
+
+
+async def _demo(args: argparse.Namespace, log_path: Path) -> int:
     from loopobs.demo.live import LiveView
-    from loopobs.demo.showcase import SCENARIOS, Showcase
 
     live = LiveView(enabled=not args.no_live)
     exporters = _Exporters()
+    stay = not (args.exit or args.forever or args.runs is not None)
     try:
         port = exporters.prometheus(args.metrics_port, args.metrics_addr)
+        metrics_url = f"http://{args.metrics_addr}:{port}/metrics"
         exporters.tracing(live.write, quiet=args.quiet)
-        if args.jsonl is not None:
-            exporters.jsonl(args.jsonl)
-        observers = [live, *exporters.observers]
-        live.write(f"loopobs demo: /metrics on http://{args.metrics_addr}:{port}/metrics"
-                   + (f", event log in {args.jsonl}" if args.jsonl else ""))
-        rng = random.Random(args.seed)
-        latency = args.latency if args.latency is not None else (0.05 if args.forever else 0.02)
-        if args.base_url:
-            await _real_model(args, observers, live)
-        else:
-            showcase = Showcase(observers, rng, latency_s=latency)
-            names = list(SCENARIOS)
-            rounds = 0
-            while args.forever or rounds < args.runs:
-                order = rng.sample(names, k=len(names)) if args.forever else names
-                for name in order:
-                    await SCENARIOS[name](showcase)
-                    if args.forever:
-                        await asyncio.sleep(rng.uniform(0.05, 0.3))
-                rounds += 1
-    except asyncio.CancelledError:
-        live.write("loopobs demo: stopping (flushing exporters)")
+        exporters.jsonl(log_path)
+        live.write(f"loopobs demo: /metrics on {metrics_url}, event log in {log_path}")
+        try:
+            await _play(args, [live, *exporters.observers], live)
+        except asyncio.CancelledError:
+            stay = False
+            live.write("loopobs demo: stopping (flushing exporters)")
+        live.close()
+        print(live.summary())
+        exporters.flush()  # the report reads the event log from disk
+        report = _demo_report(log_path)
+        prometheus_yml = _prometheus_config(log_path.parent, metrics_url)
+        print(_where_to_look(metrics_url, log_path, report, prometheus_yml))
+        if stay:
+            print(f"loopobs demo: serving {metrics_url} until Ctrl-C "
+                  "(--exit stops after the runs)", flush=True)
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.Event().wait()
     finally:
         live.close()
         exporters.close()
-    print(live.summary())
     return 0
 
 
+async def _play(args: argparse.Namespace, observers: Sequence[LoopObserver], live: Any) -> None:
+    from loopobs.demo.showcase import SCENARIOS, Showcase
+
+    rng = random.Random(args.seed)
+    latency = args.latency if args.latency is not None else (0.05 if args.forever else 0.02)
+    runs = args.runs if args.runs is not None else 1
+    if args.base_url:
+        await _real_model(args, observers, live, runs)
+        return
+    showcase = Showcase(observers, rng, latency_s=latency)
+    names = list(SCENARIOS)
+    rounds = 0
+    while args.forever or rounds < runs:
+        order = rng.sample(names, k=len(names)) if args.forever else names
+        for name in order:
+            await SCENARIOS[name](showcase)
+            if args.forever:
+                await asyncio.sleep(rng.uniform(0.05, 0.3))
+        rounds += 1
+
+
+def _demo_report(log_path: Path) -> Path | None:
+    from loopobs.report import write_report
+
+    target = log_path.with_suffix(".html")
+    try:
+        write_report(log_path, target, skip_invalid=True)
+    except OSError as exc:
+        print(f"loopobs: warning: no report: cannot write {target}: {exc.strerror or exc}",
+              file=sys.stderr)
+        return None
+    return target
+
+
+def _where_to_look(metrics_url: str, log_path: Path, report: Path | None,
+                   prometheus_yml: Path | None) -> str:
+    lines = ["", "Where to look:", f"  metrics     {metrics_url}"]
+    if report is not None:
+        lines.append(f"  report      {report.resolve().as_uri()}  (open in a browser)")
+    lines += [
+        f"  event log   {log_path}  (loopobs inspect {log_path})",
+        "  traces      set OTEL_EXPORTER_OTLP_ENDPOINT to send them to Jaeger or Phoenix,",
+        f"              or replay the log later: loopobs replay {log_path}",
+    ]
+    if prometheus_yml is not None:
+        lines.append(f"  prometheus  prometheus --config.file={prometheus_yml}  (scrapes it)")
+    lines += [
+        "  dashboards  import grafana/dashboards/loopobs-overview.json into Grafana, or run the",
+        "              whole stack: docker compose -f grafana/docker-compose.yml up (see grafana/)",
+    ]
+    return "\n".join(lines)
+
+
+def _prometheus_config(folder: Path, metrics_url: str) -> Path | None:
+    """A minimal Prometheus configuration that scrapes this demo, beside its event log."""
+    target = urllib.parse.urlsplit(metrics_url).netloc
+    path = folder / "prometheus.yml"
+    text = ("# Written by `loopobs demo`: scrapes the demo's /metrics.\n"
+            "global:\n  scrape_interval: 5s\n"
+            "scrape_configs:\n  - job_name: loopobs\n"
+            f"    static_configs:\n      - targets: [\"{target}\"]\n")
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError:
+        return None
+    return path
+
+
 async def _real_model(args: argparse.Namespace, observers: Sequence[LoopObserver],
-                      live: Any) -> None:
+                      live: Any, runs: int) -> None:
     from loopobs.core.loop import AgentLoop
     from loopobs.core.run import RunStatus
     from loopobs.demo.showcase import SYSTEM_PROMPT, showcase_tools
@@ -246,7 +363,7 @@ async def _real_model(args: argparse.Namespace, observers: Sequence[LoopObserver
     questions = ["Lisbon or Porto for a weekend? Use the search tool.",
                  "What does the expenses config say? Read expenses/config.yaml."]
     rounds = 0
-    while args.forever or rounds < args.runs:
+    while args.forever or rounds < runs:
         for question in questions:
             result = await loop.run(question)
             if result.status is RunStatus.FAILED and result.turns == 0 and result.error:
@@ -256,6 +373,8 @@ async def _real_model(args: argparse.Namespace, observers: Sequence[LoopObserver
 
 
 def _run_demo(args: argparse.Namespace) -> int:
+    log_path = _demo_log(args)
+
     async def guarded() -> int:
         task = asyncio.current_task()
         assert task is not None
@@ -264,7 +383,7 @@ def _run_demo(args: argparse.Namespace) -> int:
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 running.add_signal_handler(sig, task.cancel)
         try:
-            return await _demo(args)
+            return await _demo(args, log_path)
         finally:
             for sig in (signal.SIGINT, signal.SIGTERM):
                 with contextlib.suppress(NotImplementedError, RuntimeError):
@@ -436,6 +555,8 @@ def _replay(args: argparse.Namespace) -> int:
         if args.metrics:
             observers.append(telemetry.metrics)
     else:
+        print("loopobs replay: no exporter configured (set OTEL_EXPORTER_OTLP_ENDPOINT to send "
+              "the spans to a collector); showing the console view instead", file=sys.stderr)
         from loopobs.exporters.console import ConsoleTreeObserver
 
         observers.append(ConsoleTreeObserver(writer=_print_safe))
@@ -505,6 +626,19 @@ def _inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _report(args: argparse.Namespace) -> int:
+    from loopobs.report import write_report
+
+    target = args.output if args.output is not None else args.file.with_suffix(".html")
+    if target.resolve() == args.file.resolve():
+        raise CliError(f"the report would overwrite the log {args.file}; name it with -o")
+    stats = write_report(args.file, target, content=not args.no_content,
+                         skip_invalid=args.skip_invalid)
+    skipped = f", {stats.skipped} malformed lines skipped" if stats.skipped else ""
+    print(f"wrote {target}: {stats.runs} runs, {stats.events} events{skipped}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``loopobs`` console script; returns the exit code."""
     args = _build_parser().parse_args(argv)
@@ -513,6 +647,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run_demo(args)
         if args.command == "replay":
             return _replay(args)
+        if args.command == "report":
+            return _report(args)
         return _inspect(args)
     except CliError as exc:
         _print_safe(f"loopobs: error: {exc}", file=sys.stderr)

@@ -84,7 +84,8 @@ async def test_replay_gives_the_live_span_tree(tmp_path: Path) -> None:
 def test_inspect_shows_each_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`inspect` prints one tree per recorded run, and the totals."""
     log = tmp_path / "demo.jsonl"
-    assert main(["demo", "--metrics-port", "0", "--jsonl", str(log), "--no-live", "--quiet"]) == 0
+    assert main(["demo", "--exit", "--metrics-port", "0", "--jsonl", str(log), "--no-live",
+                 "--quiet"]) == 0
     capsys.readouterr()
     run_ids = {json.loads(line)["run_id"] for line in log.read_text().splitlines()}
     assert main(["inspect", str(log)]) == 0
@@ -143,7 +144,8 @@ def test_metrics_port_in_use_is_one_line(capsys: pytest.CaptureFixture[str]) -> 
 def test_malformed_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A malformed event log gives a one-line error naming the line; --skip-invalid skips it."""
     log = tmp_path / "bad.jsonl"
-    assert main(["demo", "--metrics-port", "0", "--jsonl", str(log), "--no-live", "--quiet"]) == 0
+    assert main(["demo", "--exit", "--metrics-port", "0", "--jsonl", str(log), "--no-live",
+                 "--quiet"]) == 0
     lines = log.read_text().splitlines()
     lines.insert(3, '{"hook": "on_nothing"}')
     log.write_text("\n".join(lines) + "\n")

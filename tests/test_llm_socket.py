@@ -14,6 +14,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -159,11 +160,11 @@ async def test_cancelling_mid_stream_closes_the_response(server: _Server) -> Non
 
 
 def test_demo_against_a_model_server(server: _Server, capsys: pytest.CaptureFixture[str],
-                                     monkeypatch: pytest.MonkeyPatch) -> None:
+                                     monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """`loopobs demo --base-url` runs the showcase agent against a real streaming server."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-local")
     code = main(["demo", "--base-url", _url(server), "--model", "local-model", "--no-live",
-                 "--metrics-port", "0"])
+                 "--metrics-port", "0", "--exit", "--out", str(tmp_path)])
     out = capsys.readouterr().out
     assert code == 0, out
     assert out.count("answer: The limit is 2000 EUR.") == 2

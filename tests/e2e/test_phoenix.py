@@ -193,8 +193,8 @@ def test_replayed_event_log_arrives_in_phoenix(phoenix: Phoenix, tmp_path: Path)
     from loopobs.exporters.tracing import TracingObserver
 
     log = tmp_path / "demo.jsonl"
-    assert main(["demo", "--metrics-port", "0", "--jsonl", str(log), "--no-live", "--quiet",
-                 "--latency", "0"]) == 0
+    assert main(["demo", "--exit", "--metrics-port", "0", "--jsonl", str(log), "--no-live",
+                 "--quiet", "--latency", "0"]) == 0
     # what the same log gives in memory: the reference tree
     local = InMemorySpanExporter()
     provider = TracerProvider()

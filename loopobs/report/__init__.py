@@ -1,0 +1,107 @@
+"""A self-contained HTML report of a recorded event log (``loopobs report run.jsonl``).
+
+One file, no network: the page inlines its CSS, script and data (a strict
+Content-Security-Policy forbids every fetch), so it opens from disk, an e-mail or
+a CI artefact. Per run it draws a waterfall of turns, model calls (time to first
+chunk marked) and tool calls, with fallbacks, model switches, compactions,
+detections, parking and budget stops as markers; across runs, a table sortable by
+duration, tokens, cost and status, a status filter and totals. Runs are paged, so
+a log of 10,000 runs stays responsive.
+
+Content (prompts, answers, tool arguments and results) appears only where the
+log has it, hidden behind a toggle; ``content=False`` leaves it out of the file.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import IO
+
+from loopobs.core.events import EventContext
+from loopobs.core.observer import EventSink
+from loopobs.report._runs import RunRecord, fold_runs
+
+__all__ = ["ReportStats", "RunRecord", "fold_runs", "render_report", "write_report"]
+
+
+@dataclass(frozen=True, slots=True)
+class ReportStats:
+    """What :func:`write_report` wrote: runs and events read, bad lines skipped, bytes written."""
+
+    runs: int
+    events: int
+    skipped: int
+    bytes: int
+
+
+def _asset(name: str) -> str:
+    return resources.files("loopobs.report").joinpath("assets", name).read_text(encoding="utf-8")
+
+
+def _script_safe(text: str) -> str:
+    # Inside <script>, "</" could end the element and "<!--" change parsing: escape every "<"
+    # (JSON keeps its meaning); U+2028/9 are escaped for old JavaScript parsers.
+    return text.replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+
+
+def render_report(runs: Iterable[RunRecord], *, source: str = "event log",
+                  generated: _dt.datetime | None = None) -> str:
+    """The HTML page for ``runs`` (see :func:`fold_runs`), as one string."""
+    records = [run.to_json() for run in runs]
+    when = (generated or _dt.datetime.now(_dt.timezone.utc)).isoformat(timespec="seconds")
+    payload = {"source": source, "generated": when, "runs": records,
+               "hasContent": any(run["content"] for run in records)}
+    data = _script_safe(json.dumps(payload, ensure_ascii=False, separators=(",", ":"),
+                                   allow_nan=False, default=str))
+    page = _asset("report.html")
+    # Placeholders are replaced last-to-first so inserted text is never searched again.
+    head, rest = page.split("/*__CSS__*/", 1)
+    middle, tail = rest.split("/*__DATA__*/", 1)
+    before_js, after_js = tail.split("/*__JS__*/", 1)
+    return "".join((head, _asset("report.css"), middle, data, before_js,
+                    _script_safe_js(_asset("report.js")), after_js))
+
+
+def _script_safe_js(code: str) -> str:
+    if "</script" in code.lower():  # pragma: no cover - guards edits to report.js
+        raise ValueError("report.js must not contain '</script'")
+    return code
+
+
+class _Collect(EventSink):
+    def __init__(self) -> None:
+        self.events: list[EventContext] = []
+
+    def on_event(self, ctx: EventContext) -> None:
+        self.events.append(ctx)
+
+
+def write_report(log: str | os.PathLike[str] | IO[str], out: str | os.PathLike[str], *,
+                 content: bool = True, skip_invalid: bool = False) -> ReportStats:
+    """Read the JSONL event log ``log`` and write its HTML report to ``out``.
+
+    Raises:
+        loopobs.exporters.jsonl.ReplayError: a malformed line (unless ``skip_invalid``).
+        OSError: the log cannot be read or the report written.
+    """
+    from loopobs.exporters.jsonl import replay
+
+    collect = _Collect()
+    stats = replay(log, collect, skip_invalid=skip_invalid)
+    runs = fold_runs(collect.events, content=content)
+    name = os.fspath(log) if isinstance(log, (str, os.PathLike)) else getattr(log, "name", "log")
+    html = render_report(runs, source=Path(name).name)
+    target = Path(out)
+    tmp = target.with_name(f".{target.name}.tmp")
+    # A lone surrogate a provider split off (kept verbatim in the log) cannot be UTF-8.
+    data = html.encode("utf-8", errors="replace")
+    tmp.write_bytes(data)
+    tmp.replace(target)  # never leaves a half-written report behind
+    return ReportStats(runs=len(runs), events=stats.events, skipped=stats.skipped,
+                       bytes=len(data))
