@@ -302,3 +302,6 @@ METRICS: tuple[MetricSpec, ...] = (
 
 OVERFLOW_VALUE = "_other"
 """The label value that absorbs values past a label's limit."""
+
+MULTIPROCESS_DAMAGED_FILES = "loopobs_multiprocess_damaged_files"
+"""Prometheus-only gauge: multi-process files a scrape skipped because they could not be read."""
