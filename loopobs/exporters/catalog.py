@@ -276,7 +276,6 @@ LABEL_OVERFLOW = MetricSpec(
     "Label values folded into _other because a label reached its limit of distinct values.",
     (LOOPOBS_LABEL,),
 )
-
 METRICS: tuple[MetricSpec, ...] = (
     TOKEN_USAGE,
     OPERATION_DURATION,
@@ -303,5 +302,12 @@ METRICS: tuple[MetricSpec, ...] = (
 OVERFLOW_VALUE = "_other"
 """The label value that absorbs values past a label's limit."""
 
+# -- Prometheus only (not in METRICS: the OpenTelemetry path has no such failure) ---------------
 MULTIPROCESS_DAMAGED_FILES = "loopobs_multiprocess_damaged_files"
-"""Prometheus-only gauge: multi-process files a scrape skipped because they could not be read."""
+"""Gauge: multi-process files a scrape skipped because they could not be read."""
+LABEL_SANITISED = MetricSpec(
+    "loopobs.label_sanitised", "counter", "{value}",
+    "Label values whose unencodable characters (lone surrogates) were replaced with U+FFFD.",
+    (LOOPOBS_LABEL,),
+)
+"""A label value that cannot be encoded would fail every scrape; it is repaired and counted."""

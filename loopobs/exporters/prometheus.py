@@ -29,16 +29,18 @@ exemplars are off (prometheus-client does not store them there). See
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from typing import Any, get_args
 from uuid import UUID
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client import values as _prom_values
 
-from loopobs.core.errors import LoopError
+from loopobs.core.detectors import ConvergenceAction
+from loopobs.core.errors import LoopError, ModelError, RateLimited, StreamError
 from loopobs.core.events import (
     CompactedContext,
     ConvergenceDetectedContext,
@@ -49,10 +51,12 @@ from loopobs.core.events import (
     RunStartContext,
     StreamContext,
     StreamFailureContext,
+    ToolOutcomeKind,
     ToolPostContext,
     TurnEndContext,
 )
 from loopobs.core.observer import LoopObserver, ObserverSet
+from loopobs.core.run import RunStatus
 from loopobs.exporters import catalog as c
 from loopobs.exporters import trace_links
 
@@ -63,6 +67,16 @@ _ABSENT = ""
 _TOOL_ERROR = "ToolError"
 """``error.type`` of a failed tool attempt that carries no error object (as MetricsObserver)."""
 
+# Label values known in advance: their series start at zero (the Prometheus
+# instrumentation guide's advice), so a dashboard shows 0 rather than "No data" and
+# an absent()-style alert does not fire before the first event.
+_RUN_STATUSES = tuple(status.value for status in RunStatus)
+_TOOL_OUTCOMES: tuple[str, ...] = get_args(ToolOutcomeKind)
+_STREAM_ERROR_TYPES = tuple(cls.__name__ for cls in (ModelError, RateLimited, StreamError))
+_LOOP_ACTIONS = ("warn", "stop")
+_CONVERGENCE_ACTIONS: tuple[str, ...] = get_args(ConvergenceAction)
+_MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
 
 def multiprocess_enabled() -> bool:
     """Whether prometheus-client stores values in ``PROMETHEUS_MULTIPROC_DIR`` files.
@@ -70,6 +84,54 @@ def multiprocess_enabled() -> bool:
     prometheus-client decides this once, when it is first imported.
     """
     return bool(getattr(_prom_values.ValueClass, "_multiprocess", False))
+
+
+_SHARED: dict[tuple[str, str], Any] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def _metric(cls: Callable[..., Any], name: str, registry: CollectorRegistry | None,
+            *args: Any, **kwargs: Any) -> Any:
+    """A prometheus-client metric; in multi-process mode, one per name in the process.
+
+    A multi-process value caches its number and writes it whole to the
+    process's file, so two metric objects for one series would overwrite each
+    other's counts. Every observer of the process therefore shares one object
+    per metric, registered in each observer's registry.
+    """
+    if not multiprocess_enabled():
+        return cls(name, *args, registry=registry, **kwargs)
+    with _SHARED_LOCK:
+        key = (getattr(cls, "__name__", str(cls)), name)
+        metric = _SHARED.get(key)
+        if metric is None:
+            metric = _SHARED[key] = cls(name, *args, registry=None, **kwargs)
+    if registry is not None:
+        registry.register(metric)
+    return metric
+
+
+def _check_multiprocess_dir() -> None:
+    """Fail now, naming the variable, if multi-process values have nowhere to go."""
+    path = os.environ.get(_MULTIPROC_ENV, "")
+    if not path:
+        raise ValueError(
+            f"prometheus-client is in multi-process mode but {_MULTIPROC_ENV} is no longer set: "
+            "set it (to a writable directory) for the whole life of the process")
+    if not os.path.isdir(path) or not os.access(path, os.W_OK | os.X_OK):
+        raise ValueError(f"{_MULTIPROC_ENV}={path!r} is not a writable directory: create it "
+                         "before the workers start")
+
+
+def _sanitised(value: str) -> str | None:
+    """``value`` with unencodable characters (lone surrogates) replaced; None if clean."""
+    if value.isascii():
+        return None
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return "".join("\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in value)
+    return None
 
 
 def error_type(error: LoopError | None, default: str = c.ERROR_TYPE_OTHER) -> str:
@@ -83,32 +145,57 @@ class BoundedLabel:
     ``""`` (attribute absent) is always admitted and not counted. Each value
     folded into ``_other`` increments ``overflow`` (a counter child for this
     label name, bound at the first overflow so that no zero series shows up
-    before). Thread-safe; an admitted value costs one set lookup.
+    before). A value that cannot be encoded (a lone surrogate, as a model's
+    stream can split one) would fail every later scrape: its bad characters
+    become U+FFFD first, each time counted in ``sanitised`` when given.
+    Thread-safe; an admitted value costs one set lookup.
     """
 
-    __slots__ = ("_lock", "_overflow", "_overflow_metric", "_values", "limit", "name")
+    __slots__ = ("_declared", "_lock", "_overflow", "_overflow_metric", "_sanitised",
+                 "_sanitised_metric", "_values", "limit", "name")
 
-    def __init__(self, name: str, limit: int, overflow: Counter) -> None:
+    def __init__(self, name: str, limit: int, overflow: Counter,
+                 sanitised: Counter | None = None) -> None:
         self.name = name
         self.limit = limit
         self._overflow_metric = overflow
         self._overflow: Any = None
+        self._sanitised_metric = sanitised
+        self._sanitised: Any = None
         self._values: set[str] = {_ABSENT}
+        self._declared = 1  # "" is admitted and not counted
         self._lock = threading.Lock()
+
+    def declare(self, values: Iterable[str]) -> None:
+        """Admit a fixed vocabulary (statuses, outcomes) without counting it toward ``limit``."""
+        with self._lock:
+            for value in values:
+                if value not in self._values:
+                    self._values.add(value)
+                    self._declared += 1
 
     @property
     def admitted(self) -> frozenset[str]:
-        """The values admitted so far (without ``""``)."""
+        """The values admitted so far (declared ones included, without ``""``)."""
         return frozenset(self._values - {_ABSENT})
 
     def __call__(self, value: str) -> str:
-        """``value`` if admitted (now or before), else ``_other``."""
+        """``value`` (made encodable) if admitted, now or before; else ``_other``."""
         if value in self._values:
             return value
+        clean = _sanitised(value)
+        if clean is not None:
+            value = clean
+            if self._sanitised_metric is not None:
+                if self._sanitised is None:
+                    self._sanitised = self._sanitised_metric.labels(self.name)
+                self._sanitised.inc()
+            if value in self._values:
+                return value
         with self._lock:
             if value in self._values:
                 return value
-            if len(self._values) <= self.limit:  # the set also holds ""
+            if len(self._values) - self._declared < self.limit:
                 self._values.add(value)
                 return value
             if self._overflow is None:
@@ -126,6 +213,10 @@ class _Family:
         self.metric = metric
         self._children: dict[tuple[str, ...], Any] = {}
         self._lock = threading.Lock()
+
+    def zero(self, *values: str) -> None:
+        """Create the series for ``values`` (at zero if it is new)."""
+        self.child(*values)
 
     def child(self, *values: str) -> Any:
         """The child for ``values`` (already bounded, so the cache is bounded too)."""
@@ -212,31 +303,35 @@ class PrometheusObserver(LoopObserver):
     ) -> None:
         if max_label_values < 1:
             raise ValueError("max_label_values must be at least 1")
+        self.multiprocess = multiprocess_enabled()
+        if self.multiprocess:
+            _check_multiprocess_dir()
         self.registry = CollectorRegistry() if registry is None else registry
         self.max_label_values = max_label_values
-        self.multiprocess = multiprocess_enabled()
         self.exemplars = exemplars and not self.multiprocess
         reg = self.registry
 
         def hist(spec: c.MetricSpec) -> _Family:
-            return _Family(Histogram(
-                spec.prometheus_name, spec.description, spec.prometheus_labels,
-                registry=reg, unit=spec.prometheus_unit,
-                buckets=spec.buckets or Histogram.DEFAULT_BUCKETS,
+            return _Family(_metric(
+                Histogram, spec.prometheus_name, reg, spec.description, spec.prometheus_labels,
+                unit=spec.prometheus_unit, buckets=spec.buckets or Histogram.DEFAULT_BUCKETS,
             ))
 
         def count(spec: c.MetricSpec, registry: CollectorRegistry | None = reg) -> Counter:
-            return Counter(
-                spec.prometheus_name, spec.description, spec.prometheus_labels,
-                registry=registry, unit=spec.prometheus_unit,
+            counter: Counter = _metric(
+                Counter, spec.prometheus_name, registry, spec.description,
+                spec.prometheus_labels, unit=spec.prometheus_unit,
             )
+            return counter
 
         overflow = count(c.LABEL_OVERFLOW)
+        sanitised = count(c.LABEL_SANITISED)
         self._bounds: dict[str, BoundedLabel] = {}
         for spec in c.METRICS:
             for label in spec.prometheus_labels:
                 if label not in self._bounds:
-                    self._bounds[label] = BoundedLabel(label, max_label_values, overflow)
+                    self._bounds[label] = BoundedLabel(label, max_label_values, overflow,
+                                                       sanitised)
         lbl = c.prometheus_label
         self._b_provider = self._bounds[lbl(c.GEN_AI_PROVIDER_NAME)]
         self._b_model = self._bounds[lbl(c.GEN_AI_REQUEST_MODEL)]
@@ -256,9 +351,9 @@ class PrometheusObserver(LoopObserver):
         self._tool_duration = hist(c.TOOL_DURATION)
         self._agent_duration = hist(c.AGENT_DURATION)
         self._runs = _Family(count(c.RUNS))
-        self._runs_active = _Family(Gauge(
-            c.RUNS_ACTIVE.prometheus_name, c.RUNS_ACTIVE.description,
-            c.RUNS_ACTIVE.prometheus_labels, registry=reg, multiprocess_mode="livesum",
+        self._runs_active = _Family(_metric(
+            Gauge, c.RUNS_ACTIVE.prometheus_name, reg, c.RUNS_ACTIVE.description,
+            c.RUNS_ACTIVE.prometheus_labels, multiprocess_mode="livesum",
         ))
         self._turns = _Family(count(c.TURNS))
         self._tokens = _Family(count(c.TOKENS))
@@ -277,6 +372,16 @@ class PrometheusObserver(LoopObserver):
         )
         reg.register(self._observer_errors)
 
+        self._b_status.declare(_RUN_STATUSES)
+        self._b_outcome.declare(_TOOL_OUTCOMES)
+        self._b_action.declare((*_LOOP_ACTIONS, *_CONVERGENCE_ACTIONS))
+        self._b_error.declare(_STREAM_ERROR_TYPES)
+        self._known: set[Hashable] = set()
+        self._known_lock = threading.Lock()
+        for action in _LOOP_ACTIONS:
+            self._loop_detections.zero(_ABSENT, action)
+        for action in _CONVERGENCE_ACTIONS:
+            self._convergence.zero(action)
         self._agents: dict[UUID, str] = {}
 
     # -- helpers ------------------------------------------------------------------------------
@@ -289,6 +394,16 @@ class PrometheusObserver(LoopObserver):
     def open_runs(self) -> int:
         """Runs started and not yet ended (the per-run state this observer holds)."""
         return len(self._agents)
+
+    def _first_time(self, key: Hashable) -> bool:
+        """True once per ``key``: when its known label combinations must be created."""
+        if key in self._known:
+            return False
+        with self._known_lock:
+            if key in self._known:
+                return False
+            self._known.add(key)
+            return True
 
     def _exemplar(self, run_id: UUID) -> dict[str, str] | None:
         if not self.exemplars:
@@ -304,8 +419,15 @@ class PrometheusObserver(LoopObserver):
         self._observer_errors.watch(observers)
 
     def reset(self) -> None:
-        """Forget the agent names of open runs; recorded metrics stay (they are cumulative)."""
-        self._agents.clear()
+        """Forget the open runs, taking them out of ``loopobs_runs_active``.
+
+        Recorded counters and histograms stay (they are cumulative); a run
+        forgotten here that ends later is recorded as one joined halfway.
+        """
+        for run_id in list(self._agents):
+            agent = self._agents.pop(run_id, None)
+            if agent is not None:
+                self._runs_active.child(agent).dec()
 
     def sync_observer_errors(self) -> None:
         """Bring ``loopobs_observer_errors_total`` up to date now (scrapes do it themselves)."""
@@ -315,6 +437,9 @@ class PrometheusObserver(LoopObserver):
     def on_run_start(self, ctx: RunStartContext) -> None:
         """Remember the run's agent and count it in ``loopobs_runs_active``."""
         agent = self._b_agent(ctx.agent)
+        if self._first_time(("agent", agent)):
+            for status in _RUN_STATUSES:
+                self._runs.zero(agent, status)
         self._agents[ctx.run_id] = agent
         self._runs_active.child(agent).inc()
 
@@ -346,6 +471,7 @@ class PrometheusObserver(LoopObserver):
         """Record the call's tokens, duration and time to first chunk."""
         provider = self._b_provider(ctx.provider)
         model = self._b_model(ctx.model)
+        self._zero_stream_failures(provider, model)
         ex = self._exemplar(ctx.run_id)
         usage = self._token_usage
         usage.child(c.OP_CHAT, provider, model, c.TOKEN_INPUT).observe(ctx.input_tokens, ex)
@@ -373,16 +499,30 @@ class PrometheusObserver(LoopObserver):
         """Record the failed attempt's duration (with ``error_type``) and count the failure."""
         provider = self._b_provider(ctx.provider)
         model = self._b_model(ctx.model)
+        self._zero_stream_failures(provider, model)
         err = self._b_error(error_type(ctx.error))
         self._op_duration.child(c.OP_CHAT, provider, model, err).observe(
             ctx.duration_ms / 1000.0, self._exemplar(ctx.run_id)
         )
         self._stream_failures.child(provider, model, err).inc()
 
+    def _zero_stream_failures(self, provider: str, model: str) -> None:
+        if self._first_time(("model", provider, model)):
+            for name in _STREAM_ERROR_TYPES:
+                self._stream_failures.zero(provider, model, name)
+
     # -- tools --------------------------------------------------------------------------------
+    def _zero_tool(self, tool: str) -> None:
+        if self._first_time(("tool", tool)):
+            for outcome in _TOOL_OUTCOMES:
+                self._tool_calls.zero(tool, outcome)
+            for action in _LOOP_ACTIONS:
+                self._loop_detections.zero(tool, action)
+
     def on_tool_post(self, ctx: ToolPostContext) -> None:
         """Record the attempt's duration and count it by tool and outcome."""
         tool = self._b_tool(ctx.tool)
+        self._zero_tool(tool)
         err = self._b_error(error_type(ctx.error, _TOOL_ERROR)) if ctx.is_error else _ABSENT
         self._tool_duration.child(tool, err).observe(
             ctx.duration_ms / 1000.0, self._exemplar(ctx.run_id)
@@ -408,6 +548,8 @@ class PrometheusObserver(LoopObserver):
     def on_loop_detected(self, ctx: LoopDetectedContext) -> None:
         """Count the detection by tool and action."""
         tool = _ABSENT if ctx.tool is None else self._b_tool(ctx.tool)
+        if tool:
+            self._zero_tool(tool)
         self._loop_detections.child(tool, self._b_action(ctx.action)).inc()
 
     def on_convergence_detected(self, ctx: ConvergenceDetectedContext) -> None:
