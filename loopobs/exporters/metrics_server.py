@@ -20,6 +20,7 @@ a damaged file is skipped, named once in a log line and counted in
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import logging
@@ -81,10 +82,9 @@ class _Handler(WSGIRequestHandler):
     def handle(self) -> None:
         if self.server.closing:
             return
-        try:
+        # An idle or vanished client: nothing to answer.
+        with contextlib.suppress(TimeoutError, ConnectionError):
             super().handle()
-        except (TimeoutError, ConnectionError):
-            pass  # an idle or vanished client: nothing to answer
 
     def log_message(self, format: str, *args: Any) -> None:
         """Scrapes are not logged."""
@@ -166,10 +166,8 @@ class _BoundedServer(ThreadingMixIn, WSGIServer):
 
 
 def _hang_up(sock: socket.socket) -> None:
-    try:
+    with contextlib.suppress(OSError):  # already gone
         sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
 
 
 class MetricsServer:
