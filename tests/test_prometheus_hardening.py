@@ -98,9 +98,6 @@ def test_known_label_sets_exist_at_zero_before_their_first_event() -> None:
     assert value(reg, "loopobs_tool_calls_total", **tool, loopobs_tool_outcome="output") == 1
     for outcome in ("error", "suspend", "sleep"):
         assert value(reg, "loopobs_tool_calls_total", **tool, loopobs_tool_outcome=outcome) == 0
-    for action in ("warn", "stop"):
-        assert value(reg, "loopobs_loop_detections_total", **tool,
-                     loopobs_detection_action=action) == 0
 
 
 # -- reset() ------------------------------------------------------------------------------------

@@ -68,7 +68,8 @@ def test_observe_a_loop_example_without_any_server_shows_the_error(tmp_path: Pat
     from tests.e2e._backends import free_port
 
     (block,) = [b for b in _python_blocks() if "loopobs.configure(" in b and "AgentLoop(" in b]
-    assert "127.0.0.1:8000" in block and "9464" in block
+    assert "127.0.0.1:8000" in block
+    assert "9464" in block
     code = block.replace("127.0.0.1:8000", f"127.0.0.1:{free_port()}").replace("9464", "0")
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("OTEL_", "OPENAI_", "PROMETHEUS_MULTIPROC"))}

@@ -516,8 +516,6 @@ class PrometheusObserver(LoopObserver):
         if self._first_time(("tool", tool)):
             for outcome in _TOOL_OUTCOMES:
                 self._tool_calls.zero(tool, outcome)
-            for action in _LOOP_ACTIONS:
-                self._loop_detections.zero(tool, action)
 
     def on_tool_post(self, ctx: ToolPostContext) -> None:
         """Record the attempt's duration and count it by tool and outcome."""
@@ -548,8 +546,6 @@ class PrometheusObserver(LoopObserver):
     def on_loop_detected(self, ctx: LoopDetectedContext) -> None:
         """Count the detection by tool and action."""
         tool = _ABSENT if ctx.tool is None else self._b_tool(ctx.tool)
-        if tool:
-            self._zero_tool(tool)
         self._loop_detections.child(tool, self._b_action(ctx.action)).inc()
 
     def on_convergence_detected(self, ctx: ConvergenceDetectedContext) -> None:
