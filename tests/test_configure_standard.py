@@ -335,3 +335,24 @@ def test_explicit_otlp_without_endpoint_uses_the_otlp_default(handles: list[Tele
     t = configure(traces_exporter="otlp", metrics_exporter="none")
     handles.append(t)
     assert _otlp(t, OTLPSpanExporter)._endpoint == "http://localhost:4318/v1/traces"
+
+
+@pytest.mark.parametrize(("source", "value"), [
+    ("endpoint", "127.0.0.1:4318"), ("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4318"),
+    ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "localhost:4318/v1/traces"),
+])
+def test_http_endpoint_without_scheme_is_refused(monkeypatch: pytest.MonkeyPatch, source: str,
+                                                 value: str) -> None:
+    """The OTLP/HTTP exporter would accept it and fail every export; refuse it up front."""
+    kwargs: dict[str, Any] = {}
+    if source == "endpoint":
+        kwargs["endpoint"] = value
+    else:
+        monkeypatch.setenv(source, value)
+    with pytest.raises(ValueError, match=source):
+        configure(traces_exporter="otlp", metrics_exporter="none", **kwargs)
+
+
+def test_grpc_endpoint_without_scheme_is_accepted(handles: list[Telemetry]) -> None:
+    handles.append(configure(traces_exporter="otlp", metrics_exporter="none", protocol="grpc",
+                             endpoint="127.0.0.1:4317"))

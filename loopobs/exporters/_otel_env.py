@@ -15,9 +15,15 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from urllib.parse import unquote
+from urllib.parse import unquote, urlsplit
 
-__all__ = ["ExportSettings", "endpoint_configured", "otlp_headers", "resolve_settings"]
+__all__ = [
+    "ExportSettings",
+    "check_endpoint",
+    "endpoint_configured",
+    "otlp_headers",
+    "resolve_settings",
+]
 
 # Defaults of the Python SDK (its exporters read the OTLP timeout in seconds, not the
 # specification's milliseconds; loopobs follows the SDK it drives).
@@ -193,6 +199,28 @@ def otlp_headers(headers: Mapping[str, str] | None, signal: str) -> dict[str, st
         if raw is not None and raw.strip():
             return _parse_header_variable(name, raw)
     return None
+
+
+def check_endpoint(endpoint: str | None, signal: str, protocol: str) -> None:
+    """Refuse an OTLP/HTTP endpoint without ``http://`` or ``https://``.
+
+    The HTTP exporter would take it and then fail every export; the message names
+    the argument or variable the value came from.
+
+    Raises:
+        ValueError: the endpoint has no usable scheme.
+    """
+    if protocol == "grpc":
+        return
+    sources = [("endpoint", endpoint)] if endpoint else [
+        (name, _env(name)) for name in (f"OTEL_EXPORTER_OTLP_{signal.upper()}_ENDPOINT",
+                                        "OTEL_EXPORTER_OTLP_ENDPOINT")]
+    for name, value in sources:
+        if value:
+            if urlsplit(value).scheme not in ("http", "https"):
+                raise ValueError(f"{name} needs a scheme for OTLP/HTTP: http:// or https:// "
+                                 f"(got {value!r})")
+            return
 
 
 def endpoint_configured(endpoint: str | None, signal: str) -> bool:

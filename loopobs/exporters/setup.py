@@ -34,6 +34,7 @@ from opentelemetry.metrics import MeterProvider as ApiMeterProvider
 from loopobs.core.observer import LoopObserver
 from loopobs.exporters._otel_env import (
     ExportSettings,
+    check_endpoint,
     endpoint_configured,
     otlp_headers,
     resolve_settings,
@@ -392,6 +393,10 @@ def configure(
         "protocol", protocol,
         ["OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"],
         DEFAULT_PROTOCOL, PROTOCOLS)[0][0]
+    if "otlp" in trace_kinds:
+        check_endpoint(endpoint, "traces", trace_protocol)
+    if "otlp" in metric_kinds:
+        check_endpoint(endpoint, "metrics", metric_protocol)
     trace_headers = otlp_headers(headers, "traces") if "otlp" in trace_kinds else None
     metric_headers = otlp_headers(headers, "metrics") if "otlp" in metric_kinds else None
     unset = [signal for signal, kinds, explicit in (("traces", trace_kinds, trace_explicit),
