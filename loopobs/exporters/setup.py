@@ -1,12 +1,17 @@
 """``loopobs.configure()``: one call that builds OTel providers and the observers that use them.
 
-It honours the standard variables (``OTEL_SERVICE_NAME``,
+It honours the standard variables as the SDK's own objects do (an explicit
+argument wins, then the variable, then the SDK's default): ``OTEL_SERVICE_NAME``,
 ``OTEL_RESOURCE_ATTRIBUTES``, ``OTEL_TRACES_EXPORTER``, ``OTEL_METRICS_EXPORTER``,
-``OTEL_EXPORTER_OTLP_PROTOCOL`` and the per-signal variants,
-``OTEL_EXPORTER_OTLP_ENDPOINT`` / ``_HEADERS`` / ``_TIMEOUT`` (read by the
-exporters themselves), ``OTEL_TRACES_SAMPLER`` / ``_ARG`` (read by the SDK's
-``TracerProvider``), ``OTEL_SDK_DISABLED``); explicit arguments win. It builds
-its own providers and installs them globally only with ``set_global=True``.
+``OTEL_EXPORTER_OTLP_PROTOCOL`` / ``_ENDPOINT`` / ``_HEADERS`` / ``_TIMEOUT`` and
+their per-signal variants, ``OTEL_BSP_MAX_QUEUE_SIZE`` / ``_MAX_EXPORT_BATCH_SIZE``
+/ ``_SCHEDULE_DELAY`` / ``_EXPORT_TIMEOUT``, ``OTEL_METRIC_EXPORT_INTERVAL`` /
+``_TIMEOUT``, ``OTEL_TRACES_SAMPLER`` / ``_ARG`` (read by the SDK's
+``TracerProvider``) and ``OTEL_SDK_DISABLED``. Every value is checked before
+anything is built, so a failed call leaves no thread behind; an error names the
+argument or variable, never a header's value. It builds its own providers and
+installs them globally only with ``set_global=True``. With no OTLP endpoint
+configured anywhere it says so once and exports nothing.
 
     telemetry = loopobs.configure(service_name="support-bot")
     loop = AgentLoop(client, observers=[*telemetry.observers])
