@@ -79,7 +79,7 @@ def _calls(size: int, distinct: int, *, changing: bool) -> list[tuple[Any, Any, 
         text = (f"result {i} " + "x" * size)[:size]
         out.append((
             ToolCallReceivedContext(run_id=run, time_ns=i, turn=0, tool="read_file",
-                                    call_id=f"c{i}", input=args),
+                                    tool_call_id=f"c{i}", input=args),
             ToolPostContext(run_id=run, time_ns=i, turn=0, tool="read_file",
                             tool_call_id=f"c{i}", result_hash=result_hash(text)),
             text,

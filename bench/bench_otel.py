@@ -48,8 +48,8 @@ from opentelemetry.trace import SpanKind
 from bench._util import Timing, fmt_ns, fmt_ratio, print_table, time_callable
 from loopobs import (
     RunStartContext,
-    StreamContext,
     StreamStartContext,
+    StreamSuccessContext,
     ToolPostContext,
     ToolPreContext,
     TurnEndContext,
@@ -75,7 +75,7 @@ SESSION = uuid.uuid4()
 T = 1_700_000_000_000_000_000
 STREAM_START = StreamStartContext(run_id=RUN, time_ns=T, turn=0, model="gpt-4o",
                                   provider="openai", attempt=0)
-STREAM_OK = StreamContext(
+STREAM_OK = StreamSuccessContext(
     run_id=RUN, time_ns=T + 1, turn=0, model="gpt-4o", provider="openai", attempt=0,
     input_tokens=1200, output_tokens=300, duration_ms=800.0, time_to_first_token_ms=150.0,
     finish_reason="stop", response_id="resp_123", response_model="gpt-4o-2024-08-06")

@@ -25,11 +25,12 @@ from loopobs import (
     LoopDetectedContext,
     RunEndContext,
     RunStartContext,
-    StreamContext,
+    StreamSuccessContext,
     ToolPostContext,
     TurnEndContext,
 )
-from loopobs.exporters import PrometheusObserver, trace_links
+from loopobs.core import trace_links
+from loopobs.exporters import PrometheusObserver
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ def event_rows(number: int, repeats: int) -> list[Row]:
                                    tool="search", action="warn")
     tool_post = ToolPostContext(run_id=rid, time_ns=0, tool_call_id="c", turn=0, tool="search",
                                 duration_ms=12.0)
-    stream = StreamContext(run_id=rid, time_ns=0, turn=0, model="m1", provider="p",
+    stream = StreamSuccessContext(run_id=rid, time_ns=0, turn=0, model="m1", provider="p",
                            input_tokens=1200, output_tokens=300, duration_ms=800.0,
                            time_to_first_token_ms=150.0)
     rows += [

@@ -86,7 +86,7 @@ async def soak(turns: int) -> dict[str, Any]:
         assert isinstance(prom, PrometheusObserver)
         left = {"tracing open runs": tracing.open_runs, "open spans": tracing.open_spans(),
                 "metrics open runs": metrics.open_runs, "prometheus open runs": prom.open_runs,
-                "policy verdicts": len(loop._policy.verdicts),
+                "policy verdicts": loop._policy.open_runs,
                 "detector run maps": sum(len(getattr(d, "_run_sessions", ()))
                                          for d in loop.detectors)}
         stack.close()

@@ -1,14 +1,20 @@
 """loopobs: observability for LLM agent loops, built on OpenTelemetry.
 
-The public API lives here; submodules are implementation detail unless their
-docs say otherwise (``loopobs.llm``, ``loopobs.exporters``, ``loopobs.testing``).
+The public API lives here: every type that appears in a public signature (the
+loop, its model client protocol and messages, tools, compactors, observers,
+the event contexts, errors) is importable from ``loopobs``. Submodules are
+implementation detail unless their docs say otherwise (``loopobs.llm``,
+``loopobs.exporters``, ``loopobs.testing``).
 """
 
+import warnings
 from typing import TYPE_CHECKING, Any
 
+from loopobs.core.compaction import Compactor, TruncatingCompactor, estimate_tokens
 from loopobs.core.detectors import ConvergenceDetector, RepetitionDetector
 from loopobs.core.errors import (
     Cancelled,
+    CheckpointAlreadyResumed,
     ContextExceeded,
     FallbackExhausted,
     InvalidResumeInput,
@@ -26,25 +32,31 @@ from loopobs.core.errors import (
     ToolExecutionError,
     ToolNotFound,
     ToolTimeout,
+    ToolWorkersExhausted,
 )
 from loopobs.core.events import (
     CONTEXT_TYPES,
     HOOKS,
-    CompactedContext,
+    RENAMED_CONTEXTS,
+    CompactionContext,
+    ConvergenceAction,
     ConvergenceDetectedContext,
     DisplayHint,
+    DisplayKind,
     EventContext,
     FallbackContext,
     HookName,
+    LoopAction,
     LoopDetectedContext,
     ModelSwitchedContext,
     ResponseContext,
     RunEndContext,
     RunStartContext,
+    RunStatus,
     SleepContext,
-    StreamContext,
     StreamFailureContext,
     StreamStartContext,
+    StreamSuccessContext,
     SuspendedContext,
     TextDeltaContext,
     ThinkingDeltaContext,
@@ -56,10 +68,29 @@ from loopobs.core.events import (
     TurnStartContext,
     Usage,
 )
-from loopobs.core.loop import AgentLoop
+from loopobs.core.loop import AgentLoop, ClaimHook
+from loopobs.core.model import (
+    AssistantMessage,
+    Finish,
+    LlmClient,
+    Message,
+    ModelRequest,
+    StreamEvent,
+    SystemMessage,
+    TextDelta,
+    ThinkingBlock,
+    ThinkingBlockReady,
+    ThinkingDelta,
+    ToolCallPart,
+    ToolCallReady,
+    ToolDefinition,
+    ToolResultMessage,
+    UsageReport,
+    UserMessage,
+)
 from loopobs.core.observer import EventSink, LoopObserver, ObserverSet, listened_hooks
-from loopobs.core.run import Checkpoint, RunResult, RunStatus, Session
-from loopobs.core.tools import Output, Sleep, Suspend, Tool, tool
+from loopobs.core.run import Checkpoint, ParkedCall, RunResult, Session
+from loopobs.core.tools import Output, Sleep, Suspend, Tool, ToolReturn, tool
 
 if TYPE_CHECKING:
     from loopobs.exporters.setup import configure
@@ -68,32 +99,44 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AgentLoop",
+    "AssistantMessage",
     "CONTEXT_TYPES",
     "Cancelled",
     "Checkpoint",
-    "CompactedContext",
+    "CheckpointAlreadyResumed",
+    "ClaimHook",
+    "CompactionContext",
+    "Compactor",
     "ContextExceeded",
+    "ConvergenceAction",
     "ConvergenceDetectedContext",
     "ConvergenceDetector",
     "DisplayHint",
+    "DisplayKind",
     "EventContext",
     "EventSink",
     "FallbackContext",
     "FallbackExhausted",
+    "Finish",
     "HOOKS",
     "HookName",
     "InvalidResumeInput",
     "InvalidToolInput",
+    "LlmClient",
+    "LoopAction",
     "LoopDetected",
     "LoopDetectedContext",
     "LoopError",
     "LoopObserver",
     "MaxTurnsExceeded",
+    "Message",
     "ModelError",
+    "ModelRequest",
     "ModelSwitchedContext",
     "NotYetAwake",
     "ObserverSet",
     "Output",
+    "ParkedCall",
     "RateLimited",
     "RepetitionDetector",
     "ResponseContext",
@@ -106,32 +149,47 @@ __all__ = [
     "SessionBusy",
     "Sleep",
     "SleepContext",
-    "StreamContext",
     "StreamError",
+    "StreamEvent",
     "StreamFailureContext",
     "StreamStartContext",
+    "StreamSuccessContext",
     "Suspend",
     "SuspendedContext",
+    "SystemMessage",
+    "TextDelta",
     "TextDeltaContext",
+    "ThinkingBlock",
+    "ThinkingBlockReady",
+    "ThinkingDelta",
     "ThinkingDeltaContext",
     "Tool",
+    "ToolCallPart",
+    "ToolCallReady",
     "ToolCallReceivedContext",
+    "ToolDefinition",
     "ToolError",
     "ToolExecutionError",
     "ToolNotFound",
     "ToolOutcomeKind",
     "ToolPostContext",
     "ToolPreContext",
+    "ToolResultMessage",
+    "ToolReturn",
     "ToolTimeout",
+    "ToolWorkersExhausted",
+    "TruncatingCompactor",
     "TurnEndContext",
     "TurnStartContext",
     "Usage",
+    "UsageReport",
+    "UserMessage",
     "__version__",
     "configure",
+    "estimate_tokens",
     "listened_hooks",
     "tool",
 ]
-
 
 def __getattr__(name: str) -> Any:
     # configure() lives with the exporters; importing it lazily keeps `import loopobs` light.
@@ -140,4 +198,9 @@ def __getattr__(name: str) -> Any:
 
         globals()["configure"] = configure
         return configure
+    new = RENAMED_CONTEXTS.get(name)
+    if new is not None:
+        # A renamed class still resolves for a while, with a pointer to its new name.
+        warnings.warn(f"loopobs: {name} was renamed {new}", DeprecationWarning, stacklevel=2)
+        return globals()[new]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

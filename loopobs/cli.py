@@ -42,7 +42,7 @@ from typing import Any, NoReturn
 from uuid import UUID
 
 from loopobs.core.errors import LoopError
-from loopobs.core.events import EventContext, RunEndContext, RunStartContext
+from loopobs.core.events import EventContext, RunEndContext, RunStartContext, RunStatus
 from loopobs.core.observer import EventSink, LoopObserver, ObserverSet
 
 __all__ = ["main"]
@@ -497,7 +497,7 @@ class _Replayer(EventSink):
         """End every run whose end the log lacks, at its last recorded event, as incomplete."""
         for run_id, last_ns in list(self.open_runs.items()):
             end = RunEndContext(
-                run_id=run_id, time_ns=last_ns, success=False, status="failed",
+                run_id=run_id, time_ns=last_ns, success=False, status=RunStatus.FAILED,
                 error=RunIncomplete("the event log ends before this run ended"))
             self.target.on_run_end(end)
             self.closed_incomplete += 1

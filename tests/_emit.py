@@ -18,7 +18,7 @@ from uuid import UUID
 
 from loopobs.core.errors import FallbackExhausted, LoopError, RateLimited, ToolExecutionError
 from loopobs.core.events import (
-    CompactedContext,
+    CompactionContext,
     ConvergenceDetectedContext,
     FallbackContext,
     LoopDetectedContext,
@@ -26,10 +26,11 @@ from loopobs.core.events import (
     ResponseContext,
     RunEndContext,
     RunStartContext,
+    RunStatus,
     SleepContext,
-    StreamContext,
     StreamFailureContext,
     StreamStartContext,
+    StreamSuccessContext,
     SuspendedContext,
     TextDeltaContext,
     ThinkingDeltaContext,
@@ -72,7 +73,7 @@ class Script:
             **self.common(), session_id=self.session_id, agent=self.agent, model=model,
             resumed_from=resumed_from, instructions=instructions))
 
-    def run_end(self, *, success: bool = True, status: str = "completed",
+    def run_end(self, *, success: bool = True, status: RunStatus = RunStatus.COMPLETED,
                 error: LoopError | None = None, turns: int = 0, inp: int = 0,
                 out: int = 0) -> None:
         self.obs.on_run_end(RunEndContext(
@@ -101,7 +102,7 @@ class Script:
     def stream_success(self, turn: int, model: str, attempt: int = 0, *, inp: int = 100,
                        out: int = 20, cache_read: int = 0, reasoning: int = 0,
                        finish: str = "stop", ttft_ms: float | None = 150.0) -> None:
-        self.obs.on_stream_success(StreamContext(
+        self.obs.on_stream_success(StreamSuccessContext(
             **self.common(), turn=turn, model=model, provider="scripted", attempt=attempt,
             input_tokens=inp, output_tokens=out, cache_read_input_tokens=cache_read,
             reasoning_output_tokens=reasoning, duration_ms=300.0,
@@ -119,7 +120,7 @@ class Script:
 
     def call_received(self, turn: int, tool: str, call_id: str, args: dict[str, Any]) -> None:
         self.obs.on_tool_call_received(ToolCallReceivedContext(
-            **self.common(), turn=turn, tool=tool, call_id=call_id, input=args))
+            **self.common(), turn=turn, tool=tool, tool_call_id=call_id, input=args))
 
     def tool_pre(self, turn: int, tool: str, call_id: str, attempt: int = 0) -> None:
         self.obs.on_tool_pre(ToolPreContext(**self.common(), turn=turn, tool=tool,
@@ -136,7 +137,7 @@ class Script:
             error=error, result=result))
 
     def compaction(self) -> None:
-        self.obs.on_compaction(CompactedContext(
+        self.obs.on_compaction(CompactionContext(
             **self.common(), tokens_before=9000, tokens_after=3000, tokens_saved=6000,
             messages_removed=7, reason="threshold"))
 
@@ -236,7 +237,7 @@ async def failed_run(obs: LoopObserver, *, agent: str = "agent") -> Script:
     s.stream_failure(0, "m1", RateLimited("overloaded"), 0)
     err = FallbackExhausted("every model failed")
     s.turn_end(0, success=False, error=err)
-    s.run_end(success=False, status="failed", error=err, turns=1)
+    s.run_end(success=False, status=RunStatus.FAILED, error=err, turns=1)
     return s
 
 
@@ -256,6 +257,6 @@ async def parked_run(obs: LoopObserver, *, sleep: bool = False) -> Script:
     else:
         s.suspended(0, "approve", "call-p")
     s.turn_end(0, inp=100, out=20)
-    s.run_end(success=False, status="sleeping" if sleep else "suspended", turns=1,
+    s.run_end(success=False, status=RunStatus.SLEEPING if sleep else RunStatus.SUSPENDED, turns=1,
               inp=100, out=20)
     return s

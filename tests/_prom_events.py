@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from loopobs import (
-    CompactedContext,
+    CompactionContext,
     ConvergenceDetectedContext,
     EventContext,
     FallbackContext,
@@ -29,9 +29,9 @@ from loopobs import (
     ResponseContext,
     RunEndContext,
     RunStartContext,
-    StreamContext,
     StreamFailureContext,
     StreamStartContext,
+    StreamSuccessContext,
     ToolCallReceivedContext,
     ToolExecutionError,
     ToolPostContext,
@@ -98,14 +98,14 @@ def emit_run(
     ev(ModelSwitchedContext, from_model="m1", to_model="m2")
     ev(StreamStartContext, turn=0, model="m2", provider=PROVIDER, attempt=1)
     first = CALLS[0]
-    ev(StreamContext, turn=0, model="m2", provider=PROVIDER, attempt=1,
+    ev(StreamSuccessContext, turn=0, model="m2", provider=PROVIDER, attempt=1,
        input_tokens=first.input, output_tokens=first.output,
        cache_read_input_tokens=first.cache_read, reasoning_output_tokens=first.reasoning,
        duration_ms=first.duration_ms, time_to_first_token_ms=first.ttft_ms)
     ev(ResponseContext, turn=0, text="", tool_calls=2,
        usage=Usage(input_tokens=first.input, output_tokens=first.output))
-    ev(ToolCallReceivedContext, turn=0, tool="search", call_id="c1", input={"q": "x"})
-    ev(ToolCallReceivedContext, turn=0, tool="fetch", call_id="c2", input={"url": "u"})
+    ev(ToolCallReceivedContext, turn=0, tool="search", tool_call_id="c1", input={"q": "x"})
+    ev(ToolCallReceivedContext, turn=0, tool="fetch", tool_call_id="c2", input={"url": "u"})
     ev(ToolPreContext, turn=0, tool="search", tool_call_id="c1")
     ev(LoopDetectedContext, pattern="search(x)", repetitions=3, tool="search", action="warn")
     ev(ToolPostContext, turn=0, tool="search", tool_call_id="c1", duration_ms=TOOL_MS["search"],
@@ -117,12 +117,12 @@ def emit_run(
     ev(TurnEndContext, turn=0, success=True, duration_ms=600.0,
        input_tokens=first.input, output_tokens=first.output)
     # compaction, turn 1
-    ev(CompactedContext, tokens_before=1000, tokens_after=400, tokens_saved=TOKENS_SAVED,
+    ev(CompactionContext, tokens_before=1000, tokens_after=400, tokens_saved=TOKENS_SAVED,
        messages_removed=3)
     ev(TurnStartContext, turn=1, query="q")
     ev(StreamStartContext, turn=1, model="m2", provider=PROVIDER, attempt=0)
     second = CALLS[1]
-    ev(StreamContext, turn=1, model="m2", provider=PROVIDER, input_tokens=second.input,
+    ev(StreamSuccessContext, turn=1, model="m2", provider=PROVIDER, input_tokens=second.input,
        output_tokens=second.output, duration_ms=second.duration_ms)
     ev(ResponseContext, turn=1, text="done", tool_calls=0)
     ev(ConvergenceDetectedContext, action="warn", similarity=0.97, consecutive=2)

@@ -12,8 +12,9 @@ from loopobs.core.events import (
     ResponseContext,
     RunEndContext,
     RunStartContext,
-    StreamContext,
+    RunStatus,
     StreamStartContext,
+    StreamSuccessContext,
     TextDeltaContext,
     ToolCallReceivedContext,
     ToolPostContext,
@@ -52,16 +53,17 @@ def synthetic_run(rng: random.Random, start_ns: int) -> list[EventContext]:
                                            turn=turn, delta="word "))
         i, o = rng.randint(100, 4000), rng.randint(5, 300)
         in_tok, out_tok = in_tok + i, out_tok + o
-        events.append(StreamContext(run_id=run_id, time_ns=step(rng.uniform(5, 80)), turn=turn,
-                                    model="m-large", provider="openai", input_tokens=i,
-                                    output_tokens=o, time_to_first_token_ms=rng.uniform(2, 20)))
+        events.append(StreamSuccessContext(
+            run_id=run_id, time_ns=step(rng.uniform(5, 80)), turn=turn, model="m-large",
+            provider="openai", input_tokens=i, output_tokens=o,
+            time_to_first_token_ms=rng.uniform(2, 20)))
         events.append(ResponseContext(run_id=run_id, time_ns=step(0.05), turn=turn,
                                       text="answer", tool_calls=2 if turn == 0 else 0))
         if turn == 0:
             for n in range(2):
-                events.append(ToolCallReceivedContext(run_id=run_id, time_ns=step(0.01),
-                                                      turn=turn, tool="search", call_id=f"c{n}",
-                                                      input={"query": f"topic {n}"}))
+                events.append(ToolCallReceivedContext(
+                    run_id=run_id, time_ns=step(0.01), turn=turn, tool="search",
+                    tool_call_id=f"c{n}", input={"query": f"topic {n}"}))
             for n in range(2):
                 events.append(ToolPreContext(run_id=run_id, time_ns=step(0.01), turn=turn,
                                              tool="search", tool_call_id=f"c{n}"))
@@ -75,7 +77,7 @@ def synthetic_run(rng: random.Random, start_ns: int) -> list[EventContext]:
                                      input_tokens=i, output_tokens=o))
     error = LoopDetected("stopped: search repeated 10 times") if status == "loop_detected" else None
     events.append(RunEndContext(run_id=run_id, time_ns=step(0.1), success=status == "completed",
-                                error=error, total_turns=2, status=status,
+                                error=error, total_turns=2, status=RunStatus(status),
                                 duration_ms=(t - start_ns) / 1e6, input_tokens=in_tok,
                                 output_tokens=out_tok))
     return events

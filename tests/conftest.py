@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from loopobs import (
     CONTEXT_TYPES,
@@ -16,9 +17,24 @@ from loopobs import (
     ModelError,
     NotYetAwake,
     RateLimited,
+    RunStatus,
     ToolExecutionError,
     Usage,
 )
+from loopobs.core.parking import CLAIMS
+
+# No per-example deadline: the machine is shared, and a slow example is not a wrong one
+# (speed is measured in bench/, as ratios).
+settings.register_profile("loopobs", deadline=None)
+settings.load_profile("loopobs")
+
+@pytest.fixture(autouse=True)
+def _fresh_resume_claims() -> Iterator[None]:
+    """Each test starts with no checkpoint resumed in this process."""
+    CLAIMS.reset()
+    yield
+    CLAIMS.reset()
+
 
 RUN_ID = uuid.UUID("6f1c2b7e-0000-4000-8000-000000000001")
 SESSION_ID = uuid.UUID("6f1c2b7e-0000-4000-8000-000000000002")
@@ -38,7 +54,7 @@ SAMPLE_FIELDS: dict[str, dict[str, Any]] = {
         "error": NotYetAwake(wake_at=dt.datetime(2030, 5, 6, 7, 8, 9, tzinfo=dt.timezone.utc)),
         "total_turns": 4,
         "duration_ms": 1234.5,
-        "status": "sleeping",
+        "status": RunStatus.SLEEPING,
         "input_tokens": 900,
         "output_tokens": 80,
     },
@@ -87,7 +103,7 @@ SAMPLE_FIELDS: dict[str, dict[str, Any]] = {
     "on_tool_call_received": {
         "turn": 3,
         "tool": "weather",
-        "call_id": "call_1",
+        "tool_call_id": "call_1",
         "input": {"city": "Zürich", "days": [1, 2], "opts": {"units": None, "x": 1.5}},
     },
     "on_tool_pre": {"turn": 3, "tool": "weather", "tool_call_id": "call_1", "attempt": 1},

@@ -200,6 +200,7 @@ print(f"{returned - start:.3f} {in_time} {len(late)}")
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
 @pytest.mark.parametrize("collector", ["closed", "blackhole"])
 def test_shutdown_is_bounded_when_the_collector_is_down(

@@ -85,7 +85,7 @@ class Driver:
         if received:
             self.observers.on_tool_call_received(
                 ToolCallReceivedContext(
-                    run_id=run, time_ns=n, turn=0, tool=tool, call_id=call_id, input=args
+                    run_id=run, time_ns=n, turn=0, tool=tool, tool_call_id=call_id, input=args
                 )
             )
         self.observers.on_tool_post(
@@ -484,7 +484,7 @@ def test_memory_stays_bounded() -> None:
     for i in range(3000):
         d.call("t", {"k": i % 37}, str(i % 5))
         det.on_tool_call_received(ToolCallReceivedContext(
-            run_id=d.run_id, time_ns=0, turn=0, tool="never_posted", call_id=f"x{i}", input={}
+            run_id=d.run_id, time_ns=0, turn=0, tool="never_posted", tool_call_id=f"x{i}", input={}
         ))
     state = det._sessions[d.run_id]
     assert len(state.window) <= 20
@@ -522,7 +522,7 @@ def test_concurrent_sessions_do_not_mix() -> None:
         barrier.wait()
         for i in range(400):
             observers.on_tool_call_received(ToolCallReceivedContext(
-                run_id=run, time_ns=i, turn=0, tool="poll", call_id=str(i), input={"id": 1}
+                run_id=run, time_ns=i, turn=0, tool="poll", tool_call_id=str(i), input={"id": 1}
             ))
             observers.on_tool_post(ToolPostContext(
                 run_id=run, time_ns=i, turn=0, tool="poll", tool_call_id=str(i), result_hash=1

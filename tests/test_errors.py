@@ -14,6 +14,7 @@ import loopobs
 from loopobs.core import errors
 from loopobs.core.errors import (
     Cancelled,
+    CheckpointAlreadyResumed,
     ContextExceeded,
     FallbackExhausted,
     InvalidResumeInput,
@@ -31,6 +32,7 @@ from loopobs.core.errors import (
     ToolExecutionError,
     ToolNotFound,
     ToolTimeout,
+    ToolWorkersExhausted,
 )
 
 WAKE = dt.datetime(2031, 2, 3, 4, 5, 6, 789, tzinfo=dt.timezone(dt.timedelta(hours=-5)))
@@ -41,12 +43,17 @@ SAMPLES: dict[type[LoopError], LoopError] = {
     ModelError: ModelError("bad gateway", retryable=True, status_code=502, provider="openai"),
     RateLimited: RateLimited("slow down", retry_after=1.5, status_code=529, provider="anthropic"),
     StreamError: StreamError("cut off", retryable=False, status_code=200, provider="openai"),
-    FallbackExhausted: FallbackExhausted(models=["m1", "m2"], status_code=500, provider="p"),
+    FallbackExhausted: FallbackExhausted(
+        models=["m1", "m2"], status_code=500, provider="p",
+        failures=[RateLimited("slow down", retry_after=2.0, provider="p"),
+                  StreamError("cut off", status_code=200)]),
     ToolError: ToolError("nope", tool="t"),
     ToolNotFound: ToolNotFound(tool="serch", available=["search", "fetch"]),
     InvalidToolInput: InvalidToolInput(tool="search", errors=["q: required", "n: not an int"]),
     ToolExecutionError: ToolExecutionError("disk full", tool="write", error_type="OSError"),
     ToolTimeout: ToolTimeout(tool="slow", timeout_s=2.5),
+    ToolWorkersExhausted: ToolWorkersExhausted(tool="slow", workers=4),
+    CheckpointAlreadyResumed: CheckpointAlreadyResumed(run_id="6f1c2b7e"),
     ContextExceeded: ContextExceeded(used=130_000, limit=128_000),
     MaxTurnsExceeded: MaxTurnsExceeded(max_turns=12),
     LoopDetected: LoopDetected(pattern="search×5"),
@@ -249,3 +256,23 @@ def test_user_subclass_cannot_shadow_a_builtin_name() -> None:
     assert type(LoopError.from_dict(mine.to_dict())) is ToolError
     builtin = LoopError.from_dict({"type": "ToolError", "message": "x", "tool": "t"})
     assert type(builtin) is errors.ToolError
+
+
+def test_fallback_exhausted_carries_every_attempts_error_through_its_encoding() -> None:
+    """Each attempt's error, with its status and message, survives to_dict and from_dict."""
+    err = FallbackExhausted(models=["m1", "m2"], failures=[
+        RateLimited("429 from m1", retry_after=3.0, status_code=429, provider="openai"),
+        StreamError("m2 cut off", provider="openai")])
+    data = err.to_dict()
+    assert data["failures"] == [
+        {"type": "RateLimited", "message": "429 from m1", "retryable": True,
+         "status_code": 429, "provider": "openai", "retry_after": 3.0},
+        {"type": "StreamError", "message": "m2 cut off", "retryable": True,
+         "status_code": None, "provider": "openai"},
+    ]
+    assert "m1: RateLimited" in str(err)
+    back = LoopError.from_dict(data)
+    assert back == err
+    assert isinstance(back, FallbackExhausted)
+    assert isinstance(back.failures[0], RateLimited)
+    assert back.failures[0].status_code == 429

@@ -38,7 +38,7 @@ DESIGN_FIELDS: dict[str, set[str]] = {
     "on_response": {"turn", "text", "usage"},
     "on_text_delta": {"turn", "delta"},
     "on_thinking_delta": {"turn", "delta"},
-    "on_tool_call_received": {"turn", "tool", "call_id", "input"},
+    "on_tool_call_received": {"turn", "tool", "tool_call_id", "input"},
     "on_tool_pre": {"turn", "tool", "tool_call_id", "attempt"},
     "on_tool_post": {"tool_call_id", "turn", "tool", "result_hash", "is_error", "duration_ms",
                      "display_hint", "attempt", "outcome"},

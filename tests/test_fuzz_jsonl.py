@@ -94,6 +94,7 @@ def _replay(blob: bytes, *, skip: bool) -> tuple[RecordingObserver, int | None]:
     return rec, None
 
 
+@pytest.mark.slow
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_mutated_lines_lose_no_intact_line(data: st.DataObject) -> None:
@@ -117,6 +118,7 @@ def test_mutated_lines_lose_no_intact_line(data: st.DataObject) -> None:
         assert len(strict.events) == sum(1 for line in before if line.strip())
 
 
+@pytest.mark.slow
 @settings(max_examples=300)
 @given(blob=st.binary(max_size=400))
 def test_random_bytes_give_only_replay_errors(blob: bytes) -> None:

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from loopobs import AgentLoop, Checkpoint, InvalidResumeInput, RunStatus
+from loopobs.core.parking import CLAIMS
 from loopobs.llm import Reply, ScriptedClient, ToolCall
 from loopobs.testing import RecordingObserver, assert_contract
 from tests._loop_parking_tools import SCHEMA, approve
@@ -87,6 +88,7 @@ def test_checkpoint_with_a_field_replaced_validates_or_fails_cleanly(field: str,
 @given(value=json_values)
 def test_random_resume_inputs_are_validated_and_change_nothing(value: Any) -> None:
     """Random inputs: InvalidResumeInput without side effects, or a valid resume."""
+    CLAIMS.reset()  # each example resumes the one cached checkpoint afresh
     checkpoint = Checkpoint.model_validate_json(parked())
     rec = RecordingObserver()
     loop = _loop(rec)

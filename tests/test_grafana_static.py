@@ -234,6 +234,7 @@ def test_dashboards_exist() -> None:
     assert [p.name for p in DASHBOARD_FILES] == ["loopobs-overview.json"]
 
 
+@pytest.mark.slow
 def test_dashboards_match_grafana_schema() -> None:
     result = schema.check_dashboards(DASHBOARD_FILES, _toolchain())
     assert result.ok, result.output
@@ -256,6 +257,7 @@ _BREAKAGES: dict[str, tuple[_Mutation, str]] = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("breakage", list(_BREAKAGES))
 def test_schema_check_rejects_broken_dashboards(breakage: str, tmp_path: Path) -> None:
     tsc = _toolchain()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import enum
 import io
 import json
 import threading
@@ -26,11 +27,14 @@ from loopobs import (
     HookName,
     LoopError,
     ObserverSet,
+    RateLimited,
     SleepContext,
+    ToolCallReceivedContext,
     Usage,
 )
 from loopobs.core import errors
 from loopobs.exporters.jsonl import (
+    LOG_VERSION,
     JsonlRecorder,
     ReplayError,
     decode_event,
@@ -72,12 +76,17 @@ ERROR_FIELDS: dict[str, st.SearchStrategy[Any]] = {
     "errors": st.lists(TEXT, max_size=3),
     "error_type": TEXT,
     "timeout_s": FLOATS,
+    "workers": INTS,
     "used": INTS,
     "limit": INTS,
     "max_turns": INTS,
     "pattern": TEXT,
     "session_id": TEXT,
+    "run_id": TEXT,
     "wake_at": AWARE_DATETIMES,
+    # each attempt's error of a FallbackExhausted: errors of the simple kinds
+    "failures": st.lists(st.builds(RateLimited, TEXT, retry_after=st.none() | FLOATS,
+                                   status_code=st.none() | INTS), max_size=2),
 }
 
 
@@ -121,6 +130,8 @@ def _for_type(hint: Any) -> st.SearchStrategy[Any]:
     }
     if hint in simple:
         return simple[hint]
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return st.sampled_from(list(hint))
     origin = typing.get_origin(hint)
     if origin is typing.Literal:
         return st.sampled_from(typing.get_args(hint))
@@ -203,9 +214,10 @@ def test_fully_populated_samples_round_trip(hook: HookName, make_context: MakeCo
 
 
 def test_encoding_is_the_documented_one(make_context: MakeContext) -> None:
-    """hook first; UUIDs canonical; wake_at ISO 8601 + offset; errors, Usage, hints as objects."""
+    """hook and version first; UUIDs canonical; wake_at ISO 8601 + offset; objects for the rest."""
     sleep = json.loads(encode_event(make_context("on_sleep")))
-    assert list(sleep)[:3] == ["hook", "run_id", "time_ns"]
+    assert list(sleep)[:4] == ["hook", "version", "run_id", "time_ns"]
+    assert sleep["version"] == LOG_VERSION
     assert sleep["hook"] == "on_sleep"
     assert sleep["run_id"] == str(RUN_ID) == sleep["run_id"].lower()
     assert sleep["wake_at"] == "2030-01-02T03:04:05.000678+02:00"
@@ -429,3 +441,45 @@ def test_many_threads_share_one_recorder_and_write_whole_lines(tmp_path: Path) -
     for i in range(threads_n):
         times = [c.time_ns for c in rec.of("on_text_delta", uuid.UUID(int=i + 1))]
         assert times == list(range(per_thread))
+
+
+# -- log versions ---------------------------------------------------------------------------
+V1_RECEIVED = json.dumps({"hook": "on_tool_call_received", "run_id": str(RUN_ID), "time_ns": 5,
+                          "turn": 0, "tool": "search", "call_id": "call_7", "input": {"q": "x"}})
+
+
+def test_a_version_1_line_is_upgraded_on_load() -> None:
+    """A line written before the renames (no version, ``call_id``) replays with today's names."""
+    ctx = decode_event(V1_RECEIVED)
+    assert isinstance(ctx, ToolCallReceivedContext)
+    assert ctx.tool_call_id == "call_7"
+    again = json.loads(encode_event(ctx))
+    assert again["version"] == LOG_VERSION
+    assert "call_id" not in again
+    assert again["tool_call_id"] == "call_7"
+
+
+def test_a_version_1_log_replays_through_the_cli_reader(tmp_path: Path) -> None:
+    """``replay`` (what ``loopobs replay`` and ``inspect`` read with) upgrades old logs too."""
+    log = tmp_path / "old.jsonl"
+    log.write_text(V1_RECEIVED + "\n", encoding="utf-8")
+    recorder = RecordingObserver()
+    stats = replay(log, recorder)
+    assert stats.events == 1
+    assert recorder.of("on_tool_call_received")[0].tool_call_id == "call_7"
+
+
+def test_current_lines_keep_their_names() -> None:
+    """A current-version line is not rewritten: a ``call_id`` there is an unknown field."""
+    line = json.dumps({**json.loads(V1_RECEIVED), "version": LOG_VERSION})
+    with pytest.raises(ValueError, match="call_id"):
+        decode_event(line)
+
+
+@pytest.mark.parametrize("version", [LOG_VERSION + 1, 0, "2", True, None])
+def test_unreadable_versions_are_refused(version: object) -> None:
+    """A newer log asks for a newer loopobs; a version that is not a positive int is invalid."""
+    line = json.dumps({"hook": "on_turn_start", "version": version, "run_id": str(RUN_ID),
+                       "time_ns": 1, "turn": 0})
+    with pytest.raises(ValueError, match="version"):
+        decode_event(line)

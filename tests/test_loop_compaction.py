@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loopobs import CompactedContext, ContextExceeded, RunStatus
+from loopobs import CompactionContext, ContextExceeded, RunStatus
 from loopobs.core.compaction import TruncatingCompactor, estimate_tokens
 from loopobs.core.model import (
     AssistantMessage,
@@ -35,7 +35,7 @@ async def test_compaction_runs_at_the_threshold_before_the_model_call() -> None:
     assert result.ok
     assert_contract(rec.events)
     assert len(rec.of("on_compaction")) == 1
-    ctx: CompactedContext = rec.of("on_compaction")[0]
+    ctx: CompactionContext = rec.of("on_compaction")[0]
     assert ctx.reason == "threshold"
     assert ctx.tokens_before >= 900
     assert ctx.tokens_after < ctx.tokens_before

@@ -18,6 +18,7 @@ from loopobs import (
     ToolPostContext,
 )
 from loopobs.core.detectors import ConvergenceDetector, RepetitionDetector
+from loopobs.core.events import ConvergenceAction, LoopAction
 from loopobs.core.model import ModelRequest
 from loopobs.llm import Reply, ScriptedClient, Step, ToolCall
 from loopobs.testing import RecordingObserver, assert_contract
@@ -30,7 +31,7 @@ ANSWER = Reply(text="done", usage=u(1, 1))
 class OnSecondPost(LoopObserver):
     """A hand-written detector: its verdict goes into every set it is attached to."""
 
-    def __init__(self, action: str) -> None:
+    def __init__(self, action: LoopAction) -> None:
         self.action = action
         self.targets: list[ObserverSet] = []
         self.posts = 0
@@ -85,7 +86,7 @@ async def test_a_warn_verdict_adds_a_note_to_the_next_request() -> None:
 class ConvergeOnToolTurn(LoopObserver):
     """Emits a convergence verdict on response number ``at``, even one that calls tools."""
 
-    def __init__(self, action: str, at: int = 1) -> None:
+    def __init__(self, action: ConvergenceAction, at: int = 1) -> None:
         self.action = action
         self.at = at
         self.targets: list[ObserverSet] = []

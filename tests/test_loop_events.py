@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-import loopobs.core.driver as loop_module
 from loopobs import (
     AgentLoop,
     LoopObserver,
@@ -18,6 +17,7 @@ from loopobs import (
     SessionBusy,
     ToolPreContext,
 )
+from loopobs.core import compaction, driver, model_call, parking, tool_phase
 from loopobs.core.events import CONTEXT_TYPES, RunStartContext, TurnStartContext
 from loopobs.core.model import UserMessage
 from loopobs.llm import Reply, ScriptedClient, ToolCall
@@ -189,16 +189,20 @@ async def test_contexts_are_built_only_for_hooks_someone_listens_to(
 ) -> None:
     """With an observer of on_run_end only, no other context class is ever constructed."""
     built: list[str] = []
+    patched = 0
     for hook, cls in CONTEXT_TYPES.items():
         name = cls.__name__
-        if not hasattr(loop_module, name):
-            continue
 
         def counting(*args: Any, _cls: Any = cls, _hook: str = hook, **kwargs: Any) -> Any:
             built.append(_hook)
             return _cls(*args, **kwargs)
 
-        monkeypatch.setattr(loop_module, name, counting)
+        for module in (compaction, driver, model_call, parking, tool_phase):
+            if hasattr(module, name):
+                monkeypatch.setattr(module, name, counting)
+                patched += 1
+    # every context the loop emits itself is built in one of the phase modules
+    assert patched == len(CONTEXT_TYPES) - 2  # the detectors build the other two
 
     class EndOnly(LoopObserver):
         def __init__(self) -> None:

@@ -67,6 +67,7 @@ async def test_every_model_failing_is_fallback_exhausted() -> None:
     assert result.status is RunStatus.FAILED
     assert isinstance(result.error, FallbackExhausted)
     assert result.error.models == ("m1", "m2", "m3")
+    assert [type(e) for e in result.error.failures] == [RateLimited] * 3
     assert len(rec.of("on_stream_failure")) == 3
     assert [(f.from_model, f.to_model) for f in rec.of("on_fallback")] == [("m1", "m2"),
                                                                             ("m2", "m3")]
@@ -132,4 +133,17 @@ async def test_a_client_raising_a_foreign_exception_fails_the_run() -> None:
     assert isinstance(result.error, ModelError)
     assert "OSError: socket gone" in str(result.error)
     assert not rec.of("on_fallback")
+    assert_contract(rec.events)
+
+
+async def test_with_a_single_model_the_runs_error_is_the_models_error() -> None:
+    """No fallback models: a 429 ends the run with that RateLimited, status and message kept."""
+    err = RateLimited("slow down, tier 1", retry_after=7.0, status_code=429, provider="openai")
+    loop, rec, _ = make_loop([Fail(err)])
+    result = await loop.run("q")
+    assert result.status is RunStatus.FAILED
+    assert isinstance(result.error, RateLimited)
+    assert result.error.status_code == 429
+    assert result.error.to_dict()["message"] == "slow down, tier 1"
+    assert rec.of("on_run_end")[0].error == err
     assert_contract(rec.events)

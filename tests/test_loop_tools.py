@@ -99,7 +99,7 @@ async def test_unknown_tool_lists_available_tools_with_no_pre_or_post() -> None:
     assert msgs[0].is_error
     assert "unknown tool 'nope'" in msgs[0].content
     assert "available tools: add, search" in msgs[0].content
-    assert [c.call_id for c in rec.of("on_tool_call_received")] == ["u1", "a1"]
+    assert [c.tool_call_id for c in rec.of("on_tool_call_received")] == ["u1", "a1"]
     assert [c.tool_call_id for c in rec.of("on_tool_pre")] == ["a1"]
     assert [c.tool_call_id for c in rec.of("on_tool_post")] == ["a1"]
     checked(rec, result)

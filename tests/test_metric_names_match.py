@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import pytest
+
 # A dev dependency: a plain import, so a missing package fails the suite instead of skipping.
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from prometheus_client import CollectorRegistry
@@ -80,3 +82,69 @@ def test_prometheus_observer_matches_the_otel_translation() -> None:
                     "loopobs_tool_calls_total", "loopobs_loop_detections_total",
                     "loopobs_runs_active", "loopobs_observer_errors_total"):
         assert example in direct
+
+
+def series(registry: CollectorRegistry) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """(sample name, labels) → value, for every series but OTel's scope labels and buckets.
+
+    Empty label values are dropped (Prometheus reads them as absent), and so are
+    ``_created`` samples (prometheus-client only) and histogram buckets (each
+    path keeps its own bucket layout; their counts and sums are compared).
+    """
+    out: dict[tuple[str, frozenset[tuple[str, str]]], float] = {}
+    for family in registry.collect():
+        for sample in family.samples:
+            if sample.name == "target_info" or sample.name.endswith(("_created", "_bucket")):
+                continue
+            labels = frozenset((k, v) for k, v in sample.labels.items()
+                               if v and not k.startswith("otel_scope_"))
+            out[(sample.name, labels)] = sample.value
+    return out
+
+
+def test_both_paths_record_the_same_values() -> None:
+    """The same events give every series the same value on both paths: one mapping, no drift.
+
+    Covers label folding too: with a limit of 1 the second model, tool and outcome
+    fold into ``_other`` on both paths, and both count the same overflows.
+    """
+    from opentelemetry.sdk.metrics import MeterProvider
+
+    from loopobs.exporters.metrics import MetricsObserver
+
+    for limit in (100, 1):
+        otel_registry = CollectorRegistry()
+        reader = PrometheusMetricReader(disable_target_info=True, registry=otel_registry)
+        provider = MeterProvider(metric_readers=[reader])
+        try:
+            drive(MetricsObserver(meter_provider=provider, max_label_values=limit))
+            otel = series(otel_registry)
+        finally:
+            provider.shutdown()
+        prom = PrometheusObserver(CollectorRegistry(), max_label_values=limit)
+        drive(prom)
+        direct = series(prom.registry)
+        # Prometheus also holds known label sets at zero before their first event (runs per
+        # status, failures per error type, outcomes per tool, detections per action).
+        waiting = {key: value for key, value in direct.items() if key not in otel}
+        assert set(waiting.values()) <= {0.0}, waiting
+        assert direct.keys() - waiting.keys() == otel.keys()
+        for key, value in direct.items():
+            if key not in waiting:
+                assert otel[key] == pytest.approx(value), key
+
+
+def test_both_observers_derive_from_the_one_table() -> None:
+    """Neither backend maps hooks itself: each hook it handles is the shared recorder's."""
+    from loopobs.exporters.event_metrics import EVENT_METRICS, MetricRecorder
+    from loopobs.exporters.metrics import MetricsObserver
+
+    for backend in (MetricsObserver, PrometheusObserver):
+        for hook in EVENT_METRICS:
+            if hook == "on_run_end" and backend is PrometheusObserver:
+                continue  # it adds the multi-process error sync, then defers to the table
+            assert getattr(backend, hook) is getattr(MetricRecorder, hook), (backend, hook)
+    # every catalog metric but the two the backends record themselves is in the table
+    mapped = {r.metric.name for m in EVENT_METRICS.values() for r in m.recordings}
+    assert mapped == {s.name for s in c.METRICS} - {c.OBSERVER_ERRORS.name,
+                                                    c.LABEL_OVERFLOW.name}

@@ -218,7 +218,7 @@ async def test_label_values_are_capped(
     assert agents == ["_other", "agent-0", "agent-1", "agent-2"]
     assert runs[k(**{c.GEN_AI_AGENT_NAME: "_other", c.LOOPOBS_RUN_STATUS: "completed"})] == 2
     assert values(collect(metric_reader)[c.LABEL_OVERFLOW.name]) == {
-        k(**{c.LOOPOBS_LABEL: c.GEN_AI_AGENT_NAME}): 2}
+        k(**{c.LOOPOBS_LABEL: c.prometheus_label(c.GEN_AI_AGENT_NAME)}): 2}
 
 
 async def test_api_only_meter_provider() -> None:

@@ -12,7 +12,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from loopobs.exporters import MetricsServer, PrometheusObserver, start_metrics_server, trace_links
+from loopobs.core import trace_links
+from loopobs.exporters import MetricsServer, PrometheusObserver, start_metrics_server
 from tests import _prom_events as ev
 
 OPENMETRICS = "application/openmetrics-text; version=1.0.0"

@@ -339,13 +339,11 @@ def test_strict_mode_reraises() -> None:
         observers.on_turn_start(sample_context("on_turn_start"))
 
 
-@pytest.mark.parametrize(
-    "exc", [KeyboardInterrupt, SystemExit, asyncio.CancelledError, GeneratorExit]
-)
+@pytest.mark.parametrize("exc", [KeyboardInterrupt, SystemExit, GeneratorExit])
 def test_base_exceptions_are_never_swallowed(
     exc: type[BaseException], caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Cancellation, interrupts and exits pass through the set untouched and uncounted."""
+    """Interrupts and exits pass through the set untouched and uncounted."""
     after = RecordingObserver()
     observers = ObserverSet([Boom(exc), after])
     with caplog.at_level(logging.ERROR, logger="loopobs.observer"), pytest.raises(exc):
@@ -356,9 +354,24 @@ def test_base_exceptions_are_never_swallowed(
 
 def test_base_exception_passes_through_a_nested_set() -> None:
     """A BaseException from inside a nested set still reaches the emitter."""
-    outer = ObserverSet([ObserverSet([Boom(asyncio.CancelledError)])])
-    with pytest.raises(asyncio.CancelledError):
+    outer = ObserverSet([ObserverSet([Boom(KeyboardInterrupt)])])
+    with pytest.raises(KeyboardInterrupt):
         outer.on_tool_pre(sample_context("on_tool_pre"))
+
+
+def test_a_hook_raising_cancelled_error_is_that_observers_failure(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A sync hook cannot be cancelled, so its CancelledError is its bug: counted, logged,
+    and the members after it still get the event."""
+    after = RecordingObserver()
+    bad = Boom(asyncio.CancelledError)
+    observers = ObserverSet([bad, after])
+    with caplog.at_level(logging.ERROR, logger="loopobs.observer"):
+        observers.on_run_end(sample_context("on_run_end"))
+    assert observers.failures == {(bad.name, "on_run_end"): 1}
+    assert after.hooks() == ["on_run_end"]
+    assert len(_ours(caplog)) == 1
 
 
 def test_failures_counted_exactly_under_threads() -> None:
@@ -390,8 +403,11 @@ def test_shutdown_and_flush_reach_everyone_and_report_together(method: str) -> N
         getattr(observers, method)(2.0)
     assert [type(e) for e in info.value.exceptions] == [RuntimeError, ValueError]
     assert method in str(info.value)
-    assert first.calls[-1] == (method, 2.0)
-    assert last.calls[-1] == (method, 2.0)
+    for member in (first, last):
+        name, timeout = member.calls[-1]
+        assert name == method
+        assert timeout is not None
+        assert 0.0 <= timeout <= 2.0
 
 
 @pytest.mark.parametrize("method", ["shutdown", "force_flush", "reset"])
@@ -656,3 +672,51 @@ def test_event_sink_takes_every_hook_in_one_method() -> None:
     assert sink.seen == [h for h in HOOKS if h != "on_tool_pre"]
     assert sink.pre == 1
     assert Sink.on_run_start is Sink.on_event  # bound at class creation: no extra call
+
+
+class _Clock:
+    """A monotonic clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class _SlowFlush(LoopObserver):
+    """Takes ``cost`` seconds of the fake clock to flush; answers ``result``."""
+
+    def __init__(self, clock: _Clock, cost: float, result: bool | None = None) -> None:
+        self.clock = clock
+        self.cost = cost
+        self.result = result
+        self.given: list[float | None] = []
+
+    def force_flush(self, timeout_s: float | None = None) -> bool | None:
+        self.given.append(timeout_s)
+        self.clock.now += self.cost
+        return self.result
+
+
+def test_force_flush_shares_one_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each member gets what is left of one deadline, not the whole timeout again."""
+    clock = _Clock()
+    monkeypatch.setattr("loopobs.core.observer.time.monotonic", clock)
+    first, second, third = _SlowFlush(clock, 1.5), _SlowFlush(clock, 1.0), _SlowFlush(clock, 0)
+    assert ObserverSet([first, second, third]).force_flush(2.0) is False
+    assert first.given == [2.0]
+    assert second.given == [0.5]
+    assert third.given == [0.0]
+
+
+def test_force_flush_says_whether_everything_flushed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """True when all members flushed in time; False when one reports it could not."""
+    clock = _Clock()
+    monkeypatch.setattr("loopobs.core.observer.time.monotonic", clock)
+    assert ObserverSet([_SlowFlush(clock, 0.5), _SlowFlush(clock, 0.5, True)]).force_flush(2.0)
+    assert ObserverSet([_SlowFlush(clock, 0)]).force_flush() is True
+    refused = ObserverSet([_SlowFlush(clock, 0, False), _SlowFlush(clock, 0)])
+    assert refused.force_flush(2.0) is False
+    nested = ObserverSet([ObserverSet([_SlowFlush(clock, 0, False)])])
+    assert nested.force_flush() is False

@@ -71,6 +71,7 @@ def total(samples: dict[tuple[str, frozenset[tuple[str, str]]], float], name: st
     return sum(v for (n, _), v in samples.items() if n == name)
 
 
+@pytest.mark.slow
 def test_three_workers_sum_into_one_endpoint(multiproc_dir: Path) -> None:
     """Workers with 1, 2 and 3 runs: one server shows 6 runs' figures; dead workers clean up."""
     env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(multiproc_dir)}

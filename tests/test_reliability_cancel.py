@@ -113,7 +113,7 @@ def _assert_nothing_left(stack: Stack, loop: AgentLoop) -> None:
     assert otel_sum(points, "loopobs.runs.active") == 0
     assert otel_sum(points, "loopobs.runs") == RUNS
     assert stack.metrics.open_runs == 0
-    assert loop._policy.verdicts == {}
+    assert loop._policy.open_runs == 0
     assert loop.observers.failure_count == 0
 
 

@@ -8,6 +8,7 @@ import asyncio
 import threading
 import urllib.request
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from loopobs.exporters import start_metrics_server
@@ -57,6 +58,7 @@ class Scraper:
                 self.errors.append(exc)
 
 
+@pytest.mark.slow
 async def test_thousand_concurrent_runs_with_scrapes_lose_nothing() -> None:
     """1,000 concurrent runs + a scrape every 100 ms: exact span counts and metric sums."""
     stack = make_stack()

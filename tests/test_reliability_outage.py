@@ -130,6 +130,7 @@ def _bounded_shutdown(t: Telemetry, timeout_s: float) -> None:
     assert time.monotonic() - start < timeout_s + 2.0
 
 
+@pytest.mark.slow
 async def test_silent_collector_never_blocks_runs_and_the_queue_stays_bounded(
         silent: SilentListener, caplog: pytest.LogCaptureFixture) -> None:
     """While the exporter hangs on a silent collector, 40 runs complete; drops are counted."""
@@ -160,6 +161,7 @@ async def test_silent_collector_never_blocks_runs_and_the_queue_stays_bounded(
     _bounded_shutdown(t, 1.0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
 async def test_refused_collector_never_blocks_runs(
         protocol: str, caplog: pytest.LogCaptureFixture) -> None:
@@ -180,6 +182,7 @@ async def test_refused_collector_never_blocks_runs(
     _bounded_shutdown(t, 1.0)
 
 
+@pytest.mark.slow
 async def test_metrics_exporter_down_keeps_bounded_state(silent: SilentListener) -> None:
     """Metrics aggregate in place: 200 more runs add no series while the push hangs."""
     t = configure(traces_exporter="none", metrics_exporter="otlp", protocol="http/protobuf",

@@ -19,13 +19,13 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 from prometheus_client import CollectorRegistry
 
 from loopobs import AgentLoop, Session
+from loopobs.core import trace_links
 from loopobs.core.detectors import RepetitionDetector
 from loopobs.exporters import (
     JsonlRecorder,
     MetricsObserver,
     PrometheusObserver,
     TracingObserver,
-    trace_links,
 )
 from loopobs.llm import ScriptedClient
 from loopobs.testing import metric_points
@@ -100,12 +100,12 @@ async def test_long_session_keeps_memory_flat_and_leaves_no_run_state(
     assert tracing.open_spans() == 0
     assert metrics.open_runs == 0
     assert prom.open_runs == 0
-    assert loop._policy.verdicts == {}
+    assert loop._policy.open_runs == 0
     for detector in loop.detectors:
         assert detector._run_sessions == {}  # type: ignore[attr-defined]
         assert detector.sessions <= 1  # type: ignore[attr-defined]
     assert isinstance(loop.detectors[0], RepetitionDetector)
-    assert trace_links._runs == {}
+    assert trace_links.LINKS.open_runs == 0
     # Nothing lost.
     tp.force_flush()
     assert exporter.spans == RUNS * (1 + 2 * TURNS_PER_RUN + TURNS_PER_RUN - 1)

@@ -14,8 +14,8 @@ from loopobs.cli import main
 from loopobs.core.errors import ToolExecutionError
 from loopobs.core.events import (
     RunStartContext,
-    StreamContext,
     StreamStartContext,
+    StreamSuccessContext,
     ToolPostContext,
     ToolPreContext,
     TurnStartContext,
@@ -93,7 +93,8 @@ def test_an_unfinished_run_closes_at_its_last_event() -> None:
         RunStartContext(run_id=run_id, time_ns=t0, session_id=run_id),
         TurnStartContext(run_id=run_id, time_ns=t0 + 1_000_000, turn=0),
         StreamStartContext(run_id=run_id, time_ns=t0 + 2_000_000, turn=0, model="m"),
-        StreamContext(run_id=run_id, time_ns=t0 + 7_000_000, turn=0, model="m", input_tokens=5),
+        StreamSuccessContext(run_id=run_id, time_ns=t0 + 7_000_000, turn=0, model="m",
+                             input_tokens=5),
         ToolPreContext(run_id=run_id, time_ns=t0 + 8_000_000, turn=0, tool="t", tool_call_id="a"),
     ]
     (run,) = fold_runs(events)

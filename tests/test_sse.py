@@ -211,6 +211,7 @@ def drive(provider: str, events: list[ServerSentEvent]) -> list[StreamEvent]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
@@ -227,6 +228,7 @@ def test_mutated_payloads_give_events_or_loop_errors(provider: str, data: st.Dat
     drive(provider, events)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
 @settings(max_examples=300)
 @given(
@@ -244,6 +246,7 @@ def test_arbitrary_events_give_events_or_loop_errors(
     drive(provider, [ServerSentEvent(e, d) for e, d in events])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("provider", "name"),
     [("openai", "openai_tool_calls"), ("anthropic", "anthropic_tool_use")],

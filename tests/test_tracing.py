@@ -17,11 +17,12 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 from opentelemetry.trace import SpanKind, StatusCode
 
+from loopobs.core import trace_links
 from loopobs.core.errors import Cancelled, RateLimited
-from loopobs.core.events import ToolPreContext
+from loopobs.core.events import RunStatus, ToolPreContext
 from loopobs.core.observer import LoopObserver, ObserverSet
 from loopobs.exporters import catalog as c
-from loopobs.exporters import content, trace_links
+from loopobs.exporters import content
 from loopobs.exporters.content import ContentMode
 from loopobs.exporters.tracing import TracingObserver
 from tests._emit import MS, T0, Script, failed_run, full_run, parked_run
@@ -276,7 +277,7 @@ async def test_cancellation_mid_tool_leaves_no_open_span(
             await s.tool_task(0, "wait", "call-w", body, error=Cancelled())
         finally:
             s.turn_end(0, success=False, error=Cancelled())
-            s.run_end(success=False, status="cancelled", error=Cancelled(), turns=1)
+            s.run_end(success=False, status=RunStatus.CANCELLED, error=Cancelled(), turns=1)
 
     task = asyncio.create_task(run())
     await started.wait()
@@ -301,7 +302,7 @@ async def test_run_end_closes_what_a_careless_emitter_left_open(
     s.stream_start(0, "m1")  # never ends
     s.tool_pre(0, "t", "call-1")  # never ends
     s.turn_start(1)  # turn 0 never ends
-    s.run_end(success=False, status="failed", error=RateLimited("x"))
+    s.run_end(success=False, status=RunStatus.FAILED, error=RateLimited("x"))
     spans = span_exporter.get_finished_spans()
     assert len(spans) == 5
     assert {sp.end_time for sp in spans} == {s.times[-1]}
@@ -647,7 +648,6 @@ async def test_resumed_run_links_to_the_parked_run_through_the_checkpoint(
     """A run resumed from a JSON checkpoint, with no in-process memory of the parked run,
     carries a span link to the parked run's root span."""
     from loopobs import AgentLoop, Checkpoint, Suspend, tool
-    from loopobs.exporters import trace_links
     from loopobs.llm import Reply, ScriptedClient, ToolCall
 
     @tool
@@ -663,9 +663,7 @@ async def test_resumed_run_links_to_the_parked_run_through_the_checkpoint(
     assert parked.checkpoint is not None
     saved = parked.checkpoint.model_dump_json()
     # another process: nothing about the parked run is remembered but the checkpoint
-    with trace_links._lock:
-        trace_links._runs.clear()
-        trace_links._ended.clear()
+    trace_links.reset()
     checkpoint = Checkpoint.model_validate_json(saved)
     resumed = await make_loop(Reply(text="paid")).resume(checkpoint, {"ok": True})
     assert resumed.answer == "paid"

@@ -30,11 +30,13 @@ import re
 import threading
 from collections import OrderedDict, deque
 from collections.abc import Mapping
-from typing import Any, Final, Generic, Literal, TypeVar, get_args
+from typing import Any, Final, Generic, TypeVar, get_args
 from uuid import UUID
 
 from loopobs.core.events import (
+    ConvergenceAction,
     ConvergenceDetectedContext,
+    LoopAction,
     LoopDetectedContext,
     ResponseContext,
     RunEndContext,
@@ -46,9 +48,6 @@ from loopobs.core.hashing import arguments_hash, canonical_json, result_hash, st
 from loopobs.core.observer import LoopObserver, ObserverSet
 
 __all__ = ["ConvergenceAction", "ConvergenceDetector", "RepetitionDetector"]
-
-ConvergenceAction = Literal["stop", "warn", "compact", "ask_user", "switch_phase"]
-"""What the loop should do about converged answers (the seed's ``ConvergenceAction``)."""
 
 _CONVERGENCE_ACTIONS: Final = frozenset(get_args(ConvergenceAction))
 
@@ -62,7 +61,7 @@ _LABEL_CHARS: Final = 60
 
 _State = TypeVar("_State")
 
-# (tool, arguments hash, result hash): equality on all three, as in the seed.
+# (tool, arguments hash, result hash): an operation repeats only when all three are equal.
 _Op = tuple[str, int | None, int | None]
 _Call = tuple[str, int | None]
 # tool, arguments hash, arguments (the pattern text is built only for a detection)
@@ -72,7 +71,7 @@ _NO_ARGUMENTS: Final[Mapping[str, Any]] = {}
 _NONE: Final = 0
 _WARN: Final = 1
 _STOP: Final = 2
-_ACTIONS: Final = ("", "warn", "stop")
+_ACTIONS: Final[dict[int, LoopAction]] = {_WARN: "warn", _STOP: "stop"}
 
 
 class _SessionDetector(LoopObserver, Generic[_State]):
@@ -214,9 +213,9 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
       cycle is running, its operations are reported as the cycle, not one by one.
     - progress resets: the same tool and arguments with a result different
       from the last one drops that call's earlier entries from the window and
-      clears their warnings (the agent is polling something that changes). A
-      stricter reading than the seed's, which resets only calls already warned:
-      ``queued, queued, running, queued`` is a job changing state, not a loop.
+      clears their warnings (the agent is polling something that changes), whether
+      or not they were warned about yet: ``queued, queued, running, queued`` is a
+      job changing state, not a loop.
 
     Each escalation is reported once, not again on every following call. A
     stop clears the session's window, so the session's next run starts afresh.
@@ -307,7 +306,7 @@ class RepetitionDetector(_SessionDetector[_Repetitions]):
                 calls = self._pending[ctx.run_id] = {}
                 if len(self._pending) > self._max_sessions:
                     self._pending.popitem(last=False)
-            calls[ctx.call_id] = entry
+            calls[ctx.tool_call_id] = entry
             if len(calls) > _MAX_PENDING_CALLS:
                 del calls[next(iter(calls))]
 

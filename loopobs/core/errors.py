@@ -33,9 +33,10 @@ replayed context equals the recorded one.
 from __future__ import annotations
 
 import datetime as _dt
-import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
+
+from loopobs.core.isotime import parse_isoformat
 
 if TYPE_CHECKING:
     from pydantic import GetCoreSchemaHandler
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Cancelled",
+    "CheckpointAlreadyResumed",
     "ContextExceeded",
     "FallbackExhausted",
     "InvalidResumeInput",
@@ -60,6 +62,7 @@ __all__ = [
     "ToolExecutionError",
     "ToolNotFound",
     "ToolTimeout",
+    "ToolWorkersExhausted",
 ]
 
 _REGISTRY: dict[str, type[LoopError]] = {}
@@ -220,30 +223,11 @@ def _build_checker(cls: type[LoopError]) -> Any:
     return TypeAdapter(shape)
 
 
-_OFFSET = re.compile(r"([+-])(\d\d):(\d\d)(?::(\d\d)(?:\.(\d{6}))?)?$")
-
-
-def _fromisoformat(text: str) -> _dt.datetime:
-    """Read what ``datetime.isoformat()`` wrote, UTC offset to the microsecond.
-
-    ``datetime.fromisoformat`` drops the microseconds of an offset (CPython 3.11) and does
-    not read a trailing "Z" before 3.11, so the offset is parsed here.
-    """
-    if text.endswith(("Z", "z")):
-        text = text[:-1] + "+00:00"
-    match = _OFFSET.search(text) if len(text) > 10 else None
-    if match is None:
-        return _dt.datetime.fromisoformat(text)
-    sign, hours, minutes, seconds, micros = match.groups()
-    offset = _dt.timedelta(hours=int(hours), minutes=int(minutes), seconds=int(seconds or 0),
-                           microseconds=int(micros or 0))
-    naive = _dt.datetime.fromisoformat(text[: match.start()])
-    return naive.replace(tzinfo=_dt.timezone(-offset if sign == "-" else offset))
-
-
 def _jsonable(value: Any) -> Any:
     if isinstance(value, tuple):
         return [_jsonable(v) for v in value]
+    if isinstance(value, LoopError):
+        return value.to_dict()
     if isinstance(value, _dt.datetime):
         return value.isoformat()
     return value
@@ -301,27 +285,43 @@ class StreamError(ModelError):
 
 
 class FallbackExhausted(ModelError):
-    """Every model in the fallback chain failed; ``models`` lists them in the order tried."""
+    """Every model in the fallback chain failed.
 
-    _fields: ClassVar[tuple[str, ...]] = (*ModelError._fields, "models")
+    ``models`` lists them in the order tried and ``failures`` holds each
+    attempt's error, in the same order (both travel in :meth:`to_dict`). A loop
+    with a single model raises that model's own error instead.
+    """
+
+    _fields: ClassVar[tuple[str, ...]] = (*ModelError._fields, "models", "failures")
 
     def __init__(
         self,
         message: str = "",
         *,
         models: Sequence[str] = (),
+        failures: Sequence[LoopError] = (),
         retryable: bool = False,
         status_code: int | None = None,
         provider: str | None = None,
     ) -> None:
         models = tuple(models)
+        failures = tuple(failures)
+        detail = "; ".join(f"{m}: {type(e).__name__}"
+                           for m, e in zip(models, failures, strict=False))
         super().__init__(
-            message or f"all models failed: {', '.join(models)}",
+            message or f"all models failed: {detail or ', '.join(models)}",
             retryable=retryable,
             status_code=status_code,
             provider=provider,
         )
         self.models = models
+        self.failures = failures
+
+    @classmethod
+    def _decode(cls, kwargs: dict[str, Any]) -> LoopError:
+        failures = [e if isinstance(e, LoopError) else LoopError.from_dict(e)
+                    for e in kwargs.pop("failures", ())]
+        return cls(failures=failures, **kwargs)
 
 
 class ToolError(LoopError):
@@ -380,6 +380,24 @@ class ToolTimeout(ToolError):
     def __init__(self, message: str = "", *, tool: str = "", timeout_s: float = 0.0) -> None:
         super().__init__(message or f"tool {tool!r} timed out after {timeout_s:g}s", tool=tool)
         self.timeout_s = timeout_s
+
+
+class ToolWorkersExhausted(ToolError):
+    """A sync tool could not start: all ``workers`` threads still run earlier calls.
+
+    Calls that timed out keep their thread until the function returns (a thread
+    cannot be stopped), so this says the tools hang, not that this call did.
+    """
+
+    _fields: ClassVar[tuple[str, ...]] = ("tool", "workers")
+
+    def __init__(self, message: str = "", *, tool: str = "", workers: int = 0) -> None:
+        super().__init__(
+            message or f"tool {tool!r} did not run: all {workers} worker threads for sync tools "
+            "are still busy with earlier calls",
+            tool=tool,
+        )
+        self.workers = workers
 
 
 class ContextExceeded(LoopError):
@@ -448,6 +466,22 @@ class InvalidResumeInput(ResumeError):
         self.errors = errors
 
 
+class CheckpointAlreadyResumed(ResumeError):
+    """The checkpoint of run ``run_id`` was already resumed (here, or where a claim hook says).
+
+    A checkpoint resumes at most once, so a parked call's side effects happen once.
+    """
+
+    _fields: ClassVar[tuple[str, ...]] = ("run_id",)
+
+    def __init__(self, message: str = "", *, run_id: str = "") -> None:
+        super().__init__(
+            message or f"the checkpoint of run {run_id} was already resumed; "
+            "a checkpoint resumes once"
+        )
+        self.run_id = run_id
+
+
 class NotYetAwake(ResumeError):
     """A sleeping run was resumed before ``wake_at`` (an aware UTC datetime)."""
 
@@ -455,6 +489,6 @@ class NotYetAwake(ResumeError):
 
     def __init__(self, message: str = "", *, wake_at: _dt.datetime | str) -> None:
         if isinstance(wake_at, str):
-            wake_at = _fromisoformat(wake_at)
+            wake_at = parse_isoformat(wake_at)
         super().__init__(message or f"the run sleeps until {wake_at.isoformat()}")
         self.wake_at = wake_at

@@ -6,9 +6,11 @@ Every context is a frozen, slotted, keyword-only dataclass carrying ``run_id``
 concurrent runs key their state on ``run_id``; a recorded event log replays into
 identical telemetry because every timestamp travels in the event.
 
-Field names follow the ``loopctl`` seed; ``from``/``to`` become
-``from_model``/``to_model``. Fields the seed does not have are documented as
-additions. :data:`CONTEXT_TYPES` maps each hook name to its context class, and
+Each hook ``on_<name>`` has its context class ``<Name>Context``; the same thing
+carries the same field name in every context (``tool_call_id``, ``turn``,
+``attempt``), and closed sets of values are typed (:class:`RunStatus`,
+:data:`LoopAction`, :data:`ConvergenceAction`, :data:`ToolOutcomeKind`).
+:data:`CONTEXT_TYPES` maps each hook name to its context class, and
 :data:`HOOKS` lists the hooks in contract order.
 
 Token counts follow OpenTelemetry's GenAI conventions: input tokens include
@@ -18,12 +20,15 @@ cached ones (read and written), output tokens include reasoning ones.
 from __future__ import annotations
 
 import datetime as _dt
+import enum
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 from uuid import UUID
 
-from loopobs.core.errors import LoopError, _fromisoformat
+from loopobs.core.errors import LoopError
+from loopobs.core.isotime import parse_isoformat
 
 if TYPE_CHECKING:
     from pydantic import GetCoreSchemaHandler
@@ -32,21 +37,25 @@ if TYPE_CHECKING:
 __all__ = [
     "CONTEXT_TYPES",
     "HOOKS",
-    "CompactedContext",
+    "CompactionContext",
+    "ConvergenceAction",
     "ConvergenceDetectedContext",
     "DisplayHint",
+    "DisplayKind",
     "EventContext",
     "FallbackContext",
     "HookName",
+    "LoopAction",
     "LoopDetectedContext",
     "ModelSwitchedContext",
     "ResponseContext",
     "RunEndContext",
     "RunStartContext",
+    "RunStatus",
     "SleepContext",
-    "StreamContext",
     "StreamFailureContext",
     "StreamStartContext",
+    "StreamSuccessContext",
     "SuspendedContext",
     "TextDeltaContext",
     "ThinkingDeltaContext",
@@ -83,7 +92,7 @@ class _IsoDatetime:
             if isinstance(value, _dt.datetime):
                 return value
             if isinstance(value, str):
-                return _fromisoformat(value)
+                return parse_isoformat(value)
             raise ValueError("expected a datetime or ISO 8601 text")
 
         return core_schema.no_info_plain_validator_function(
@@ -92,6 +101,29 @@ class _IsoDatetime:
                 _dt.datetime.isoformat, when_used="json"
             ),
         )
+
+class RunStatus(str, enum.Enum):
+    """How a run ended."""
+
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    SUSPENDED = "suspended"
+    SLEEPING = "sleeping"
+    MAX_TURNS = "max_turns"
+    LOOP_DETECTED = "loop_detected"
+    CONVERGED = "converged"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+LoopAction = Literal["warn", "stop"]
+"""What a repetition detector asks of the loop: a note to the model, or the end of the run."""
+
+ConvergenceAction = Literal["stop", "warn", "compact", "ask_user", "switch_phase"]
+"""What the loop should do about converged answers."""
+
 
 HookName = Literal[
     "on_run_start",
@@ -156,7 +188,7 @@ DisplayKind = Literal["text", "diff", "json", "code", "suppress", "markdown"]
 class DisplayHint:
     """How a front end may render a tool's output. Advisory: the loop never reads it.
 
-    Mirrors the seed's variants; ``language`` is set only for ``code``. Build
+    ``language`` is set only for ``code``. Build
     one with the constructors: ``DisplayHint.code("python")``, ``DisplayHint.diff()``.
     """
 
@@ -215,7 +247,7 @@ class EventContext:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunStartContext(EventContext):
-    """A run begins. Additions: ``agent``, ``model``, ``resumed_from``, ``instructions``."""
+    """A run begins."""
 
     hook: ClassVar[HookName] = "on_run_start"
     session_id: UUID
@@ -224,20 +256,23 @@ class RunStartContext(EventContext):
     resumed_from: UUID | None = None
     """For a resumed run, the ``run_id`` of the run that parked."""
     instructions: str = ""
-    """Addition: the system prompt, if any. Content: exporters leave it out of
-    telemetry unless content capture is on."""
+    """The system prompt, if any. Content: exporters leave it out of telemetry unless
+    content capture is on."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunEndContext(EventContext):
-    """A run ends. Additions: ``status`` (a ``RunStatus`` value) and the run's token totals."""
+    """A run ends: how (``status``), and the run's turn and token totals.
+
+    ``success`` is true for a run that completed or parked (suspended, sleeping).
+    """
 
     hook: ClassVar[HookName] = "on_run_end"
     success: bool
     error: LoopError | None = None
     total_turns: int = 0
     duration_ms: float = 0.0
-    status: str = "completed"
+    status: RunStatus = RunStatus.COMPLETED
     input_tokens: int = 0
     output_tokens: int = 0
 
@@ -267,7 +302,7 @@ class TurnEndContext(EventContext):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StreamStartContext(EventContext):
-    """Addition: a model call attempt begins (one per attempt, fallbacks included)."""
+    """A model call attempt begins (one per attempt, fallbacks included)."""
 
     hook: ClassVar[HookName] = "on_stream_start"
     turn: int
@@ -277,13 +312,12 @@ class StreamStartContext(EventContext):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class StreamContext(EventContext):
-    """A model call attempt succeeded.
+class StreamSuccessContext(EventContext):
+    """A model call attempt succeeded: its timing, finish and token counts.
 
-    Additions beyond the seed: ``provider``, ``attempt``, ``duration_ms``,
-    ``time_to_first_token_ms``, ``finish_reason``, ``response_id``,
-    ``response_model``, ``cache_read_input_tokens``, ``cache_write_input_tokens``,
-    ``reasoning_output_tokens``.
+    ``time_to_first_token_ms`` is None when the stream delivered no event before
+    its end; the cache and reasoning counts are included in the input and output
+    counts.
     """
 
     hook: ClassVar[HookName] = "on_stream_success"
@@ -320,8 +354,8 @@ class StreamFailureContext(EventContext):
 class ResponseContext(EventContext):
     """The turn's successful model call is complete.
 
-    ``text`` is the assistant's visible text. Addition: ``tool_calls``, how many
-    tool calls the response asks for (0 for a final answer).
+    ``text`` is the assistant's visible text; ``tool_calls`` is how many tool calls
+    the response asks for (0 for a final answer).
     """
 
     hook: ClassVar[HookName] = "on_response"
@@ -356,13 +390,13 @@ class ToolCallReceivedContext(EventContext):
     hook: ClassVar[HookName] = "on_tool_call_received"
     turn: int
     tool: str
-    call_id: str
+    tool_call_id: str
     input: Mapping[str, Any]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolPreContext(EventContext):
-    """A tool call attempt begins. Addition: ``attempt``."""
+    """A tool call attempt begins; ``attempt`` counts re-runs of a parked call from 0."""
 
     hook: ClassVar[HookName] = "on_tool_pre"
     turn: int
@@ -379,10 +413,9 @@ class ToolPostContext(EventContext):
     """A tool call attempt ended.
 
     ``result_hash`` is a stable 64-bit hash of the result text (None for empty
-    output). Additions: ``attempt``, ``outcome``, ``error`` (the
-    :class:`~loopobs.core.errors.ToolError` when ``is_error``) and ``result``, the
-    text fed back to the model: content, which exporters leave out of telemetry
-    unless content capture is on.
+    output). ``error`` is the :class:`~loopobs.core.errors.ToolError` when
+    ``is_error``; ``result`` is the text fed back to the model: content, which
+    exporters leave out of telemetry unless content capture is on.
     """
 
     hook: ClassVar[HookName] = "on_tool_post"
@@ -400,8 +433,8 @@ class ToolPostContext(EventContext):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class CompactedContext(EventContext):
-    """The conversation was compacted. Additions: ``messages_removed``, ``reason``."""
+class CompactionContext(EventContext):
+    """The conversation was compacted, because of the window ``threshold`` or a ``detector``."""
 
     hook: ClassVar[HookName] = "on_compaction"
     tokens_before: int
@@ -413,7 +446,7 @@ class CompactedContext(EventContext):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FallbackContext(EventContext):
-    """A retryable failure moved the turn to the next model. Addition: ``turn``."""
+    """A retryable failure moved the turn to the next model."""
 
     hook: ClassVar[HookName] = "on_fallback"
     from_model: str
@@ -432,31 +465,31 @@ class ModelSwitchedContext(EventContext):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LoopDetectedContext(EventContext):
-    """A repetition detector escalated. Additions: ``tool``, ``action`` (``warn`` or ``stop``)."""
+    """A repetition detector escalated: ``action`` says whether the loop warns or stops."""
 
     hook: ClassVar[HookName] = "on_loop_detected"
     pattern: str
     repetitions: int
     tool: str | None = None
-    action: str = "warn"
+    action: LoopAction = "warn"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ConvergenceDetectedContext(EventContext):
-    """Final answers converged. Additions: ``similarity``, ``consecutive``.
+    """Final answers converged: ``consecutive`` answers at least ``similarity`` alike.
 
-    ``action`` is one of ``stop``, ``warn``, ``compact``, ``ask_user``, ``switch_phase``.
+    ``action`` is what the loop does about it (see :data:`ConvergenceAction`).
     """
 
     hook: ClassVar[HookName] = "on_convergence_detected"
-    action: str
+    action: ConvergenceAction
     similarity: float = 0.0
     consecutive: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SuspendedContext(EventContext):
-    """Addition: a tool parked the run on a gate; ``kind`` is ``human`` or ``signal``."""
+    """A tool parked the run on a gate; ``kind`` is ``human`` or ``signal``."""
 
     hook: ClassVar[HookName] = "on_suspended"
     turn: int
@@ -469,7 +502,7 @@ class SuspendedContext(EventContext):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SleepContext(EventContext):
-    """Addition: a tool parked the run until ``wake_at`` (an aware datetime)."""
+    """A tool parked the run until ``wake_at`` (an aware datetime)."""
 
     hook: ClassVar[HookName] = "on_sleep"
     turn: int
@@ -486,7 +519,7 @@ CONTEXT_TYPES: Mapping[str, type[EventContext]] = {
         TurnStartContext,
         TurnEndContext,
         StreamStartContext,
-        StreamContext,
+        StreamSuccessContext,
         StreamFailureContext,
         ResponseContext,
         TextDeltaContext,
@@ -494,7 +527,7 @@ CONTEXT_TYPES: Mapping[str, type[EventContext]] = {
         ToolCallReceivedContext,
         ToolPreContext,
         ToolPostContext,
-        CompactedContext,
+        CompactionContext,
         FallbackContext,
         ModelSwitchedContext,
         LoopDetectedContext,
@@ -507,3 +540,22 @@ CONTEXT_TYPES: Mapping[str, type[EventContext]] = {
 
 HOOKS: tuple[HookName, ...] = tuple(CONTEXT_TYPES)  # type: ignore[arg-type]
 """Every hook name, in contract order."""
+
+
+RENAMED_CONTEXTS: Mapping[str, str] = {
+    "StreamContext": "StreamSuccessContext",
+    "CompactedContext": "CompactionContext",
+}
+"""Context classes renamed since 0.1, old name → new name (see ``CHANGELOG.md``).
+
+The old names still resolve, with a ``DeprecationWarning``."""
+
+
+def __getattr__(name: str) -> Any:
+    # The old names keep working for a release, with a warning, so code written
+    # against 0.1 gets a pointer to the new name rather than an ImportError.
+    new = RENAMED_CONTEXTS.get(name)
+    if new is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(f"loopobs: {name} was renamed {new}", DeprecationWarning, stacklevel=2)
+    return globals()[new]

@@ -20,7 +20,7 @@ def stable_hash64(data: bytes) -> int:
 
 
 def result_hash(text: str) -> int | None:
-    """The stable hash of a tool's result text; ``None`` for empty output (as in the seed)."""
+    """The stable hash of a tool's result text; ``None`` for empty output (nothing to compare)."""
     if not text:
         return None
     return stable_hash64(text.encode("utf-8", "surrogatepass"))

@@ -23,60 +23,28 @@ from __future__ import annotations
 
 import asyncio
 import datetime as _dt
-import uuid
-from collections.abc import Iterable, Sequence
+import inspect
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
-import jsonschema
-
+from loopobs.core import parking
 from loopobs.core.compaction import Compactor, TruncatingCompactor
 from loopobs.core.driver import RunDriver
-from loopobs.core.errors import InvalidResumeInput, NotYetAwake, SessionBusy
-from loopobs.core.events import (
-    ConvergenceDetectedContext,
-    LoopDetectedContext,
-)
-from loopobs.core.model import (
-    LlmClient,
-    Message,
-    SystemMessage,
-    UserMessage,
-)
+from loopobs.core.errors import CheckpointAlreadyResumed, SessionBusy
+from loopobs.core.model import LlmClient, Message, SystemMessage, UserMessage
 from loopobs.core.observer import LoopObserver, ObserverSet
+from loopobs.core.policy import RunPolicy
 from loopobs.core.run import Checkpoint, RunResult, Session
+from loopobs.core.runtime import LoopSettings, RunDeps
 from loopobs.core.tools import Tool
 from loopobs.core.tools import tool as make_tool
+from loopobs.core.trace_links import LINKS, TraceLinks
+from loopobs.core.workers import DEFAULT_TOOL_WORKERS, ToolWorkers
 
-__all__ = ["AgentLoop"]
+__all__ = ["AgentLoop", "ClaimHook"]
 
-
-class _Policy(LoopObserver):
-    """Collects detector verdicts for the loop's own runs, to apply between steps."""
-
-    name = "loopobs.policy"
-
-    def __init__(self) -> None:
-        self.verdicts: dict[uuid.UUID, list[LoopDetectedContext | ConvergenceDetectedContext]] = {}
-
-    def on_loop_detected(self, ctx: LoopDetectedContext) -> None:
-        """Queue the verdict if the run is one of ours."""
-        queue = self.verdicts.get(ctx.run_id)
-        if queue is not None:
-            queue.append(ctx)
-
-    def on_convergence_detected(self, ctx: ConvergenceDetectedContext) -> None:
-        """Queue the verdict if the run is one of ours."""
-        queue = self.verdicts.get(ctx.run_id)
-        if queue is not None:
-            queue.append(ctx)
-
-    def take(self, run_id: uuid.UUID) -> list[LoopDetectedContext | ConvergenceDetectedContext]:
-        queue = self.verdicts.get(run_id)
-        if not queue:
-            return []
-        taken = list(queue)
-        queue.clear()
-        return taken
+ClaimHook = Callable[[Checkpoint], "bool | Awaitable[bool]"]
+"""Asked before a checkpoint resumes: True if this resume may use it (it is now claimed)."""
 
 
 def _default_detectors() -> list[LoopObserver]:
@@ -105,6 +73,14 @@ class AgentLoop:
         detectors: observers whose verdicts the loop applies; None means the default
             repetition and convergence detectors, ``[]`` none.
         agent_name: reported as ``gen_ai.agent.name``.
+        sync_tool_workers: threads for sync tools (the loop's own); when all are
+            still busy (tools hanging past their timeout), a sync tool call fails
+            with ``ToolWorkersExhausted`` instead of waiting.
+        claim_checkpoint: asked before a checkpoint resumes (sync or async); return
+            False when the checkpoint was already claimed. Processes sharing a
+            checkpoint store implement it as an atomic "claim this run id" (a unique
+            row, a compare-and-set); this process alone already resumes a
+            checkpoint at most once without it.
     """
 
     def __init__(
@@ -124,6 +100,8 @@ class AgentLoop:
         compactor: Compactor | None = None,
         detectors: Iterable[LoopObserver] | None = None,
         agent_name: str = "agent",
+        sync_tool_workers: int = DEFAULT_TOOL_WORKERS,
+        claim_checkpoint: ClaimHook | None = None,
     ) -> None:
         if not model:
             raise ValueError("model must be a non-empty model name")
@@ -155,8 +133,12 @@ class AgentLoop:
         self.detectors = tuple(_default_detectors() if detectors is None else detectors)
         for detector in self.detectors:
             self._emit.add(detector)
-        self._policy = _Policy()
+        self._policy = RunPolicy()
         self._emit.add(self._policy)
+        self._links: TraceLinks = LINKS
+        self.workers = ToolWorkers(sync_tool_workers)
+        self.claim_checkpoint = claim_checkpoint
+        self._claims: parking.ResumeClaims = parking.CLAIMS
 
     # -- observers -------------------------------------------------------------------------
     @property
@@ -179,6 +161,22 @@ class AgentLoop:
         self.model = model
 
     # -- running ---------------------------------------------------------------------------
+    def _run_deps(self) -> RunDeps:
+        """What one run works with: a snapshot of the settings, the live model."""
+        return RunDeps(
+            client=self.client, tools=dict(self.tools), emit=self._emit, policy=self._policy,
+            compactor=self.compactor, links=self._links, workers=self.workers,
+            model=lambda: self.model,
+            settings=LoopSettings(
+                max_turns=self.max_turns, tool_timeout=self.tool_timeout,
+                parallel_tool_calls=self.parallel_tool_calls,
+                context_window=self.context_window,
+                compaction_threshold=self.compaction_threshold,
+                fallback_models=self.fallback_models, agent_name=self.agent_name,
+                system_prompt=self.system_prompt,
+            ),
+        )
+
     async def run(self, input: str | Sequence[Message], *, session: Session | None = None,
                   ) -> RunResult:
         """Run the agent on ``input`` (a question, or messages to append) and return the result.
@@ -201,7 +199,7 @@ class AgentLoop:
                 session.messages.append(UserMessage(content=input))
             else:
                 session.messages.extend(input)
-            return await RunDriver(self, session).execute(None, None)
+            return await RunDriver(self._run_deps(), session).execute(None, None)
         finally:
             session.busy = False
 
@@ -230,40 +228,51 @@ class AgentLoop:
 
         A suspended run needs ``input`` valid against the recorded JSON Schema;
         it becomes the parked call's result. A sleeping run needs the current
-        time (``now``, default the wall clock) at or after ``wake_at``; its
-        parked call runs again.
+        time (``now``, an aware datetime, default the wall clock) at or after
+        ``wake_at``; its parked call runs again.
+
+        A checkpoint resumes at most once: this process remembers the checkpoints
+        it resumed, and the loop's ``claim_checkpoint`` hook (when set) asks a
+        shared store before the run, so that across processes too only one
+        resume proceeds. A refusal before the run (invalid input, too early, a
+        busy session, a failing hook) does not use the checkpoint up.
 
         Raises:
-            InvalidResumeInput: the input fails the schema (nothing changes).
+            InvalidResumeInput: the checkpoint is inconsistent (edited where it was
+                stored), the input fails the schema, or ``now`` is naive (nothing changes).
             NotYetAwake: the run sleeps until later (nothing changes).
             SessionBusy: ``session`` has a run in progress.
+            CheckpointAlreadyResumed: the checkpoint was resumed before, in this
+                process or (says the claim hook) elsewhere.
+            ValueError: ``session`` is not the parked run's session.
         """
-        if checkpoint.kind == "suspend":
-            validator_cls = jsonschema.validators.validator_for(checkpoint.input_schema or {})
-            validator = validator_cls(checkpoint.input_schema or {})
-            errors = sorted(
-                (f"{'/'.join(str(p) for p in e.absolute_path) or '(input)'}: {e.message}"
-                 for e in validator.iter_errors(input)),
-            )
-            if errors:
-                raise InvalidResumeInput(errors=errors)
-        else:
-            assert checkpoint.wake_at is not None
-            current = now or _dt.datetime.now(_dt.timezone.utc)
-            if current < checkpoint.wake_at:
-                raise NotYetAwake(wake_at=checkpoint.wake_at)
-        if session is None:
-            session = Session(id=checkpoint.session_id, messages=list(checkpoint.messages),
-                              turn=checkpoint.turn)
-            session.last_model = checkpoint.model
-        elif session.id != checkpoint.session_id:
-            raise ValueError("the session given is not the parked run's session")
+        parking.check_resume(checkpoint, input, now)
+        session = parking.resumed_session(checkpoint, session)
         if session.busy:
             raise SessionBusy(session_id=str(session.id))
+        claims = self._claims
+        if not claims.claim(checkpoint.run_id):
+            raise CheckpointAlreadyResumed(run_id=str(checkpoint.run_id))
         session.busy = True
         try:
-            return await RunDriver(self, session, resumed=checkpoint).execute(checkpoint, input)
+            try:
+                granted = await self._ask_claim_hook(checkpoint)
+            except BaseException:
+                claims.release(checkpoint.run_id)  # the store could not answer: not used up
+                raise
+            if not granted:
+                raise CheckpointAlreadyResumed(
+                    f"the checkpoint of run {checkpoint.run_id} was claimed elsewhere",
+                    run_id=str(checkpoint.run_id))
+            return await RunDriver(self._run_deps(), session).execute(checkpoint, input)
         finally:
             session.busy = False
 
-
+    async def _ask_claim_hook(self, checkpoint: Checkpoint) -> bool:
+        hook = self.claim_checkpoint
+        if hook is None:
+            return True
+        answer = hook(checkpoint)
+        if inspect.isawaitable(answer):
+            answer = await answer
+        return bool(answer)

@@ -15,6 +15,7 @@ hook nobody overrides costs one set lookup::
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
 import threading
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from loopobs.core.events import (
     HOOKS,
-    CompactedContext,
+    CompactionContext,
     ConvergenceDetectedContext,
     EventContext,
     FallbackContext,
@@ -36,9 +37,9 @@ from loopobs.core.events import (
     RunEndContext,
     RunStartContext,
     SleepContext,
-    StreamContext,
     StreamFailureContext,
     StreamStartContext,
+    StreamSuccessContext,
     SuspendedContext,
     TextDeltaContext,
     ThinkingDeltaContext,
@@ -99,8 +100,13 @@ class LoopObserver:
     def reset(self) -> None:
         """Forget all per-run and per-session state."""
 
-    def force_flush(self, timeout_s: float | None = None) -> None:
-        """Export anything buffered; return within ``timeout_s`` when given."""
+    def force_flush(self, timeout_s: float | None = None) -> bool | None:
+        """Export anything buffered; return within ``timeout_s`` when given.
+
+        Return False when something could not be flushed (in time); True or None
+        means everything was.
+        """
+        return None
 
     def shutdown(self, timeout_s: float | None = None) -> None:
         """Flush and release resources; the observer receives no events afterwards."""
@@ -125,7 +131,7 @@ class LoopObserver:
     def on_stream_start(self, ctx: StreamStartContext) -> None:
         """A model call attempt begins; exactly one success or failure follows."""
 
-    def on_stream_success(self, ctx: StreamContext) -> None:
+    def on_stream_success(self, ctx: StreamSuccessContext) -> None:
         """A model call attempt completed, with its token usage."""
 
     def on_stream_failure(self, ctx: StreamFailureContext) -> None:
@@ -154,7 +160,7 @@ class LoopObserver:
         """A tool call attempt ended: exactly once per ``on_tool_pre``, same id and attempt."""
 
     # -- loop control ---------------------------------------------------------------------
-    def on_compaction(self, ctx: CompactedContext) -> None:
+    def on_compaction(self, ctx: CompactionContext) -> None:
         """The conversation was compacted, before a model call."""
 
     def on_fallback(self, ctx: FallbackContext) -> None:
@@ -210,7 +216,9 @@ def _fan_out(hook: HookName) -> Any:  # typed by the LoopObserver method it repl
         for fn in self._subscribers[hook]:
             try:
                 fn(ctx)
-            except Exception as exc:
+            except (Exception, asyncio.CancelledError) as exc:
+                # Hooks are synchronous, so a CancelledError out of one is the observer's
+                # own doing (no cancellation reaches sync code): a failure like any other.
                 self._failed(fn, hook, exc)
 
     dispatch.__name__ = hook
@@ -225,7 +233,8 @@ class ObserverSet(LoopObserver):
     - Fan-out in registration order; each hook calls only the members that
       override it (subscriber tuples are rebuilt on :meth:`add` / :meth:`remove`,
       copy-on-write, so emitting never takes a lock).
-    - Isolation: a member that raises an ``Exception`` is logged with its name
+    - Isolation: a member that raises an ``Exception`` (or ``CancelledError``,
+      which a synchronous hook can only raise itself) is logged with its name
       and the hook (at most once per :data:`LOG_INTERVAL_S` per pair), counted
       in :attr:`failures`, and the remaining members still get the event.
       ``strict=True`` re-raises instead, for tests.
@@ -347,7 +356,7 @@ class ObserverSet(LoopObserver):
         """Total observer failures counted by this set."""
         return sum(self._failures.values())
 
-    def _failed(self, fn: _Dispatch, hook: str, exc: Exception) -> None:
+    def _failed(self, fn: _Dispatch, hook: str, exc: BaseException) -> None:
         if self.strict:
             raise exc
         owner = getattr(fn, "__self__", None)
@@ -390,9 +399,28 @@ class ObserverSet(LoopObserver):
             self._suppressed.clear()
         self._call_all("reset")
 
-    def force_flush(self, timeout_s: float | None = None) -> None:
-        """Flush every member, even if some fail; raise one ``ExceptionGroup`` at the end."""
-        self._call_all("force_flush", timeout_s)
+    def force_flush(self, timeout_s: float | None = None) -> bool:
+        """Flush every member within one shared ``timeout_s``; True if everything flushed.
+
+        Each member gets what is left of the deadline (0 once it has passed, so a
+        late member makes a quick attempt rather than none). The result is False
+        when a member reports it could not flush or the deadline passed. Members
+        that raise do not stop the others; their errors are raised together as
+        one ``ExceptionGroup`` at the end.
+        """
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        flushed = True
+        errors: list[Exception] = []
+        for member in self._members:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                if member.force_flush(left) is False:
+                    flushed = False
+            except Exception as exc:
+                errors.append(exc)
+        if errors:
+            raise _ExceptionGroup(f"{len(errors)} observer(s) failed in force_flush", errors)
+        return flushed and (deadline is None or time.monotonic() <= deadline)
 
     def shutdown(self, timeout_s: float | None = None) -> None:
         """Shut down every member, even if some fail; raise one ``ExceptionGroup`` at the end."""
@@ -412,7 +440,7 @@ class ObserverSet(LoopObserver):
         def on_turn_start(self, ctx: TurnStartContext) -> None: ...
         def on_turn_end(self, ctx: TurnEndContext) -> None: ...
         def on_stream_start(self, ctx: StreamStartContext) -> None: ...
-        def on_stream_success(self, ctx: StreamContext) -> None: ...
+        def on_stream_success(self, ctx: StreamSuccessContext) -> None: ...
         def on_stream_failure(self, ctx: StreamFailureContext) -> None: ...
         def on_response(self, ctx: ResponseContext) -> None: ...
         def on_text_delta(self, ctx: TextDeltaContext) -> None: ...
@@ -420,7 +448,7 @@ class ObserverSet(LoopObserver):
         def on_tool_call_received(self, ctx: ToolCallReceivedContext) -> None: ...
         def on_tool_pre(self, ctx: ToolPreContext) -> None: ...
         def on_tool_post(self, ctx: ToolPostContext) -> None: ...
-        def on_compaction(self, ctx: CompactedContext) -> None: ...
+        def on_compaction(self, ctx: CompactionContext) -> None: ...
         def on_fallback(self, ctx: FallbackContext) -> None: ...
         def on_model_switched(self, ctx: ModelSwitchedContext) -> None: ...
         def on_loop_detected(self, ctx: LoopDetectedContext) -> None: ...

@@ -3,35 +3,17 @@
 from __future__ import annotations
 
 import datetime as _dt
-import enum
 import uuid
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from loopobs.core.errors import LoopError
-from loopobs.core.events import Usage
+from loopobs.core.events import RunStatus, Usage
 from loopobs.core.model import Message, ToolCallPart, ToolResultMessage
 
 __all__ = ["Checkpoint", "ParkedCall", "RunResult", "RunStatus", "Session"]
-
-
-class RunStatus(str, enum.Enum):
-    """How a run ended."""
-
-    COMPLETED = "completed"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-    SUSPENDED = "suspended"
-    SLEEPING = "sleeping"
-    MAX_TURNS = "max_turns"
-    LOOP_DETECTED = "loop_detected"
-    CONVERGED = "converged"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 class Session:
@@ -127,7 +109,6 @@ class RunResult:
     checkpoint: Checkpoint | None
     session: Session
     run_id: uuid.UUID
-    notes: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:

@@ -141,13 +141,23 @@ class Tool:
             raise InvalidToolInput(tool=self.name, errors=errors) from None
         return {name: getattr(model, name) for name in type(model).model_fields}
 
-    async def invoke(self, arguments: Mapping[str, Any]) -> ToolReturn:
-        """Validate ``arguments`` and run the tool."""
+    async def invoke(
+        self,
+        arguments: Mapping[str, Any],
+        *,
+        run_sync: Callable[[Callable[[], Any]], Awaitable[Any]] | None = None,
+    ) -> ToolReturn:
+        """Validate ``arguments`` and run the tool.
+
+        A sync function runs through ``run_sync`` (the loop passes its own worker
+        threads); without one, on a thread of asyncio's default executor.
+        """
         kwargs = self.validate(arguments)
         if self._is_async:
             value = await self.fn(**kwargs)
         else:
-            value = await asyncio.to_thread(functools.partial(self.fn, **kwargs))
+            call = functools.partial(self.fn, **kwargs)
+            value = await (run_sync(call) if run_sync is not None else asyncio.to_thread(call))
         if isinstance(value, (Output, Suspend, Sleep)):
             return value
         return Output(value)

@@ -12,8 +12,8 @@ from loopobs.core.events import (
     LoopDetectedContext,
     RunEndContext,
     RunStartContext,
-    StreamContext,
     StreamFailureContext,
+    StreamSuccessContext,
     ToolPostContext,
     TurnEndContext,
 )
@@ -67,7 +67,7 @@ class LiveView(LoopObserver):
             self.turns += 1
         self._draw()
 
-    def on_stream_success(self, ctx: StreamContext) -> None:
+    def on_stream_success(self, ctx: StreamSuccessContext) -> None:
         """Add the call's tokens."""
         with self._lock:
             self.tokens_in += ctx.input_tokens

@@ -5,8 +5,9 @@ OpenTelemetry GenAI semantic conventions (v1.41 shape, as the official Python
 tooling emits it) where they exist, and ``loopobs.*`` otherwise. Because the
 conventions still move, a rename happens here and nowhere else.
 
-Both metric paths read :data:`METRICS`: the OTel ``MetricsObserver`` creates
-instruments from the specs, and the ``PrometheusObserver`` registers
+Both metric paths read :data:`METRICS` (and record what
+:mod:`loopobs.exporters.event_metrics` maps each event to): the OTel
+``MetricsObserver`` creates instruments from the specs, and the ``PrometheusObserver`` registers
 ``prometheus-client`` metrics under :attr:`MetricSpec.prometheus_name` — the
 name OpenTelemetry's Prometheus translation gives the OTel instrument — so one
 dashboard serves a direct scrape and an OTLP → Collector → Prometheus pipeline.
@@ -119,6 +120,8 @@ TOOL_TYPE_FUNCTION = "function"
 """``gen_ai.tool.type`` of a tool the loop runs client-side."""
 ERROR_TYPE_OTHER = "_OTHER"
 """``error.type`` when a failure carries no error object (semconv's fallback value)."""
+ERROR_TYPE_TOOL = "ToolError"
+"""``error.type`` of a failed tool attempt that carries no error object."""
 
 # -- token types (gen_ai.token.type); the last three only on loopobs.tokens -----------------
 TOKEN_INPUT = "input"
@@ -276,6 +279,7 @@ LABEL_OVERFLOW = MetricSpec(
     "Label values folded into _other because a label reached its limit of distinct values.",
     (LOOPOBS_LABEL,),
 )
+
 METRICS: tuple[MetricSpec, ...] = (
     TOKEN_USAGE,
     OPERATION_DURATION,

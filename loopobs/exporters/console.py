@@ -16,7 +16,7 @@ from typing import IO
 from uuid import UUID
 
 from loopobs.core.events import (
-    CompactedContext,
+    CompactionContext,
     ConvergenceDetectedContext,
     EventContext,
     FallbackContext,
@@ -25,9 +25,9 @@ from loopobs.core.events import (
     RunEndContext,
     RunStartContext,
     SleepContext,
-    StreamContext,
     StreamFailureContext,
     StreamStartContext,
+    StreamSuccessContext,
     SuspendedContext,
     ToolCallReceivedContext,
     ToolPostContext,
@@ -91,7 +91,7 @@ def render_run(events: Sequence[EventContext]) -> tuple[str, RunSummary]:
             started[("turn", ctx.turn)] = ctx.time_ns
             root.children.append(turn_node)
         elif isinstance(ctx, ToolCallReceivedContext):
-            unrun[ctx.call_id] = ctx.tool
+            unrun[ctx.tool_call_id] = ctx.tool
         elif isinstance(ctx, TurnEndContext):
             for call_id, name in unrun.items():
                 parent.children.append(_Node(f"tool {name} [{call_id}]  NOT RUN (unknown tool)"))
@@ -105,7 +105,7 @@ def render_run(events: Sequence[EventContext]) -> tuple[str, RunSummary]:
             turn_node = None
         elif isinstance(ctx, StreamStartContext):
             started[("chat", (ctx.turn, ctx.attempt))] = ctx.time_ns
-        elif isinstance(ctx, StreamContext):
+        elif isinstance(ctx, StreamSuccessContext):
             took = ctx.time_ns - started.pop(("chat", (ctx.turn, ctx.attempt)), ctx.time_ns)
             ttft = (f" ttft {ctx.time_to_first_token_ms:.0f}ms"
                     if ctx.time_to_first_token_ms is not None else "")
@@ -135,7 +135,7 @@ def render_run(events: Sequence[EventContext]) -> tuple[str, RunSummary]:
             parent.children.append(_Node(f"⇢ fallback {ctx.from_model} → {ctx.to_model}"))
         elif isinstance(ctx, ModelSwitchedContext):
             parent.children.append(_Node(f"⇄ model switched {ctx.from_model} → {ctx.to_model}"))
-        elif isinstance(ctx, CompactedContext):
+        elif isinstance(ctx, CompactionContext):
             parent.children.append(_Node(
                 f"✂ compaction ({ctx.reason}) {ctx.tokens_before} → {ctx.tokens_after} tokens, "
                 f"{ctx.messages_removed} messages removed"))

@@ -1,8 +1,11 @@
 """The JSONL event log: :class:`JsonlRecorder` writes every event, :func:`replay` re-emits them.
 
-One line per event: ``{"hook": "on_tool_post", "run_id": ..., "time_ns": ..., <fields>}``.
-The encoding is stable and documented:
+One line per event: ``{"hook": "on_tool_post", "version": 2, "run_id": ..., "time_ns": ...,
+<fields>}``. The encoding is stable and documented:
 
+- ``version`` is the event-log format (:data:`LOG_VERSION`); a line without one is
+  version 1. Older lines are upgraded when read (fields renamed since are given
+  their current names), so every log loopobs wrote replays;
 - UUIDs: canonical lowercase hyphenated strings;
 - datetimes (``wake_at``): ISO 8601 with offset, as ``datetime.isoformat()`` writes it;
 - errors: ``{"type": "<LoopError subclass>", "message": ..., <its fields>}``;
@@ -22,7 +25,7 @@ import datetime as _dt
 import json
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -34,7 +37,24 @@ from pydantic_core import PydanticSerializationError
 from loopobs.core.events import CONTEXT_TYPES, EventContext
 from loopobs.core.observer import EventSink, LoopObserver
 
-__all__ = ["JsonlRecorder", "ReplayError", "ReplayStats", "decode_event", "encode_event", "replay"]
+__all__ = [
+    "LOG_VERSION",
+    "JsonlRecorder",
+    "ReplayError",
+    "ReplayStats",
+    "decode_event",
+    "encode_event",
+    "replay",
+]
+
+LOG_VERSION = 2
+"""The event-log format this module writes; it reads every version up to this one."""
+
+_RENAMED_FIELDS: Mapping[int, Mapping[str, Mapping[str, str]]] = {
+    # version 1 → 2: one name per thing across the contexts
+    1: {"on_tool_call_received": {"call_id": "tool_call_id"}},
+}
+"""Per version, the fields renamed in the next one: hook → old name → new name."""
 
 
 _ADAPTERS: dict[str, TypeAdapter[Any]] = {}
@@ -67,7 +87,8 @@ def encode_event(ctx: EventContext) -> str:
 def _with_hook(ctx: EventContext, body: str) -> str:
     if not body.isascii():
         body = _escape_line_breaks(body)
-    return f'{{"hook":"{ctx.hook}",{body[1:]}' if len(body) > 2 else f'{{"hook":"{ctx.hook}"}}'
+    head = f'{{"hook":"{ctx.hook}","version":{LOG_VERSION}'
+    return f"{head},{body[1:]}" if len(body) > 2 else f"{head}}}"
 
 
 _REPLACEMENT = "\ufffd".encode()
@@ -112,11 +133,26 @@ def decode_event(line: str | bytes) -> EventContext:
     cls = CONTEXT_TYPES.get(hook) if isinstance(hook, str) else None
     if cls is None:
         raise ValueError(f"unknown hook {hook!r}")
+    _upgrade(cls.hook, data)
     try:
         ctx: EventContext = _adapter(cls).validate_python(data)
     except ValidationError as exc:
         raise ValueError(f"invalid {hook} event: {_summarise(exc)}") from exc
     return ctx
+
+
+def _upgrade(hook: str, data: dict[str, Any]) -> None:
+    """Bring the fields of a line written by an older version to the current names."""
+    version = data.pop("version", 1)
+    if type(version) is not int or version < 1:
+        raise ValueError(f"invalid log version {version!r}")
+    if version > LOG_VERSION:
+        raise ValueError(f"log version {version} is newer than this reader's ({LOG_VERSION}); "
+                         "upgrade loopobs to read it")
+    for step in range(version, LOG_VERSION):
+        for old, new in _RENAMED_FIELDS.get(step, {}).get(hook, {}).items():
+            if old in data and new not in data:
+                data[new] = data.pop(old)
 
 
 def _summarise(exc: ValidationError) -> str:

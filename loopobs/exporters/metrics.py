@@ -1,12 +1,14 @@
 """``MetricsObserver``: loop events → OpenTelemetry metrics, named by the catalog.
 
 Instruments are created once, from :data:`loopobs.exporters.catalog.METRICS`
-(name, kind, unit, description, advisory buckets). Attributes are the spec's
+(name, kind, unit, description, advisory buckets); what each event records
+comes from :data:`loopobs.exporters.event_metrics.EVENT_METRICS`, the table the
+Prometheus observer records too. Attributes are the spec's
 low-cardinality keys only — model, provider, tool, agent, status, error type,
 token type — never ids or content. A label that sees more than
 ``max_label_values`` distinct values folds the rest into ``_other`` and counts
-the fold in ``loopobs.label_overflow``, so a misbehaving caller cannot mint
-unbounded series.
+the fold in ``loopobs.label_overflow`` (by the label's Prometheus name), so a
+misbehaving caller cannot mint unbounded series.
 
 ``loopobs.observer.errors`` is an observable counter: its callback reads the
 failure counts of every :class:`~loopobs.core.observer.ObserverSet` this
@@ -15,47 +17,35 @@ observer was attached to.
 
 from __future__ import annotations
 
+import functools
 import threading
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 from uuid import UUID
 
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Observation
 
-from loopobs.core.events import (
-    CompactedContext,
-    ConvergenceDetectedContext,
-    FallbackContext,
-    LoopDetectedContext,
-    ModelSwitchedContext,
-    RunEndContext,
-    RunStartContext,
-    StreamContext,
-    StreamFailureContext,
-    ToolPostContext,
-    TurnEndContext,
-)
-from loopobs.core.observer import LoopObserver, ObserverSet
+from loopobs.core.observer import ObserverSet
 from loopobs.exporters import catalog as c
 from loopobs.exporters.catalog import MetricSpec
+from loopobs.exporters.event_metrics import (
+    DEFAULT_MAX_LABEL_VALUES,
+    MetricRecorder,
+    Recording,
+    Sink,
+)
+from loopobs.exporters.providers import flush_provider
 
 __all__ = ["DEFAULT_MAX_LABEL_VALUES", "MetricsObserver"]
 
-DEFAULT_MAX_LABEL_VALUES = 200
-"""Distinct values one label key may take before new ones fold into ``_other``."""
 
-_CAPPED = frozenset({
-    c.GEN_AI_AGENT_NAME, c.GEN_AI_REQUEST_MODEL, c.GEN_AI_PROVIDER_NAME, c.GEN_AI_TOOL_NAME,
-    c.LOOPOBS_MODEL_FROM, c.LOOPOBS_MODEL_TO, c.ERROR_TYPE, c.LOOPOBS_RUN_STATUS,
-    c.LOOPOBS_COMPACTION_REASON, c.LOOPOBS_DETECTION_ACTION, c.LOOPOBS_TOOL_OUTCOME,
-    c.LOOPOBS_OBSERVER_NAME,
-})
-
-
-class MetricsObserver(LoopObserver):
+class MetricsObserver(MetricRecorder):
     """Records GenAI client metrics and loop lifecycle metrics; safe across concurrent runs.
+
+    What each event records is :data:`~loopobs.exporters.event_metrics.EVENT_METRICS`,
+    the table ``PrometheusObserver`` records too.
 
     Args:
         meter_provider: where metrics go; ``None`` uses the global provider (a
@@ -73,13 +63,12 @@ class MetricsObserver(LoopObserver):
     ) -> None:
         from loopobs import __version__
 
+        super().__init__(max_label_values)
         self._provider = meter_provider
         provider = meter_provider if meter_provider is not None else metrics.get_meter_provider()
         meter = provider.get_meter(c.SCOPE_NAME, __version__, schema_url=c.SCHEMA_URL)
-        self._max_label_values = max_label_values
         self._seen: dict[str, set[str]] = {}
         self._lock = threading.Lock()
-        self._agents: dict[UUID, str] = {}
         self._sets: weakref.WeakSet[ObserverSet] = weakref.WeakSet()
         self._instruments: dict[str, Any] = {}
         for spec in c.METRICS:
@@ -89,33 +78,12 @@ class MetricsObserver(LoopObserver):
                     description=spec.description)
             else:
                 self._instruments[spec.name] = _create(meter, spec)
-        i = self._instruments
-        self._token_usage = i[c.TOKEN_USAGE.name]
-        self._op_duration = i[c.OPERATION_DURATION.name]
-        self._ttfc = i[c.TIME_TO_FIRST_CHUNK.name]
-        self._tool_duration = i[c.TOOL_DURATION.name]
-        self._agent_duration = i[c.AGENT_DURATION.name]
-        self._runs = i[c.RUNS.name]
-        self._runs_active = i[c.RUNS_ACTIVE.name]
-        self._turns = i[c.TURNS.name]
-        self._tokens = i[c.TOKENS.name]
-        self._tool_calls = i[c.TOOL_CALLS.name]
-        self._stream_failures = i[c.STREAM_FAILURES.name]
-        self._fallbacks = i[c.FALLBACKS.name]
-        self._model_switches = i[c.MODEL_SWITCHES.name]
-        self._compactions = i[c.COMPACTIONS.name]
-        self._tokens_saved = i[c.COMPACTION_TOKENS_SAVED.name]
-        self._loop_detections = i[c.LOOP_DETECTIONS.name]
-        self._convergence = i[c.CONVERGENCE_DETECTIONS.name]
-        self._label_overflow = i[c.LABEL_OVERFLOW.name]
+        self._runs_active = self._instruments[c.RUNS_ACTIVE.name]
+        self._label_overflow = self._instruments[c.LABEL_OVERFLOW.name]
+        self._compile()
 
-    @property
-    def open_runs(self) -> int:
-        """Runs started and not yet ended (0 between runs: no per-run state leaks)."""
-        return len(self._agents)
-
-    # -- label governance -----------------------------------------------------------------
-    def _v(self, key: str, value: str) -> str:
+    # -- recording ------------------------------------------------------------------------
+    def _bound(self, key: str, value: str) -> str:
         """``value`` for label ``key``, or ``_other`` once the key has its fill of values."""
         seen = self._seen.get(key)
         if seen is not None and value in seen:
@@ -124,22 +92,27 @@ class MetricsObserver(LoopObserver):
             seen = self._seen.setdefault(key, set())
             if value in seen:
                 return value
-            if len(seen) < self._max_label_values:
+            if len(seen) < self.max_label_values:
                 seen.add(value)
                 return value
-        self._label_overflow.add(1, {c.LOOPOBS_LABEL: key})
+        # Named as Prometheus spells the label, as PrometheusObserver counts it, so one
+        # dashboard reads both paths.
+        self._label_overflow.add(1, {c.LOOPOBS_LABEL: c.prometheus_label(key)})
         return c.OVERFLOW_VALUE
 
-    def _model_attrs(self, provider: str, model: str) -> dict[str, str]:
-        attrs = {c.GEN_AI_OPERATION_NAME: c.OP_CHAT,
-                 c.GEN_AI_REQUEST_MODEL: self._v(c.GEN_AI_REQUEST_MODEL, model)}
-        if provider:
-            attrs[c.GEN_AI_PROVIDER_NAME] = self._v(c.GEN_AI_PROVIDER_NAME, provider)
-        return attrs
+    def _bounder(self, key: str) -> Callable[[str], str]:
+        return functools.partial(self._bound, key)
 
-    def _agent(self, run_id: UUID) -> dict[str, str]:
-        agent = self._agents.get(run_id)
-        return {} if agent is None else {c.GEN_AI_AGENT_NAME: agent}
+    def _sink(self, recording: Recording) -> Sink:
+        spec = recording.metric
+        instrument = self._instruments[spec.name]
+        record = instrument.record if spec.kind == "histogram" else instrument.add
+        attributes = spec.attributes
+
+        def sink(value: float, values: tuple[str, ...], run_id: UUID) -> None:
+            record(value, {key: v for key, v in zip(attributes, values, strict=True) if v})
+
+        return sink
 
     # -- observer errors ------------------------------------------------------------------
     def on_attach(self, observers: ObserverSet) -> None:
@@ -156,124 +129,23 @@ class MetricsObserver(LoopObserver):
             for key, count in observers.failures.items():
                 totals[key] = totals.get(key, 0) + count
         return [
-            Observation(count, {c.LOOPOBS_OBSERVER_NAME: self._v(c.LOOPOBS_OBSERVER_NAME, name),
-                                c.LOOPOBS_OBSERVER_HOOK: hook})
+            Observation(count, {c.LOOPOBS_OBSERVER_NAME: self._bound(c.LOOPOBS_OBSERVER_NAME, name),
+                                c.LOOPOBS_OBSERVER_HOOK: self._bound(c.LOOPOBS_OBSERVER_HOOK,
+                                                                     hook)})
             for (name, hook), count in totals.items()
         ]
-
-    # -- runs and turns -------------------------------------------------------------------
-    def on_run_start(self, ctx: RunStartContext) -> None:
-        """``loopobs.runs.active`` +1 for the run's agent."""
-        agent = self._v(c.GEN_AI_AGENT_NAME, ctx.agent)
-        self._agents[ctx.run_id] = agent
-        self._runs_active.add(1, {c.GEN_AI_AGENT_NAME: agent})
-
-    def on_run_end(self, ctx: RunEndContext) -> None:
-        """``loopobs.runs`` by status, ``gen_ai.invoke_agent.duration``, ``runs.active`` −1."""
-        agent = self._agents.pop(ctx.run_id, None)
-        base = {} if agent is None else {c.GEN_AI_AGENT_NAME: agent}
-        self._runs.add(1, {**base, c.LOOPOBS_RUN_STATUS: self._v(c.LOOPOBS_RUN_STATUS,
-                                                                 ctx.status)})
-        duration = dict(base)
-        if ctx.error is not None:
-            duration[c.ERROR_TYPE] = self._v(c.ERROR_TYPE, type(ctx.error).__name__)
-        self._agent_duration.record(ctx.duration_ms / 1000, duration)
-        if agent is not None:
-            self._runs_active.add(-1, base)
-
-    def on_turn_end(self, ctx: TurnEndContext) -> None:
-        """``loopobs.turns`` +1."""
-        self._turns.add(1, self._agent(ctx.run_id))
-
-    # -- model calls ----------------------------------------------------------------------
-    def on_stream_success(self, ctx: StreamContext) -> None:
-        """Duration, time to first chunk, token usage (histogram and ``loopobs.tokens``)."""
-        attrs = self._model_attrs(ctx.provider, ctx.model)
-        self._op_duration.record(ctx.duration_ms / 1000, attrs)
-        if ctx.time_to_first_token_ms is not None:
-            self._ttfc.record(ctx.time_to_first_token_ms / 1000, attrs)
-        self._token_usage.record(ctx.input_tokens, {**attrs, c.GEN_AI_TOKEN_TYPE: c.TOKEN_INPUT})
-        self._token_usage.record(ctx.output_tokens,
-                                 {**attrs, c.GEN_AI_TOKEN_TYPE: c.TOKEN_OUTPUT})
-        tokens = {k: v for k, v in attrs.items() if k != c.GEN_AI_OPERATION_NAME}
-        for kind, count in (
-            (c.TOKEN_INPUT, ctx.input_tokens),
-            (c.TOKEN_OUTPUT, ctx.output_tokens),
-            (c.TOKEN_CACHE_READ, ctx.cache_read_input_tokens),
-            (c.TOKEN_CACHE_WRITE, ctx.cache_write_input_tokens),
-            (c.TOKEN_REASONING, ctx.reasoning_output_tokens),
-        ):
-            if count:
-                self._tokens.add(count, {**tokens, c.GEN_AI_TOKEN_TYPE: kind})
-
-    def on_stream_failure(self, ctx: StreamFailureContext) -> None:
-        """Duration with ``error.type``, and ``loopobs.stream.failures``."""
-        attrs = self._model_attrs(ctx.provider, ctx.model)
-        attrs[c.ERROR_TYPE] = self._v(c.ERROR_TYPE, type(ctx.error).__name__)
-        self._op_duration.record(ctx.duration_ms / 1000, attrs)
-        del attrs[c.GEN_AI_OPERATION_NAME]
-        self._stream_failures.add(1, attrs)
-
-    # -- tools ----------------------------------------------------------------------------
-    def on_tool_post(self, ctx: ToolPostContext) -> None:
-        """``gen_ai.execute_tool.duration`` and ``loopobs.tool.calls`` by outcome."""
-        tool = self._v(c.GEN_AI_TOOL_NAME, ctx.tool)
-        duration = {c.GEN_AI_TOOL_NAME: tool}
-        if ctx.is_error:
-            duration[c.ERROR_TYPE] = self._v(
-                c.ERROR_TYPE, type(ctx.error).__name__ if ctx.error is not None else "ToolError")
-        self._tool_duration.record(ctx.duration_ms / 1000, duration)
-        self._tool_calls.add(1, {c.GEN_AI_TOOL_NAME: tool,
-                                 c.LOOPOBS_TOOL_OUTCOME: self._v(c.LOOPOBS_TOOL_OUTCOME,
-                                                                 ctx.outcome)})
-
-    # -- loop control ---------------------------------------------------------------------
-    def _from_to(self, from_model: str, to_model: str) -> dict[str, str]:
-        return {c.LOOPOBS_MODEL_FROM: self._v(c.LOOPOBS_MODEL_FROM, from_model),
-                c.LOOPOBS_MODEL_TO: self._v(c.LOOPOBS_MODEL_TO, to_model)}
-
-    def on_fallback(self, ctx: FallbackContext) -> None:
-        """``loopobs.fallbacks`` +1 by from/to model."""
-        self._fallbacks.add(1, self._from_to(ctx.from_model, ctx.to_model))
-
-    def on_model_switched(self, ctx: ModelSwitchedContext) -> None:
-        """``loopobs.model_switches`` +1 by from/to model."""
-        self._model_switches.add(1, self._from_to(ctx.from_model, ctx.to_model))
-
-    def on_compaction(self, ctx: CompactedContext) -> None:
-        """``loopobs.compactions`` +1 and ``loopobs.compaction.tokens_saved``, by reason."""
-        attrs = {c.LOOPOBS_COMPACTION_REASON: self._v(c.LOOPOBS_COMPACTION_REASON, ctx.reason)}
-        self._compactions.add(1, attrs)
-        if ctx.tokens_saved > 0:
-            self._tokens_saved.add(ctx.tokens_saved, attrs)
-
-    def on_loop_detected(self, ctx: LoopDetectedContext) -> None:
-        """``loopobs.loop_detections`` +1 by tool and action."""
-        attrs = {c.LOOPOBS_DETECTION_ACTION: self._v(c.LOOPOBS_DETECTION_ACTION, ctx.action)}
-        if ctx.tool is not None:
-            attrs[c.GEN_AI_TOOL_NAME] = self._v(c.GEN_AI_TOOL_NAME, ctx.tool)
-        self._loop_detections.add(1, attrs)
-
-    def on_convergence_detected(self, ctx: ConvergenceDetectedContext) -> None:
-        """``loopobs.convergence_detections`` +1 by action."""
-        self._convergence.add(
-            1, {c.LOOPOBS_DETECTION_ACTION: self._v(c.LOOPOBS_DETECTION_ACTION, ctx.action)})
 
     # -- lifecycle ------------------------------------------------------------------------
     def reset(self) -> None:
         """Forget open runs (their ``runs.active`` contribution is withdrawn) and seen labels."""
-        for run_id in list(self._agents):
-            agent = self._agents.pop(run_id, None)
-            if agent is not None:
-                self._runs_active.add(-1, {c.GEN_AI_AGENT_NAME: agent})
+        for agent in self._forget_agents():
+            self._runs_active.add(-1, {c.GEN_AI_AGENT_NAME: agent} if agent else {})
         with self._lock:
             self._seen.clear()
 
-    def force_flush(self, timeout_s: float | None = None) -> None:
-        """Flush the meter provider, if it is an SDK provider this observer was given."""
-        flush = getattr(self._provider, "force_flush", None)
-        if flush is not None:
-            flush(int((30.0 if timeout_s is None else timeout_s) * 1000))
+    def force_flush(self, timeout_s: float | None = None) -> bool:
+        """Flush the meter provider this observer was given; False if it could not in time."""
+        return flush_provider(self._provider, timeout_s)
 
 
 def _create(meter: metrics.Meter, spec: MetricSpec) -> Any:

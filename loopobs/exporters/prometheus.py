@@ -17,7 +17,7 @@ as ``_other`` and each such event is counted in
 ``loopobs_label_overflow_total{loopobs_label="<label name>"}``.
 
 Exemplars: when a ``TracingObserver`` traces the run (see
-:mod:`loopobs.exporters.trace_links`), token and duration samples carry the
+:mod:`loopobs.core.trace_links`), token and duration samples carry the
 run's ``trace_id`` and root ``span_id`` (visible in the OpenMetrics format).
 
 Multi-process: with ``PROMETHEUS_MULTIPROC_DIR`` set before ``prometheus_client``
@@ -39,33 +39,28 @@ from uuid import UUID
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client import values as _prom_values
 
-from loopobs.core.detectors import ConvergenceAction
-from loopobs.core.errors import LoopError, ModelError, RateLimited, StreamError
+from loopobs.core import trace_links
+from loopobs.core.errors import ModelError, RateLimited, StreamError
 from loopobs.core.events import (
-    CompactedContext,
-    ConvergenceDetectedContext,
-    FallbackContext,
-    LoopDetectedContext,
-    ModelSwitchedContext,
+    ConvergenceAction,
+    LoopAction,
     RunEndContext,
-    RunStartContext,
-    StreamContext,
-    StreamFailureContext,
+    RunStatus,
     ToolOutcomeKind,
-    ToolPostContext,
-    TurnEndContext,
 )
-from loopobs.core.observer import LoopObserver, ObserverSet
-from loopobs.core.run import RunStatus
+from loopobs.core.observer import ObserverSet
 from loopobs.exporters import catalog as c
-from loopobs.exporters import trace_links
+from loopobs.exporters.event_metrics import (
+    DEFAULT_MAX_LABEL_VALUES,
+    MetricRecorder,
+    Recording,
+    Sink,
+)
 
 __all__ = ["BoundedLabel", "PrometheusObserver", "multiprocess_enabled"]
 
 _ABSENT = ""
 """Label value for an attribute that does not apply (Prometheus treats ``""`` as absent)."""
-_TOOL_ERROR = "ToolError"
-"""``error.type`` of a failed tool attempt that carries no error object (as MetricsObserver)."""
 
 # Label values known in advance: their series start at zero (the Prometheus
 # instrumentation guide's advice), so a dashboard shows 0 rather than "No data" and
@@ -73,7 +68,7 @@ _TOOL_ERROR = "ToolError"
 _RUN_STATUSES = tuple(status.value for status in RunStatus)
 _TOOL_OUTCOMES: tuple[str, ...] = get_args(ToolOutcomeKind)
 _STREAM_ERROR_TYPES = tuple(cls.__name__ for cls in (ModelError, RateLimited, StreamError))
-_LOOP_ACTIONS = ("warn", "stop")
+_LOOP_ACTIONS: tuple[str, ...] = get_args(LoopAction)
 _CONVERGENCE_ACTIONS: tuple[str, ...] = get_args(ConvergenceAction)
 _MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
@@ -84,31 +79,6 @@ def multiprocess_enabled() -> bool:
     prometheus-client decides this once, when it is first imported.
     """
     return bool(getattr(_prom_values.ValueClass, "_multiprocess", False))
-
-
-_SHARED: dict[tuple[str, str], Any] = {}
-_SHARED_LOCK = threading.Lock()
-
-
-def _metric(cls: Callable[..., Any], name: str, registry: CollectorRegistry | None,
-            *args: Any, **kwargs: Any) -> Any:
-    """A prometheus-client metric; in multi-process mode, one per name in the process.
-
-    A multi-process value caches its number and writes it whole to the
-    process's file, so two metric objects for one series would overwrite each
-    other's counts. Every observer of the process therefore shares one object
-    per metric, registered in each observer's registry.
-    """
-    if not multiprocess_enabled():
-        return cls(name, *args, registry=registry, **kwargs)
-    with _SHARED_LOCK:
-        key = (getattr(cls, "__name__", str(cls)), name)
-        metric = _SHARED.get(key)
-        if metric is None:
-            metric = _SHARED[key] = cls(name, *args, registry=None, **kwargs)
-    if registry is not None:
-        registry.register(metric)
-    return metric
 
 
 def _check_multiprocess_dir() -> None:
@@ -134,11 +104,6 @@ def _sanitised(value: str) -> str | None:
     return None
 
 
-def error_type(error: LoopError | None, default: str = c.ERROR_TYPE_OTHER) -> str:
-    """The ``error.type`` label value of ``error``: its class name (``default`` for None)."""
-    return default if error is None else type(error).__name__
-
-
 class BoundedLabel:
     """Admits at most ``limit`` distinct values for one label name; later ones become ``_other``.
 
@@ -151,8 +116,8 @@ class BoundedLabel:
     Thread-safe; an admitted value costs one set lookup.
     """
 
-    __slots__ = ("_declared", "_lock", "_overflow", "_overflow_metric", "_sanitised",
-                 "_sanitised_metric", "_values", "limit", "name")
+    __slots__ = ("_lock", "_overflow", "_overflow_metric", "_sanitised", "_sanitised_metric",
+                 "_values", "limit", "name")
 
     def __init__(self, name: str, limit: int, overflow: Counter,
                  sanitised: Counter | None = None) -> None:
@@ -163,20 +128,11 @@ class BoundedLabel:
         self._sanitised_metric = sanitised
         self._sanitised: Any = None
         self._values: set[str] = {_ABSENT}
-        self._declared = 1  # "" is admitted and not counted
         self._lock = threading.Lock()
-
-    def declare(self, values: Iterable[str]) -> None:
-        """Admit a fixed vocabulary (statuses, outcomes) without counting it toward ``limit``."""
-        with self._lock:
-            for value in values:
-                if value not in self._values:
-                    self._values.add(value)
-                    self._declared += 1
 
     @property
     def admitted(self) -> frozenset[str]:
-        """The values admitted so far (declared ones included, without ``""``)."""
+        """The values admitted so far (without ``""``)."""
         return frozenset(self._values - {_ABSENT})
 
     def __call__(self, value: str) -> str:
@@ -195,7 +151,7 @@ class BoundedLabel:
         with self._lock:
             if value in self._values:
                 return value
-            if len(self._values) - self._declared < self.limit:
+            if len(self._values) <= self.limit:  # the set also holds ""
                 self._values.add(value)
                 return value
             if self._overflow is None:
@@ -214,12 +170,12 @@ class _Family:
         self._children: dict[tuple[str, ...], Any] = {}
         self._lock = threading.Lock()
 
-    def zero(self, *values: str) -> None:
-        """Create the series for ``values`` (at zero if it is new)."""
-        self.child(*values)
-
     def child(self, *values: str) -> Any:
         """The child for ``values`` (already bounded, so the cache is bounded too)."""
+        return self.child_of(values)
+
+    def child_of(self, values: tuple[str, ...]) -> Any:
+        """The child for the tuple ``values`` (already bounded)."""
         found = self._children.get(values)
         if found is None:
             with self._lock:
@@ -278,8 +234,11 @@ class _ObserverErrors:
         return self._counter.collect()
 
 
-class PrometheusObserver(LoopObserver):
+class PrometheusObserver(MetricRecorder):
     """Records the catalog's metrics on prometheus-client, ready for a ``/metrics`` scrape.
+
+    What each event records is :data:`~loopobs.exporters.event_metrics.EVENT_METRICS`,
+    the table ``MetricsObserver`` records too.
 
     Args:
         registry: Where the metrics are registered; a fresh ``CollectorRegistry``
@@ -298,103 +257,89 @@ class PrometheusObserver(LoopObserver):
         self,
         registry: CollectorRegistry | None = None,
         *,
-        max_label_values: int = 100,
+        max_label_values: int = DEFAULT_MAX_LABEL_VALUES,
         exemplars: bool = True,
     ) -> None:
-        if max_label_values < 1:
-            raise ValueError("max_label_values must be at least 1")
+        super().__init__(max_label_values)
         self.multiprocess = multiprocess_enabled()
         if self.multiprocess:
             _check_multiprocess_dir()
         self.registry = CollectorRegistry() if registry is None else registry
-        self.max_label_values = max_label_values
         self.exemplars = exemplars and not self.multiprocess
         reg = self.registry
 
-        def hist(spec: c.MetricSpec) -> _Family:
-            return _Family(_metric(
-                Histogram, spec.prometheus_name, reg, spec.description, spec.prometheus_labels,
-                unit=spec.prometheus_unit, buckets=spec.buckets or Histogram.DEFAULT_BUCKETS,
-            ))
-
         def count(spec: c.MetricSpec, registry: CollectorRegistry | None = reg) -> Counter:
-            counter: Counter = _metric(
-                Counter, spec.prometheus_name, registry, spec.description,
-                spec.prometheus_labels, unit=spec.prometheus_unit,
-            )
+            counter: Counter = _metric(spec, registry)
             return counter
 
         overflow = count(c.LABEL_OVERFLOW)
         sanitised = count(c.LABEL_SANITISED)
         self._bounds: dict[str, BoundedLabel] = {}
         for spec in c.METRICS:
-            for label in spec.prometheus_labels:
-                if label not in self._bounds:
-                    self._bounds[label] = BoundedLabel(label, max_label_values, overflow,
-                                                       sanitised)
-        lbl = c.prometheus_label
-        self._b_provider = self._bounds[lbl(c.GEN_AI_PROVIDER_NAME)]
-        self._b_model = self._bounds[lbl(c.GEN_AI_REQUEST_MODEL)]
-        self._b_tool = self._bounds[lbl(c.GEN_AI_TOOL_NAME)]
-        self._b_agent = self._bounds[lbl(c.GEN_AI_AGENT_NAME)]
-        self._b_error = self._bounds[lbl(c.ERROR_TYPE)]
-        self._b_status = self._bounds[lbl(c.LOOPOBS_RUN_STATUS)]
-        self._b_outcome = self._bounds[lbl(c.LOOPOBS_TOOL_OUTCOME)]
-        self._b_from = self._bounds[lbl(c.LOOPOBS_MODEL_FROM)]
-        self._b_to = self._bounds[lbl(c.LOOPOBS_MODEL_TO)]
-        self._b_reason = self._bounds[lbl(c.LOOPOBS_COMPACTION_REASON)]
-        self._b_action = self._bounds[lbl(c.LOOPOBS_DETECTION_ACTION)]
-
-        self._token_usage = hist(c.TOKEN_USAGE)
-        self._op_duration = hist(c.OPERATION_DURATION)
-        self._ttfc = hist(c.TIME_TO_FIRST_CHUNK)
-        self._tool_duration = hist(c.TOOL_DURATION)
-        self._agent_duration = hist(c.AGENT_DURATION)
-        self._runs = _Family(count(c.RUNS))
-        self._runs_active = _Family(_metric(
-            Gauge, c.RUNS_ACTIVE.prometheus_name, reg, c.RUNS_ACTIVE.description,
-            c.RUNS_ACTIVE.prometheus_labels, multiprocess_mode="livesum",
-        ))
-        self._turns = _Family(count(c.TURNS))
-        self._tokens = _Family(count(c.TOKENS))
-        self._tool_calls = _Family(count(c.TOOL_CALLS))
-        self._stream_failures = _Family(count(c.STREAM_FAILURES))
-        self._fallbacks = _Family(count(c.FALLBACKS))
-        self._model_switches = _Family(count(c.MODEL_SWITCHES))
-        self._compactions = _Family(count(c.COMPACTIONS))
-        self._tokens_saved = _Family(count(c.COMPACTION_TOKENS_SAVED))
-        self._loop_detections = _Family(count(c.LOOP_DETECTIONS))
-        self._convergence = _Family(count(c.CONVERGENCE_DETECTIONS))
+            for attribute in spec.attributes:
+                if attribute not in self._bounds:
+                    self._bounds[attribute] = BoundedLabel(
+                        c.prometheus_label(attribute), max_label_values, overflow, sanitised)
+        self._families: dict[str, _Family] = {}
+        for spec in c.METRICS:
+            if spec is c.OBSERVER_ERRORS or spec is c.LABEL_OVERFLOW:
+                continue
+            self._families[spec.name] = _Family(_metric(spec, reg))
         self._observer_errors = _ObserverErrors(
             count(c.OBSERVER_ERRORS, registry=None),
-            self._bounds[lbl(c.LOOPOBS_OBSERVER_NAME)],
-            self._bounds[lbl(c.LOOPOBS_OBSERVER_HOOK)],
+            self._bounds[c.LOOPOBS_OBSERVER_NAME],
+            self._bounds[c.LOOPOBS_OBSERVER_HOOK],
         )
         reg.register(self._observer_errors)
-
-        self._b_status.declare(_RUN_STATUSES)
-        self._b_outcome.declare(_TOOL_OUTCOMES)
-        self._b_action.declare((*_LOOP_ACTIONS, *_CONVERGENCE_ACTIONS))
-        self._b_error.declare(_STREAM_ERROR_TYPES)
         self._known: set[Hashable] = set()
         self._known_lock = threading.Lock()
+        self._compile()
         for action in _LOOP_ACTIONS:
-            self._loop_detections.zero(_ABSENT, action)
+            self._families[c.LOOP_DETECTIONS.name].child_of((_ABSENT, action))
         for action in _CONVERGENCE_ACTIONS:
-            self._convergence.zero(action)
-        self._agents: dict[UUID, str] = {}
+            self._families[c.CONVERGENCE_DETECTIONS.name].child_of((action,))
 
     # -- helpers ------------------------------------------------------------------------------
     @property
     def label_bounds(self) -> Mapping[str, BoundedLabel]:
         """The bound of each Prometheus label name."""
-        return self._bounds
+        return {bound.name: bound for bound in self._bounds.values()}
 
-    @property
-    def open_runs(self) -> int:
-        """Runs started and not yet ended (the per-run state this observer holds)."""
-        return len(self._agents)
+    def _exemplar(self, run_id: UUID) -> dict[str, str] | None:
+        link = trace_links.lookup(run_id)
+        if link is None:
+            return None
+        return {c.EXEMPLAR_TRACE_ID: link[0], c.EXEMPLAR_SPAN_ID: link[1]}
 
+    # -- recording ----------------------------------------------------------------------------
+    def _bounder(self, key: str) -> Callable[[str], str]:
+        return self._bounds[key]
+
+    def _sink(self, recording: Recording) -> Sink:
+        sink = self._record(recording)
+        zero = self._zero_series(recording.metric)
+        if zero is None:
+            return sink
+
+        def zero_then_record(value: float, values: tuple[str, ...], run_id: UUID) -> None:
+            zero(values)
+            sink(value, values, run_id)
+
+        return zero_then_record
+
+    def _record(self, recording: Recording) -> Sink:
+        spec = recording.metric
+        child = self._families[spec.name].child_of
+        exemplar = self._exemplar if recording.exemplar and self.exemplars else None
+        if spec.kind == "histogram":
+            if exemplar is None:
+                return lambda value, values, run_id: child(values).observe(value)
+            return lambda value, values, run_id: child(values).observe(value, exemplar(run_id))
+        if exemplar is None or spec.kind == "updown_counter":
+            return lambda value, values, run_id: child(values).inc(value)
+        return lambda value, values, run_id: child(values).inc(value, exemplar(run_id))
+
+    # -- series that start at zero --------------------------------------------------------------
     def _first_time(self, key: Hashable) -> bool:
         """True once per ``key``: when its known label combinations must be created."""
         if key in self._known:
@@ -405,13 +350,45 @@ class PrometheusObserver(LoopObserver):
             self._known.add(key)
             return True
 
-    def _exemplar(self, run_id: UUID) -> dict[str, str] | None:
-        if not self.exemplars:
-            return None
-        link = trace_links.lookup(run_id)
-        if link is None:
-            return None
-        return {c.EXEMPLAR_TRACE_ID: link[0], c.EXEMPLAR_SPAN_ID: link[1]}
+    def _zero_series(self, spec: c.MetricSpec) -> Callable[[tuple[str, ...]], None] | None:
+        """What recording ``spec`` first creates at zero, keyed by the values it brings.
+
+        A new agent (``runs.active``) brings its runs per status, a new model
+        (any call's duration) its stream failures per error type, a new tool its
+        calls per outcome. The known values do not pass the label bounds: they
+        are few and fixed, and a bound would count them as if events had
+        brought them. The keys they hang on (agent, model, tool) are bounded.
+        """
+        if spec is c.RUNS_ACTIVE:
+            runs = self._families[c.RUNS.name].child_of
+
+            def agent_runs(values: tuple[str, ...]) -> None:
+                if self._first_time(("agent", *values)):
+                    for status in _RUN_STATUSES:
+                        runs((*values, status))
+
+            return agent_runs
+        if spec is c.OPERATION_DURATION:
+            failures = self._families[c.STREAM_FAILURES.name].child_of
+
+            def model_failures(values: tuple[str, ...]) -> None:
+                _operation, provider, model, _error = values
+                if self._first_time(("model", provider, model)):
+                    for name in _STREAM_ERROR_TYPES:
+                        failures((provider, model, name))
+
+            return model_failures
+        if spec is c.TOOL_CALLS:
+            calls = self._families[c.TOOL_CALLS.name].child_of
+
+            def tool_outcomes(values: tuple[str, ...]) -> None:
+                tool = values[0]
+                if self._first_time(("tool", tool)):
+                    for outcome in _TOOL_OUTCOMES:
+                        calls((tool, outcome))
+
+            return tool_outcomes
+        return None
 
     # -- lifecycle ----------------------------------------------------------------------------
     def on_attach(self, observers: ObserverSet) -> None:
@@ -424,130 +401,59 @@ class PrometheusObserver(LoopObserver):
         Recorded counters and histograms stay (they are cumulative); a run
         forgotten here that ends later is recorded as one joined halfway.
         """
-        for run_id in list(self._agents):
-            agent = self._agents.pop(run_id, None)
-            if agent is not None:
-                self._runs_active.child(agent).dec()
+        active = self._families[c.RUNS_ACTIVE.name].child_of
+        for agent in self._forget_agents():
+            active((agent,)).dec()
 
     def sync_observer_errors(self) -> None:
         """Bring ``loopobs_observer_errors_total`` up to date now (scrapes do it themselves)."""
         self._observer_errors.sync()
 
-    # -- runs and turns -----------------------------------------------------------------------
-    def on_run_start(self, ctx: RunStartContext) -> None:
-        """Remember the run's agent and count it in ``loopobs_runs_active``."""
-        agent = self._b_agent(ctx.agent)
-        if self._first_time(("agent", agent)):
-            for status in _RUN_STATUSES:
-                self._runs.zero(agent, status)
-        self._agents[ctx.run_id] = agent
-        self._runs_active.child(agent).inc()
-
     def on_run_end(self, ctx: RunEndContext) -> None:
-        """Record the run's duration and status, and release its per-run state.
+        """As every recorder; in multi-process mode also sync the observer error counts.
 
-        ``loopobs_runs_active`` drops only for runs whose start this observer saw;
-        a run it joined halfway is recorded with an absent agent label.
+        The worker's own registry is never scraped there, so the run's end is
+        when its observer errors reach the shared files.
         """
-        agent = self._agents.pop(ctx.run_id, None)
-        if agent is None:
-            agent = _ABSENT
-        else:
-            self._runs_active.child(agent).dec()
-        err = _ABSENT if ctx.error is None else self._b_error(error_type(ctx.error))
-        self._agent_duration.child(agent, err).observe(
-            ctx.duration_ms / 1000.0, self._exemplar(ctx.run_id)
-        )
-        self._runs.child(agent, self._b_status(ctx.status)).inc()
+        super().on_run_end(ctx)
         if self.multiprocess:
             self._observer_errors.sync()
 
-    def on_turn_end(self, ctx: TurnEndContext) -> None:
-        """Count the turn in ``loopobs_turns_total``."""
-        self._turns.child(self._agents.get(ctx.run_id, _ABSENT)).inc()
 
-    # -- model calls --------------------------------------------------------------------------
-    def on_stream_success(self, ctx: StreamContext) -> None:
-        """Record the call's tokens, duration and time to first chunk."""
-        provider = self._b_provider(ctx.provider)
-        model = self._b_model(ctx.model)
-        self._zero_stream_failures(provider, model)
-        ex = self._exemplar(ctx.run_id)
-        usage = self._token_usage
-        usage.child(c.OP_CHAT, provider, model, c.TOKEN_INPUT).observe(ctx.input_tokens, ex)
-        usage.child(c.OP_CHAT, provider, model, c.TOKEN_OUTPUT).observe(ctx.output_tokens, ex)
-        self._op_duration.child(c.OP_CHAT, provider, model, _ABSENT).observe(
-            ctx.duration_ms / 1000.0, ex
+_SHARED: dict[str, Any] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def _metric(spec: c.MetricSpec, registry: CollectorRegistry | None) -> Any:
+    """The prometheus-client metric for ``spec``, registered in ``registry``.
+
+    In multi-process mode there is one object per metric in the process, shared
+    by every observer (and registered in each one's registry): a multi-process
+    value caches its number and writes it whole to the process's file, so two
+    objects for one series would overwrite each other's counts.
+    """
+    if not multiprocess_enabled():
+        return _build(spec, registry)
+    with _SHARED_LOCK:
+        metric = _SHARED.get(spec.prometheus_name)
+        if metric is None:
+            metric = _SHARED[spec.prometheus_name] = _build(spec, None)
+    if registry is not None:
+        registry.register(metric)
+    return metric
+
+
+def _build(spec: c.MetricSpec, registry: CollectorRegistry | None) -> Any:
+    """The prometheus-client metric for ``spec``, under OTel's Prometheus translation name."""
+    if spec.kind == "histogram":
+        return Histogram(
+            spec.prometheus_name, spec.description, spec.prometheus_labels,
+            registry=registry, unit=spec.prometheus_unit,
+            buckets=spec.buckets or Histogram.DEFAULT_BUCKETS,
         )
-        if ctx.time_to_first_token_ms is not None:
-            self._ttfc.child(c.OP_CHAT, provider, model).observe(
-                ctx.time_to_first_token_ms / 1000.0, ex
-            )
-        tokens = self._tokens
-        tokens.child(provider, model, c.TOKEN_INPUT).inc(ctx.input_tokens, ex)
-        tokens.child(provider, model, c.TOKEN_OUTPUT).inc(ctx.output_tokens, ex)
-        if ctx.cache_read_input_tokens:
-            tokens.child(provider, model, c.TOKEN_CACHE_READ).inc(ctx.cache_read_input_tokens, ex)
-        if ctx.cache_write_input_tokens:
-            tokens.child(provider, model, c.TOKEN_CACHE_WRITE).inc(
-                ctx.cache_write_input_tokens, ex
-            )
-        if ctx.reasoning_output_tokens:
-            tokens.child(provider, model, c.TOKEN_REASONING).inc(ctx.reasoning_output_tokens, ex)
-
-    def on_stream_failure(self, ctx: StreamFailureContext) -> None:
-        """Record the failed attempt's duration (with ``error_type``) and count the failure."""
-        provider = self._b_provider(ctx.provider)
-        model = self._b_model(ctx.model)
-        self._zero_stream_failures(provider, model)
-        err = self._b_error(error_type(ctx.error))
-        self._op_duration.child(c.OP_CHAT, provider, model, err).observe(
-            ctx.duration_ms / 1000.0, self._exemplar(ctx.run_id)
-        )
-        self._stream_failures.child(provider, model, err).inc()
-
-    def _zero_stream_failures(self, provider: str, model: str) -> None:
-        if self._first_time(("model", provider, model)):
-            for name in _STREAM_ERROR_TYPES:
-                self._stream_failures.zero(provider, model, name)
-
-    # -- tools --------------------------------------------------------------------------------
-    def _zero_tool(self, tool: str) -> None:
-        if self._first_time(("tool", tool)):
-            for outcome in _TOOL_OUTCOMES:
-                self._tool_calls.zero(tool, outcome)
-
-    def on_tool_post(self, ctx: ToolPostContext) -> None:
-        """Record the attempt's duration and count it by tool and outcome."""
-        tool = self._b_tool(ctx.tool)
-        self._zero_tool(tool)
-        err = self._b_error(error_type(ctx.error, _TOOL_ERROR)) if ctx.is_error else _ABSENT
-        self._tool_duration.child(tool, err).observe(
-            ctx.duration_ms / 1000.0, self._exemplar(ctx.run_id)
-        )
-        self._tool_calls.child(tool, self._b_outcome(ctx.outcome)).inc()
-
-    # -- loop control -------------------------------------------------------------------------
-    def on_compaction(self, ctx: CompactedContext) -> None:
-        """Count the compaction and the tokens it saved."""
-        reason = self._b_reason(ctx.reason)
-        self._compactions.child(reason).inc()
-        if ctx.tokens_saved > 0:
-            self._tokens_saved.child(reason).inc(ctx.tokens_saved)
-
-    def on_fallback(self, ctx: FallbackContext) -> None:
-        """Count the move to a fallback model."""
-        self._fallbacks.child(self._b_from(ctx.from_model), self._b_to(ctx.to_model)).inc()
-
-    def on_model_switched(self, ctx: ModelSwitchedContext) -> None:
-        """Count the model change."""
-        self._model_switches.child(self._b_from(ctx.from_model), self._b_to(ctx.to_model)).inc()
-
-    def on_loop_detected(self, ctx: LoopDetectedContext) -> None:
-        """Count the detection by tool and action."""
-        tool = _ABSENT if ctx.tool is None else self._b_tool(ctx.tool)
-        self._loop_detections.child(tool, self._b_action(ctx.action)).inc()
-
-    def on_convergence_detected(self, ctx: ConvergenceDetectedContext) -> None:
-        """Count the detection by action."""
-        self._convergence.child(self._b_action(ctx.action)).inc()
+    if spec.kind == "updown_counter":
+        # livesum: in multi-process mode the live workers' values add up.
+        return Gauge(spec.prometheus_name, spec.description, spec.prometheus_labels,
+                     registry=registry, multiprocess_mode="livesum")
+    return Counter(spec.prometheus_name, spec.description, spec.prometheus_labels,
+                   registry=registry, unit=spec.prometheus_unit)

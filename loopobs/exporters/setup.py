@@ -336,32 +336,36 @@ def configure(
             ``service.name`` in ``OTEL_RESOURCE_ATTRIBUTES``, else
             ``default_service_name``, else the SDK's ``unknown_service``.
         resource_attributes: merged over ``OTEL_RESOURCE_ATTRIBUTES``.
-        traces_exporter / metrics_exporter: ``otlp``, ``console`` or ``none``
-            (comma-separated for several; repeats count once; ``none`` next to
-            other values is ignored); else ``OTEL_TRACES_EXPORTER`` /
-            ``OTEL_METRICS_EXPORTER``; default ``otlp`` when an OTLP endpoint is
-            configured, else none (said once in a log line).
+        traces_exporter: ``otlp``, ``console`` or ``none`` (comma-separated for
+            several; repeats count once; ``none`` next to other values is
+            ignored); else ``OTEL_TRACES_EXPORTER``; default ``otlp`` when an
+            OTLP endpoint is configured, else none (said once in a log line).
+        metrics_exporter: the same for metrics; else ``OTEL_METRICS_EXPORTER``.
         protocol: ``http/protobuf`` or ``grpc``; else the per-signal or general
             ``OTEL_EXPORTER_OTLP_*PROTOCOL``; default ``http/protobuf``.
         endpoint: OTLP base URL (``/v1/traces`` is appended for HTTP); else the
             exporters read ``OTEL_EXPORTER_OTLP_*ENDPOINT``.
         headers: OTLP headers; else ``OTEL_EXPORTER_OTLP_*HEADERS``, checked first.
         sampler: else the SDK reads ``OTEL_TRACES_SAMPLER`` / ``_ARG``.
-        capture_content, turn_spans, propagate_context: passed to :class:`TracingObserver`.
+        capture_content: content capture of the :class:`TracingObserver`.
+        turn_spans: whether the :class:`TracingObserver` opens ``turn`` spans.
+        propagate_context: whether its spans become current while they are open.
         set_global: also install the providers as OpenTelemetry's global ones
             (a warning says so when a global provider already exists).
         export_timeout_s: per-request timeout of the OTLP exporters; else
             ``OTEL_EXPORTER_OTLP_[TRACES_|METRICS_]TIMEOUT`` (seconds, as the
             Python SDK reads it); default 10.
-        metric_export_interval_s / metric_export_timeout_s: else
-            ``OTEL_METRIC_EXPORT_INTERVAL`` / ``_TIMEOUT`` (ms); default 60 / 30 s.
-        max_queue_size / max_export_batch_size / schedule_delay_s /
-            batch_export_timeout_s: the span batch processor; else
-            ``OTEL_BSP_MAX_QUEUE_SIZE`` / ``_MAX_EXPORT_BATCH_SIZE`` /
-            ``_SCHEDULE_DELAY`` (ms) / ``_EXPORT_TIMEOUT`` (ms); default 2048
-            spans / 512 / 5 s / 30 s. Spans beyond the queue are dropped, never
-            blocking; :meth:`Telemetry.span_delivery` counts them.
-        span_exporters / metric_readers: extra destinations (e.g. in-memory ones in tests).
+        metric_export_interval_s: how often metrics are pushed; else
+            ``OTEL_METRIC_EXPORT_INTERVAL`` (ms); default 60 s.
+        metric_export_timeout_s: else ``OTEL_METRIC_EXPORT_TIMEOUT`` (ms); default 30 s.
+        max_queue_size: the span queue bound; else ``OTEL_BSP_MAX_QUEUE_SIZE``;
+            default 2048. Spans beyond it are dropped, never blocking;
+            :meth:`Telemetry.span_delivery` counts them.
+        max_export_batch_size: else ``OTEL_BSP_MAX_EXPORT_BATCH_SIZE``; default 512.
+        schedule_delay_s: else ``OTEL_BSP_SCHEDULE_DELAY`` (ms); default 5 s.
+        batch_export_timeout_s: else ``OTEL_BSP_EXPORT_TIMEOUT`` (ms); default 30 s.
+        span_exporters: extra span destinations (e.g. an in-memory exporter in tests).
+        metric_readers: extra metric readers (e.g. an in-memory reader in tests).
         default_service_name: ``service.name`` when nothing else names one.
 
     With ``OTEL_SDK_DISABLED=true`` no SDK object is built: the observers get

@@ -40,9 +40,10 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
+from loopobs.core import trace_links
 from loopobs.core.errors import LoopError
 from loopobs.core.events import (
-    CompactedContext,
+    CompactionContext,
     ConvergenceDetectedContext,
     FallbackContext,
     LoopDetectedContext,
@@ -51,9 +52,9 @@ from loopobs.core.events import (
     RunEndContext,
     RunStartContext,
     SleepContext,
-    StreamContext,
     StreamFailureContext,
     StreamStartContext,
+    StreamSuccessContext,
     SuspendedContext,
     TextDeltaContext,
     ThinkingDeltaContext,
@@ -65,8 +66,9 @@ from loopobs.core.events import (
 )
 from loopobs.core.observer import LoopObserver
 from loopobs.exporters import catalog as c
-from loopobs.exporters import content, trace_links
+from loopobs.exporters import content
 from loopobs.exporters.content import ContentMode
+from loopobs.exporters.providers import flush_provider
 
 __all__ = ["NON_ERROR_STATUSES", "TracingObserver"]
 
@@ -242,8 +244,8 @@ class TracingObserver(LoopObserver):
         """Start the ``invoke_agent`` span (under the ambient context, e.g. a request span).
 
         A resumed run links to the parked run's span, found through
-        :func:`loopobs.exporters.trace_links.resolve`. The run's trace and span
-        id are published to :mod:`~loopobs.exporters.trace_links` while it runs.
+        :func:`loopobs.core.trace_links.resolve`. The run's trace and span
+        id are published to :mod:`~loopobs.core.trace_links` while it runs.
         """
         session = str(ctx.session_id)
         attrs: dict[str, Any] = {
@@ -295,7 +297,7 @@ class TracingObserver(LoopObserver):
             inp = ctx.input_tokens or run.input_tokens
             out = ctx.output_tokens or run.output_tokens
             attrs: dict[str, Any] = {
-                c.LOOPOBS_RUN_STATUS: ctx.status,
+                c.LOOPOBS_RUN_STATUS: str(ctx.status),
                 c.LOOPOBS_RUN_TOTAL_TURNS: ctx.total_turns,
                 c.GEN_AI_USAGE_INPUT_TOKENS: inp,
                 c.GEN_AI_USAGE_OUTPUT_TOKENS: out,
@@ -434,7 +436,7 @@ class TracingObserver(LoopObserver):
         if run is not None and (item := run.streaming.get(ctx.turn)) is not None:
             item.reasoning.append(ctx.delta)
 
-    def on_stream_success(self, ctx: StreamContext) -> None:
+    def on_stream_success(self, ctx: StreamSuccessContext) -> None:
         """Set response and usage attributes and end the ``chat`` span.
 
         With content capture on, the span's end (at this event's time) waits for
@@ -518,10 +520,10 @@ class TracingObserver(LoopObserver):
         run = self._runs.get(ctx.run_id)
         if run is None or not run.recording:
             return
-        run.tool_args[ctx.call_id] = ctx.input
+        run.tool_args[ctx.tool_call_id] = ctx.input
         pending = run.pending
         if pending is not None and pending.turn == ctx.turn:
-            pending.tool_calls.append(content.tool_call_part(ctx.call_id, ctx.tool, ctx.input))
+            pending.tool_calls.append(content.tool_call_part(ctx.tool_call_id, ctx.tool, ctx.input))
             if len(pending.tool_calls) >= pending.expected_calls >= 0:
                 self._flush_pending(run)
 
@@ -580,7 +582,7 @@ class TracingObserver(LoopObserver):
                     run.history[index] = message
             span.set_attributes(attrs)
             if ctx.is_error:
-                _fail(span, ctx.error, None if ctx.error is not None else "ToolError")
+                _fail(span, ctx.error, None if ctx.error is not None else c.ERROR_TYPE_TOOL)
         span.end(end_time=ctx.time_ns)
 
     # -- span events -----------------------------------------------------------------------
@@ -591,7 +593,7 @@ class TracingObserver(LoopObserver):
             return
         self._event_target(run, turn).add_event(name, attrs, timestamp=time_ns)
 
-    def on_compaction(self, ctx: CompactedContext) -> None:
+    def on_compaction(self, ctx: CompactionContext) -> None:
         """Add a ``loopobs.compaction`` event (to the open turn, else the run span)."""
         self._event(ctx.run_id, c.EVENT_COMPACTION, {
             c.LOOPOBS_COMPACTION_TOKENS_BEFORE: ctx.tokens_before,
@@ -660,11 +662,9 @@ class TracingObserver(LoopObserver):
                 self._close_run(run, now)
                 run.root.end(end_time=now)
 
-    def force_flush(self, timeout_s: float | None = None) -> None:
-        """Flush the tracer provider, if it is an SDK provider this observer was given."""
-        flush = getattr(self._provider, "force_flush", None)
-        if flush is not None:
-            flush(int((30.0 if timeout_s is None else timeout_s) * 1000))
+    def force_flush(self, timeout_s: float | None = None) -> bool:
+        """Flush the tracer provider this observer was given; False if it could not in time."""
+        return flush_provider(self._provider, timeout_s)
 
     def shutdown(self, timeout_s: float | None = None) -> None:
         """End every open span and flush; the provider itself belongs to the caller."""

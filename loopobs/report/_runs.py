@@ -97,10 +97,12 @@ class RunRecord:
     _last_ns: int = 0
 
     def at(self, ctx: EventContext) -> float:
+        """Milliseconds from the run's first event to ``ctx``; remembers the latest event seen."""
         self._last_ns = max(self._last_ns, ctx.time_ns)
         return round((ctx.time_ns - self.t0_ns) / 1e6, 3)
 
     def to_json(self) -> dict[str, Any]:
+        """The record as the page's script reads it (short keys keep large reports small)."""
         return {
             "id": self.run_id, "t0": self.t0_ns // 1_000_000, "agent": self.agent,
             "model": self.model, "status": self.status, "error": self.error,
@@ -137,7 +139,7 @@ class _Fold:
             run.content.append(["instructions", _content(instructions)])
 
     def _on_run_end(self, run: RunRecord, ctx: Any, at: float) -> None:
-        run.status = str(getattr(ctx.status, "value", ctx.status))
+        run.status = str(ctx.status)
         run.error = _error_text(ctx.error)
         run.end_ms = at
         cost = _field(ctx, "cost_usd")
@@ -190,14 +192,14 @@ class _Fold:
             run.content.append([f"turn {ctx.turn} · {ctx.tool} arguments", _content(ctx.input)])
 
     def _on_tool_pre(self, run: RunRecord, ctx: Any, at: float) -> None:
-        call_id = _field(ctx, "tool_call_id", "call_id", default="")
+        call_id = ctx.tool_call_id
         run._open[("tool", call_id, ctx.attempt)] = len(run.bars)
         attempt = f" (attempt {ctx.attempt + 1})" if ctx.attempt else ""
         run.bars.append(["tool", f"{ctx.tool}{attempt}", at, None, ctx.turn, "open", None])
         run.tool_calls += 1
 
     def _on_tool_post(self, run: RunRecord, ctx: Any, at: float) -> None:
-        call_id = _field(ctx, "tool_call_id", "call_id", default="")
+        call_id = ctx.tool_call_id
         error = ctx.error if ctx.error is not None else ("error" if ctx.is_error else None)
         index = self._close(run, ("tool", call_id, ctx.attempt), at, error)
         if ctx.is_error:

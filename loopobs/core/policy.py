@@ -1,0 +1,117 @@
+"""The loop's policy on detector verdicts: queue them during a step, apply them between steps.
+
+Detectors emit ``on_loop_detected`` and ``on_convergence_detected`` into the
+loop's observer set; :class:`RunPolicy` is the last member of that set, so
+every observer has seen a verdict before the loop acts on it. Verdicts are
+queued only for runs the policy was told about (:meth:`RunPolicy.open`), and
+:meth:`RunPolicy.apply` is the one place they take effect.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from dataclasses import dataclass
+
+from loopobs.core.errors import LoopDetected
+from loopobs.core.events import (
+    ConvergenceDetectedContext,
+    LoopDetectedContext,
+    RunStatus,
+)
+from loopobs.core.observer import LoopObserver
+from loopobs.core.run import Session
+
+__all__ = ["RunPolicy", "Stop", "Verdict"]
+
+Verdict = LoopDetectedContext | ConvergenceDetectedContext
+
+NOTE_PREFIX = "[loopobs] Note: "
+"""Start of the note a warning adds to the next model request."""
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """A verdict ended the run: with ``status``, and ``error`` as the run's error."""
+
+    status: RunStatus
+    error: LoopDetected
+
+
+class RunPolicy(LoopObserver):
+    """Collects detector verdicts for the loop's own runs and applies them to a session.
+
+    Actions: ``stop`` and ``ask_user`` end the run (the first such verdict
+    wins); ``compact`` asks for compaction before the next model call; ``warn``
+    and ``switch_phase`` add a note to the next model request.
+    """
+
+    name = "loopobs.policy"
+
+    def __init__(self) -> None:
+        self._queues: dict[uuid.UUID, list[Verdict]] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def open_runs(self) -> int:
+        """Runs whose verdicts are being collected (0 between runs)."""
+        return len(self._queues)
+
+    def open(self, run_id: uuid.UUID) -> None:
+        """Start collecting verdicts for ``run_id``."""
+        with self._lock:
+            self._queues[run_id] = []
+
+    def close(self, run_id: uuid.UUID) -> None:
+        """Stop collecting for ``run_id`` and drop what was not applied."""
+        with self._lock:
+            self._queues.pop(run_id, None)
+
+    def on_loop_detected(self, ctx: LoopDetectedContext) -> None:
+        """Queue the verdict if the run is one of ours."""
+        self._queue(ctx)
+
+    def on_convergence_detected(self, ctx: ConvergenceDetectedContext) -> None:
+        """Queue the verdict if the run is one of ours."""
+        self._queue(ctx)
+
+    def _queue(self, verdict: Verdict) -> None:
+        with self._lock:
+            queue = self._queues.get(verdict.run_id)
+            if queue is not None:
+                queue.append(verdict)
+
+    def take(self, run_id: uuid.UUID) -> list[Verdict]:
+        """The verdicts queued for ``run_id`` since the last call, oldest first."""
+        with self._lock:
+            queue = self._queues.get(run_id)
+            if not queue:
+                return []
+            taken = list(queue)
+            queue.clear()
+            return taken
+
+    def apply(self, run_id: uuid.UUID, session: Session) -> Stop | None:
+        """Apply the queued verdicts to ``session``: notes, compaction requests; or a stop."""
+        stop: Stop | None = None
+        for verdict in self.take(run_id):
+            if isinstance(verdict, LoopDetectedContext):
+                what = (f"the tool call pattern {verdict.pattern} "
+                        f"repeated {verdict.repetitions} times")
+                status = RunStatus.LOOP_DETECTED
+                pattern = verdict.pattern
+            else:
+                what = f"your last {verdict.consecutive} answers are nearly identical"
+                status = RunStatus.CONVERGED
+                pattern = "converged answers"
+            action = verdict.action
+            if action in ("stop", "ask_user"):
+                if stop is None:
+                    stop = Stop(status, LoopDetected(f"stopped: {what}", pattern=pattern))
+            elif action == "compact":
+                session.compact_requested = True
+            else:
+                session.pending_notes.append(
+                    f"{NOTE_PREFIX}{what}. Try a different approach or give your final answer."
+                )
+        return stop

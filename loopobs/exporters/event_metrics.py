@@ -1,0 +1,363 @@
+"""The one mapping from loop events to catalog metrics, and the observer base both backends share.
+
+:data:`EVENT_METRICS` says, for each hook, which metric records what value with
+which labels. ``MetricsObserver`` (OpenTelemetry) and ``PrometheusObserver``
+(prometheus-client) both derive from :class:`MetricRecorder`, which walks the
+table; they differ only in how a value is recorded and how a label is bounded.
+A new metric is one :class:`Recording` here plus its spec in the catalog.
+
+Labels are attribute keys of the catalog; the value ``""`` means the attribute
+is absent (OpenTelemetry leaves it out; Prometheus, which needs every label,
+stores ``""``, which it treats as absent). Every present value passes the
+backend's bound, so no label takes more than ``max_label_values`` values.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+from uuid import UUID
+
+from loopobs.core import events as ev
+from loopobs.core.errors import LoopError
+from loopobs.core.observer import LoopObserver
+from loopobs.exporters import catalog as c
+from loopobs.exporters.catalog import MetricSpec
+
+__all__ = [
+    "DEFAULT_MAX_LABEL_VALUES",
+    "EVENT_METRICS",
+    "EventMetrics",
+    "Sink",
+    "MetricRecorder",
+    "Recording",
+    "error_type",
+]
+
+DEFAULT_MAX_LABEL_VALUES = 100
+"""Distinct values one label key may take before new ones fold into ``_other``."""
+
+def error_type(error: LoopError | None, default: str = c.ERROR_TYPE_OTHER) -> str:
+    """The ``error.type`` value of ``error``: its class name (``default`` for None)."""
+    return default if error is None else type(error).__name__
+
+
+@dataclass(frozen=True, slots=True)
+class Recording:
+    """One metric an event records: ``value(ctx)``, labelled by the metric's attributes.
+
+    Each attribute of the metric takes its value from ``fixed`` (constants such
+    as the token type, never bounded) or else from the event's labels (see
+    :class:`EventMetrics`); an attribute neither gives is absent. A value of
+    None is not recorded, nor a 0 when ``skip_zero``; ``started_only`` records
+    only for runs whose start the observer saw. ``exemplar`` lets a backend
+    attach the run's trace to the sample.
+    """
+
+    metric: MetricSpec
+    value: Callable[[Any], float | None]
+    fixed: Mapping[str, str] = field(default_factory=dict)
+    skip_zero: bool = False
+    started_only: bool = False
+    exemplar: bool = False
+
+    def __post_init__(self) -> None:
+        unknown = set(self.fixed) - set(self.metric.attributes)
+        if unknown:
+            raise ValueError(f"{self.metric.name} has no attribute {sorted(unknown)}")
+
+
+@dataclass(frozen=True, slots=True)
+class EventMetrics:
+    """What one hook records: its event's label values, and the metrics that use them.
+
+    ``labels(ctx)`` gives the raw value of each attribute in ``keys``, in that
+    order (``""``: absent). Each present value passes the backend's bound once
+    per event, however many metrics carry it. ``with_agent`` adds the run's
+    agent name as ``gen_ai.agent.name``.
+    """
+
+    keys: tuple[str, ...]
+    labels: Callable[[Any], tuple[str, ...]]
+    recordings: tuple[Recording, ...]
+    with_agent: bool = False
+
+
+def _one(ctx: Any) -> float:
+    return 1
+
+
+def _minus_one(ctx: Any) -> float:
+    return -1
+
+
+def _seconds(ctx: Any) -> float:
+    return float(ctx.duration_ms) / 1000.0
+
+
+def _nothing(ctx: Any) -> tuple[str, ...]:
+    return ()
+
+
+def _ttfc(ctx: ev.StreamSuccessContext) -> float | None:
+    ttfc = ctx.time_to_first_token_ms
+    return None if ttfc is None else ttfc / 1000.0
+
+
+def _tool_error(ctx: ev.ToolPostContext) -> str:
+    if not ctx.is_error:
+        return ""
+    return error_type(ctx.error, c.ERROR_TYPE_TOOL)
+
+
+_MODEL_CALL = (c.GEN_AI_PROVIDER_NAME, c.GEN_AI_REQUEST_MODEL)
+_FROM_TO = (c.LOOPOBS_MODEL_FROM, c.LOOPOBS_MODEL_TO)
+_CHAT = {c.GEN_AI_OPERATION_NAME: c.OP_CHAT}
+
+
+def _token_usage(kind: str, count: Callable[[ev.StreamSuccessContext], int]) -> Recording:
+    return Recording(c.TOKEN_USAGE, count, {**_CHAT, c.GEN_AI_TOKEN_TYPE: kind}, exemplar=True)
+
+
+def _tokens(kind: str, count: Callable[[ev.StreamSuccessContext], int], *,
+            skip_zero: bool) -> Recording:
+    return Recording(c.TOKENS, count, {c.GEN_AI_TOKEN_TYPE: kind}, skip_zero=skip_zero,
+                     exemplar=True)
+
+
+EVENT_METRICS: Mapping[ev.HookName, EventMetrics] = {
+    "on_run_start": EventMetrics((), _nothing, (
+        Recording(c.RUNS_ACTIVE, _one),
+    ), with_agent=True),
+    "on_run_end": EventMetrics(
+        (c.LOOPOBS_RUN_STATUS, c.ERROR_TYPE),
+        lambda ctx: (str(ctx.status), "" if ctx.error is None else error_type(ctx.error)),
+        (
+            Recording(c.RUNS, _one),
+            Recording(c.AGENT_DURATION, _seconds, exemplar=True),
+            Recording(c.RUNS_ACTIVE, _minus_one, started_only=True),
+        ),
+        with_agent=True,
+    ),
+    "on_turn_end": EventMetrics((), _nothing, (
+        Recording(c.TURNS, _one),
+    ), with_agent=True),
+    "on_stream_success": EventMetrics(_MODEL_CALL, lambda ctx: (ctx.provider, ctx.model), (
+        _token_usage(c.TOKEN_INPUT, lambda ctx: ctx.input_tokens),
+        _token_usage(c.TOKEN_OUTPUT, lambda ctx: ctx.output_tokens),
+        Recording(c.OPERATION_DURATION, _seconds, _CHAT, exemplar=True),
+        Recording(c.TIME_TO_FIRST_CHUNK, _ttfc, _CHAT, exemplar=True),
+        _tokens(c.TOKEN_INPUT, lambda ctx: ctx.input_tokens, skip_zero=False),
+        _tokens(c.TOKEN_OUTPUT, lambda ctx: ctx.output_tokens, skip_zero=False),
+        _tokens(c.TOKEN_CACHE_READ, lambda ctx: ctx.cache_read_input_tokens, skip_zero=True),
+        _tokens(c.TOKEN_CACHE_WRITE, lambda ctx: ctx.cache_write_input_tokens, skip_zero=True),
+        _tokens(c.TOKEN_REASONING, lambda ctx: ctx.reasoning_output_tokens, skip_zero=True),
+    )),
+    "on_stream_failure": EventMetrics(
+        (*_MODEL_CALL, c.ERROR_TYPE),
+        lambda ctx: (ctx.provider, ctx.model, error_type(ctx.error)),
+        (
+            Recording(c.OPERATION_DURATION, _seconds, _CHAT, exemplar=True),
+            Recording(c.STREAM_FAILURES, _one),
+        ),
+    ),
+    "on_tool_post": EventMetrics(
+        (c.GEN_AI_TOOL_NAME, c.ERROR_TYPE, c.LOOPOBS_TOOL_OUTCOME),
+        lambda ctx: (ctx.tool, _tool_error(ctx), ctx.outcome),
+        (
+            Recording(c.TOOL_DURATION, _seconds, exemplar=True),
+            Recording(c.TOOL_CALLS, _one),
+        ),
+    ),
+    "on_fallback": EventMetrics(_FROM_TO, lambda ctx: (ctx.from_model, ctx.to_model), (
+        Recording(c.FALLBACKS, _one),
+    )),
+    "on_model_switched": EventMetrics(_FROM_TO, lambda ctx: (ctx.from_model, ctx.to_model), (
+        Recording(c.MODEL_SWITCHES, _one),
+    )),
+    "on_compaction": EventMetrics(
+        (c.LOOPOBS_COMPACTION_REASON,), lambda ctx: (ctx.reason,),
+        (
+            Recording(c.COMPACTIONS, _one),
+            Recording(c.COMPACTION_TOKENS_SAVED, lambda ctx: max(0, ctx.tokens_saved),
+                      skip_zero=True),
+        ),
+    ),
+    "on_loop_detected": EventMetrics(
+        (c.GEN_AI_TOOL_NAME, c.LOOPOBS_DETECTION_ACTION),
+        lambda ctx: (ctx.tool or "", ctx.action),
+        (Recording(c.LOOP_DETECTIONS, _one),),
+    ),
+    "on_convergence_detected": EventMetrics(
+        (c.LOOPOBS_DETECTION_ACTION,), lambda ctx: (ctx.action,),
+        (Recording(c.CONVERGENCE_DETECTIONS, _one),),
+    ),
+}
+"""Hook → what its event records, in recording order."""
+
+Sink = Callable[[float, tuple[str, ...], UUID], None]
+"""Records one value with its label values (in the metric's attribute order) for a run."""
+
+
+class _Step(NamedTuple):
+    # A tuple, unpacked in the walk: cheaper per event than attribute lookups.
+    value: Callable[[Any], float | None]
+    skip_zero: bool
+    started_only: bool
+    pick: Callable[[Sequence[str]], tuple[str, ...]]
+    sink: Sink
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    labels: Callable[[Any], tuple[str, ...]]
+    bounds: tuple[Callable[[str], str], ...]
+    with_agent: bool
+    tail: tuple[str, ...]
+    steps: tuple[_Step, ...]
+
+
+def _picker(indices: Sequence[int]) -> Callable[[Sequence[str]], tuple[str, ...]]:
+    if not indices:
+        return lambda row: ()
+    if len(indices) == 1:
+        index = indices[0]
+        return lambda row: (row[index],)
+    getter: Callable[[Sequence[str]], tuple[str, ...]] = operator.itemgetter(*indices)
+    return getter
+
+
+class MetricRecorder(LoopObserver):
+    """Records :data:`EVENT_METRICS`; a backend supplies :meth:`_bounder` and :meth:`_sink`.
+
+    The table is compiled once per recorder into per-hook plans (bound
+    functions, label positions, sinks), so an event costs its label bounds and
+    its records, nothing more. Per run, only the (bounded) agent name is kept,
+    from ``on_run_start`` to ``on_run_end``; ``runs.active`` drops only for runs
+    whose start was seen, so a recorder attached halfway through a run never
+    goes below zero. Safe to share between concurrent runs and threads, as the
+    backends are.
+    """
+
+    def __init__(self, max_label_values: int = DEFAULT_MAX_LABEL_VALUES) -> None:
+        if max_label_values < 1:
+            raise ValueError("max_label_values must be at least 1")
+        self.max_label_values = max_label_values
+        self._agents: dict[UUID, str] = {}
+        self._plans: dict[str, _Plan] = {}
+
+    @property
+    def open_runs(self) -> int:
+        """Runs started and not yet ended (0 between runs: no per-run state leaks)."""
+        return len(self._agents)
+
+    # -- what a backend supplies -----------------------------------------------------------
+    def _bounder(self, key: str) -> Callable[[str], str]:
+        """The bound of label ``key``: a value, or ``_other`` once the key has its fill."""
+        raise NotImplementedError
+
+    def _sink(self, recording: Recording) -> Sink:
+        """How this backend records ``recording``'s metric."""
+        raise NotImplementedError
+
+    def _compile(self) -> None:
+        """Turn :data:`EVENT_METRICS` into this backend's plans; call once, after setup."""
+        self._agent_bound = self._bounder(c.GEN_AI_AGENT_NAME)
+        for hook, mapping in EVENT_METRICS.items():
+            # A row holds the event's bounded values, then the agent, then "" (absent),
+            # then the fixed values; each metric picks its attributes from it by position.
+            position = {key: i for i, key in enumerate(mapping.keys)}
+            agent_at, absent_at = len(mapping.keys), len(mapping.keys) + 1
+            if mapping.with_agent:
+                position[c.GEN_AI_AGENT_NAME] = agent_at
+            tail: list[str] = [""]
+            steps = []
+            for recording in mapping.recordings:
+                indices = []
+                for attribute in recording.metric.attributes:
+                    fixed = recording.fixed.get(attribute)
+                    if fixed is not None:
+                        indices.append(absent_at + len(tail))
+                        tail.append(fixed)
+                    else:
+                        indices.append(position.get(attribute, absent_at))
+                steps.append(_Step(recording.value, recording.skip_zero, recording.started_only,
+                                   _picker(indices), self._sink(recording)))
+            self._plans[hook] = _Plan(mapping.labels,
+                                      tuple(self._bounder(k) for k in mapping.keys),
+                                      mapping.with_agent, tuple(tail), tuple(steps))
+
+    # -- the walk --------------------------------------------------------------------------
+    def _apply(self, ctx: ev.EventContext, agent: str | None) -> None:
+        plan = self._plans[ctx.hook]
+        bounds = plan.bounds
+        if bounds:
+            row = [bound(raw) if raw else ""
+                   for bound, raw in zip(bounds, plan.labels(ctx), strict=True)]
+            row.append(agent or "")
+            row.extend(plan.tail)
+        else:
+            row = [agent or "", *plan.tail]
+        run_id = ctx.run_id
+        for value_of, skip_zero, started_only, pick, sink in plan.steps:
+            if started_only and agent is None:
+                continue
+            value = value_of(ctx)
+            if value is None or (skip_zero and not value):
+                continue
+            sink(value, pick(row), run_id)
+
+    def _forget_agents(self) -> list[str]:
+        """Drop every open run's agent (for ``reset``); return them."""
+        agents = list(self._agents.values())
+        self._agents.clear()
+        return agents
+
+    # -- the hooks -------------------------------------------------------------------------
+    def on_run_start(self, ctx: ev.RunStartContext) -> None:
+        """``runs.active`` +1 for the run's agent, remembered until the run ends."""
+        agent = self._agent_bound(ctx.agent)
+        self._agents[ctx.run_id] = agent
+        self._apply(ctx, agent)
+
+    def on_run_end(self, ctx: ev.RunEndContext) -> None:
+        """``runs`` by status, the run's duration, ``runs.active`` −1; the run is forgotten."""
+        self._apply(ctx, self._agents.pop(ctx.run_id, None))
+
+    def on_turn_end(self, ctx: ev.TurnEndContext) -> None:
+        """``turns`` +1."""
+        self._apply(ctx, self._agents.get(ctx.run_id))
+
+    def on_stream_success(self, ctx: ev.StreamSuccessContext) -> None:
+        """The call's duration, time to first chunk and tokens (histogram and counter)."""
+        self._apply(ctx, None)
+
+    def on_stream_failure(self, ctx: ev.StreamFailureContext) -> None:
+        """The failed attempt's duration with ``error.type``, and ``stream.failures`` +1."""
+        self._apply(ctx, None)
+
+    def on_tool_post(self, ctx: ev.ToolPostContext) -> None:
+        """The attempt's duration (``error.type`` when it failed) and ``tool.calls`` by outcome."""
+        self._apply(ctx, None)
+
+    def on_fallback(self, ctx: ev.FallbackContext) -> None:
+        """``fallbacks`` +1 by from/to model."""
+        self._apply(ctx, None)
+
+    def on_model_switched(self, ctx: ev.ModelSwitchedContext) -> None:
+        """``model_switches`` +1 by from/to model."""
+        self._apply(ctx, None)
+
+    def on_compaction(self, ctx: ev.CompactionContext) -> None:
+        """``compactions`` +1 and the tokens saved, by reason."""
+        self._apply(ctx, None)
+
+    def on_loop_detected(self, ctx: ev.LoopDetectedContext) -> None:
+        """``loop_detections`` +1 by tool and action."""
+        self._apply(ctx, None)
+
+    def on_convergence_detected(self, ctx: ev.ConvergenceDetectedContext) -> None:
+        """``convergence_detections`` +1 by action."""
+        self._apply(ctx, None)

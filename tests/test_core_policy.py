@@ -1,0 +1,85 @@
+"""RunPolicy: detector verdicts are queued for the loop's own runs and applied in one place."""
+
+from __future__ import annotations
+
+import uuid
+
+from loopobs import (
+    ConvergenceAction,
+    ConvergenceDetectedContext,
+    LoopAction,
+    LoopDetected,
+    LoopDetectedContext,
+    RunStatus,
+    Session,
+)
+from loopobs.core.policy import NOTE_PREFIX, RunPolicy
+
+
+def loop_verdict(run_id: uuid.UUID, action: LoopAction) -> LoopDetectedContext:
+    return LoopDetectedContext(run_id=run_id, time_ns=1, pattern="search(x)", repetitions=5,
+                               tool="search", action=action)
+
+
+def convergence(run_id: uuid.UUID, action: ConvergenceAction) -> ConvergenceDetectedContext:
+    return ConvergenceDetectedContext(run_id=run_id, time_ns=1, action=action, similarity=0.97,
+                                      consecutive=3)
+
+
+def test_only_open_runs_collect_verdicts() -> None:
+    """A verdict for a run the policy was not opened for (another loop's) is ignored."""
+    policy, mine, other = RunPolicy(), uuid.uuid4(), uuid.uuid4()
+    policy.open(mine)
+    policy.on_loop_detected(loop_verdict(other, "stop"))
+    policy.on_loop_detected(loop_verdict(mine, "warn"))
+    assert [v.run_id for v in policy.take(mine)] == [mine]
+    assert policy.take(other) == []
+    assert policy.take(mine) == []  # taking empties the queue
+    policy.close(mine)
+    assert policy.open_runs == 0
+    policy.on_loop_detected(loop_verdict(mine, "stop"))
+    assert policy.take(mine) == []
+
+
+def test_a_stop_ends_the_run_with_the_detector_status() -> None:
+    """stop and ask_user stop the run: loop_detected for loops, converged for answers."""
+    policy, run, session = RunPolicy(), uuid.uuid4(), Session()
+    policy.open(run)
+    policy.on_loop_detected(loop_verdict(run, "stop"))
+    stop = policy.apply(run, session)
+    assert stop is not None
+    assert stop.status is RunStatus.LOOP_DETECTED
+    assert isinstance(stop.error, LoopDetected)
+    assert stop.error.pattern == "search(x)"
+    policy.on_convergence_detected(convergence(run, "ask_user"))
+    stop = policy.apply(run, session)
+    assert stop is not None
+    assert stop.status is RunStatus.CONVERGED
+    assert policy.apply(run, session) is None
+
+
+def test_the_first_stop_wins_and_later_verdicts_still_apply() -> None:
+    """Two stops: the first is the run's; a compaction request queued after still lands."""
+    policy, run, session = RunPolicy(), uuid.uuid4(), Session()
+    policy.open(run)
+    policy.on_convergence_detected(convergence(run, "stop"))
+    policy.on_loop_detected(loop_verdict(run, "stop"))
+    policy.on_convergence_detected(convergence(run, "compact"))
+    stop = policy.apply(run, session)
+    assert stop is not None
+    assert stop.status is RunStatus.CONVERGED
+    assert session.compact_requested
+
+
+def test_warnings_become_notes_for_the_next_request() -> None:
+    """warn and switch_phase add a note each; nothing stops; compact only sets the flag."""
+    policy, run, session = RunPolicy(), uuid.uuid4(), Session()
+    policy.open(run)
+    policy.on_loop_detected(loop_verdict(run, "warn"))
+    policy.on_convergence_detected(convergence(run, "switch_phase"))
+    assert policy.apply(run, session) is None
+    assert len(session.pending_notes) == 2
+    assert all(n.startswith(NOTE_PREFIX) for n in session.pending_notes)
+    assert "search(x) repeated 5 times" in session.pending_notes[0]
+    assert "last 3 answers" in session.pending_notes[1]
+    assert not session.compact_requested
