@@ -14,7 +14,13 @@ label set costs a dict lookup plus prometheus-client's own ``inc`` /
 Bounded labels: model and tool names come from model output. Each label name
 admits at most ``max_label_values`` distinct values; later values are recorded
 as ``_other`` and each such event is counted in
-``loopobs_label_overflow_total{loopobs_label="<label name>"}``.
+``loopobs_label_overflow_total{loopobs_label="<label name>"}``. A value that
+cannot be encoded (a lone surrogate) is repaired first and counted in
+``loopobs_label_sanitised_total``, so no value can break a scrape.
+
+Series at zero: label sets known in advance (detections per action; runs per
+status for each agent, stream failures per error type for each model, calls per
+outcome for each tool, from their first event) exist at 0 before they happen.
 
 Exemplars: when a ``TracingObserver`` traces the run (see
 :mod:`loopobs.core.trace_links`), token and duration samples carry the
@@ -23,8 +29,10 @@ run's ``trace_id`` and root ``span_id`` (visible in the OpenMetrics format).
 Multi-process: with ``PROMETHEUS_MULTIPROC_DIR`` set before ``prometheus_client``
 is imported, values go to per-process files that a ``MultiProcessCollector``
 sums; ``loopobs_runs_active`` then uses the ``livesum`` gauge mode, and
-exemplars are off (prometheus-client does not store them there). See
-``docs/prometheus.md``.
+exemplars are off (prometheus-client does not store them there). Observers of
+one process share one metric object per name (a value caches its number, so two
+objects would overwrite each other's counts), and the directory is checked when
+an observer is built. See ``docs/prometheus.md``.
 """
 
 from __future__ import annotations
