@@ -215,14 +215,19 @@ def test_exporter_lists_follow_the_sdk(monkeypatch: pytest.MonkeyPatch, handles:
 async def test_a_repeated_exporter_exports_each_span_once(
     monkeypatch: pytest.MonkeyPatch, handles: list[Telemetry]
 ) -> None:
-    sink = InMemorySpanExporter()
-    monkeypatch.setattr(setup, "_span_exporter", lambda *a: sink)
+    sinks: list[InMemorySpanExporter] = []
+
+    def fresh(*args: Any) -> InMemorySpanExporter:
+        sinks.append(InMemorySpanExporter())
+        return sinks[-1]
+
+    monkeypatch.setattr(setup, "_span_exporter", fresh)
     monkeypatch.setenv("OTEL_TRACES_EXPORTER", "otlp,otlp")
     t = configure(endpoint=ENDPOINT, metrics_exporter="none")
     handles.append(t)
     t.tracer_provider.get_tracer("t").start_span("one").end()
     assert t.shutdown(timeout_s=5.0)
-    assert [s.name for s in sink.get_finished_spans()] == ["one"]
+    assert [s.name for sink in sinks for s in sink.get_finished_spans()] == ["one"]
 
 
 # -- item: malformed header variables ---------------------------------------------------------
