@@ -361,3 +361,29 @@ def test_http_endpoint_without_scheme_is_refused(monkeypatch: pytest.MonkeyPatch
 def test_grpc_endpoint_without_scheme_is_accepted(handles: list[Telemetry]) -> None:
     handles.append(configure(traces_exporter="otlp", metrics_exporter="none", protocol="grpc",
                              endpoint="127.0.0.1:4317"))
+
+
+class Refusing(InMemorySpanExporter):
+    """An exporter that refuses every batch."""
+
+    def export(self, spans: Any) -> Any:
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        return SpanExportResult.FAILURE
+
+
+def test_span_delivery_counts_exported_and_refused_spans(handles: list[Telemetry]) -> None:
+    """Every ended span is accounted for per destination: exported, refused, or dropped."""
+    kept, refused = InMemorySpanExporter(), Refusing()
+    t = configure(traces_exporter="none", metrics_exporter="none",
+                  span_exporters=[kept, refused])
+    handles.append(t)
+    tracer = t.tracer_provider.get_tracer("t")
+    for i in range(5):
+        tracer.start_span(f"s{i}").end()
+    assert t.flush_spans(timeout_s=5.0)
+    delivery = t.span_delivery()
+    assert (delivery.ended, delivery.destinations) == (5, 2)
+    assert (delivery.exported, delivery.failed, delivery.dropped) == (5, 5, 0)
+    assert not delivery.complete
+    assert len(kept.get_finished_spans()) == 5
