@@ -10,9 +10,11 @@ implementation detail unless their docs say otherwise (``loopobs.llm``,
 import warnings
 from typing import TYPE_CHECKING, Any
 
+from loopobs.core.budget import Budget, BudgetGuard, BudgetTracker, Spend
 from loopobs.core.compaction import Compactor, TruncatingCompactor, estimate_tokens
 from loopobs.core.detectors import ConvergenceDetector, RepetitionDetector
 from loopobs.core.errors import (
+    BudgetExceeded,
     Cancelled,
     CheckpointAlreadyResumed,
     ContextExceeded,
@@ -38,6 +40,8 @@ from loopobs.core.events import (
     CONTEXT_TYPES,
     HOOKS,
     RENAMED_CONTEXTS,
+    BudgetExceededContext,
+    BudgetLimit,
     CompactionContext,
     ConvergenceAction,
     ConvergenceDetectedContext,
@@ -89,6 +93,7 @@ from loopobs.core.model import (
     UserMessage,
 )
 from loopobs.core.observer import EventSink, LoopObserver, ObserverSet, listened_hooks
+from loopobs.core.pricing import GenAIPrices, ModelRates, PriceLookup, price_lookup
 from loopobs.core.run import Checkpoint, ParkedCall, RunResult, Session
 from loopobs.core.tools import Output, Sleep, Suspend, Tool, ToolReturn, tool
 
@@ -100,6 +105,12 @@ __version__ = "0.1.0"
 __all__ = [
     "AgentLoop",
     "AssistantMessage",
+    "Budget",
+    "BudgetExceeded",
+    "BudgetExceededContext",
+    "BudgetGuard",
+    "BudgetLimit",
+    "BudgetTracker",
     "CONTEXT_TYPES",
     "Cancelled",
     "Checkpoint",
@@ -118,6 +129,7 @@ __all__ = [
     "FallbackContext",
     "FallbackExhausted",
     "Finish",
+    "GenAIPrices",
     "HOOKS",
     "HookName",
     "InvalidResumeInput",
@@ -131,12 +143,14 @@ __all__ = [
     "MaxTurnsExceeded",
     "Message",
     "ModelError",
+    "ModelRates",
     "ModelRequest",
     "ModelSwitchedContext",
     "NotYetAwake",
     "ObserverSet",
     "Output",
     "ParkedCall",
+    "PriceLookup",
     "RateLimited",
     "RepetitionDetector",
     "ResponseContext",
@@ -149,6 +163,7 @@ __all__ = [
     "SessionBusy",
     "Sleep",
     "SleepContext",
+    "Spend",
     "StreamError",
     "StreamEvent",
     "StreamFailureContext",
@@ -188,6 +203,7 @@ __all__ = [
     "configure",
     "estimate_tokens",
     "listened_hooks",
+    "price_lookup",
     "tool",
 ]
 

@@ -57,6 +57,7 @@ SAMPLE_FIELDS: dict[str, dict[str, Any]] = {
         "status": RunStatus.SLEEPING,
         "input_tokens": 900,
         "output_tokens": 80,
+        "cost_usd": 0.0123,
     },
     "on_turn_start": {"turn": 3, "query": "what's the weather in Zürich? ☀️"},
     "on_turn_end": {
@@ -66,6 +67,7 @@ SAMPLE_FIELDS: dict[str, dict[str, Any]] = {
         "duration_ms": 12.25,
         "input_tokens": 300,
         "output_tokens": 20,
+        "cost_usd": 0.00045,
     },
     "on_stream_start": {"turn": 3, "model": "m1", "provider": "anthropic", "attempt": 2},
     "on_stream_success": {
@@ -83,6 +85,7 @@ SAMPLE_FIELDS: dict[str, dict[str, Any]] = {
         "cache_read_input_tokens": 100,
         "cache_write_input_tokens": 50,
         "reasoning_output_tokens": 5,
+        "cost_usd": 0.00031,
     },
     "on_stream_failure": {
         "turn": 3,
@@ -145,6 +148,13 @@ SAMPLE_FIELDS: dict[str, dict[str, Any]] = {
         "tool": "wait",
         "tool_call_id": "call_3",
         "wake_at": dt.datetime(2030, 1, 2, 3, 4, 5, 678, tzinfo=dt.timezone(dt.timedelta(hours=2))),
+    },
+    "on_budget_exceeded": {
+        "limit": "total_tokens",
+        "value": 1250.0,
+        "budget": 1000.0,
+        "scope": "session",
+        "action": "warn",
     },
 }
 

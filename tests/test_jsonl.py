@@ -87,6 +87,13 @@ ERROR_FIELDS: dict[str, st.SearchStrategy[Any]] = {
     # each attempt's error of a FallbackExhausted: errors of the simple kinds
     "failures": st.lists(st.builds(RateLimited, TEXT, retry_after=st.none() | FLOATS,
                                    status_code=st.none() | INTS), max_size=2),
+    "value": FLOATS,
+    "budget": FLOATS,
+    "scope": st.sampled_from(["run", "session"]),
+}
+# A field name that means something else on one class: BudgetExceeded.limit names the limit.
+ERROR_FIELDS_OF: dict[tuple[str, str], st.SearchStrategy[Any]] = {
+    ("BudgetExceeded", "limit"): st.sampled_from(["usd", "total_tokens", "wall_time_s"]),
 }
 
 
@@ -103,7 +110,8 @@ def _loop_error_classes() -> list[type[LoopError]]:
 
 ERROR_CLASSES = _loop_error_classes()
 LOOP_ERRORS: st.SearchStrategy[LoopError] = st.one_of(
-    [st.builds(cls, message=TEXT, **{f: ERROR_FIELDS[f] for f in cls._fields})
+    [st.builds(cls, message=TEXT, **{f: ERROR_FIELDS_OF.get((cls.__name__, f), ERROR_FIELDS[f])
+                                     for f in cls._fields})
      for cls in ERROR_CLASSES]
 )
 DISPLAY_HINTS = st.one_of(
@@ -378,7 +386,7 @@ def test_recorder_listens_to_every_hook() -> None:
 def test_recorder_buffers_until_flush_or_full() -> None:
     """Lines wait in the buffer until buffer_lines are pending or force_flush is called."""
     out = io.StringIO()
-    recorder = JsonlRecorder(out, buffer_lines=3)
+    recorder = JsonlRecorder(out, buffer_lines=3, flush_interval_s=None)
     ctx = sample_context("on_text_delta")
     recorder.on_event(ctx)
     recorder.on_event(ctx)
@@ -441,6 +449,85 @@ def test_many_threads_share_one_recorder_and_write_whole_lines(tmp_path: Path) -
     for i in range(threads_n):
         times = [c.time_ns for c in rec.of("on_text_delta", uuid.UUID(int=i + 1))]
         assert times == list(range(per_thread))
+
+
+# -- durability: run ends, a time bound, a full disk -------------------------------------------
+
+
+async def test_the_log_holds_every_run_when_it_ends_without_a_flush(tmp_path: Path) -> None:
+    """As in the README's example: no force_flush, no shutdown, yet the file is complete."""
+    from loopobs import AgentLoop
+    from loopobs.llm import Reply, ScriptedClient
+
+    path = tmp_path / "run.jsonl"
+    recorder = JsonlRecorder(path)
+    loop = AgentLoop(ScriptedClient([Reply(text="one"), Reply(text="two")]), model="m",
+                     observers=[recorder])
+    await loop.run("first")
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert json.loads(lines[0])["hook"] == "on_run_start"
+    assert json.loads(lines[-1])["hook"] == "on_run_end"
+    await loop.run("second")
+    assert len(path.read_text(encoding="utf-8").splitlines()) == 2 * len(lines)
+    recorder.shutdown()
+
+
+def test_pending_lines_reach_the_file_within_the_time_bound(tmp_path: Path) -> None:
+    """A run that stalls mid-way: its lines are written by the flush thread, no event needed."""
+    path = tmp_path / "stall.jsonl"
+    recorder = JsonlRecorder(path, flush_interval_s=0.05)
+    recorder.on_event(sample_context("on_turn_start"))
+    written = threading.Event()
+
+    def poll() -> None:
+        while not path.read_text(encoding="utf-8"):
+            if written.wait(0.01):
+                return
+        written.set()
+
+    poller = threading.Thread(target=poll)
+    poller.start()
+    assert written.wait(30), "the pending line never reached the file"
+    poller.join()
+    assert path.read_text(encoding="utf-8") == GOOD + "\n"
+    recorder.shutdown()
+
+
+class FullDisk(io.StringIO):
+    """A stream that accepts ``room`` writes, then fails every write like a full disk."""
+
+    def __init__(self, room: int) -> None:
+        super().__init__()
+        self.room = room
+        self.attempts: list[int] = []
+
+    def write(self, text: str) -> int:
+        self.attempts.append(text.count("\n"))
+        if len(self.attempts) > self.room:
+            raise OSError(28, "No space left on device")
+        return super().write(text)
+
+
+def test_a_full_disk_drops_and_counts_instead_of_growing_the_buffer(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Every failed write drops its lines: no write ever carries more than buffer_lines,
+    nothing is raised into the run, and the loss is counted and logged once."""
+    disk = FullDisk(room=2)
+    recorder = JsonlRecorder(disk, buffer_lines=50, flush_interval_s=None)
+    observers = ObserverSet([recorder], strict=True)  # strict: any raise would surface here
+    ctx = sample_context("on_text_delta")
+    with caplog.at_level("WARNING", logger="loopobs.exporters.jsonl"):
+        for _ in range(5000):
+            observers.on_text_delta(ctx)
+        observers.force_flush()
+    assert max(disk.attempts) <= 50
+    assert sum(disk.attempts) == 5000
+    assert recorder.write_failures == len(disk.attempts) - 2
+    assert recorder.dropped_lines == 5000 - 100
+    assert disk.getvalue().count("\n") == 100
+    assert len([r for r in caplog.records if "could not write" in r.getMessage()]) == 1
+    recorder.shutdown()
 
 
 # -- log versions ---------------------------------------------------------------------------

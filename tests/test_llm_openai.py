@@ -142,12 +142,16 @@ async def test_cut_off_stream_is_a_retryable_stream_error() -> None:
     assert replay.all_closed
 
 
-async def test_invalid_json_is_a_stream_error_quoting_the_line() -> None:
+async def test_invalid_json_is_a_stream_error_describing_the_line_without_quoting_it() -> None:
+    """The message says where the line breaks (offset, length, hash), never what it says."""
     with pytest.raises(StreamError) as info:
         await collect(client_for(Replay.of(["openai_invalid_json"])))
     message = str(info.value)
     assert "invalid JSON" in message
-    assert '"content":" wor' in message
+    assert "at offset 97 of a 102-char payload, sha256 " in message
+    assert "content" not in message
+    assert "wor" not in message
+    assert info.value.retryable
     assert info.value.provider == "openai"
 
 
@@ -317,13 +321,26 @@ async def test_a_body_that_breaks_off_is_a_retryable_stream_error() -> None:
 
 
 async def test_a_json_body_instead_of_a_stream() -> None:
+    """A whole completion instead of a stream is described, not quoted (it holds the answer)."""
+    answer = {"id": "chatcmpl-1", "choices": [{"message": {"content": "the secret plan"}}]}
+
     def handler(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, json={"id": "chatcmpl-1", "choices": []})
+        return httpx.Response(200, json=answer)
 
     client = OpenAIClient(http_client=httpx.AsyncClient(transport=httpx.MockTransport(handler)))
     with pytest.raises(StreamError, match="expected an event stream") as info:
         await collect(client)
-    assert "chatcmpl-1" in str(info.value)
+    assert "sha256" in str(info.value)
+    assert "secret plan" not in str(info.value)
+
+
+async def test_a_json_error_body_with_status_200_keeps_the_servers_message() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"error": {"message": "model is loading"}})
+
+    client = OpenAIClient(http_client=httpx.AsyncClient(transport=httpx.MockTransport(handler)))
+    with pytest.raises(StreamError, match="model is loading"):
+        await collect(client)
 
 
 # -- the request ---------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -115,15 +116,48 @@ async def test_invalid_resume_input_lists_errors_and_changes_nothing() -> None:
     with pytest.raises(InvalidResumeInput) as info:
         await fresh.resume(cp, input={"approved": "yes", "extra": 1})
     errors = info.value.errors
-    assert any(e.startswith("approved: 'yes' is not of type 'boolean'") for e in errors)
-    assert any("extra" in e for e in errors)
-    with pytest.raises(InvalidResumeInput, match="'approved' is a required property"):
+    assert "approved: fails 'type' (expected boolean)" in errors
+    assert "(input): fails 'additionalProperties' (unexpected extra)" in errors
+    assert "yes" not in str(info.value)
+    with pytest.raises(InvalidResumeInput, match=r"'required' \(missing approved\)"):
         await fresh.resume(cp, input={})
     assert rec.events == []
     assert client.requests == []
     assert cp.model_dump_json() == before
     result = await fresh.resume(cp, input={"approved": False, "note": "too much"})
     assert result.ok
+
+
+async def test_a_huge_rejected_input_gives_a_bounded_message_without_its_values() -> None:
+    """A 10 MB note of the wrong type, a 10 MB key, thousands of errors: the error names
+    paths and rules only, and stays small."""
+    loop, _, _ = make_loop([PAY], tools=TOOLS)
+    cp = (await loop.run("pay")).checkpoint
+    assert cp is not None
+    fresh, _, _ = make_loop([DONE], tools=TOOLS)
+    huge = "n" * 10_000_000
+    with pytest.raises(InvalidResumeInput) as info:
+        await fresh.resume(cp, input={"approved": huge, "note": [huge], huge: 1})
+    err = info.value
+    assert len(str(err)) < 2000
+    assert len(json.dumps(err.to_dict())) < 6000
+    assert "nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn" not in str(err)
+    assert "approved: fails 'type' (expected boolean)" in err.errors
+    assert "note: fails 'type' (expected string)" in err.errors
+    many: dict[str, object] = {"type": "array", "items": {"type": "integer"}}
+    schema_errors = list(_validator(many).iter_errors(["x" * 1000] * 5000))
+    bounded = InvalidResumeInput.from_schema_errors(iter(schema_errors))
+    assert bounded is not None
+    assert len(bounded.errors) == InvalidResumeInput.MAX_ERRORS
+    assert bounded.errors[-1] == "… and more"
+    assert "xxxx" not in str(bounded)
+    assert InvalidResumeInput.from_dict(bounded.to_dict()) == bounded
+
+
+def _validator(schema: dict[str, object]) -> Any:
+    import jsonschema
+
+    return jsonschema.validators.validator_for(schema)(schema)
 
 
 async def test_resume_on_the_live_session_and_a_wrong_session() -> None:

@@ -137,8 +137,10 @@ async def test_instruments_follow_the_catalog(
                 assert tuple(point.explicit_bounds) == spec.buckets, spec.name
         for point in metric.data.data_points:
             assert set(point.attributes or {}) <= set(spec.attributes), spec.name
+    # the hand-emitted run prices nothing (its calls count as unpriced) and has no budget
     assert {s.name for s in c.METRICS} - set(found) <= {
-        c.OBSERVER_ERRORS.name, c.LABEL_OVERFLOW.name}
+        c.OBSERVER_ERRORS.name, c.LABEL_OVERFLOW.name, c.COST.name, c.RUN_COST.name,
+        c.BUDGET_EXCEEDED.name}
 
 
 async def test_no_ids_or_content_in_metric_attributes(

@@ -45,6 +45,7 @@ class Boom(LoopObserver):
     on_tool_call_received = on_tool_pre = on_tool_post = _raise
     on_compaction = on_fallback = on_model_switched = _raise
     on_loop_detected = on_convergence_detected = on_suspended = on_sleep = _raise
+    on_budget_exceeded = _raise
 
 
 class OnlyRunStart(LoopObserver):
@@ -122,14 +123,18 @@ def test_emit_routes_a_context_to_its_hook(hook: HookName, make_context: MakeCon
     assert rec.events == [(hook, ctx)]
 
 
-@pytest.mark.parametrize("hook", [h for h in HOOKS if h != "on_run_start"])
+@pytest.mark.parametrize("hook", [h for h in HOOKS if h not in ("on_run_start", "on_run_end")])
 def test_unheard_hooks_are_not_listened_to(hook: HookName, make_context: MakeContext) -> None:
-    """listens() is false for a hook no member overrides, and calling it delivers nothing."""
+    """listens() is false for a hook no member overrides, and calling it delivers nothing.
+
+    A set that hears run starts also hears run ends (it tracks open runs).
+    """
     only = OnlyRunStart()
     observers = ObserverSet([only])
     assert not observers.listens(hook)
-    assert observers.listening == {"on_run_start"}
+    assert observers.listening == {"on_run_start", "on_run_end"}
     getattr(observers, hook)(make_context(hook))
+    observers.on_run_end(make_context("on_run_end"))
     assert only.seen == []
 
 
@@ -494,11 +499,11 @@ def test_add_and_remove_while_other_threads_emit() -> None:
 
 
 def test_nested_set_forwards_exactly_its_members_hooks(make_context: MakeContext) -> None:
-    """The outer set listens to what the inner set's members listen to, no more."""
+    """The outer set listens to what the inner set's members listen to (and the run end)."""
     run_start = OnlyRunStart()
     inner = ObserverSet([run_start])
     outer = ObserverSet([inner])
-    assert outer.listening == {"on_run_start"}
+    assert outer.listening == {"on_run_start", "on_run_end"}
     outer.on_run_start(make_context("on_run_start"))
     assert len(run_start.seen) == 1
     assert not outer.listens("on_tool_post")

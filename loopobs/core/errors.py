@@ -18,6 +18,7 @@ same objects in ``StreamFailureContext.error``, ``TurnEndContext.error`` and
     ├── ContextExceeded             the conversation cannot be brought under the context window
     ├── MaxTurnsExceeded            the run used its turn budget
     ├── LoopDetected                a detector stopped a runaway loop or converged answers
+    ├── BudgetExceeded              a budget limit (USD, tokens, calls, wall time) was crossed
     ├── Cancelled                   the run was cancelled
     ├── SessionBusy                 a second run was started on a session that is running
     └── ResumeError                 a parked run cannot be resumed as asked
@@ -33,7 +34,7 @@ replayed context equals the recorded one.
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from loopobs.core.isotime import parse_isoformat
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     from pydantic_core import CoreSchema
 
 __all__ = [
+    "BudgetExceeded",
     "Cancelled",
     "CheckpointAlreadyResumed",
     "ContextExceeded",
@@ -64,8 +66,115 @@ __all__ = [
     "ToolTimeout",
     "ToolWorkersExhausted",
 ]
+# The text helpers below (redact, shorten, check_secret) are for the model clients and
+# other code building error messages; they are not part of the exception tree above.
 
 _REGISTRY: dict[str, type[LoopError]] = {}
+
+REDACTED = "***"
+"""What :func:`redact` puts where a secret was."""
+
+#: The shortest prefix of a secret that :func:`redact` masks on its own (a cut-off echo).
+MIN_SECRET_PREFIX = 8
+
+
+def _secret_forms(secret: str) -> list[str]:
+    """``secret`` as it may appear in text: raw, and as repr, JSON and URL encodings write it."""
+    import json
+    import urllib.parse
+
+    forms = [secret]
+    for form in (
+        secret.encode("unicode_escape").decode("ascii"),
+        repr(secret)[1:-1],
+        repr(secret.encode("utf-8", "backslashreplace"))[2:-1],
+        json.dumps(secret)[1:-1],
+        json.dumps(secret, ensure_ascii=False)[1:-1],
+        urllib.parse.quote(secret, safe=""),
+        urllib.parse.quote_plus(secret, safe=""),
+    ):
+        if form not in forms:
+            forms.append(form)
+    return forms
+
+
+def redact(text: str, secret: str | None) -> str:
+    """``text`` with ``secret`` masked: whole, escaped, and any cut-off prefix of it.
+
+    Every occurrence of the secret is replaced by :data:`REDACTED`, in the
+    forms text takes when an exception or a server echoes it (repr and
+    ``bytes`` repr escapes, JSON escapes, percent-encoding), and so is every
+    run of at least :data:`MIN_SECRET_PREFIX` characters that starts like
+    one of those forms (a key cut off by some other component's shortening).
+    Redact before shortening: :func:`shorten` after this never reveals more.
+    """
+    if not secret or not text:
+        return text
+    spans: list[tuple[int, int]] = []
+    for form in _secret_forms(secret):
+        if len(form) < MIN_SECRET_PREFIX:
+            text = text.replace(form, REDACTED)
+            continue
+        head = form[:MIN_SECRET_PREFIX]
+        at = text.find(head)
+        while at >= 0:
+            end = at + MIN_SECRET_PREFIX
+            limit = min(len(text), at + len(form))
+            while end < limit and text[end] == form[end - at]:
+                end += 1
+            spans.append((at, end))
+            at = text.find(head, at + 1)
+    if not spans:
+        return text
+    # Overlapping matches of different forms mask their union.
+    out: list[str] = []
+    done = 0
+    spans.sort()
+    start, end = spans[0]
+    for s, e in spans[1:]:
+        if s <= end:
+            end = max(end, e)
+            continue
+        out += [text[done:start], REDACTED]
+        done, (start, end) = end, (s, e)
+    out += [text[done:start], REDACTED, text[end:]]
+    return "".join(out)
+
+
+def shorten(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters, saying how long it was.
+
+    Redact before shortening, never after: a cut can split a secret.
+    """
+    if len(text) <= limit:
+        return text
+    suffix = f"… ({len(text)} chars)"
+    return text[: max(0, limit - len(suffix))] + suffix
+
+
+def check_secret(value: str | None, what: str) -> str | None:
+    """A credential ready for an HTTP header: surrounding whitespace stripped, ``""`` as None.
+
+    Keys read from files often end in a newline; that is stripped. A key
+    that still holds a control character or a non-ASCII character cannot be
+    sent in a header, and would otherwise surface in the HTTP library's
+    error (and its logs) with the key in it; it is refused here.
+
+    Raises:
+        ValueError: naming ``what`` and the position of the first bad character,
+            never the value.
+    """
+    if value is None:
+        return None
+    cleaned = value.strip()
+    for i, ch in enumerate(cleaned):
+        if not (" " <= ch <= "~"):
+            kind = "a control character" if ch < " " or ch == "\x7f" else "a non-ASCII character"
+            raise ValueError(
+                f"{what} contains {kind} at position {i} of {len(cleaned)}; "
+                "it cannot be sent in an HTTP header (the value is not shown)"
+            )
+    return cleaned or None
 
 
 class LoopError(Exception):
@@ -431,6 +540,25 @@ class LoopDetected(LoopError):
         self.pattern = pattern
 
 
+class BudgetExceeded(LoopError):
+    """A budget stopped the run: ``limit`` (``usd``, ``total_tokens``, …) reached ``value``,
+    over its setting ``budget``, in ``scope`` (``run`` or ``session``).
+
+    When raised before a model call, ``value`` includes that call's estimate: the
+    call was not made.
+    """
+
+    _fields: ClassVar[tuple[str, ...]] = ("limit", "value", "budget", "scope")
+
+    def __init__(self, message: str = "", *, limit: str = "", value: float = 0.0,
+                 budget: float = 0.0, scope: str = "run") -> None:
+        super().__init__(message or f"{scope} budget exceeded: {limit} {value:g} > {budget:g}")
+        self.limit = limit
+        self.value = value
+        self.budget = budget
+        self.scope = scope
+
+
 class Cancelled(LoopError):
     """The run (or the model call or tool reporting it) was cancelled."""
 
@@ -456,14 +584,83 @@ class ResumeError(LoopError):
 
 
 class InvalidResumeInput(ResumeError):
-    """The resume input does not satisfy the parked tool's JSON Schema; ``errors`` lists why."""
+    """The resume input does not satisfy the parked tool's JSON Schema; ``errors`` lists why.
+
+    Each entry names a place in the input (a JSON path) and the schema rule it
+    breaks, never the rejected value: the input may be huge, or private. The
+    message and ``errors`` are bounded (:data:`MAX_ERRORS` entries of at most
+    :data:`MAX_ERROR_CHARS` characters), whatever is passed in.
+    """
 
     _fields: ClassVar[tuple[str, ...]] = ("errors",)
 
+    MAX_ERRORS: ClassVar[int] = 20
+    MAX_ERROR_CHARS: ClassVar[int] = 200
+    _MAX_MESSAGE_CHARS: ClassVar[int] = 1000
+
     def __init__(self, message: str = "", *, errors: Sequence[str] = ()) -> None:
-        errors = tuple(errors)
-        super().__init__(message or f"resume input is invalid: {'; '.join(errors)}")
-        self.errors = errors
+        kept = tuple(shorten(str(e), self.MAX_ERROR_CHARS) for e in errors[: self.MAX_ERRORS])
+        if len(errors) > self.MAX_ERRORS:
+            kept = (*kept[:-1], f"… and {len(errors) - self.MAX_ERRORS + 1} more")
+        text = message or f"resume input is invalid: {'; '.join(kept)}"
+        super().__init__(shorten(text, self._MAX_MESSAGE_CHARS))
+        self.errors = kept
+
+    @classmethod
+    def from_schema_errors(cls, errors: Iterable[Any]) -> InvalidResumeInput | None:
+        """The error for a JSON Schema validator's ``iter_errors`` output, or None if it is empty.
+
+        See :func:`schema_error_reasons`.
+        """
+        reasons = schema_error_reasons(errors)
+        return cls(errors=reasons) if reasons else None
+
+
+def schema_error_reasons(errors: Iterable[Any]) -> list[str]:
+    """``path: fails 'keyword'`` for each of a JSON Schema validator's errors, sorted, bounded.
+
+    Reads only where each error is (``absolute_path``) and which keyword failed
+    (``validator``, with the schema's expected type or missing property names),
+    so no value of the input reaches the text; stops after
+    ``InvalidResumeInput.MAX_ERRORS`` errors, so a huge input costs no more than that.
+    """
+    limit = InvalidResumeInput.MAX_ERRORS
+    reasons: list[str] = []
+    for error in errors:
+        reasons.append(f"{_json_path(error.absolute_path)}: fails {_keyword(error)}")
+        if len(reasons) > limit:
+            return [*sorted(reasons[: limit - 1]), "… and more"]
+    return sorted(reasons)
+
+
+def _json_path(parts: Iterable[Any]) -> str:
+    """``a/0/b`` for a path into the input; long keys (input data too) are cut short."""
+    out = [shorten(str(p), 40) for p in parts]
+    return shorten("/".join(out), 120) if out else "(input)"
+
+
+def _keyword(error: Any) -> str:
+    keyword = str(getattr(error, "validator", "") or "the schema")
+    if keyword == "required":
+        # The schema's own property names, not the input's: say which are missing.
+        required = getattr(error, "validator_value", ())
+        instance = getattr(error, "instance", None)
+        if isinstance(required, list) and isinstance(instance, dict):
+            missing = [str(r) for r in required if r not in instance][:5]
+            if missing:
+                return shorten(f"'required' (missing {', '.join(missing)})", 120)
+    if keyword == "additionalProperties":
+        allowed = getattr(error, "schema", {}).get("properties", {})
+        instance = getattr(error, "instance", None)
+        if isinstance(instance, dict):
+            extra = [shorten(str(k), 40) for k in instance if k not in allowed][:5]
+            if extra:
+                return shorten(f"'additionalProperties' (unexpected {', '.join(extra)})", 160)
+    if keyword == "type":
+        expected = getattr(error, "validator_value", None)
+        if isinstance(expected, (str, list)):
+            return shorten(f"'type' (expected {expected})", 120)
+    return f"'{shorten(keyword, 40)}'"
 
 
 class CheckpointAlreadyResumed(ResumeError):

@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 __all__ = [
     "CONTEXT_TYPES",
     "HOOKS",
+    "BudgetExceededContext",
+    "BudgetLimit",
     "CompactionContext",
     "ConvergenceAction",
     "ConvergenceDetectedContext",
@@ -113,6 +115,7 @@ class RunStatus(str, enum.Enum):
     MAX_TURNS = "max_turns"
     LOOP_DETECTED = "loop_detected"
     CONVERGED = "converged"
+    BUDGET_EXCEEDED = "budget_exceeded"
 
     def __str__(self) -> str:
         return self.value
@@ -146,6 +149,7 @@ HookName = Literal[
     "on_convergence_detected",
     "on_suspended",
     "on_sleep",
+    "on_budget_exceeded",
 ]
 
 
@@ -262,9 +266,11 @@ class RunStartContext(EventContext):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunEndContext(EventContext):
-    """A run ends: how (``status``), and the run's turn and token totals.
+    """A run ends: how (``status``), and the run's turn and token totals, and its cost.
 
     ``success`` is true for a run that completed or parked (suspended, sleeping).
+    ``cost_usd`` (addition) is the run's model calls priced in USD; ``None`` when the
+    cost is unknown (some call's model has no price, or nobody priced the calls).
     """
 
     hook: ClassVar[HookName] = "on_run_end"
@@ -275,6 +281,7 @@ class RunEndContext(EventContext):
     status: RunStatus = RunStatus.COMPLETED
     input_tokens: int = 0
     output_tokens: int = 0
+    cost_usd: float | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -289,7 +296,11 @@ class TurnStartContext(EventContext):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TurnEndContext(EventContext):
-    """A turn ends; tokens are those of the turn's successful model call."""
+    """A turn ends; tokens and ``cost_usd`` (addition) are those of its successful model call.
+
+    ``cost_usd`` is ``None`` when the call's price is unknown; ``0.0`` for a turn
+    with no model call (re-running parked tools).
+    """
 
     hook: ClassVar[HookName] = "on_turn_end"
     turn: int
@@ -298,6 +309,7 @@ class TurnEndContext(EventContext):
     duration_ms: float = 0.0
     input_tokens: int = 0
     output_tokens: int = 0
+    cost_usd: float | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -317,7 +329,8 @@ class StreamSuccessContext(EventContext):
 
     ``time_to_first_token_ms`` is None when the stream delivered no event before
     its end; the cache and reasoning counts are included in the input and output
-    counts.
+    counts. ``cost_usd`` (addition) is the call priced in USD from its usage;
+    ``None`` when the model has no known price — never 0 for unknown.
     """
 
     hook: ClassVar[HookName] = "on_stream_success"
@@ -335,6 +348,7 @@ class StreamSuccessContext(EventContext):
     cache_read_input_tokens: int = 0
     cache_write_input_tokens: int = 0
     reasoning_output_tokens: int = 0
+    cost_usd: float | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -511,6 +525,32 @@ class SleepContext(EventContext):
     wake_at: Annotated[_dt.datetime, _IsoDatetime]
 
 
+BudgetLimit = Literal[
+    "usd", "input_tokens", "output_tokens", "total_tokens", "tool_calls", "model_calls",
+    "wall_time_s",
+]
+"""The limits a budget can set."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BudgetExceededContext(EventContext):
+    """Addition: a budget limit was crossed (``action="stop"``) or neared (``"warn"``).
+
+    ``limit`` names the limit, ``value`` is what was used (for a check before a
+    model call: used plus the call's estimate), ``budget`` is the limit's
+    setting, ``scope`` is ``run`` or ``session``. A ``stop`` ends the run with
+    status ``budget_exceeded``; a ``warn`` (the budget's ``warn_at`` share was
+    reached) changes nothing.
+    """
+
+    hook: ClassVar[HookName] = "on_budget_exceeded"
+    limit: BudgetLimit
+    value: float
+    budget: float
+    scope: Literal["run", "session"] = "run"
+    action: Literal["stop", "warn"] = "stop"
+
+
 CONTEXT_TYPES: Mapping[str, type[EventContext]] = {
     cls.hook: cls
     for cls in (
@@ -534,6 +574,7 @@ CONTEXT_TYPES: Mapping[str, type[EventContext]] = {
         ConvergenceDetectedContext,
         SuspendedContext,
         SleepContext,
+        BudgetExceededContext,
     )
 }
 """Hook name → context class, for every hook of the contract."""

@@ -4,7 +4,9 @@ Hooks are synchronous and called on the task that emits the event, so they
 must be cheap and must not block: exporters buffer and batch. A hook that
 raises never reaches the loop: :class:`ObserverSet` logs it (rate-limited),
 counts it, and carries on with the next observer. ``BaseException``
-(cancellation, ``KeyboardInterrupt``) is never caught.
+(cancellation, ``KeyboardInterrupt``) is never caught. Hooks must be plain
+``def``s: an ``async def`` hook is refused when the observer is added, since
+its coroutine would never run.
 
 An emitter asks :meth:`ObserverSet.listens` before building a context, so a
 hook nobody overrides costs one set lookup::
@@ -16,16 +18,20 @@ hook nobody overrides costs one set lookup::
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import sys
 import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+from uuid import UUID
 
 from loopobs.core.events import (
     HOOKS,
+    BudgetExceededContext,
     CompactionContext,
     ConvergenceDetectedContext,
     EventContext,
@@ -181,6 +187,14 @@ class LoopObserver:
     def on_sleep(self, ctx: SleepContext) -> None:
         """A tool parked the run until an instant; the run ends ``sleeping``."""
 
+    def on_budget_exceeded(self, ctx: BudgetExceededContext) -> None:
+        """A budget limit was crossed (``action="stop"``) or its warning share reached (``"warn"``).
+
+        A run's stop fires once, before the model call it refuses or after the response or
+        tool call that crossed; ``AgentLoop`` then ends the run ``budget_exceeded``. Each
+        warning fires once per limit; each later run of a stopped session gets the stop too.
+        """
+
 
 class EventSink(LoopObserver):
     """An observer that takes every event in one method: override :meth:`on_event`.
@@ -212,19 +226,96 @@ _Dispatch = Callable[[Any], None]
 
 
 def _fan_out(hook: HookName) -> Any:  # typed by the LoopObserver method it replaces
-    def dispatch(self: ObserverSet, ctx: Any) -> None:
-        for fn in self._subscribers[hook]:
+    def deliver(self: ObserverSet, routes: _Routes, ctx: Any) -> None:
+        members, draining = routes
+        for fn in members:
             try:
                 fn(ctx)
             except (Exception, asyncio.CancelledError) as exc:
                 # Hooks are synchronous, so a CancelledError out of one is the observer's
                 # own doing (no cancellation reaches sync code): a failure like any other.
                 self._failed(fn, hook, exc)
+        if draining:
+            self._deliver_to_draining(hook, draining, ctx)
 
-    dispatch.__name__ = hook
-    dispatch.__qualname__ = f"ObserverSet.{hook}"
-    dispatch.__doc__ = f"Deliver ``{hook}`` to every member that overrides it, in order."
-    return dispatch
+    def dispatch(self: ObserverSet, ctx: Any) -> None:
+        # deliver(), inlined: this is the hot path. One read of the routes, so a member
+        # removed during this dispatch gets the event once.
+        members, draining = self._routes[hook]
+        for fn in members:
+            try:
+                fn(ctx)
+            except (Exception, asyncio.CancelledError) as exc:
+                self._failed(fn, hook, exc)
+        if draining:
+            self._deliver_to_draining(hook, draining, ctx)
+
+    def dispatch_start(self: ObserverSet, ctx: Any) -> None:
+        # Who saw this run start is owed its end, even if removed meanwhile. Recorded with
+        # the routes under the lock (once per run), so a concurrent remove() sees either both
+        # or neither.
+        with self._lock:
+            self._runs[ctx.run_id] = self._members
+            routes = self._routes[hook]
+        deliver(self, routes, ctx)
+
+    def dispatch_end(self: ObserverSet, ctx: Any) -> None:
+        with self._lock:
+            self._runs.pop(ctx.run_id, None)
+            routes = self._routes[hook]
+        try:
+            deliver(self, routes, ctx)
+        finally:
+            if self._draining:
+                self._run_drained(ctx.run_id)
+
+    chosen = {"on_run_start": dispatch_start, "on_run_end": dispatch_end}.get(hook, dispatch)
+    chosen.__name__ = hook
+    chosen.__qualname__ = f"ObserverSet.{hook}"
+    chosen.__doc__ = f"Deliver ``{hook}`` to every member that overrides it, in order."
+    return chosen
+
+
+_RUN_BOUNDS: frozenset[HookName] = frozenset(("on_run_start", "on_run_end"))
+_DrainRoutes = tuple[tuple[_Dispatch, "_Draining"], ...]
+_Routes = tuple[tuple[_Dispatch, ...], _DrainRoutes]
+
+
+@dataclass(eq=False)
+class _Draining:
+    """A removed observer that still gets the events of the runs it saw start, until they end."""
+
+    observer: LoopObserver
+    hooks: frozenset[HookName]
+    runs: set[UUID] = field(default_factory=set)
+
+
+class _FailureLedger:
+    """Failure counts and log rate limiting, shared by the sets that count into one place."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.counts: dict[tuple[str, str], int] = {}
+        self.last_log: dict[tuple[str, str], float] = {}
+        self.suppressed: dict[tuple[str, str], int] = {}
+
+    def clear(self) -> None:
+        with self.lock:
+            self.counts.clear()
+            self.last_log.clear()
+            self.suppressed.clear()
+
+
+def _check_hooks_are_sync(observer: LoopObserver) -> None:
+    listened = listened_hooks(observer)
+    for hook in (h for h in HOOKS if h in listened):
+        fn = getattr(observer, hook)
+        if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+            raise TypeError(
+                f"{observer.name}.{hook} is an async def: hooks are called synchronously on "
+                "the emitting task, so its coroutine would never run. Make it a plain def "
+                "(hand slow work to a queue or a thread)."
+            )
 
 
 class ObserverSet(LoopObserver):
@@ -240,21 +331,42 @@ class ObserverSet(LoopObserver):
       ``strict=True`` re-raises instead, for tests.
     - Sets nest: a set added to another set forwards exactly the hooks its
       members listen to, and changes to it propagate to its parents.
+    - Detaching is safe mid-run: a removed observer still receives the events
+      of every run it saw start, up to and including that run's
+      ``on_run_end``, so it never holds an open span or a half-counted run.
+      (A set that listens to ``on_run_start`` also listens to ``on_run_end``
+      for this bookkeeping.)
+    - ``count_failures_in=other`` counts this set's failures in ``other``'s
+      :attr:`failures` (both report the same counts): a loop that keeps
+      its own observers (detectors) in a set around the user's gives one
+      failure count for all of them.
     """
 
     name = "ObserverSet"
 
-    def __init__(self, observers: Iterable[LoopObserver] = (), *, strict: bool = False) -> None:
+    def __init__(
+        self,
+        observers: Iterable[LoopObserver] = (),
+        *,
+        strict: bool = False,
+        count_failures_in: ObserverSet | None = None,
+    ) -> None:
         self.strict = strict
         self._lock = threading.RLock()
         self._members: tuple[LoopObserver, ...] = ()
-        self._subscribers: dict[str, tuple[_Dispatch, ...]] = dict.fromkeys(HOOKS, ())
+        # Per hook: the members' bound hooks, and the draining (removed) observers' ones.
+        self._routes: dict[str, tuple[tuple[_Dispatch, ...], _DrainRoutes]] = dict.fromkeys(
+            HOOKS, ((), ())
+        )
         self._listening: frozenset[HookName] = frozenset()
         self._parents: weakref.WeakSet[ObserverSet] = weakref.WeakSet()
         self._parents_lock = threading.Lock()  # a leaf lock: nothing is acquired under it
-        self._failures: dict[tuple[str, str], int] = {}
-        self._last_log: dict[tuple[str, str], float] = {}
-        self._suppressed: dict[tuple[str, str], int] = {}
+        self._ledger: _FailureLedger = (
+            count_failures_in._ledger if count_failures_in is not None else _FailureLedger()
+        )
+        # Open runs, each with the members it started with (tuples are shared, not copied).
+        self._runs: dict[UUID, tuple[LoopObserver, ...]] = {}
+        self._draining: tuple[_Draining, ...] = ()
         for obs in observers:
             self.add(obs)
 
@@ -286,11 +398,14 @@ class ObserverSet(LoopObserver):
         """Append ``observer``; safe while other threads and tasks emit.
 
         Raises:
-            TypeError: ``observer`` is not a :class:`LoopObserver`.
+            TypeError: ``observer`` is not a :class:`LoopObserver`, or one of its hooks
+                is an ``async def``.
             ValueError: adding it would make a set contain itself.
         """
         if not isinstance(observer, LoopObserver):
             raise TypeError(f"observers must be LoopObserver instances, got {type(observer)!r}")
+        if not isinstance(observer, ObserverSet):
+            _check_hooks_are_sync(observer)
         if isinstance(observer, ObserverSet):
             with _NESTING:
                 if observer._contains_set(self):
@@ -299,15 +414,21 @@ class ObserverSet(LoopObserver):
                     self._members = (*self._members, observer)
                     with observer._parents_lock:
                         observer._parents.add(self)
+                    self._stop_draining(observer)
                     self._rebuild()
         else:
             with self._lock:
                 self._members = (*self._members, observer)
+                self._stop_draining(observer)
                 self._rebuild()
         observer.on_attach(self)
 
     def remove(self, observer: LoopObserver) -> None:
         """Remove ``observer`` (its first occurrence); safe while others emit.
+
+        ``on_detach`` is called at once. Runs the observer saw start keep
+        reaching it until each has ended (their events only); new runs do not.
+        Adding it again before then makes it a full member again.
 
         Raises:
             ValueError: ``observer`` is not a member.
@@ -324,8 +445,39 @@ class ObserverSet(LoopObserver):
             if isinstance(observer, ObserverSet) and observer not in self._members:
                 with observer._parents_lock:
                     observer._parents.discard(self)
+            if observer not in self._members:
+                owed = {
+                    run_id
+                    for run_id, started_with in self._runs.items()
+                    if any(m is observer for m in started_with)
+                }
+                hooks = listened_hooks(observer)
+                if owed and hooks:
+                    self._draining = (*self._draining, _Draining(observer, hooks, owed))
             self._rebuild()
         observer.on_detach(self)
+
+    def _stop_draining(self, observer: LoopObserver) -> None:
+        """A removed observer added again is a member: it gets every event from now on."""
+        if any(d.observer is observer for d in self._draining):
+            self._draining = tuple(d for d in self._draining if d.observer is not observer)
+
+    def _deliver_to_draining(self, hook: str, draining: _DrainRoutes, ctx: Any) -> None:
+        run_id = ctx.run_id
+        for fn, drain in draining:
+            if run_id in drain.runs:
+                try:
+                    fn(ctx)
+                except (Exception, asyncio.CancelledError) as exc:
+                    self._failed(fn, hook, exc)
+
+    def _run_drained(self, run_id: UUID) -> None:
+        with self._lock:
+            for drain in self._draining:
+                drain.runs.discard(run_id)
+            if any(not d.runs for d in self._draining):
+                self._draining = tuple(d for d in self._draining if d.runs)
+                self._rebuild()
 
     def _contains_set(self, target: ObserverSet) -> bool:
         if self is target:
@@ -334,11 +486,19 @@ class ObserverSet(LoopObserver):
 
     def _rebuild(self) -> None:
         heard = [(m, listened_hooks(m)) for m in self._members]
-        subs: dict[str, tuple[_Dispatch, ...]] = {
-            hook: tuple(getattr(m, hook) for m, hooks in heard if hook in hooks) for hook in HOOKS
+        routes: dict[str, tuple[tuple[_Dispatch, ...], _DrainRoutes]] = {
+            hook: (
+                tuple(getattr(m, hook) for m, hooks in heard if hook in hooks),
+                tuple((getattr(d.observer, hook), d) for d in self._draining if hook in d.hooks),
+            )
+            for hook in HOOKS
         }
-        self._subscribers = subs
-        self._listening = frozenset(h for h in HOOKS if subs[h])
+        self._routes = routes
+        listening = frozenset(h for h in HOOKS if routes[h][0] or routes[h][1])
+        # A run whose start was delivered is tracked until its end, so that a member
+        # removed meanwhile can still be given the rest of it.
+        tracking = "on_run_start" in listening or self._draining
+        self._listening = listening | _RUN_BOUNDS if tracking else listening
         with self._parents_lock:
             parents = list(self._parents)
         for parent in parents:
@@ -348,13 +508,17 @@ class ObserverSet(LoopObserver):
     # -- failure isolation ------------------------------------------------------------------
     @property
     def failures(self) -> Mapping[tuple[str, str], int]:
-        """How many times each (observer name, hook) raised, since creation or :meth:`reset`."""
-        return dict(self._failures)
+        """How many times each (observer name, hook) raised, since creation or :meth:`reset`.
+
+        Includes the failures of sets created with ``count_failures_in=self``.
+        """
+        with self._ledger.lock:
+            return dict(self._ledger.counts)
 
     @property
     def failure_count(self) -> int:
         """Total observer failures counted by this set."""
-        return sum(self._failures.values())
+        return sum(self.failures.values())
 
     def _failed(self, fn: _Dispatch, hook: str, exc: BaseException) -> None:
         if self.strict:
@@ -362,15 +526,16 @@ class ObserverSet(LoopObserver):
         owner = getattr(fn, "__self__", None)
         name = owner.name if isinstance(owner, LoopObserver) else repr(fn)
         key = (name, hook)
-        with self._lock:
-            self._failures[key] = self._failures.get(key, 0) + 1
+        ledger = self._ledger
+        with ledger.lock:
+            ledger.counts[key] = ledger.counts.get(key, 0) + 1
             now = time.monotonic()
-            last = self._last_log.get(key)
+            last = ledger.last_log.get(key)
             if last is not None and now - last < LOG_INTERVAL_S:
-                self._suppressed[key] = self._suppressed.get(key, 0) + 1
+                ledger.suppressed[key] = ledger.suppressed.get(key, 0) + 1
                 return
-            self._last_log[key] = now
-            suppressed = self._suppressed.pop(key, 0)
+            ledger.last_log[key] = now
+            suppressed = ledger.suppressed.pop(key, 0)
         more = f" ({suppressed} similar failures not logged)" if suppressed else ""
         logger.error(
             "observer %s raised in %s; the run continues%s",
@@ -381,9 +546,9 @@ class ObserverSet(LoopObserver):
         )
 
     # -- lifecycle --------------------------------------------------------------------------
-    def _call_all(self, method: str, *args: Any) -> None:
+    def _call_all(self, method: str, *args: Any, extra: Iterable[LoopObserver] = ()) -> None:
         errors: list[Exception] = []
-        for m in self._members:
+        for m in (*self._members, *extra):
             try:
                 getattr(m, method)(*args)
             except Exception as exc:
@@ -392,12 +557,18 @@ class ObserverSet(LoopObserver):
             raise _ExceptionGroup(f"{len(errors)} observer(s) failed in {method}", errors)
 
     def reset(self) -> None:
-        """Reset every member and the failure counts; failures are reported together."""
+        """Reset every member (and removed ones still draining) and the failure counts.
+
+        Open runs are forgotten: removed observers stop receiving their events.
+        Failures are reported together.
+        """
+        self._ledger.clear()
         with self._lock:
-            self._failures.clear()
-            self._last_log.clear()
-            self._suppressed.clear()
-        self._call_all("reset")
+            draining = [d.observer for d in self._draining]
+            self._draining = ()
+            self._runs.clear()
+            self._rebuild()
+        self._call_all("reset", extra=draining)
 
     def force_flush(self, timeout_s: float | None = None) -> bool:
         """Flush every member within one shared ``timeout_s``; True if everything flushed.
@@ -455,6 +626,7 @@ class ObserverSet(LoopObserver):
         def on_convergence_detected(self, ctx: ConvergenceDetectedContext) -> None: ...
         def on_suspended(self, ctx: SuspendedContext) -> None: ...
         def on_sleep(self, ctx: SleepContext) -> None: ...
+        def on_budget_exceeded(self, ctx: BudgetExceededContext) -> None: ...
 
     else:
         on_run_start = _fan_out("on_run_start")
@@ -477,3 +649,4 @@ class ObserverSet(LoopObserver):
         on_convergence_detected = _fan_out("on_convergence_detected")
         on_suspended = _fan_out("on_suspended")
         on_sleep = _fan_out("on_sleep")
+        on_budget_exceeded = _fan_out("on_budget_exceeded")

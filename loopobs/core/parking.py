@@ -24,7 +24,7 @@ from typing import Any
 import jsonschema
 from referencing import Registry
 
-from loopobs.core.errors import InvalidResumeInput, NotYetAwake
+from loopobs.core.errors import InvalidResumeInput, NotYetAwake, schema_error_reasons
 from loopobs.core.events import RunStatus, SleepContext, SuspendedContext
 from loopobs.core.model import AssistantMessage, ToolResultMessage
 from loopobs.core.observer import ObserverSet
@@ -173,10 +173,8 @@ def _schema_errors(schema: dict[str, Any], value: Any) -> list[str]:
         # An empty registry resolves only references inside the schema and retrieves
         # nothing (jsonschema's own default may still fetch remote URLs).
         validator = validator_cls(schema, registry=Registry())
-        return sorted(
-            f"{'/'.join(str(p) for p in e.absolute_path) or '(input)'}: {e.message}"
-            for e in validator.iter_errors(value)
-        )
+        # Paths and rules only: the input may be huge, or private.
+        return schema_error_reasons(validator.iter_errors(value))
     except jsonschema.exceptions.SchemaError as exc:
         where = "/".join(str(p) for p in exc.absolute_path) or "(schema)"
         return [f"input_schema: not a valid JSON Schema at {where}: {exc.message}"]

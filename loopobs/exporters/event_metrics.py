@@ -106,6 +106,15 @@ def _ttfc(ctx: ev.StreamSuccessContext) -> float | None:
     return None if ttfc is None else ttfc / 1000.0
 
 
+def _cost(ctx: ev.StreamSuccessContext | ev.RunEndContext) -> float | None:
+    # None is an unknown cost: nothing is added (the call counts as unpriced instead).
+    return ctx.cost_usd
+
+
+def _unpriced(ctx: ev.StreamSuccessContext) -> float | None:
+    return 1 if ctx.cost_usd is None else None
+
+
 def _tool_error(ctx: ev.ToolPostContext) -> str:
     if not ctx.is_error:
         return ""
@@ -138,6 +147,7 @@ EVENT_METRICS: Mapping[ev.HookName, EventMetrics] = {
             Recording(c.RUNS, _one),
             Recording(c.AGENT_DURATION, _seconds, exemplar=True),
             Recording(c.RUNS_ACTIVE, _minus_one, started_only=True),
+            Recording(c.RUN_COST, _cost, exemplar=True),
         ),
         with_agent=True,
     ),
@@ -154,6 +164,8 @@ EVENT_METRICS: Mapping[ev.HookName, EventMetrics] = {
         _tokens(c.TOKEN_CACHE_READ, lambda ctx: ctx.cache_read_input_tokens, skip_zero=True),
         _tokens(c.TOKEN_CACHE_WRITE, lambda ctx: ctx.cache_write_input_tokens, skip_zero=True),
         _tokens(c.TOKEN_REASONING, lambda ctx: ctx.reasoning_output_tokens, skip_zero=True),
+        Recording(c.COST, _cost, exemplar=True),
+        Recording(c.UNPRICED_CALLS, _unpriced),
     )),
     "on_stream_failure": EventMetrics(
         (*_MODEL_CALL, c.ERROR_TYPE),
@@ -193,6 +205,12 @@ EVENT_METRICS: Mapping[ev.HookName, EventMetrics] = {
     "on_convergence_detected": EventMetrics(
         (c.LOOPOBS_DETECTION_ACTION,), lambda ctx: (ctx.action,),
         (Recording(c.CONVERGENCE_DETECTIONS, _one),),
+    ),
+    "on_budget_exceeded": EventMetrics(
+        (c.LOOPOBS_BUDGET_LIMIT, c.LOOPOBS_BUDGET_SCOPE, c.LOOPOBS_BUDGET_ACTION),
+        lambda ctx: (ctx.limit, ctx.scope, ctx.action),
+        (Recording(c.BUDGET_EXCEEDED, _one),),
+        with_agent=True,
     ),
 }
 """Hook → what its event records, in recording order."""
@@ -361,3 +379,7 @@ class MetricRecorder(LoopObserver):
     def on_convergence_detected(self, ctx: ev.ConvergenceDetectedContext) -> None:
         """``convergence_detections`` +1 by action."""
         self._apply(ctx, None)
+
+    def on_budget_exceeded(self, ctx: ev.BudgetExceededContext) -> None:
+        """``budget.exceeded`` +1 by limit, scope and action (stop or warn)."""
+        self._apply(ctx, self._agents.get(ctx.run_id))

@@ -23,8 +23,11 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import logging
 import os
 import threading
+import time
+import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,7 +60,10 @@ _RENAMED_FIELDS: Mapping[int, Mapping[str, Mapping[str, str]]] = {
 """Per version, the fields renamed in the next one: hook → old name → new name."""
 
 
+logger = logging.getLogger("loopobs.exporters.jsonl")
+
 _ADAPTERS: dict[str, TypeAdapter[Any]] = {}
+_WARN_INTERVAL_S = 60.0
 
 
 def _adapter(cls: type[EventContext]) -> TypeAdapter[Any]:
@@ -166,15 +172,26 @@ def _summarise(exc: ValidationError) -> str:
 class JsonlRecorder(EventSink):
     """Writes every event as one JSON line to a path or an open text stream.
 
-    Lines are encoded on the emitting task and buffered; they reach the file on
-    :meth:`force_flush`, :meth:`shutdown`, or when ``buffer_lines`` are pending.
-    Safe when many runs and threads share one recorder: each line is written
-    whole. A path is opened in append mode and closed by :meth:`shutdown`; a
-    stream passed in is flushed but left open.
+    Lines are encoded on the emitting task and buffered. They reach the file
+    (written and flushed) at every ``on_run_end``, when ``buffer_lines`` are
+    pending, once the oldest pending line is ``flush_interval_s`` old (checked
+    at each event and by a small daemon thread, so a stalled run's lines still
+    arrive), and on :meth:`force_flush` / :meth:`shutdown`. A crash loses at
+    most the lines of that interval.
+
+    A write that fails (a full disk, a closed stream) drops the lines it held
+    and counts them in :attr:`dropped_lines` and :attr:`write_failures`, logging
+    a warning at most once a minute; nothing is retried, so a failing disk never
+    makes the emitting task re-write a growing buffer. Safe when many runs and
+    threads share one recorder: each line is written whole and in order. A
+    path is opened in append mode and closed by :meth:`shutdown`; a stream
+    passed in is flushed but left open.
     """
 
     def __init__(self, path_or_stream: str | os.PathLike[str] | IO[str], *,
-                 buffer_lines: int = 256) -> None:
+                 buffer_lines: int = 256, flush_interval_s: float | None = 1.0) -> None:
+        if flush_interval_s is not None and not flush_interval_s > 0:
+            raise ValueError("flush_interval_s must be positive, or None for no time bound")
         if isinstance(path_or_stream, (str, os.PathLike)):
             self._stream: IO[str] = Path(path_or_stream).open("a", encoding="utf-8")  # noqa: SIM115
             self._owns_stream = True
@@ -183,42 +200,121 @@ class JsonlRecorder(EventSink):
             self._owns_stream = False
         self._buffer: list[str] = []
         self._buffer_lines = buffer_lines
-        self._lock = threading.Lock()
+        self._interval = flush_interval_s
+        self._oldest: float | None = None  # monotonic time the oldest pending line arrived
+        self._lock = threading.Lock()  # the buffer and counters; never held while writing
+        self._io_lock = threading.Lock()  # one write at a time, batches in order
         self._closed = False
+        self._dropped = 0
+        self._failures = 0
+        self._last_warning: float | None = None
+        self._wake = threading.Event()
+        self._timer_started = False
+
+    @property
+    def dropped_lines(self) -> int:
+        """Lines lost because a write failed."""
+        return self._dropped
+
+    @property
+    def write_failures(self) -> int:
+        """Writes that failed (each dropped the lines it held)."""
+        return self._failures
 
     def on_event(self, ctx: EventContext) -> None:
         line = encode_event(ctx)
+        now = time.monotonic()
         with self._lock:
             if self._closed:
                 return
             self._buffer.append(line)
-            if len(self._buffer) >= self._buffer_lines:
-                self._write_locked()
+            if self._oldest is None:
+                self._oldest = now
+            due = (
+                ctx.hook == "on_run_end"
+                or len(self._buffer) >= self._buffer_lines
+                or (self._interval is not None and now - self._oldest >= self._interval)
+            )
+            start_timer = not due and self._interval is not None and not self._timer_started
+            if start_timer:
+                self._timer_started = True
+        if due:
+            self._write_pending()
+        elif start_timer:
+            self._start_timer()
 
-    def _write_locked(self) -> None:
-        if self._buffer:
-            self._stream.write("\n".join(self._buffer) + "\n")
-            self._buffer.clear()
+    def _start_timer(self) -> None:
+        ref = weakref.ref(self)
+        wake, interval = self._wake, self._interval
+        assert interval is not None
+
+        def tick() -> None:
+            # Holds the recorder only while flushing: an abandoned recorder is collected.
+            while not wake.wait(interval):
+                recorder = ref()
+                if recorder is None:
+                    return
+                recorder._flush_if_stale()
+                del recorder
+
+        threading.Thread(target=tick, name="loopobs-jsonl-flush", daemon=True).start()
+
+    def _flush_if_stale(self) -> None:
+        oldest, interval = self._oldest, self._interval
+        if oldest is not None and interval is not None and time.monotonic() - oldest >= interval:
+            self._write_pending()
+
+    def _write_pending(self) -> None:
+        with self._io_lock:
+            with self._lock:
+                lines, self._buffer = self._buffer, []
+                self._oldest = None
+            self._write_locked(lines)
+
+    def _write_locked(self, lines: list[str]) -> None:
+        """Write and flush ``lines``; the caller holds ``_io_lock`` (not ``_lock``)."""
+        if not lines:
+            return
+        try:
+            self._stream.write("\n".join(lines) + "\n")
+            self._stream.flush()
+        except (OSError, ValueError) as exc:  # ValueError: the stream was closed
+            self._write_failed(len(lines), exc)
+
+    def _write_failed(self, lines: int, exc: Exception) -> None:
+        now = time.monotonic()
+        with self._lock:
+            self._dropped += lines
+            self._failures += 1
+            if self._last_warning is not None and now - self._last_warning < _WARN_INTERVAL_S:
+                return
+            self._last_warning = now
+            dropped, failures = self._dropped, self._failures
+        logger.warning(
+            "JsonlRecorder could not write (%s: %s); %d line(s) dropped in %d failed write(s) "
+            "so far", type(exc).__name__, exc, dropped, failures,
+        )
 
     def force_flush(self, timeout_s: float | None = None) -> None:
-        """Write pending lines and flush the stream."""
-        with self._lock:
-            if self._closed:
-                return
-            self._write_locked()
-            self._stream.flush()
+        """Write pending lines and flush the stream (a failing write drops and counts them)."""
+        if not self._closed:
+            self._write_pending()
 
     def shutdown(self, timeout_s: float | None = None) -> None:
         """Flush, and close the file if the recorder opened it. Later events are dropped."""
-        with self._lock:
-            if self._closed:
-                return
-            self._write_locked()
-            self._stream.flush()
-            self._closed = True
+        with self._io_lock:
+            with self._lock:
+                if self._closed:
+                    return
+                self._closed = True
+                lines, self._buffer = self._buffer, []
+            self._wake.set()
+            self._write_locked(lines)
             if self._owns_stream:
-                self._stream.close()
-
+                try:
+                    self._stream.close()
+                except OSError as exc:  # closing flushes: a full disk can fail it
+                    self._write_failed(0, exc)
 
 
 class ReplayError(ValueError):

@@ -41,7 +41,7 @@ from typing import Any
 
 import httpx
 
-from loopobs.core.errors import ModelError, StreamError
+from loopobs.core.errors import ModelError, StreamError, redact, shorten
 from loopobs.core.events import Usage
 from loopobs.core.model import (
     AssistantMessage,
@@ -61,11 +61,16 @@ from loopobs.core.model import (
     UsageReport,
     UserMessage,
 )
+from loopobs.core.token_counts import plausible_token_count
 from loopobs.llm._http import (
+    DEFAULT_DEADLINE,
+    DEFAULT_MAX_LINE_CHARS,
+    DEFAULT_MAX_RESPONSE_BYTES,
     HttpModelClient,
+    describe,
     error_for_status,
-    quote,
 )
+from loopobs.llm._text import SurrogateJoiner, fix_surrogates, fix_surrogates_in
 
 __all__ = ["AnthropicClient"]
 
@@ -94,7 +99,9 @@ class AnthropicClient(HttpModelClient):
         base_url: the API root (without ``/v1``).
         http_client: an ``httpx.AsyncClient`` to send through. Without one
             the client makes its own, closed by :meth:`aclose`.
-        timeout: per-request timeout; by default the injected client's, or
+        timeout: httpx's per-operation timeout (each connect, each read: a
+            server that keeps sending never trips it; ``deadline`` bounds the
+            whole call); by default the injected client's, or
             10 s to connect and 600 s per read for the client's own (httpx's
             own default of 5 s is too short for extended thinking).
         max_tokens: the ``max_tokens`` the API requires, unless the request's
@@ -102,6 +109,17 @@ class AnthropicClient(HttpModelClient):
         anthropic_version: the ``anthropic-version`` header.
         provider: the provider name observers and spans report.
         extra_headers: headers added to every request (``anthropic-beta``, …).
+        deadline: seconds one call may take in all, connect to last byte (default
+            30 minutes; None: no bound). Past it the call fails with a retryable
+            ``ModelError`` (no response yet) or ``StreamError`` (while streaming).
+        max_response_bytes: bytes one response body may have (default 64 MiB);
+            past it, a retryable ``StreamError``.
+        max_line_chars: characters one event-stream line or event may have
+            (default 16 Mi); past it, a retryable ``StreamError``.
+
+    Raises:
+        ValueError: the API key (or an extra header's value) has a control or
+            non-ASCII character once surrounding whitespace is stripped.
     """
 
     endpoint = "/v1/messages"
@@ -118,6 +136,9 @@ class AnthropicClient(HttpModelClient):
         anthropic_version: str = "2023-06-01",
         provider: str = "anthropic",
         extra_headers: Mapping[str, str] | None = None,
+        deadline: float | None = DEFAULT_DEADLINE,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        max_line_chars: int = DEFAULT_MAX_LINE_CHARS,
     ) -> None:
         super().__init__(
             base_url=base_url,
@@ -126,6 +147,9 @@ class AnthropicClient(HttpModelClient):
             timeout=timeout,
             provider=provider,
             extra_headers=extra_headers,
+            deadline=deadline,
+            max_response_bytes=max_response_bytes,
+            max_line_chars=max_line_chars,
         )
         self.max_tokens = max_tokens
         self.anthropic_version = anthropic_version
@@ -164,7 +188,7 @@ class AnthropicClient(HttpModelClient):
 
     def decoder(self) -> MessagesDecoder:
         """A fresh decoder for one response."""
-        return MessagesDecoder(provider=self.provider)
+        return MessagesDecoder(provider=self.provider, secret=self._api_key)
 
 
 # -- request translation ------------------------------------------------------------------
@@ -251,13 +275,20 @@ class MessagesDecoder:
     """Decodes the Messages API event stream into stream events.
 
     Raises only ``LoopError``s: a payload that is not JSON, or not the shape
-    the API documents, is a :class:`StreamError` quoting it; an ``error``
-    event is a :class:`ModelError` with the right retry verdict.
+    the API documents, is a :class:`StreamError` describing where (never
+    quoting it: it is model output); an ``error`` event is a
+    :class:`ModelError` with the right retry verdict and the server's message,
+    ``secret`` masked in it. Surrogate pairs split across deltas are joined.
+    Token counts that are not plausible are treated as unknown (0) and
+    counted in :attr:`rejected_token_counts`.
     """
 
-    def __init__(self, *, provider: str = "anthropic") -> None:
+    def __init__(self, *, provider: str = "anthropic", secret: str | None = None) -> None:
         self.provider = provider
         self.done = False
+        self.rejected_token_counts = 0
+        self._secret = secret
+        self._joiners: dict[tuple[int, str], SurrogateJoiner] = {}
         self._blocks: dict[int, _Block] = {}
         self._response_id: str | None = None
         self._response_model: str | None = None
@@ -275,6 +306,8 @@ class MessagesDecoder:
             return []
         try:
             payload = json.loads(data)
+        except json.JSONDecodeError as exc:
+            raise self._bad("invalid JSON in a data line", data, exc.pos) from None
         except (ValueError, RecursionError):  # RecursionError: JSON nested too deeply
             raise self._bad("invalid JSON in a data line", data) from None
         if not isinstance(payload, dict):
@@ -296,8 +329,26 @@ class MessagesDecoder:
             f"{self.provider}: the stream ended before message_stop", provider=self.provider
         )
 
-    def _bad(self, what: str, data: str) -> StreamError:
-        return StreamError(f"{self.provider}: {what}: {quote(data)}", provider=self.provider)
+    def _bad(self, what: str, data: str, offset: int | None = None) -> StreamError:
+        return StreamError(
+            f"{self.provider}: {what} ({describe(data, offset=offset)})", provider=self.provider
+        )
+
+    def _joined(self, index: int, kind: str, text: str) -> str:
+        joiner = self._joiners.get((index, kind))
+        if joiner is None:
+            joiner = self._joiners[(index, kind)] = SurrogateJoiner()
+        return joiner.feed(text)
+
+    def _held(self, index: int) -> list[StreamEvent]:
+        """What a block's joiners still hold when it stops: a lone half, as U+FFFD."""
+        out: list[StreamEvent] = []
+        for kind, make in (("text", TextDelta), ("thinking", ThinkingDelta)):
+            joiner = self._joiners.pop((index, kind), None)
+            rest = joiner.flush() if joiner is not None else ""
+            if rest:
+                out.append(make(rest))
+        return out
 
     def _event(self, kind: Any, payload: dict[str, Any]) -> list[StreamEvent]:
         if kind == "message_start":
@@ -321,7 +372,11 @@ class MessagesDecoder:
             return self._report_usage()
         if kind == "message_stop":
             self.done = True
-            out = [] if self._usage_reported or not self._usage_seen else self._report_usage()
+            out: list[StreamEvent] = []
+            for index in sorted({i for i, _ in self._joiners}):
+                out.extend(self._held(index))  # blocks the server never stopped
+            if self._usage_seen and not self._usage_reported:
+                out.extend(self._report_usage())
             out.append(
                 Finish(
                     reason=self._stop_reason,
@@ -338,13 +393,15 @@ class MessagesDecoder:
         state = _Block(type=kind)
         self._blocks[index] = state
         if kind == "text" and block.get("text"):
-            return [TextDelta(_text(block["text"]))]
+            text = self._joined(index, "text", _text(block["text"]))
+            return [TextDelta(text)] if text else []
         if kind == "thinking":
             if block.get("signature"):
                 state.signature = _text(block["signature"])
             if block.get("thinking"):
-                state.thinking.append(_text(block["thinking"]))
-                return [ThinkingDelta(state.thinking[-1])]
+                thought = self._joined(index, "thinking", _text(block["thinking"]))
+                state.thinking.append(thought)
+                return [ThinkingDelta(thought)] if thought else []
             return []
         if kind == "redacted_thinking":
             state.redacted = _text(block.get("data") or "")
@@ -358,10 +415,10 @@ class MessagesDecoder:
     def _block_delta(self, index: int, delta: dict[str, Any]) -> list[StreamEvent]:
         kind = delta.get("type")
         if kind == "text_delta":
-            text = _text(delta["text"])
+            text = self._joined(index, "text", _text(delta["text"]))
             return [TextDelta(text)] if text else []
         if kind == "thinking_delta":
-            text = _text(delta["thinking"])
+            text = self._joined(index, "thinking", _text(delta["thinking"]))
             block = self._blocks.get(index)
             if block is not None:
                 block.thinking.append(text)
@@ -381,7 +438,13 @@ class MessagesDecoder:
         return []
 
     def _block_stop(self, index: int) -> list[StreamEvent]:
+        held = self._held(index)
         block = self._blocks.pop(index, None)
+        if block is not None:
+            block.thinking.extend(e.text for e in held if isinstance(e, ThinkingDelta))
+        return [*held, *self._finished_block(block)]
+
+    def _finished_block(self, block: _Block | None) -> list[StreamEvent]:
         if block is not None and block.type == "thinking" and block.signature:
             return [ThinkingBlockReady(ThinkingBlock(thinking="".join(block.thinking),
                                                      signature=block.signature))]
@@ -389,8 +452,8 @@ class MessagesDecoder:
             return [ThinkingBlockReady(ThinkingBlock(redacted=block.redacted))]
         if block is None or block.type != "tool_use":
             return []
-        raw = "".join(block.partial_json)
-        arguments = block.input
+        raw = fix_surrogates("".join(block.partial_json))
+        arguments = fix_surrogates_in(block.input)
         if raw.strip():
             try:
                 parsed = json.loads(raw)
@@ -400,7 +463,7 @@ class MessagesDecoder:
                 # The loop answers it with an InvalidToolInput result the model can act on.
                 return [ToolCallReady(ToolCallPart(id=block.id, name=block.name,
                                                    raw_arguments=raw))]
-            arguments = parsed
+            arguments = fix_surrogates_in(parsed)
         return [ToolCallReady(ToolCallPart(id=block.id, name=block.name, arguments=arguments))]
 
     def _read_usage(self, raw: Any) -> None:
@@ -411,13 +474,21 @@ class MessagesDecoder:
         usage = _obj(raw)
         self._usage_seen = True
         if usage.get("input_tokens") is not None:
-            self._input = _count(usage["input_tokens"])
+            self._input = self._count(usage["input_tokens"])
         if usage.get("cache_read_input_tokens") is not None:
-            self._cache_read = _count(usage["cache_read_input_tokens"])
+            self._cache_read = self._count(usage["cache_read_input_tokens"])
         if usage.get("cache_creation_input_tokens") is not None:
-            self._cache_write = _count(usage["cache_creation_input_tokens"])
+            self._cache_write = self._count(usage["cache_creation_input_tokens"])
         if usage.get("output_tokens") is not None:
-            self._output = _count(usage["output_tokens"])
+            self._output = self._count(usage["output_tokens"])
+
+    def _count(self, value: Any) -> int:
+        """A reported token count; an implausible one is unknown (0) and counted."""
+        count = plausible_token_count(value)
+        if count is None:
+            self.rejected_token_counts += 1
+            return 0
+        return count
 
     def _report_usage(self) -> list[StreamEvent]:
         self._usage_reported = True
@@ -436,11 +507,16 @@ class MessagesDecoder:
         error = payload.get("error")
         if not isinstance(error, dict):
             return StreamError(
-                f"{self.provider}: error event: {quote(data)}", provider=self.provider
+                f"{self.provider}: an error event without an error object ({describe(data)})",
+                provider=self.provider,
             )
         kind = error.get("type")
         message = error.get("message")
-        text = f"{kind}: {str(message)[:200]}" if isinstance(kind, str) else quote(data)
+        if isinstance(kind, str):
+            # Redact first: a cut must never leave part of an echoed key behind.
+            text = shorten(redact(f"{kind[:60]}: {message}", self._secret), 240)
+        else:
+            text = f"an error object without a type ({describe(data)})"
         status = _ERROR_STATUS.get(kind, 500) if isinstance(kind, str) else 500
         return error_for_status(status, f"error event: {text}", provider=self.provider)
 
@@ -468,7 +544,4 @@ def _index(payload: dict[str, Any]) -> int:
     return index
 
 
-def _count(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise TypeError("expected a token count")
-    return value
+

@@ -39,7 +39,7 @@ from typing import Any
 
 import httpx
 
-from loopobs.core.errors import ModelError, RateLimited, StreamError
+from loopobs.core.errors import ModelError, RateLimited, StreamError, redact, shorten
 from loopobs.core.events import Usage
 from loopobs.core.model import (
     AssistantMessage,
@@ -56,11 +56,16 @@ from loopobs.core.model import (
     UsageReport,
     UserMessage,
 )
+from loopobs.core.token_counts import plausible_token_count
 from loopobs.llm._http import (
+    DEFAULT_DEADLINE,
+    DEFAULT_MAX_LINE_CHARS,
+    DEFAULT_MAX_RESPONSE_BYTES,
     HttpModelClient,
+    describe,
     error_for_status,
-    quote,
 )
+from loopobs.llm._text import SurrogateJoiner, fix_surrogates, fix_surrogates_in
 
 __all__ = ["OpenAIClient"]
 
@@ -77,12 +82,25 @@ class OpenAIClient(HttpModelClient):
         http_client: an ``httpx.AsyncClient`` to send through (its
             connection pool, proxies and timeout are used). Without one the
             client makes its own, closed by :meth:`aclose`.
-        timeout: per-request timeout; by default the injected client's, or
+        timeout: httpx's per-operation timeout (each connect, each read: a
+            server that keeps sending never trips it; ``deadline`` bounds the
+            whole call); by default the injected client's, or
             10 s to connect and 600 s per read for the client's own. httpx's
             own default is 5 s, too short for a model that thinks before its
             first token: set one on an injected client, or pass this.
         provider: the provider name observers and spans report.
         extra_headers: headers added to every request (``OpenAI-Organization``, …).
+        deadline: seconds one call may take in all, connect to last byte (default
+            30 minutes; None: no bound). Past it the call fails with a retryable
+            ``ModelError`` (no response yet) or ``StreamError`` (while streaming).
+        max_response_bytes: bytes one response body may have (default 64 MiB);
+            past it, a retryable ``StreamError``.
+        max_line_chars: characters one event-stream line or event may have
+            (default 16 Mi); past it, a retryable ``StreamError``.
+
+    Raises:
+        ValueError: the API key (or an extra header's value) has a control or
+            non-ASCII character once surrounding whitespace is stripped.
     """
 
     endpoint = "/chat/completions"
@@ -97,6 +115,9 @@ class OpenAIClient(HttpModelClient):
         timeout: httpx.Timeout | float | None = None,
         provider: str = "openai",
         extra_headers: Mapping[str, str] | None = None,
+        deadline: float | None = DEFAULT_DEADLINE,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        max_line_chars: int = DEFAULT_MAX_LINE_CHARS,
     ) -> None:
         super().__init__(
             base_url=base_url,
@@ -105,6 +126,9 @@ class OpenAIClient(HttpModelClient):
             timeout=timeout,
             provider=provider,
             extra_headers=extra_headers,
+            deadline=deadline,
+            max_response_bytes=max_response_bytes,
+            max_line_chars=max_line_chars,
         )
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
@@ -138,7 +162,7 @@ class OpenAIClient(HttpModelClient):
 
     def decoder(self) -> ChatCompletionsDecoder:
         """A fresh decoder for one response."""
-        return ChatCompletionsDecoder(provider=self.provider)
+        return ChatCompletionsDecoder(provider=self.provider, secret=self._api_key)
 
 
 # -- request translation ------------------------------------------------------------------
@@ -192,13 +216,21 @@ class ChatCompletionsDecoder:
     """Decodes the ``chat.completion.chunk`` SSE stream into stream events.
 
     Raises only ``LoopError``s: a payload that is not JSON, or not the shape
-    the API documents, is a :class:`StreamError` quoting it; an error object
-    in the stream is a :class:`ModelError` with the right retry verdict.
+    the API documents, is a :class:`StreamError` describing where (never
+    quoting it: it is model output); an error object in the stream is a
+    :class:`ModelError` with the right retry verdict and the server's message,
+    ``secret`` masked in it. Surrogate pairs split across chunks are joined.
+    Token counts that are not plausible are reported as 0 and counted in
+    :attr:`rejected_token_counts`.
     """
 
-    def __init__(self, *, provider: str = "openai") -> None:
+    def __init__(self, *, provider: str = "openai", secret: str | None = None) -> None:
         self.provider = provider
         self.done = False
+        self.rejected_token_counts = 0
+        self._secret = secret
+        self._text = SurrogateJoiner()
+        self._thinking = SurrogateJoiner()
         self._calls: dict[int, _PartialCall] = {}
         self._finish_reason: str | None = None
         self._calls_emitted = False
@@ -236,14 +268,18 @@ class ChatCompletionsDecoder:
     def _json(self, data: str) -> dict[str, Any]:
         try:
             payload = json.loads(data)
+        except json.JSONDecodeError as exc:
+            raise self._bad("invalid JSON in a data line", data, exc.pos) from None
         except (ValueError, RecursionError):  # RecursionError: JSON nested too deeply
             raise self._bad("invalid JSON in a data line", data) from None
         if not isinstance(payload, dict):
             raise self._bad("a data line that is not a JSON object", data)
         return payload
 
-    def _bad(self, what: str, data: str) -> StreamError:
-        return StreamError(f"{self.provider}: {what}: {quote(data)}", provider=self.provider)
+    def _bad(self, what: str, data: str, offset: int | None = None) -> StreamError:
+        return StreamError(
+            f"{self.provider}: {what} ({describe(data, offset=offset)})", provider=self.provider
+        )
 
     def _chunk(self, payload: dict[str, Any]) -> list[StreamEvent]:
         out: list[StreamEvent] = []
@@ -253,7 +289,7 @@ class ChatCompletionsDecoder:
             self._response_model = payload["model"]
         usage = payload.get("usage")
         if usage is not None:
-            self._usage = _usage(usage)
+            self._usage = self._read_usage(usage)
         choices = payload.get("choices") or []
         if not isinstance(choices, list):
             raise TypeError("choices")
@@ -267,10 +303,14 @@ class ChatCompletionsDecoder:
                 raise TypeError("delta")
             reasoning = delta.get("reasoning_content") or delta.get("reasoning")
             if reasoning:
-                out.append(ThinkingDelta(_text(reasoning)))
+                thought = self._thinking.feed(_text(reasoning))
+                if thought:
+                    out.append(ThinkingDelta(thought))
             content = delta.get("content")
             if content:
-                out.append(TextDelta(_text(content)))
+                text = self._text.feed(_text(content))
+                if text:
+                    out.append(TextDelta(text))
             for fragment in delta.get("tool_calls") or ():
                 self._tool_fragment(fragment)
             reason = choice.get("finish_reason")
@@ -304,6 +344,31 @@ class ChatCompletionsDecoder:
         if function.get("arguments"):
             call.arguments += _text(function["arguments"])
 
+    def _count(self, value: Any) -> int:
+        """A reported token count; an implausible one is unknown (0) and counted."""
+        if value is None:
+            return 0
+        count = plausible_token_count(value)
+        if count is None:
+            self.rejected_token_counts += 1
+            return 0
+        return count
+
+    def _read_usage(self, raw: Any) -> Usage:
+        if not isinstance(raw, dict):
+            raise TypeError("usage")
+        prompt_details = raw.get("prompt_tokens_details") or {}
+        completion_details = raw.get("completion_tokens_details") or {}
+        if not isinstance(prompt_details, dict) or not isinstance(completion_details, dict):
+            raise TypeError("usage details")
+        # prompt_tokens already counts the cached tokens, completion_tokens the reasoning ones.
+        return Usage(
+            input_tokens=self._count(raw.get("prompt_tokens")),
+            output_tokens=self._count(raw.get("completion_tokens")),
+            cache_read_input_tokens=self._count(prompt_details.get("cached_tokens")),
+            reasoning_output_tokens=self._count(completion_details.get("reasoning_tokens")),
+        )
+
     def _ready_calls(self) -> list[StreamEvent]:
         if self._calls_emitted:
             return []
@@ -325,7 +390,13 @@ class ChatCompletionsDecoder:
 
     def _finish(self) -> list[StreamEvent]:
         self.done = True
-        out = self._ready_calls()
+        out: list[StreamEvent] = []
+        thought, text = self._thinking.flush(), self._text.flush()
+        if thought:
+            out.append(ThinkingDelta(thought))
+        if text:
+            out.append(TextDelta(text))
+        out.extend(self._ready_calls())
         if self._usage is not None:
             out.append(UsageReport(self._usage))
         out.append(
@@ -343,17 +414,21 @@ class ChatCompletionsDecoder:
             error = {"message": str(error)}
         message = error.get("message")
         kind = error.get("type") or error.get("code") or ""
-        text = f"{kind}: {message}" if kind and isinstance(message, str) else quote(data)
+        if kind and isinstance(message, str):
+            # Redact first: a cut must never leave part of an echoed key behind.
+            text = shorten(redact(f"{str(kind)[:60]}: {message}", self._secret), 240)
+        else:
+            text = f"an error object without a message ({describe(data)})"
         code = error.get("code")
         status = code if isinstance(code, int) and 400 <= code <= 599 else None
         kind_text = str(kind).lower()
         if status is None and "rate_limit" in kind_text:
             status = 429
         if status is not None:
-            return error_for_status(status, f"error event: {text}"[:300], provider=self.provider)
+            return error_for_status(status, f"error event: {text}", provider=self.provider)
         if "overloaded" in kind_text:
             return RateLimited(
-                f"{self.provider}: error event: {text}"[:300],
+                f"{self.provider}: error event: {text}",
                 status_code=None,
                 provider=self.provider,
             )
@@ -362,7 +437,7 @@ class ChatCompletionsDecoder:
             word in kind_text for word in ("invalid", "auth", "permission", "not_found")
         )
         return ModelError(
-            f"{self.provider}: error event: {text}"[:300],
+            f"{self.provider}: error event: {text}",
             retryable=retryable,
             provider=self.provider,
         )
@@ -374,28 +449,6 @@ def _text(value: Any) -> str:
     return value
 
 
-def _count(value: Any) -> int:
-    if value is None:
-        return 0
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise TypeError("expected a token count")
-    return value
-
-
-def _usage(raw: Any) -> Usage:
-    if not isinstance(raw, dict):
-        raise TypeError("usage")
-    prompt_details = raw.get("prompt_tokens_details") or {}
-    completion_details = raw.get("completion_tokens_details") or {}
-    if not isinstance(prompt_details, dict) or not isinstance(completion_details, dict):
-        raise TypeError("usage details")
-    # prompt_tokens already counts the cached tokens, completion_tokens the reasoning ones.
-    return Usage(
-        input_tokens=_count(raw.get("prompt_tokens")),
-        output_tokens=_count(raw.get("completion_tokens")),
-        cache_read_input_tokens=_count(prompt_details.get("cached_tokens")),
-        reasoning_output_tokens=_count(completion_details.get("reasoning_tokens")),
-    )
 
 
 def _tool_call_part(call_id: str, name: str, arguments: str) -> ToolCallPart:
@@ -404,6 +457,8 @@ def _tool_call_part(call_id: str, name: str, arguments: str) -> ToolCallPart:
     The loop answers a call with raw arguments with an ``InvalidToolInput`` error
     result, so the model sees what was wrong and can try again in the same run.
     """
+    call_id, name = fix_surrogates(call_id), fix_surrogates(name)
+    arguments = fix_surrogates(arguments)
     if not arguments.strip():
         return ToolCallPart(id=call_id, name=name)
     try:
@@ -412,4 +467,4 @@ def _tool_call_part(call_id: str, name: str, arguments: str) -> ToolCallPart:
         value = None
     if not isinstance(value, dict):
         return ToolCallPart(id=call_id, name=name, raw_arguments=arguments)
-    return ToolCallPart(id=call_id, name=name, arguments=value)
+    return ToolCallPart(id=call_id, name=name, arguments=fix_surrogates_in(value))
