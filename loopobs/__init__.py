@@ -12,7 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 from loopobs.core.budget import Budget, BudgetGuard, BudgetTracker, Spend
 from loopobs.core.compaction import Compactor, TruncatingCompactor, estimate_tokens
-from loopobs.core.detectors import ConvergenceDetector, RepetitionDetector
+from loopobs.core.detectors import (
+    ConvergenceDetector,
+    Normaliser,
+    RepetitionDetector,
+    ToolNormalisation,
+)
 from loopobs.core.errors import (
     BudgetExceeded,
     Cancelled,
@@ -64,6 +69,7 @@ from loopobs.core.events import (
     SuspendedContext,
     TextDeltaContext,
     ThinkingDeltaContext,
+    ToolAnnotations,
     ToolCallReceivedContext,
     ToolOutcomeKind,
     ToolPostContext,
@@ -146,6 +152,7 @@ __all__ = [
     "ModelRates",
     "ModelRequest",
     "ModelSwitchedContext",
+    "Normaliser",
     "NotYetAwake",
     "ObserverSet",
     "Output",
@@ -179,12 +186,14 @@ __all__ = [
     "ThinkingDelta",
     "ThinkingDeltaContext",
     "Tool",
+    "ToolAnnotations",
     "ToolCallPart",
     "ToolCallReady",
     "ToolCallReceivedContext",
     "ToolDefinition",
     "ToolError",
     "ToolExecutionError",
+    "ToolNormalisation",
     "ToolNotFound",
     "ToolOutcomeKind",
     "ToolPostContext",

@@ -21,6 +21,7 @@ from loopobs import (
     ToolExecutionError,
     Usage,
 )
+from loopobs.core.events import ToolAnnotations
 from loopobs.core.parking import CLAIMS
 
 # No per-example deadline: the machine is shared, and a slow example is not a wrong one
@@ -108,6 +109,7 @@ SAMPLE_FIELDS: dict[str, dict[str, Any]] = {
         "tool": "weather",
         "tool_call_id": "call_1",
         "input": {"city": "Zürich", "days": [1, 2], "opts": {"units": None, "x": 1.5}},
+        "annotations": ToolAnnotations(read_only=True, idempotent=True, side_effecting=False),
     },
     "on_tool_pre": {"turn": 3, "tool": "weather", "tool_call_id": "call_1", "attempt": 1},
     "on_tool_post": {
@@ -133,8 +135,16 @@ SAMPLE_FIELDS: dict[str, dict[str, Any]] = {
     "on_fallback": {"from_model": "m1", "to_model": "m2", "turn": 3},
     "on_model_switched": {"from_model": "m1", "to_model": "m2"},
     "on_loop_detected": {"pattern": "weather×3", "repetitions": 3, "tool": "weather",
-                         "action": "stop"},
-    "on_convergence_detected": {"action": "compact", "similarity": 0.97, "consecutive": 3},
+                         "action": "stop", "signal": "repeat",
+                         "reason": "weather(Zürich) returned the same result 3 times",
+                         "call_ids": ("call_1", "call_2", "call_3"),
+                         "normalised": ("path", "result:time"), "arguments_hash": 2**63,
+                         "raw_arguments_hash": 2**64 - 1, "result_hash": 7,
+                         "raw_result_hash": 8},
+    "on_convergence_detected": {"action": "compact", "similarity": 0.97, "consecutive": 3,
+                                "signal": "alternating",
+                                "reason": "3 answers in a row each repeat one of the last 4",
+                                "compared_with": 2},
     "on_suspended": {
         "turn": 3,
         "tool": "approve",

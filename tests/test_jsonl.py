@@ -33,6 +33,7 @@ from loopobs import (
     Usage,
 )
 from loopobs.core import errors
+from loopobs.core.events import ToolAnnotations
 from loopobs.exporters.jsonl import (
     LOG_VERSION,
     JsonlRecorder,
@@ -119,6 +120,9 @@ DISPLAY_HINTS = st.one_of(
                      DisplayHint.suppress(), DisplayHint.markdown()]),
     st.builds(DisplayHint.code, TEXT),
 )
+OPTIONAL_BOOLS = st.none() | st.booleans()
+ANNOTATIONS = st.builds(ToolAnnotations, read_only=OPTIONAL_BOOLS, idempotent=OPTIONAL_BOOLS,
+                        side_effecting=OPTIONAL_BOOLS, waits=OPTIONAL_BOOLS)
 USAGES = st.builds(Usage, input_tokens=INTS, output_tokens=INTS, cache_read_input_tokens=INTS,
                    cache_write_input_tokens=INTS, reasoning_output_tokens=INTS)
 
@@ -135,6 +139,7 @@ def _for_type(hint: Any) -> st.SearchStrategy[Any]:
     simple: dict[Any, st.SearchStrategy[Any]] = {
         int: INTS, float: FLOATS, str: TEXT, bool: st.booleans(), uuid.UUID: st.uuids(),
         LoopError: LOOP_ERRORS, Usage: USAGES, DisplayHint: DISPLAY_HINTS,
+        ToolAnnotations: ANNOTATIONS,
     }
     if hint in simple:
         return simple[hint]
@@ -147,6 +152,8 @@ def _for_type(hint: Any) -> st.SearchStrategy[Any]:
         return st.one_of([_for_type(a) for a in typing.get_args(hint)])
     if hint is type(None):
         return st.none()
+    if origin is tuple and typing.get_args(hint)[1:] == (Ellipsis,):
+        return st.lists(_for_type(typing.get_args(hint)[0]), max_size=4).map(tuple)
     raise AssertionError(f"no strategy for field type {hint!r}: add one to test_jsonl.py")
 
 

@@ -61,6 +61,7 @@ __all__ = [
     "SuspendedContext",
     "TextDeltaContext",
     "ThinkingDeltaContext",
+    "ToolAnnotations",
     "ToolCallReceivedContext",
     "ToolOutcomeKind",
     "ToolPostContext",
@@ -398,6 +399,43 @@ class ThinkingDeltaContext(EventContext):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ToolAnnotations:
+    """What a tool is known to do; ``None`` means unknown.
+
+    - ``read_only``: the tool changes nothing (a read, a search, a status query).
+    - ``idempotent``: calling it again with the same arguments has no further effect.
+    - ``side_effecting``: the tool changes something (a write, a commit, a message sent).
+    - ``waits``: the tool waits (a sleep, a long poll): time spent in it paces polling.
+
+    :meth:`from_mcp` reads MCP's tool annotations (``readOnlyHint``,
+    ``destructiveHint``, ``idempotentHint``).
+    """
+
+    __pydantic_config__: ClassVar[Mapping[str, Any]] = _STRICT_FIELDS
+
+    read_only: bool | None = None
+    idempotent: bool | None = None
+    side_effecting: bool | None = None
+    waits: bool | None = None
+
+    @classmethod
+    def from_mcp(cls, hints: Mapping[str, Any]) -> ToolAnnotations:
+        """The annotations of an MCP tool, from its ``annotations`` object.
+
+        ``readOnlyHint`` sets ``read_only`` (and, when true, ``side_effecting=False``);
+        ``readOnlyHint: false`` means the tool may change its environment.
+        """
+        read_only = hints.get("readOnlyHint")
+        idempotent = hints.get("idempotentHint")
+        ro = read_only if isinstance(read_only, bool) else None
+        return cls(
+            read_only=ro,
+            idempotent=idempotent if isinstance(idempotent, bool) else None,
+            side_effecting=None if ro is None else not ro,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCallReceivedContext(EventContext):
     """The model asked for a tool call; fires once per call, before any attempt."""
 
@@ -406,6 +444,7 @@ class ToolCallReceivedContext(EventContext):
     tool: str
     tool_call_id: str
     input: Mapping[str, Any]
+    annotations: ToolAnnotations | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -479,26 +518,49 @@ class ModelSwitchedContext(EventContext):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LoopDetectedContext(EventContext):
-    """A repetition detector escalated: ``action`` says whether the loop warns or stops."""
+    """A repetition detector escalated: ``action`` says whether the loop warns or stops.
+
+    Why it fired (all defaulted, so other emitters need not fill them): ``signal``
+    names the rule (``repeat``, ``cycle``, ``same_result``, ``poll_budget``);
+    ``reason`` says it in a sentence; ``call_ids`` are the tool call ids that make up
+    the evidence (the latest few); ``normalised`` lists the normalisations that made
+    the calls equal (``path``, ``volatile``, ``result:time`` …); ``arguments_hash``
+    and ``result_hash`` are the normalised hashes of the triggering call,
+    ``raw_arguments_hash`` and ``raw_result_hash`` the exact ones.
+    """
 
     hook: ClassVar[HookName] = "on_loop_detected"
     pattern: str
     repetitions: int
     tool: str | None = None
     action: LoopAction = "warn"
+    signal: str = ""
+    reason: str = ""
+    call_ids: tuple[str, ...] = ()
+    normalised: tuple[str, ...] = ()
+    arguments_hash: int | None = None
+    raw_arguments_hash: int | None = None
+    result_hash: int | None = None
+    raw_result_hash: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ConvergenceDetectedContext(EventContext):
     """Final answers converged: ``consecutive`` answers at least ``similarity`` alike.
 
-    ``action`` is what the loop does about it (see :data:`ConvergenceAction`).
+    ``action`` is what the loop does about it (see :data:`ConvergenceAction`). Why it
+    fired: ``signal`` (``same_answer``, or ``alternating`` when the latest answer
+    matched an earlier one than the previous), ``reason`` in a sentence, and
+    ``compared_with``: how many answers back the matching one was (1 = the previous).
     """
 
     hook: ClassVar[HookName] = "on_convergence_detected"
     action: ConvergenceAction
     similarity: float = 0.0
     consecutive: int = 0
+    signal: str = ""
+    reason: str = ""
+    compared_with: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

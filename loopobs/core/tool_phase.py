@@ -81,9 +81,11 @@ class ToolPhase:
         em = deps.emit
         if received and em.listens("on_tool_call_received"):
             for call in calls:
+                known = deps.tools.get(call.name)
                 em.on_tool_call_received(ToolCallReceivedContext(
                     run_id=self._run_id, time_ns=now_ns(), turn=turn, tool=call.name,
-                    tool_call_id=call.id, input=call.arguments))
+                    tool_call_id=call.id, input=call.arguments,
+                    annotations=known.annotations if known is not None else None))
         parallel = deps.settings.parallel_tool_calls
         results: list[ToolAttempt | None] = [None] * len(calls)
         pending: list[tuple[int, asyncio.Task[ToolAttempt]]] = []

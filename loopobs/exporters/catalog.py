@@ -249,15 +249,15 @@ TURNS = MetricSpec(
 TOKENS = MetricSpec(
     "loopobs.tokens", "counter", "{token}",
     "Tokens used, by model and type (input, output, cache_read, cache_write, reasoning).",
-    (GEN_AI_PROVIDER_NAME, GEN_AI_REQUEST_MODEL, GEN_AI_TOKEN_TYPE),
+    (GEN_AI_PROVIDER_NAME, GEN_AI_REQUEST_MODEL, GEN_AI_TOKEN_TYPE, GEN_AI_AGENT_NAME),
 )
 TOOL_CALLS = MetricSpec(
     "loopobs.tool.calls", "counter", "{call}", "Tool call attempts, by tool and outcome.",
-    (GEN_AI_TOOL_NAME, LOOPOBS_TOOL_OUTCOME),
+    (GEN_AI_TOOL_NAME, LOOPOBS_TOOL_OUTCOME, GEN_AI_AGENT_NAME),
 )
 STREAM_FAILURES = MetricSpec(
     "loopobs.stream.failures", "counter", "{failure}", "Failed model call attempts.",
-    (GEN_AI_PROVIDER_NAME, GEN_AI_REQUEST_MODEL, ERROR_TYPE),
+    (GEN_AI_PROVIDER_NAME, GEN_AI_REQUEST_MODEL, ERROR_TYPE, GEN_AI_AGENT_NAME),
 )
 FALLBACKS = MetricSpec(
     "loopobs.fallbacks", "counter", "{fallback}", "Turns moved to a fallback model.",

@@ -166,7 +166,7 @@ EVENT_METRICS: Mapping[ev.HookName, EventMetrics] = {
         _tokens(c.TOKEN_REASONING, lambda ctx: ctx.reasoning_output_tokens, skip_zero=True),
         Recording(c.COST, _cost, exemplar=True),
         Recording(c.UNPRICED_CALLS, _unpriced),
-    )),
+    ), with_agent=True),
     "on_stream_failure": EventMetrics(
         (*_MODEL_CALL, c.ERROR_TYPE),
         lambda ctx: (ctx.provider, ctx.model, error_type(ctx.error)),
@@ -174,6 +174,7 @@ EVENT_METRICS: Mapping[ev.HookName, EventMetrics] = {
             Recording(c.OPERATION_DURATION, _seconds, _CHAT, exemplar=True),
             Recording(c.STREAM_FAILURES, _one),
         ),
+        with_agent=True,
     ),
     "on_tool_post": EventMetrics(
         (c.GEN_AI_TOOL_NAME, c.ERROR_TYPE, c.LOOPOBS_TOOL_OUTCOME),
@@ -182,6 +183,7 @@ EVENT_METRICS: Mapping[ev.HookName, EventMetrics] = {
             Recording(c.TOOL_DURATION, _seconds, exemplar=True),
             Recording(c.TOOL_CALLS, _one),
         ),
+        with_agent=True,
     ),
     "on_fallback": EventMetrics(_FROM_TO, lambda ctx: (ctx.from_model, ctx.to_model), (
         Recording(c.FALLBACKS, _one),
@@ -350,15 +352,15 @@ class MetricRecorder(LoopObserver):
 
     def on_stream_success(self, ctx: ev.StreamSuccessContext) -> None:
         """The call's duration, time to first chunk and tokens (histogram and counter)."""
-        self._apply(ctx, None)
+        self._apply(ctx, self._agents.get(ctx.run_id))
 
     def on_stream_failure(self, ctx: ev.StreamFailureContext) -> None:
         """The failed attempt's duration with ``error.type``, and ``stream.failures`` +1."""
-        self._apply(ctx, None)
+        self._apply(ctx, self._agents.get(ctx.run_id))
 
     def on_tool_post(self, ctx: ev.ToolPostContext) -> None:
         """The attempt's duration (``error.type`` when it failed) and ``tool.calls`` by outcome."""
-        self._apply(ctx, None)
+        self._apply(ctx, self._agents.get(ctx.run_id))
 
     def on_fallback(self, ctx: ev.FallbackContext) -> None:
         """``fallbacks`` +1 by from/to model."""
