@@ -22,7 +22,13 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from loopobs import RunEndContext, RunStartContext, StreamFailureContext, ToolPostContext
+from loopobs import (
+    RunEndContext,
+    RunStartContext,
+    StreamFailureContext,
+    StreamSuccessContext,
+    ToolPostContext,
+)
 from loopobs.core.errors import RateLimited
 from loopobs.exporters import MetricsServer, PrometheusObserver, start_metrics_server
 from loopobs.exporters.metrics_server import multiprocess_registry
@@ -57,7 +63,7 @@ def test_lone_surrogates_in_labels_are_repaired_and_counted() -> None:
     text = generate_latest(obs.registry).decode()
     assert "bot-\ufffd" in text
     assert value(obs.registry, "loopobs_tool_calls_total", gen_ai_tool_name="\ufffdsearch",
-                 loopobs_tool_outcome="output") == 1
+                 loopobs_tool_outcome="output", gen_ai_agent_name="bot-\ufffd") == 1
     sanitised = "loopobs_label_sanitised_total"
     assert value(obs.registry, sanitised, loopobs_label="gen_ai_agent_name") == 1
     assert value(obs.registry, sanitised, loopobs_label="gen_ai_tool_name") == 1
@@ -80,21 +86,28 @@ def test_known_label_sets_exist_at_zero_before_their_first_event() -> None:
     rid = uuid.uuid4()
     obs.on_run_start(RunStartContext(run_id=rid, time_ns=1, session_id=uuid.uuid4(),
                                      agent="support"))
-    for status in ("completed", "failed", "cancelled", "suspended", "sleeping", "max_turns"):
+    for status in ("completed", "failed", "cancelled", "suspended", "sleeping", "max_turns",
+                   "loop_detected", "converged", "budget_exceeded"):
         assert value(reg, "loopobs_runs_total", gen_ai_agent_name="support",
                      loopobs_run_status=status) == 0
 
     obs.on_stream_failure(StreamFailureContext(
         run_id=rid, time_ns=2, turn=0, model="m1", provider="openai",
         error=RateLimited("slow down")))
-    model = {"gen_ai_provider_name": "openai", "gen_ai_request_model": "m1"}
+    model = {"gen_ai_provider_name": "openai", "gen_ai_request_model": "m1",
+             "gen_ai_agent_name": "support"}
     assert value(reg, "loopobs_stream_failures_total", **model, error_type="RateLimited") == 1
     for error in ("StreamError", "ModelError"):
         assert value(reg, "loopobs_stream_failures_total", **model, error_type=error) == 0
+    obs.on_stream_success(StreamSuccessContext(
+        run_id=rid, time_ns=2, turn=0, model="m2", provider="openai", input_tokens=5))
+    succeeding = {**model, "gen_ai_request_model": "m2"}  # a model seen only succeeding
+    for error in ("RateLimited", "StreamError", "ModelError"):
+        assert value(reg, "loopobs_stream_failures_total", **succeeding, error_type=error) == 0
 
     obs.on_tool_post(ToolPostContext(run_id=rid, time_ns=3, tool_call_id="c", turn=0,
                                      tool="search", duration_ms=1.0))
-    tool = {"gen_ai_tool_name": "search"}
+    tool = {"gen_ai_tool_name": "search", "gen_ai_agent_name": "support"}
     assert value(reg, "loopobs_tool_calls_total", **tool, loopobs_tool_outcome="output") == 1
     for outcome in ("error", "suspend", "sleep"):
         assert value(reg, "loopobs_tool_calls_total", **tool, loopobs_tool_outcome=outcome) == 0

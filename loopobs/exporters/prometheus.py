@@ -80,6 +80,15 @@ _LOOP_ACTIONS: tuple[str, ...] = get_args(LoopAction)
 _CONVERGENCE_ACTIONS: tuple[str, ...] = get_args(ConvergenceAction)
 _MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
+_ZERO_SERIES: tuple[tuple[c.MetricSpec, c.MetricSpec, str, tuple[str, ...]], ...] = (
+    # (recording that brings new label values, metric to fill, its label of known values,
+    #  those values); every other label of the filled metric comes from the recording.
+    (c.RUNS_ACTIVE, c.RUNS, c.LOOPOBS_RUN_STATUS, _RUN_STATUSES),
+    (c.TOKENS, c.STREAM_FAILURES, c.ERROR_TYPE, _STREAM_ERROR_TYPES),
+    (c.STREAM_FAILURES, c.STREAM_FAILURES, c.ERROR_TYPE, _STREAM_ERROR_TYPES),
+    (c.TOOL_CALLS, c.TOOL_CALLS, c.LOOPOBS_TOOL_OUTCOME, _TOOL_OUTCOMES),
+)
+
 
 def multiprocess_enabled() -> bool:
     """Whether prometheus-client stores values in ``PROMETHEUS_MULTIPROC_DIR`` files.
@@ -361,42 +370,31 @@ class PrometheusObserver(MetricRecorder):
     def _zero_series(self, spec: c.MetricSpec) -> Callable[[tuple[str, ...]], None] | None:
         """What recording ``spec`` first creates at zero, keyed by the values it brings.
 
-        A new agent (``runs.active``) brings its runs per status, a new model
-        (any call's duration) its stream failures per error type, a new tool its
-        calls per outcome. The known values do not pass the label bounds: they
-        are few and fixed, and a bound would count them as if events had
-        brought them. The keys they hang on (agent, model, tool) are bounded.
+        See :data:`_ZERO_SERIES`: a new agent brings its runs per status, a new
+        model (per agent) its stream failures per error type, a new tool (per
+        agent) its calls per outcome. The known values do not pass the label
+        bounds: they are few and fixed, and a bound would count them as if events
+        had brought them. The values they hang on (agent, model, tool) are bounded.
         """
-        if spec is c.RUNS_ACTIVE:
-            runs = self._families[c.RUNS.name].child_of
+        makers = []
+        for trigger, target, varying, known in _ZERO_SERIES:
+            if trigger is not spec:
+                continue
+            # Where each label of the target comes from: the trigger's values, or `known`.
+            sources = [None if attribute == varying else spec.attributes.index(attribute)
+                       for attribute in target.attributes]
+            makers.append((target.name, sources, known, self._families[target.name].child_of))
+        if not makers:
+            return None
 
-            def agent_runs(values: tuple[str, ...]) -> None:
-                if self._first_time(("agent", *values)):
-                    for status in _RUN_STATUSES:
-                        runs((*values, status))
+        def zero(values: tuple[str, ...]) -> None:
+            for name, sources, known, child in makers:
+                key = tuple(values[i] for i in sources if i is not None)
+                if self._first_time((name, *key)):
+                    for value in known:
+                        child(tuple(value if i is None else values[i] for i in sources))
 
-            return agent_runs
-        if spec is c.OPERATION_DURATION:
-            failures = self._families[c.STREAM_FAILURES.name].child_of
-
-            def model_failures(values: tuple[str, ...]) -> None:
-                _operation, provider, model, _error = values
-                if self._first_time(("model", provider, model)):
-                    for name in _STREAM_ERROR_TYPES:
-                        failures((provider, model, name))
-
-            return model_failures
-        if spec is c.TOOL_CALLS:
-            calls = self._families[c.TOOL_CALLS.name].child_of
-
-            def tool_outcomes(values: tuple[str, ...]) -> None:
-                tool = values[0]
-                if self._first_time(("tool", tool)):
-                    for outcome in _TOOL_OUTCOMES:
-                        calls((tool, outcome))
-
-            return tool_outcomes
-        return None
+        return zero
 
     # -- lifecycle ----------------------------------------------------------------------------
     def on_attach(self, observers: ObserverSet) -> None:
