@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from loopobs.core.budget import Budget
 from loopobs.core.compaction import Compactor
+from loopobs.core.context_providers import ProviderSpec
 from loopobs.core.model import LlmClient, ToolDefinition
 from loopobs.core.observer import ObserverSet
 from loopobs.core.policy import RunPolicy
@@ -43,6 +44,7 @@ class LoopSettings:
     fallback_models: tuple[str, ...]
     agent_name: str
     system_prompt: str | None
+    context_provider_timeout: float | None = 5.0
     budget: Budget | None = None
     """Limits for each run (a session's own budget is on the session)."""
 
@@ -63,6 +65,8 @@ class RunDeps:
     settings: LoopSettings
     model: Callable[[], str]
     """The model for the next call."""
+    providers: tuple[ProviderSpec, ...] = ()
+    """Context providers, run before each model call."""
     prices: PriceLookup = field(default_factory=default_prices)
     """How model calls are priced (default: ``genai-prices``)."""
 
