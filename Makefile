@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint typecheck unit unit-fast backends bench bench-peers docs docs-build clean
+.PHONY: demo test test-adapters-min lint typecheck unit unit-fast backends bench bench-peers docs docs-build clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,29 @@ unit-fast: $(STAMP)
 
 test: $(STAMP) backends lint typecheck
 	. scripts/backends.env && $(PY) -m pytest
+	$(MAKE) test-adapters-min
+
+# The adapter tests again on the lowest framework versions the extras admit, in their own
+# venv (.venv-min/: loopobs, the frameworks pinned by scripts/adapters-min-constraints.txt and
+# the test dependencies only). Rebuilt from scratch when the pins or pyproject.toml change.
+MIN_VENV  := .venv-min
+MIN_STAMP := $(MIN_VENV)/.installed-stamp
+MIN_PINS  := scripts/adapters-min-constraints.txt
+ADAPTER_TESTS := $(sort $(wildcard tests/test_adapters_*.py)) tests/test_docs_adapters.py
+
+$(MIN_STAMP): pyproject.toml $(MIN_PINS) scripts/adapters-min-requirements.txt
+	rm -rf $(MIN_VENV)
+	$(PYTHON) -m venv $(MIN_VENV)
+	$(MIN_VENV)/bin/python -m pip install -q --disable-pip-version-check -U pip
+	$(MIN_VENV)/bin/python -m pip install -q --disable-pip-version-check \
+		-r scripts/adapters-min-requirements.txt -c $(MIN_PINS)
+	touch $@
+
+# langgraph 1.0.0 warns about its own deprecated classes when its prebuilt module is imported.
+test-adapters-min: $(MIN_STAMP)
+	$(MIN_VENV)/bin/python scripts/check_adapter_min_pins.py
+	$(MIN_VENV)/bin/python -m pytest -q -p no:cacheprovider \
+		-W "ignore:AgentStatePydantic has been moved:DeprecationWarning" $(ADAPTER_TESTS)
 
 # The documentation site: `make docs` serves it on http://127.0.0.1:8000 with live reload;
 # `make docs-build` builds it in strict mode into build/site (tests/test_docs.py does too).
@@ -61,4 +84,4 @@ bench-peers: $(STAMP) $(PEER_VENVS)
 	$(PY) bench/peers.py
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(MIN_VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
+import importlib.util
 import io
 import re
 from pathlib import Path
@@ -53,6 +55,10 @@ def test_the_otel_page_runs() -> None:
 def test_the_agents_sdk_and_pydantic_ai_pages_answer_and_stop_their_loop(page: str) -> None:
     """The example answers, then its runaway loop ends in RunStopped; the contract holds."""
     from loopobs.testing import assert_contract
+
+    if page == "openai_agents.md" and importlib.util.find_spec("agents.testing") is None:
+        pytest.skip(f"openai-agents {importlib.metadata.version('openai-agents')} has no "
+                    "agents.testing.ScriptedModel, which the page's example runs on")
 
     blocks = _blocks(page)
     assert len(blocks) == 1
