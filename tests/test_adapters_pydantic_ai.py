@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import importlib
-import importlib.metadata
 import logging
 import re
 import sys
 from collections.abc import AsyncIterator, Iterator
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -374,6 +375,10 @@ def test_without_pydantic_ai_the_import_names_the_extra(monkeypatch: pytest.Monk
     """Importing the adapter without pydantic-ai-slim: one line saying what to install."""
     monkeypatch.setitem(sys.modules, "pydantic_ai", None)
     monkeypatch.delitem(sys.modules, "loopobs.adapters.pydantic_ai", raising=False)
+    # pytest re-parses the module it imports next; CPython 3.11.7's ast.parse fails with
+    # "AST constructor recursion depth mismatch" if the GC runs finalizers in the middle
+    # (fixed in 3.11.8), so leave it no garbage from the tests before.
+    gc.collect()
     with pytest.raises(ImportError) as info:
         importlib.import_module("loopobs.adapters.pydantic_ai")
     message = str(info.value)
@@ -576,7 +581,7 @@ def _model_fallback() -> Any:
     from pydantic_ai import capabilities
 
     if not hasattr(capabilities, "ModelFallback"):
-        pytest.skip(f"pydantic-ai-slim {importlib.metadata.version('pydantic-ai-slim')} "
+        pytest.skip(f"pydantic-ai-slim {version('pydantic-ai-slim')} "
                     "has no capabilities.ModelFallback")
     return capabilities.ModelFallback
 
