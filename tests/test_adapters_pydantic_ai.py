@@ -376,8 +376,8 @@ def test_without_pydantic_ai_the_import_names_the_extra(monkeypatch: pytest.Monk
     monkeypatch.setitem(sys.modules, "pydantic_ai", None)
     monkeypatch.delitem(sys.modules, "loopobs.adapters.pydantic_ai", raising=False)
     # pytest re-parses the module it imports next; CPython 3.11.7's ast.parse fails with
-    # "AST constructor recursion depth mismatch" if the GC runs finalizers in the middle
-    # (fixed in 3.11.8), so leave it no garbage from the tests before.
+    # "AST constructor recursion depth mismatch" if the GC runs finalizers in the middle,
+    # so leave it no garbage from the tests before.
     gc.collect()
     with pytest.raises(ImportError) as info:
         importlib.import_module("loopobs.adapters.pydantic_ai")
