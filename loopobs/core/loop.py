@@ -94,10 +94,11 @@ class AgentLoop:
             row, a compare-and-set); this process alone already resumes a
             checkpoint at most once without it.
         mcp_servers: MCP servers whose tools join the loop's
-            (``loopobs.mcp.McpStdio``, ``loopobs.mcp.McpHttp``; needs the ``mcp``
-            extra). They connect when a run starts and close when it ends, unless
-            the loop is open (``async with loop:`` or :meth:`open`): then they
-            connect once and stay open for every run until :meth:`aclose`.
+            (``loopobs.mcp.McpStdio``, ``loopobs.mcp.McpHttp``,
+            ``loopobs.mcp.McpSse``; needs the ``mcp`` extra). They connect when
+            a run starts and close when it ends, unless the loop is open
+            (``async with loop:`` or :meth:`open`): then they connect once and
+            stay open for every run until :meth:`aclose`.
         tool_sources: other :class:`~loopobs.core.tool_sources.ToolSource` s, likewise.
         context_providers: async ``provider(query) -> str | None`` functions (or
             :class:`~loopobs.core.context_providers.ProviderSpec`); their text is
