@@ -52,7 +52,8 @@ from tests.conftest import RUN_ID, MakeContext, sample_context
 # Text of every kind, lone surrogates included (a provider's stream can split a UTF-16 pair).
 TEXT = st.text(st.characters(exclude_categories=()), max_size=12)
 FLOATS = st.floats(allow_nan=False, allow_infinity=False)
-INTS = st.integers(min_value=-(2**70), max_value=2**70)
+# What a log can carry: signed or unsigned 64-bit integers (the reader refuses wider ones).
+INTS = st.integers(min_value=-(2**63), max_value=2**64 - 1)
 JSON_SCALARS = st.none() | st.booleans() | INTS | FLOATS | TEXT
 JSON_VALUES = st.recursive(
     JSON_SCALARS,
@@ -171,11 +172,15 @@ def _for_type(hint: Any) -> st.SearchStrategy[Any]:
     raise AssertionError(f"no strategy for field type {hint!r}: add one to test_jsonl.py")
 
 
+TIMES = st.integers(min_value=0, max_value=2**63 - 1)
+
+
 def context_strategy(cls: type[EventContext]) -> st.SearchStrategy[EventContext]:
     """Every field of ``cls`` drawn from its strategy (no field left at its default)."""
     hints = typing.get_type_hints(cls)
     fields = {
-        f.name: BY_NAME[f.name] if f.name in BY_NAME else _for_type(hints[f.name])
+        f.name: TIMES if f.name == "time_ns"
+        else BY_NAME[f.name] if f.name in BY_NAME else _for_type(hints[f.name])
         for f in dataclasses.fields(cls)
     }
     return st.builds(cls, **fields)
@@ -603,3 +608,22 @@ def test_unreadable_versions_are_refused(version: object) -> None:
                        "time_ns": 1, "turn": 0})
     with pytest.raises(ValueError, match="version"):
         decode_event(line)
+
+
+def test_out_of_range_numbers_are_refused_on_load() -> None:
+    """A time past 64 bits (which would make the OTLP encoder drop its whole batch) is refused."""
+    import json as _json
+    import uuid as _uuid
+
+    from loopobs.core.events import ToolPostContext
+    from loopobs.exporters.jsonl import decode_event, encode_event
+
+    line = encode_event(ToolPostContext(run_id=_uuid.uuid4(), time_ns=5, turn=0, tool="t",
+                                        tool_call_id="c", result_hash=2**64 - 1))
+    assert decode_event(line).result_hash == 2**64 - 1  # an unsigned 64-bit hash is fine
+    data = _json.loads(line)
+    for field, value in (("time_ns", 2**64 + 5), ("time_ns", -1), ("turn", 2**70),
+                         ("result_hash", 2**64)):
+        bad = dict(data, **{field: value})
+        with pytest.raises(ValueError, match=f"{field} out of"):
+            decode_event(_json.dumps(bad))

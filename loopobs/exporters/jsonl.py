@@ -21,6 +21,7 @@ prompts, answers and tool arguments verbatim. Keep it where you keep transcripts
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import json
 import logging
@@ -147,7 +148,26 @@ def decode_event(line: str | bytes) -> EventContext:
         ctx: EventContext = _adapter(cls).validate_python(data)
     except ValidationError as exc:
         raise ValueError(f"invalid {hook} event: {_summarise(exc)}") from exc
+    _check_ranges(hook, ctx)
     return ctx
+
+
+_INT64 = 1 << 63
+
+
+def _check_ranges(hook: str, ctx: EventContext) -> None:
+    """Refuse numbers no exporter can carry: a time or an integer past 64 bits, a NaN time.
+
+    One such value would make the OTLP encoder drop the whole batch it sits in, so the
+    line is refused here, where the reader can say which line it was.
+    """
+    if not 0 <= ctx.time_ns < _INT64:
+        raise ValueError(f"invalid {hook} event: time_ns out of range")
+    for field in dataclasses.fields(ctx):
+        value = getattr(ctx, field.name)
+        # Signed or unsigned 64-bit (hashes are unsigned): anything wider is not a value.
+        if type(value) is int and not -_INT64 <= value < 2 * _INT64:
+            raise ValueError(f"invalid {hook} event: {field.name} out of the 64-bit range")
 
 
 def _upgrade(hook: str, data: dict[str, Any]) -> None:
