@@ -67,6 +67,7 @@ from loopobs.core.events import (
     TurnEndContext,
     TurnStartContext,
     Usage,
+    UsageDetail,
 )
 from loopobs.core.loop import AgentLoop, ClaimHook
 from loopobs.core.model import (
@@ -182,6 +183,7 @@ __all__ = [
     "TurnEndContext",
     "TurnStartContext",
     "Usage",
+    "UsageDetail",
     "UsageReport",
     "UserMessage",
     "__version__",

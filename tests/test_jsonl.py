@@ -119,6 +119,7 @@ BY_NAME: dict[str, st.SearchStrategy[Any]] = {
     "input": JSON_OBJECTS,
     "input_schema": JSON_OBJECTS,
     "wake_at": AWARE_DATETIMES,
+    "request_options": JSON_OBJECTS,
 }
 
 
@@ -139,6 +140,8 @@ def _for_type(hint: Any) -> st.SearchStrategy[Any]:
         return st.one_of([_for_type(a) for a in typing.get_args(hint)])
     if hint is type(None):
         return st.none()
+    if origin is tuple and len(typing.get_args(hint)) == 2 and typing.get_args(hint)[1] is ...:
+        return st.lists(_for_type(typing.get_args(hint)[0]), max_size=3).map(tuple)
     raise AssertionError(f"no strategy for field type {hint!r}: add one to test_jsonl.py")
 
 
@@ -227,7 +230,7 @@ def test_encoding_is_the_documented_one(make_context: MakeContext) -> None:
     response = json.loads(encode_event(make_context("on_response")))
     assert response["usage"] == {"input_tokens": 300, "output_tokens": 20,
                                  "cache_read_input_tokens": 100, "cache_write_input_tokens": 0,
-                                 "reasoning_output_tokens": 0}
+                                 "reasoning_output_tokens": 0, "details": []}
     post = json.loads(encode_event(make_context("on_tool_post")))
     assert post["display_hint"] == {"type": "code", "language": "python"}
     assert post["error"]["type"] == "ToolExecutionError"

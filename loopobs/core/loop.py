@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import datetime as _dt
 import inspect
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from loopobs.core import parking
@@ -73,6 +73,9 @@ class AgentLoop:
         detectors: observers whose verdicts the loop applies; None means the default
             repetition and convergence detectors, ``[]`` none.
         agent_name: reported as ``gen_ai.agent.name``.
+        request_options: sent with every model request as ``ModelRequest.options``
+            (``max_tokens``, ``temperature``, ``top_p``, ``stop``, ``seed``, …; the
+            client passes them to the provider); reported on the ``chat`` spans.
         sync_tool_workers: threads for sync tools (the loop's own); when all are
             still busy (tools hanging past their timeout), a sync tool call fails
             with ``ToolWorkersExhausted`` instead of waiting.
@@ -102,6 +105,7 @@ class AgentLoop:
         agent_name: str = "agent",
         sync_tool_workers: int = DEFAULT_TOOL_WORKERS,
         claim_checkpoint: ClaimHook | None = None,
+        request_options: Mapping[str, Any] | None = None,
     ) -> None:
         if not model:
             raise ValueError("model must be a non-empty model name")
@@ -138,6 +142,7 @@ class AgentLoop:
         self._links: TraceLinks = LINKS
         self.workers = ToolWorkers(sync_tool_workers)
         self.claim_checkpoint = claim_checkpoint
+        self.request_options: dict[str, Any] = dict(request_options or {})
         self._claims: parking.ResumeClaims = parking.CLAIMS
 
     # -- observers -------------------------------------------------------------------------
@@ -174,6 +179,7 @@ class AgentLoop:
                 compaction_threshold=self.compaction_threshold,
                 fallback_models=self.fallback_models, agent_name=self.agent_name,
                 system_prompt=self.system_prompt,
+                request_options=dict(self.request_options),
             ),
         )
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from typing import Any
 from dataclasses import dataclass
 
 from loopobs.core.compaction import Compactor
@@ -41,6 +42,8 @@ class LoopSettings:
     fallback_models: tuple[str, ...]
     agent_name: str
     system_prompt: str | None
+    request_options: Mapping[str, Any]
+    """Sent with every model request (``ModelRequest.options``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -105,7 +105,8 @@ class ToolPhase:
         em = self._deps.emit
         if em.listens("on_tool_pre"):
             em.on_tool_pre(ToolPreContext(run_id=self._run_id, time_ns=now_ns(), turn=turn,
-                                          tool=found.name, tool_call_id=call.id, attempt=attempt))
+                                          tool=found.name, tool_call_id=call.id, attempt=attempt,
+                                          tool_description=found.description))
         started = perf()
         error: ToolError | None = None
         returned: ToolReturn | None = None
