@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
 from dataclasses import dataclass
+from typing import Any
 
 from loopobs.core.compaction import Compactor
 from loopobs.core.model import LlmClient, ToolDefinition
