@@ -94,6 +94,7 @@ from loopobs.core.run import Checkpoint, ParkedCall, RunResult, Session
 from loopobs.core.tools import Output, Sleep, Suspend, Tool, ToolReturn, tool
 
 if TYPE_CHECKING:
+    from loopobs.exporters.evaluation import record_evaluation
     from loopobs.exporters.setup import configure
 
 __version__ = "0.1.0"
@@ -190,6 +191,7 @@ __all__ = [
     "configure",
     "estimate_tokens",
     "listened_hooks",
+    "record_evaluation",
     "tool",
 ]
 
@@ -200,6 +202,11 @@ def __getattr__(name: str) -> Any:
 
         globals()["configure"] = configure
         return configure
+    if name == "record_evaluation":
+        from loopobs.exporters.evaluation import record_evaluation
+
+        globals()["record_evaluation"] = record_evaluation
+        return record_evaluation
     new = RENAMED_CONTEXTS.get(name)
     if new is not None:
         # A renamed class still resolves for a while, with a pointer to its new name.

@@ -470,6 +470,15 @@ METRICS_LATEST: tuple[MetricSpec, ...] = (
 )
 """Every metric loopobs records with the opt-in switch set (see :func:`latest_experimental`)."""
 
+EVALUATION_SCORE = MetricSpec(
+    "loopobs.evaluation.score", "histogram", "1",
+    "Evaluation scores recorded with loopobs.record_evaluation, by evaluation name and label.",
+    (GEN_AI_EVALUATION_NAME, GEN_AI_EVALUATION_SCORE_LABEL),
+    (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0),
+)
+"""Recorded by :func:`loopobs.record_evaluation`, not by the observers (so not in
+:data:`METRICS`); the label's values are the caller's, so keep them few."""
+
 SEMCONV_OPT_IN_ENV = "OTEL_SEMCONV_STABILITY_OPT_IN"
 """The variable the conventions prescribe for opting in to newer names (a comma-separated list)."""
 GEN_AI_LATEST_EXPERIMENTAL = "gen_ai_latest_experimental"
