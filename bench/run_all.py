@@ -9,7 +9,9 @@ in the same process, in the same run:
 - bare prometheus-client ``Counter.inc()`` (``bench_prometheus``);
 - LangChain callback dispatch to 3 no-op handlers (``bench_stack``; needs langchain-core);
 - ``opentelemetry-util-genai`` inference record (``bench_otel``; if installed);
-- the whole stack on a scripted 1,000-turn run with 1 ms model latency (``bench_stack``).
+- the whole stack on a scripted 1,000-turn run with 1 ms model latency (``bench_stack``);
+- pricing a model call (``genai-prices``, the cost observer) vs a bare ``Counter.inc()``
+  (``bench_cost``).
 
 Each script's own table is printed as it runs; the summary comes last.
 """
@@ -31,7 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench._util import fmt_ns, print_table
 
 SCRIPTS = ("bench_dispatch", "bench_loop", "bench_detectors", "bench_otel", "bench_prometheus",
-           "bench_stack", "bench_load", "bench_soak", "bench_report", "bench_sse")
+           "bench_stack", "bench_load", "bench_soak", "bench_report", "bench_sse",
+           "bench_cost")
 
 
 def _run(name: str, quick: bool) -> Any:
@@ -143,6 +146,10 @@ def summary(results: dict[str, Any]) -> list[list[str]]:
             f"{so['rss_start_mib']:.1f} / {so['rss_middle_mib']:.1f} / "
             f"{so['rss_end_mib']:.1f} MiB", "", "per-run state left: " +
             str(sum(so["left"].values())))
+    for row in results.get("bench_cost") or ():
+        if row["name"] != "bare Counter.inc()" and not row["name"].startswith("genai_prices"):
+            add(f"cost: {row['name']} vs bare Counter.inc()", fmt_ns(row["median_ns"]),
+                fmt_ns(row["baseline_ns"]), f"{row['median_ns'] / row['baseline_ns']:.1f}×")
     return out
 
 

@@ -10,9 +10,16 @@ implementation detail unless their docs say otherwise (``loopobs.llm``,
 import warnings
 from typing import TYPE_CHECKING, Any
 
+from loopobs.core.budget import Budget, BudgetGuard, BudgetTracker, Spend
 from loopobs.core.compaction import Compactor, TruncatingCompactor, estimate_tokens
-from loopobs.core.detectors import ConvergenceDetector, RepetitionDetector
+from loopobs.core.detectors import (
+    ConvergenceDetector,
+    Normaliser,
+    RepetitionDetector,
+    ToolNormalisation,
+)
 from loopobs.core.errors import (
+    BudgetExceeded,
     Cancelled,
     CheckpointAlreadyResumed,
     ContextExceeded,
@@ -38,6 +45,8 @@ from loopobs.core.events import (
     CONTEXT_TYPES,
     HOOKS,
     RENAMED_CONTEXTS,
+    BudgetExceededContext,
+    BudgetLimit,
     CompactionContext,
     ConvergenceAction,
     ConvergenceDetectedContext,
@@ -60,6 +69,7 @@ from loopobs.core.events import (
     SuspendedContext,
     TextDeltaContext,
     ThinkingDeltaContext,
+    ToolAnnotations,
     ToolCallReceivedContext,
     ToolOutcomeKind,
     ToolPostContext,
@@ -90,6 +100,7 @@ from loopobs.core.model import (
     UserMessage,
 )
 from loopobs.core.observer import EventSink, LoopObserver, ObserverSet, listened_hooks
+from loopobs.core.pricing import GenAIPrices, ModelRates, PriceLookup, price_lookup
 from loopobs.core.run import Checkpoint, ParkedCall, RunResult, Session
 from loopobs.core.tools import Output, Sleep, Suspend, Tool, ToolReturn, tool
 
@@ -102,6 +113,12 @@ __version__ = "0.1.0"
 __all__ = [
     "AgentLoop",
     "AssistantMessage",
+    "Budget",
+    "BudgetExceeded",
+    "BudgetExceededContext",
+    "BudgetGuard",
+    "BudgetLimit",
+    "BudgetTracker",
     "CONTEXT_TYPES",
     "Cancelled",
     "Checkpoint",
@@ -120,6 +137,7 @@ __all__ = [
     "FallbackContext",
     "FallbackExhausted",
     "Finish",
+    "GenAIPrices",
     "HOOKS",
     "HookName",
     "InvalidResumeInput",
@@ -133,12 +151,15 @@ __all__ = [
     "MaxTurnsExceeded",
     "Message",
     "ModelError",
+    "ModelRates",
     "ModelRequest",
     "ModelSwitchedContext",
+    "Normaliser",
     "NotYetAwake",
     "ObserverSet",
     "Output",
     "ParkedCall",
+    "PriceLookup",
     "RateLimited",
     "RepetitionDetector",
     "ResponseContext",
@@ -151,6 +172,7 @@ __all__ = [
     "SessionBusy",
     "Sleep",
     "SleepContext",
+    "Spend",
     "StreamError",
     "StreamEvent",
     "StreamFailureContext",
@@ -166,12 +188,14 @@ __all__ = [
     "ThinkingDelta",
     "ThinkingDeltaContext",
     "Tool",
+    "ToolAnnotations",
     "ToolCallPart",
     "ToolCallReady",
     "ToolCallReceivedContext",
     "ToolDefinition",
     "ToolError",
     "ToolExecutionError",
+    "ToolNormalisation",
     "ToolNotFound",
     "ToolOutcomeKind",
     "ToolPostContext",
@@ -191,6 +215,7 @@ __all__ = [
     "configure",
     "estimate_tokens",
     "listened_hooks",
+    "price_lookup",
     "record_evaluation",
     "tool",
 ]

@@ -7,7 +7,10 @@ observer without the agent loop. One run has two turns:
   answers with two tool calls: ``search`` succeeds, ``fetch`` fails; the
   repetition detector warns about ``search``.
 - a compaction, then turn 1: ``m2`` answers with no tool call; the
-  convergence detector warns.
+  convergence detector warns, and the run's budget warns (80 % of its USD).
+
+Both calls are priced (:data:`COSTS`); with ``unpriced_first_call`` the first
+call's cost is unknown, and so is the run's.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from loopobs import (
+    BudgetExceededContext,
     CompactionContext,
     ConvergenceDetectedContext,
     EventContext,
@@ -71,6 +75,9 @@ TOKENS_PER_RUN = INPUT_TOKENS + OUTPUT_TOKENS + CACHE_READ_TOKENS + REASONING_TO
 TOOL_MS = {"search": 50.0, "fetch": 20.0}
 RUN_MS = 1500.0
 TOKENS_SAVED = 600
+COSTS = (0.0021, 0.0009)
+"""USD of the two successful calls."""
+RUN_COST = sum(COSTS)
 
 
 def emit_run(
@@ -79,6 +86,7 @@ def emit_run(
     run_id: uuid.UUID | None = None,
     agent: str = AGENT,
     before_end: Callable[[], None] | None = None,
+    unpriced_first_call: bool = False,
 ) -> uuid.UUID:
     """Emit one complete run into ``observer``; ``before_end`` runs just before ``on_run_end``."""
     rid = run_id or uuid.uuid4()
@@ -104,7 +112,8 @@ def emit_run(
     ev(StreamSuccessContext, turn=0, model="m2", provider=PROVIDER, attempt=1,
        input_tokens=first.input, output_tokens=first.output,
        cache_read_input_tokens=first.cache_read, reasoning_output_tokens=first.reasoning,
-       duration_ms=first.duration_ms, time_to_first_token_ms=first.ttft_ms)
+       duration_ms=first.duration_ms, time_to_first_token_ms=first.ttft_ms,
+       cost_usd=None if unpriced_first_call else COSTS[0])
     ev(ResponseContext, turn=0, text="", tool_calls=2,
        usage=Usage(input_tokens=first.input, output_tokens=first.output))
     ev(ToolCallReceivedContext, turn=0, tool="search", tool_call_id="c1", input={"q": "x"})
@@ -126,15 +135,18 @@ def emit_run(
     ev(StreamStartContext, turn=1, model="m2", provider=PROVIDER, attempt=0)
     second = CALLS[1]
     ev(StreamSuccessContext, turn=1, model="m2", provider=PROVIDER, input_tokens=second.input,
-       output_tokens=second.output, duration_ms=second.duration_ms)
+       output_tokens=second.output, duration_ms=second.duration_ms, cost_usd=COSTS[1])
     ev(ResponseContext, turn=1, text="done", tool_calls=0)
     ev(ConvergenceDetectedContext, action="warn", similarity=0.97, consecutive=2)
+    ev(BudgetExceededContext, limit="usd", value=RUN_COST, budget=RUN_COST / 0.8,
+       scope="run", action="warn")
     ev(TurnEndContext, turn=1, success=True, duration_ms=800.0,
        input_tokens=second.input, output_tokens=second.output)
     if before_end is not None:
         before_end()
     ev(RunEndContext, success=True, total_turns=2, duration_ms=RUN_MS,
-       input_tokens=INPUT_TOKENS, output_tokens=OUTPUT_TOKENS)
+       input_tokens=INPUT_TOKENS, output_tokens=OUTPUT_TOKENS,
+       cost_usd=None if unpriced_first_call else RUN_COST)
     return rid
 
 

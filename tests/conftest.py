@@ -21,6 +21,7 @@ from loopobs import (
     ToolExecutionError,
     Usage,
 )
+from loopobs.core.events import ToolAnnotations
 from loopobs.core.parking import CLAIMS
 
 # No per-example deadline: the machine is shared, and a slow example is not a wrong one
@@ -57,6 +58,7 @@ SAMPLE_FIELDS: dict[str, dict[str, Any]] = {
         "status": RunStatus.SLEEPING,
         "input_tokens": 900,
         "output_tokens": 80,
+        "cost_usd": 0.0123,
     },
     "on_turn_start": {"turn": 3, "query": "what's the weather in Zürich? ☀️"},
     "on_turn_end": {
@@ -66,6 +68,7 @@ SAMPLE_FIELDS: dict[str, dict[str, Any]] = {
         "duration_ms": 12.25,
         "input_tokens": 300,
         "output_tokens": 20,
+        "cost_usd": 0.00045,
     },
     "on_stream_start": {"turn": 3, "model": "m1", "provider": "anthropic", "attempt": 2,
                         "request_options": {"max_tokens": 512, "temperature": 0.2},
@@ -90,6 +93,7 @@ SAMPLE_FIELDS: dict[str, dict[str, Any]] = {
         "server_port": 443,
         "service_tier": "standard",
         "system_fingerprint": "fp_1",
+        "cost_usd": 0.00031,
     },
     "on_stream_failure": {
         "turn": 3,
@@ -114,6 +118,7 @@ SAMPLE_FIELDS: dict[str, dict[str, Any]] = {
         "tool": "weather",
         "tool_call_id": "call_1",
         "input": {"city": "Zürich", "days": [1, 2], "opts": {"units": None, "x": 1.5}},
+        "annotations": ToolAnnotations(read_only=True, idempotent=True, side_effecting=False),
     },
     "on_tool_pre": {"turn": 3, "tool": "weather", "tool_call_id": "call_1", "attempt": 1,
                     "tool_description": "The weather in a city.", "tool_type": "function"},
@@ -140,8 +145,16 @@ SAMPLE_FIELDS: dict[str, dict[str, Any]] = {
     "on_fallback": {"from_model": "m1", "to_model": "m2", "turn": 3},
     "on_model_switched": {"from_model": "m1", "to_model": "m2"},
     "on_loop_detected": {"pattern": "weather×3", "repetitions": 3, "tool": "weather",
-                         "action": "stop"},
-    "on_convergence_detected": {"action": "compact", "similarity": 0.97, "consecutive": 3},
+                         "action": "stop", "signal": "repeat",
+                         "reason": "weather(Zürich) returned the same result 3 times",
+                         "call_ids": ("call_1", "call_2", "call_3"),
+                         "normalised": ("path", "result:time"), "arguments_hash": 2**63,
+                         "raw_arguments_hash": 2**64 - 1, "result_hash": 7,
+                         "raw_result_hash": 8},
+    "on_convergence_detected": {"action": "compact", "similarity": 0.97, "consecutive": 3,
+                                "signal": "alternating",
+                                "reason": "3 answers in a row each repeat one of the last 4",
+                                "compared_with": 2},
     "on_suspended": {
         "turn": 3,
         "tool": "approve",
@@ -155,6 +168,13 @@ SAMPLE_FIELDS: dict[str, dict[str, Any]] = {
         "tool": "wait",
         "tool_call_id": "call_3",
         "wake_at": dt.datetime(2030, 1, 2, 3, 4, 5, 678, tzinfo=dt.timezone(dt.timedelta(hours=2))),
+    },
+    "on_budget_exceeded": {
+        "limit": "total_tokens",
+        "value": 1250.0,
+        "budget": 1000.0,
+        "scope": "session",
+        "action": "warn",
     },
 }
 

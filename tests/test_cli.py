@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +96,13 @@ def test_inspect_shows_each_run(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert f"total: {len(run_ids)} runs" in out
     assert "⚠ loop detected" in out
     assert "⏸ suspended by request_approval" in out
+    # cost per run and per turn, unknown for the unpriced fallback model, and the budget stop
+    assert re.search(r"budget_exceeded  turns=\d+  .*  cost \$0\.\d+$", out, re.MULTILINE)
+    assert re.search(r"├─ turn 0  ok  .*  cost \$0\.\d+$", out, re.MULTILINE)
+    assert re.search(r"chat claude-haiku #1  ok  .*  cost unknown$", out, re.MULTILINE)
+    assert "⛔ run budget exceeded: usd" in out
+    assert re.search(r"; cost unknown \(\d+ unpriced calls, \$0\.\d+ priced\); "
+                     r"budget stops 1$", out, re.MULTILINE)
 
 
 def test_bad_flags_give_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:

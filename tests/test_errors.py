@@ -13,6 +13,7 @@ import pytest
 import loopobs
 from loopobs.core import errors
 from loopobs.core.errors import (
+    BudgetExceeded,
     Cancelled,
     CheckpointAlreadyResumed,
     ContextExceeded,
@@ -57,6 +58,7 @@ SAMPLES: dict[type[LoopError], LoopError] = {
     ContextExceeded: ContextExceeded(used=130_000, limit=128_000),
     MaxTurnsExceeded: MaxTurnsExceeded(max_turns=12),
     LoopDetected: LoopDetected(pattern="search×5"),
+    BudgetExceeded: BudgetExceeded(limit="usd", value=0.0123, budget=0.01, scope="session"),
     Cancelled: Cancelled("user hit ^C"),
     SessionBusy: SessionBusy(session_id="s-1"),
     ResumeError: ResumeError("run not parked"),
@@ -79,6 +81,7 @@ PARENTS: dict[type[LoopError], type[Exception]] = {
     ContextExceeded: LoopError,
     MaxTurnsExceeded: LoopError,
     LoopDetected: LoopError,
+    BudgetExceeded: LoopError,
     Cancelled: LoopError,
     SessionBusy: LoopError,
     ResumeError: LoopError,

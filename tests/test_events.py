@@ -27,13 +27,14 @@ from tests.conftest import SAMPLE_FIELDS, MakeContext
 DESIGN_FIELDS: dict[str, set[str]] = {
     "on_run_start": {"session_id", "agent", "model", "resumed_from"},
     "on_run_end": {"success", "error", "total_turns", "duration_ms", "status", "input_tokens",
-                   "output_tokens"},
+                   "output_tokens", "cost_usd"},
     "on_turn_start": {"turn", "query"},
-    "on_turn_end": {"turn", "success", "error", "duration_ms", "input_tokens", "output_tokens"},
+    "on_turn_end": {"turn", "success", "error", "duration_ms", "input_tokens", "output_tokens",
+                    "cost_usd"},
     "on_stream_start": {"turn", "model", "provider", "attempt"},
     "on_stream_success": {"turn", "model", "input_tokens", "output_tokens", "provider", "attempt",
                           "duration_ms", "time_to_first_token_ms", "finish_reason", "response_id",
-                          "cache_read_input_tokens", "reasoning_output_tokens"},
+                          "cache_read_input_tokens", "reasoning_output_tokens", "cost_usd"},
     "on_stream_failure": {"turn", "model", "error", "provider", "attempt", "duration_ms"},
     "on_response": {"turn", "text", "usage"},
     "on_text_delta": {"turn", "delta"},
@@ -50,6 +51,7 @@ DESIGN_FIELDS: dict[str, set[str]] = {
     "on_convergence_detected": {"action", "similarity", "consecutive"},
     "on_suspended": {"turn", "tool", "tool_call_id", "reason", "input_schema", "kind"},
     "on_sleep": {"turn", "tool", "tool_call_id", "wake_at"},
+    "on_budget_exceeded": {"limit", "value", "budget", "scope", "action"},
 }
 
 
@@ -58,11 +60,11 @@ def _field_names(cls: type[EventContext]) -> set[str]:
 
 
 def test_hooks_match_the_design_table_in_order() -> None:
-    """HOOKS, the HookName literal and CONTEXT_TYPES agree, in design.md's order (20 hooks)."""
+    """HOOKS, the HookName literal and CONTEXT_TYPES agree, in design.md's order (21 hooks)."""
     assert list(HOOKS) == list(DESIGN_FIELDS)
     assert typing.get_args(HookName) == HOOKS
     assert tuple(CONTEXT_TYPES) == HOOKS
-    assert len(set(CONTEXT_TYPES.values())) == 20
+    assert len(set(CONTEXT_TYPES.values())) == 21
 
 
 @pytest.mark.parametrize("hook", HOOKS)

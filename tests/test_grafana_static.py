@@ -21,6 +21,7 @@ import yaml
 
 from loopobs.exporters import catalog
 from tests import _grafana_schema as schema
+from tests import _runbooks as runbooks
 from tests._grafana_queries import (
     ALERTS,
     DASHBOARDS,
@@ -42,9 +43,17 @@ COLLECTOR = GRAFANA / "otel-collector.yml"
 DATASOURCES = GRAFANA / "provisioning" / "datasources" / "datasources.yml"
 DASHBOARD_PROVIDERS = GRAFANA / "provisioning" / "dashboards" / "dashboards.yml"
 DASHBOARD_FILES = sorted(DASHBOARDS.glob("*.json"))
-SERIES = catalog_series()
 TARGET_LABELS = frozenset({"job", "instance"})
 """Labels Prometheus adds to every scraped series."""
+RECORDED = frozenset(
+    rule["record"] for group in yaml.safe_load(ALERTS.read_text())["groups"]
+    for rule in group["rules"] if "record" in rule
+)
+"""Series the rules file records (the user-set alert thresholds), without labels."""
+SERIES = {**catalog_series(), "up": frozenset(), **{name: frozenset() for name in RECORDED}}
+"""Every series a query may use: the catalog's, Prometheus' own ``up``, and the recorded ones."""
+FAILED_STATUSES = "failed|loop_detected|max_turns|budget_exceeded"
+DASHBOARD_UID = "loopobs-overview"
 
 
 def _yaml(path: Path) -> Any:
@@ -124,8 +133,8 @@ def test_name_analysis_finds_metrics_and_labels() -> None:
     assert metrics == {"x_bucket": {"gen_ai_request_model", "a"}, "y_total": set()}
     assert grouping == {"le", "gen_ai_request_model", "z"}
     assert _check_names("sum(rate(loopobs_runs_total{gen_ai_agent_name=~\".*\"}[1m]))", "ok") == []
-    assert _check_names("rate(loopobs_tokens_total{gen_ai_agent_name=\"a\"}[1m])", "w") == [
-        "w: loopobs_tokens_total has no label(s) ['gen_ai_agent_name']"
+    assert _check_names("rate(loopobs_fallbacks_total{gen_ai_agent_name=\"a\"}[1m])", "w") == [
+        "w: loopobs_fallbacks_total has no label(s) ['gen_ai_agent_name']"
     ]
     assert _check_names("rate(loopobs_no_such_total[1m])", "w") == [
         "w: loopobs_no_such_total is not a catalog series"
@@ -159,7 +168,7 @@ def test_prometheus_config_documents_many_workers() -> None:
 def test_alert_rules_are_valid(promtool: str) -> None:
     proc = _run([promtool, "check", "rules", str(ALERTS)])
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert f"SUCCESS: {len(alert_rules())} rules found" in proc.stdout
+    assert f"SUCCESS: {len(alert_rules()) + len(RECORDED)} rules found" in proc.stdout
 
 
 def test_alert_unit_tests_pass(promtool: str) -> None:
@@ -179,37 +188,197 @@ def test_alert_unit_tests_catch_a_changed_threshold(promtool: str, tmp_path: Pat
     assert "LoopobsTokenBurnRateHigh" in proc.stdout + proc.stderr
 
 
-def test_every_alert_is_tested_firing_and_quiet() -> None:
+def _seconds(duration: str) -> int:
+    value, unit = int(duration[:-1]), duration[-1]
+    return value * {"s": 1, "m": 60, "h": 3600}[unit]
+
+
+def test_every_alert_is_tested_firing_quiet_and_resolving() -> None:
+    """Each alert has a case where it fires, one where it stays quiet, and one test in which it
+    fires and later, in the same series, is quiet again (resolves)."""
     cases: dict[str, set[str]] = {}
     for test in _yaml(ALERTS_TEST)["tests"]:
-        for case in test.get("alert_rule_test", []):
-            kind = "firing" if case.get("exp_alerts") else "quiet"
-            cases.setdefault(case["alertname"], set()).add(kind)
+        fired_at: dict[str, int] = {}
+        for case in sorted(test.get("alert_rule_test", []), key=lambda c: _seconds(c["eval_time"])):
+            name, at = case["alertname"], _seconds(case["eval_time"])
+            kinds = cases.setdefault(name, set())
+            if case.get("exp_alerts"):
+                kinds.add("firing")
+                fired_at.setdefault(name, at)
+            else:
+                kinds.add("resolving" if name in fired_at else "quiet")
     names = [rule["alert"] for rule in alert_rules()]
-    assert len(names) >= 6
+    assert len(names) >= 15
     for name in names:
-        assert cases.get(name) == {"firing", "quiet"}, f"{name}: {cases.get(name)}"
+        assert cases.get(name) == {"firing", "quiet", "resolving"}, f"{name}: {cases.get(name)}"
     assert set(cases) == set(names)
+
+
+def test_token_alert_tests_carry_cache_and_reasoning_series() -> None:
+    """The token tests feed cache and reasoning series, so a sum over every token type (which
+    counts them twice) fails them."""
+    token_types: set[str] = set()
+    for test in _yaml(ALERTS_TEST)["tests"]:
+        for series in test["input_series"]:
+            found = re.search(r'gen_ai_token_type="(\w+)"', series["series"])
+            if series["series"].startswith("loopobs_tokens_total") and found:
+                token_types.add(found.group(1))
+    assert token_types == {"input", "output", "cache_read", "cache_write", "reasoning"}
+
+
+def test_token_totals_add_input_and_output_only(promtool: str, tmp_path: Path) -> None:
+    """Summing every token type double-counts: the alert unit tests catch the old expression."""
+    text = ALERTS.read_text()
+    assert 'rate(loopobs_tokens_total{gen_ai_token_type=~"input|output"}[5m])' in text
+    (tmp_path / "alerts.yml").write_text(
+        text.replace('rate(loopobs_tokens_total{gen_ai_token_type=~"input|output"}[5m])',
+                     "rate(loopobs_tokens_total[5m])"))
+    shutil.copy(ALERTS_TEST, tmp_path / "alerts_test.yml")
+    proc = _run([promtool, "test", "rules", "alerts_test.yml"], cwd=tmp_path)
+    assert proc.returncode != 0
+    assert "LoopobsTokenBurnRateHigh" in proc.stdout + proc.stderr
+
+
+def _sums_token_types(expr: str) -> bool:
+    """Whether ``expr`` adds up loopobs_tokens_total across token types."""
+    if "loopobs_tokens_total" not in expr:
+        return False
+    for selector in re.findall(r"loopobs_tokens_total\{([^}]*)\}", expr) or [""]:
+        if "gen_ai_token_type" in selector:
+            continue
+        grouping = re.findall(r"\bby\s*\(([^)]*)\)", expr)
+        if not any("gen_ai_token_type" in g for g in grouping):
+            return True
+    return False
+
+
+def test_no_query_sums_every_token_type() -> None:
+    queries = [(q.name, q.expr) for q in _all_queries()]
+    queries += [(r["alert"], r["expr"]) for r in alert_rules()]
+    assert [name for name, expr in queries if _sums_token_types(expr)] == []
+    assert _sums_token_types("sum(rate(loopobs_tokens_total[5m]))")
+    assert _sums_token_types(
+        'sum by (gen_ai_request_model) (rate(loopobs_tokens_total{a="b"}[5m]))')
+    assert not _sums_token_types(
+        'sum(rate(loopobs_tokens_total{gen_ai_token_type=~"input|output"}[5m]))')
+    assert not _sums_token_types(
+        "sum by (gen_ai_token_type) (rate(loopobs_tokens_total[5m]))")
 
 
 @pytest.mark.parametrize("rule", alert_rules(), ids=lambda r: r["alert"])
 def test_alert_rule_shape(rule: dict[str, Any]) -> None:
     assert re.fullmatch(r"\d+[smh]", rule["for"]), rule["for"]
     assert rule["labels"]["severity"] in {"info", "warning", "critical"}
-    assert rule["annotations"]["summary"].strip()
-    assert rule["annotations"]["description"].strip()
+    annotations = rule["annotations"]
+    assert set(annotations) == {"summary", "description", "runbook_url", "dashboard_url"}
+    assert annotations["summary"].strip()
+    assert annotations["description"].strip()
+    assert annotations["runbook_url"] == (
+        "{{ $externalURL }}/consoles/loopobs-runbooks.html#" + runbooks.anchor(rule["alert"]))
+    assert annotations["dashboard_url"].startswith(f"http://localhost:3000/d/{DASHBOARD_UID}/")
     assert _check_names(rule["expr"], rule["alert"]) == []
 
 
+def test_dashboard_urls_only_fill_variables_the_dashboard_has() -> None:
+    variables = {v["name"] for v in load_dashboard(DASHBOARD_FILES[0])["templating"]["list"]}
+    for rule in alert_rules():
+        url = rule["annotations"]["dashboard_url"]
+        filled = re.findall(r"[?&]var-(\w+)=\{\{ \$labels\.(\w+) \}\}", url)
+        assert {name for name, _ in filled} <= variables, rule["alert"]
+        grouped = _names(rule["expr"])[1]
+        if not re.search(r"\bby\s*\(", rule["expr"]):
+            continue  # no aggregation: the series keep all their labels
+        for _, label in filled:
+            assert label in grouped, f"{rule['alert']}: {label} is not kept by the expression"
+
+
+def test_severities_page_for_symptoms_and_missing_telemetry() -> None:
+    severity = {r["alert"]: r["labels"]["severity"] for r in alert_rules()}
+    critical = {name for name, level in severity.items() if level == "critical"}
+    assert critical == {
+        "LoopobsFailedRunRatioHigh", "LoopobsRunsStuck", "LoopobsMetricsTargetDown",
+        "LoopobsMetricsTargetAbsent", "LoopobsCollectorDown", "LoopobsCollectorAbsent",
+    }
+    assert set(severity.values()) == {"critical", "warning", "info"}
+
+
+def test_per_worker_alerts_keep_job_and_instance() -> None:
+    """Ratios and quantiles are grouped per worker, so one bad worker is not averaged away."""
+    per_worker = ["LoopobsFailedRunRatioHigh", "LoopobsRunsStuck", "LoopobsModelCallLatencyHigh",
+                  "LoopobsTimeToFirstTokenHigh", "LoopobsStreamFailureRateHigh",
+                  "LoopobsToolErrorRatioHigh", "LoopobsObserverErrors", "LoopobsLabelOverflow"]
+    rules = {r["alert"]: r for r in alert_rules()}
+    for name in per_worker:
+        groupings = re.findall(r"\b(?:by|on)\s*\(([^)]*)\)", rules[name]["expr"])
+        assert groupings, name
+        for grouping in groupings:
+            labels = {x.strip() for x in grouping.split(",") if x.strip()}
+            assert labels == set() or {"job", "instance"} <= labels, f"{name}: by ({grouping})"
+
+
+def test_failed_run_ratio_counts_every_failing_status() -> None:
+    rule = next(r for r in alert_rules() if r["alert"] == "LoopobsFailedRunRatioHigh")
+    assert f'loopobs_run_status=~"{FAILED_STATUSES}"' in rule["expr"]
+    assert "increase(loopobs_runs_total[15m])) >= 20" in rule["expr"]  # the volume floor
+
+
+def test_latency_alerts_compare_against_recorded_thresholds() -> None:
+    rules = {r["alert"]: r["expr"] for r in alert_rules()}
+    expected = {"loopobs:threshold_model_call_p95_seconds", "loopobs:threshold_ttft_p95_seconds"}
+    assert expected == RECORDED
+    assert "loopobs:threshold_model_call_p95_seconds" in rules["LoopobsModelCallLatencyHigh"]
+    assert "loopobs:threshold_ttft_p95_seconds" in rules["LoopobsTimeToFirstTokenHigh"]
+    drawn = " ".join(q.expr for q in _all_queries())
+    assert all(name in drawn for name in RECORDED)
+
+
+# -- runbooks -----------------------------------------------------------------------------------
+def test_every_alert_has_a_runbook_section() -> None:
+    text = runbooks.RUNBOOKS.read_text()
+    sections = runbooks.sections(text)
+    assert sections == sorted(set(sections), key=sections.index)  # no duplicates
+    assert set(sections) == {r["alert"] for r in alert_rules()}
+    for body in re.split(r"^## ", text, flags=re.M)[1:]:
+        name = body.splitlines()[0]
+        for part in ("**What it means.**", "**What to look at.**", "**What to do.**"):
+            assert part in body, f"{name}: no {part}"
+
+
+def test_runbook_console_page_is_up_to_date() -> None:
+    page = runbooks.CONSOLE_PAGE.read_text()
+    assert page == runbooks.render(runbooks.RUNBOOKS.read_text()), (
+        "run `python -m tests._runbooks` after editing docs/runbooks.md")
+    for rule in alert_rules():
+        assert f'id="{runbooks.anchor(rule["alert"])}"' in page
+
+
+def test_runbook_renderer() -> None:
+    page = runbooks.render(
+        "# T\n\n## Alert One\n\nSome `a<b` and **bold**\ntext.\n\n- one\n  more\n- two\n")
+    assert '<h2 id="alert-one">Alert One</h2>' in page
+    assert "<p>Some <code>a&lt;b</code> and <strong>bold</strong> text.</p>" in page
+    assert "<ul><li>one more</li><li>two</li></ul>" in page
+    with pytest.raises(ValueError, match="Go template"):
+        runbooks.render("## A\n\n{{ $labels }}\n")
+
+
 def test_alert_rules_cover_the_issue() -> None:
-    """Runaway loop, token burn, tool errors, stream failures, fallbacks, observer errors."""
+    """Causes (runaway loop, token burn, tool errors, stream failures, fallbacks, observer
+    errors), symptoms (failed runs, latency, first token, stuck runs) and the scrape itself."""
     by_metric = {
         name: [r["alert"] for r in alert_rules() if name in r["expr"]]
         for name in ("loopobs_loop_detections_total", "loopobs_tokens_total",
                      "loopobs_tool_calls_total", "loopobs_stream_failures_total",
-                     "loopobs_fallbacks_total", "loopobs_observer_errors_total")
+                     "loopobs_fallbacks_total", "loopobs_observer_errors_total",
+                     "loopobs_runs_total", "loopobs_runs_active",
+                     "gen_ai_client_operation_duration_seconds_bucket",
+                     "gen_ai_client_operation_time_to_first_chunk_seconds_bucket")
     }
     assert all(by_metric.values()), by_metric
+    exprs = [r["expr"] for r in alert_rules()]
+    for job in ("loopobs", "otel-collector"):
+        assert any(f'up{{job=~"{job}.*"}} == 0' in e for e in exprs), job
+        assert any(f'absent(up{{job=~"{job}.*"}})' in e for e in exprs), job
 
 
 def test_alert_test_series_use_catalog_names() -> None:
@@ -329,11 +498,27 @@ def test_template_variables_are_used() -> None:
         variables = {v["name"]: v for v in dashboard["templating"]["list"]}
         assert variables["datasource"]["type"] == "datasource"
         assert variables["datasource"]["query"] == "prometheus"
-        assert "gen_ai_request_model" in variables["model"]["query"]
-        assert "gen_ai_agent_name" in variables["agent"]["query"]
+        assert variables["traces_datasource"]["type"] == "datasource"
+        assert variables["traces_datasource"]["query"] == "jaeger"
+        assert variables["job"]["query"] == "label_values(loopobs_runs_active, job)"
+        assert 'job=~"$job"' in variables["instance"]["query"]
+        for name, label in (("agent", "gen_ai_agent_name"), ("provider", "gen_ai_provider_name"),
+                            ("model", "gen_ai_request_model"), ("tool", "gen_ai_tool_name")):
+            query = variables[name]["query"]
+            assert query.endswith(f", {label})"), query
+            assert 'job=~"$job", instance=~"$instance"' in query, query
+        assert 'gen_ai_provider_name=~"$provider"' in variables["model"]["query"]
         exprs = [q.expr for q in panel_queries(path)]
         assert any('gen_ai_request_model=~"$model"' in e for e in exprs)
+        assert any('gen_ai_provider_name=~"$provider"' in e for e in exprs)
         assert any('gen_ai_agent_name=~"$agent"' in e for e in exprs)
+        # the agent filter reaches the token, tool-call and stream-failure counters
+        for metric in ("loopobs_tokens_total", "loopobs_tool_calls_total",
+                       "loopobs_stream_failures_total"):
+            uses = [e for e in exprs if metric in e]
+            assert uses, metric
+            assert all(re.search(metric + r'\{[^}]*gen_ai_agent_name=~"\$agent"', e)
+                       for e in uses), metric
         text = path.read_text()
         for name in variables:
             assert f"${name}" in text.replace("${", "$").replace("}", ""), f"${name} unused"
@@ -341,6 +526,80 @@ def test_template_variables_are_used() -> None:
             source = panel.get("datasource") or {}
             if source.get("type") == "prometheus":
                 assert source["uid"] == "${datasource}", panel["title"]
+
+
+def test_every_query_selects_job_and_instance() -> None:
+    """Every selector of a scraped series filters on $job and $instance (one worker at a time)."""
+    missing = []
+    for q in _all_queries():
+        for name, matchers in re.findall(r"([a-zA-Z_:][\w:]*)\{([^{}]*)\}", q.expr):
+            if name in RECORDED:
+                continue
+            if 'job=~"$job"' not in matchers or 'instance=~"$instance"' not in matchers:
+                missing.append(f"{q.name}: {name}")
+        bare = [m for m in re.findall(r"(?<![\w:])([a-z_][\w:]*)(?![\w:{(])", q.expr)
+                if m in SERIES and m not in RECORDED]
+        missing += [f"{q.name}: {m} without a selector" for m in bare]
+    assert missing == []
+
+
+def test_stat_panels_use_instant_queries() -> None:
+    for path in DASHBOARD_FILES:
+        for panel in dashboard_panels(load_dashboard(path)):
+            if panel["type"] != "stat":
+                continue
+            for target in panel["targets"]:
+                assert target["instant"] is True, panel["title"]
+                assert target["range"] is False, panel["title"]
+            assert panel["options"]["graphMode"] == "none", panel["title"]
+
+
+def test_every_metric_panel_has_a_unit() -> None:
+    allowed = {"short", "opm", "reqps", "s", "percentunit", "currencyUSD"}
+    for path in DASHBOARD_FILES:
+        for panel in dashboard_panels(load_dashboard(path)):
+            if panel["type"] not in {"stat", "timeseries"}:
+                continue
+            unit = panel["fieldConfig"]["defaults"].get("unit", "")
+            assert unit in allowed or unit.startswith("count:tokens"), (panel["title"], unit)
+            assert panel.get("description", "").strip(), panel["title"]
+
+
+def test_empty_cases_never_add_an_unlabelled_series_beside_real_ones() -> None:
+    """``sum by (…)(…) or vector(0)`` always adds a {} 0 series next to the real ones; a grouped
+    query fills its empty case with ``or on ()`` (only when nothing matched) or per group."""
+    grouped_with_zero = []
+    for q in _all_queries():
+        if re.search(r"\bby\s*\(", q.expr):
+            assert not re.search(r"\bor\s+vector\(", q.expr), q.name
+            if "vector(0)" in q.expr:
+                assert re.search(r"\bor on \(\) label_replace\(vector\(0\)", q.expr), q.name
+                grouped_with_zero.append(q.panel_title)
+    assert set(grouped_with_zero) == {"Observer errors", "Label values folded into _other"}
+
+
+def test_dashboard_has_the_operator_panels() -> None:
+    panels = {p["title"]: p for p in dashboard_panels(load_dashboard(DASHBOARD_FILES[0]))}
+    exprs = {title: " ".join(t.get("expr", "") for t in p.get("targets", []))
+             for title, p in panels.items()}
+    assert "gen_ai_client_operation_duration_seconds_count" in exprs["Model-call rate by model"]
+    assert 'error_type!=""' in exprs["Model-call error ratio by model"]
+    assert 'gen_ai_token_type="cache_read"' in exprs["Cache-hit ratio"]
+    assert 'gen_ai_token_type="input"' in exprs["Cache-hit ratio"]
+    assert "loopobs:threshold_ttft_p95_seconds" in exprs["Time to first token p50 / p95"]
+    for title in ("Failed-run ratio", "Failed-run ratio by agent"):
+        assert f'loopobs_run_status=~"{FAILED_STATUSES}"' in exprs[title], title
+    assert 'loopobs_run_status="loop_detected"' in exprs["Loops stopped"]
+    assert "up{" in exprs["Targets down"]
+    assert "up{" in exprs["Scrape targets"]
+    assert "loopobs_cost_usd_total" in exprs["Spend / hour"]
+    assert 'loopobs_budget_action="stop"' in exprs["Budgets hit"]
+    assert "sum by (gen_ai_agent_name) (rate(loopobs_run_cost_usd_sum" in exprs[
+        "Spend rate by agent"]
+    for title in ("Spend / hour", "Spend rate by model", "Spend rate by agent"):
+        assert panels[title]["fieldConfig"]["defaults"]["unit"] == "currencyUSD", title
+    ttft = panels["Time to first token p50 / p95"]["fieldConfig"]["overrides"][0]
+    assert ttft["matcher"]["options"] == "p95 alert threshold"
 
 
 def test_panels_are_laid_out_without_overlap() -> None:
@@ -363,24 +622,33 @@ def _datasources() -> dict[str, dict[str, Any]]:
     return {ds["type"]: ds for ds in _yaml(DATASOURCES)["datasources"]}
 
 
-def test_traces_are_linked_to_jaeger() -> None:
+def test_traces_come_from_the_trace_data_source_variable() -> None:
+    """No hard-coded Jaeger uid or URL: trace panels and links use ``${traces_datasource}``,
+    whose default is the provisioned Jaeger data source."""
     sources = _datasources()
     jaeger_uid = sources["jaeger"]["uid"]
     destinations = sources["prometheus"]["jsonData"]["exemplarTraceIdDestinations"]
     assert destinations == [{"name": catalog.EXEMPLAR_TRACE_ID, "datasourceUid": jaeger_uid}]
+    traces_source = {"type": "jaeger", "uid": "${traces_datasource}"}
     for path in DASHBOARD_FILES:
         dashboard = load_dashboard(path)
+        variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+        assert variables["traces_datasource"]["current"]["value"] == jaeger_uid
         panels = list(dashboard_panels(dashboard))
         traces = [p for p in panels if p["type"] == "traces"]
         assert traces
         for panel in traces:
-            assert panel["datasource"] == {"type": "jaeger", "uid": jaeger_uid}
-            assert all(t["datasource"]["uid"] == jaeger_uid for t in panel["targets"])
+            assert panel["datasource"] == traces_source
+            assert all(t["datasource"] == traces_source for t in panel["targets"])
         searches = [t for p in panels for t in p.get("targets", [])
                     if t.get("queryType") == "search"]
         assert searches
-        assert all(t["datasource"]["uid"] == jaeger_uid for t in searches)
-        assert any("16686" in link["url"] for link in dashboard["links"])
+        assert all(t["datasource"] == traces_source for t in searches)
+        assert all("${traces_datasource}" in link["url"] for link in dashboard["links"])
+        text = path.read_text()
+        assert "localhost" not in text
+        assert "16686" not in text
+        assert '"uid": "jaeger"' not in text
 
 
 def test_dashboard_provider_points_at_the_mounted_dashboards() -> None:
@@ -447,6 +715,12 @@ def test_compose_services_and_mounts() -> None:
     for rule_file in _yaml(PROMETHEUS_YML)["rule_files"]:
         assert mounts[f"./prometheus/{rule_file}"] == str(Path(config_in).parent / rule_file)
     assert "--enable-feature=exemplar-storage" in prom["command"]
+    # runbook_url: the runbooks page served as a console at Prometheus' external URL
+    consoles_in = next(a.split("=", 1)[1] for a in prom["command"]
+                       if a.startswith("--web.console.templates="))
+    assert mounts["./prometheus/consoles"] == consoles_in
+    assert (GRAFANA / "prometheus" / "consoles" / runbooks.CONSOLE_PAGE.name).is_file()
+    assert "--web.external-url=http://localhost:9090" in prom["command"]
     collector = services["otel-collector"]
     collector_mounts = dict(_volume(v) for v in collector["volumes"])
     assert any(a == f"--config={collector_mounts['./otel-collector.yml']}"
@@ -460,7 +734,7 @@ def test_compose_hosts_match_the_configs() -> None:
     """Every host:port the configs dial is a compose service listening there."""
     services = _yaml(COMPOSE)["services"]
     listening = {
-        "demo": {9464}, "otel-collector": {4317, 4318, 8889}, "jaeger": {4317, 16686},
+        "demo": {9464}, "otel-collector": {4317, 4318, 8888, 8889}, "jaeger": {4317, 16686},
         "prometheus": {9090},
     }
     for service, ports in listening.items():
@@ -505,3 +779,15 @@ def test_demo_service_runs_the_documented_cli() -> None:
         f for f in flags if not re.search(rf"(?<![\w-]){re.escape(f)}(?![\w-])", helptext)
     ]
     assert undocumented == [], helptext
+
+
+def test_collector_exposes_and_prometheus_scrapes_its_own_metrics() -> None:
+    reader = _yaml(COLLECTOR)["service"]["telemetry"]["metrics"]["readers"][0]
+    exporter = reader["pull"]["exporter"]["prometheus"]
+    assert (exporter["host"], exporter["port"]) == ("0.0.0.0", 8888)
+    jobs = {job["job_name"]: job for job in _yaml(PROMETHEUS_YML)["scrape_configs"]}
+    static = jobs["otel-collector-telemetry"]["static_configs"]
+    targets = [t for sc in static for t in sc["targets"]]
+    assert targets == ["otel-collector:8888"]
+    # the meta alerts' job matchers cover every configured job
+    assert all(re.fullmatch(r"loopobs.*|otel-collector.*", name) for name in jobs)

@@ -33,6 +33,7 @@ from loopobs import (
     Usage,
 )
 from loopobs.core import errors
+from loopobs.core.events import ToolAnnotations
 from loopobs.exporters.jsonl import (
     LOG_VERSION,
     JsonlRecorder,
@@ -87,6 +88,13 @@ ERROR_FIELDS: dict[str, st.SearchStrategy[Any]] = {
     # each attempt's error of a FallbackExhausted: errors of the simple kinds
     "failures": st.lists(st.builds(RateLimited, TEXT, retry_after=st.none() | FLOATS,
                                    status_code=st.none() | INTS), max_size=2),
+    "value": FLOATS,
+    "budget": FLOATS,
+    "scope": st.sampled_from(["run", "session"]),
+}
+# A field name that means something else on one class: BudgetExceeded.limit names the limit.
+ERROR_FIELDS_OF: dict[tuple[str, str], st.SearchStrategy[Any]] = {
+    ("BudgetExceeded", "limit"): st.sampled_from(["usd", "total_tokens", "wall_time_s"]),
 }
 
 
@@ -103,7 +111,8 @@ def _loop_error_classes() -> list[type[LoopError]]:
 
 ERROR_CLASSES = _loop_error_classes()
 LOOP_ERRORS: st.SearchStrategy[LoopError] = st.one_of(
-    [st.builds(cls, message=TEXT, **{f: ERROR_FIELDS[f] for f in cls._fields})
+    [st.builds(cls, message=TEXT, **{f: ERROR_FIELDS_OF.get((cls.__name__, f), ERROR_FIELDS[f])
+                                     for f in cls._fields})
      for cls in ERROR_CLASSES]
 )
 DISPLAY_HINTS = st.one_of(
@@ -111,6 +120,9 @@ DISPLAY_HINTS = st.one_of(
                      DisplayHint.suppress(), DisplayHint.markdown()]),
     st.builds(DisplayHint.code, TEXT),
 )
+OPTIONAL_BOOLS = st.none() | st.booleans()
+ANNOTATIONS = st.builds(ToolAnnotations, read_only=OPTIONAL_BOOLS, idempotent=OPTIONAL_BOOLS,
+                        side_effecting=OPTIONAL_BOOLS, waits=OPTIONAL_BOOLS)
 USAGES = st.builds(Usage, input_tokens=INTS, output_tokens=INTS, cache_read_input_tokens=INTS,
                    cache_write_input_tokens=INTS, reasoning_output_tokens=INTS)
 
@@ -128,6 +140,7 @@ def _for_type(hint: Any) -> st.SearchStrategy[Any]:
     simple: dict[Any, st.SearchStrategy[Any]] = {
         int: INTS, float: FLOATS, str: TEXT, bool: st.booleans(), uuid.UUID: st.uuids(),
         LoopError: LOOP_ERRORS, Usage: USAGES, DisplayHint: DISPLAY_HINTS,
+        ToolAnnotations: ANNOTATIONS,
     }
     if hint in simple:
         return simple[hint]
@@ -140,8 +153,8 @@ def _for_type(hint: Any) -> st.SearchStrategy[Any]:
         return st.one_of([_for_type(a) for a in typing.get_args(hint)])
     if hint is type(None):
         return st.none()
-    if origin is tuple and len(typing.get_args(hint)) == 2 and typing.get_args(hint)[1] is ...:
-        return st.lists(_for_type(typing.get_args(hint)[0]), max_size=3).map(tuple)
+    if origin is tuple and typing.get_args(hint)[1:] == (Ellipsis,):
+        return st.lists(_for_type(typing.get_args(hint)[0]), max_size=4).map(tuple)
     raise AssertionError(f"no strategy for field type {hint!r}: add one to test_jsonl.py")
 
 

@@ -201,8 +201,9 @@ async def test_contexts_are_built_only_for_hooks_someone_listens_to(
             if hasattr(module, name):
                 monkeypatch.setattr(module, name, counting)
                 patched += 1
-    # every context the loop emits itself is built in one of the phase modules
-    assert patched == len(CONTEXT_TYPES) - 2  # the detectors build the other two
+    # every context the loop emits itself is built in one of the phase modules; the
+    # detectors build two others, and a budget's tracker builds on_budget_exceeded
+    assert patched == len(CONTEXT_TYPES) - 3
 
     class EndOnly(LoopObserver):
         def __init__(self) -> None:

@@ -69,14 +69,16 @@ async def test_metric_values_equal_the_scripted_sums(
         (4, pytest.approx(0.6))
 
     tokens = values(pts[c.TOKENS.name])
-    base = {PROV: "scripted", MODEL: "m2"}
+    calc = {c.GEN_AI_AGENT_NAME: "calc"}
+    base = {PROV: "scripted", MODEL: "m2", **calc}
+    parked = {PROV: "scripted", MODEL: "m1", c.GEN_AI_AGENT_NAME: "agent"}
     assert tokens == {
         frozenset({**base, TT: "input"}.items()): 300,
         frozenset({**base, TT: "output"}.items()): 60,
         frozenset({**base, TT: "cache_read"}.items()): 20,
         frozenset({**base, TT: "reasoning"}.items()): 10,
-        frozenset({PROV: "scripted", MODEL: "m1", TT: "input"}.items()): 100,
-        frozenset({PROV: "scripted", MODEL: "m1", TT: "output"}.items()): 20,
+        frozenset({**parked, TT: "input"}.items()): 100,
+        frozenset({**parked, TT: "output"}.items()): 20,
     }
 
     runs = values(pts[c.RUNS.name])
@@ -96,16 +98,17 @@ async def test_metric_values_equal_the_scripted_sums(
         (1, pytest.approx(2.5))
 
     assert values(pts[c.TOOL_CALLS.name]) == {
-        k(**{c.GEN_AI_TOOL_NAME: "add", c.LOOPOBS_TOOL_OUTCOME: "output"}): 2,
-        k(**{c.GEN_AI_TOOL_NAME: "div", c.LOOPOBS_TOOL_OUTCOME: "error"}): 2,
-        k(**{c.GEN_AI_TOOL_NAME: "approve", c.LOOPOBS_TOOL_OUTCOME: "suspend"}): 1,
+        k(**{c.GEN_AI_TOOL_NAME: "add", c.LOOPOBS_TOOL_OUTCOME: "output", **calc}): 2,
+        k(**{c.GEN_AI_TOOL_NAME: "div", c.LOOPOBS_TOOL_OUTCOME: "error", **calc}): 2,
+        k(**{c.GEN_AI_TOOL_NAME: "approve", c.LOOPOBS_TOOL_OUTCOME: "suspend",
+             c.GEN_AI_AGENT_NAME: "agent"}): 1,
     }
     tool_duration = values(pts[c.TOOL_DURATION.name])
     assert tool_duration[k(**{OP: "execute_tool", c.GEN_AI_TOOL_NAME: "div",
                               c.GEN_AI_TOOL_TYPE: "function", c.GEN_AI_AGENT_NAME: "calc",
                               c.ERROR_TYPE: "ToolExecutionError"})] == (2, pytest.approx(0.01))
     assert values(pts[c.STREAM_FAILURES.name]) == {
-        k(**{PROV: "scripted", MODEL: "m1", c.ERROR_TYPE: "RateLimited"}): 3}
+        k(**{PROV: "scripted", MODEL: "m1", c.ERROR_TYPE: "RateLimited", **calc}): 3}
     assert values(pts[c.FALLBACKS.name]) == {
         k(**{c.LOOPOBS_MODEL_FROM: "m1", c.LOOPOBS_MODEL_TO: "m2"}): 2}
     assert values(pts[c.MODEL_SWITCHES.name]) == {
@@ -140,8 +143,10 @@ async def test_instruments_follow_the_catalog(
                 assert tuple(point.explicit_bounds) == spec.buckets, spec.name
         for point in metric.data.data_points:
             assert set(point.attributes or {}) <= set(spec.attributes), spec.name
+    # the hand-emitted run prices nothing (its calls count as unpriced) and has no budget
     assert {s.name for s in c.METRICS} - set(found) <= {
-        c.OBSERVER_ERRORS.name, c.LABEL_OVERFLOW.name}
+        c.OBSERVER_ERRORS.name, c.LABEL_OVERFLOW.name, c.COST.name, c.RUN_COST.name,
+        c.BUDGET_EXCEEDED.name}
 
 
 async def test_no_ids_or_content_in_metric_attributes(

@@ -51,8 +51,8 @@ def test_serves_text_format_by_default(server: MetricsServer) -> None:
     assert response.headers["content-type"].startswith("text/plain")
     body = response.text
     assert (
-        'loopobs_tokens_total{gen_ai_provider_name="scripted",gen_ai_request_model="m2",'
-        'gen_ai_token_type="input"} 300.0'
+        'loopobs_tokens_total{gen_ai_agent_name="researcher",gen_ai_provider_name="scripted",'
+        'gen_ai_request_model="m2",gen_ai_token_type="input"} 300.0'
     ) in body
     assert "trace_id" not in body
     assert "# EOF" not in body

@@ -29,6 +29,8 @@ from loopobs.exporters import catalog as c
 from tests import _prom_events as ev
 
 AG = {"gen_ai_agent_name": ev.AGENT}
+NO_AGENT = {"gen_ai_agent_name": ""}
+"""The agent label of events from a run whose start the observer did not see."""
 M2 = {"gen_ai_provider_name": ev.PROVIDER, "gen_ai_request_model": "m2"}
 CHAT_M2 = {"gen_ai_operation_name": "chat", **M2}
 
@@ -71,12 +73,13 @@ def obs() -> PrometheusObserver:
 def assert_run_figures(obs: PrometheusObserver, n: int) -> None:
     """Every metric equals ``n`` times the scripted run's figures."""
     tok = "loopobs_tokens_total"
-    assert value(obs, tok, **M2, gen_ai_token_type="input") == n * ev.INPUT_TOKENS
-    assert value(obs, tok, **M2, gen_ai_token_type="output") == n * ev.OUTPUT_TOKENS
-    assert value(obs, tok, **M2, gen_ai_token_type="cache_read") == n * ev.CACHE_READ_TOKENS
-    assert value(obs, tok, **M2, gen_ai_token_type="reasoning") == n * ev.REASONING_TOKENS
-    assert value(obs, tok, **M2, gen_ai_token_type="cache_write") is None  # zero: not recorded
-    assert sum(value(obs, tok, **M2, gen_ai_token_type=t) or 0 for t in (
+    assert value(obs, tok, **M2, **AG, gen_ai_token_type="input") == n * ev.INPUT_TOKENS
+    assert value(obs, tok, **M2, **AG, gen_ai_token_type="output") == n * ev.OUTPUT_TOKENS
+    assert value(obs, tok, **M2, **AG, gen_ai_token_type="cache_read") == n * ev.CACHE_READ_TOKENS
+    assert value(obs, tok, **M2, **AG, gen_ai_token_type="reasoning") == n * ev.REASONING_TOKENS
+    # zero: not recorded
+    assert value(obs, tok, **M2, **AG, gen_ai_token_type="cache_write") is None
+    assert sum(value(obs, tok, **M2, **AG, gen_ai_token_type=t) or 0 for t in (
         "input", "output", "cache_read", "cache_write", "reasoning")) == n * ev.TOKENS_PER_RUN
 
     use = "gen_ai_client_token_usage"
@@ -108,8 +111,8 @@ def assert_run_figures(obs: PrometheusObserver, n: int) -> None:
     fetch_err = {**AG, "gen_ai_tool_name": "fetch", "error_type": "ToolExecutionError"}
     assert value(obs, f"{tool}_count", **fetch_err) == n
     calls = "loopobs_tool_calls_total"
-    assert value(obs, calls, gen_ai_tool_name="search", loopobs_tool_outcome="output") == n
-    assert value(obs, calls, gen_ai_tool_name="fetch", loopobs_tool_outcome="error") == n
+    assert value(obs, calls, **AG, gen_ai_tool_name="search", loopobs_tool_outcome="output") == n
+    assert value(obs, calls, **AG, gen_ai_tool_name="fetch", loopobs_tool_outcome="error") == n
 
     agent = "gen_ai_invoke_agent_duration_seconds"
     assert value(obs, f"{agent}_count", **AG, error_type="") == n
@@ -118,7 +121,7 @@ def assert_run_figures(obs: PrometheusObserver, n: int) -> None:
     assert value(obs, "loopobs_runs_active", **AG) == 0
     assert value(obs, "loopobs_turns_total", **AG) == 2 * n
 
-    assert value(obs, "loopobs_stream_failures_total", gen_ai_provider_name=ev.PROVIDER,
+    assert value(obs, "loopobs_stream_failures_total", **AG, gen_ai_provider_name=ev.PROVIDER,
                  gen_ai_request_model="m1", error_type="RateLimited") == n
     moved = {"loopobs_model_from": "m1", "loopobs_model_to": "m2"}
     assert value(obs, "loopobs_fallbacks_total", **moved) == n
@@ -242,9 +245,9 @@ def test_ten_thousand_tool_names_stay_bounded() -> None:
     assert len(calls) == limit + 1
     assert len(durations) == limit + 1
     assert value(obs, "loopobs_tool_calls_total", gen_ai_tool_name=c.OVERFLOW_VALUE,
-                 loopobs_tool_outcome="output") == 10_000 - limit
+                 loopobs_tool_outcome="output", **NO_AGENT) == 10_000 - limit
     assert value(obs, "loopobs_tool_calls_total", gen_ai_tool_name="tool-0",
-                 loopobs_tool_outcome="output") == 1
+                 loopobs_tool_outcome="output", **NO_AGENT) == 1
     assert value(obs, "loopobs_label_overflow_total",
                  loopobs_label="gen_ai_tool_name") == 10_000 - limit
     assert obs.label_bounds["gen_ai_tool_name"].admitted == {f"tool-{i}" for i in range(limit)}
@@ -252,7 +255,7 @@ def test_ten_thousand_tool_names_stay_bounded() -> None:
     obs.on_tool_post(ToolPostContext(run_id=rid, time_ns=0, tool_call_id="x", turn=0,
                                      tool="tool-3", duration_ms=1.0))
     assert value(obs, "loopobs_tool_calls_total", gen_ai_tool_name="tool-3",
-                 loopobs_tool_outcome="output") == 2
+                 loopobs_tool_outcome="output", **NO_AGENT) == 2
 
 
 def test_each_label_name_has_its_own_bound() -> None:
@@ -260,9 +263,9 @@ def test_each_label_name_has_its_own_bound() -> None:
     obs = PrometheusObserver(max_label_values=1)
     ev.emit_run(obs)  # models m1 then m2, tools search then fetch, outcomes output then error
     assert value(obs, "loopobs_tool_calls_total", gen_ai_tool_name="search",
-                 loopobs_tool_outcome="output") == 1
+                 loopobs_tool_outcome="output", **AG) == 1
     assert value(obs, "loopobs_tool_calls_total", gen_ai_tool_name="_other",
-                 loopobs_tool_outcome="_other") == 1
+                 loopobs_tool_outcome="_other", **AG) == 1
     assert value(obs, "loopobs_label_overflow_total", loopobs_label="gen_ai_tool_name") == 1
     assert value(obs, "loopobs_label_overflow_total", loopobs_label="loopobs_tool_outcome") == 1
     # from/to are separate label names: m1 and m2 each take their own slot
@@ -271,7 +274,7 @@ def test_each_label_name_has_its_own_bound() -> None:
     # m1 took the request_model slot; m2's successful calls fold into _other (at the
     # start of each call, for its chunk timings, and at its success)
     assert value(obs, "loopobs_tokens_total", gen_ai_provider_name=ev.PROVIDER,
-                 gen_ai_request_model="_other", gen_ai_token_type="input") == ev.INPUT_TOKENS
+                 gen_ai_request_model="_other", gen_ai_token_type="input", **AG) == ev.INPUT_TOKENS
     assert value(obs, "loopobs_label_overflow_total", loopobs_label="gen_ai_request_model") == 4
     assert value(obs, "loopobs_label_overflow_total", loopobs_label="loopobs_model_to") is None
 
@@ -299,7 +302,7 @@ def test_repeated_label_sets_reuse_cached_children(
     ev.emit_run(obs)
     assert calls == []
     assert value(obs, "loopobs_tool_calls_total", gen_ai_tool_name="search",
-                 loopobs_tool_outcome="output") == 2
+                 loopobs_tool_outcome="output", **AG) == 2
 
 
 def exemplars(obs: PrometheusObserver) -> dict[str, list[dict[str, str]]]:
@@ -385,8 +388,8 @@ async def test_hundred_concurrent_agent_loop_runs(obs: PrometheusObserver) -> No
     used_out = sum(r.usage.output_tokens for r in results)
     assert (used_in, used_out) == (100 * sum(ev.LOOP_INPUT), 100 * sum(ev.LOOP_OUTPUT))
     m1 = {"gen_ai_provider_name": "scripted", "gen_ai_request_model": "m1"}
-    assert value(obs, "loopobs_tokens_total", **m1, gen_ai_token_type="input") == used_in
-    assert value(obs, "loopobs_tokens_total", **m1, gen_ai_token_type="output") == used_out
+    assert value(obs, "loopobs_tokens_total", **m1, **AG, gen_ai_token_type="input") == used_in
+    assert value(obs, "loopobs_tokens_total", **m1, **AG, gen_ai_token_type="output") == used_out
     chat = {"gen_ai_operation_name": "chat", **m1}
     assert value(obs, "gen_ai_client_token_usage_count", **chat, gen_ai_token_type="input") == 200
     assert value(obs, "gen_ai_client_token_usage_sum", **chat,
@@ -394,7 +397,7 @@ async def test_hundred_concurrent_agent_loop_runs(obs: PrometheusObserver) -> No
     assert value(obs, "gen_ai_client_operation_duration_seconds_count", **chat,
                  error_type="") == 200
     assert value(obs, "loopobs_tool_calls_total", gen_ai_tool_name="search",
-                 loopobs_tool_outcome="output") == 100
+                 loopobs_tool_outcome="output", **AG) == 100
     assert value(obs, "gen_ai_execute_tool_duration_seconds_count", **AG,
                  gen_ai_tool_name="search", error_type="") == 100
     assert value(obs, "loopobs_runs_total", **AG, loopobs_run_status="completed") == 100
@@ -414,12 +417,13 @@ async def test_agent_loop_fallback_is_counted(obs: PrometheusObserver) -> None:
     loop = AgentLoop(client, model="m1", fallback_models=["m2"], observers=[obs])
     result = await loop.run("q")
     assert result.ok
+    default_agent = {"gen_ai_agent_name": "agent"}
     assert value(obs, "loopobs_stream_failures_total", gen_ai_provider_name="scripted",
-                 gen_ai_request_model="m1", error_type="RateLimited") == 1
+                 gen_ai_request_model="m1", error_type="RateLimited", **default_agent) == 1
     assert value(obs, "loopobs_fallbacks_total", loopobs_model_from="m1",
                  loopobs_model_to="m2") == 1
     assert value(obs, "loopobs_tokens_total", gen_ai_provider_name="scripted",
-                 gen_ai_request_model="m2", gen_ai_token_type="input") == 7
+                 gen_ai_request_model="m2", gen_ai_token_type="input", **default_agent) == 7
     assert value(obs, "gen_ai_client_operation_duration_seconds_count",
                  gen_ai_operation_name="chat", gen_ai_provider_name="scripted",
                  gen_ai_request_model="m1", error_type="RateLimited") == 1
@@ -433,4 +437,4 @@ def test_failed_tool_without_error_object_is_tool_error(obs: PrometheusObserver)
     assert value(obs, "gen_ai_execute_tool_duration_seconds_count", gen_ai_tool_name="t",
                  error_type="ToolError") == 1
     assert value(obs, "loopobs_tool_calls_total", gen_ai_tool_name="t",
-                 loopobs_tool_outcome="error") == 1
+                 loopobs_tool_outcome="error", **NO_AGENT) == 1

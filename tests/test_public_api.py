@@ -18,7 +18,7 @@ import loopobs
 import loopobs.core
 from loopobs.core import errors, events, observer
 
-HEAVY = ("opentelemetry.sdk", "prometheus_client")
+HEAVY = ("opentelemetry.sdk", "prometheus_client", "genai_prices")
 CORE_MODULES = [
     "loopobs",
     *sorted(m.name for m in pkgutil.iter_modules(loopobs.core.__path__, "loopobs.core.")),

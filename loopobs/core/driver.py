@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loopobs.core import parking
-from loopobs.core.compaction import compact_if_needed
+from loopobs.core.compaction import compact_if_needed, estimate_request
 from loopobs.core.errors import Cancelled, LoopError, MaxTurnsExceeded
 from loopobs.core.events import (
     RunEndContext,
@@ -34,6 +34,7 @@ from loopobs.core.model import AssistantMessage, ToolResultMessage, UserMessage
 from loopobs.core.model_call import ModelCall, ModelResponse, note_model
 from loopobs.core.run import Checkpoint, RunResult, Session
 from loopobs.core.runtime import RunDeps, now_ns, perf
+from loopobs.core.spending import RunSpending
 from loopobs.core.tool_phase import ToolAttempt, ToolPhase
 
 __all__ = ["RunDriver"]
@@ -45,6 +46,7 @@ class _TurnState:
     ok: bool = False
     error: LoopError | None = None
     usage: Usage | None = None
+    cost_usd: float | None = 0.0
 
 
 @dataclass(slots=True)
@@ -72,10 +74,15 @@ class RunDriver:
     query: str | None = None
     model_call: ModelCall = field(init=False)
     tool_phase: ToolPhase = field(init=False)
+    spending: RunSpending = field(init=False)
 
     def __post_init__(self) -> None:
-        self.model_call = ModelCall(self.deps, self.run_id, self.session)
-        self.tool_phase = ToolPhase(self.deps, self.run_id)
+        deps = self.deps
+        self.spending = RunSpending(run_id=self.run_id, prices=deps.prices,
+                                    budget=deps.settings.budget, session=self.session,
+                                    emit=deps.emit)
+        self.model_call = ModelCall(deps, self.run_id, self.session, spending=self.spending)
+        self.tool_phase = ToolPhase(deps, self.run_id, spending=self.spending)
 
     # -- the run ---------------------------------------------------------------------------
     async def execute(self, checkpoint: Checkpoint | None, resume_input: Any) -> RunResult:
@@ -116,6 +123,7 @@ class RunDriver:
                                     LoopError(f"internal error: {type(exc).__name__}: {exc}"))
             raise
         finally:
+            self.spending.finish()
             self._finish()
             deps.policy.close(self.run_id)
         assert self.outcome is not None
@@ -134,6 +142,7 @@ class RunDriver:
                 error=outcome.error, total_turns=self.turns,
                 duration_ms=(perf() - self.started) * 1000.0, status=outcome.status,
                 input_tokens=self.usage.input_tokens, output_tokens=self.usage.output_tokens,
+                cost_usd=self.spending.spend.cost_usd,
             ))
 
     def _result(self) -> RunResult:
@@ -143,6 +152,7 @@ class RunDriver:
             status=outcome.status, answer=outcome.answer, messages=tuple(self.session.messages),
             turns=self.turns, usage=self.usage, error=outcome.error,
             checkpoint=outcome.checkpoint, session=self.session, run_id=self.run_id,
+            spend=self.spending.spend,
         )
 
     async def _step(self) -> None:
@@ -153,7 +163,25 @@ class RunDriver:
         compact_if_needed(self.deps, self.run_id, self.session)
         model = self.deps.model()
         note_model(self.deps, self.run_id, self.session, model)
+        if self._over_budget(model):
+            return
         await self._turn(model)
+
+    def _over_budget(self, model: str) -> bool:
+        """Check the budgets for the next model call; True when a stop ended the run.
+
+        The check emits its verdicts; the policy applies them, as any other.
+        """
+        if not self.spending.budgeted:
+            return False
+        deps = self.deps
+        self.spending.before_call(model, getattr(deps.client, "provider", ""),
+                                  estimate_request(self.session, deps.tool_definitions))
+        stop = deps.policy.apply(self.run_id, self.session)
+        if stop is None:
+            return False
+        self.outcome = _Outcome(stop.status, stop.error)
+        return True
 
     # -- one turn ----------------------------------------------------------------------------
     def _query(self) -> str:
@@ -200,6 +228,7 @@ class RunDriver:
                     error=state.error, duration_ms=(perf() - started) * 1000.0,
                     input_tokens=usage.input_tokens if usage else 0,
                     output_tokens=usage.output_tokens if usage else 0,
+                    cost_usd=state.cost_usd,
                 ))
 
     async def _turn(self, model: str) -> None:
@@ -208,6 +237,7 @@ class RunDriver:
             if response.usage is not None:
                 self.usage = self.usage + response.usage
             state.usage = response.usage
+            state.cost_usd = response.cost_usd
             state.ok, state.error = await self._after_response(state.turn, response)
 
     async def _after_response(

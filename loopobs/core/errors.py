@@ -18,6 +18,7 @@ same objects in ``StreamFailureContext.error``, ``TurnEndContext.error`` and
     ├── ContextExceeded             the conversation cannot be brought under the context window
     ├── MaxTurnsExceeded            the run used its turn budget
     ├── LoopDetected                a detector stopped a runaway loop or converged answers
+    ├── BudgetExceeded              a budget limit (USD, tokens, calls, wall time) was crossed
     ├── Cancelled                   the run was cancelled
     ├── SessionBusy                 a second run was started on a session that is running
     └── ResumeError                 a parked run cannot be resumed as asked
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     from pydantic_core import CoreSchema
 
 __all__ = [
+    "BudgetExceeded",
     "Cancelled",
     "CheckpointAlreadyResumed",
     "ContextExceeded",
@@ -536,6 +538,25 @@ class LoopDetected(LoopError):
     def __init__(self, message: str = "", *, pattern: str = "") -> None:
         super().__init__(message or f"loop detected: {pattern}")
         self.pattern = pattern
+
+
+class BudgetExceeded(LoopError):
+    """A budget stopped the run: ``limit`` (``usd``, ``total_tokens``, …) reached ``value``,
+    over its setting ``budget``, in ``scope`` (``run`` or ``session``).
+
+    When raised before a model call, ``value`` includes that call's estimate: the
+    call was not made.
+    """
+
+    _fields: ClassVar[tuple[str, ...]] = ("limit", "value", "budget", "scope")
+
+    def __init__(self, message: str = "", *, limit: str = "", value: float = 0.0,
+                 budget: float = 0.0, scope: str = "run") -> None:
+        super().__init__(message or f"{scope} budget exceeded: {limit} {value:g} > {budget:g}")
+        self.limit = limit
+        self.value = value
+        self.budget = budget
+        self.scope = scope
 
 
 class Cancelled(LoopError):

@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 __all__ = [
     "CONTEXT_TYPES",
     "HOOKS",
+    "BudgetExceededContext",
+    "BudgetLimit",
     "CompactionContext",
     "ConvergenceAction",
     "ConvergenceDetectedContext",
@@ -59,6 +61,7 @@ __all__ = [
     "SuspendedContext",
     "TextDeltaContext",
     "ThinkingDeltaContext",
+    "ToolAnnotations",
     "ToolCallReceivedContext",
     "ToolOutcomeKind",
     "ToolPostContext",
@@ -114,6 +117,7 @@ class RunStatus(str, enum.Enum):
     MAX_TURNS = "max_turns"
     LOOP_DETECTED = "loop_detected"
     CONVERGED = "converged"
+    BUDGET_EXCEEDED = "budget_exceeded"
 
     def __str__(self) -> str:
         return self.value
@@ -147,6 +151,7 @@ HookName = Literal[
     "on_convergence_detected",
     "on_suspended",
     "on_sleep",
+    "on_budget_exceeded",
 ]
 
 
@@ -272,9 +277,11 @@ class RunStartContext(EventContext):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunEndContext(EventContext):
-    """A run ends: how (``status``), and the run's turn and token totals.
+    """A run ends: how (``status``), and the run's turn and token totals, and its cost.
 
     ``success`` is true for a run that completed or parked (suspended, sleeping).
+    ``cost_usd`` (addition) is the run's model calls priced in USD; ``None`` when the
+    cost is unknown (some call's model has no price, or nobody priced the calls).
     """
 
     hook: ClassVar[HookName] = "on_run_end"
@@ -285,6 +292,7 @@ class RunEndContext(EventContext):
     status: RunStatus = RunStatus.COMPLETED
     input_tokens: int = 0
     output_tokens: int = 0
+    cost_usd: float | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -299,7 +307,11 @@ class TurnStartContext(EventContext):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TurnEndContext(EventContext):
-    """A turn ends; tokens are those of the turn's successful model call."""
+    """A turn ends; tokens and ``cost_usd`` (addition) are those of its successful model call.
+
+    ``cost_usd`` is ``None`` when the call's price is unknown; ``0.0`` for a turn
+    with no model call (re-running parked tools).
+    """
 
     hook: ClassVar[HookName] = "on_turn_end"
     turn: int
@@ -308,6 +320,7 @@ class TurnEndContext(EventContext):
     duration_ms: float = 0.0
     input_tokens: int = 0
     output_tokens: int = 0
+    cost_usd: float | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -332,7 +345,8 @@ class StreamSuccessContext(EventContext):
 
     ``time_to_first_token_ms`` is None when the stream delivered no event before
     its end; the cache and reasoning counts are included in the input and output
-    counts.
+    counts. ``cost_usd`` (addition) is the call priced in USD from its usage;
+    ``None`` when the model has no known price — never 0 for unknown.
     """
 
     hook: ClassVar[HookName] = "on_stream_success"
@@ -358,6 +372,7 @@ class StreamSuccessContext(EventContext):
     """The service tier that served the call, when the provider says (OpenAI)."""
     system_fingerprint: str | None = None
     """The backend configuration's fingerprint, when the provider says (OpenAI)."""
+    cost_usd: float | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -409,6 +424,43 @@ class ThinkingDeltaContext(EventContext):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ToolAnnotations:
+    """What a tool is known to do; ``None`` means unknown.
+
+    - ``read_only``: the tool changes nothing (a read, a search, a status query).
+    - ``idempotent``: calling it again with the same arguments has no further effect.
+    - ``side_effecting``: the tool changes something (a write, a commit, a message sent).
+    - ``waits``: the tool waits (a sleep, a long poll): time spent in it paces polling.
+
+    :meth:`from_mcp` reads MCP's tool annotations (``readOnlyHint``,
+    ``destructiveHint``, ``idempotentHint``).
+    """
+
+    __pydantic_config__: ClassVar[Mapping[str, Any]] = _STRICT_FIELDS
+
+    read_only: bool | None = None
+    idempotent: bool | None = None
+    side_effecting: bool | None = None
+    waits: bool | None = None
+
+    @classmethod
+    def from_mcp(cls, hints: Mapping[str, Any]) -> ToolAnnotations:
+        """The annotations of an MCP tool, from its ``annotations`` object.
+
+        ``readOnlyHint`` sets ``read_only`` (and, when true, ``side_effecting=False``);
+        ``readOnlyHint: false`` means the tool may change its environment.
+        """
+        read_only = hints.get("readOnlyHint")
+        idempotent = hints.get("idempotentHint")
+        ro = read_only if isinstance(read_only, bool) else None
+        return cls(
+            read_only=ro,
+            idempotent=idempotent if isinstance(idempotent, bool) else None,
+            side_effecting=None if ro is None else not ro,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCallReceivedContext(EventContext):
     """The model asked for a tool call; fires once per call, before any attempt."""
 
@@ -417,6 +469,7 @@ class ToolCallReceivedContext(EventContext):
     tool: str
     tool_call_id: str
     input: Mapping[str, Any]
+    annotations: ToolAnnotations | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -493,26 +546,49 @@ class ModelSwitchedContext(EventContext):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LoopDetectedContext(EventContext):
-    """A repetition detector escalated: ``action`` says whether the loop warns or stops."""
+    """A repetition detector escalated: ``action`` says whether the loop warns or stops.
+
+    Why it fired (all defaulted, so other emitters need not fill them): ``signal``
+    names the rule (``repeat``, ``cycle``, ``same_result``, ``poll_budget``);
+    ``reason`` says it in a sentence; ``call_ids`` are the tool call ids that make up
+    the evidence (the latest few); ``normalised`` lists the normalisations that made
+    the calls equal (``path``, ``volatile``, ``result:time`` …); ``arguments_hash``
+    and ``result_hash`` are the normalised hashes of the triggering call,
+    ``raw_arguments_hash`` and ``raw_result_hash`` the exact ones.
+    """
 
     hook: ClassVar[HookName] = "on_loop_detected"
     pattern: str
     repetitions: int
     tool: str | None = None
     action: LoopAction = "warn"
+    signal: str = ""
+    reason: str = ""
+    call_ids: tuple[str, ...] = ()
+    normalised: tuple[str, ...] = ()
+    arguments_hash: int | None = None
+    raw_arguments_hash: int | None = None
+    result_hash: int | None = None
+    raw_result_hash: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ConvergenceDetectedContext(EventContext):
     """Final answers converged: ``consecutive`` answers at least ``similarity`` alike.
 
-    ``action`` is what the loop does about it (see :data:`ConvergenceAction`).
+    ``action`` is what the loop does about it (see :data:`ConvergenceAction`). Why it
+    fired: ``signal`` (``same_answer``, or ``alternating`` when the latest answer
+    matched an earlier one than the previous), ``reason`` in a sentence, and
+    ``compared_with``: how many answers back the matching one was (1 = the previous).
     """
 
     hook: ClassVar[HookName] = "on_convergence_detected"
     action: ConvergenceAction
     similarity: float = 0.0
     consecutive: int = 0
+    signal: str = ""
+    reason: str = ""
+    compared_with: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -539,6 +615,32 @@ class SleepContext(EventContext):
     wake_at: Annotated[_dt.datetime, _IsoDatetime]
 
 
+BudgetLimit = Literal[
+    "usd", "input_tokens", "output_tokens", "total_tokens", "tool_calls", "model_calls",
+    "wall_time_s",
+]
+"""The limits a budget can set."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BudgetExceededContext(EventContext):
+    """Addition: a budget limit was crossed (``action="stop"``) or neared (``"warn"``).
+
+    ``limit`` names the limit, ``value`` is what was used (for a check before a
+    model call: used plus the call's estimate), ``budget`` is the limit's
+    setting, ``scope`` is ``run`` or ``session``. A ``stop`` ends the run with
+    status ``budget_exceeded``; a ``warn`` (the budget's ``warn_at`` share was
+    reached) changes nothing.
+    """
+
+    hook: ClassVar[HookName] = "on_budget_exceeded"
+    limit: BudgetLimit
+    value: float
+    budget: float
+    scope: Literal["run", "session"] = "run"
+    action: Literal["stop", "warn"] = "stop"
+
+
 CONTEXT_TYPES: Mapping[str, type[EventContext]] = {
     cls.hook: cls
     for cls in (
@@ -562,6 +664,7 @@ CONTEXT_TYPES: Mapping[str, type[EventContext]] = {
         ConvergenceDetectedContext,
         SuspendedContext,
         SleepContext,
+        BudgetExceededContext,
     )
 }
 """Hook name → context class, for every hook of the contract."""

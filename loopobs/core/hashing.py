@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+import json.encoder
+from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["arguments_hash", "canonical_json", "result_hash", "stable_hash64"]
+__all__ = ["arguments_hash", "canonical_json", "encode", "result_hash", "stable_hash64"]
 
 
 def stable_hash64(data: bytes) -> int:
@@ -50,7 +51,25 @@ def _normalise(value: Any) -> Any:
 _ENCODER = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
 )
+# The C encoder behind it, made once too (``JSONEncoder.encode`` makes one per call).
+# No circular-reference markers: tool arguments are parsed JSON, never cyclic; a
+# cyclic value ends in RecursionError and is encoded by the pure path below.
+_C_MAKE_ENCODER = getattr(json.encoder, "c_make_encoder", None)
+_C_ENCODE: Callable[[Any, int], Any] | None = (
+    _C_MAKE_ENCODER(None, str, json.encoder.encode_basestring, None, ":", ",", True, False, True)
+    if _C_MAKE_ENCODER is not None else None
+)
 _PLAIN = frozenset({str, int, bool, type(None)})
+
+
+def encode(value: Any) -> str:
+    """Compact JSON of an already-normalised value, keys sorted (no other processing)."""
+    if _C_ENCODE is not None:
+        try:
+            return "".join(_C_ENCODE(value, 0))
+        except RecursionError:
+            pass
+    return _ENCODER.encode(value)
 
 
 def _is_plain(value: Mapping[Any, Any]) -> bool:
@@ -73,8 +92,8 @@ def canonical_json(value: Any) -> str:
     formatting (``1`` vs ``1.0``) give the same text.
     """
     if type(value) is dict and _is_plain(value):
-        return _ENCODER.encode(value)
-    return _ENCODER.encode(_normalise(value))
+        return encode(value)
+    return encode(_normalise(value))
 
 
 def arguments_hash(arguments: Mapping[str, Any]) -> int:

@@ -28,12 +28,14 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from loopobs.core import parking
+from loopobs.core.budget import Budget
 from loopobs.core.compaction import Compactor, TruncatingCompactor
 from loopobs.core.driver import RunDriver
 from loopobs.core.errors import CheckpointAlreadyResumed, SessionBusy
 from loopobs.core.model import LlmClient, Message, SystemMessage, UserMessage
 from loopobs.core.observer import LoopObserver, ObserverSet
 from loopobs.core.policy import RunPolicy
+from loopobs.core.pricing import PriceLookup, PricesArg, price_lookup
 from loopobs.core.run import Checkpoint, RunResult, Session
 from loopobs.core.runtime import LoopSettings, RunDeps
 from loopobs.core.tools import Tool
@@ -76,6 +78,12 @@ class AgentLoop:
         request_options: sent with every model request as ``ModelRequest.options``
             (``max_tokens``, ``temperature``, ``top_p``, ``stop``, ``seed``, …; the
             client passes them to the provider); reported on the ``chat`` spans.
+        budget: limits for each run (USD, tokens, calls, wall time); a session's own
+            budget is ``Session(budget=...)``. See :class:`~loopobs.core.budget.Budget`.
+        prices: how model calls are priced: None for ``genai-prices``, a mapping of
+            model name to :class:`~loopobs.core.pricing.ModelRates` (or USD per call),
+            a function ``(model, provider, usage) -> USD | None``, or a
+            :class:`~loopobs.core.pricing.PriceLookup`.
         sync_tool_workers: threads for sync tools (the loop's own); when all are
             still busy (tools hanging past their timeout), a sync tool call fails
             with ``ToolWorkersExhausted`` instead of waiting.
@@ -103,6 +111,8 @@ class AgentLoop:
         compactor: Compactor | None = None,
         detectors: Iterable[LoopObserver] | None = None,
         agent_name: str = "agent",
+        budget: Budget | None = None,
+        prices: PricesArg = None,
         sync_tool_workers: int = DEFAULT_TOOL_WORKERS,
         claim_checkpoint: ClaimHook | None = None,
         request_options: Mapping[str, Any] | None = None,
@@ -130,6 +140,8 @@ class AgentLoop:
         self.compaction_threshold = compaction_threshold
         self.compactor: Compactor = compactor or TruncatingCompactor()
         self.agent_name = agent_name
+        self.budget = budget
+        self.prices: PriceLookup = price_lookup(prices)
         self._observers = ObserverSet(observers)
         # Detectors sit after the user's observers, so every user observer has seen an
         # event before a detector reacts to it, and their verdicts reach everyone.
@@ -171,14 +183,14 @@ class AgentLoop:
         return RunDeps(
             client=self.client, tools=dict(self.tools), emit=self._emit, policy=self._policy,
             compactor=self.compactor, links=self._links, workers=self.workers,
-            model=lambda: self.model,
+            model=lambda: self.model, prices=self.prices,
             settings=LoopSettings(
                 max_turns=self.max_turns, tool_timeout=self.tool_timeout,
                 parallel_tool_calls=self.parallel_tool_calls,
                 context_window=self.context_window,
                 compaction_threshold=self.compaction_threshold,
                 fallback_models=self.fallback_models, agent_name=self.agent_name,
-                system_prompt=self.system_prompt,
+                system_prompt=self.system_prompt, budget=self.budget,
                 request_options=dict(self.request_options),
             ),
         )

@@ -6,7 +6,9 @@ Each attempt emits ``on_stream_start`` and then exactly one of
 ``on_stream_success`` / ``on_stream_failure`` (also when cancelled), from the
 task that iterates the stream; deltas are emitted as they arrive. A successful
 attempt is followed by ``on_response`` and updates the session's token
-bookkeeping; the detector notes it carried are then spent.
+bookkeeping; the detector notes it carried are then spent. Each attempt counts
+in the run's spending; a successful one is priced (``cost_usd`` on its
+``on_stream_success``), and the budgets are checked after its ``on_response``.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from loopobs.core.model import (
 )
 from loopobs.core.run import Session
 from loopobs.core.runtime import RunDeps, now_ns, perf
+from loopobs.core.spending import RunSpending
 from loopobs.core.token_counts import plausible_usage
 
 __all__ = ["ModelCall", "ModelResponse", "distinct_call_ids", "note_model"]
@@ -67,6 +70,8 @@ class ModelResponse:
     usage: Usage | None
     """As the provider reported it; None when it reported nothing."""
     blocks: tuple[ThinkingBlock, ...] = ()
+    cost_usd: float | None = None
+    """USD of the call; None when its price is unknown."""
 
 
 def distinct_call_ids(calls: Sequence[ToolCallPart]) -> list[ToolCallPart]:
@@ -115,14 +120,20 @@ def note_model(deps: RunDeps, run_id: uuid.UUID, session: Session, model: str) -
 
 
 class ModelCall:
-    """Calls the model for the turns of one run, with fallback."""
+    """Calls the model for the turns of one run, with fallback.
 
-    __slots__ = ("_deps", "_run_id", "_session")
+    ``spending`` is the run's (without one, calls are priced but no budget applies).
+    """
 
-    def __init__(self, deps: RunDeps, run_id: uuid.UUID, session: Session) -> None:
+    __slots__ = ("_deps", "_run_id", "_session", "_spending")
+
+    def __init__(self, deps: RunDeps, run_id: uuid.UUID, session: Session, *,
+                 spending: RunSpending | None = None) -> None:
         self._deps = deps
         self._run_id = run_id
         self._session = session
+        self._spending = spending if spending is not None else RunSpending(
+            run_id=run_id, prices=deps.prices, budget=None, session=session, emit=deps.emit)
 
     async def __call__(self, turn: int, model: str) -> ModelResponse:
         """Call ``model``, then the fallbacks; the first successful response wins.
@@ -173,6 +184,8 @@ class ModelCall:
         run_id = self._run_id
         request = self.request(model)
         sent_messages = len(self._session.messages)
+        spending = self._spending
+        spending.model_call()
         if em.listens("on_stream_start"):
             em.on_stream_start(StreamStartContext(
                 run_id=run_id, time_ns=now_ns(), turn=turn, model=model, provider=provider,
@@ -237,6 +250,7 @@ class ModelCall:
             session.messages_at_last_usage = sent_messages
         session.pending_notes.clear()
         response_text = "".join(text)
+        cost = spending.price(model, provider, usage, finish.response_model)
         if em.listens("on_stream_success"):
             u = usage or Usage()
             em.on_stream_success(StreamSuccessContext(
@@ -248,7 +262,7 @@ class ModelCall:
                 response_model=finish.response_model,
                 cache_read_input_tokens=u.cache_read_input_tokens,
                 cache_write_input_tokens=u.cache_write_input_tokens,
-                reasoning_output_tokens=u.reasoning_output_tokens,
+                reasoning_output_tokens=u.reasoning_output_tokens, cost_usd=cost,
                 usage_details=u.details, server_address=server[0], server_port=server[1],
                 service_tier=finish.service_tier, system_fingerprint=finish.system_fingerprint,
             ))
@@ -256,8 +270,9 @@ class ModelCall:
             em.on_response(ResponseContext(run_id=run_id, time_ns=now_ns(), turn=turn,
                                            text=response_text, usage=usage,
                                            tool_calls=len(calls)))
+        spending.check()
         return ModelResponse(response_text, "".join(thinking) if thinking is not None else None,
-                             distinct_call_ids(calls), usage, tuple(blocks))
+                             distinct_call_ids(calls), usage, tuple(blocks), cost)
 
     def _failed(self, turn: int, model: str, provider: str, attempt: int,
                 started: float, error: LoopError,

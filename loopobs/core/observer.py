@@ -31,6 +31,7 @@ from uuid import UUID
 
 from loopobs.core.events import (
     HOOKS,
+    BudgetExceededContext,
     CompactionContext,
     ConvergenceDetectedContext,
     EventContext,
@@ -185,6 +186,14 @@ class LoopObserver:
 
     def on_sleep(self, ctx: SleepContext) -> None:
         """A tool parked the run until an instant; the run ends ``sleeping``."""
+
+    def on_budget_exceeded(self, ctx: BudgetExceededContext) -> None:
+        """A budget limit was crossed (``action="stop"``) or its warning share reached (``"warn"``).
+
+        A run's stop fires once, before the model call it refuses or after the response or
+        tool call that crossed; ``AgentLoop`` then ends the run ``budget_exceeded``. Each
+        warning fires once per limit; each later run of a stopped session gets the stop too.
+        """
 
 
 class EventSink(LoopObserver):
@@ -617,6 +626,7 @@ class ObserverSet(LoopObserver):
         def on_convergence_detected(self, ctx: ConvergenceDetectedContext) -> None: ...
         def on_suspended(self, ctx: SuspendedContext) -> None: ...
         def on_sleep(self, ctx: SleepContext) -> None: ...
+        def on_budget_exceeded(self, ctx: BudgetExceededContext) -> None: ...
 
     else:
         on_run_start = _fan_out("on_run_start")
@@ -639,3 +649,4 @@ class ObserverSet(LoopObserver):
         on_convergence_detected = _fan_out("on_convergence_detected")
         on_suspended = _fan_out("on_suspended")
         on_sleep = _fan_out("on_sleep")
+        on_budget_exceeded = _fan_out("on_budget_exceeded")

@@ -1,10 +1,12 @@
-"""The loop's policy on detector verdicts: queue them during a step, apply them between steps.
+"""The loop's policy on detector and budget verdicts: queue them during a step, apply them
+between steps.
 
 Detectors emit ``on_loop_detected`` and ``on_convergence_detected`` into the
-loop's observer set; :class:`RunPolicy` is the last member of that set, so
-every observer has seen a verdict before the loop acts on it. Verdicts are
-queued only for runs the policy was told about (:meth:`RunPolicy.open`), and
-:meth:`RunPolicy.apply` is the one place they take effect.
+loop's observer set, and the run's budget checks emit ``on_budget_exceeded``;
+:class:`RunPolicy` is the last member of that set, so every observer has seen
+a verdict before the loop acts on it. Verdicts are queued only for runs the
+policy was told about (:meth:`RunPolicy.open`), and :meth:`RunPolicy.apply` is
+the one place they take effect.
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ import threading
 import uuid
 from dataclasses import dataclass
 
-from loopobs.core.errors import LoopDetected
+from loopobs.core.budget import error_of
+from loopobs.core.errors import BudgetExceeded, LoopDetected
 from loopobs.core.events import (
+    BudgetExceededContext,
     ConvergenceDetectedContext,
     LoopDetectedContext,
     RunStatus,
@@ -24,7 +28,7 @@ from loopobs.core.run import Session
 
 __all__ = ["RunPolicy", "Stop", "Verdict"]
 
-Verdict = LoopDetectedContext | ConvergenceDetectedContext
+Verdict = LoopDetectedContext | ConvergenceDetectedContext | BudgetExceededContext
 
 NOTE_PREFIX = "[loopobs] Note: "
 """Start of the note a warning adds to the next model request."""
@@ -35,15 +39,16 @@ class Stop:
     """A verdict ended the run: with ``status``, and ``error`` as the run's error."""
 
     status: RunStatus
-    error: LoopDetected
+    error: LoopDetected | BudgetExceeded
 
 
 class RunPolicy(LoopObserver):
-    """Collects detector verdicts for the loop's own runs and applies them to a session.
+    """Collects detector and budget verdicts for the loop's own runs and applies them.
 
     Actions: ``stop`` and ``ask_user`` end the run (the first such verdict
-    wins); ``compact`` asks for compaction before the next model call; ``warn``
-    and ``switch_phase`` add a note to the next model request.
+    wins; a budget's stop ends it ``budget_exceeded``); ``compact`` asks for
+    compaction before the next model call; ``warn`` and ``switch_phase`` add a
+    note to the next model request (a budget's ``warn`` changes nothing).
     """
 
     name = "loopobs.policy"
@@ -75,6 +80,10 @@ class RunPolicy(LoopObserver):
         """Queue the verdict if the run is one of ours."""
         self._queue(ctx)
 
+    def on_budget_exceeded(self, ctx: BudgetExceededContext) -> None:
+        """Queue the verdict if the run is one of ours (a stop ends the run)."""
+        self._queue(ctx)
+
     def _queue(self, verdict: Verdict) -> None:
         with self._lock:
             queue = self._queues.get(verdict.run_id)
@@ -95,6 +104,10 @@ class RunPolicy(LoopObserver):
         """Apply the queued verdicts to ``session``: notes, compaction requests; or a stop."""
         stop: Stop | None = None
         for verdict in self.take(run_id):
+            if isinstance(verdict, BudgetExceededContext):
+                if verdict.action == "stop" and stop is None:
+                    stop = Stop(RunStatus.BUDGET_EXCEEDED, error_of(verdict))
+                continue
             if isinstance(verdict, LoopDetectedContext):
                 what = (f"the tool call pattern {verdict.pattern} "
                         f"repeated {verdict.repetitions} times")

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import datetime as _dt
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from loopobs.core.budget import Budget, BudgetTracker, Spend
 from loopobs.core.errors import LoopError
 from loopobs.core.events import RunStatus, Usage
 from loopobs.core.model import Message, ToolCallPart, ToolResultMessage
@@ -17,10 +18,12 @@ __all__ = ["Checkpoint", "ParkedCall", "RunResult", "RunStatus", "Session"]
 
 
 class Session:
-    """One conversation: its id, its messages and its turn counter.
+    """One conversation: its id, its messages, its turn counter and what it spent.
 
     Turn numbers keep counting across the runs of a session. A session runs
-    one run at a time; runs on different sessions share nothing.
+    one run at a time; runs on different sessions share nothing. ``budget``
+    limits the session's runs together (:attr:`spend` adds up over them); a
+    session that crossed it stops every later run before its first model call.
     """
 
     def __init__(
@@ -29,8 +32,13 @@ class Session:
         id: uuid.UUID | None = None,
         messages: list[Message] | None = None,
         turn: int = 0,
+        budget: Budget | None = None,
     ) -> None:
         self.id = id or uuid.uuid4()
+        self.budget = budget
+        self.spend = Spend()
+        """Tokens, calls, USD and running time over the session's runs."""
+        self._budget_tracker: BudgetTracker | None = None
         self.messages: list[Message] = list(messages or [])
         self.turn = turn
         self.last_model: str | None = None
@@ -42,6 +50,22 @@ class Session:
         self.compact_requested = False
         """A detector asked for compaction before the next model call."""
         self.busy = False
+
+    @property
+    def cost_usd(self) -> float | None:
+        """USD over the session's runs; ``None`` when some model call's price is unknown."""
+        return self.spend.cost_usd
+
+    @property
+    def budget_tracker(self) -> BudgetTracker | None:
+        """The tracker of :attr:`budget` over :attr:`spend` (None without a budget)."""
+        if self.budget is None:
+            return None
+        tracker = self._budget_tracker
+        if tracker is None or tracker.budget is not self.budget:
+            tracker = self._budget_tracker = BudgetTracker(self.budget, "session",
+                                                           spend=self.spend)
+        return tracker
 
     def __repr__(self) -> str:
         return f"Session(id={self.id}, messages={len(self.messages)}, turn={self.turn})"
@@ -109,6 +133,13 @@ class RunResult:
     checkpoint: Checkpoint | None
     session: Session
     run_id: uuid.UUID
+    spend: Spend = field(default_factory=Spend)
+    """What the run used: tokens, model and tool calls, USD, wall time."""
+
+    @property
+    def cost_usd(self) -> float | None:
+        """USD of the run's model calls; ``None`` when some call's price is unknown."""
+        return self.spend.cost_usd
 
     @property
     def ok(self) -> bool:

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from loopobs.core.budget import Budget
 from loopobs.core.compaction import Compactor
 from loopobs.core.model import LlmClient, ToolDefinition
 from loopobs.core.observer import ObserverSet
 from loopobs.core.policy import RunPolicy
+from loopobs.core.pricing import PriceLookup, default_prices
 from loopobs.core.tools import Tool
 from loopobs.core.trace_links import TraceLinks
 from loopobs.core.workers import ToolWorkers
@@ -42,8 +44,10 @@ class LoopSettings:
     fallback_models: tuple[str, ...]
     agent_name: str
     system_prompt: str | None
-    request_options: Mapping[str, Any]
+    request_options: Mapping[str, Any] = field(default_factory=dict)
     """Sent with every model request (``ModelRequest.options``)."""
+    budget: Budget | None = None
+    """Limits for each run (a session's own budget is on the session)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -62,6 +66,8 @@ class RunDeps:
     settings: LoopSettings
     model: Callable[[], str]
     """The model for the next call."""
+    prices: PriceLookup = field(default_factory=default_prices)
+    """How model calls are priced (default: ``genai-prices``)."""
 
     @property
     def tool_definitions(self) -> tuple[ToolDefinition, ...]:

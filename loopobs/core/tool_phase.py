@@ -36,6 +36,7 @@ from loopobs.core.events import (
 )
 from loopobs.core.model import ToolCallPart, ToolResultMessage
 from loopobs.core.runtime import RunDeps, now_ns, perf
+from loopobs.core.spending import RunSpending
 from loopobs.core.tools import Output, Sleep, Suspend, Tool, ToolReturn, render_result
 
 __all__ = ["ToolAttempt", "ToolPhase"]
@@ -54,13 +55,19 @@ class ToolAttempt:
 
 
 class ToolPhase:
-    """Runs tool calls for the turns of one run."""
+    """Runs tool calls for the turns of one run.
 
-    __slots__ = ("_deps", "_run_id")
+    Each attempt counts in ``spending`` (when given) and checks its budgets after
+    its ``on_tool_post``.
+    """
 
-    def __init__(self, deps: RunDeps, run_id: uuid.UUID) -> None:
+    __slots__ = ("_deps", "_run_id", "_spending")
+
+    def __init__(self, deps: RunDeps, run_id: uuid.UUID, *,
+                 spending: RunSpending | None = None) -> None:
         self._deps = deps
         self._run_id = run_id
+        self._spending = spending
 
     async def __call__(self, turn: int, calls: Sequence[ToolCallPart], *, received: bool,
                        attempts: Sequence[int] | None = None) -> list[ToolAttempt]:
@@ -74,9 +81,11 @@ class ToolPhase:
         em = deps.emit
         if received and em.listens("on_tool_call_received"):
             for call in calls:
+                known = deps.tools.get(call.name)
                 em.on_tool_call_received(ToolCallReceivedContext(
                     run_id=self._run_id, time_ns=now_ns(), turn=turn, tool=call.name,
-                    tool_call_id=call.id, input=call.arguments))
+                    tool_call_id=call.id, input=call.arguments,
+                    annotations=known.annotations if known is not None else None))
         parallel = deps.settings.parallel_tool_calls
         results: list[ToolAttempt | None] = [None] * len(calls)
         pending: list[tuple[int, asyncio.Task[ToolAttempt]]] = []
@@ -160,6 +169,15 @@ class ToolPhase:
 
     def _post(self, turn: int, name: str, call_id: str, attempt: int, started: float,
               text: str | None, error: LoopError | None, returned: ToolReturn | None) -> None:
+        self._emit_post(turn, name, call_id, attempt, started, text, error, returned)
+        spending = self._spending
+        if spending is not None:
+            spending.tool_call()
+            spending.check()
+
+    def _emit_post(self, turn: int, name: str, call_id: str, attempt: int, started: float,
+                   text: str | None, error: LoopError | None,
+                   returned: ToolReturn | None) -> None:
         em = self._deps.emit
         if not em.listens("on_tool_post"):
             return

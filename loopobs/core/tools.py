@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic_core import PydanticSerializationError
 
 from loopobs.core.errors import InvalidToolInput
-from loopobs.core.events import DisplayHint
+from loopobs.core.events import DisplayHint, ToolAnnotations
 from loopobs.core.model import ToolDefinition
 
 __all__ = ["Output", "Sleep", "Suspend", "Tool", "ToolReturn", "render_result", "tool"]
@@ -101,6 +101,10 @@ class Tool:
     (raising :class:`~loopobs.core.errors.InvalidToolInput`), runs the function
     (sync ones in a worker thread, so they never block the event loop) and
     returns an :class:`Output`, :class:`Suspend` or :class:`Sleep`.
+
+    ``annotations`` (from ``read_only``, ``idempotent``, ``side_effecting``, ``waits``)
+    travel on the tool's ``on_tool_call_received`` events, where the detectors read
+    them; ``None`` when nothing was declared.
     """
 
     def __init__(
@@ -110,11 +114,16 @@ class Tool:
         name: str | None = None,
         description: str | None = None,
         timeout: float | None = None,
+        read_only: bool | None = None,
+        idempotent: bool | None = None,
+        side_effecting: bool | None = None,
+        waits: bool | None = None,
     ) -> None:
         self.fn = fn
         self.name = name or fn.__name__
         self.description = description if description is not None else inspect.getdoc(fn) or ""
         self.timeout = timeout
+        self.annotations = _annotations(read_only, idempotent, side_effecting, waits)
         self._is_async = inspect.iscoroutinefunction(fn)
         self._model = _arguments_model(fn, self.name)
         self.parameters: Mapping[str, Any] = _clean_schema(self._model.model_json_schema())
@@ -163,6 +172,20 @@ class Tool:
         return Output(value)
 
 
+def _annotations(read_only: bool | None, idempotent: bool | None,
+                 side_effecting: bool | None, waits: bool | None) -> ToolAnnotations | None:
+    if read_only is None and idempotent is None and side_effecting is None and waits is None:
+        return None
+    if read_only and side_effecting:
+        raise ValueError("a tool cannot be both read_only and side_effecting")
+    if side_effecting is None and read_only is not None:
+        side_effecting = not read_only
+    if idempotent is None and read_only:
+        idempotent = True
+    return ToolAnnotations(read_only=read_only, idempotent=idempotent,
+                           side_effecting=side_effecting, waits=waits)
+
+
 def _arguments_model(fn: Callable[..., Any], name: str) -> type[BaseModel]:
     signature = inspect.signature(fn)
     hints = _type_hints(fn)
@@ -209,7 +232,14 @@ def tool(fn: Callable[..., Any], /) -> Tool: ...
 
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None, timeout: float | None = None
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    timeout: float | None = None,
+    read_only: bool | None = None,
+    idempotent: bool | None = None,
+    side_effecting: bool | None = None,
+    waits: bool | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -220,15 +250,28 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     timeout: float | None = None,
+    read_only: bool | None = None,
+    idempotent: bool | None = None,
+    side_effecting: bool | None = None,
+    waits: bool | None = None,
 ) -> Tool | Callable[[Callable[..., Awaitable[Any] | Any]], Tool]:
-    """Turn a function into a :class:`Tool`: ``@tool`` or ``@tool(name=..., timeout=...)``.
+    """Turn a function into a :class:`Tool`: ``@tool`` or ``@tool(name=..., read_only=True)``.
 
     ``timeout`` (seconds) overrides the loop's ``tool_timeout`` for this tool.
+    ``read_only``, ``idempotent``, ``side_effecting`` and ``waits`` declare what the
+    tool does (:class:`~loopobs.core.events.ToolAnnotations`); ``read_only=True``
+    implies idempotent and not side-effecting. The repetition detector uses them:
+    a successful side-effecting call with new arguments is progress, and a waiting
+    tool paces polling.
     """
+    options: dict[str, Any] = {
+        "name": name, "description": description, "timeout": timeout, "read_only": read_only,
+        "idempotent": idempotent, "side_effecting": side_effecting, "waits": waits,
+    }
     if fn is not None:
-        return Tool(fn, name=name, description=description, timeout=timeout)
+        return Tool(fn, **options)
 
     def wrap(f: Callable[..., Any]) -> Tool:
-        return Tool(f, name=name, description=description, timeout=timeout)
+        return Tool(f, **options)
 
     return wrap

@@ -8,6 +8,7 @@ import time
 from typing import IO
 
 from loopobs.core.events import (
+    BudgetExceededContext,
     ConvergenceDetectedContext,
     LoopDetectedContext,
     RunEndContext,
@@ -23,7 +24,8 @@ __all__ = ["LiveView"]
 
 
 class LiveView(LoopObserver):
-    """Counts runs, turns, tokens, tool calls and detections; draws a status line on a TTY.
+    """Counts runs, turns, tokens, spend, tool calls, detections and budget stops; draws a
+    status line on a TTY.
 
     ``write()`` prints a block of text above the status line, so run trees and
     the live line never garble each other.
@@ -45,6 +47,9 @@ class LiveView(LoopObserver):
         self.stream_failures = 0
         self.loops = 0
         self.convergences = 0
+        self.spend_usd = 0.0
+        self.unpriced_calls = 0
+        self.budget_stops = 0
         self._last_draw = 0.0
 
     def on_run_start(self, ctx: RunStartContext) -> None:
@@ -72,6 +77,10 @@ class LiveView(LoopObserver):
         with self._lock:
             self.tokens_in += ctx.input_tokens
             self.tokens_out += ctx.output_tokens
+            if ctx.cost_usd is None:
+                self.unpriced_calls += 1
+            else:
+                self.spend_usd += ctx.cost_usd
 
     def on_stream_failure(self, ctx: StreamFailureContext) -> None:
         """Count the failed call."""
@@ -94,11 +103,22 @@ class LiveView(LoopObserver):
         with self._lock:
             self.convergences += 1
 
+    def on_budget_exceeded(self, ctx: BudgetExceededContext) -> None:
+        """Count a budget stop."""
+        if ctx.action == "stop":
+            with self._lock:
+                self.budget_stops += 1
+
+    def _spend(self) -> str:
+        unpriced = f" (+{self.unpriced_calls} unpriced calls)" if self.unpriced_calls else ""
+        return f"${self.spend_usd:.4f}{unpriced}"
+
     def status_line(self) -> str:
         """The one-line view of everything counted so far."""
         elapsed = time.monotonic() - self.started
         return (f"⏱ {elapsed:5.1f}s  runs {self.runs} (+{self.active} active)  turns {self.turns}  "
-                f"tokens {self.tokens_in}/{self.tokens_out}  tools {self.tool_calls} "
+                f"tokens {self.tokens_in}/{self.tokens_out}  spend {self._spend()}  "
+                f"tools {self.tool_calls} "
                 f"({self.tool_errors} err)  stream failures {self.stream_failures}  "
                 f"loops {self.loops}  converged {self.convergences}")
 
@@ -108,7 +128,8 @@ class LiveView(LoopObserver):
         return (f"summary: {self.runs} runs ({statuses}); {self.turns} turns; tokens "
                 f"in {self.tokens_in} out {self.tokens_out}; {self.tool_calls} tool calls "
                 f"({self.tool_errors} errors); {self.stream_failures} stream failures; "
-                f"{self.loops} loop detections; {self.convergences} convergence detections")
+                f"{self.loops} loop detections; {self.convergences} convergence detections; "
+                f"spend {self._spend()}; {self.budget_stops} budget stops")
 
     def write(self, text: str) -> None:
         """Print ``text`` above the live status line."""

@@ -5,7 +5,9 @@ scenarios together exercise every event of the contract: streamed text and
 thinking (and redacted thinking), parallel tool calls, a tool error, an invalid
 argument, an unknown tool, a stream failure recovered by fallback, a model
 switch, a compaction, a runaway loop stopped by the detector, converged
-answers, a suspension resumed with input, and a sleep.
+answers, a suspension resumed with input, a sleep, and a research spree
+stopped by its budget (with a warning first). Calls are priced as the models
+they name (``claude-haiku``, the fallback, has no price: its cost is unknown).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import random
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
+from loopobs.core.budget import Budget
 from loopobs.core.errors import RateLimited, StreamError
 from loopobs.core.events import DisplayHint, Usage
 from loopobs.core.loop import AgentLoop
@@ -122,14 +125,15 @@ class Showcase:
                      cache_read_input_tokens=cached,
                      reasoning_output_tokens=int(base_out * 0.2))
 
-    def loop(self, steps: Sequence[Step], *, context_window: int | None = None) -> AgentLoop:
+    def loop(self, steps: Sequence[Step], *, context_window: int | None = None,
+             budget: Budget | None = None) -> AgentLoop:
         """An agent loop on a fresh scripted model, with the shared observers."""
         client: LlmClient = ScriptedClient(steps, chunk_size=self.rng.choice((6, 8, 12)),
                                            latency_s=self.latency_s * self.rng.uniform(0.5, 2))
         return AgentLoop(client, model="gpt-4o-mini", tools=showcase_tools(),
                          system_prompt=SYSTEM_PROMPT, observers=self.observers,
                          agent_name=self.agent_name, fallback_models=["claude-haiku"],
-                         context_window=context_window)
+                         context_window=context_window, budget=budget)
 
     # -- scenarios ---------------------------------------------------------------------------
     async def research(self) -> list[RunResult]:
@@ -240,6 +244,21 @@ class Showcase:
         await asyncio.sleep(max(0.0, delay))
         return [parked, await loop.resume(checkpoint)]
 
+    async def overspend(self) -> list[RunResult]:
+        """A research spree over a growing context, stopped by its budget before it overspends.
+
+        Every search is new (nothing repeats for the detector); the USD budget warns at
+        half and refuses the call that would cross it.
+        """
+        steps: list[Step] = [
+            Reply(text=f"Searching more ({i + 1}).",
+                  tool_calls=(ToolCall("search", {"query": f"hotel deal {i}"}),),
+                  usage=Usage(input_tokens=400 + 300 * i, output_tokens=25))
+            for i in range(12)
+        ]
+        loop = self.loop(steps, budget=Budget(usd=0.0005, warn_at=0.5))
+        return [await loop.run("Find me the cheapest hotel deal in Lisbon.")]
+
 
 Scenario = Callable[[Showcase], Awaitable[list[RunResult]]]
 
@@ -252,5 +271,6 @@ SCENARIOS: dict[str, Scenario] = {
     "converged": Showcase.converged,
     "approval": Showcase.approval,
     "settlement": Showcase.settlement,
+    "overspend": Showcase.overspend,
 }
 """Every scenario, in the order one demo round plays them."""

@@ -151,6 +151,12 @@ LOOPOBS_DETECTION_ACTION = "loopobs.detection.action"
 LOOPOBS_OBSERVER_NAME = "loopobs.observer.name"
 LOOPOBS_OBSERVER_HOOK = "loopobs.observer.hook"
 LOOPOBS_LABEL = "loopobs.label"
+LOOPOBS_COST_USD = "loopobs.cost.usd"
+"""USD of a model call (``chat``), a turn, or a run (``invoke_agent``); absent when unknown.
+The GenAI conventions define no cost attribute."""
+LOOPOBS_BUDGET_LIMIT = "loopobs.budget.limit"
+LOOPOBS_BUDGET_SCOPE = "loopobs.budget.scope"
+LOOPOBS_BUDGET_ACTION = "loopobs.budget.action"
 
 # -- exemplar labels (OpenMetrics; the names Grafana's trace links expect) ------------------
 EXEMPLAR_TRACE_ID = "trace_id"
@@ -164,6 +170,7 @@ EVENT_LOOP_DETECTED = "loopobs.loop_detected"
 EVENT_CONVERGENCE_DETECTED = "loopobs.convergence_detected"
 EVENT_SUSPENDED = "loopobs.suspended"
 EVENT_SLEEP = "loopobs.sleep"
+EVENT_BUDGET_EXCEEDED = "loopobs.budget_exceeded"
 EVENT_INFERENCE_DETAILS = "gen_ai.client.inference.operation.details"
 """Content-capture event (EVENT_ONLY / SPAN_AND_EVENT modes): a log record, and a ``chat``
 span event."""
@@ -186,6 +193,8 @@ LOOPOBS_DETECTION_CONSECUTIVE = "loopobs.detection.consecutive"
 LOOPOBS_PARK_REASON = "loopobs.park.reason"
 LOOPOBS_PARK_KIND = "loopobs.park.kind"
 LOOPOBS_PARK_WAKE_AT = "loopobs.park.wake_at"
+LOOPOBS_BUDGET_VALUE = "loopobs.budget.value"
+LOOPOBS_BUDGET_ALLOWED = "loopobs.budget.allowed"
 
 # -- attribute values -------------------------------------------------------------------------
 TOKEN_MODALITY_TEXT = "text"
@@ -219,6 +228,10 @@ AGENT_DURATION_BUCKETS: tuple[float, ...] = (
     0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 51.2, 102.4, 204.8, 409.6,
 )
 """Whole runs take longer than one call: doubling from 0.1 s to about 7 minutes."""
+RUN_COST_BUCKETS: tuple[float, ...] = (
+    0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1, 3, 10, 30, 100,
+)
+"""USD per run: a tenth of a cent to a hundred dollars, about ×3 per bucket."""
 
 InstrumentKind = Literal["counter", "histogram", "updown_counter"]
 
@@ -379,15 +392,15 @@ TURNS = MetricSpec(
 TOKENS = MetricSpec(
     "loopobs.tokens", "counter", "{token}",
     "Tokens used, by model and type (input, output, cache_read, cache_write, reasoning).",
-    (GEN_AI_PROVIDER_NAME, GEN_AI_REQUEST_MODEL, GEN_AI_TOKEN_TYPE),
+    (GEN_AI_PROVIDER_NAME, GEN_AI_REQUEST_MODEL, GEN_AI_TOKEN_TYPE, GEN_AI_AGENT_NAME),
 )
 TOOL_CALLS = MetricSpec(
     "loopobs.tool.calls", "counter", "{call}", "Tool call attempts, by tool and outcome.",
-    (GEN_AI_TOOL_NAME, LOOPOBS_TOOL_OUTCOME),
+    (GEN_AI_TOOL_NAME, LOOPOBS_TOOL_OUTCOME, GEN_AI_AGENT_NAME),
 )
 STREAM_FAILURES = MetricSpec(
     "loopobs.stream.failures", "counter", "{failure}", "Failed model call attempts.",
-    (GEN_AI_PROVIDER_NAME, GEN_AI_REQUEST_MODEL, ERROR_TYPE),
+    (GEN_AI_PROVIDER_NAME, GEN_AI_REQUEST_MODEL, ERROR_TYPE, GEN_AI_AGENT_NAME),
 )
 FALLBACKS = MetricSpec(
     "loopobs.fallbacks", "counter", "{fallback}", "Turns moved to a fallback model.",
@@ -422,6 +435,26 @@ LABEL_OVERFLOW = MetricSpec(
     "Label values folded into _other because a label reached its limit of distinct values.",
     (LOOPOBS_LABEL,),
 )
+COST = MetricSpec(
+    "loopobs.cost.usd", "counter", "{USD}",
+    "USD spent on model calls, priced from their usage (priced calls only).",
+    (GEN_AI_PROVIDER_NAME, GEN_AI_REQUEST_MODEL),
+)
+UNPRICED_CALLS = MetricSpec(
+    "loopobs.cost.unpriced_calls", "counter", "{call}",
+    "Model calls whose cost is unknown (no price for the model), by model.",
+    (GEN_AI_PROVIDER_NAME, GEN_AI_REQUEST_MODEL),
+)
+RUN_COST = MetricSpec(
+    "loopobs.run.cost.usd", "histogram", "{USD}",
+    "USD per run, for runs whose every model call was priced.",
+    (GEN_AI_AGENT_NAME,), RUN_COST_BUCKETS,
+)
+BUDGET_EXCEEDED = MetricSpec(
+    "loopobs.budget.exceeded", "counter", "{event}",
+    "Budget verdicts: limits crossed (action stop) and warning shares reached (action warn).",
+    (GEN_AI_AGENT_NAME, LOOPOBS_BUDGET_LIMIT, LOOPOBS_BUDGET_SCOPE, LOOPOBS_BUDGET_ACTION),
+)
 
 _LOOPOBS_METRICS: tuple[MetricSpec, ...] = (
     RUNS,
@@ -438,6 +471,10 @@ _LOOPOBS_METRICS: tuple[MetricSpec, ...] = (
     CONVERGENCE_DETECTIONS,
     OBSERVER_ERRORS,
     LABEL_OVERFLOW,
+    COST,
+    UNPRICED_CALLS,
+    RUN_COST,
+    BUDGET_EXCEEDED,
 )
 
 METRICS: tuple[MetricSpec, ...] = (

@@ -3,7 +3,8 @@
 The tree mirrors the span tree (run → turn → model calls and tool calls, with
 detections, fallbacks and parking as markers) and is built from events alone,
 so ``loopobs inspect`` renders a recorded event log the same way.
-It shows names, durations, token counts and error types, never message content.
+It shows names, durations, token counts, costs (USD, or "unknown" for a model
+without a price) and error types, never message content.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import IO
 from uuid import UUID
 
 from loopobs.core.events import (
+    BudgetExceededContext,
     CompactionContext,
     ConvergenceDetectedContext,
     EventContext,
@@ -45,6 +47,15 @@ def _ms(ns: int) -> str:
     return f"{ms / 1000:.2f}s" if ms >= 1000 else f"{ms:.0f}ms" if ms >= 10 else f"{ms:.1f}ms"
 
 
+def usd(value: float | None) -> str:
+    """A USD figure for people: cents for dollars, more digits for fractions of a cent."""
+    if value is None:
+        return "unknown"
+    if value >= 1:
+        return f"${value:,.2f}"
+    return f"${value:.4f}" if value >= 0.01 else f"${value:.6f}"
+
+
 @dataclass
 class _Node:
     label: str
@@ -67,6 +78,16 @@ class RunSummary:
     stream_failures: int = 0
     detections: int = 0
     duration_ns: int = 0
+    cost_usd: float = 0.0
+    """USD of the run's priced model calls."""
+    unpriced_calls: int = 0
+    """Model calls with no known price (their cost is not in ``cost_usd``)."""
+    budget_stops: int = 0
+
+    @property
+    def cost(self) -> float | None:
+        """The run's cost, or None when some call's price is unknown."""
+        return None if self.unpriced_calls else self.cost_usd
 
 
 def render_run(events: Sequence[EventContext]) -> tuple[str, RunSummary]:
@@ -100,7 +121,7 @@ def render_run(events: Sequence[EventContext]) -> tuple[str, RunSummary]:
                 took = ctx.time_ns - started.pop(("turn", ctx.turn), ctx.time_ns)
                 state = "ok" if ctx.success else f"FAILED {type(ctx.error).__name__}"
                 turn_node.label += (f"  {state}  {_ms(took)}  tokens in={ctx.input_tokens} "
-                                    f"out={ctx.output_tokens}")
+                                    f"out={ctx.output_tokens}  cost {usd(ctx.cost_usd)}")
             summary.turns += 1
             turn_node = None
         elif isinstance(ctx, StreamStartContext):
@@ -111,9 +132,13 @@ def render_run(events: Sequence[EventContext]) -> tuple[str, RunSummary]:
                     if ctx.time_to_first_token_ms is not None else "")
             parent.children.append(_Node(
                 f"chat {ctx.model} #{ctx.attempt}  ok  {_ms(took)}{ttft}  in={ctx.input_tokens} "
-                f"out={ctx.output_tokens}  finish={ctx.finish_reason}"))
+                f"out={ctx.output_tokens}  finish={ctx.finish_reason}  cost {usd(ctx.cost_usd)}"))
             summary.input_tokens += ctx.input_tokens
             summary.output_tokens += ctx.output_tokens
+            if ctx.cost_usd is None:
+                summary.unpriced_calls += 1
+            else:
+                summary.cost_usd += ctx.cost_usd
         elif isinstance(ctx, StreamFailureContext):
             took = ctx.time_ns - started.pop(("chat", (ctx.turn, ctx.attempt)), ctx.time_ns)
             parent.children.append(_Node(
@@ -152,6 +177,14 @@ def render_run(events: Sequence[EventContext]) -> tuple[str, RunSummary]:
             parent.children.append(_Node(f"⏸ suspended by {ctx.tool} ({ctx.kind} gate)"))
         elif isinstance(ctx, SleepContext):
             parent.children.append(_Node(f"⏾ sleeping until {ctx.wake_at.isoformat()}"))
+        elif isinstance(ctx, BudgetExceededContext):
+            if ctx.action == "stop":
+                what = (f"⛔ {ctx.scope} budget exceeded: {ctx.limit} {ctx.value:g} > "
+                        f"{ctx.budget:g} → stop")
+                summary.budget_stops += 1
+            else:
+                what = f"⚠ {ctx.scope} budget warning: {ctx.limit} {ctx.value:g} of {ctx.budget:g}"
+            parent.children.append(_Node(what))
         elif isinstance(ctx, RunEndContext):
             summary.status = ctx.status
             summary.duration_ns = ctx.time_ns - first_ns
@@ -159,10 +192,18 @@ def render_run(events: Sequence[EventContext]) -> tuple[str, RunSummary]:
                 root.children.append(_Node(f"✗ {type(ctx.error).__name__}: {ctx.error}"))
     head = (f"run {str(summary.run_id)[:8]}  agent={summary.agent} model={summary.model}  "
             f"{summary.status}  turns={summary.turns}  {_ms(summary.duration_ns)}  "
-            f"tokens in={summary.input_tokens} out={summary.output_tokens}")
+            f"tokens in={summary.input_tokens} out={summary.output_tokens}  "
+            f"cost {_cost(summary)}")
     lines = [head]
     _draw(root.children, "", lines)
     return "\n".join(lines), summary
+
+
+def _cost(summary: RunSummary) -> str:
+    if summary.unpriced_calls:
+        priced = f", {usd(summary.cost_usd)} priced" if summary.cost_usd else ""
+        return f"unknown ({summary.unpriced_calls} unpriced calls{priced})"
+    return usd(summary.cost_usd)
 
 
 def _draw(nodes: list[_Node], prefix: str, out: list[str]) -> None:
@@ -179,12 +220,16 @@ def summarise_runs(summaries: Iterable[RunSummary]) -> str:
     for s in items:
         by_status[s.status] = by_status.get(s.status, 0) + 1
     statuses = ", ".join(f"{k} {v}" for k, v in sorted(by_status.items()))
+    total = RunSummary(run_id=UUID(int=0), cost_usd=sum(s.cost_usd for s in items),
+                       unpriced_calls=sum(s.unpriced_calls for s in items),
+                       budget_stops=sum(s.budget_stops for s in items))
     return (
         f"{len(items)} runs ({statuses}); turns {sum(s.turns for s in items)}; "
         f"tokens in {sum(s.input_tokens for s in items)} out "
         f"{sum(s.output_tokens for s in items)}; tool calls {sum(s.tool_calls for s in items)} "
         f"({sum(s.tool_errors for s in items)} errors); stream failures "
         f"{sum(s.stream_failures for s in items)}; detections {sum(s.detections for s in items)}"
+        f"; cost {_cost(total)}; budget stops {total.budget_stops}"
     )
 
 
@@ -230,3 +275,4 @@ class ConsoleTreeObserver(LoopObserver):
     on_tool_call_received = on_tool_pre = on_tool_post = _add
     on_compaction = on_fallback = on_model_switched = _add
     on_loop_detected = on_convergence_detected = on_suspended = on_sleep = _add
+    on_budget_exceeded = _add

@@ -108,6 +108,15 @@ def _ttfc(ctx: ev.StreamSuccessContext) -> float | None:
     return None if ttfc is None else ttfc / 1000.0
 
 
+def _cost(ctx: ev.StreamSuccessContext | ev.RunEndContext) -> float | None:
+    # None is an unknown cost: nothing is added (the call counts as unpriced instead).
+    return ctx.cost_usd
+
+
+def _unpriced(ctx: ev.StreamSuccessContext) -> float | None:
+    return 1 if ctx.cost_usd is None else None
+
+
 def _tool_error(ctx: ev.ToolPostContext) -> str:
     if not ctx.is_error:
         return ""
@@ -196,6 +205,7 @@ def event_metrics_for(latest: bool) -> Mapping[ev.HookName, EventMetrics]:
                 Recording(c.AGENT_DURATION, _seconds,
                           {c.GEN_AI_OPERATION_NAME: c.OP_INVOKE_AGENT}, exemplar=True),
                 Recording(c.RUNS_ACTIVE, _minus_one, started_only=True),
+                Recording(c.RUN_COST, _cost, exemplar=True),
             ),
             with_agent=True,
         ),
@@ -212,12 +222,14 @@ def event_metrics_for(latest: bool) -> Mapping[ev.HookName, EventMetrics]:
             _tokens(c.TOKEN_CACHE_WRITE, lambda ctx: ctx.cache_write_input_tokens,
                     skip_zero=True),
             _tokens(c.TOKEN_REASONING, lambda ctx: ctx.reasoning_output_tokens, skip_zero=True),
-        )),
+            Recording(c.COST, _cost, exemplar=True),
+            Recording(c.UNPRICED_CALLS, _unpriced),
+        ), with_agent=True),
         "on_stream_failure": EventMetrics(_FAILURE_KEYS, _failure_labels, (
             Recording(duration, _seconds, _CHAT, exemplar=True),
             *failed_usage,
             Recording(c.STREAM_FAILURES, _one),
-        )),
+        ), with_agent=True),
         "on_tool_post": EventMetrics(
             (c.GEN_AI_TOOL_NAME, c.ERROR_TYPE, c.LOOPOBS_TOOL_OUTCOME),
             lambda ctx: (ctx.tool, _tool_error(ctx), ctx.outcome),
@@ -251,6 +263,12 @@ def event_metrics_for(latest: bool) -> Mapping[ev.HookName, EventMetrics]:
         "on_convergence_detected": EventMetrics(
             (c.LOOPOBS_DETECTION_ACTION,), lambda ctx: (ctx.action,),
             (Recording(c.CONVERGENCE_DETECTIONS, _one),),
+        ),
+        "on_budget_exceeded": EventMetrics(
+            (c.LOOPOBS_BUDGET_LIMIT, c.LOOPOBS_BUDGET_SCOPE, c.LOOPOBS_BUDGET_ACTION),
+            lambda ctx: (ctx.limit, ctx.scope, ctx.action),
+            (Recording(c.BUDGET_EXCEEDED, _one),),
+            with_agent=True,
         ),
     }
 
@@ -473,12 +491,12 @@ class MetricRecorder(LoopObserver):
     def on_stream_success(self, ctx: ev.StreamSuccessContext) -> None:
         """The call's duration, time to first chunk and tokens (histogram and counter)."""
         self._chunks.pop((ctx.run_id, ctx.turn), None)
-        self._apply(ctx, None)
+        self._apply(ctx, self._agents.get(ctx.run_id))
 
     def on_stream_failure(self, ctx: ev.StreamFailureContext) -> None:
         """The failed attempt's duration with ``error.type``, and ``stream.failures`` +1."""
         self._chunks.pop((ctx.run_id, ctx.turn), None)
-        self._apply(ctx, None)
+        self._apply(ctx, self._agents.get(ctx.run_id))
 
     def on_tool_post(self, ctx: ev.ToolPostContext) -> None:
         """The attempt's duration (``error.type`` when it failed) and ``tool.calls`` by outcome."""
@@ -506,3 +524,7 @@ class MetricRecorder(LoopObserver):
     def on_convergence_detected(self, ctx: ev.ConvergenceDetectedContext) -> None:
         """``convergence_detections`` +1 by action."""
         self._apply(ctx, None)
+
+    def on_budget_exceeded(self, ctx: ev.BudgetExceededContext) -> None:
+        """``budget.exceeded`` +1 by limit, scope and action (stop or warn)."""
+        self._apply(ctx, self._agents.get(ctx.run_id))

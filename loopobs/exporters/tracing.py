@@ -52,6 +52,7 @@ from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, Statu
 from loopobs.core import trace_links
 from loopobs.core.errors import LoopError
 from loopobs.core.events import (
+    BudgetExceededContext,
     CompactionContext,
     ConvergenceDetectedContext,
     FallbackContext,
@@ -167,6 +168,8 @@ class _Run:
     cache_read: int = 0
     cache_write: int = 0
     reported: set[str] = field(default_factory=set)
+    cost_usd: float = 0.0
+    unpriced: bool = False
     # content capture only
     instructions: str = ""
     history: list[dict[str, Any]] = field(default_factory=list)
@@ -394,6 +397,9 @@ class TracingObserver(LoopObserver):
                 attrs[self._cache_write_attr] = run.cache_write
             if run.provider and not self.latest_semconv:
                 attrs[c.GEN_AI_PROVIDER_NAME] = run.provider
+            cost = ctx.cost_usd if ctx.cost_usd is not None or run.unpriced else run.cost_usd
+            if cost is not None:
+                attrs[c.LOOPOBS_COST_USD] = cost
             root.set_attributes(attrs)
             if failed:
                 _fail(root, ctx.error)
@@ -463,6 +469,8 @@ class TracingObserver(LoopObserver):
         if run.recording:
             span.set_attributes({c.LOOPOBS_TURN_INPUT_TOKENS: ctx.input_tokens,
                                  c.LOOPOBS_TURN_OUTPUT_TOKENS: ctx.output_tokens})
+            if ctx.cost_usd is not None:
+                span.set_attribute(c.LOOPOBS_COST_USD, ctx.cost_usd)
             if not ctx.success:
                 _fail(span, ctx.error)
         span.end(end_time=ctx.time_ns)
@@ -544,6 +552,10 @@ class TracingObserver(LoopObserver):
         run.cache_read += ctx.cache_read_input_tokens
         run.cache_write += ctx.cache_write_input_tokens
         run.reported.update(ctx.usage_details)
+        if ctx.cost_usd is None:
+            run.unpriced = True
+        else:
+            run.cost_usd += ctx.cost_usd
         if item is None:
             return
         self._detach(item)
@@ -573,6 +585,8 @@ class TracingObserver(LoopObserver):
                     attrs[c.OPENAI_RESPONSE_SERVICE_TIER] = ctx.service_tier
                 if ctx.system_fingerprint:
                     attrs[c.OPENAI_RESPONSE_SYSTEM_FINGERPRINT] = ctx.system_fingerprint
+            if ctx.cost_usd is not None:
+                attrs[c.LOOPOBS_COST_USD] = ctx.cost_usd
             span.set_attributes(attrs)
             item.attrs.update(attrs)
             if self._capture:
@@ -759,6 +773,14 @@ class TracingObserver(LoopObserver):
             c.GEN_AI_TOOL_NAME: ctx.tool, c.GEN_AI_TOOL_CALL_ID: ctx.tool_call_id,
             c.LOOPOBS_PARK_WAKE_AT: ctx.wake_at.isoformat(),
         }, ctx.time_ns, ctx.turn)
+
+    def on_budget_exceeded(self, ctx: BudgetExceededContext) -> None:
+        """Add a ``loopobs.budget_exceeded`` event (to the open turn, else the run span)."""
+        self._event(ctx.run_id, c.EVENT_BUDGET_EXCEEDED, {
+            c.LOOPOBS_BUDGET_LIMIT: ctx.limit, c.LOOPOBS_BUDGET_VALUE: ctx.value,
+            c.LOOPOBS_BUDGET_ALLOWED: ctx.budget, c.LOOPOBS_BUDGET_SCOPE: ctx.scope,
+            c.LOOPOBS_BUDGET_ACTION: ctx.action,
+        }, ctx.time_ns)
 
     # -- lifecycle -------------------------------------------------------------------------
     def reset(self) -> None:

@@ -5,9 +5,10 @@
 variables filled in) must evaluate without error and return at least one series, every
 template variable must offer values, every alert rule must evaluate with health "ok", and the
 panels with exemplars on must get exemplars carrying a ``trace_id`` (the label the Prometheus
-data source's ``exemplarTraceIdDestinations`` links to Jaeger). The demo traces over OTLP/HTTP
-to a minimal local sink, as it would to the Collector. Finally SIGINT must stop the demo with
-exit code 0.
+data source's ``exemplarTraceIdDestinations`` links to Jaeger). Prometheus serves the runbooks
+console page the alerts' ``runbook_url`` points at, with a section for every alert. The demo
+traces over OTLP/HTTP to a minimal local sink, as it would to the Collector. Finally SIGINT must
+stop the demo with exit code 0.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import httpx
 import pytest
 import yaml
 
+from tests import _runbooks as runbooks
 from tests._grafana_queries import (
     ALERTS,
     DASHBOARDS,
@@ -185,13 +187,16 @@ def prometheus(demo: Demo, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         }],
     }
     (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
+    (workdir / "console_libraries").mkdir()
     port = free_port()
     with (workdir / "prometheus.log").open("wb") as sink:
         proc = subprocess.Popen(
             [binary, f"--config.file={workdir / 'prometheus.yml'}",
              f"--storage.tsdb.path={workdir / 'data'}",
              f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn",
-             "--enable-feature=exemplar-storage"],
+             "--enable-feature=exemplar-storage",
+             f"--web.console.templates={runbooks.CONSOLE_PAGE.parent}",
+             f"--web.console.libraries={workdir / 'console_libraries'}"],
             stdout=sink, stderr=subprocess.STDOUT,
         )
     server = Prometheus(proc, f"http://127.0.0.1:{port}")
@@ -237,7 +242,8 @@ def test_panel_queries_see_real_values(prometheus: Prometheus) -> None:
         assert result, expr
         return max(float(series["value"][1]) for series in result)
 
-    assert value(f"sum(rate(loopobs_tokens_total[{RATE_WINDOW}]))") > 0
+    total = 'loopobs_tokens_total{gen_ai_token_type=~"input|output"}'
+    assert value(f"sum(rate({total}[{RATE_WINDOW}]))") > 0
     assert value(f"sum(rate(loopobs_runs_total[{RATE_WINDOW}]))") > 0
     p95 = value("histogram_quantile(0.95, sum by (le) "
                 f"(rate(gen_ai_client_operation_duration_seconds_bucket[{RATE_WINDOW}])))")
@@ -251,13 +257,62 @@ def test_template_variables_offer_values(prometheus: Prometheus) -> None:
                 continue
             query = str(variable["query"])
             assert query.startswith("label_values(")
-            metric, label = (x.strip() for x in query[len("label_values("):-1].split(","))
-            values = prometheus.api(f"label/{label}/values", **{"match[]": metric})
+            selector, label = (x.strip() for x in query[len("label_values("):-1].rsplit(",", 1))
+            values = prometheus.api(f"label/{label}/values",
+                                    **{"match[]": substitute(selector, VARIABLES)})
             assert [v for v in values if v], f"${variable['name']}: {query} has no values"
 
 
+def test_operator_panels_see_the_demos_traffic(prometheus: Prometheus) -> None:
+    """The new panels measure what the demo does: some runs stop on the loop detector, half
+    the calls read the prompt cache, and the agent name reaches tokens, tools and failures."""
+    def values(expr: str) -> list[float]:
+        return [float(s["value"][1]) for s in prometheus.query(expr)]
+
+    window = f"[{RATE_WINDOW}]"
+    deadline = time.monotonic() + 60
+    while True:
+        failed = values(
+            'sum(increase(loopobs_runs_total{loopobs_run_status="loop_detected"}[1m]))')
+        agents = {
+            metric: {s["metric"].get("gen_ai_agent_name", "") for s in prometheus.query(metric)}
+            for metric in ("loopobs_tokens_total", "loopobs_tool_calls_total",
+                           "loopobs_stream_failures_total")
+        }
+        if (failed and failed[0] > 0 and all(agents.values())) or time.monotonic() > deadline:
+            break
+        time.sleep(2)
+    assert failed
+    assert failed[0] > 0
+    assert agents == {metric: {"travel-assistant"} for metric in agents}
+    cache_hit = values(
+        f'sum(rate(loopobs_tokens_total{{gen_ai_token_type="cache_read"}}{window}))'
+        f' / sum(rate(loopobs_tokens_total{{gen_ai_token_type="input"}}{window}))')
+    assert cache_hit
+    assert 0 < cache_hit[0] < 1
+    # input + output is the total; the extra types are parts of those two
+    by_type = {s["metric"]["gen_ai_token_type"]: float(s["value"][1])
+               for s in prometheus.query("sum by (gen_ai_token_type) (loopobs_tokens_total)")}
+    assert by_type["cache_read"] < by_type["input"]
+    assert by_type["reasoning"] < by_type["output"]
+    assert values("loopobs:threshold_ttft_p95_seconds") == [5.0]
+    spend_by_agent = values("sum by (gen_ai_agent_name) (loopobs_run_cost_usd_sum)")
+    assert spend_by_agent
+    assert spend_by_agent[0] > 0
+
+
+def test_prometheus_serves_the_runbooks(prometheus: Prometheus) -> None:
+    response = httpx.get(f"{prometheus.url}/consoles/{runbooks.CONSOLE_PAGE.name}", timeout=10.0)
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/html")
+    for rule in alert_rules():
+        assert f'id="{runbooks.anchor(rule["alert"])}"' in response.text, rule["alert"]
+
+
 def test_every_alert_rule_evaluates(prometheus: Prometheus) -> None:
-    expected = {rule["alert"] for rule in alert_rules()}
+    recorded = {rule["record"] for group in yaml.safe_load(ALERTS.read_text())["groups"]
+                for rule in group["rules"] if "record" in rule}
+    expected = {rule["alert"] for rule in alert_rules()} | recorded
     deadline = time.monotonic() + 20
     while True:
         rules = [r for g in prometheus.api("rules")["groups"] for r in g["rules"]]
@@ -271,6 +326,13 @@ def test_every_alert_rule_evaluates(prometheus: Prometheus) -> None:
     unhealthy = {name: (r["health"], r.get("lastError")) for name, r in evaluated.items()
                  if r["health"] != "ok" or r.get("lastError")}
     assert unhealthy == {}
+    # Meta-monitoring against the real scrape: the demo's job exists and is up, and this
+    # Prometheus scrapes no Collector, so only the Collector-absent alert is on its way.
+    states = {name: r["state"] for name, r in evaluated.items() if r["type"] == "alerting"}
+    assert states["LoopobsCollectorAbsent"] == "pending"
+    for name in ("LoopobsMetricsTargetDown", "LoopobsMetricsTargetAbsent",
+                 "LoopobsCollectorDown"):
+        assert states[name] == "inactive", name
 
 
 def test_exemplar_panels_get_trace_ids(prometheus: Prometheus, otlp_sink: _OtlpSink) -> None:

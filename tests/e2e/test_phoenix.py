@@ -122,7 +122,7 @@ def read_spans(phoenix: Phoenix, project: str, expected: int) -> list[dict[str, 
     spans: list[dict[str, Any]] = []
     while time.monotonic() < deadline:
         response = httpx.get(f"{phoenix.base_url}/v1/projects/{project}/spans",
-                             params={"limit": 100}, timeout=10.0)
+                             params={"limit": max(100, expected)}, timeout=10.0)
         if response.status_code == 200:
             spans = response.json()["data"]
             if len(spans) >= expected:
