@@ -92,9 +92,9 @@ async def test_metric_values_equal_the_scripted_sums(
     assert values(pts[c.TURNS.name]) == {
         k(**{c.GEN_AI_AGENT_NAME: "calc"}): 5, k(**{c.GEN_AI_AGENT_NAME: "agent"}): 1}
     agent_duration = values(pts[c.AGENT_DURATION.name])
-    calc = {OP: "invoke_agent", c.GEN_AI_AGENT_NAME: "calc", MODEL: "m1"}
-    assert agent_duration[k(**calc)] == (2, pytest.approx(5.0))
-    assert agent_duration[k(**calc, **{c.ERROR_TYPE: "FallbackExhausted"})] == \
+    calc_run = {OP: "invoke_agent", c.GEN_AI_AGENT_NAME: "calc", MODEL: "m1"}
+    assert agent_duration[k(**calc_run)] == (2, pytest.approx(5.0))
+    assert agent_duration[k(**calc_run, **{c.ERROR_TYPE: "FallbackExhausted"})] == \
         (1, pytest.approx(2.5))
 
     assert values(pts[c.TOOL_CALLS.name]) == {
