@@ -59,8 +59,9 @@ def record_evaluation(
         explanation: why, in words (may quote content: ``redact`` applies to it).
         response_id: the evaluated model response (``gen_ai.response.id``), when known.
         error_type: set when the evaluation itself failed (``error.type``).
-        logger_provider, meter_provider: where the event and the metric go; ``None``
-            uses the global providers (no-ops until the application installs some).
+        logger_provider: where the event goes; ``None`` uses the global provider (a
+            no-op until the application installs one).
+        meter_provider: where the score goes; ``None`` uses the global provider.
         redact: applied to ``explanation`` before it is exported.
 
     Returns:
