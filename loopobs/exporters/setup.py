@@ -25,12 +25,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from opentelemetry import _logs as otel_logs
 from opentelemetry import metrics, trace
 from opentelemetry.metrics import MeterProvider as ApiMeterProvider
 
 from loopobs.core.observer import LoopObserver
 from loopobs.exporters.content import ContentMode
 from loopobs.exporters.metrics import MetricsObserver
+from loopobs.exporters.redaction import Redactor
 from loopobs.exporters.tracing import TracingObserver
 
 if TYPE_CHECKING:
@@ -210,6 +212,8 @@ def configure(
     max_queue_size: int = 2048,
     span_exporters: Sequence[SpanExporter] = (),
     metric_readers: Sequence[MetricReader] = (),
+    redact: Redactor | None = None,
+    logger_provider: otel_logs.LoggerProvider | None = None,
 ) -> Telemetry:
     """Build tracer and meter providers, their exporters, and observers that use them.
 
@@ -234,6 +238,10 @@ def configure(
         max_queue_size: the span queue bound; spans beyond it are dropped, never blocking.
         span_exporters: extra span destinations (e.g. an in-memory exporter in tests).
         metric_readers: extra metric readers (e.g. an in-memory reader in tests).
+        redact: applied to captured content before export (see
+            :func:`~loopobs.exporters.redaction.redact_common_secrets`).
+        logger_provider: where the :class:`TracingObserver`'s log-record events go
+            (operation exceptions, inference details); else the global provider.
 
     With ``OTEL_SDK_DISABLED=true`` no SDK object is built: the observers get
     no-op providers and cost next to nothing.
@@ -246,7 +254,8 @@ def configure(
         mp_noop = metrics.NoOpMeterProvider()
         return Telemetry(TracingObserver(tp_noop, capture_content=capture_content,
                                          turn_spans=turn_spans,
-                                         propagate_context=propagate_context),
+                                         propagate_context=propagate_context,
+                                         logger_provider=otel_logs.NoOpLoggerProvider()),
                          MetricsObserver(mp_noop), tp_noop, mp_noop, enabled=False)
 
     from opentelemetry.sdk.metrics import MeterProvider
@@ -302,7 +311,8 @@ def configure(
 
     telemetry = Telemetry(
         TracingObserver(tracer_provider, capture_content=capture_content, turn_spans=turn_spans,
-                        propagate_context=propagate_context),
+                        propagate_context=propagate_context, redact=redact,
+                        logger_provider=logger_provider),
         MetricsObserver(meter_provider), tracer_provider, meter_provider,
         exporters=(*exporters, *metric_exporters))
     # The SDK's own exit hooks would flush without a bound; ours keeps the bound.
