@@ -43,6 +43,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: tests/ too
+
 from loopobs import ConvergenceDetector, RepetitionDetector, ResponseContext
 from loopobs.core.detectors import Normaliser
 from loopobs.core.events import ToolCallReceivedContext, ToolPostContext

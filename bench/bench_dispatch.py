@@ -15,7 +15,7 @@ one method on each of N observers with a pre-built context — the floor any dis
 
 - ``unheard hook``: the same emit site when no member listens: no context is built.
 
-Targets (issue 2): an unheard hook ≤ 100 ns at the emit site; 3 listeners ≤ 2× the baseline
+Targets: an unheard hook ≤ 100 ns at the emit site; 3 listeners ≤ 2× the baseline
 plus one context construction.
 """
 

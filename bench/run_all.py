@@ -11,7 +11,9 @@ in the same process, in the same run:
 - ``opentelemetry-util-genai`` inference record (``bench_otel``; if installed);
 - the whole stack on a scripted 1,000-turn run with 1 ms model latency (``bench_stack``);
 - pricing a model call (``genai-prices``, the cost observer) vs a bare ``Counter.inc()``
-  (``bench_cost``).
+  (``bench_cost``);
+- a LangGraph run and an instrumented app without the adapters (``bench_adapters``);
+- OpenAI Agents SDK and pydantic-ai runs without their adapters (``bench_framework_adapters``).
 
 Each script's own table is printed as it runs; the summary comes last.
 """
@@ -34,7 +36,7 @@ from bench._util import fmt_ns, print_table
 
 SCRIPTS = ("bench_dispatch", "bench_loop", "bench_detectors", "bench_otel", "bench_prometheus",
            "bench_stack", "bench_load", "bench_soak", "bench_report", "bench_sse",
-           "bench_cost")
+           "bench_cost", "bench_adapters", "bench_framework_adapters")
 
 
 def _run(name: str, quick: bool) -> Any:
@@ -150,6 +152,23 @@ def summary(results: dict[str, Any]) -> list[list[str]]:
         if row["name"] != "bare Counter.inc()" and not row["name"].startswith("genai_prices"):
             add(f"cost: {row['name']} vs bare Counter.inc()", fmt_ns(row["median_ns"]),
                 fmt_ns(row["baseline_ns"]), f"{row['median_ns'] / row['baseline_ns']:.1f}×")
+    for row in results.get("bench_adapters") or ():
+        if row["best_ns"] != row["baseline_ns"]:
+            add(row["name"] + " vs bare", fmt_ns(row["best_ns"]), fmt_ns(row["baseline_ns"]),
+                f"{row['best_ns'] / row['baseline_ns']:.2f}×")
+    framework_rows = results.get("bench_framework_adapters") or ()
+    bare_runs = {r["framework"]: r for r in framework_rows if r["name"] == "bare"}
+    for row in framework_rows:
+        bare = bare_runs.get(row["framework"])
+        if bare is None or row is bare:
+            continue
+        if "share_of_bare" in row:
+            add(f"{row['framework']}: {row['name']} (a run's hooks, no framework) vs bare run",
+                fmt_ns(row["best_ns"]), fmt_ns(bare["best_ns"]),
+                f"{100 * row['share_of_bare']:.1f} %")
+        else:
+            add(f"{row['framework']} run, {row['name']} vs bare (CPU)", fmt_ns(row["best_ns"]),
+                fmt_ns(bare["best_ns"]), f"{row['best_ns'] / bare['best_ns']:.2f}×")
     return out
 
 

@@ -106,6 +106,9 @@ def _build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--model", default=None, help="model name for --base-url")
     demo.add_argument("--provider", choices=("openai", "anthropic"), default="openai",
                       help="API of --base-url (default openai)")
+    demo.add_argument("--framework", choices=("loopobs", "langgraph"), default="loopobs",
+                      help="the agent to watch: loopobs's own loop (default) or a LangGraph "
+                           "ReAct graph through the LangChain adapter (needs loopobs[langchain])")
 
     replay = sub.add_parser("replay", help="re-emit a recorded event log into the exporters")
     replay.add_argument("file", type=Path)
@@ -264,6 +267,13 @@ async def _play(args: argparse.Namespace, observers: Sequence[LoopObserver], liv
     runs = args.runs if args.runs is not None else 1
     if args.base_url:
         await _real_model(args, observers, live, runs)
+        return
+    if args.framework == "langgraph":
+        try:
+            from loopobs.demo.framework_langgraph import play
+        except ImportError as exc:
+            raise CliError(str(exc)) from None
+        await play(observers, rng, runs, live.write)
         return
     showcase = Showcase(observers, rng, latency_s=latency)
     names = list(SCENARIOS)

@@ -691,7 +691,7 @@ def test_sketch_estimates_large_answers_within_tolerance() -> None:
 
 
 def test_convergence_settings_are_validated() -> None:
-    """Thresholds and actions outside the seed's are refused."""
+    """Thresholds and actions outside the allowed ranges are refused."""
     with pytest.raises(ValueError, match="similarity"):
         ConvergenceDetector(similarity=0)
     with pytest.raises(ValueError, match="consecutive"):

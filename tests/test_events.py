@@ -23,7 +23,7 @@ from loopobs import (
 from loopobs.testing import RecordingObserver
 from tests.conftest import SAMPLE_FIELDS, MakeContext
 
-# design.md's table: the seed's fields plus the additions (+) each context must carry.
+# design.md's table: the fields each context must carry.
 DESIGN_FIELDS: dict[str, set[str]] = {
     "on_run_start": {"session_id", "agent", "model", "resumed_from"},
     "on_run_end": {"success", "error", "total_turns", "duration_ms", "status", "input_tokens",

@@ -45,11 +45,12 @@ def test_demo_log_folds_into_its_runs() -> None:
     """Every run of the demo log becomes one record with its status, turns, bars and markers."""
     events = _events(DEMO_LOG)
     runs = fold_runs(events)
-    assert len(runs) == len({e.run_id for e in events}) == 14
+    assert len(runs) == len({e.run_id for e in events}) == 15
     by_status: dict[str, int] = {}
     for run in runs:
         by_status[run.status] = by_status.get(run.status, 0) + 1
-    assert by_status == {"completed": 11, "loop_detected": 1, "sleeping": 1, "suspended": 1}
+    assert by_status == {"completed": 11, "loop_detected": 1, "sleeping": 1, "suspended": 1,
+                         "budget_exceeded": 1}
     looping = next(r for r in runs if r.status == "loop_detected")
     kinds = [bar[0] for bar in looping.bars]
     assert kinds.count("turn") == looping.turns == 10
@@ -68,9 +69,14 @@ def test_demo_log_folds_into_its_runs() -> None:
                and e.hook == "on_run_end")
     assert looping.tokens[0] == end.input_tokens
     assert looping.tokens[1] == end.output_tokens
+    # Priced calls: the run's cost is its own total, and each turn's cost is summed per turn.
+    priced = [r for r in runs if r.cost is not None]
+    assert priced
+    assert all(r.cost is not None and r.cost > 0 for r in priced)
+    assert any(t[5] is not None for r in priced for t in r.turn_totals.values())
     labels = {m[0] for r in runs for m in r.marks}
     assert {"fallback", "model switch", "compaction", "parked", "sleeping",
-            "convergence"} <= labels
+            "convergence", "budget"} <= labels
 
 
 def test_parallel_tools_overlap_and_errors_are_readable() -> None:
@@ -163,7 +169,7 @@ def test_report_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     log.write_bytes(DEMO_LOG.read_bytes())
     assert main(["report", str(log)]) == 0
     assert (tmp_path / "run.html").stat().st_size > 10_000
-    assert "14 runs, 390 events" in capsys.readouterr().out
+    assert "15 runs, 430 events" in capsys.readouterr().out
     assert main(["report", str(log), "-o", str(tmp_path / "x.html"), "--no-content"]) == 0
     assert _payload((tmp_path / "x.html").read_text(encoding="utf-8"))["hasContent"] is False
     capsys.readouterr()
@@ -173,7 +179,7 @@ def test_report_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert main(["report", str(log)]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1
-    assert "run.jsonl:391" in err
+    assert "run.jsonl:431" in err
     assert main(["report", str(log), "--skip-invalid"]) == 0
     assert "1 malformed lines skipped" in capsys.readouterr().out
 

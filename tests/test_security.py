@@ -220,3 +220,45 @@ async def test_label_values_are_bounded_and_ids_never_labels() -> None:
         assert ident not in prom
         assert ident not in otel
     stack.close()
+
+
+LOOP_SECRET = "SSN-123-45-6789-LOOPED"
+
+
+@tool
+def lookup_person(query: str) -> str:
+    """Look a person up (always the same answer)."""
+    return "no match"
+
+
+async def test_a_stopped_loop_names_no_argument_values(
+        caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A runaway call with a secret argument: the stop names the tool and a hash, never the value.
+
+    The detector's pattern quotes the arguments; with capture off it must reach neither the
+    span status, the span events, the metrics, the logs, nor the run's error message.
+    """
+    monkeypatch.delenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", raising=False)
+    stack = make_stack()
+    script = ScriptedClient(lambda _: Reply(tool_calls=(
+        ToolCall("lookup_person", {"query": LOOP_SECRET}),)))
+    loop = AgentLoop(script, model="m1", tools=[lookup_person], observers=stack.observers,
+                     max_turns=40)
+    with caplog.at_level(logging.DEBUG):
+        result = await loop.run("find them")
+    assert result.status == "loop_detected"
+    assert result.error is not None
+    assert "lookup_person(args#" in str(result.error)
+    for where, text in everything(stack, caplog, result.error).items():
+        assert LOOP_SECRET not in text, f"the looped argument leaked into {where}"
+    assert LOOP_SECRET in "\n".join(stack.jsonl_lines())  # the user's full record keeps it
+    stack.close()
+
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "SPAN_ONLY")
+    captured = make_stack()
+    loop = AgentLoop(script, model="m1", tools=[lookup_person], observers=captured.observers,
+                     max_turns=40)
+    await loop.run("find them")
+    spans = "\n".join(_span_text(s) for s in captured.span_exporter.get_finished_spans())
+    assert LOOP_SECRET in spans  # capture on: the pattern is on the detection event
+    captured.close()

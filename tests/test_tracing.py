@@ -140,7 +140,7 @@ async def test_full_run_gives_the_exact_span_tree(
         (c.EVENT_FALLBACK, {c.LOOPOBS_MODEL_FROM: "m1", c.LOOPOBS_MODEL_TO: "m2",
                             c.LOOPOBS_TURN_INDEX: 0}),
         (c.EVENT_MODEL_SWITCHED, {c.LOOPOBS_MODEL_FROM: "m1", c.LOOPOBS_MODEL_TO: "m2"}),
-        (c.EVENT_LOOP_DETECTED, {c.LOOPOBS_DETECTION_PATTERN: "exact",
+        (c.EVENT_LOOP_DETECTED, {c.LOOPOBS_DETECTION_PATTERN: "add(…)",  # no arguments: content
                                  c.LOOPOBS_DETECTION_REPETITIONS: 3,
                                  c.LOOPOBS_DETECTION_ACTION: "warn", c.GEN_AI_TOOL_NAME: "add"}),
     ]

@@ -558,7 +558,7 @@ class LoopDetectedContext(EventContext):
     """
 
     hook: ClassVar[HookName] = "on_loop_detected"
-    pattern: str
+    pattern: str  # content: the repeating calls with their arguments
     repetitions: int
     tool: str | None = None
     action: LoopAction = "warn"
@@ -570,6 +570,17 @@ class LoopDetectedContext(EventContext):
     raw_arguments_hash: int | None = None
     result_hash: int | None = None
     raw_result_hash: int | None = None
+
+    def summary(self) -> str:
+        """What repeated, without the arguments: the tool and the arguments' hash.
+
+        ``pattern`` quotes the calls' arguments, which are content; telemetry and error
+        messages use this instead (``read_file(args#3f2a9c1d)``, or ``search(…)``).
+        """
+        tool = self.tool or "tool calls"
+        if self.arguments_hash is None:
+            return f"{tool}(…)"
+        return f"{tool}(args#{self.arguments_hash & 0xFFFFFFFF:08x})"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -624,7 +635,7 @@ BudgetLimit = Literal[
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BudgetExceededContext(EventContext):
-    """Addition: a budget limit was crossed (``action="stop"``) or neared (``"warn"``).
+    """a budget limit was crossed (``action="stop"``) or neared (``"warn"``).
 
     ``limit`` names the limit, ``value`` is what was used (for a check before a
     model call: used plus the call's estimate), ``budget`` is the limit's

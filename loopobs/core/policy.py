@@ -109,18 +109,23 @@ class RunPolicy(LoopObserver):
                     stop = Stop(RunStatus.BUDGET_EXCEEDED, error_of(verdict))
                 continue
             if isinstance(verdict, LoopDetectedContext):
+                # The model sees the calls it made; the run's error, which reaches span
+                # status and logs, names the tool and the arguments' hash, never their values.
                 what = (f"the tool call pattern {verdict.pattern} "
                         f"repeated {verdict.repetitions} times")
+                stopped = (f"stopped: the tool call pattern {verdict.summary()} "
+                           f"repeated {verdict.repetitions} times")
                 status = RunStatus.LOOP_DETECTED
-                pattern = verdict.pattern
+                pattern = verdict.summary()
             else:
                 what = f"your last {verdict.consecutive} answers are nearly identical"
+                stopped = f"stopped: {what}"
                 status = RunStatus.CONVERGED
                 pattern = "converged answers"
             action = verdict.action
             if action in ("stop", "ask_user"):
                 if stop is None:
-                    stop = Stop(status, LoopDetected(f"stopped: {what}", pattern=pattern))
+                    stop = Stop(status, LoopDetected(stopped, pattern=pattern))
             elif action == "compact":
                 session.compact_requested = True
             else:

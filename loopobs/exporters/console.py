@@ -166,7 +166,7 @@ def render_run(events: Sequence[EventContext]) -> tuple[str, RunSummary]:
                 f"{ctx.messages_removed} messages removed"))
         elif isinstance(ctx, LoopDetectedContext):
             parent.children.append(_Node(
-                f"⚠ loop detected: {ctx.pattern} ×{ctx.repetitions} → {ctx.action}"))
+                f"⚠ loop detected: {ctx.summary()} ×{ctx.repetitions} → {ctx.action}"))
             summary.detections += 1
         elif isinstance(ctx, ConvergenceDetectedContext):
             parent.children.append(_Node(

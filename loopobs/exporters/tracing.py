@@ -744,7 +744,8 @@ class TracingObserver(LoopObserver):
     def on_loop_detected(self, ctx: LoopDetectedContext) -> None:
         """Add a ``loopobs.loop_detected`` event (to the open turn, else the run span)."""
         attrs: dict[str, Any] = {
-            c.LOOPOBS_DETECTION_PATTERN: ctx.pattern,
+            # The pattern quotes tool arguments: content, so only with capture on.
+            c.LOOPOBS_DETECTION_PATTERN: ctx.pattern if self._capture else ctx.summary(),
             c.LOOPOBS_DETECTION_REPETITIONS: ctx.repetitions,
             c.LOOPOBS_DETECTION_ACTION: ctx.action,
         }

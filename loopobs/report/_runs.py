@@ -186,6 +186,10 @@ class _Fold:
         if self.content and ctx.text:
             run.content.append([f"turn {ctx.turn} · answer", _content(ctx.text)])
 
+    def _on_loop_detected(self, run: RunRecord, ctx: Any, at: float) -> None:
+        if self.content:  # the pattern quotes the calls' arguments
+            run.content.append([f"loop detected ({ctx.action})", _content(ctx.pattern)])
+
     # -- tools ---------------------------------------------------------------------------------
     def _on_tool_call_received(self, run: RunRecord, ctx: Any, at: float) -> None:
         if self.content:
@@ -230,8 +234,7 @@ class _Fold:
         if hook == "on_compaction":
             return f"{ctx.tokens_before} → {ctx.tokens_after} tokens ({ctx.reason})"
         if hook == "on_loop_detected":
-            tool = f" on {ctx.tool}" if ctx.tool else ""
-            return f"{ctx.action}{tool}: {ctx.pattern} ×{ctx.repetitions}"
+            return f"{ctx.action}: {ctx.summary()} ×{ctx.repetitions}"
         if hook == "on_convergence_detected":
             return f"{ctx.action}: similarity {ctx.similarity:.2f} ×{ctx.consecutive}"
         if hook == "on_suspended":

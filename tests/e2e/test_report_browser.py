@@ -93,9 +93,10 @@ def test_report_loads_sorts_filters_and_opens_a_waterfall(
     loaded = _open(browser, demo_report)
     page = loaded.page
     rows = page.locator("tr.run-row")
-    assert rows.count() == 14
-    assert page.locator("#totals [data-total=runs] b").inner_text() == "14"
+    assert rows.count() == 15
+    assert page.locator("#totals [data-total=runs] b").inner_text() == "15"
     assert page.locator("#totals [data-total=loop_detected]").count() == 1
+    assert page.locator("#totals [data-total=cost] b").inner_text().startswith("$")
     assert page.locator("#detail").is_hidden()
 
     # Sort by duration, longest first: the first row is the slowest run.

@@ -1,0 +1,112 @@
+"""A scripted OpenAI-compatible chat completions server on 127.0.0.1, for instrumented clients.
+
+Each POST to ``/v1/chat/completions`` takes the next scripted :class:`Reply` and
+answers as the real API does: one JSON completion, or with ``"stream": true`` an
+SSE stream of chunks ending with a usage chunk and ``[DONE]``. Requests are kept
+in :attr:`ScriptedServer.requests`.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One scripted completion: text, tool calls ``(id, name, arguments)``, usage."""
+
+    text: str = ""
+    calls: Sequence[tuple[str, str, dict[str, Any]]] = ()
+    usage: tuple[int, int] = (0, 0)
+    model: str = "gpt-test"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def tool_calls(self) -> list[dict[str, Any]]:
+        return [{"id": i, "type": "function",
+                 "function": {"name": n, "arguments": json.dumps(a)}} for i, n, a in self.calls]
+
+    def completion(self, n: int) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": self.text or None}
+        if self.calls:
+            message["tool_calls"] = self.tool_calls()
+        return {"id": f"chatcmpl-{n}", "object": "chat.completion", "created": 1700000000,
+                "model": self.model,
+                "choices": [{"index": 0, "message": message,
+                             "finish_reason": "tool_calls" if self.calls else "stop"}],
+                "usage": self._usage()}
+
+    def _usage(self) -> dict[str, int]:
+        return {"prompt_tokens": self.usage[0], "completion_tokens": self.usage[1],
+                "total_tokens": sum(self.usage)}
+
+    def chunks(self, n: int) -> Iterator[dict[str, Any]]:
+        base = {"id": f"chatcmpl-{n}", "object": "chat.completion.chunk",
+                "created": 1700000000, "model": self.model}
+        yield {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
+                                    "finish_reason": None}]}
+        for word in self.text.split(" ") if self.text else ():
+            yield {**base, "choices": [{"index": 0, "delta": {"content": word + " "},
+                                        "finish_reason": None}]}
+        for index, call in enumerate(self.tool_calls()):
+            yield {**base, "choices": [{"index": 0, "delta": {"tool_calls": [
+                {"index": index, **call}]}, "finish_reason": None}]}
+        yield {**base, "choices": [{"index": 0, "delta": {},
+                                    "finish_reason": "tool_calls" if self.calls else "stop"}]}
+        yield {**base, "choices": [], "usage": self._usage()}
+
+
+class ScriptedServer:
+    """Serves ``replies`` in order (the last one repeats) on an ephemeral 127.0.0.1 port."""
+
+    def __init__(self, replies: Iterable[Reply]) -> None:
+        self.replies = list(replies)
+        self.requests: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with server._lock:
+                    n = len(server.requests)
+                    server.requests.append(body)
+                    reply = server.replies[min(n, len(server.replies) - 1)]
+                if body.get("stream"):
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/event-stream")
+                    self.end_headers()
+                    for chunk in reply.chunks(n):
+                        self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                    self.wfile.write(b"data: [DONE]\n\n")
+                    return
+                data = json.dumps(reply.completion(n)).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host!s}:{port}/v1"
+
+    def __enter__(self) -> ScriptedServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join()

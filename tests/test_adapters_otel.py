@@ -1,0 +1,327 @@
+"""The OTel span processor, fed by real instrumentors on the official openai client."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import openai
+import pytest
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from loopobs import EventContext, RepetitionDetector, ToolExecutionError, Usage
+from loopobs import tool as loopobs_tool
+from loopobs.adapters.otel import GenAISpanProcessor
+from loopobs.core.observer import EventSink
+from loopobs.exporters.tracing import TracingObserver
+from loopobs.llm.scripted import Reply as LoopReply
+from loopobs.llm.scripted import ToolCall as LoopCall
+from loopobs.testing import assert_contract
+from tests._adapter_checks import Stack, agent_loop_sums
+from tests._instrumented_app import Convention, instrumented, run_agent, run_agent_async
+from tests._openai_server import Reply, ScriptedServer
+
+CONVENTIONS: list[Convention] = ["openinference", "genai"]
+
+SCRIPT = [Reply(calls=[("call_1", "add", {"a": 1, "b": 2}), ("call_2", "add", {"a": 3, "b": 4})],
+                usage=(12, 7)),
+          Reply("3 and 7", usage=(30, 4))]
+
+
+class _Route(SpanProcessor):
+    """Forwards to the current test's processors (the instrumentors are set up once per
+    module: OpenLLMetry's uninstrument leaves wrappers behind, so it is done only at the end)."""
+
+    def __init__(self) -> None:
+        self.targets: list[SpanProcessor] = []
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        for target in self.targets:
+            target.on_start(span, parent_context)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        for target in self.targets:
+            target.on_end(span)
+
+
+@dataclass
+class Instrumented:
+    convention: Convention
+    provider: TracerProvider
+    route: _Route
+
+
+@pytest.fixture(scope="module", params=CONVENTIONS)
+def instrumentation(request: pytest.FixtureRequest) -> Iterator[Instrumented]:
+    provider = TracerProvider()
+    route = _Route()
+    provider.add_span_processor(route)
+    with instrumented(request.param, provider):
+        yield Instrumented(request.param, provider, route)
+    provider.shutdown()
+
+
+class App:
+    """The instrumented app: spans go to its exporter and to our processor."""
+
+    def __init__(self, instrumentation: Instrumented, processor: GenAISpanProcessor) -> None:
+        self.convention = instrumentation.convention
+        self.spans = InMemorySpanExporter()
+        self.provider = instrumentation.provider
+        self.tracer = self.provider.get_tracer("app")
+        self.processor = processor
+        self._route = instrumentation.route
+        self._route.targets = [SimpleSpanProcessor(self.spans), processor]
+
+    def close(self) -> None:
+        self._route.targets = []
+        self.processor.shutdown()
+
+
+@pytest.fixture
+def stack(tmp_path: Path) -> Iterator[Stack]:
+    s = Stack(tmp_path)
+    yield s
+    s.close()
+
+
+def _app(stack: Stack, instrumentation: Instrumented, **kwargs: object) -> Iterator[App]:
+    app = App(instrumentation, GenAISpanProcessor(stack.observers, **kwargs))  # type: ignore[arg-type]
+    yield app
+    app.close()
+
+
+def test_an_instrumented_agent_is_one_run_with_exact_usage(stack: Stack,
+                                                           instrumentation: Instrumented,
+                                                           tmp_path: Path) -> None:
+    """Agent span, two model spans, two tool spans → the whole list of what must hold."""
+    for app in _app(stack, instrumentation):
+        with ScriptedServer(SCRIPT) as server:
+            client = openai.OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
+            assert run_agent(client, app.tracer, app.convention, "add") == "3 and 7"
+    stack.check_run(usage=Usage(input_tokens=42, output_tokens=11), chats=2, tools=2)
+    rec = stack.recorder
+    (start,) = rec.of("on_run_start")
+    assert start.agent == "calc"
+    assert [c.tool_call_id for c in rec.of("on_tool_call_received")] == ["call_1", "call_2"]
+    assert [c.tool_calls for c in rec.of("on_response")] == [2, 0]
+    assert [c.model for c in rec.of("on_stream_start")] == ["gpt-test", "gpt-test"]
+    assert {c.result for c in rec.of("on_tool_post")} == {"3", "7"}
+    # the same script through AgentLoop: the same metric totals on both paths
+    script = [LoopReply(tool_calls=(LoopCall("add", {"a": 1, "b": 2}, "call_1"),
+                                    LoopCall("add", {"a": 3, "b": 4}, "call_2")),
+                        usage=Usage(input_tokens=12, output_tokens=7)),
+              LoopReply(text="3 and 7", usage=Usage(input_tokens=30, output_tokens=4))]
+
+    @loopobs_tool
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    assert stack.metric_sums() == agent_loop_sums(tmp_path, script, [add], "add")
+    # the app's own spans are untouched, and loopobs's spans are not among them
+    assert not [s for s in app.spans.get_finished_spans()
+                if s.instrumentation_scope and s.instrumentation_scope.name == "loopobs"]
+
+
+def test_spans_without_an_agent_span_are_one_run_per_trace(stack: Stack,
+                                                          instrumentation: Instrumented) -> None:
+    """A request span holding model and tool spans: one run, ended with the request span."""
+    for app in _app(stack, instrumentation):
+        with ScriptedServer(SCRIPT) as server:
+            client = openai.OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
+            run_agent(client, app.tracer, app.convention, "add", agent_span=False)
+            run_agent(client, app.tracer, app.convention, "add", agent_span=False)
+    # the second request gets the server's last reply again: an answer without tools
+    stack.check_run(usage=Usage(input_tokens=12 + 30 * 2, output_tokens=7 + 4 * 2), chats=3,
+                    tools=2, runs=2)
+
+
+def test_group_by_agent_ignores_spans_outside_agents(stack: Stack,
+                                                     instrumentation: Instrumented) -> None:
+    """group_by="agent": model spans with no agent ancestor are not reported."""
+    for app in _app(stack, instrumentation, group_by="agent"):
+        with ScriptedServer(SCRIPT) as server:
+            client = openai.OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
+            run_agent(client, app.tracer, app.convention, "add", agent_span=False)
+    assert stack.recorder.events == []
+
+
+def test_a_streamed_call_is_reported_with_its_usage(stack: Stack,
+                                                   instrumentation: Instrumented) -> None:
+    """stream=True: one model call, usage from the final chunk, time to first token."""
+    for app in _app(stack, instrumentation):
+        with ScriptedServer([Reply("the answer is three", usage=(9, 5))]) as server:
+            client = openai.OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
+            assert run_agent(client, app.tracer, app.convention, "q", stream=True).strip() == \
+                "the answer is three"
+    stack.check_run(usage=Usage(input_tokens=9, output_tokens=5), chats=1, tools=0)
+    (success,) = stack.recorder.of("on_stream_success")
+    assert success.time_to_first_token_ms is not None
+
+
+def test_a_runaway_loop_is_detected_but_not_stopped(stack: Stack,
+                                                    instrumentation: Instrumented) -> None:
+    """The processor reports the detector's stop verdict; the app's run goes on (it cannot
+    stop it) and ends completed; the detections are counted in Prometheus."""
+    poll = [Reply(calls=[(f"p{i}", "poll", {"job": "42"})], usage=(3, 1)) for i in range(6)]
+    for app in _app(stack, instrumentation,
+                    detectors=[RepetitionDetector(warn_after=2, stop_after=4)]):
+        with ScriptedServer([*poll, Reply("gave up", usage=(3, 1))]) as server:
+            client = openai.OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
+            assert run_agent(client, app.tracer, app.convention, "wait for 42") == "gave up"
+    assert_contract(stack.recorder.events)
+    # a stop clears the detector's window: the loop going on is warned about again
+    assert [d.action for d in stack.recorder.of("on_loop_detected")] == ["warn", "stop", "warn"]
+    assert stack.recorder.of("on_run_end")[0].status == "completed"
+    assert len(stack.recorder.of("on_tool_post")) == 6
+    assert stack.prom("loopobs_loop_detections_total", loopobs_detection_action="stop") == 1
+    stack.check_nothing_open()
+
+
+def test_a_failing_tool_and_agent_end_the_run_failed(stack: Stack,
+                                                    instrumentation: Instrumented) -> None:
+    """A tool raising inside its span: failed attempt, failed run, nothing left open."""
+    for app in _app(stack, instrumentation):
+        with ScriptedServer([Reply(calls=[("e1", "explode", {"x": 1})], usage=(2, 2))]) as srv:
+            client = openai.OpenAI(base_url=srv.base_url, api_key="k", max_retries=0)
+            with pytest.raises(ValueError, match="bad input 1"):
+                run_agent(client, app.tracer, app.convention, "go")
+    assert_contract(stack.recorder.events)
+    (post,) = stack.recorder.of("on_tool_post")
+    assert post.is_error
+    assert isinstance(post.error, ToolExecutionError)
+    assert post.error.error_type == "ValueError"
+    (end,) = stack.recorder.of("on_run_end")
+    assert end.status == "failed"
+    stack.check_nothing_open()
+
+
+async def test_a_cancelled_agent_leaves_nothing_open(stack: Stack,
+                                                    instrumentation: Instrumented) -> None:
+    """An async app cancelled in a tool: the run ends with its spans and nothing stays open.
+
+    OpenTelemetry records no error for a cancellation (a ``BaseException``), so the
+    spans, and the run read from them, end without one.
+    """
+    for app in _app(stack, instrumentation):
+        with ScriptedServer([Reply(calls=[("w1", "wait", {})], usage=(2, 1))]) as server:
+            client = openai.AsyncOpenAI(base_url=server.base_url, api_key="k", max_retries=0)
+            started = asyncio.Event()
+            task = asyncio.create_task(
+                run_agent_async(client, app.tracer, app.convention, started))
+            await started.wait()
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            await client.close()
+    assert_contract(stack.recorder.events)
+    assert len(stack.recorder.of("on_tool_post")) == 1
+    assert len(stack.recorder.of("on_run_end")) == 1
+    stack.check_nothing_open()
+
+
+def test_shutdown_ends_runs_still_open(stack: Stack) -> None:
+    """A provider shut down mid-run: the processor ends the run cancelled, gauge back to 0."""
+    processor = GenAISpanProcessor(stack.observers)
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    span = provider.get_tracer("app").start_span(
+        "invoke_agent x", attributes={"gen_ai.operation.name": "invoke_agent"})
+    assert processor.open_runs == 1
+    assert stack.prom("loopobs_runs_active") == 1
+    provider.shutdown()
+    span.end()
+    assert processor.open_runs == 0
+    assert stack.recorder.of("on_run_end")[0].status == "cancelled"
+    assert_contract(stack.recorder.events)
+
+
+class _Broken(EventSink):
+    def on_event(self, ctx: EventContext) -> None:
+        raise RuntimeError("observer bug")
+
+
+def test_observer_failures_never_reach_the_app(stack: Stack, instrumentation: Instrumented,
+                                               caplog: pytest.LogCaptureFixture) -> None:
+    """An observer raising on every event: the app's run and spans are unaffected."""
+    caplog.set_level(logging.CRITICAL, logger="loopobs.observer")
+    processor = GenAISpanProcessor([_Broken(), *stack.observers])
+    app = App(instrumentation, processor)
+    with ScriptedServer(SCRIPT) as server:
+        client = openai.OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
+        assert run_agent(client, app.tracer, app.convention, "add") == "3 and 7"
+    app.close()
+    assert processor.observers.failure_count == len(stack.recorder.events)
+    assert len(app.spans.get_finished_spans()) == 5
+    stack.check_run(usage=Usage(input_tokens=42, output_tokens=11), chats=2, tools=2)
+
+
+def test_loopobs_spans_on_the_same_provider_are_ignored(stack: Stack,
+                                                       instrumentation: Instrumented) -> None:
+    """The tracing observer writing into the app's own provider does not feed back, and its
+    run span starts a trace of its own instead of nesting under the app's spans."""
+    processor = GenAISpanProcessor([stack.recorder])
+    app = App(instrumentation, processor)
+    processor.observers.add(TracingObserver(app.provider))
+    with ScriptedServer(SCRIPT) as server:
+        client = openai.OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
+        run_agent(client, app.tracer, app.convention, "add")
+    app.close()
+    assert len(stack.recorder.of("on_run_start")) == 1
+    ours = [s for s in app.spans.get_finished_spans()
+            if s.instrumentation_scope and s.instrumentation_scope.name == "loopobs"]
+    agents = [s for s in ours if s.name.startswith("invoke_agent")]
+    assert len(agents) == 1
+    assert agents[0].parent is None
+
+
+def test_importing_without_the_sdk_gives_the_install_hint() -> None:
+    """Without opentelemetry-sdk, importing the adapter fails with a one-line pip hint."""
+    code = ("import sys; sys.modules['opentelemetry.sdk'] = None\n"
+            "try:\n    import loopobs.adapters.otel\n"
+            "except ImportError as e:\n    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=Path(__file__).resolve().parents[1]).stdout
+    assert out.count("\n") == 1
+    assert "pip install 'loopobs[otel-adapter]'" in out
+
+
+def test_openinference_langchain_instrumentation_feeds_the_processor(stack: Stack) -> None:
+    """A LangGraph ReAct run instrumented by OpenInference's LangChain instrumentor (CHAIN,
+    LLM and TOOL spans, no GenAI attributes) is one run with exact usage and paired tools."""
+    from langchain_core.tools import tool
+    from openinference.instrumentation.langchain import LangChainInstrumentor
+
+    from tests._langgraph_app import ai, fake_model, react_graph
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    provider = TracerProvider()
+    provider.add_span_processor(GenAISpanProcessor(stack.observers))
+    instrumentor = LangChainInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    try:
+        graph = react_graph(fake_model([
+            ai(calls=[("add", {"a": 1, "b": 2}, "c1"), ("add", {"a": 3, "b": 4}, "c2")],
+               usage=(12, 7)),
+            ai("3 and 7", usage=(30, 4))]), [add])
+        graph.invoke({"messages": [("user", "add")]})
+    finally:
+        instrumentor.uninstrument()
+        provider.shutdown()
+    stack.check_run(usage=Usage(input_tokens=42, output_tokens=11), chats=2, tools=2)
+    posts = {c.tool_call_id: c.result for c in stack.recorder.of("on_tool_post")}
+    assert posts == {"c1": "3", "c2": "7"}
+    assert len(stack.recorder.of("on_tool_call_received")) == 2

@@ -1,0 +1,76 @@
+"""The adapter pages' examples run as written (like the README's)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+from pathlib import Path
+
+import pytest
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "adapters"
+
+
+def _blocks(page: str) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", (DOCS / page).read_text(encoding="utf-8"), re.S)
+
+
+def _run(page: str, block: str) -> tuple[dict[str, object], str]:
+    """Run one block on its own (as tests/test_docs.py does), capturing what it prints."""
+    namespace: dict[str, object] = {}
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(block, str(DOCS / page), "exec"), namespace)
+    return namespace, out.getvalue()
+
+
+def test_the_langchain_page_runs_and_stops_its_runaway_loop() -> None:
+    """The ReAct example answers and reports its run; the stop example ends with RunStopped."""
+    from loopobs.adapters import RunStopped
+
+    blocks = _blocks("langchain.md")
+    assert len(blocks) == 2
+    _, out = _run("langchain.md", blocks[0])
+    assert out.splitlines() == ["1 + 2 = 3", "completed"]
+    namespace, out = _run("langchain.md", blocks[1])
+    assert isinstance(namespace["stopped"], RunStopped)
+    assert 'stopped: the tool call pattern add({"a":1,"b":1}) repeated 3 times' in out
+    assert out.rstrip().endswith("loop_detected")
+
+
+def test_the_otel_page_runs() -> None:
+    """The span example reports one run and counts its tool call in Prometheus."""
+    blocks = _blocks("otel.md")
+    assert len(blocks) == 2
+    _, out = _run("otel.md", blocks[0])
+    assert out.splitlines() == ["['on_run_end']", "1.0"]
+    _run("otel.md", blocks[1])  # instruments the openai client into the processor, and undoes it
+
+
+@pytest.mark.parametrize("page", ["openai_agents.md", "pydantic_ai.md"])
+def test_the_agents_sdk_and_pydantic_ai_pages_answer_and_stop_their_loop(page: str) -> None:
+    """The example answers, then its runaway loop ends in RunStopped; the contract holds."""
+    from loopobs.testing import assert_contract
+
+    blocks = _blocks(page)
+    assert len(blocks) == 1
+    namespace, out = _run(page, blocks[0])
+    assert out.splitlines() == [
+        "Refunds take five days.",
+        "stopped: the tool call pattern search(refunds) repeated 5 times"]
+    events = namespace["recorder"].events  # type: ignore[attr-defined]
+    assert_contract(events)
+    assert [c.status for h, c in events if h == "on_run_end"] == ["completed", "loop_detected"]
+
+
+@pytest.mark.parametrize("page", ["openai_agents.md", "pydantic_ai.md"])
+def test_the_page_says_what_stop_means_and_what_is_not_provided(page: str) -> None:
+    """Each page keeps its 'stop' section and its provided / not provided table."""
+    text = (DOCS / page).read_text(encoding="utf-8")
+    assert '## What "stop" means here' in text
+    table = text.split("can and cannot tell us", 1)[1]
+    rows = [line for line in table.splitlines() if line.startswith("| ")][2:]
+    assert any("| no |" in row for row in rows)
+    assert any("| yes |" in row for row in rows)
+    assert "text and thinking deltas" in table
