@@ -12,6 +12,8 @@ in the same process, in the same run:
 - the whole stack on a scripted 1,000-turn run with 1 ms model latency (``bench_stack``);
 - pricing a model call (``genai-prices``, the cost observer) vs a bare ``Counter.inc()``
   (``bench_cost``);
+- an MCP tool call through the loop vs the same call with the ``mcp`` SDK directly, on one
+  connection to a local stdio server (``bench_mcp``);
 - a LangGraph run and an instrumented app without the adapters (``bench_adapters``);
 - OpenAI Agents SDK and pydantic-ai runs without their adapters (``bench_framework_adapters``).
 
@@ -36,7 +38,7 @@ from bench._util import fmt_ns, print_table
 
 SCRIPTS = ("bench_dispatch", "bench_loop", "bench_detectors", "bench_otel", "bench_prometheus",
            "bench_stack", "bench_load", "bench_soak", "bench_report", "bench_sse",
-           "bench_cost", "bench_adapters", "bench_framework_adapters")
+           "bench_cost", "bench_mcp", "bench_adapters", "bench_framework_adapters")
 
 
 def _run(name: str, quick: bool) -> Any:
@@ -152,6 +154,11 @@ def summary(results: dict[str, Any]) -> list[list[str]]:
         if row["name"] != "bare Counter.inc()" and not row["name"].startswith("genai_prices"):
             add(f"cost: {row['name']} vs bare Counter.inc()", fmt_ns(row["median_ns"]),
                 fmt_ns(row["baseline_ns"]), f"{row['median_ns'] / row['baseline_ns']:.1f}×")
+    for row in results.get("bench_mcp") or ():
+        if row["name"].startswith("SDK"):
+            continue
+        add(f"MCP round trip: {row['name']} vs SDK call_tool", fmt_ns(row["best_ns"]),
+            fmt_ns(row["baseline_ns"]), f"{row['best_ns'] / row['baseline_ns']:.2f}×")
     for row in results.get("bench_adapters") or ():
         if row["best_ns"] != row["baseline_ns"]:
             add(row["name"] + " vs bare", fmt_ns(row["best_ns"]), fmt_ns(row["baseline_ns"]),

@@ -20,7 +20,7 @@ from uuid import UUID
 
 import pytest
 
-from loopobs.core.events import EventContext, HookName
+from loopobs.core.events import SESSION_HOOKS, EventContext, HookName
 from loopobs.core.observer import EventSink
 
 if TYPE_CHECKING:
@@ -148,7 +148,7 @@ def meter_provider(metric_reader: InMemoryMetricReader) -> Iterator[MeterProvide
 _TURN_SCOPED: frozenset[str] = frozenset({
     "on_stream_start", "on_stream_success", "on_stream_failure", "on_response",
     "on_text_delta", "on_thinking_delta", "on_tool_call_received", "on_tool_pre",
-    "on_tool_post", "on_fallback", "on_suspended", "on_sleep",
+    "on_tool_post", "on_fallback", "on_suspended", "on_sleep", "on_context_provider",
 })
 _PARKED_STATUS = {"on_suspended": "suspended", "on_sleep": "sleeping"}
 
@@ -192,8 +192,19 @@ def check_contract(events: Sequence[tuple[str, EventContext]]) -> list[str]:
     runs: dict[UUID, _RunState] = {}
     problems: list[str] = []
 
+    sessions_seen: set[UUID] = set()
     for index, (hook, ctx) in enumerate(events):
         run_id = ctx.run_id
+        if hook in SESSION_HOOKS:
+            # A session's own events belong to no run; their run_id is the session's id.
+            if hook != ctx.hook:
+                problems.append(f"event {index} ({hook}): its context belongs to {ctx.hook!r}")
+            if run_id in runs:
+                problems.append(f"event {index} ({hook}): carries the id of run {run_id}")
+            sessions_seen.add(run_id)
+            continue
+        if run_id in sessions_seen and run_id not in runs:
+            problems.append(f"event {index} ({hook}): a run event carries a session's id")
         state = runs.get(run_id)
         if state is None:
             state = runs[run_id] = _RunState()
@@ -253,7 +264,10 @@ def check_contract(events: Sequence[tuple[str, EventContext]]) -> list[str]:
                 bad("outside any turn")
             elif turn is not None and turn != state.turn:
                 bad(f"carries turn {turn} inside turn {state.turn}")
-        if hook == "on_stream_start":
+        if hook == "on_context_provider":
+            if state.stream is not None or state.stream_done is not None:
+                bad("a context provider after the turn's model call began")
+        elif hook == "on_stream_start":
             if state.stream is not None:
                 bad(f"stream attempt {state.stream} is still open")
             state.stream = getattr(ctx, "attempt", 0)

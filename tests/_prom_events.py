@@ -150,6 +150,52 @@ def emit_run(
     return rid
 
 
+def emit_extras(observer: LoopObserver) -> uuid.UUID:
+    """A run with a context provider and an MCP tool call, then a session's queue and reset."""
+    from loopobs import (
+        BackpressureContext,
+        ContextProviderContext,
+        McpCallInfo,
+        ProviderFailed,
+        SessionResetContext,
+    )
+
+    rid = uuid.uuid4()
+    t = [0]
+
+    def ev(cls: type[EventContext], **fields: Any) -> None:
+        t[0] += 1_000_000
+        ctx = cls(run_id=fields.pop("run_id", rid), time_ns=t[0], **fields)
+        getattr(observer, ctx.hook)(ctx)
+
+    ev(RunStartContext, session_id=rid, agent=AGENT, model="m1")
+    ev(TurnStartContext, turn=0, query="q")
+    ev(ContextProviderContext, turn=0, provider="memory", outcome="ok", duration_ms=3.0,
+       chars=5, text="hello")
+    ev(ContextProviderContext, turn=0, provider="slow", outcome="timeout", duration_ms=50.0,
+       error=ProviderFailed("late", context_provider="slow", error_type="timeout"))
+    ev(StreamStartContext, turn=0, model="m1", provider=PROVIDER, attempt=0)
+    ev(StreamSuccessContext, turn=0, model="m1", provider=PROVIDER, input_tokens=10,
+       output_tokens=2, duration_ms=100.0)
+    ev(ResponseContext, turn=0, text="", tool_calls=1)
+    ev(ToolCallReceivedContext, turn=0, tool="echo", tool_call_id="m1", input={"text": "x"})
+    ev(ToolPreContext, turn=0, tool="echo", tool_call_id="m1")
+    ev(ToolPostContext, turn=0, tool="echo", tool_call_id="m1", duration_ms=4.0, result_hash=2,
+       mcp=McpCallInfo(server="files", protocol_version="2025-11-25", request_id="3",
+                       duration_ms=3.5))
+    ev(TurnEndContext, turn=0, success=True, duration_ms=120.0, input_tokens=10,
+       output_tokens=2)
+    ev(RunEndContext, success=True, total_turns=1, duration_ms=130.0, input_tokens=10,
+       output_tokens=2)
+    session = uuid.uuid4()
+    ev(BackpressureContext, run_id=session, queue="inbox", outcome="saturated", capacity=2,
+       policy="reject")
+    ev(BackpressureContext, run_id=session, queue="inbox", outcome="rejected", capacity=2,
+       policy="reject")
+    ev(SessionResetContext, run_id=session, epoch=1, discarded=2)
+    return rid
+
+
 # -- the same kind of run through the real AgentLoop --------------------------------------------
 
 LOOP_INPUT = (100, 200)

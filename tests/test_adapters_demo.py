@@ -21,7 +21,7 @@ def test_the_langgraph_demo_runs_offline_and_stops_the_runaway_loop(
                  "--jsonl", str(log), "--out", str(tmp_path), "--no-live", "--seed", "1"])
     assert code == 0
     out = capsys.readouterr().out
-    assert "the graph was stopped: stopped: the tool call pattern booking_status(B-42)" in out
+    assert "the graph was stopped: stopped: the tool call pattern booking_status(args#" in out
     recorder = RecordingObserver()
     replay(log, recorder)
     assert_contract(recorder.events)

@@ -159,7 +159,7 @@ def test_a_runaway_tool_loop_is_stopped_with_run_stopped(
                                             config={"callbacks": [handler],
                                                     "recursion_limit": 100})
     assert isinstance(caught.value, LoopDetected)
-    assert caught.value.pattern == "poll(42)"
+    assert caught.value.pattern.startswith("poll(args#")  # no argument values: content
     assert_contract(stack.recorder.events)
     (end,) = stack.recorder.of("on_run_end")
     assert end.status == "loop_detected"

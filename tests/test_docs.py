@@ -15,7 +15,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
-PUBLIC_MODULES = ["loopobs", "loopobs.exporters", "loopobs.llm", "loopobs.report",
+PUBLIC_MODULES = ["loopobs", "loopobs.exporters", "loopobs.llm", "loopobs.mcp", "loopobs.report",
                   "loopobs.testing"]
 
 

@@ -35,7 +35,8 @@ def test_the_langchain_page_runs_and_stops_its_runaway_loop() -> None:
     assert out.splitlines() == ["1 + 2 = 3", "completed"]
     namespace, out = _run("langchain.md", blocks[1])
     assert isinstance(namespace["stopped"], RunStopped)
-    assert 'stopped: the tool call pattern add({"a":1,"b":1}) repeated 3 times' in out
+    assert re.search(r"stopped: the tool call pattern add\(args#[0-9a-f]{8}\) repeated 3 times",
+                     out)
     assert out.rstrip().endswith("loop_detected")
 
 
@@ -56,9 +57,11 @@ def test_the_agents_sdk_and_pydantic_ai_pages_answer_and_stop_their_loop(page: s
     blocks = _blocks(page)
     assert len(blocks) == 1
     namespace, out = _run(page, blocks[0])
-    assert out.splitlines() == [
-        "Refunds take five days.",
-        "stopped: the tool call pattern search(refunds) repeated 5 times"]
+    answer, stopped = out.splitlines()
+    assert answer == "Refunds take five days."
+    # The stop names the tool and a hash of its arguments (content stays out of errors).
+    assert re.fullmatch(r"stopped: the tool call pattern search\(args#[0-9a-f]{8}\) "
+                        r"repeated 5 times", stopped)
     events = namespace["recorder"].events  # type: ignore[attr-defined]
     assert_contract(events)
     assert [c.status for h, c in events if h == "on_run_end"] == ["completed", "loop_detected"]

@@ -51,6 +51,11 @@ DESIGN_FIELDS: dict[str, set[str]] = {
     "on_convergence_detected": {"action", "similarity", "consecutive"},
     "on_suspended": {"turn", "tool", "tool_call_id", "reason", "input_schema", "kind"},
     "on_sleep": {"turn", "tool", "tool_call_id", "wake_at"},
+    # context providers, session queues and resets
+    "on_context_provider": {"turn", "provider", "outcome", "duration_ms", "chars", "error",
+                            "text"},
+    "on_backpressure": {"queue", "outcome", "capacity", "policy"},
+    "on_session_reset": {"epoch", "discarded"},
     "on_budget_exceeded": {"limit", "value", "budget", "scope", "action"},
 }
 
@@ -60,11 +65,11 @@ def _field_names(cls: type[EventContext]) -> set[str]:
 
 
 def test_hooks_match_the_design_table_in_order() -> None:
-    """HOOKS, the HookName literal and CONTEXT_TYPES agree, in design.md's order (21 hooks)."""
+    """HOOKS, the HookName literal and CONTEXT_TYPES agree, in design.md's order (24 hooks)."""
     assert list(HOOKS) == list(DESIGN_FIELDS)
     assert typing.get_args(HookName) == HOOKS
     assert tuple(CONTEXT_TYPES) == HOOKS
-    assert len(set(CONTEXT_TYPES.values())) == 21
+    assert len(set(CONTEXT_TYPES.values())) == 24
 
 
 @pytest.mark.parametrize("hook", HOOKS)

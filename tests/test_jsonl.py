@@ -26,10 +26,12 @@ from loopobs import (
     EventContext,
     HookName,
     LoopError,
+    McpCallInfo,
     ObserverSet,
     RateLimited,
     SleepContext,
     ToolCallReceivedContext,
+    ToolPostContext,
     Usage,
 )
 from loopobs.core import errors
@@ -85,6 +87,12 @@ ERROR_FIELDS: dict[str, st.SearchStrategy[Any]] = {
     "session_id": TEXT,
     "run_id": TEXT,
     "wake_at": AWARE_DATETIMES,
+    "server": TEXT,
+    "context_provider": TEXT,
+    "kind": TEXT,
+    "code": st.none() | INTS,
+    "queue": TEXT,
+    "capacity": INTS,
     # each attempt's error of a FallbackExhausted: errors of the simple kinds
     "failures": st.lists(st.builds(RateLimited, TEXT, retry_after=st.none() | FLOATS,
                                    status_code=st.none() | INTS), max_size=2),
@@ -125,6 +133,11 @@ ANNOTATIONS = st.builds(ToolAnnotations, read_only=OPTIONAL_BOOLS, idempotent=OP
                         side_effecting=OPTIONAL_BOOLS, waits=OPTIONAL_BOOLS)
 USAGES = st.builds(Usage, input_tokens=INTS, output_tokens=INTS, cache_read_input_tokens=INTS,
                    cache_write_input_tokens=INTS, reasoning_output_tokens=INTS)
+MCP_CALLS = st.builds(
+    McpCallInfo, server=TEXT, method=TEXT, transport=st.sampled_from(["pipe", "tcp"]),
+    protocol_version=st.none() | TEXT, session_id=st.none() | TEXT,
+    request_id=st.none() | TEXT, status_code=st.none() | TEXT, error_type=st.none() | TEXT,
+    server_address=st.none() | TEXT, server_port=st.none() | INTS, duration_ms=FLOATS)
 
 # Fields whose values need more than their type says.
 BY_NAME: dict[str, st.SearchStrategy[Any]] = {
@@ -140,6 +153,7 @@ def _for_type(hint: Any) -> st.SearchStrategy[Any]:
     simple: dict[Any, st.SearchStrategy[Any]] = {
         int: INTS, float: FLOATS, str: TEXT, bool: st.booleans(), uuid.UUID: st.uuids(),
         LoopError: LOOP_ERRORS, Usage: USAGES, DisplayHint: DISPLAY_HINTS,
+        McpCallInfo: MCP_CALLS,
         ToolAnnotations: ANNOTATIONS,
     }
     if hint in simple:
@@ -562,6 +576,18 @@ def test_a_version_1_log_replays_through_the_cli_reader(tmp_path: Path) -> None:
     stats = replay(log, recorder)
     assert stats.events == 1
     assert recorder.of("on_tool_call_received")[0].tool_call_id == "call_7"
+
+
+def test_a_version_2_tool_post_reads_as_it_is_and_mcp_round_trips() -> None:
+    """Version 3 added hooks and ``ToolPostContext.mcp``: a version-2 line reads unchanged."""
+    v2 = json.dumps({"hook": "on_tool_post", "version": 2, "run_id": str(RUN_ID), "time_ns": 9,
+                     "tool_call_id": "c1", "turn": 0, "tool": "search"})
+    ctx = decode_event(v2)
+    assert isinstance(ctx, ToolPostContext)
+    assert ctx.mcp is None
+    with_mcp = dataclasses.replace(ctx, mcp=McpCallInfo(server="files", request_id="4",
+                                                        duration_ms=2.5))
+    assert decode_event(encode_event(with_mcp)) == with_mcp
 
 
 def test_current_lines_keep_their_names() -> None:

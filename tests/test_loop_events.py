@@ -17,7 +17,15 @@ from loopobs import (
     SessionBusy,
     ToolPreContext,
 )
-from loopobs.core import compaction, driver, model_call, parking, tool_phase
+from loopobs.core import (
+    compaction,
+    context_providers,
+    driver,
+    model_call,
+    parking,
+    session,
+    tool_phase,
+)
 from loopobs.core.events import CONTEXT_TYPES, RunStartContext, TurnStartContext
 from loopobs.core.model import UserMessage
 from loopobs.llm import Reply, ScriptedClient, ToolCall
@@ -197,7 +205,8 @@ async def test_contexts_are_built_only_for_hooks_someone_listens_to(
             built.append(_hook)
             return _cls(*args, **kwargs)
 
-        for module in (compaction, driver, model_call, parking, tool_phase):
+        for module in (compaction, driver, model_call, parking, tool_phase, context_providers,
+                       session):
             if hasattr(module, name):
                 monkeypatch.setattr(module, name, counting)
                 patched += 1
@@ -214,8 +223,11 @@ async def test_contexts_are_built_only_for_hooks_someone_listens_to(
 
     end_only = EndOnly()
     client = ScriptedClient([TOOL_TURN, ANSWER])
+    async def provider(query: str) -> str:
+        return "context"
+
     loop = AgentLoop(client, model="m1", tools=[search, _add()], observers=[end_only],
-                     detectors=[])
+                     detectors=[], context_providers=[provider])
     result = await loop.run("q")
     assert result.ok
     assert built == ["on_run_end"]

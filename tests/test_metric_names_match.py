@@ -48,6 +48,7 @@ def drive(observer: LoopObserver, runs: int = 3) -> None:
     observers = ObserverSet([RaisesOnTurnEnd(), observer])
     for i in range(runs):
         ev.emit_run(observers, unpriced_first_call=i == 0)
+    ev.emit_extras(observers)
 
 
 def samples_of(names: Iterable[str]) -> set[str]:

@@ -45,6 +45,7 @@ class Boom(LoopObserver):
     on_tool_call_received = on_tool_pre = on_tool_post = _raise
     on_compaction = on_fallback = on_model_switched = _raise
     on_loop_detected = on_convergence_detected = on_suspended = on_sleep = _raise
+    on_context_provider = on_backpressure = on_session_reset = _raise
     on_budget_exceeded = _raise
 
 

@@ -238,9 +238,10 @@ class StopPolicy(LoopObserver):
     def on_loop_detected(self, ctx: LoopDetectedContext) -> None:
         """A repetition verdict: stop the run when its action says so."""
         if ctx.action in ("stop", "ask_user"):
+            # The error reaches span status and logs: the tool and an argument hash, no values.
             self.stop(ctx.run_id, RunStopped(
-                f"stopped: the tool call pattern {ctx.pattern} repeated {ctx.repetitions} times",
-                pattern=ctx.pattern, status="loop_detected"))
+                f"stopped: the tool call pattern {ctx.summary()} repeated "
+                f"{ctx.repetitions} times", pattern=ctx.summary(), status="loop_detected"))
 
     def on_convergence_detected(self, ctx: ConvergenceDetectedContext) -> None:
         """A convergence verdict: stop the run when its action says so."""

@@ -21,7 +21,8 @@ from typing import Any
 
 from loopobs.core import parking
 from loopobs.core.compaction import compact_if_needed, estimate_request
-from loopobs.core.errors import Cancelled, LoopError, MaxTurnsExceeded
+from loopobs.core.context_providers import gather_context
+from loopobs.core.errors import Cancelled, Interrupted, LoopError, MaxTurnsExceeded
 from loopobs.core.events import (
     RunEndContext,
     RunStartContext,
@@ -37,7 +38,15 @@ from loopobs.core.runtime import RunDeps, now_ns, perf
 from loopobs.core.spending import RunSpending
 from loopobs.core.tool_phase import ToolAttempt, ToolPhase
 
-__all__ = ["RunDriver"]
+__all__ = ["INTERRUPT", "RunDriver", "is_interrupt"]
+
+INTERRUPT = "loopobs.interrupt"
+"""The cancel message that ends a run as ``interrupted`` rather than ``cancelled``."""
+
+
+def is_interrupt(exc: asyncio.CancelledError) -> bool:
+    """Whether ``exc`` is an interruption (``task.cancel(INTERRUPT)``)."""
+    return bool(exc.args) and exc.args[0] == INTERRUPT
 
 
 @dataclass(slots=True)
@@ -113,8 +122,11 @@ class RunDriver:
                 await self._resume(checkpoint, resume_input)
             while self.outcome is None:
                 await self._step()
-        except asyncio.CancelledError:
-            self.outcome = _Outcome(RunStatus.CANCELLED, Cancelled("the run was cancelled"))
+        except asyncio.CancelledError as exc:
+            if is_interrupt(exc):
+                self.outcome = _Outcome(RunStatus.INTERRUPTED, Interrupted())
+            else:
+                self.outcome = _Outcome(RunStatus.CANCELLED, Cancelled("the run was cancelled"))
             raise
         except LoopError as exc:
             self.outcome = _Outcome(RunStatus.FAILED, exc)
@@ -209,8 +221,9 @@ class RunDriver:
                                               turn=state.turn, query=self._query()))
         try:
             yield state
-        except asyncio.CancelledError:
-            state.ok, state.error = False, Cancelled("the run was cancelled")
+        except asyncio.CancelledError as exc:
+            state.ok = False
+            state.error = Interrupted() if is_interrupt(exc) else Cancelled("the run was cancelled")
             raise
         except LoopError as exc:
             state.ok, state.error = False, exc
@@ -233,7 +246,15 @@ class RunDriver:
 
     async def _turn(self, model: str) -> None:
         with self._open_turn() as state:
-            response = await self.model_call(state.turn, model)
+            deps = self.deps
+            if deps.providers:
+                self.session.context_texts = await gather_context(
+                    deps.providers, deps.emit, self.run_id, state.turn, self._query(),
+                    deps.settings.context_provider_timeout)
+            try:
+                response = await self.model_call(state.turn, model)
+            finally:
+                self.session.context_texts = []
             if response.usage is not None:
                 self.usage = self.usage + response.usage
             state.usage = response.usage

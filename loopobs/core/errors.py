@@ -14,13 +14,19 @@ same objects in ``StreamFailureContext.error``, ``TurnEndContext.error`` and
     │   ├── ToolNotFound            the model asked for a tool that is not registered
     │   ├── InvalidToolInput        the arguments failed the tool's schema
     │   ├── ToolExecutionError      the tool raised
-    │   └── ToolTimeout             the tool ran past its timeout
+    │   ├── ToolTimeout             the tool ran past its timeout
+    │   └── McpError                an MCP server could not answer the call (``kind`` says why)
     ├── ContextExceeded             the conversation cannot be brought under the context window
     ├── MaxTurnsExceeded            the run used its turn budget
     ├── LoopDetected                a detector stopped a runaway loop or converged answers
     ├── BudgetExceeded              a budget limit (USD, tokens, calls, wall time) was crossed
     ├── Cancelled                   the run was cancelled
     ├── SessionBusy                 a second run was started on a session that is running
+    ├── ToolNameClash               two tools have one name (also a ``ValueError``)
+    ├── ProviderFailed              a context provider raised or timed out (it is skipped)
+    ├── SessionClosed               an ``AgentSession`` is closed, or discarded the message
+    ├── QueueFull                   a session queue with the ``reject`` policy is full
+    ├── Interrupted                 ``AgentSession.interrupt()`` ended the run
     └── ResumeError                 a parked run cannot be resumed as asked
         ├── InvalidResumeInput      the input fails the parked tool's JSON Schema
         └── NotYetAwake             a sleeping run was resumed before its ``wake_at``
@@ -52,16 +58,22 @@ __all__ = [
     "InvalidResumeInput",
     "InvalidToolInput",
     "LoopDetected",
+    "Interrupted",
     "LoopError",
     "MaxTurnsExceeded",
+    "McpError",
     "ModelError",
     "NotYetAwake",
+    "ProviderFailed",
+    "QueueFull",
     "RateLimited",
     "ResumeError",
     "SessionBusy",
+    "SessionClosed",
     "StreamError",
     "ToolError",
     "ToolExecutionError",
+    "ToolNameClash",
     "ToolNotFound",
     "ToolTimeout",
     "ToolWorkersExhausted",
@@ -507,6 +519,75 @@ class ToolWorkersExhausted(ToolError):
             tool=tool,
         )
         self.workers = workers
+
+
+class McpError(ToolError):
+    """An MCP server could not answer a tool call; ``kind`` says why.
+
+    ``kind``: ``server_down`` (it could not be started or reached; ``server`` is
+    marked down), ``connection_closed`` (it went away mid-call, a crash),
+    ``protocol`` (a JSON-RPC error, ``code`` set), ``timeout``, ``tool_error``
+    (the tool's own ``isError`` result).
+    """
+
+    _fields: ClassVar[tuple[str, ...]] = ("tool", "server", "kind", "code")
+
+    def __init__(self, message: str = "", *, tool: str = "", server: str = "",
+                 kind: str = "protocol", code: int | None = None) -> None:
+        super().__init__(message or f"MCP server {server!r} failed the call of {tool!r} ({kind})",
+                         tool=tool)
+        self.server = server
+        self.kind = kind
+        self.code = code
+
+
+class ToolNameClash(LoopError, ValueError):
+    """Two tools (the loop's own, or MCP servers') have the same name.
+
+    Give the server a ``prefix`` (its tools are then named ``<prefix>_<tool>``).
+    """
+
+    _fields: ClassVar[tuple[str, ...]] = ("tool",)
+
+    def __init__(self, message: str = "", *, tool: str = "") -> None:
+        super().__init__(message or f"two tools are named {tool!r}; give an MCP server a "
+                         "prefix (McpStdio(..., prefix='fs') names its tools fs_<tool>)")
+        self.tool = tool
+
+
+class ProviderFailed(LoopError):
+    """A context provider raised or ran past its timeout; the turn goes on without it."""
+
+    _fields: ClassVar[tuple[str, ...]] = ("context_provider", "error_type")
+
+    def __init__(self, message: str = "", *, context_provider: str = "",
+                 error_type: str = "") -> None:
+        super().__init__(message or f"context provider {context_provider!r} failed "
+                         f"({error_type})")
+        self.context_provider = context_provider
+        self.error_type = error_type
+
+
+class SessionClosed(LoopError):
+    """The session is closed (or the call waited on was discarded by a reset or close)."""
+
+
+class QueueFull(LoopError):
+    """A session queue with the ``reject`` policy is full; the item was not queued."""
+
+    _fields: ClassVar[tuple[str, ...]] = ("queue", "capacity")
+
+    def __init__(self, message: str = "", *, queue: str = "", capacity: int = 0) -> None:
+        super().__init__(message or f"the session's {queue} queue is full ({capacity} items)")
+        self.queue = queue
+        self.capacity = capacity
+
+
+class Interrupted(LoopError):
+    """The session's current turn was interrupted (``AgentSession.interrupt()``)."""
+
+    def __init__(self, message: str = "interrupted") -> None:
+        super().__init__(message)
 
 
 class ContextExceeded(LoopError):

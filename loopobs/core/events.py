@@ -37,9 +37,11 @@ if TYPE_CHECKING:
 __all__ = [
     "CONTEXT_TYPES",
     "HOOKS",
+    "BackpressureContext",
     "BudgetExceededContext",
     "BudgetLimit",
     "CompactionContext",
+    "ContextProviderContext",
     "ConvergenceAction",
     "ConvergenceDetectedContext",
     "DisplayHint",
@@ -49,11 +51,14 @@ __all__ = [
     "HookName",
     "LoopAction",
     "LoopDetectedContext",
+    "McpCallInfo",
     "ModelSwitchedContext",
     "ResponseContext",
     "RunEndContext",
     "RunStartContext",
     "RunStatus",
+    "SESSION_HOOKS",
+    "SessionResetContext",
     "SleepContext",
     "StreamFailureContext",
     "StreamStartContext",
@@ -117,6 +122,7 @@ class RunStatus(str, enum.Enum):
     MAX_TURNS = "max_turns"
     LOOP_DETECTED = "loop_detected"
     CONVERGED = "converged"
+    INTERRUPTED = "interrupted"
     BUDGET_EXCEEDED = "budget_exceeded"
 
     def __str__(self) -> str:
@@ -151,6 +157,9 @@ HookName = Literal[
     "on_convergence_detected",
     "on_suspended",
     "on_sleep",
+    "on_context_provider",
+    "on_backpressure",
+    "on_session_reset",
     "on_budget_exceeded",
 ]
 
@@ -490,6 +499,37 @@ ToolOutcomeKind = Literal["output", "error", "suspend", "sleep"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class McpCallInfo:
+    """What an MCP tool call did on the wire; set on :class:`ToolPostContext` for MCP tools.
+
+    The fields are the MCP semantic-convention attributes of the ``execute_tool``
+    span: ``method`` (``mcp.method.name``), ``protocol_version``, ``session_id``
+    (HTTP servers only), ``request_id`` (``jsonrpc.request.id``), ``status_code``
+    (``rpc.response.status_code``, a JSON-RPC error code, when the server answered
+    with an error), ``transport`` (``network.transport``: ``pipe`` for stdio,
+    ``tcp`` for HTTP), ``server_address``/``server_port`` (HTTP), and
+    ``duration_ms``, the client-side time of the request (the
+    ``mcp.client.operation.duration`` metric). ``error_type`` names what failed
+    (a JSON-RPC code, ``tool_error`` for an ``isError`` result, ``timeout``,
+    ``connection_closed``, ``server_down``).
+    """
+
+    __pydantic_config__: ClassVar[Mapping[str, Any]] = _STRICT_FIELDS
+
+    server: str
+    method: str = "tools/call"
+    transport: str = "pipe"
+    protocol_version: str | None = None
+    session_id: str | None = None
+    request_id: str | None = None
+    status_code: str | None = None
+    error_type: str | None = None
+    server_address: str | None = None
+    server_port: int | None = None
+    duration_ms: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolPostContext(EventContext):
     """A tool call attempt ended.
 
@@ -511,6 +551,8 @@ class ToolPostContext(EventContext):
     outcome: ToolOutcomeKind = "output"
     error: LoopError | None = None
     result: str | None = None
+    mcp: McpCallInfo | None = None
+    """Set when the tool is an MCP server's: the request's protocol details."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -626,6 +668,62 @@ class SleepContext(EventContext):
     wake_at: Annotated[_dt.datetime, _IsoDatetime]
 
 
+ContextProviderOutcome = Literal["ok", "empty", "timeout", "error"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ContextProviderContext(EventContext):
+    """A context provider finished before a model call (inside the turn, before the stream).
+
+    ``outcome``: ``ok`` (its text is injected), ``empty`` (nothing to inject),
+    ``timeout`` or ``error`` (skipped; ``error`` says why). ``text`` is the
+    injected text: content, left out of telemetry unless content capture is on.
+    """
+
+    hook: ClassVar[HookName] = "on_context_provider"
+    turn: int
+    provider: str
+    outcome: ContextProviderOutcome = "ok"
+    duration_ms: float = 0.0
+    chars: int = 0
+    error: LoopError | None = None
+    text: str | None = None
+
+
+BackpressureOutcome = Literal["saturated", "dropped", "rejected"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BackpressureContext(EventContext):
+    """A session's bounded queue pushed back (outside any run).
+
+    ``run_id`` is the session's id: the event belongs to the session, not to a
+    run. ``saturated`` fires once when the queue becomes full (again after it
+    drained); ``dropped`` when ``drop_oldest`` discarded the oldest item;
+    ``rejected`` when ``reject`` refused a new one (``block`` waits instead).
+    """
+
+    hook: ClassVar[HookName] = "on_backpressure"
+    queue: str
+    outcome: BackpressureOutcome
+    capacity: int
+    policy: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionResetContext(EventContext):
+    """A session was reset: ``epoch`` is the new one; work of older epochs is discarded.
+
+    ``run_id`` is the session's id; ``discarded`` counts queued items dropped.
+    """
+
+    hook: ClassVar[HookName] = "on_session_reset"
+    epoch: int
+    discarded: int = 0
+
+
+SESSION_HOOKS: frozenset[str] = frozenset({"on_backpressure", "on_session_reset"})
+"""Hooks of a session rather than a run: their ``run_id`` is the session's id."""
 BudgetLimit = Literal[
     "usd", "input_tokens", "output_tokens", "total_tokens", "tool_calls", "model_calls",
     "wall_time_s",
@@ -675,6 +773,9 @@ CONTEXT_TYPES: Mapping[str, type[EventContext]] = {
         ConvergenceDetectedContext,
         SuspendedContext,
         SleepContext,
+        ContextProviderContext,
+        BackpressureContext,
+        SessionResetContext,
         BudgetExceededContext,
     )
 }

@@ -22,14 +22,17 @@ Emission rules observers may rely on:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as _dt
 import inspect
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from loopobs.core import parking
 from loopobs.core.budget import Budget
 from loopobs.core.compaction import Compactor, TruncatingCompactor
+from loopobs.core.context_providers import ContextProvider, ProviderSpec, provider_spec
 from loopobs.core.driver import RunDriver
 from loopobs.core.errors import CheckpointAlreadyResumed, SessionBusy
 from loopobs.core.model import LlmClient, Message, SystemMessage, UserMessage
@@ -38,6 +41,7 @@ from loopobs.core.policy import RunPolicy
 from loopobs.core.pricing import PriceLookup, PricesArg, price_lookup
 from loopobs.core.run import Checkpoint, RunResult, Session
 from loopobs.core.runtime import LoopSettings, RunDeps
+from loopobs.core.tool_sources import ConnectedSource, LiveTools, ToolSource, merge
 from loopobs.core.tools import Tool
 from loopobs.core.tools import tool as make_tool
 from loopobs.core.trace_links import LINKS, TraceLinks
@@ -92,6 +96,16 @@ class AgentLoop:
             checkpoint store implement it as an atomic "claim this run id" (a unique
             row, a compare-and-set); this process alone already resumes a
             checkpoint at most once without it.
+        mcp_servers: MCP servers whose tools join the loop's
+            (``loopobs.mcp.McpStdio``, ``loopobs.mcp.McpHttp``; needs the ``mcp``
+            extra). They connect when a run starts and close when it ends, unless
+            the loop is open (``async with loop:`` or :meth:`open`): then they
+            connect once and stay open for every run until :meth:`aclose`.
+        tool_sources: other :class:`~loopobs.core.tool_sources.ToolSource` s, likewise.
+        context_providers: async ``provider(query) -> str | None`` functions (or
+            :class:`~loopobs.core.context_providers.ProviderSpec`); their text is
+            added as system messages to each model call.
+        context_provider_timeout: seconds each provider may take (a spec's own wins).
     """
 
     def __init__(
@@ -116,6 +130,10 @@ class AgentLoop:
         sync_tool_workers: int = DEFAULT_TOOL_WORKERS,
         claim_checkpoint: ClaimHook | None = None,
         request_options: Mapping[str, Any] | None = None,
+        mcp_servers: Iterable[ToolSource] = (),
+        tool_sources: Iterable[ToolSource] = (),
+        context_providers: Iterable[ContextProvider | ProviderSpec] = (),
+        context_provider_timeout: float | None = 5.0,
     ) -> None:
         if not model:
             raise ValueError("model must be a non-empty model name")
@@ -156,6 +174,51 @@ class AgentLoop:
         self.claim_checkpoint = claim_checkpoint
         self.request_options: dict[str, Any] = dict(request_options or {})
         self._claims: parking.ResumeClaims = parking.CLAIMS
+        self.tool_sources: tuple[ToolSource, ...] = (*mcp_servers, *tool_sources)
+        self.context_providers: tuple[ProviderSpec, ...] = tuple(
+            provider_spec(p) for p in context_providers)
+        self.context_provider_timeout = context_provider_timeout
+        self._open_sources: list[ConnectedSource] | None = None
+        self._open_lock = asyncio.Lock()
+
+    # -- tool sources ----------------------------------------------------------------------
+    async def open(self) -> None:
+        """Connect the tool sources (MCP servers) now and keep them open for every run.
+
+        Without it, each run connects its own and closes them when it ends.
+
+        Raises:
+            ToolNameClash: two tools have the same name (nothing stays open).
+        """
+        async with self._open_lock:
+            if self._open_sources is not None:
+                return
+            connected = await _connect_all(self.tool_sources, self._emit)
+            try:
+                merge(self.tools, connected, strict=True)
+            except BaseException:
+                await _close_all(connected)
+                raise
+            self._open_sources = connected
+
+    @property
+    def open_sources(self) -> tuple[ConnectedSource, ...]:
+        """The sources :meth:`open` connected (empty when the loop is not open)."""
+        return tuple(self._open_sources or ())
+
+    async def aclose(self) -> None:
+        """Close the sources :meth:`open` connected (stops their server processes)."""
+        async with self._open_lock:
+            connected, self._open_sources = self._open_sources, None
+        if connected:
+            await _close_all(connected)
+
+    async def __aenter__(self) -> AgentLoop:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
     # -- observers -------------------------------------------------------------------------
     @property
@@ -178,10 +241,12 @@ class AgentLoop:
         self.model = model
 
     # -- running ---------------------------------------------------------------------------
-    def _run_deps(self) -> RunDeps:
-        """What one run works with: a snapshot of the settings, the live model."""
+    def _run_deps(self, sources: Sequence[ConnectedSource] = ()) -> RunDeps:
+        """What one run works with: a snapshot of the settings, the live model and tools."""
+        tools: Mapping[str, Tool] = LiveTools(self.tools, sources) if sources else dict(self.tools)
         return RunDeps(
-            client=self.client, tools=dict(self.tools), emit=self._emit, policy=self._policy,
+            client=self.client, tools=tools, emit=self._emit, policy=self._policy,
+            providers=self.context_providers,
             compactor=self.compactor, links=self._links, workers=self.workers,
             model=lambda: self.model, prices=self.prices,
             settings=LoopSettings(
@@ -192,6 +257,7 @@ class AgentLoop:
                 fallback_models=self.fallback_models, agent_name=self.agent_name,
                 system_prompt=self.system_prompt, budget=self.budget,
                 request_options=dict(self.request_options),
+                context_provider_timeout=self.context_provider_timeout,
             ),
         )
 
@@ -217,9 +283,23 @@ class AgentLoop:
                 session.messages.append(UserMessage(content=input))
             else:
                 session.messages.extend(input)
-            return await RunDriver(self._run_deps(), session).execute(None, None)
+            async with self._sources_for_run() as sources:
+                return await RunDriver(self._run_deps(sources), session).execute(None, None)
         finally:
             session.busy = False
+
+    @contextlib.asynccontextmanager
+    async def _sources_for_run(self) -> AsyncIterator[Sequence[ConnectedSource]]:
+        """The open sources, or (when the loop is not open) ones connected for this run."""
+        if self._open_sources is not None or not self.tool_sources:
+            yield self._open_sources or ()
+            return
+        connected = await _connect_all(self.tool_sources, self._emit)
+        try:
+            yield connected
+        finally:
+            # Also on cancellation: the servers' processes must not outlive the run.
+            await asyncio.shield(_close_all(connected))
 
     def run_sync(self, input: str | Sequence[Message], *,
                  session: Session | None = None) -> RunResult:
@@ -282,7 +362,9 @@ class AgentLoop:
                 raise CheckpointAlreadyResumed(
                     f"the checkpoint of run {checkpoint.run_id} was claimed elsewhere",
                     run_id=str(checkpoint.run_id))
-            return await RunDriver(self._run_deps(), session).execute(checkpoint, input)
+            async with self._sources_for_run() as sources:
+                return await RunDriver(self._run_deps(sources), session).execute(
+                    checkpoint, input)
         finally:
             session.busy = False
 
@@ -294,3 +376,28 @@ class AgentLoop:
         if inspect.isawaitable(answer):
             answer = await answer
         return bool(answer)
+
+
+_log = logging.getLogger("loopobs.loop")
+
+
+async def _connect_all(sources: Sequence[ToolSource],
+                       emit: ObserverSet) -> list[ConnectedSource]:
+    """Connect every source, concurrently; if one fails, close the others and raise."""
+    if not sources:
+        return []
+    results = await asyncio.gather(*(s.connect(emit) for s in sources), return_exceptions=True)
+    connected = [r for r in results if not isinstance(r, BaseException)]
+    failed = [r for r in results if isinstance(r, BaseException)]
+    if failed:
+        await _close_all(connected)
+        raise failed[0]
+    return connected
+
+
+async def _close_all(connected: Sequence[ConnectedSource]) -> None:
+    """Close every source (concurrently); a failure to close is logged, never raised."""
+    results = await asyncio.gather(*(c.aclose() for c in connected), return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            _log.warning("closing a tool source failed: %r", result)

@@ -42,6 +42,7 @@ from loopobs.core.model import (
     Finish,
     Message,
     ModelRequest,
+    SystemMessage,
     TextDelta,
     ThinkingBlock,
     ThinkingBlockReady,
@@ -170,6 +171,7 @@ class ModelCall:
         """The request for ``model``: the conversation, pending notes last, and the tools."""
         session = self._session
         messages: list[Message] = list(session.messages)
+        messages.extend(SystemMessage(content=t) for t in session.context_texts)
         messages.extend(UserMessage(content=n) for n in session.pending_notes)
         return ModelRequest(model=model, messages=tuple(messages),
                             tools=self._deps.tool_definitions,

@@ -31,8 +31,10 @@ from uuid import UUID
 
 from loopobs.core.events import (
     HOOKS,
+    BackpressureContext,
     BudgetExceededContext,
     CompactionContext,
+    ContextProviderContext,
     ConvergenceDetectedContext,
     EventContext,
     FallbackContext,
@@ -42,6 +44,7 @@ from loopobs.core.events import (
     ResponseContext,
     RunEndContext,
     RunStartContext,
+    SessionResetContext,
     SleepContext,
     StreamFailureContext,
     StreamStartContext,
@@ -187,6 +190,14 @@ class LoopObserver:
     def on_sleep(self, ctx: SleepContext) -> None:
         """A tool parked the run until an instant; the run ends ``sleeping``."""
 
+    def on_context_provider(self, ctx: ContextProviderContext) -> None:
+        """A context provider finished (or was skipped) before the turn's model call."""
+
+    def on_backpressure(self, ctx: BackpressureContext) -> None:
+        """A session's bounded queue saturated, dropped or rejected an item."""
+
+    def on_session_reset(self, ctx: SessionResetContext) -> None:
+        """A session was reset to a new epoch."""
     def on_budget_exceeded(self, ctx: BudgetExceededContext) -> None:
         """A budget limit was crossed (``action="stop"``) or its warning share reached (``"warn"``).
 
@@ -626,6 +637,9 @@ class ObserverSet(LoopObserver):
         def on_convergence_detected(self, ctx: ConvergenceDetectedContext) -> None: ...
         def on_suspended(self, ctx: SuspendedContext) -> None: ...
         def on_sleep(self, ctx: SleepContext) -> None: ...
+        def on_context_provider(self, ctx: ContextProviderContext) -> None: ...
+        def on_backpressure(self, ctx: BackpressureContext) -> None: ...
+        def on_session_reset(self, ctx: SessionResetContext) -> None: ...
         def on_budget_exceeded(self, ctx: BudgetExceededContext) -> None: ...
 
     else:
@@ -649,4 +663,7 @@ class ObserverSet(LoopObserver):
         on_convergence_detected = _fan_out("on_convergence_detected")
         on_suspended = _fan_out("on_suspended")
         on_sleep = _fan_out("on_sleep")
+        on_context_provider = _fan_out("on_context_provider")
+        on_backpressure = _fan_out("on_backpressure")
+        on_session_reset = _fan_out("on_session_reset")
         on_budget_exceeded = _fan_out("on_budget_exceeded")

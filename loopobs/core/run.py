@@ -47,6 +47,8 @@ class Session:
         self.messages_at_last_usage = 0
         self.pending_notes: list[str] = []
         """Detector notes for the next model request (kept across runs of the session)."""
+        self.context_texts: list[str] = []
+        """Context providers' texts for the current turn's model calls (never history)."""
         self.compact_requested = False
         """A detector asked for compaction before the next model call."""
         self.busy = False

@@ -16,6 +16,7 @@ from typing import Any
 
 from loopobs.core.budget import Budget
 from loopobs.core.compaction import Compactor
+from loopobs.core.context_providers import ProviderSpec
 from loopobs.core.model import LlmClient, ToolDefinition
 from loopobs.core.observer import ObserverSet
 from loopobs.core.policy import RunPolicy
@@ -46,6 +47,7 @@ class LoopSettings:
     system_prompt: str | None
     request_options: Mapping[str, Any] = field(default_factory=dict)
     """Sent with every model request (``ModelRequest.options``)."""
+    context_provider_timeout: float | None = 5.0
     budget: Budget | None = None
     """Limits for each run (a session's own budget is on the session)."""
 
@@ -66,6 +68,8 @@ class RunDeps:
     settings: LoopSettings
     model: Callable[[], str]
     """The model for the next call."""
+    providers: tuple[ProviderSpec, ...] = ()
+    """Context providers, run before each model call."""
     prices: PriceLookup = field(default_factory=default_prices)
     """How model calls are priced (default: ``genai-prices``)."""
 

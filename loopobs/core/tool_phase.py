@@ -37,7 +37,16 @@ from loopobs.core.events import (
 from loopobs.core.model import ToolCallPart, ToolResultMessage
 from loopobs.core.runtime import RunDeps, now_ns, perf
 from loopobs.core.spending import RunSpending
-from loopobs.core.tools import Output, Sleep, Suspend, Tool, ToolReturn, render_result
+from loopobs.core.tools import (
+    Output,
+    Sleep,
+    Suspend,
+    Tool,
+    ToolCallScope,
+    ToolReturn,
+    enter_tool_call,
+    render_result,
+)
 
 __all__ = ["ToolAttempt", "ToolPhase"]
 
@@ -116,6 +125,8 @@ class ToolPhase:
             em.on_tool_pre(ToolPreContext(run_id=self._run_id, time_ns=now_ns(), turn=turn,
                                           tool=found.name, tool_call_id=call.id, attempt=attempt,
                                           tool_description=found.description))
+        scope = ToolCallScope(found.name, call.id)
+        enter_tool_call(scope)  # this task's own context: nothing to reset
         started = perf()
         error: ToolError | None = None
         returned: ToolReturn | None = None
@@ -139,7 +150,8 @@ class ToolPhase:
                 text = render_result(returned.value)
         except asyncio.CancelledError:
             if _cancel_requested():
-                self._post(turn, found.name, call.id, attempt, started, None, Cancelled(), None)
+                self._post(turn, found.name, call.id, attempt, started, None, Cancelled(), None,
+                           scope)
                 raise
             # Nobody cancelled this task: the tool raised CancelledError itself. That is
             # the tool's failure, reported to the model like any other.
@@ -156,20 +168,21 @@ class ToolPhase:
             text = f"Error: {error}"
             if call.raw_arguments is not None and isinstance(error, InvalidToolInput):
                 text += f" (received {call.raw_arguments[:200]!r})"
-            self._post(turn, found.name, call.id, attempt, started, text, error, None)
+            self._post(turn, found.name, call.id, attempt, started, text, error, None, scope)
             return ToolAttempt(ToolResultMessage(tool_call_id=call.id, name=found.name,
                                                  content=text, is_error=True))
         assert returned is not None
         if isinstance(returned, (Suspend, Sleep)):
-            self._post(turn, found.name, call.id, attempt, started, None, None, returned)
+            self._post(turn, found.name, call.id, attempt, started, None, None, returned, scope)
             return ToolAttempt(None, park=returned, call=call, attempt=attempt)
         assert text is not None
-        self._post(turn, found.name, call.id, attempt, started, text, None, returned)
+        self._post(turn, found.name, call.id, attempt, started, text, None, returned, scope)
         return ToolAttempt(ToolResultMessage(tool_call_id=call.id, name=found.name, content=text))
 
     def _post(self, turn: int, name: str, call_id: str, attempt: int, started: float,
-              text: str | None, error: LoopError | None, returned: ToolReturn | None) -> None:
-        self._emit_post(turn, name, call_id, attempt, started, text, error, returned)
+              text: str | None, error: LoopError | None, returned: ToolReturn | None,
+              scope: ToolCallScope) -> None:
+        self._emit_post(turn, name, call_id, attempt, started, text, error, returned, scope)
         spending = self._spending
         if spending is not None:
             spending.tool_call()
@@ -177,7 +190,7 @@ class ToolPhase:
 
     def _emit_post(self, turn: int, name: str, call_id: str, attempt: int, started: float,
                    text: str | None, error: LoopError | None,
-                   returned: ToolReturn | None) -> None:
+                   returned: ToolReturn | None, scope: ToolCallScope) -> None:
         em = self._deps.emit
         if not em.listens("on_tool_post"):
             return
@@ -195,7 +208,7 @@ class ToolPhase:
             result_hash=hashing.result_hash(text) if text else None, is_error=error is not None,
             duration_ms=(perf() - started) * 1000.0,
             display_hint=returned.display_hint if isinstance(returned, Output) else None,
-            attempt=attempt, outcome=outcome, error=error, result=text,
+            attempt=attempt, outcome=outcome, error=error, result=text, mcp=scope.mcp,
         ))
 
 

@@ -14,6 +14,7 @@ output), an :class:`Output` with a display hint, or ask to park the run:
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import datetime as _dt
 import functools
 import inspect
@@ -27,10 +28,39 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic_core import PydanticSerializationError
 
 from loopobs.core.errors import InvalidToolInput
-from loopobs.core.events import DisplayHint, ToolAnnotations
+from loopobs.core.events import DisplayHint, McpCallInfo, ToolAnnotations
 from loopobs.core.model import ToolDefinition
 
-__all__ = ["Output", "Sleep", "Suspend", "Tool", "ToolReturn", "render_result", "tool"]
+__all__ = ["Output", "Sleep", "Suspend", "Tool", "ToolCallScope", "ToolReturn",
+           "current_tool_call", "render_result", "tool"]
+
+
+@dataclass(slots=True)
+class ToolCallScope:
+    """The tool call attempt running on this task; a tool may record details on it.
+
+    The tool phase opens one per attempt (each attempt runs in its own task) and
+    reads it back for ``on_tool_post``: an MCP tool records the request's
+    protocol details in :attr:`mcp`.
+    """
+
+    tool: str
+    tool_call_id: str
+    mcp: McpCallInfo | None = None
+
+
+_CALL: contextvars.ContextVar[ToolCallScope | None] = contextvars.ContextVar(
+    "loopobs_tool_call", default=None)
+
+
+def current_tool_call() -> ToolCallScope | None:
+    """The tool call attempt this code runs in (None outside a tool call)."""
+    return _CALL.get()
+
+
+def enter_tool_call(scope: ToolCallScope) -> None:
+    """Make ``scope`` the current call of this task (the tool phase's own use)."""
+    _CALL.set(scope)
 
 
 @dataclass(frozen=True, slots=True)

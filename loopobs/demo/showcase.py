@@ -5,18 +5,24 @@ scenarios together exercise every event of the contract: streamed text and
 thinking (and redacted thinking), parallel tool calls, a tool error, an invalid
 argument, an unknown tool, a stream failure recovered by fallback, a model
 switch, a compaction, a runaway loop stopped by the detector, converged
-answers, a suspension resumed with input, a sleep, and a research spree
-stopped by its budget (with a warning first). Calls are priced as the models
-they name (``claude-haiku``, the fallback, has no price: its cost is unknown).
+answers, a suspension resumed with input, a sleep, a research spree
+stopped by its budget (with a warning first), and a concierge session: an
+``AgentSession`` whose loop takes tools from an MCP server (a child process
+written with the ``mcp`` SDK), a context provider, an injected hint, a full
+inbox and a reset. Calls are priced as the models they name (``claude-haiku``,
+the fallback, has no price: its cost is unknown).
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime as _dt
+import os
 import random
+import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from loopobs.core.budget import Budget
 from loopobs.core.errors import RateLimited, StreamError
@@ -244,6 +250,52 @@ class Showcase:
         await asyncio.sleep(max(0.0, delay))
         return [parked, await loop.resume(checkpoint)]
 
+    async def concierge(self) -> list[RunResult]:
+        """A session: an MCP server's tools (one call refused), context providers (one too
+        slow, skipped), an injected hint, a full inbox, a reset.
+
+        Skipped (no runs) when the ``mcp`` extra is not installed.
+        """
+        try:
+            from loopobs.mcp import McpStdio
+        except ImportError:
+            return []
+        from loopobs.core.context_providers import ProviderSpec
+        from loopobs.core.session import AgentSession
+
+        async def traveller_profile(query: str) -> str:
+            return "The traveller holds an EU passport and flies from Lisbon."
+
+        async def loyalty_points(query: str) -> str:
+            await asyncio.sleep(1.0)  # a slow backend: skipped at its timeout, every time
+            return "1200 points"
+
+        client = ScriptedClient([
+            Reply(text="Let me check the entry rules.",
+                  tool_calls=(ToolCall("visa_rules", {"country": "Brazil"}),
+                              ToolCall("plug_type", {"country": "Brazil"}),
+                              ToolCall("plug_type", {"nation": "Brazil"})),  # refused
+                  usage=self._usage(520, 30)),
+            Reply(text="No visa is needed for up to 90 days; bring a type N plug adapter.",
+                  usage=self._usage(640, 24)),
+            Reply(text="India: apply for the e-Visa online, at least four days ahead.",
+                  usage=self._usage(700, 18)),
+        ], chunk_size=self.rng.choice((6, 8, 12)), latency_s=self.latency_s)
+        providers = [ProviderSpec(traveller_profile, "traveller_profile"),
+                     ProviderSpec(loyalty_points, "loyalty_points", 0.02)]
+        loop = AgentLoop(client, model="gpt-4o-mini", tools=showcase_tools(),
+                         system_prompt=SYSTEM_PROMPT, observers=self.observers,
+                         agent_name=self.agent_name, context_providers=providers,
+                         mcp_servers=[McpStdio(sys.executable, ["-m", "loopobs.demo.mcp_server"],
+                                               name="travel-facts", env=_import_path())])
+        # An inbox of one message: the first send fills it (a "saturated" event).
+        async with loop, AgentSession(loop, queue_size=1) as session:
+            first = await (await session.send("Do I need a visa for Brazil?"))
+            session.inject("The traveller prefers one-sentence answers.")
+            second = await (await session.send("And for India?"))
+            await session.reset()  # the next traveller starts afresh
+        return [first, second]
+
     async def overspend(self) -> list[RunResult]:
         """A research spree over a growing context, stopped by its budget before it overspends.
 
@@ -260,6 +312,13 @@ class Showcase:
         return [await loop.run("Find me the cheapest hotel deal in Lisbon.")]
 
 
+def _import_path() -> dict[str, str]:
+    """PYTHONPATH for a child process that must import this very loopobs (also uninstalled)."""
+    root = str(Path(__file__).resolve().parents[2])
+    inherited = os.environ.get("PYTHONPATH")
+    return {"PYTHONPATH": os.pathsep.join([root, inherited] if inherited else [root])}
+
+
 Scenario = Callable[[Showcase], Awaitable[list[RunResult]]]
 
 SCENARIOS: dict[str, Scenario] = {
@@ -272,5 +331,6 @@ SCENARIOS: dict[str, Scenario] = {
     "approval": Showcase.approval,
     "settlement": Showcase.settlement,
     "overspend": Showcase.overspend,
+    "concierge": Showcase.concierge,
 }
 """Every scenario, in the order one demo round plays them."""

@@ -456,6 +456,52 @@ BUDGET_EXCEEDED = MetricSpec(
     (GEN_AI_AGENT_NAME, LOOPOBS_BUDGET_LIMIT, LOOPOBS_BUDGET_SCOPE, LOOPOBS_BUDGET_ACTION),
 )
 
+# -- MCP (semantic conventions for MCP), context providers, sessions ---------------------------
+MCP_METHOD_NAME = "mcp.method.name"
+MCP_PROTOCOL_VERSION = "mcp.protocol.version"
+MCP_SESSION_ID = "mcp.session.id"
+JSONRPC_REQUEST_ID = "jsonrpc.request.id"
+RPC_RESPONSE_STATUS_CODE = "rpc.response.status_code"
+NETWORK_TRANSPORT = "network.transport"
+NETWORK_PROTOCOL_NAME = "network.protocol.name"
+LOOPOBS_MCP_SERVER = "loopobs.mcp.server"
+SPAN_CONTEXT_PROVIDER = "context_provider"
+SPAN_SESSION_QUEUE = "session_queue"
+SPAN_SESSION_RESET = "session_reset"
+LOOPOBS_CONTEXT_PROVIDER_NAME = "loopobs.context_provider.name"
+LOOPOBS_CONTEXT_PROVIDER_OUTCOME = "loopobs.context_provider.outcome"
+LOOPOBS_CONTEXT_PROVIDER_CHARS = "loopobs.context_provider.chars"
+LOOPOBS_CONTEXT_PROVIDER_TEXT = "loopobs.context_provider.text"
+LOOPOBS_SESSION_ID = "loopobs.session.id"
+LOOPOBS_SESSION_EPOCH = "loopobs.session.epoch"
+LOOPOBS_SESSION_DISCARDED = "loopobs.session.discarded"
+LOOPOBS_QUEUE_NAME = "loopobs.queue.name"
+LOOPOBS_QUEUE_OUTCOME = "loopobs.queue.outcome"
+LOOPOBS_QUEUE_POLICY = "loopobs.queue.policy"
+LOOPOBS_QUEUE_CAPACITY = "loopobs.queue.capacity"
+
+MCP_DURATION_BUCKETS: tuple[float, ...] = (
+    0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+)
+"""The MCP conventions' advice for ``mcp.client.operation.duration``."""
+
+MCP_CLIENT_DURATION = MetricSpec(
+    "mcp.client.operation.duration", "histogram", "s",
+    "Duration of one MCP request as the client sees it (tool calls).",
+    (MCP_METHOD_NAME, GEN_AI_TOOL_NAME, ERROR_TYPE, NETWORK_TRANSPORT, MCP_PROTOCOL_VERSION),
+    MCP_DURATION_BUCKETS,
+)
+CONTEXT_PROVIDER_DURATION = MetricSpec(
+    "loopobs.context_provider.duration", "histogram", "s",
+    "Duration of one context provider before a model call, by outcome.",
+    (LOOPOBS_CONTEXT_PROVIDER_NAME, LOOPOBS_CONTEXT_PROVIDER_OUTCOME), DURATION_BUCKETS,
+)
+SESSION_QUEUE_EVENTS = MetricSpec(
+    "loopobs.session.queue.events", "counter", "{event}",
+    "Backpressure of session queues: saturated, dropped, rejected.",
+    (LOOPOBS_QUEUE_NAME, LOOPOBS_QUEUE_OUTCOME),
+)
+
 _LOOPOBS_METRICS: tuple[MetricSpec, ...] = (
     RUNS,
     RUNS_ACTIVE,
@@ -471,6 +517,9 @@ _LOOPOBS_METRICS: tuple[MetricSpec, ...] = (
     CONVERGENCE_DETECTIONS,
     OBSERVER_ERRORS,
     LABEL_OVERFLOW,
+    MCP_CLIENT_DURATION,
+    CONTEXT_PROVIDER_DURATION,
+    SESSION_QUEUE_EVENTS,
     COST,
     UNPRICED_CALLS,
     RUN_COST,

@@ -19,6 +19,7 @@ from uuid import UUID
 from loopobs.core.events import (
     BudgetExceededContext,
     CompactionContext,
+    ContextProviderContext,
     ConvergenceDetectedContext,
     EventContext,
     FallbackContext,
@@ -152,10 +153,16 @@ def render_run(events: Sequence[EventContext]) -> tuple[str, RunSummary]:
                                              ctx.time_ns)
             state = (f"ERROR {type(ctx.error).__name__}" if ctx.is_error and ctx.error
                      else "ERROR" if ctx.is_error else ctx.outcome)
+            server = f"  mcp {ctx.mcp.server}" if ctx.mcp is not None else ""
             parent.children.append(_Node(f"tool {ctx.tool} [{ctx.tool_call_id}]  {state}  "
-                                         f"{_ms(took)}"))
+                                         f"{_ms(took)}{server}"))
             summary.tool_calls += 1
             summary.tool_errors += ctx.is_error
+        elif isinstance(ctx, ContextProviderContext):
+            # The length only: the text is content.
+            detail = f"{ctx.chars} chars" if ctx.outcome == "ok" else ctx.outcome.upper()
+            parent.children.append(_Node(
+                f"context {ctx.provider}  {detail}  {ctx.duration_ms:.0f}ms"))
         elif isinstance(ctx, FallbackContext):
             parent.children.append(_Node(f"⇢ fallback {ctx.from_model} → {ctx.to_model}"))
         elif isinstance(ctx, ModelSwitchedContext):
@@ -275,4 +282,4 @@ class ConsoleTreeObserver(LoopObserver):
     on_tool_call_received = on_tool_pre = on_tool_post = _add
     on_compaction = on_fallback = on_model_switched = _add
     on_loop_detected = on_convergence_detected = on_suspended = on_sleep = _add
-    on_budget_exceeded = _add
+    on_budget_exceeded = on_context_provider = _add

@@ -127,6 +127,19 @@ _SERVER = (c.SERVER_ADDRESS, c.SERVER_PORT)
 _SUCCESS_KEYS = (c.GEN_AI_PROVIDER_NAME, c.GEN_AI_REQUEST_MODEL, c.GEN_AI_RESPONSE_MODEL,
                  *_SERVER, c.GEN_AI_TOKEN_MODALITY)
 _FAILURE_KEYS = (c.GEN_AI_PROVIDER_NAME, c.GEN_AI_REQUEST_MODEL, *_SERVER, c.ERROR_TYPE)
+
+
+def _tool_labels(ctx: ev.ToolPostContext) -> tuple[str, ...]:
+    mcp = ctx.mcp
+    if mcp is None:
+        return (ctx.tool, _tool_error(ctx), ctx.outcome, "", "", "")
+    return (ctx.tool, _tool_error(ctx), ctx.outcome, mcp.method, mcp.transport,
+            mcp.protocol_version or "")
+
+
+def _mcp_seconds(ctx: ev.ToolPostContext) -> float | None:
+    return None if ctx.mcp is None else ctx.mcp.duration_ms / 1000.0
+
 _FROM_TO = (c.LOOPOBS_MODEL_FROM, c.LOOPOBS_MODEL_TO)
 _CHAT = {c.GEN_AI_OPERATION_NAME: c.OP_CHAT}
 _UNKNOWN_MODALITY = {**_CHAT, c.GEN_AI_TOKEN_MODALITY: c.TOKEN_MODALITY_UNKNOWN}
@@ -231,13 +244,15 @@ def event_metrics_for(latest: bool) -> Mapping[ev.HookName, EventMetrics]:
             Recording(c.STREAM_FAILURES, _one),
         ), with_agent=True),
         "on_tool_post": EventMetrics(
-            (c.GEN_AI_TOOL_NAME, c.ERROR_TYPE, c.LOOPOBS_TOOL_OUTCOME),
-            lambda ctx: (ctx.tool, _tool_error(ctx), ctx.outcome),
+            (c.GEN_AI_TOOL_NAME, c.ERROR_TYPE, c.LOOPOBS_TOOL_OUTCOME, c.MCP_METHOD_NAME,
+             c.NETWORK_TRANSPORT, c.MCP_PROTOCOL_VERSION),
+            _tool_labels,
             (
                 Recording(c.TOOL_DURATION, _seconds,
                           {c.GEN_AI_OPERATION_NAME: c.OP_EXECUTE_TOOL,
                            c.GEN_AI_TOOL_TYPE: c.TOOL_TYPE_FUNCTION}, exemplar=True),
                 Recording(c.TOOL_CALLS, _one),
+                Recording(c.MCP_CLIENT_DURATION, _mcp_seconds, exemplar=True),
             ),
             with_agent=True,
         ),
@@ -263,6 +278,15 @@ def event_metrics_for(latest: bool) -> Mapping[ev.HookName, EventMetrics]:
         "on_convergence_detected": EventMetrics(
             (c.LOOPOBS_DETECTION_ACTION,), lambda ctx: (ctx.action,),
             (Recording(c.CONVERGENCE_DETECTIONS, _one),),
+        ),
+        "on_context_provider": EventMetrics(
+            (c.LOOPOBS_CONTEXT_PROVIDER_NAME, c.LOOPOBS_CONTEXT_PROVIDER_OUTCOME),
+            lambda ctx: (ctx.provider, ctx.outcome),
+            (Recording(c.CONTEXT_PROVIDER_DURATION, _seconds, exemplar=True),),
+        ),
+        "on_backpressure": EventMetrics(
+            (c.LOOPOBS_QUEUE_NAME, c.LOOPOBS_QUEUE_OUTCOME), lambda ctx: (ctx.queue, ctx.outcome),
+            (Recording(c.SESSION_QUEUE_EVENTS, _one),),
         ),
         "on_budget_exceeded": EventMetrics(
             (c.LOOPOBS_BUDGET_LIMIT, c.LOOPOBS_BUDGET_SCOPE, c.LOOPOBS_BUDGET_ACTION),
@@ -523,6 +547,14 @@ class MetricRecorder(LoopObserver):
 
     def on_convergence_detected(self, ctx: ev.ConvergenceDetectedContext) -> None:
         """``convergence_detections`` +1 by action."""
+        self._apply(ctx, None)
+
+    def on_context_provider(self, ctx: ev.ContextProviderContext) -> None:
+        """The provider's duration by provider and outcome."""
+        self._apply(ctx, None)
+
+    def on_backpressure(self, ctx: ev.BackpressureContext) -> None:
+        """``session.queue.events`` +1 by queue and outcome."""
         self._apply(ctx, None)
 
     def on_budget_exceeded(self, ctx: ev.BudgetExceededContext) -> None:

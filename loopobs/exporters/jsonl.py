@@ -1,6 +1,6 @@
 """The JSONL event log: :class:`JsonlRecorder` writes every event, :func:`replay` re-emits them.
 
-One line per event: ``{"hook": "on_tool_post", "version": 2, "run_id": ..., "time_ns": ...,
+One line per event: ``{"hook": "on_tool_post", "version": 3, "run_id": ..., "time_ns": ...,
 <fields>}``. The encoding is stable and documented:
 
 - ``version`` is the event-log format (:data:`LOG_VERSION`); a line without one is
@@ -50,12 +50,15 @@ __all__ = [
     "replay",
 ]
 
-LOG_VERSION = 2
+LOG_VERSION = 3
 """The event-log format this module writes; it reads every version up to this one."""
 
 _RENAMED_FIELDS: Mapping[int, Mapping[str, Mapping[str, str]]] = {
     # version 1 → 2: one name per thing across the contexts
     1: {"on_tool_call_received": {"call_id": "tool_call_id"}},
+    # version 2 → 3: new hooks (context providers, session queues and resets) and
+    # ToolPostContext.mcp; nothing renamed, so a version-2 line reads as it is
+    2: {},
 }
 """Per version, the fields renamed in the next one: hook → old name → new name."""
 

@@ -52,15 +52,19 @@ from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, Statu
 from loopobs.core import trace_links
 from loopobs.core.errors import LoopError
 from loopobs.core.events import (
+    BackpressureContext,
     BudgetExceededContext,
     CompactionContext,
+    ContextProviderContext,
     ConvergenceDetectedContext,
     FallbackContext,
     LoopDetectedContext,
+    McpCallInfo,
     ModelSwitchedContext,
     ResponseContext,
     RunEndContext,
     RunStartContext,
+    SessionResetContext,
     SleepContext,
     StreamFailureContext,
     StreamStartContext,
@@ -85,6 +89,30 @@ __all__ = ["NON_ERROR_STATUSES", "TracingObserver"]
 
 NON_ERROR_STATUSES = frozenset({"completed", "suspended", "sleeping"})
 """Run statuses that leave the run span's status unset (parking is not a failure)."""
+
+
+def _mcp_attributes(mcp: McpCallInfo) -> dict[str, Any]:
+    """The MCP semantic-convention attributes of a tool call's ``execute_tool`` span."""
+    attrs: dict[str, Any] = {
+        c.MCP_METHOD_NAME: mcp.method,
+        c.NETWORK_TRANSPORT: mcp.transport,
+        c.LOOPOBS_MCP_SERVER: mcp.server,
+    }
+    if mcp.protocol_version:
+        attrs[c.MCP_PROTOCOL_VERSION] = mcp.protocol_version
+    if mcp.session_id:
+        attrs[c.MCP_SESSION_ID] = mcp.session_id
+    if mcp.request_id:
+        attrs[c.JSONRPC_REQUEST_ID] = mcp.request_id
+    if mcp.status_code:
+        attrs[c.RPC_RESPONSE_STATUS_CODE] = mcp.status_code
+    if mcp.transport == "tcp":
+        attrs[c.NETWORK_PROTOCOL_NAME] = "http"
+    if mcp.server_address:
+        attrs[c.SERVER_ADDRESS] = mcp.server_address
+    if mcp.server_port is not None:
+        attrs[c.SERVER_PORT] = mcp.server_port
+    return attrs
 
 
 def _owner() -> object:
@@ -705,9 +733,56 @@ class TracingObserver(LoopObserver):
                     run.history.append(message)
                 else:
                     run.history[index] = message
+            if ctx.mcp is not None:
+                attrs.update(_mcp_attributes(ctx.mcp))
             span.set_attributes(attrs)
             if ctx.is_error:
                 _fail(span, ctx.error, None if ctx.error is not None else c.ERROR_TYPE_TOOL)
+                if ctx.mcp is not None and ctx.mcp.error_type:
+                    span.set_attribute(c.ERROR_TYPE, ctx.mcp.error_type)
+        span.end(end_time=ctx.time_ns)
+
+    # -- context providers and sessions -----------------------------------------------------
+    def on_context_provider(self, ctx: ContextProviderContext) -> None:
+        """A ``context_provider {name}`` span under the turn, spanning the provider's run."""
+        run = self._runs.get(ctx.run_id)
+        if run is None or not run.recording:
+            return
+        attrs: dict[str, Any] = {
+            c.LOOPOBS_CONTEXT_PROVIDER_NAME: ctx.provider,
+            c.LOOPOBS_CONTEXT_PROVIDER_OUTCOME: ctx.outcome,
+            c.LOOPOBS_CONTEXT_PROVIDER_CHARS: ctx.chars,
+        }
+        if self._capture and ctx.text is not None and self.content_mode.on_span:
+            attrs[c.LOOPOBS_CONTEXT_PROVIDER_TEXT] = ctx.text
+        start = ctx.time_ns - int(ctx.duration_ms * 1e6)
+        span = self._tracer.start_span(
+            f"{c.SPAN_CONTEXT_PROVIDER} {ctx.provider}",
+            context=trace.set_span_in_context(self._parent(run, ctx.turn)),
+            kind=SpanKind.INTERNAL, attributes=attrs, start_time=start)
+        if ctx.error is not None:
+            _fail(span, ctx.error, ctx.outcome)
+        span.end(end_time=ctx.time_ns)
+
+    def on_backpressure(self, ctx: BackpressureContext) -> None:
+        """A zero-length ``session_queue {queue}`` span (its own trace: no run owns it)."""
+        span = self._tracer.start_span(
+            f"{c.SPAN_SESSION_QUEUE} {ctx.queue}", kind=SpanKind.INTERNAL,
+            context=otel_context.Context(), start_time=ctx.time_ns,
+            attributes={c.LOOPOBS_SESSION_ID: str(ctx.run_id), c.LOOPOBS_QUEUE_NAME: ctx.queue,
+                        c.LOOPOBS_QUEUE_OUTCOME: ctx.outcome,
+                        c.LOOPOBS_QUEUE_POLICY: ctx.policy,
+                        c.LOOPOBS_QUEUE_CAPACITY: ctx.capacity})
+        span.end(end_time=ctx.time_ns)
+
+    def on_session_reset(self, ctx: SessionResetContext) -> None:
+        """A zero-length ``session_reset`` span (its own trace)."""
+        span = self._tracer.start_span(
+            c.SPAN_SESSION_RESET, kind=SpanKind.INTERNAL, context=otel_context.Context(),
+            start_time=ctx.time_ns,
+            attributes={c.LOOPOBS_SESSION_ID: str(ctx.run_id),
+                        c.LOOPOBS_SESSION_EPOCH: ctx.epoch,
+                        c.LOOPOBS_SESSION_DISCARDED: ctx.discarded})
         span.end(end_time=ctx.time_ns)
 
     # -- span events -----------------------------------------------------------------------

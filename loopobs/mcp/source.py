@@ -1,0 +1,445 @@
+"""One MCP server's connection, and its tools as loop tools.
+
+:class:`McpToolSource` owns a connection to one server. The connection lives in
+a task of its own (the SDK's transports and sessions must be entered and left
+by the same task), which holds the child process or HTTP session open until
+:meth:`McpToolSource.aclose`; closing ends the task, which closes the session,
+terminates the process (the SDK ends its whole process tree) or deletes the
+HTTP session. A closed or crashed connection leaves no process behind.
+
+Failures become tool results the model sees (:class:`~loopobs.core.errors.McpError`):
+a server that cannot be started at connect fails the connect (so the run does
+not start); a server that goes away mid-call fails that call with
+``connection_closed`` and is marked down; its next call starts it again (up to
+``restarts`` times, then ``server_down`` for good). JSON-RPC errors are
+``protocol`` errors with their ``code``, a request past the server's
+``timeout`` is ``timeout``, and a tool's own ``isError`` result is
+``tool_error`` with the server's text.
+
+Each call records :class:`~loopobs.core.events.McpCallInfo` on the current tool
+call, which becomes ``ToolPostContext.mcp`` (the MCP attributes of the
+``execute_tool`` span and the ``mcp.client.operation.duration`` metric), and
+sends the current trace context (``traceparent``) in ``params._meta``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import os
+import time
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx2
+import mcp_types as mt
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from loopobs.core.errors import McpError
+from loopobs.core.events import McpCallInfo, ToolAnnotations
+from loopobs.core.tools import Output, Tool, ToolReturn, current_tool_call
+from loopobs.mcp.servers import McpHttp, McpStdio
+
+__all__ = ["McpTool", "McpToolSource"]
+
+logger = logging.getLogger("loopobs.mcp")
+
+_PROPAGATOR = TraceContextTextMapPropagator()
+_CALL_KEY = "io.loopobs/tool_call_id"
+"""A ``_meta`` key naming the loop's tool call, so the request id can be read off the wire."""
+
+
+class _WriteTap:
+    """The transport's write stream, noting the JSON-RPC id of each tool call it sends."""
+
+    def __init__(self, inner: Any, ids: dict[str, str]) -> None:
+        self._inner = inner
+        self._ids = ids
+
+    async def send(self, item: SessionMessage) -> None:
+        message = item.message
+        params = getattr(message, "params", None)
+        if isinstance(params, Mapping):
+            meta = params.get("_meta")
+            if isinstance(meta, Mapping) and _CALL_KEY in meta:
+                self._ids[str(meta[_CALL_KEY])] = str(getattr(message, "id", ""))
+        await self._inner.send(item)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def __aenter__(self) -> _WriteTap:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        return await self._inner.__aexit__(*exc)
+
+
+class _Connection:
+    """One live connection, held open by its owner task until :meth:`close`."""
+
+    def __init__(self, spec: McpStdio | McpHttp, on_tools: Any) -> None:
+        self.spec = spec
+        self.session: ClientSession | None = None
+        self.protocol_version: str | None = None
+        self.session_id: str | None = None
+        self.tools: list[mt.Tool] = []
+        self.down: str | None = None
+        self.request_ids: dict[str, str] = {}
+        self._on_tools = on_tools
+        self._ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._stop = asyncio.Event()
+        self._refreshing: set[asyncio.Task[None]] = set()
+        self._task = asyncio.create_task(self._own(), name=f"mcp:{spec.label}")
+
+    async def wait_ready(self) -> None:
+        try:
+            await asyncio.wait_for(asyncio.shield(self._ready), self.spec.connect_timeout)
+        except asyncio.TimeoutError:
+            await self.close()
+            raise McpError(f"MCP server {self.spec.label!r} did not answer the handshake "
+                           f"within {self.spec.connect_timeout:g}s",
+                           server=self.spec.label, kind="server_down") from None
+
+    async def _own(self) -> None:
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                read, write = await stack.enter_async_context(self._transport(stack))
+                session = await stack.enter_async_context(ClientSession(
+                    read, _WriteTap(write, self.request_ids),
+                    message_handler=self._on_message))
+                await session.initialize()
+                self.protocol_version = session.protocol_version
+                self.tools = await _list_all(session)
+                self.session = session
+                if not self._ready.done():
+                    self._ready.set_result(None)
+                await self._stop.wait()
+        except BaseException as exc:  # the owner must end quietly; the reason is kept
+            cause = _root_cause(exc)
+            if not self._ready.done():
+                self._ready.set_exception(McpError(
+                    f"MCP server {self.spec.label!r} could not be started or reached: "
+                    f"{type(cause).__name__}: {cause}", server=self.spec.label,
+                    kind="server_down"))
+                self._ready.exception()  # retrieved here: wait_ready may have given up
+            self.down = self.down or f"{type(cause).__name__}: {cause}"
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+        finally:
+            self.session = None
+            self.down = self.down or "closed"
+            for task in self._refreshing:
+                task.cancel()
+
+    def _transport(self, stack: contextlib.AsyncExitStack) -> Any:
+        spec = self.spec
+        if isinstance(spec, McpStdio):
+            params = StdioServerParameters(
+                command=spec.command, args=list(spec.args), env=dict(spec.env or {}) or None,
+                cwd=os.fspath(spec.cwd) if spec.cwd is not None else None)
+            return stdio_client(params, errlog=spec.error_log)
+
+        async def note_session(response: httpx2.Response) -> None:
+            sid = response.headers.get("mcp-session-id")
+            if sid:
+                self.session_id = sid
+
+        client = httpx2.AsyncClient(headers=dict(spec.headers or {}),
+                                    timeout=httpx2.Timeout(spec.timeout, read=300.0),
+                                    event_hooks={"response": [note_session]})
+        stack.push_async_callback(client.aclose)
+        return streamable_http_client(spec.url, http_client=client)
+
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(message, mt.ToolListChangedNotification):
+            task = asyncio.create_task(self._refresh())
+            self._refreshing.add(task)
+            task.add_done_callback(self._refreshing.discard)
+
+    async def _refresh(self) -> None:
+        session = self.session
+        if session is None:
+            return
+        try:
+            self.tools = await _list_all(session)
+        except Exception as exc:  # keep the old list; the next notification tries again
+            logger.warning("MCP server %r: refreshing its tools failed: %r", self.spec.label, exc)
+            return
+        self._on_tools()
+
+    async def close(self) -> None:
+        """End the owner task (closing the session and the process); never raises."""
+        self._stop.set()
+        if not self._task.done():
+            # Shielded: a cancelled caller still waits for the process to be gone.
+            await asyncio.gather(asyncio.shield(self._task), return_exceptions=True)
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    """The first leaf of nested exception groups (the SDK's task groups wrap errors)."""
+    inner = getattr(exc, "exceptions", None)  # an exception group (3.10: the backport's)
+    while inner:
+        exc = inner[0]
+        inner = getattr(exc, "exceptions", None)
+    return exc
+
+
+async def _list_all(session: ClientSession) -> list[mt.Tool]:
+    tools: list[mt.Tool] = []
+    cursor: str | None = None
+    while True:
+        params = mt.PaginatedRequestParams(cursor=cursor) if cursor else None
+        page = await session.list_tools(params=params)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            return tools
+
+
+class McpToolSource:
+    """A connected MCP server: its tools (refreshed on list-changed), calls, close.
+
+    Implements :class:`~loopobs.core.tool_sources.ConnectedSource`. Build one with
+    ``await McpStdio(...).connect(emit)`` (the loop does).
+    """
+
+    def __init__(self, spec: McpStdio | McpHttp) -> None:
+        self.spec = spec
+        self._version = 0
+        self._tools: dict[str, McpTool] = {}
+        self._conn: _Connection | None = None
+        self._restarts = 0
+        self._lock = asyncio.Lock()
+        self._closed = False
+        self._changed = asyncio.Event()
+
+    async def changed(self) -> None:
+        """Wait for the next change of the tool list (a list-changed refresh, a restart)."""
+        await self._changed.wait()
+
+    @classmethod
+    async def connect(cls, spec: McpStdio | McpHttp) -> McpToolSource:
+        """Connect to ``spec``'s server and list its tools."""
+        source = cls(spec)
+        await source._start()
+        return source
+
+    async def _start(self) -> None:
+        conn = _Connection(self.spec, self._tools_changed)
+        self._conn = conn
+        await conn.wait_ready()
+        self._tools_changed()
+
+    def _tools_changed(self) -> None:
+        conn = self._conn
+        if conn is None:
+            return
+        self._tools = {self.spec.tool_name(t.name): McpTool(self, t) for t in conn.tools}
+        self._version += 1
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    @property
+    def version(self) -> int:
+        """Bumped when the server's tool list changed."""
+        return self._version
+
+    @property
+    def name(self) -> str:
+        """The server's name."""
+        return self.spec.label
+
+    @property
+    def connection(self) -> _Connection | None:
+        """The current connection (None once closed)."""
+        return self._conn
+
+    def tools(self) -> Mapping[str, Tool]:
+        """The server's tools, by the name the model sees."""
+        return self._tools
+
+    async def aclose(self) -> None:
+        """Close the connection (the process ends); idempotent, never raises."""
+        self._closed = True
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await conn.close()
+
+    async def _session(self) -> tuple[_Connection, ClientSession]:
+        """The live session, restarting a server that went away (within ``restarts``)."""
+        async with self._lock:
+            conn = self._conn
+            if conn is not None and conn.session is not None and conn.down is None:
+                return conn, conn.session
+            label = self.spec.label
+            if self._closed:
+                raise McpError(f"MCP server {label!r} is closed", server=label, kind="server_down")
+            reason = conn.down if conn is not None else "not connected"
+            if self._restarts >= self.spec.restarts:
+                raise McpError(f"MCP server {label!r} is down ({reason}); it was restarted "
+                               f"{self._restarts} time(s) already", server=label,
+                               kind="server_down")
+            self._restarts += 1
+            logger.warning("MCP server %r is down (%s); starting it again", label, reason)
+            if conn is not None:
+                await conn.close()
+            await self._start()
+            conn = self._conn
+            if conn is None or conn.session is None:
+                raise McpError(f"MCP server {label!r} closed while starting", server=label,
+                               kind="server_down")
+            return conn, conn.session
+
+    async def call(self, tool: McpTool, arguments: Mapping[str, Any]) -> ToolReturn:
+        """Call ``tool`` with ``arguments``; record the call on the current tool call."""
+        scope = current_tool_call()
+        call_id = scope.tool_call_id if scope is not None else ""
+        meta: dict[str, Any] = {_CALL_KEY: call_id}
+        _PROPAGATOR.inject(meta)  # the current span: execute_tool when the tracer propagates
+        spec = self.spec
+        started = time.perf_counter()
+        conn: _Connection | None = self._conn
+        status: str | None = None
+        error_type: str | None = None
+        try:
+            conn, session = await self._session()
+            result = await session.call_tool(tool.remote_name, dict(arguments),
+                                             read_timeout_seconds=spec.timeout,
+                                             meta=_as_meta(meta))
+        except MCPError as exc:
+            code = exc.error.code
+            status = str(code)
+            if code == mt.CONNECTION_CLOSED:
+                error_type, status = "connection_closed", None
+                if conn is not None:
+                    conn.down = conn.down or "the connection closed mid-call"
+                raise McpError(f"MCP server {spec.label!r} went away during the call of "
+                               f"{tool.remote_name!r} (it will be started again at its next "
+                               "call)", tool=tool.name, server=spec.label,
+                               kind="connection_closed", code=code) from None
+            if code == mt.REQUEST_TIMEOUT:
+                error_type = "timeout"
+                raise McpError(f"MCP server {spec.label!r} did not answer {tool.remote_name!r} "
+                               f"within {spec.timeout:g}s", tool=tool.name, server=spec.label,
+                               kind="timeout", code=code) from None
+            error_type = status
+            raise McpError(f"MCP server {spec.label!r} refused {tool.remote_name!r}: "
+                           f"{exc.error.message} (JSON-RPC error {code})", tool=tool.name,
+                           server=spec.label, kind="protocol", code=code) from None
+        except McpError as exc:
+            error_type = exc.kind
+            raise
+        except asyncio.CancelledError:
+            error_type = "cancelled"
+            raise
+        except Exception as exc:
+            error_type = type(exc).__name__
+            raise McpError(f"MCP call of {tool.remote_name!r} on {spec.label!r} failed: "
+                           f"{type(exc).__name__}: {exc}", tool=tool.name, server=spec.label,
+                           kind="protocol") from None
+        finally:
+            if scope is not None:
+                scope.mcp = _info(spec, conn, call_id, status, error_type,
+                                  (time.perf_counter() - started) * 1000.0)
+        text = _result_text(result)
+        if getattr(result, "is_error", False):
+            if scope is not None and scope.mcp is not None:
+                scope.mcp = dataclasses.replace(scope.mcp, error_type="tool_error")
+            raise McpError(text or f"the tool {tool.remote_name!r} failed", tool=tool.name,
+                           server=spec.label, kind="tool_error")
+        return Output(text)
+
+
+def _as_meta(meta: dict[str, Any]) -> mt.RequestParamsMeta:
+    # The TypedDict allows extra keys (traceparent, ours); mypy cannot see it from a dict.
+    return meta  # type: ignore[return-value]
+
+
+def _info(spec: McpStdio | McpHttp, conn: _Connection | None, call_id: str,
+          status: str | None, error_type: str | None, duration_ms: float) -> McpCallInfo:
+    address: str | None = None
+    port: int | None = None
+    if isinstance(spec, McpHttp):
+        parts = urlsplit(spec.url)
+        address = parts.hostname
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    return McpCallInfo(
+        server=spec.label, method="tools/call",
+        transport="pipe" if isinstance(spec, McpStdio) else "tcp",
+        protocol_version=conn.protocol_version if conn is not None else None,
+        session_id=conn.session_id if conn is not None else None,
+        request_id=conn.request_ids.pop(call_id, None) if conn is not None else None,
+        status_code=status, error_type=error_type, server_address=address, server_port=port,
+        duration_ms=duration_ms)
+
+
+def _result_text(result: Any) -> str:
+    """The model's text of a tool result: its text parts, else its structured content."""
+    parts: list[str] = []
+    for block in getattr(result, "content", None) or ():
+        if isinstance(block, mt.TextContent):
+            parts.append(block.text)
+        elif isinstance(block, mt.EmbeddedResource):
+            resource = block.resource
+            parts.append(getattr(resource, "text", None) or f"[resource {resource.uri}]")
+        else:
+            parts.append(f"[{getattr(block, 'type', 'content')}]")
+    if parts:
+        return "\n".join(parts)
+    structured = getattr(result, "structured_content", None)
+    if structured is not None:
+        import json
+
+        return json.dumps(structured, ensure_ascii=False)
+    return ""
+
+
+class McpTool(Tool):
+    """A tool of an MCP server: its schema and description as the server lists them.
+
+    The server validates the arguments. ``annotations`` carries the server's tool
+    annotations (``readOnlyHint``, ``destructiveHint``, ``idempotentHint``) as
+    :class:`~loopobs.core.events.ToolAnnotations` (None when the server gives
+    none), which the detectors read as they do for local tools.
+    """
+
+    def __init__(self, source: McpToolSource, listed: mt.Tool) -> None:
+        # Not Tool.__init__: there is no Python function to read a schema from.
+        self.source = source
+        self.remote_name = listed.name
+        self.name = source.spec.tool_name(listed.name)
+        self.description = listed.description or ""
+        self.timeout = None
+        self.parameters = dict(listed.input_schema or {"type": "object"})
+        from loopobs.core.model import ToolDefinition
+
+        self.definition = ToolDefinition(name=self.name, description=self.description,
+                                         parameters=self.parameters)
+        hints = listed.annotations
+        self.annotations = (ToolAnnotations.from_mcp(hints.model_dump(by_alias=True))
+                            if hints is not None else None)
+
+    def __repr__(self) -> str:
+        return f"McpTool({self.name!r}, server={self.source.name!r})"
+
+    def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """The arguments as given: the server checks them against its schema."""
+        return dict(arguments)
+
+    async def invoke(self, arguments: Mapping[str, Any], *, run_sync: Any = None) -> ToolReturn:
+        """Call the tool on its server.
+
+        Raises:
+            McpError: the call failed (see the module docs for the kinds).
+        """
+        return await self.source.call(self, arguments)
