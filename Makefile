@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint typecheck unit unit-fast backends bench docs docs-build clean
+.PHONY: demo test lint typecheck unit unit-fast backends bench bench-peers docs docs-build clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,19 @@ docs-build: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/run_all.py
+
+# Peers side by side (bench/peers.py): each peer in its own venv under build/peers/,
+# from bench/peers/<peer>.txt, never in the dev dependencies.
+PEERS      := $(basename $(notdir $(wildcard bench/peers/*.txt)))
+PEER_VENVS := $(foreach p,$(PEERS),build/peers/$(p)/.installed-stamp)
+
+build/peers/%/.installed-stamp: bench/peers/%.txt
+	$(PYTHON) -m venv build/peers/$*
+	build/peers/$*/bin/python -m pip install -q --disable-pip-version-check -r $<
+	touch $@
+
+bench-peers: $(STAMP) $(PEER_VENVS)
+	$(PY) bench/peers.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis

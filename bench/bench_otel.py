@@ -14,9 +14,9 @@ calling thread and nothing accumulates. Rows:
   it runs) against a raw span that is attached and detached too, and off
   against a raw span without attach.
 - ``opentelemetry-util-genai`` (if installed; not a dependency): the same
-  model-call record through ``TelemetryHandler.inference()`` with the SDK
-  tracer and a no-op meter (tracing only), and with SDK metrics against
-  TracingObserver + MetricsObserver.
+  model call and tool call recorded through ``TelemetryHandler.inference()`` and
+  ``.tool()`` with the SDK tracer and a no-op meter (tracing only), and with SDK
+  metrics against TracingObserver + MetricsObserver doing both.
 - MetricsObserver per event, with an SDK ``MeterProvider`` and an in-memory reader.
 """
 
@@ -200,7 +200,7 @@ def main(argv: Sequence[str] | None = None) -> list[Row]:
         row(f"TracingObserver tool call ({tag})", obs_t, raw_t, "target ≤ 1.30×")
         obs.reset()
         if propagate:
-            chat_default, raw_default = obs_c, raw_c
+            chat_default, raw_default, tool_default = obs_c, raw_c, obs_t
 
     reader = InMemoryMetricReader()
     mp = MeterProvider(metric_readers=[reader])
@@ -221,26 +221,35 @@ def main(argv: Sequence[str] | None = None) -> list[Row]:
                 inv.output_tokens = 300
                 inv.finish_reasons = ["stop"]
                 inv.stop()
+                tool = handler.tool("search", tool_type="function")
+                tool.tool_call_id = "call_1"
+                tool.stop()
 
             return call
 
         traced = TelemetryHandler(tracer_provider=tp, meter_provider=NoOpMeterProvider())
         full = TelemetryHandler(tracer_provider=tp, meter_provider=mp)
         g_trace = t("util-genai trace", genai(traced))
-        row("util-genai inference record, SDK tracer, no-op meter", g_trace, raw_default,
-            f"TracingObserver is {g_trace.best_ns / chat_default.best_ns:.1f}× cheaper")
+        row("util-genai inference + tool record, SDK tracer, no-op meter", g_trace, raw_default,
+            f"TracingObserver is "
+            f"{g_trace.best_ns / (chat_default.best_ns + tool_default.best_ns):.1f}× cheaper")
         both = TracingObserver(tp)
         open_run(both)
         chat_both, metric_chat = observer_chat(both), observer_chat(metrics_obs)
+        tool_both, metric_tool = observer_tool(both), observer_tool(metrics_obs)
 
+        # The same workload on both sides: a model call and its tool call.
         def traced_and_metered() -> None:
             chat_both()
             metric_chat()
+            tool_both()
+            metric_tool()
 
         ours = t("ours", traced_and_metered)
         g_full = t("util-genai full", genai(full))
-        row("TracingObserver + MetricsObserver model call (SDK metrics)", ours, raw_default)
-        row("util-genai inference record, SDK tracer + SDK meter", g_full, raw_default,
+        row("TracingObserver + MetricsObserver model call + tool call (SDK metrics)", ours,
+            raw_default)
+        row("util-genai inference + tool record, SDK tracer + SDK meter", g_full, raw_default,
             f"ours is {g_full.best_ns / ours.best_ns:.1f}× cheaper")
         both.reset()
 

@@ -38,7 +38,8 @@ from bench._util import fmt_ns, print_table
 
 SCRIPTS = ("bench_dispatch", "bench_loop", "bench_detectors", "bench_otel", "bench_prometheus",
            "bench_stack", "bench_load", "bench_soak", "bench_report", "bench_sse",
-           "bench_cost", "bench_mcp", "bench_adapters", "bench_framework_adapters")
+           "bench_cost", "bench_mcp", "bench_adapters", "bench_framework_adapters",
+           "bench_import", "bench_request")
 
 
 def _run(name: str, quick: bool) -> Any:
@@ -101,10 +102,12 @@ def summary(results: dict[str, Any]) -> list[list[str]]:
         if row and base:
             add(f"{what} vs raw OTel SDK span, same attributes", row[1], base[1], row[3])
     ours = _find(o, lambda r: r[0].startswith("TracingObserver + MetricsObserver"))
-    genai = _find(o, lambda r: r[0].startswith("util-genai inference record, SDK tracer + SDK"))
+    genai = _find(o, lambda r: r[0].startswith(
+        "util-genai inference + tool record, SDK tracer + SDK"))
     skipped = _find(o, lambda r: r[0] == "opentelemetry-util-genai")
     if ours and genai:
-        add("model call traced + metered vs opentelemetry-util-genai record", ours[1], genai[1],
+        add("model call + tool call traced + metered vs opentelemetry-util-genai records",
+            ours[1], genai[1],
             genai[4].replace("ours is ", ""))
     elif skipped:
         add("opentelemetry-util-genai record", "skipped", "", skipped[4])
@@ -120,7 +123,7 @@ def summary(results: dict[str, Any]) -> list[list[str]]:
     ours_set = _find(s, lambda r: r["name"].startswith("ObserverSet"))
     lc = _find(s, lambda r: r["name"].startswith("LangChain"))
     if ours_set and lc and "skipped" not in lc:
-        add("event to 3 no-op observers vs LangChain callbacks to 3 no-op handlers",
+        add("tool event built + sent to 3 no-op observers vs LangChain on_tool_end to 3 handlers",
             fmt_ns(ours_set["best_ns"]), fmt_ns(lc["best_ns"]),
             f"{ours_set['best_ns'] / lc['best_ns']:.2f}×")
     elif lc:
@@ -176,6 +179,16 @@ def summary(results: dict[str, Any]) -> list[list[str]]:
         else:
             add(f"{row['framework']} run, {row['name']} vs bare (CPU)", fmt_ns(row["best_ns"]),
                 fmt_ns(bare["best_ns"]), f"{row['best_ns'] / bare['best_ns']:.2f}×")
+    imports = results.get("bench_import") or []
+    if len(imports) == 2:
+        ours_import, sdk_import = imports
+        add("`import loopobs` (fresh interpreter) vs `import opentelemetry.sdk.trace`",
+            f"{ours_import['best_ms']:.0f} ms", f"{sdk_import['best_ms']:.0f} ms",
+            f"{ours_import['ratio']:.2f}×")
+    for row in results.get("bench_request") or ():
+        if row[0].endswith("cached vs whole"):
+            add(f"{row[0].split(':')[0]}: 1,000-turn conversation, requests built from cached "
+                "messages vs whole history", "", "", row[3])
     return out
 
 

@@ -4,11 +4,20 @@
   ``/metrics`` on 127.0.0.1, traces over OTLP when ``OTEL_EXPORTER_OTLP_ENDPOINT``
   is set (else a trace tree per run in the terminal), ``--jsonl FILE`` for the
   event log; ``--base-url`` runs the same agent against a real model server.
-- ``loopobs replay FILE``: re-emits a recorded event log into the configured
-  exporters (same trace tree, same timestamps).
+- ``loopobs replay FILE``: re-emits a recorded event log as spans, over OTLP
+  when an endpoint is set (else a tree per run in the terminal): the same trace
+  tree with the recorded timestamps. It waits for the exporter every half queue,
+  so no span is dropped, and exits 1 with one line unless every span was
+  exported. A run the log leaves unfinished ends at its last recorded event
+  with error type ``RunIncomplete``; Ctrl-C flushes what was read, says how far
+  it got and exits 130. Metrics only with ``--metrics``: they are counted at
+  replay time, so replaying a log twice counts it twice.
 - ``loopobs inspect FILE``: prints each recorded run as a tree, and totals.
 - ``loopobs report FILE [-o report.html]``: one self-contained HTML page of the
   log's runs: a waterfall per run, a sortable table, totals.
+
+Text from a log (tool names, errors, paths) is printed with control characters
+escaped, so a log cannot retitle, clear or forge the terminal.
 
 Bad flags and unreachable endpoints end with a one-line error and exit code 2
 (usage) or 1 (everything else), never a traceback.
@@ -19,8 +28,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import os
 import random
+import re
 import signal
 import socket
 import sys
@@ -30,7 +41,8 @@ from pathlib import Path
 from typing import Any, NoReturn
 from uuid import UUID
 
-from loopobs.core.events import EventContext
+from loopobs.core.errors import LoopError
+from loopobs.core.events import EventContext, RunEndContext, RunStartContext, RunStatus
 from loopobs.core.observer import EventSink, LoopObserver, ObserverSet
 
 __all__ = ["main"]
@@ -113,6 +125,9 @@ def _build_parser() -> argparse.ArgumentParser:
     replay = sub.add_parser("replay", help="re-emit a recorded event log into the exporters")
     replay.add_argument("file", type=Path)
     replay.add_argument("--skip-invalid", action="store_true", help="skip malformed lines")
+    replay.add_argument("--metrics", action="store_true",
+                        help="also export metrics (counted at replay time: replaying a log "
+                             "twice counts it twice)")
 
     inspect = sub.add_parser("inspect", help="print each recorded run as a tree, and totals")
     inspect.add_argument("file", type=Path)
@@ -156,7 +171,7 @@ class _Exporters:
             from loopobs.exporters.setup import configure
 
             # A replay emits every run from one task, so spans must not become current.
-            handle = configure(service_name=os.environ.get("OTEL_SERVICE_NAME", "loopobs-demo"),
+            handle = configure(default_service_name="loopobs-demo",
                                propagate_context=not replaying)
             self.observers.extend(handle.observers)
             self._closers.append(lambda: handle.shutdown(timeout_s=5.0))
@@ -391,31 +406,215 @@ def _run_demo(args: argparse.Namespace) -> int:
 
 
 # -- replay and inspect ----------------------------------------------------------------------
+# Characters a terminal acts on: C0/C1 controls (ESC starts every escape sequence), DEL,
+# bidirectional overrides (they reorder what is shown), and lone surrogates (unprintable).
+_CONTROLS = r"\x00-\x09\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff"
+_UNSAFE_IN_FIELD = re.compile(rf"[\n{_CONTROLS}]")
+_UNSAFE_IN_OUTPUT = re.compile(rf"[{_CONTROLS}]")
+
+
+def _escape_char(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def escape_for_terminal(text: str, *, keep_newlines: bool = False) -> str:
+    """``text`` with every character a terminal would act on written as a visible escape.
+
+    Escape sequences (retitling, clearing the screen, moving the cursor), bidi
+    overrides and lone surrogates become ``\\x1b``-style text; with
+    ``keep_newlines`` line feeds stay (for text the CLI laid out itself).
+    """
+    pattern = _UNSAFE_IN_OUTPUT if keep_newlines else _UNSAFE_IN_FIELD
+    return pattern.sub(_escape_char, text)
+
+
+def _print_safe(text: str, *, file: Any = None) -> None:
+    print(escape_for_terminal(text, keep_newlines=True), file=file)
+
+
+def _safe_event(ctx: EventContext) -> EventContext:
+    """``ctx`` with its text fields escaped, so a renderer lays out what a log cannot forge."""
+    changes: dict[str, Any] = {}
+    for f in dataclasses.fields(ctx):
+        value = getattr(ctx, f.name)
+        if isinstance(value, str):
+            escaped = escape_for_terminal(value)
+            if escaped != value:
+                changes[f.name] = escaped
+    return dataclasses.replace(ctx, **changes) if changes else ctx
+
+
+class RunIncomplete(LoopError):
+    """The event log ends before this run ended (the recorder stopped, or replay was interrupted).
+
+    Replay closes such a run at its last recorded event with this error, so its
+    spans end when the record ends (not when the replay runs) and say why.
+    """
+
+
+class _Replayer(EventSink):
+    """Feeds a log's events to the exporters, closes unfinished runs, and applies backpressure.
+
+    Every ``flush_every`` spans ended, it waits for the span exporters to take
+    them (a bounded flush), so a log of any length fits the batch queue.
+    """
+
+    def __init__(self, target: LoopObserver, *, safe: bool,
+                 telemetry: Any = None) -> None:
+        self.target = target
+        self.safe = safe
+        self.telemetry = telemetry
+        self.events = 0
+        self.open_runs: dict[UUID, int] = {}
+        self.closed_incomplete = 0
+        self._flushed_at = 0
+        self.flush_every = 0
+        self.flush_timeout_s = 60.0
+        if telemetry is not None and telemetry.settings is not None:
+            self.flush_every = max(1, telemetry.settings.max_queue_size // 2)
+            self.flush_timeout_s = max(30.0, 4 * telemetry.settings.traces_timeout_s)
+
+    def on_event(self, ctx: EventContext) -> None:
+        if isinstance(ctx, RunStartContext):
+            self.open_runs[ctx.run_id] = ctx.time_ns
+        elif isinstance(ctx, RunEndContext):
+            self.open_runs.pop(ctx.run_id, None)
+        elif ctx.run_id in self.open_runs:
+            self.open_runs[ctx.run_id] = max(self.open_runs[ctx.run_id], ctx.time_ns)
+        getattr(self.target, ctx.hook)(_safe_event(ctx) if self.safe else ctx)
+        self.events += 1
+        if self.flush_every:
+            ended = self.telemetry.span_delivery().ended
+            if ended - self._flushed_at >= self.flush_every:
+                self.flush()
+                self._flushed_at = ended
+
+    def flush(self) -> None:
+        """Wait until the span exporters took every span ended so far; stop on refusal."""
+        if self.telemetry is None:
+            return
+        if not self.telemetry.flush_spans(self.flush_timeout_s):
+            raise CliError(f"the OTLP endpoint did not take the spans within "
+                           f"{self.flush_timeout_s:.0f} s (after {self.events} events)")
+        delivery = self.telemetry.span_delivery()
+        if delivery.failed:
+            raise CliError(f"the OTLP endpoint refused {delivery.failed} of "
+                           f"{delivery.expected} spans (after {self.events} events); "
+                           "see the exporter's log line above")
+
+    def close_open_runs(self) -> None:
+        """End every run whose end the log lacks, at its last recorded event, as incomplete."""
+        for run_id, last_ns in list(self.open_runs.items()):
+            end = RunEndContext(
+                run_id=run_id, time_ns=last_ns, success=False, status=RunStatus.FAILED,
+                error=RunIncomplete("the event log ends before this run ended"))
+            self.target.on_run_end(end)
+            self.closed_incomplete += 1
+        self.open_runs.clear()
+
+
+def _otlp_endpoint() -> str | None:
+    return (os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+            or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or None)
+
+
+def _check_scheme(endpoint: str) -> None:
+    protocol = (os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+                or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "http/protobuf").strip()
+    scheme = urllib.parse.urlsplit(endpoint).scheme
+    if protocol != "grpc" and scheme not in ("http", "https"):
+        raise CliError(f"the OTLP endpoint {escape_for_terminal(endpoint)!r} needs a scheme "
+                       "(http:// or https://) for OTLP/HTTP")
+
+
+REPLAY_EXPORT_TIMEOUT_S = 60.0
+"""Replay's per-request deadline unless ``OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT`` sets one.
+
+A receiver at capacity answers 503 and the exporter retries with backoff until
+this deadline: a replay outpaces any live loop, so it waits longer than the
+SDK's 10 s before calling a batch lost.
+"""
+
+
+def _replay_timeout() -> float | None:
+    if any(os.environ.get(name, "").strip() for name in (
+            "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT")):
+        return None
+    return REPLAY_EXPORT_TIMEOUT_S
+
+
 def _replay(args: argparse.Namespace) -> int:
     from loopobs.exporters.jsonl import replay
 
-    exporters = _Exporters()
-    if not (os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
-            or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")):
+    endpoint = _otlp_endpoint()
+    telemetry: Any = None
+    observers: list[LoopObserver] = []
+    if endpoint:
+        _check_scheme(endpoint)
+        _check_reachable(endpoint, "the OTLP endpoint (OTEL_EXPORTER_OTLP_ENDPOINT)")
+        from loopobs.exporters.setup import configure
+
+        # A replay emits every run from one task, so spans must not become current.
+        # Metrics only on request: they would be stamped at replay time and count twice
+        # when a log is replayed twice; spans keep their recorded timestamps.
+        telemetry = configure(default_service_name="loopobs-demo", propagate_context=False,
+                              metrics_exporter=None if args.metrics else "none",
+                              export_timeout_s=_replay_timeout())
+        observers.append(telemetry.tracing)
+        if args.metrics:
+            observers.append(telemetry.metrics)
+    else:
         print("loopobs replay: no exporter configured (set OTEL_EXPORTER_OTLP_ENDPOINT to send "
               "the spans to a collector); showing the console view instead", file=sys.stderr)
+        from loopobs.exporters.console import ConsoleTreeObserver
+
+        observers.append(ConsoleTreeObserver(writer=_print_safe))
+    replayer = _Replayer(ObserverSet(observers), safe=telemetry is None, telemetry=telemetry)
+    interrupted = False
+    stats = None
     try:
-        exporters.tracing(None, quiet=False, replaying=True)
-        stats = replay(args.file, ObserverSet(exporters.observers), skip_invalid=args.skip_invalid)
+        try:
+            stats = replay(args.file, replayer, skip_invalid=args.skip_invalid)
+        except KeyboardInterrupt:
+            interrupted = True
+        replayer.close_open_runs()
+        replayer.flush()
     finally:
-        exporters.close()
+        closed = True
+        if telemetry is not None:
+            closed = telemetry.shutdown(timeout_s=replayer.flush_timeout_s)
+    where = escape_for_terminal(str(args.file))
+    incomplete = (f", {replayer.closed_incomplete} unfinished runs closed at their last event"
+                  if replayer.closed_incomplete else "")
+    exported = ""
+    if telemetry is not None:
+        delivery = telemetry.span_delivery()
+        if not closed or not delivery.complete:
+            raise CliError(
+                f"replay lost spans: exported {delivery.exported} of {delivery.expected} "
+                f"(refused {delivery.failed}, dropped {delivery.dropped}) after "
+                f"{replayer.events} events of {where}")
+        exported = f", {delivery.exported} spans exported"
+    if interrupted:
+        print(f"loopobs: interrupted after {replayer.events} events of {where}{exported}"
+              f"{incomplete}", file=sys.stderr)
+        return 130
+    assert stats is not None
     skipped = f", {stats.skipped} bad lines skipped" if stats.skipped else ""
-    print(f"replayed {stats.events} events from {args.file}{skipped}")
+    print(f"replayed {stats.events} events from {where}{exported}{skipped}{incomplete}")
     return 0
 
 
 class _Collect(EventSink):
     def __init__(self) -> None:
         self.runs: dict[UUID, list[EventContext]] = {}
+        self.ended: set[UUID] = set()
 
     def on_event(self, ctx: EventContext) -> None:
-        self.runs.setdefault(ctx.run_id, []).append(ctx)
-
+        self.runs.setdefault(ctx.run_id, []).append(_safe_event(ctx))
+        if isinstance(ctx, RunEndContext):
+            self.ended.add(ctx.run_id)
 
 
 def _inspect(args: argparse.Namespace) -> int:
@@ -425,11 +624,13 @@ def _inspect(args: argparse.Namespace) -> int:
     collect = _Collect()
     stats = replay(args.file, collect, skip_invalid=args.skip_invalid)
     summaries = []
-    for events in collect.runs.values():
+    for run_id, events in collect.runs.items():
         text, summary = render_run(events)
         summaries.append(summary)
-        print(text)
-    print(f"total: {summarise_runs(summaries)}")
+        _print_safe(text)
+        if run_id not in collect.ended:
+            print("  (unfinished: the log ends before this run ended)")
+    _print_safe(f"total: {summarise_runs(summaries)}")
     if stats.skipped:
         print(f"{stats.skipped} malformed lines skipped")
     return 0
@@ -460,14 +661,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _report(args)
         return _inspect(args)
     except CliError as exc:
-        print(f"loopobs: error: {exc}", file=sys.stderr)
+        _print_safe(f"loopobs: error: {exc}", file=sys.stderr)
         return 1
     except ImportError as exc:
         print(f"loopobs: error: {exc.name or exc} is not installed; the command needs the "
               "extras: pip install 'loopobs[all]'", file=sys.stderr)
         return 1
     except (OSError, ValueError) as exc:
-        print(f"loopobs: error: {exc}", file=sys.stderr)
+        _print_safe(f"loopobs: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

@@ -198,3 +198,32 @@ def test_without_genai_prices_every_cost_is_unknown(monkeypatch: pytest.MonkeyPa
     assert prices.load() is False
     assert prices.cost_usd("gpt-4o", "openai", Usage(input_tokens=10)) is None
     assert prices.cost_usd("gpt-4o", "openai", Usage(input_tokens=10)) is None
+
+
+@pytest.mark.parametrize(("provider", "model"), [
+    ("openai", "gpt-4o"), ("openai", "o3"), ("openai", "gpt-4o-mini"),
+    ("anthropic", "claude-sonnet-4-5"),   # a long-context tier
+    ("google", "gemini-2.5-pro"),         # a tier above 200k input tokens
+])
+def test_repeated_calls_keep_genai_prices_figures(provider: str, model: str) -> None:
+    """Prices read off as per-token rates (flat models) equal genai-prices on every usage.
+
+    The second and later calls of a model take the fast path where its price is linear;
+    tiered prices stay with genai-prices' calculation, across their tier boundaries too.
+    """
+    import random
+
+    rng = random.Random(7)
+    prices = GenAIPrices()
+    for _ in range(60):
+        inputs = rng.choice([rng.randint(0, 5_000), rng.randint(100_000, 400_000)])
+        outputs = rng.randint(0, 20_000)
+        usage = Usage(input_tokens=inputs, output_tokens=outputs,
+                      cache_read_input_tokens=rng.randint(0, inputs // 2),
+                      cache_write_input_tokens=rng.randint(0, inputs // 4),
+                      reasoning_output_tokens=rng.randint(0, outputs))
+        cost = prices.cost_usd(model, provider, usage)
+        assert cost is not None
+        assert math.isclose(cost, reference(usage, model, provider), rel_tol=1e-9, abs_tol=1e-12)
+    bad = Usage(input_tokens=10, output_tokens=1, cache_read_input_tokens=500)
+    assert prices.cost_usd(model, provider, bad) is None  # the fast path refuses it too

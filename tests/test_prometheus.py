@@ -242,7 +242,8 @@ def test_ten_thousand_tool_names_stay_bounded() -> None:
                                          tool=f"tool-{i}", duration_ms=1.0))
     calls = series(obs, "loopobs_tool_calls_total")
     durations = series(obs, "gen_ai_execute_tool_duration_seconds_count")
-    assert len(calls) == limit + 1
+    assert len({s["gen_ai_tool_name"] for s in calls}) == limit + 1
+    assert len(calls) == (limit + 1) * 4  # each tool's four outcomes start at zero
     assert len(durations) == limit + 1
     assert value(obs, "loopobs_tool_calls_total", gen_ai_tool_name=c.OVERFLOW_VALUE,
                  loopobs_tool_outcome="output", **NO_AGENT) == 10_000 - limit

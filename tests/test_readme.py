@@ -58,6 +58,34 @@ def test_every_python_block_compiles_and_the_observer_example_works() -> None:
     assert out.getvalue().startswith("search took 1500 ms")
 
 
+def test_observe_a_loop_example_without_any_server_shows_the_error(tmp_path: Path) -> None:
+    """No model server, no collector: the example prints the run's error, and configure()
+    says once that nothing is exported instead of retrying an endpoint nobody named."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.e2e._backends import free_port
+
+    (block,) = [b for b in _python_blocks() if "loopobs.configure(" in b and "AgentLoop(" in b]
+    assert "127.0.0.1:8000" in block
+    assert "9464" in block
+    code = block.replace("127.0.0.1:8000", f"127.0.0.1:{free_port()}").replace("9464", "0")
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("OTEL_", "OPENAI_", "PROMETHEUS_MULTIPROC"))}
+    env["PYTHONPATH"] = str(README.parent)
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 0, out.stderr
+    status, _, rest = out.stdout.strip().partition(" ")
+    assert status == "failed"
+    assert not rest.startswith("None"), out.stdout
+    assert "all models failed" in rest or "connect" in rest.lower(), out.stdout
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, out.stderr
+    assert "no OTLP endpoint configured" in lines[0]
+
+
 def test_layout_names_every_module() -> None:
     """The Layout section names every module of the core and the exporters, and nothing gone."""
     text = README.read_text(encoding="utf-8")

@@ -102,9 +102,11 @@ class Counts:
 
 def _processor(t: Telemetry) -> Any:
     """The BatchSpanProcessor's internal batch processor (SDK private; for the bound check)."""
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
     processors = t.tracer_provider._active_span_processor._span_processors  # type: ignore[attr-defined]
-    assert len(processors) == 1
-    return processors[0]._batch_processor
+    (batch,) = [p for p in processors if isinstance(p, BatchSpanProcessor)]
+    return batch._batch_processor
 
 
 def _count_drops(t: Telemetry) -> Counts:

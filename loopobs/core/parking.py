@@ -21,9 +21,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import jsonschema
-from referencing import Registry
-
 from loopobs.core.errors import InvalidResumeInput, NotYetAwake, schema_error_reasons
 from loopobs.core.events import RunStatus, SleepContext, SuspendedContext
 from loopobs.core.model import AssistantMessage, ToolResultMessage
@@ -167,6 +164,11 @@ def checkpoint_problems(checkpoint: Checkpoint) -> list[str]:
 
 def _schema_errors(schema: dict[str, Any], value: Any) -> list[str]:
     """Why ``value`` fails ``schema``; a schema that cannot be used is itself the error."""
+    # Imported here: only a resume with an input schema needs them, and they cost about
+    # as much to import as the rest of the package.
+    import jsonschema
+    from referencing import Registry
+
     try:
         validator_cls = jsonschema.validators.validator_for(schema)
         validator_cls.check_schema(schema)

@@ -23,7 +23,9 @@ from what the user gives (``AgentLoop(prices=...)``):
 from __future__ import annotations
 
 import logging
+import math
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -109,12 +111,23 @@ class GenAIPrices:
     when the package's current price snapshot changes. The database is loaded on
     the first lookup (a fraction of a second, once per process); call
     :meth:`load` at start-up to pay that before the first model call instead.
+
+    ``genai-prices``' calculation takes a few hundred microseconds. For a model
+    whose price is linear in the token counts (no tiers), the per-token rates
+    are read off that calculation once — and checked against it on usages from
+    small to past any tier — and a call is then priced with five multiplications;
+    the rates are taken afresh every :data:`RATES_TTL_S` seconds, so time-bound
+    prices move on. A model whose check fails is priced by ``genai-prices`` on
+    every call.
     """
+
+    RATES_TTL_S = 3600.0
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._snapshot: Any = None
         self._resolved: dict[tuple[str, str, str | None], tuple[Any, Any] | None] = {}
+        self._rates: dict[tuple[str, str, str | None], tuple[float, _Rates | None]] = {}
         self._unavailable = False
 
     def load(self) -> bool:
@@ -132,18 +145,37 @@ class GenAIPrices:
         if self._unavailable:
             return None
         try:
+            key = (model, provider, response_model)
+            cached = self._rates.get(key)
+            if cached is not None and cached[1] is not None and _plain(usage) and \
+                    time.monotonic() - cached[0] < self.RATES_TTL_S and self._current():
+                return cached[1].cost(usage)
             found = self._resolve(model, provider, response_model)
             if found is None:
                 return None
-            gp_provider, gp_model = found
-            calc = gp_model.calc_price(_gp_usage(usage), gp_provider,
-                                       auto_update_timestamp=_auto_update_timestamp(
-                                           self._snapshot))
-            return float(calc.total_price)
+            if cached is None or time.monotonic() - cached[0] >= self.RATES_TTL_S:
+                rates = _linear_rates(lambda u: self._calc(found, u))
+                with self._lock:
+                    self._rates[key] = (time.monotonic(), rates)
+                if rates is not None and _plain(usage):
+                    return rates.cost(usage)
+            return self._calc(found, usage)
         except Exception as exc:  # never let pricing break a run; the cost is then unknown
             logger.warning("cannot price %s at %s: %s: %s", model, provider,
                            type(exc).__name__, exc)
             return None
+
+    def _current(self) -> bool:
+        """Whether the package's price snapshot is still the one the rates came from."""
+        from genai_prices import data_snapshot
+
+        return data_snapshot.get_snapshot() is self._snapshot
+
+    def _calc(self, found: tuple[Any, Any], usage: Usage) -> float:
+        gp_provider, gp_model = found
+        calc = gp_model.calc_price(_gp_usage(usage), gp_provider,
+                                   auto_update_timestamp=_auto_update_timestamp(self._snapshot))
+        return float(calc.total_price)
 
     def _resolve(self, model: str, provider: str,
                  response_model: str | None) -> tuple[Any, Any] | None:
@@ -160,6 +192,7 @@ class GenAIPrices:
             if snapshot is not self._snapshot:
                 self._snapshot = snapshot
                 self._resolved = {}
+                self._rates = {}
             if key in self._resolved:
                 return self._resolved[key]
         found = None
@@ -192,6 +225,65 @@ def _match(snapshot: Any, ref: str, provider: str) -> tuple[Any, Any] | None:
         except LookupError:
             continue
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class _Rates:
+    """USD per token of each kind, for a price linear in the token counts."""
+
+    base: float
+    input: float
+    output: float
+    cache_read: float
+    cache_write: float
+    reasoning: float
+
+    def cost(self, usage: Usage) -> float:
+        return (self.base + usage.input_tokens * self.input
+                + usage.output_tokens * self.output
+                + usage.cache_read_input_tokens * self.cache_read
+                + usage.cache_write_input_tokens * self.cache_write
+                + usage.reasoning_output_tokens * self.reasoning)
+
+
+# Usages the linear rates must reproduce: small, mixed, and large enough to pass any
+# context-length tier (a tiered price is then priced by genai-prices on every call).
+_PROBES = (
+    Usage(input_tokens=1_234, output_tokens=567, cache_read_input_tokens=200,
+          cache_write_input_tokens=30, reasoning_output_tokens=50),
+    Usage(input_tokens=180_000, output_tokens=9_000, cache_read_input_tokens=60_000,
+          reasoning_output_tokens=4_000),
+    Usage(input_tokens=3_000_000, output_tokens=250_000, cache_read_input_tokens=1_000_000,
+          cache_write_input_tokens=500_000, reasoning_output_tokens=100_000),
+)
+_N = 1_000_000
+
+
+def _plain(usage: Usage) -> bool:
+    """A usage genai-prices accepts: cached within input, reasoning within output."""
+    return (usage.cache_read_input_tokens + usage.cache_write_input_tokens <= usage.input_tokens
+            and usage.reasoning_output_tokens <= usage.output_tokens
+            and min(usage.input_tokens, usage.output_tokens, usage.cache_read_input_tokens,
+                    usage.cache_write_input_tokens, usage.reasoning_output_tokens) >= 0)
+
+
+def _linear_rates(calc: Callable[[Usage], float]) -> _Rates | None:
+    """Per-token rates that reproduce ``calc`` on every probe, or None if it is not linear."""
+    base = calc(Usage())
+    per_input = (calc(Usage(input_tokens=_N)) - base) / _N
+    per_output = (calc(Usage(output_tokens=_N)) - base) / _N
+    # Cached and reasoning tokens are parts of input and output: priced by what they add.
+    cache_read = (calc(Usage(input_tokens=_N, cache_read_input_tokens=_N)) - base) / _N - per_input
+    cache_write = (calc(Usage(input_tokens=_N, cache_write_input_tokens=_N)) - base) / _N \
+        - per_input
+    reasoning = (calc(Usage(output_tokens=_N, reasoning_output_tokens=_N)) - base) / _N \
+        - per_output
+    rates = _Rates(base, per_input, per_output, cache_read, cache_write, reasoning)
+    for probe in _PROBES:
+        expected = calc(probe)
+        if not math.isclose(rates.cost(probe), expected, rel_tol=1e-9, abs_tol=1e-12):
+            return None
+    return rates
 
 
 def _gp_usage(usage: Usage) -> Any:

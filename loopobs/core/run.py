@@ -76,7 +76,8 @@ class Session:
 class ParkedCall(BaseModel):
     """A tool call that parked the run, as recorded in a checkpoint."""
 
-    model_config = ConfigDict(frozen=True)
+    # defer_build: the validator is built at first use, not when `import loopobs` runs.
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     id: str
     name: str
@@ -91,7 +92,7 @@ class Checkpoint(BaseModel):
     ``Checkpoint.model_validate_json(text)``.
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     version: Literal[1] = 1
     run_id: uuid.UUID

@@ -584,3 +584,13 @@ def metrics_for(latest: bool) -> tuple[MetricSpec, ...]:
 
 OVERFLOW_VALUE = "_other"
 """The label value that absorbs values past a label's limit."""
+
+# -- Prometheus only (not in METRICS: the OpenTelemetry path has no such failure) ---------------
+MULTIPROCESS_DAMAGED_FILES = "loopobs_multiprocess_damaged_files"
+"""Gauge: multi-process files a scrape skipped because they could not be read."""
+LABEL_SANITISED = MetricSpec(
+    "loopobs.label_sanitised", "counter", "{value}",
+    "Label values whose unencodable characters (lone surrogates) were replaced with U+FFFD.",
+    (LOOPOBS_LABEL,),
+)
+"""A label value that cannot be encoded would fail every scrape; it is repaired and counted."""

@@ -306,6 +306,11 @@ Sink = Callable[[float, tuple[str, ...], UUID], None]
 """Records one value with its label values (in the metric's attribute order) for a run."""
 
 
+_PickedKey = tuple[str, tuple[str, ...], "str | None", str]
+_PICKED_MAX = 10_000
+"""Label sets whose picked values a recorder keeps (cleared when full)."""
+
+
 class _Step(NamedTuple):
     # A tuple, unpacked in the walk: cheaper per event than attribute lookups.
     value: Callable[[Any], float | None]
@@ -368,6 +373,7 @@ class MetricRecorder(LoopObserver):
         self._calls: dict[UUID, list[int]] = {}
         self._chunks: dict[tuple[UUID, int], _Chunks] = {}
         self._plans: dict[str, _Plan] = {}
+        self._picked: dict[_PickedKey, tuple[tuple[str, ...], ...]] = {}
 
     @property
     def open_runs(self) -> int:
@@ -425,23 +431,33 @@ class MetricRecorder(LoopObserver):
     # -- the walk --------------------------------------------------------------------------
     def _apply(self, ctx: ev.EventContext, agent: str | None, model: str = "") -> None:
         plan = self._plans[ctx.hook]
-        bounds = plan.bounds
-        if bounds:
-            row = [bound(raw) if raw else ""
-                   for bound, raw in zip(bounds, plan.labels(ctx), strict=True)]
+        raw = plan.labels(ctx)
+        # The picked label values of an event's labels, kept once every value passed its
+        # bound unchanged: a repeated label set skips the bounds and the picking. Values
+        # folded into _other are bounded again every time (each fold is counted).
+        key = (ctx.hook, raw, agent, model)
+        picked = self._picked.get(key)
+        if picked is None:
+            bounds = plan.bounds
+            row = [bound(value) if value else "" for bound, value in zip(bounds, raw, strict=True)]
+            cacheable = row == list(raw)
             row.append(agent or "")
             row.append(model)
             row.extend(plan.tail)
-        else:
-            row = [agent or "", model, *plan.tail]
+            picked = tuple(step.pick(row) for step in plan.steps)
+            if cacheable:
+                if len(self._picked) >= _PICKED_MAX:
+                    self._picked.clear()
+                self._picked[key] = picked
         run_id = ctx.run_id
-        for value_of, skip_zero, started_only, pick, sink in plan.steps:
+        for (value_of, skip_zero, started_only, _pick, sink), values in zip(plan.steps, picked,
+                                                                             strict=True):
             if started_only and agent is None:
                 continue
             value = value_of(ctx)
             if value is None or (skip_zero and not value):
                 continue
-            sink(value, pick(row), run_id)
+            sink(value, values, run_id)
 
     def _forget_agents(self) -> list[str]:
         """Drop every open run's agent (for ``reset``); return them."""
@@ -450,6 +466,7 @@ class MetricRecorder(LoopObserver):
         self._models.clear()
         self._calls.clear()
         self._chunks.clear()
+        self._picked.clear()  # bounds forget their values too
         return agents
 
     # -- the hooks -------------------------------------------------------------------------

@@ -14,7 +14,13 @@ label set costs a dict lookup plus prometheus-client's own ``inc`` /
 Bounded labels: model and tool names come from model output. Each label name
 admits at most ``max_label_values`` distinct values; later values are recorded
 as ``_other`` and each such event is counted in
-``loopobs_label_overflow_total{loopobs_label="<label name>"}``.
+``loopobs_label_overflow_total{loopobs_label="<label name>"}``. A value that
+cannot be encoded (a lone surrogate) is repaired first and counted in
+``loopobs_label_sanitised_total``, so no value can break a scrape.
+
+Series at zero: label sets known in advance (detections per action; runs per
+status for each agent, stream failures per error type for each model, calls per
+outcome for each tool, from their first event) exist at 0 before they happen.
 
 Exemplars: when a ``TracingObserver`` traces the run (see
 :mod:`loopobs.core.trace_links`), token and duration samples carry the
@@ -23,23 +29,36 @@ run's ``trace_id`` and root ``span_id`` (visible in the OpenMetrics format).
 Multi-process: with ``PROMETHEUS_MULTIPROC_DIR`` set before ``prometheus_client``
 is imported, values go to per-process files that a ``MultiProcessCollector``
 sums; ``loopobs_runs_active`` then uses the ``livesum`` gauge mode, and
-exemplars are off (prometheus-client does not store them there). See
-``docs/prometheus.md``.
+exemplars are off (prometheus-client does not store them there). Observers of
+one process share one metric object per name (a value caches its number, so two
+objects would overwrite each other's counts), and the directory is checked when
+an observer is built. See ``docs/prometheus.md``.
 """
 
 from __future__ import annotations
 
+import os
 import threading
+import time
 import weakref
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from bisect import bisect_left
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from typing import Any, get_args
 from uuid import UUID
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client import values as _prom_values
+from prometheus_client.samples import Exemplar
 
 from loopobs.core import trace_links
-from loopobs.core.events import RunEndContext
+from loopobs.core.errors import ModelError, RateLimited, StreamError
+from loopobs.core.events import (
+    ConvergenceAction,
+    LoopAction,
+    RunEndContext,
+    RunStatus,
+    ToolOutcomeKind,
+)
 from loopobs.core.observer import ObserverSet
 from loopobs.exporters import catalog as c
 from loopobs.exporters.event_metrics import (
@@ -54,6 +73,25 @@ __all__ = ["BoundedLabel", "PrometheusObserver", "multiprocess_enabled"]
 _ABSENT = ""
 """Label value for an attribute that does not apply (Prometheus treats ``""`` as absent)."""
 
+# Label values known in advance: their series start at zero (the Prometheus
+# instrumentation guide's advice), so a dashboard shows 0 rather than "No data" and
+# an absent()-style alert does not fire before the first event.
+_RUN_STATUSES = tuple(status.value for status in RunStatus)
+_TOOL_OUTCOMES: tuple[str, ...] = get_args(ToolOutcomeKind)
+_STREAM_ERROR_TYPES = tuple(cls.__name__ for cls in (ModelError, RateLimited, StreamError))
+_LOOP_ACTIONS: tuple[str, ...] = get_args(LoopAction)
+_CONVERGENCE_ACTIONS: tuple[str, ...] = get_args(ConvergenceAction)
+_MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+_ZERO_SERIES: tuple[tuple[c.MetricSpec, c.MetricSpec, str, tuple[str, ...]], ...] = (
+    # (recording that brings new label values, metric to fill, its label of known values,
+    #  those values); every other label of the filled metric comes from the recording.
+    (c.RUNS_ACTIVE, c.RUNS, c.LOOPOBS_RUN_STATUS, _RUN_STATUSES),
+    (c.TOKENS, c.STREAM_FAILURES, c.ERROR_TYPE, _STREAM_ERROR_TYPES),
+    (c.STREAM_FAILURES, c.STREAM_FAILURES, c.ERROR_TYPE, _STREAM_ERROR_TYPES),
+    (c.TOOL_CALLS, c.TOOL_CALLS, c.LOOPOBS_TOOL_OUTCOME, _TOOL_OUTCOMES),
+)
+
 
 def multiprocess_enabled() -> bool:
     """Whether prometheus-client stores values in ``PROMETHEUS_MULTIPROC_DIR`` files.
@@ -63,22 +101,52 @@ def multiprocess_enabled() -> bool:
     return bool(getattr(_prom_values.ValueClass, "_multiprocess", False))
 
 
+def _check_multiprocess_dir() -> None:
+    """Fail now, naming the variable, if multi-process values have nowhere to go."""
+    path = os.environ.get(_MULTIPROC_ENV, "")
+    if not path:
+        raise ValueError(
+            f"prometheus-client is in multi-process mode but {_MULTIPROC_ENV} is no longer set: "
+            "set it (to a writable directory) for the whole life of the process")
+    if not os.path.isdir(path) or not os.access(path, os.W_OK | os.X_OK):
+        raise ValueError(f"{_MULTIPROC_ENV}={path!r} is not a writable directory: create it "
+                         "before the workers start")
+
+
+def _sanitised(value: str) -> str | None:
+    """``value`` with unencodable characters (lone surrogates) replaced; None if clean."""
+    if value.isascii():
+        return None
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return "".join("\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in value)
+    return None
+
+
 class BoundedLabel:
     """Admits at most ``limit`` distinct values for one label name; later ones become ``_other``.
 
     ``""`` (attribute absent) is always admitted and not counted. Each value
     folded into ``_other`` increments ``overflow`` (a counter child for this
     label name, bound at the first overflow so that no zero series shows up
-    before). Thread-safe; an admitted value costs one set lookup.
+    before). A value that cannot be encoded (a lone surrogate, as a model's
+    stream can split one) would fail every later scrape: its bad characters
+    become U+FFFD first, each time counted in ``sanitised`` when given.
+    Thread-safe; an admitted value costs one set lookup.
     """
 
-    __slots__ = ("_lock", "_overflow", "_overflow_metric", "_values", "limit", "name")
+    __slots__ = ("_lock", "_overflow", "_overflow_metric", "_sanitised", "_sanitised_metric",
+                 "_values", "limit", "name")
 
-    def __init__(self, name: str, limit: int, overflow: Counter) -> None:
+    def __init__(self, name: str, limit: int, overflow: Counter,
+                 sanitised: Counter | None = None) -> None:
         self.name = name
         self.limit = limit
         self._overflow_metric = overflow
         self._overflow: Any = None
+        self._sanitised_metric = sanitised
+        self._sanitised: Any = None
         self._values: set[str] = {_ABSENT}
         self._lock = threading.Lock()
 
@@ -88,9 +156,18 @@ class BoundedLabel:
         return frozenset(self._values - {_ABSENT})
 
     def __call__(self, value: str) -> str:
-        """``value`` if admitted (now or before), else ``_other``."""
+        """``value`` (made encodable) if admitted, now or before; else ``_other``."""
         if value in self._values:
             return value
+        clean = _sanitised(value)
+        if clean is not None:
+            value = clean
+            if self._sanitised_metric is not None:
+                if self._sanitised is None:
+                    self._sanitised = self._sanitised_metric.labels(self.name)
+                self._sanitised.inc()
+            if value in self._values:
+                return value
         with self._lock:
             if value in self._values:
                 return value
@@ -207,24 +284,25 @@ class PrometheusObserver(MetricRecorder):
         latest_semconv: bool | None = None,
     ) -> None:
         super().__init__(max_label_values, latest_semconv=latest_semconv)
-        self.registry = CollectorRegistry() if registry is None else registry
         self.multiprocess = multiprocess_enabled()
+        if self.multiprocess:
+            _check_multiprocess_dir()
+        self.registry = CollectorRegistry() if registry is None else registry
         self.exemplars = exemplars and not self.multiprocess
         reg = self.registry
 
         def count(spec: c.MetricSpec, registry: CollectorRegistry | None = reg) -> Counter:
-            return Counter(
-                spec.prometheus_name, spec.description, spec.prometheus_labels,
-                registry=registry, unit=spec.prometheus_unit,
-            )
+            counter: Counter = _metric(spec, registry)
+            return counter
 
         overflow = count(c.LABEL_OVERFLOW)
+        sanitised = count(c.LABEL_SANITISED)
         self._bounds: dict[str, BoundedLabel] = {}
         for spec in self.metric_specs:
             for attribute in spec.attributes:
                 if attribute not in self._bounds:
                     self._bounds[attribute] = BoundedLabel(
-                        c.prometheus_label(attribute), max_label_values, overflow)
+                        c.prometheus_label(attribute), max_label_values, overflow, sanitised)
         self._families: dict[str, _Family] = {}
         for spec in self.metric_specs:
             if spec is c.OBSERVER_ERRORS or spec is c.LABEL_OVERFLOW:
@@ -236,7 +314,13 @@ class PrometheusObserver(MetricRecorder):
             self._bounds[c.LOOPOBS_OBSERVER_HOOK],
         )
         reg.register(self._observer_errors)
+        self._known: set[Hashable] = set()
+        self._known_lock = threading.Lock()
         self._compile()
+        for action in _LOOP_ACTIONS:
+            self._families[c.LOOP_DETECTIONS.name].child_of((_ABSENT, action))
+        for action in _CONVERGENCE_ACTIONS:
+            self._families[c.CONVERGENCE_DETECTIONS.name].child_of((action,))
 
     # -- helpers ------------------------------------------------------------------------------
     @property
@@ -255,16 +339,73 @@ class PrometheusObserver(MetricRecorder):
         return self._bounds[key]
 
     def _sink(self, recording: Recording) -> Sink:
+        sink = self._record(recording)
+        zero = self._zero_series(recording.metric)
+        if zero is None:
+            return sink
+
+        def zero_then_record(value: float, values: tuple[str, ...], run_id: UUID) -> None:
+            zero(values)
+            sink(value, values, run_id)
+
+        return zero_then_record
+
+    def _record(self, recording: Recording) -> Sink:
         spec = recording.metric
-        child = self._families[spec.name].child_of
+        family = self._families[spec.name]
         exemplar = self._exemplar if recording.exemplar and self.exemplars else None
-        if spec.kind == "histogram":
-            if exemplar is None:
-                return lambda value, values, run_id: child(values).observe(value)
-            return lambda value, values, run_id: child(values).observe(value, exemplar(run_id))
-        if exemplar is None or spec.kind == "updown_counter":
-            return lambda value, values, run_id: child(values).inc(value)
-        return lambda value, values, run_id: child(values).inc(value, exemplar(run_id))
+        if spec.kind == "updown_counter":
+            exemplar = None
+        recorders: dict[tuple[str, ...], Callable[[float, UUID], None]] = {}
+
+        def sink(value: float, values: tuple[str, ...], run_id: UUID) -> None:
+            record = recorders.get(values)
+            if record is None:
+                record = recorders[values] = _recorder(family.child_of(values), spec.kind,
+                                                       exemplar)
+            record(value, run_id)
+
+        return sink
+
+    # -- series that start at zero --------------------------------------------------------------
+    def _first_time(self, key: Hashable) -> bool:
+        """True once per ``key``: when its known label combinations must be created."""
+        if key in self._known:
+            return False
+        with self._known_lock:
+            if key in self._known:
+                return False
+            self._known.add(key)
+            return True
+
+    def _zero_series(self, spec: c.MetricSpec) -> Callable[[tuple[str, ...]], None] | None:
+        """What recording ``spec`` first creates at zero, keyed by the values it brings.
+
+        See :data:`_ZERO_SERIES`: a new agent brings its runs per status, a new
+        model (per agent) its stream failures per error type, a new tool (per
+        agent) its calls per outcome. The known values do not pass the label
+        bounds: they are few and fixed, and a bound would count them as if events
+        had brought them. The values they hang on (agent, model, tool) are bounded.
+        """
+        makers = []
+        for trigger, target, varying, known in _ZERO_SERIES:
+            if trigger is not spec:
+                continue
+            # Where each label of the target comes from: the trigger's values, or `known`.
+            sources = [None if attribute == varying else spec.attributes.index(attribute)
+                       for attribute in target.attributes]
+            makers.append((target.name, sources, known, self._families[target.name].child_of))
+        if not makers:
+            return None
+
+        def zero(values: tuple[str, ...]) -> None:
+            for name, sources, known, child in makers:
+                key = tuple(values[i] for i in sources if i is not None)
+                if self._first_time((name, *key)):
+                    for value in known:
+                        child(tuple(value if i is None else values[i] for i in sources))
+
+        return zero
 
     # -- lifecycle ----------------------------------------------------------------------------
     def on_attach(self, observers: ObserverSet) -> None:
@@ -272,8 +413,14 @@ class PrometheusObserver(MetricRecorder):
         self._observer_errors.watch(observers)
 
     def reset(self) -> None:
-        """Forget the agent names of open runs; recorded metrics stay (they are cumulative)."""
-        self._forget_agents()
+        """Forget the open runs, taking them out of ``loopobs_runs_active``.
+
+        Recorded counters and histograms stay (they are cumulative); a run
+        forgotten here that ends later is recorded as one joined halfway.
+        """
+        active = self._families[c.RUNS_ACTIVE.name].child_of
+        for agent in self._forget_agents():
+            active((agent,)).dec()
 
     def sync_observer_errors(self) -> None:
         """Bring ``loopobs_observer_errors_total`` up to date now (scrapes do it themselves)."""
@@ -290,7 +437,93 @@ class PrometheusObserver(MetricRecorder):
             self._observer_errors.sync()
 
 
-def _metric(spec: c.MetricSpec, registry: CollectorRegistry) -> Any:
+ExemplarOf = Callable[[UUID], "dict[str, str] | None"]
+
+
+def _recorder(child: Any, kind: str, exemplar: ExemplarOf | None) -> Callable[[float, UUID], None]:
+    """Records one value (with the run's exemplar) on ``child``, as its ``inc``/``observe`` would.
+
+    prometheus-client's ``inc``/``observe`` check per sample what is invariant
+    here: that the child is a labelled one, and the exemplar's label names and
+    length (ours are the fixed ``trace_id``/``span_id`` with hex ids). So the
+    recorder updates the child's values directly, finding a histogram's bucket by
+    bisection. Values those methods treat specially (negative counts, NaN) and
+    children without the expected values (another prometheus-client) go through
+    the public methods, so what is recorded, or raised, is the same.
+    """
+    value_of = getattr(child, "_value", None)
+    sum_of = getattr(child, "_sum", None)
+    buckets = getattr(child, "_buckets", None)
+    bounds = getattr(child, "_upper_bounds", None)
+    if kind == "histogram":
+        observe = child.observe
+        if sum_of is None or buckets is None or bounds is None or len(buckets) != len(bounds):
+            if exemplar is None:
+                return lambda value, run_id: observe(value)
+            return lambda value, run_id: observe(value, exemplar(run_id))
+        sum_inc = sum_of.inc
+        incs = [bucket.inc for bucket in buckets]
+        last = len(bounds) - 1
+
+        def observe_fast(value: float, run_id: UUID) -> None:
+            index = bisect_left(bounds, value)
+            if index > last or not value <= bounds[index]:  # NaN: as prometheus-client does
+                observe(value, exemplar(run_id) if exemplar else None)
+                return
+            sum_inc(value)
+            incs[index](1)
+            if exemplar is not None:
+                labels = exemplar(run_id)
+                if labels:
+                    buckets[index].set_exemplar(Exemplar(labels, value, time.time()))
+
+        return observe_fast
+    inc = child.inc
+    if value_of is None or getattr(child, "_is_most_recent", False):
+        if exemplar is None:
+            return lambda value, run_id: inc(value)
+        return lambda value, run_id: inc(value, exemplar(run_id))
+    value_inc = value_of.inc
+    if kind == "updown_counter":
+        return lambda value, run_id: value_inc(value)
+
+    def inc_fast(value: float, run_id: UUID) -> None:
+        if not value >= 0:  # negative or NaN: prometheus-client raises or decides
+            inc(value, exemplar(run_id) if exemplar else None)
+            return
+        value_inc(value)
+        if exemplar is not None:
+            labels = exemplar(run_id)
+            if labels:
+                value_of.set_exemplar(Exemplar(labels, value, time.time()))
+
+    return inc_fast
+
+
+_SHARED: dict[str, Any] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def _metric(spec: c.MetricSpec, registry: CollectorRegistry | None) -> Any:
+    """The prometheus-client metric for ``spec``, registered in ``registry``.
+
+    In multi-process mode there is one object per metric in the process, shared
+    by every observer (and registered in each one's registry): a multi-process
+    value caches its number and writes it whole to the process's file, so two
+    objects for one series would overwrite each other's counts.
+    """
+    if not multiprocess_enabled():
+        return _build(spec, registry)
+    with _SHARED_LOCK:
+        metric = _SHARED.get(spec.prometheus_name)
+        if metric is None:
+            metric = _SHARED[spec.prometheus_name] = _build(spec, None)
+    if registry is not None:
+        registry.register(metric)
+    return metric
+
+
+def _build(spec: c.MetricSpec, registry: CollectorRegistry | None) -> Any:
     """The prometheus-client metric for ``spec``, under OTel's Prometheus translation name."""
     if spec.kind == "histogram":
         return Histogram(

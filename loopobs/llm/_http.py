@@ -49,7 +49,7 @@ import math
 import os
 import sys
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 import httpx
@@ -285,7 +285,7 @@ else:  # pragma: no cover - Python 3.10
             raise _DeadlinePassed from None
 
 
-def json_body(body: Mapping[str, Any]) -> bytes:
+def json_body(body: object) -> bytes:
     """``body`` as UTF-8 JSON; text holding lone UTF-16 surrogates is repaired, never an error.
 
     Surrogate pairs that arrived split (``"\\ud83d"`` then ``"\\ude00"``) are joined
@@ -346,7 +346,7 @@ async def stream_events(
     url: str,
     *,
     headers: Mapping[str, str],
-    body: Mapping[str, Any],
+    body: Mapping[str, Any] | Callable[[], bytes],
     timeout: httpx.Timeout | float | None,
     provider: str,
     secret: str | None,
@@ -363,11 +363,12 @@ async def stream_events(
     goes back to the pool or is closed. ``auth_hint`` is appended to 401
     messages (e.g. when no API key was configured). Every failure is a
     ``LoopError`` (see the module's table); ``deadline`` seconds bound the
-    whole call and ``max_response_bytes`` its body.
+    whole call and ``max_response_bytes`` its body. ``body`` is the JSON body, or
+    a function that encodes it (called here, so its failures are reported as above).
     """
     host = ""
     try:
-        content = json_body(body)
+        content = body() if callable(body) else json_body(body)
         request = http.build_request(
             "POST",
             url,
@@ -579,6 +580,13 @@ class HttpModelClient:
         """The JSON body of one streaming call."""
         raise NotImplementedError
 
+    def build_content(self, request: ModelRequest) -> bytes:
+        """The encoded body of one streaming call: ``json_body(self.build_body(request))``.
+
+        Clients override it to reuse the encoding of messages sent before.
+        """
+        return json_body(self.build_body(request))
+
     def decoder(self) -> EventDecoder:
         """A fresh decoder for one response's events."""
         raise NotImplementedError
@@ -590,7 +598,7 @@ class HttpModelClient:
             self._http,
             f"{self.base_url}{self.endpoint}",
             headers=self.build_headers(),
-            body=self.build_body(request),
+            body=lambda: self.build_content(request),
             timeout=self._timeout,
             provider=self.provider,
             secret=self._api_key,

@@ -62,6 +62,7 @@ from loopobs.core.model import (
     UserMessage,
 )
 from loopobs.core.token_counts import plausible_token_count
+from loopobs.llm._encoded import EncodedMessages, splice_messages
 from loopobs.llm._http import (
     DEFAULT_DEADLINE,
     DEFAULT_MAX_LINE_CHARS,
@@ -69,6 +70,7 @@ from loopobs.llm._http import (
     HttpModelClient,
     describe,
     error_for_status,
+    json_body,
 )
 from loopobs.llm._text import SurrogateJoiner, fix_surrogates, fix_surrogates_in
 
@@ -153,18 +155,60 @@ class AnthropicClient(HttpModelClient):
         )
         self.max_tokens = max_tokens
         self.anthropic_version = anthropic_version
+        self._encoded: EncodedMessages[bytes] = EncodedMessages(_encode_message, len)
 
-    def build_body(self, request: ModelRequest) -> dict[str, Any]:
+    def build_content(self, request: ModelRequest) -> bytes:
+        """``json_body(self.build_body(request))``, byte for byte, encoding only new messages.
+
+        Each message's JSON is kept from the requests it was sent in (see
+        :class:`~loopobs.llm._encoded.EncodedMessages`); grouping tool results
+        into user turns joins those encodings, so a turn of a long conversation
+        encodes the turn's messages, not the history.
+        """
+        if "messages" in request.options:
+            return json_body(self.build_body(request))
+        get = self._encoded.get
+        out: list[bytes] = []
+        # The tool results of the user turn being filled, as in _messages.
+        results: list[bytes] | None = None
+        for message in request.messages:
+            if isinstance(message, SystemMessage):
+                continue
+            encoded = get(message)
+            if isinstance(message, ToolResultMessage):
+                if results is None:
+                    results = [encoded]
+                else:
+                    results.append(encoded)
+                continue
+            if results is not None:
+                if isinstance(message, UserMessage):
+                    results.append(b'{"type":"text","text":' + encoded + b"}")
+                out.append(b'{"role":"user","content":[' + b",".join(results) + b"]}")
+                results = None
+                if isinstance(message, UserMessage):
+                    continue
+            if isinstance(message, UserMessage):
+                out.append(b'{"role":"user","content":' + encoded + b"}")
+            elif encoded:
+                out.append(b'{"role":"assistant","content":[' + encoded + b"]}")
+        if results is not None:
+            out.append(b'{"role":"user","content":[' + b",".join(results) + b"]}")
+        content = splice_messages(self.build_body(request, messages=False), b",".join(out))
+        return content if content is not None else json_body(self.build_body(request))
+
+    def build_body(self, request: ModelRequest, *, messages: bool = True) -> dict[str, Any]:
         """The JSON body of the Messages request for ``request``.
 
         System messages are joined into the top-level ``system``;
         ``request.options`` are passed through (``temperature``, ``thinking``,
-        ``max_tokens``, …); ``stream`` is always true.
+        ``max_tokens``, …); ``stream`` is always true. ``messages=False`` leaves
+        the message list empty (:meth:`build_content` splices in the encoded one).
         """
         body: dict[str, Any] = {
             "model": request.model,
             "max_tokens": self.max_tokens,
-            "messages": _messages(request.messages),
+            "messages": _messages(request.messages) if messages else [],
         }
         system = [m.content for m in request.messages if isinstance(m, SystemMessage)]
         if system:
@@ -228,6 +272,19 @@ def _messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
         if content:
             out.append({"role": "assistant", "content": content})
     return out
+
+
+def _encode_message(message: Message) -> bytes:
+    """The part of ``message`` that build_content joins: a tool result's block, a user
+    message's content string, an assistant message's content items (b"" when none)."""
+    if isinstance(message, ToolResultMessage):
+        return json_body({"type": "tool_result", "tool_use_id": message.tool_call_id,
+                          "content": message.content, "is_error": message.is_error})
+    if isinstance(message, UserMessage):
+        return json_body(message.content)
+    if isinstance(message, AssistantMessage):
+        return b",".join([json_body(item) for item in _assistant_content(message)])
+    return b""
 
 
 def _assistant_content(message: AssistantMessage) -> list[dict[str, Any]]:

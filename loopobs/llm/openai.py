@@ -57,6 +57,7 @@ from loopobs.core.model import (
     UserMessage,
 )
 from loopobs.core.token_counts import plausible_token_count
+from loopobs.llm._encoded import EncodedMessages, splice_messages
 from loopobs.llm._http import (
     DEFAULT_DEADLINE,
     DEFAULT_MAX_LINE_CHARS,
@@ -64,6 +65,7 @@ from loopobs.llm._http import (
     HttpModelClient,
     describe,
     error_for_status,
+    json_body,
 )
 from loopobs.llm._text import SurrogateJoiner, fix_surrogates, fix_surrogates_in
 
@@ -130,17 +132,33 @@ class OpenAIClient(HttpModelClient):
             max_response_bytes=max_response_bytes,
             max_line_chars=max_line_chars,
         )
+        self._encoded: EncodedMessages[bytes] = EncodedMessages(
+            lambda message: json_body(_message(message)), len)
 
-    def build_body(self, request: ModelRequest) -> dict[str, Any]:
+    def build_content(self, request: ModelRequest) -> bytes:
+        """``json_body(self.build_body(request))``, byte for byte, encoding only new messages.
+
+        Each message's JSON is kept from the requests it was sent in (see
+        :class:`~loopobs.llm._encoded.EncodedMessages`), so a turn of a long
+        conversation encodes the turn's messages, not the history.
+        """
+        if "messages" in request.options:
+            return json_body(self.build_body(request))
+        messages = b",".join([self._encoded.get(m) for m in request.messages])
+        content = splice_messages(self.build_body(request, messages=False), messages)
+        return content if content is not None else json_body(self.build_body(request))
+
+    def build_body(self, request: ModelRequest, *, messages: bool = True) -> dict[str, Any]:
         """The JSON body of the Chat Completions request for ``request``.
 
         ``request.options`` are passed through (``temperature``, ``max_tokens``,
         ``reasoning_effort``, …); ``stream`` is always true and
-        ``stream_options.include_usage`` always set.
+        ``stream_options.include_usage`` always set. ``messages=False`` leaves
+        the message list empty (:meth:`build_content` splices in the encoded one).
         """
         body: dict[str, Any] = {
             "model": request.model,
-            "messages": [_message(m) for m in request.messages],
+            "messages": [_message(m) for m in request.messages] if messages else [],
         }
         if request.tools:
             body["tools"] = [_tool(t) for t in request.tools]

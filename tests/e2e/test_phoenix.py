@@ -58,6 +58,9 @@ def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Phoenix]:
         "PHOENIX_LOG_MIGRATIONS": "false",
         "PHOENIX_DISABLE_AGENT_ASSISTANT": "true",
         "PHOENIX_ALLOWED_SANDBOX_PROVIDERS": "NONE",
+        # A small ingestion queue: past it Phoenix answers 503, so the bulk replay below
+        # meets a receiver at capacity, as a busy collector would be.
+        "PHOENIX_MAX_SPANS_QUEUE_SIZE": "1000",
     }
     for name in list(env):
         if name.startswith("OTEL_"):
@@ -222,3 +225,64 @@ def test_replayed_event_log_arrives_in_phoenix(phoenix: Phoenix, tmp_path: Path)
     remote_roots = {sp["name"] for sp in remote if sp["parent_id"] is None}
     assert remote_roots == {sp.name for sp in roots}
     assert len({sp["context"]["trace_id"] for sp in remote}) == len(roots)
+
+
+def count_spans(phoenix: Phoenix, project: str, expected: int) -> set[str]:
+    """Every span id Phoenix holds for ``project``, polled until ``expected`` or no progress.
+
+    Phoenix acknowledges a request before it inserts the spans, so this waits
+    while the count grows, and gives up after 60 s without progress.
+    """
+    seen: set[str] = set()
+    last_growth = time.monotonic()
+    while True:
+        ids: set[str] = set()
+        cursor: str | None = None
+        while True:
+            params: dict[str, Any] = {"limit": 1000}
+            if cursor:
+                params["cursor"] = cursor
+            response = httpx.get(f"{phoenix.base_url}/v1/projects/{project}/spans",
+                                 params=params, timeout=60.0)
+            if response.status_code != 200:
+                break
+            body = response.json()
+            ids.update(sp["context"]["span_id"] for sp in body["data"])
+            cursor = body.get("next_cursor")
+            if not cursor:
+                break
+        if len(ids) > len(seen):
+            seen, last_growth = ids, time.monotonic()
+        if len(seen) >= expected or time.monotonic() - last_growth > 60.0:
+            return seen
+        time.sleep(2.0)
+
+
+def test_replay_of_100k_events_arrives_whole(phoenix: Phoenix, tmp_path: Path) -> None:
+    """A 100k-event log replayed through a 512-span queue into a receiver that pushes back
+    (503 at capacity): `loopobs replay` reports every span exported, and Phoenix holds each one.
+    """
+    import sys
+
+    from tests._replay_logs import write_log
+
+    log = tmp_path / "bulk.jsonl"
+    # Streamed runs: 50 chunks per text or reasoning stream, 225 events and 8 spans a run.
+    shape = write_log(log, 445, deltas=50)
+    assert shape.events >= 100_000
+    project = f"loopobs-bulk-{uuid.uuid4().hex[:8]}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env.update({
+        "OTEL_EXPORTER_OTLP_ENDPOINT": phoenix.base_url,
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+        "OTEL_RESOURCE_ATTRIBUTES": f"openinference.project.name={project}",
+        "OTEL_BSP_MAX_QUEUE_SIZE": "512",
+    })
+    out = subprocess.run([sys.executable, "-m", "loopobs.cli", "replay", str(log)], env=env,
+                         capture_output=True, text=True, timeout=900, check=False)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert f"replayed {shape.events} events" in out.stdout
+    assert f"{shape.spans} spans exported" in out.stdout
+
+    received = count_spans(phoenix, project, shape.spans)
+    assert len(received) == shape.spans
