@@ -145,6 +145,7 @@ BY_NAME: dict[str, st.SearchStrategy[Any]] = {
     "input": JSON_OBJECTS,
     "input_schema": JSON_OBJECTS,
     "wake_at": AWARE_DATETIMES,
+    "request_options": JSON_OBJECTS,
 }
 
 
@@ -261,7 +262,7 @@ def test_encoding_is_the_documented_one(make_context: MakeContext) -> None:
     response = json.loads(encode_event(make_context("on_response")))
     assert response["usage"] == {"input_tokens": 300, "output_tokens": 20,
                                  "cache_read_input_tokens": 100, "cache_write_input_tokens": 0,
-                                 "reasoning_output_tokens": 0}
+                                 "reasoning_output_tokens": 0, "details": []}
     post = json.loads(encode_event(make_context("on_tool_post")))
     assert post["display_hint"] == {"type": "code", "language": "python"}
     assert post["error"]["type"] == "ToolExecutionError"
