@@ -621,7 +621,9 @@ def test_out_of_range_numbers_are_refused_on_load() -> None:
 
     line = encode_event(ToolPostContext(run_id=_uuid.uuid4(), time_ns=5, turn=0, tool="t",
                                         tool_call_id="c", result_hash=2**64 - 1))
-    assert decode_event(line).result_hash == 2**64 - 1  # an unsigned 64-bit hash is fine
+    decoded = decode_event(line)
+    assert isinstance(decoded, ToolPostContext)
+    assert decoded.result_hash == 2**64 - 1  # an unsigned 64-bit hash is fine
     data = _json.loads(line)
     for field, value in (("time_ns", 2**64 + 5), ("time_ns", -1), ("turn", 2**70),
                          ("result_hash", 2**64)):
