@@ -91,6 +91,7 @@ from loopobs.core.events import (
     TurnEndContext,
     TurnStartContext,
     Usage,
+    UsageDetail,
 )
 from loopobs.core.loop import AgentLoop, ClaimHook
 from loopobs.core.model import (
@@ -130,6 +131,7 @@ from loopobs.core.tools import (
 )
 
 if TYPE_CHECKING:
+    from loopobs.exporters.evaluation import record_evaluation
     from loopobs.exporters.setup import configure
 
 __version__ = "0.1.0"
@@ -254,6 +256,7 @@ __all__ = [
     "TurnEndContext",
     "TurnStartContext",
     "Usage",
+    "UsageDetail",
     "UsageReport",
     "UserMessage",
     "__version__",
@@ -262,6 +265,7 @@ __all__ = [
     "estimate_tokens",
     "listened_hooks",
     "price_lookup",
+    "record_evaluation",
     "tool",
 ]
 
@@ -272,6 +276,11 @@ def __getattr__(name: str) -> Any:
 
         globals()["configure"] = configure
         return configure
+    if name == "record_evaluation":
+        from loopobs.exporters.evaluation import record_evaluation
+
+        globals()["record_evaluation"] = record_evaluation
+        return record_evaluation
     new = RENAMED_CONTEXTS.get(name)
     if new is not None:
         # A renamed class still resolves for a while, with a pointer to its new name.

@@ -102,10 +102,11 @@ class Stack:
         keep = ("gen_ai_token_type", "loopobs_tool_outcome", "loopobs_run_status")
         for family in self.prometheus.registry.collect():
             for sample in family.samples:
-                # Durations differ between sources; time to first chunk exists only when
-                # the model streams: their counts are compared, not their values.
+                # Durations differ between sources (their counts are compared, not their
+                # values); the chunk timings exist only when the model streams chunk by chunk.
                 if sample.name.endswith(("_created", "_bucket")) or "time_to_first" in \
-                        sample.name or ("seconds" in sample.name
+                        sample.name or "time_per_output_chunk" in sample.name or \
+                        ("seconds" in sample.name
                                         and not sample.name.endswith("_count")):
                     continue
                 labels = ",".join(f"{k}={sample.labels[k]}" for k in keep
@@ -113,7 +114,7 @@ class Stack:
                 key = f"prometheus {sample.name}{{{labels}}}"
                 sums[key] = sums.get(key, 0.0) + sample.value
         for name, points in metric_points(self.reader).items():
-            if "time_to_first" in name:
+            if "time_to_first" in name or "time_per_output_chunk" in name:
                 continue
             for point in points:
                 attrs: Any = point.attributes or {}

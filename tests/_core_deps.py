@@ -28,7 +28,7 @@ def make_deps(
     defaults: dict[str, Any] = {
         "max_turns": 50, "tool_timeout": 30.0, "parallel_tool_calls": True,
         "context_window": None, "compaction_threshold": 0.8, "fallback_models": (),
-        "agent_name": "agent", "system_prompt": None,
+        "agent_name": "agent", "system_prompt": None, "request_options": {},
     }
     defaults.update(settings)
     made = [t if isinstance(t, Tool) else tool(t) for t in tools]

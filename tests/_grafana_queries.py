@@ -20,6 +20,7 @@ from loopobs.exporters import catalog
 __all__ = [
     "ALERTS",
     "DASHBOARDS",
+    "DASHBOARDS_LATEST",
     "GRAFANA",
     "PanelQuery",
     "alert_rules",
@@ -33,6 +34,8 @@ __all__ = [
 REPO = Path(__file__).resolve().parent.parent
 GRAFANA = REPO / "grafana"
 DASHBOARDS = GRAFANA / "dashboards"
+DASHBOARDS_LATEST = GRAFANA / "dashboards-latest"
+"""The generated variants for the newest GenAI names (``scripts/grafana_latest.py``)."""
 ALERTS = GRAFANA / "prometheus" / "alerts.yml"
 
 _DEFAULT_VALUES = {
@@ -126,14 +129,15 @@ def alert_rules(path: Path = ALERTS) -> list[dict[str, Any]]:
     return [rule for group in loaded["groups"] for rule in group["rules"] if "alert" in rule]
 
 
-def catalog_series() -> dict[str, frozenset[str]]:
+def catalog_series(latest: bool = False) -> dict[str, frozenset[str]]:
     """Each Prometheus series name the catalog's metrics produce, with its label names.
 
     Histograms give ``_bucket`` (plus ``le``), ``_sum`` and ``_count``; counters their
-    ``_total`` name; the up-down counter a gauge of its own name.
+    ``_total`` name; the up-down counter a gauge of its own name. ``latest``: the metrics
+    of ``OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental``.
     """
     series: dict[str, frozenset[str]] = {}
-    for spec in catalog.METRICS:
+    for spec in catalog.metrics_for(latest):
         labels = frozenset(spec.prometheus_labels)
         if spec.kind == "histogram":
             series[f"{spec.prometheus_name}_bucket"] = labels | {"le"}

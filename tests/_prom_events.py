@@ -36,6 +36,7 @@ from loopobs import (
     StreamFailureContext,
     StreamStartContext,
     StreamSuccessContext,
+    TextDeltaContext,
     ToolCallReceivedContext,
     ToolExecutionError,
     ToolPostContext,
@@ -105,6 +106,8 @@ def emit_run(
     ev(FallbackContext, from_model="m1", to_model="m2", turn=0)
     ev(ModelSwitchedContext, from_model="m1", to_model="m2")
     ev(StreamStartContext, turn=0, model="m2", provider=PROVIDER, attempt=1)
+    ev(TextDeltaContext, turn=0, delta="a")
+    ev(TextDeltaContext, turn=0, delta="b")  # 1 ms after the first: one chunk interval
     first = CALLS[0]
     ev(StreamSuccessContext, turn=0, model="m2", provider=PROVIDER, attempt=1,
        input_tokens=first.input, output_tokens=first.output,

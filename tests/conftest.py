@@ -72,7 +72,9 @@ SAMPLE_FIELDS: dict[str, dict[str, Any]] = {
         "output_tokens": 20,
         "cost_usd": 0.00045,
     },
-    "on_stream_start": {"turn": 3, "model": "m1", "provider": "anthropic", "attempt": 2},
+    "on_stream_start": {"turn": 3, "model": "m1", "provider": "anthropic", "attempt": 2,
+                        "request_options": {"max_tokens": 512, "temperature": 0.2},
+                        "server_address": "api.anthropic.com", "server_port": 443},
     "on_stream_success": {
         "turn": 3,
         "model": "m1",
@@ -88,6 +90,11 @@ SAMPLE_FIELDS: dict[str, dict[str, Any]] = {
         "cache_read_input_tokens": 100,
         "cache_write_input_tokens": 50,
         "reasoning_output_tokens": 5,
+        "usage_details": ("cache_read", "cache_write", "reasoning"),
+        "server_address": "api.anthropic.com",
+        "server_port": 443,
+        "service_tier": "standard",
+        "system_fingerprint": "fp_1",
         "cost_usd": 0.00031,
     },
     "on_stream_failure": {
@@ -97,6 +104,8 @@ SAMPLE_FIELDS: dict[str, dict[str, Any]] = {
         "provider": "anthropic",
         "attempt": 1,
         "duration_ms": 3.5,
+        "server_address": "api.anthropic.com",
+        "server_port": 443,
     },
     "on_response": {
         "turn": 3,
@@ -113,7 +122,8 @@ SAMPLE_FIELDS: dict[str, dict[str, Any]] = {
         "input": {"city": "Zürich", "days": [1, 2], "opts": {"units": None, "x": 1.5}},
         "annotations": ToolAnnotations(read_only=True, idempotent=True, side_effecting=False),
     },
-    "on_tool_pre": {"turn": 3, "tool": "weather", "tool_call_id": "call_1", "attempt": 1},
+    "on_tool_pre": {"turn": 3, "tool": "weather", "tool_call_id": "call_1", "attempt": 1,
+                    "tool_description": "The weather in a city.", "tool_type": "function"},
     "on_tool_post": {
         "tool_call_id": "call_1",
         "turn": 3,

@@ -25,7 +25,9 @@ def test_fields_defaults_and_checks_are_the_dataclass_ones(cls: Any) -> None:
     required = _required(cls)
     ctx = cls(**required)
     for f in dataclasses.fields(cls):
-        expected = required.get(f.name, f.default)
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING \
+            else f.default
+        expected = required.get(f.name, default)
         assert getattr(ctx, f.name) == expected
     assert ctx == cls(**required)
     assert dataclasses.replace(ctx) == ctx

@@ -145,6 +145,7 @@ BY_NAME: dict[str, st.SearchStrategy[Any]] = {
     "input": JSON_OBJECTS,
     "input_schema": JSON_OBJECTS,
     "wake_at": AWARE_DATETIMES,
+    "request_options": JSON_OBJECTS,
 }
 
 
@@ -261,7 +262,7 @@ def test_encoding_is_the_documented_one(make_context: MakeContext) -> None:
     response = json.loads(encode_event(make_context("on_response")))
     assert response["usage"] == {"input_tokens": 300, "output_tokens": 20,
                                  "cache_read_input_tokens": 100, "cache_write_input_tokens": 0,
-                                 "reasoning_output_tokens": 0}
+                                 "reasoning_output_tokens": 0, "details": []}
     post = json.loads(encode_event(make_context("on_tool_post")))
     assert post["display_hint"] == {"type": "code", "language": "python"}
     assert post["error"]["type"] == "ToolExecutionError"
@@ -620,7 +621,9 @@ def test_out_of_range_numbers_are_refused_on_load() -> None:
 
     line = encode_event(ToolPostContext(run_id=_uuid.uuid4(), time_ns=5, turn=0, tool="t",
                                         tool_call_id="c", result_hash=2**64 - 1))
-    assert decode_event(line).result_hash == 2**64 - 1  # an unsigned 64-bit hash is fine
+    decoded = decode_event(line)
+    assert isinstance(decoded, ToolPostContext)
+    assert decoded.result_hash == 2**64 - 1  # an unsigned 64-bit hash is fine
     data = _json.loads(line)
     for field, value in (("time_ns", 2**64 + 5), ("time_ns", -1), ("turn", 2**70),
                          ("result_hash", 2**64)):

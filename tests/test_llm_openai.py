@@ -71,8 +71,13 @@ async def test_plain_text_any_framing(newline: bytes, chunk_size: int) -> None:
             reason="stop",
             response_id="chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG",
             response_model="gpt-4o-2024-08-06",
+            service_tier="default",
+            system_fingerprint="fp_eb9dce56a8",
         ),
     ]
+    # both details reported (reasoning as 0): reported, not unknown
+    assert [e.usage.details for e in events if isinstance(e, UsageReport)] == [
+        ("cache_read", "reasoning")]
     assert replay.all_closed
 
 
@@ -86,7 +91,8 @@ async def test_parallel_tool_calls_assembled_from_interleaved_fragments() -> Non
         ToolCallPart(id="call_clock", name="local_time", arguments={}),
     ]
     assert events[-1] == Finish(
-        reason="tool_calls", response_id="chatcmpl-C2toolcalls", response_model="gpt-4o-2024-08-06"
+        reason="tool_calls", response_id="chatcmpl-C2toolcalls", response_model="gpt-4o-2024-08-06",
+        service_tier="default", system_fingerprint="fp_eb9dce56a8",
     )
     assert events[-2] == UsageReport(Usage(input_tokens=310, output_tokens=62))
 
@@ -103,7 +109,8 @@ async def test_reasoning_content_field() -> None:
         UsageReport(Usage(input_tokens=14, output_tokens=40, reasoning_output_tokens=31)) in events
     )
     assert events[-1] == Finish(
-        reason="stop", response_id="0f5b8a52-reasoner", response_model="deepseek-reasoner"
+        reason="stop", response_id="0f5b8a52-reasoner", response_model="deepseek-reasoner",
+        service_tier="default", system_fingerprint="fp_eb9dce56a8",
     )
 
 
@@ -117,8 +124,11 @@ async def test_reasoning_field_and_usage_without_details() -> None:
     assert text_of(events) == "Hello! How can I help?"
     assert events[-2:] == [
         UsageReport(Usage(input_tokens=11, output_tokens=28)),
-        Finish(reason="stop", response_id="chatcmpl-812", response_model="qwen3:8b"),
+        Finish(reason="stop", response_id="chatcmpl-812", response_model="qwen3:8b",
+               system_fingerprint="fp_ollama"),
     ]
+    # no details reported: unknown, not 0
+    assert [e.usage.details for e in events if isinstance(e, UsageReport)] == [()]
 
 
 async def test_error_event_mid_stream_is_retryable_after_the_text_so_far() -> None:

@@ -55,7 +55,8 @@ def samples_of(names: Iterable[str]) -> set[str]:
     return {n.removesuffix("_bucket") for n in names}
 
 
-def test_prometheus_observer_matches_the_otel_translation() -> None:
+@pytest.mark.parametrize("latest", [False, True], ids=["default", "latest"])
+def test_prometheus_observer_matches_the_otel_translation(latest: bool) -> None:
     """Same sample names and label names from both paths after the same scripted runs."""
     from opentelemetry.sdk.metrics import MeterProvider
 
@@ -65,21 +66,24 @@ def test_prometheus_observer_matches_the_otel_translation() -> None:
     reader = PrometheusMetricReader(disable_target_info=True, registry=otel_registry)
     provider = MeterProvider(metric_readers=[reader])
     try:
-        drive(MetricsObserver(meter_provider=provider))
+        drive(MetricsObserver(meter_provider=provider, latest_semconv=latest))
         otel = shape(otel_registry)
     finally:
         provider.shutdown()
 
-    prom = PrometheusObserver(CollectorRegistry())
+    prom = PrometheusObserver(CollectorRegistry(), latest_semconv=latest)
     drive(prom)
     direct = shape(prom.registry)
 
     assert direct == otel
     # the run touched every catalog metric but the overflow counter (no label hit its limit)
-    expected = {s.prometheus_name for s in c.METRICS if s is not c.LABEL_OVERFLOW}
+    expected = {s.prometheus_name for s in c.metrics_for(latest) if s is not c.LABEL_OVERFLOW}
     assert samples_of(n.removesuffix("_count").removesuffix("_sum") for n in direct) == expected
-    for example in ("gen_ai_client_token_usage_bucket",
-                    "gen_ai_client_operation_duration_seconds_bucket", "loopobs_tokens_total",
+    duration = "gen_ai_client_inference_duration_seconds_bucket" if latest else \
+        "gen_ai_client_operation_duration_seconds_bucket"
+    tokens = "gen_ai_client_inference_usage_input_tokens_total" if latest else \
+        "gen_ai_client_token_usage_bucket"
+    for example in (tokens, duration, "loopobs_tokens_total",
                     "loopobs_tool_calls_total", "loopobs_loop_detections_total",
                     "loopobs_runs_active", "loopobs_observer_errors_total"):
         assert example in direct
@@ -103,7 +107,8 @@ def series(registry: CollectorRegistry) -> dict[tuple[str, frozenset[tuple[str, 
     return out
 
 
-def test_both_paths_record_the_same_values() -> None:
+@pytest.mark.parametrize("latest", [False, True], ids=["default", "latest"])
+def test_both_paths_record_the_same_values(latest: bool) -> None:
     """The same events give every series the same value on both paths: one mapping, no drift.
 
     Covers label folding too: with a limit of 1 the second model, tool and outcome
@@ -118,11 +123,13 @@ def test_both_paths_record_the_same_values() -> None:
         reader = PrometheusMetricReader(disable_target_info=True, registry=otel_registry)
         provider = MeterProvider(metric_readers=[reader])
         try:
-            drive(MetricsObserver(meter_provider=provider, max_label_values=limit))
+            drive(MetricsObserver(meter_provider=provider, max_label_values=limit,
+                                  latest_semconv=latest))
             otel = series(otel_registry)
         finally:
             provider.shutdown()
-        prom = PrometheusObserver(CollectorRegistry(), max_label_values=limit)
+        prom = PrometheusObserver(CollectorRegistry(), max_label_values=limit,
+                                  latest_semconv=latest)
         drive(prom)
         direct = series(prom.registry)
         # Prometheus also holds known label sets at zero before their first event (runs per
@@ -137,7 +144,11 @@ def test_both_paths_record_the_same_values() -> None:
 
 def test_both_observers_derive_from_the_one_table() -> None:
     """Neither backend maps hooks itself: each hook it handles is the shared recorder's."""
-    from loopobs.exporters.event_metrics import EVENT_METRICS, MetricRecorder
+    from loopobs.exporters.event_metrics import (
+        EVENT_METRICS,
+        EVENT_METRICS_LATEST,
+        MetricRecorder,
+    )
     from loopobs.exporters.metrics import MetricsObserver
 
     for backend in (MetricsObserver, PrometheusObserver):
@@ -145,7 +156,11 @@ def test_both_observers_derive_from_the_one_table() -> None:
             if hook == "on_run_end" and backend is PrometheusObserver:
                 continue  # it adds the multi-process error sync, then defers to the table
             assert getattr(backend, hook) is getattr(MetricRecorder, hook), (backend, hook)
-    # every catalog metric but the two the backends record themselves is in the table
-    mapped = {r.metric.name for m in EVENT_METRICS.values() for r in m.recordings}
-    assert mapped == {s.name for s in c.METRICS} - {c.OBSERVER_ERRORS.name,
-                                                    c.LABEL_OVERFLOW.name}
+    # every catalog metric is in the table but those the recorder derives from several
+    # events (chunk intervals, calls per run) and the two the backends record themselves
+    by_recorder = {c.OBSERVER_ERRORS.name, c.LABEL_OVERFLOW.name,
+                   c.TIME_PER_OUTPUT_CHUNK.name, c.INFERENCE_TIME_PER_OUTPUT_CHUNK.name,
+                   c.AGENT_INFERENCE_CALLS.name, c.AGENT_TOOL_CALLS.name}
+    for latest, table in ((False, EVENT_METRICS), (True, EVENT_METRICS_LATEST)):
+        mapped = {r.metric.name for m in table.values() for r in m.recordings}
+        assert mapped == {s.name for s in c.metrics_for(latest)} - by_recorder

@@ -54,8 +54,9 @@ async def test_metric_values_equal_the_scripted_sums(
     await parked_run(obs)
     pts = collect(metric_reader)
 
-    m2 = {OP: "chat", PROV: "scripted", MODEL: "m2"}
-    m1 = {OP: "chat", PROV: "scripted", MODEL: "m1"}
+    m2 = {OP: "chat", PROV: "scripted", MODEL: "m2", c.GEN_AI_RESPONSE_MODEL: "m2-2026"}
+    m1 = {OP: "chat", PROV: "scripted", MODEL: "m1", c.GEN_AI_RESPONSE_MODEL: "m1-2026"}
+    m1_failed = {OP: "chat", PROV: "scripted", MODEL: "m1"}  # no response: no response model
     usage = values(pts[c.TOKEN_USAGE.name])
     assert usage[frozenset({**m2, TT: "input"}.items())] == (4, 300)
     assert usage[frozenset({**m2, TT: "output"}.items())] == (4, 60)
@@ -63,7 +64,7 @@ async def test_metric_values_equal_the_scripted_sums(
 
     duration = values(pts[c.OPERATION_DURATION.name])
     assert duration[frozenset(m2.items())] == (4, pytest.approx(1.2))
-    assert duration[frozenset({**m1, c.ERROR_TYPE: "RateLimited"}.items())] == \
+    assert duration[frozenset({**m1_failed, c.ERROR_TYPE: "RateLimited"}.items())] == \
         (3, pytest.approx(0.36))
     assert values(pts[c.TIME_TO_FIRST_CHUNK.name])[frozenset(m2.items())] == \
         (4, pytest.approx(0.6))
@@ -92,9 +93,10 @@ async def test_metric_values_equal_the_scripted_sums(
     assert values(pts[c.TURNS.name]) == {
         k(**{c.GEN_AI_AGENT_NAME: "calc"}): 5, k(**{c.GEN_AI_AGENT_NAME: "agent"}): 1}
     agent_duration = values(pts[c.AGENT_DURATION.name])
-    assert agent_duration[k(**{c.GEN_AI_AGENT_NAME: "calc"})] == (2, pytest.approx(5.0))
-    assert agent_duration[k(**{c.GEN_AI_AGENT_NAME: "calc",
-                               c.ERROR_TYPE: "FallbackExhausted"})] == (1, pytest.approx(2.5))
+    calc_run = {OP: "invoke_agent", c.GEN_AI_AGENT_NAME: "calc", MODEL: "m1"}
+    assert agent_duration[k(**calc_run)] == (2, pytest.approx(5.0))
+    assert agent_duration[k(**calc_run, **{c.ERROR_TYPE: "FallbackExhausted"})] == \
+        (1, pytest.approx(2.5))
 
     assert values(pts[c.TOOL_CALLS.name]) == {
         k(**{c.GEN_AI_TOOL_NAME: "add", c.LOOPOBS_TOOL_OUTCOME: "output", **calc}): 2,
@@ -103,8 +105,9 @@ async def test_metric_values_equal_the_scripted_sums(
              c.GEN_AI_AGENT_NAME: "agent"}): 1,
     }
     tool_duration = values(pts[c.TOOL_DURATION.name])
-    assert tool_duration[k(**{c.GEN_AI_TOOL_NAME: "div", c.ERROR_TYPE: "ToolExecutionError"})] \
-        == (2, pytest.approx(0.01))
+    assert tool_duration[k(**{OP: "execute_tool", c.GEN_AI_TOOL_NAME: "div",
+                              c.GEN_AI_TOOL_TYPE: "function", c.GEN_AI_AGENT_NAME: "calc",
+                              c.ERROR_TYPE: "ToolExecutionError"})] == (2, pytest.approx(0.01))
     assert values(pts[c.STREAM_FAILURES.name]) == {
         k(**{PROV: "scripted", MODEL: "m1", c.ERROR_TYPE: "RateLimited", **calc}): 3}
     assert values(pts[c.FALLBACKS.name]) == {

@@ -25,7 +25,7 @@ import enum
 import types
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 from uuid import UUID
 
@@ -76,6 +76,7 @@ __all__ = [
     "TurnEndContext",
     "TurnStartContext",
     "Usage",
+    "UsageDetail",
 ]
 
 # Pydantic (used by the JSONL replay) reads this from stdlib dataclasses: a
@@ -165,6 +166,10 @@ HookName = Literal[
 ]
 
 
+UsageDetail = Literal["cache_read", "cache_write", "reasoning"]
+"""A detail count of :class:`Usage` a provider may or may not report."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Usage:
     """Token usage of one model call, or summed over a turn or run.
@@ -181,6 +186,10 @@ class Usage:
     cache_read_input_tokens: int = 0
     cache_write_input_tokens: int = 0
     reasoning_output_tokens: int = 0
+    details: tuple[UsageDetail, ...] = field(default=(), compare=False)
+    """Which of the three detail counts the provider reported (a reported 0 is a 0,
+    an unreported count is unknown). Not part of equality: it says how the counts
+    were reported, not what they are."""
 
     @property
     def total_tokens(self) -> int:
@@ -194,6 +203,7 @@ class Usage:
             cache_read_input_tokens=self.cache_read_input_tokens + other.cache_read_input_tokens,
             cache_write_input_tokens=self.cache_write_input_tokens + other.cache_write_input_tokens,
             reasoning_output_tokens=self.reasoning_output_tokens + other.reasoning_output_tokens,
+            details=tuple(sorted(set(self.details) | set(other.details))),
         )
 
 
@@ -333,6 +343,11 @@ class StreamStartContext(EventContext):
     model: str
     provider: str = ""
     attempt: int = 0
+    request_options: Mapping[str, Any] = field(default_factory=dict)
+    """The options sent with the request (``AgentLoop(request_options=...)``)."""
+    server_address: str | None = None
+    """The host the client calls, when it has one (``LlmClient.server_address``)."""
+    server_port: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -360,6 +375,14 @@ class StreamSuccessContext(EventContext):
     cache_read_input_tokens: int = 0
     cache_write_input_tokens: int = 0
     reasoning_output_tokens: int = 0
+    usage_details: tuple[UsageDetail, ...] = ()
+    """Which detail counts the provider reported (see :attr:`Usage.details`)."""
+    server_address: str | None = None
+    server_port: int | None = None
+    service_tier: str | None = None
+    """The service tier that served the call, when the provider says (OpenAI)."""
+    system_fingerprint: str | None = None
+    """The backend configuration's fingerprint, when the provider says (OpenAI)."""
     cost_usd: float | None = None
 
 
@@ -374,6 +397,8 @@ class StreamFailureContext(EventContext):
     provider: str = ""
     attempt: int = 0
     duration_ms: float = 0.0
+    server_address: str | None = None
+    server_port: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -467,6 +492,9 @@ class ToolPreContext(EventContext):
     tool: str
     tool_call_id: str
     attempt: int = 0
+    tool_description: str = ""
+    tool_type: str = "function"
+    """``function``: a tool the loop runs client-side."""
 
 
 ToolOutcomeKind = Literal["output", "error", "suspend", "sleep"]

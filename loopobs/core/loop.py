@@ -79,6 +79,9 @@ class AgentLoop:
         detectors: observers whose verdicts the loop applies; None means the default
             repetition and convergence detectors, ``[]`` none.
         agent_name: reported as ``gen_ai.agent.name``.
+        request_options: sent with every model request as ``ModelRequest.options``
+            (``max_tokens``, ``temperature``, ``top_p``, ``stop``, ``seed``, …; the
+            client passes them to the provider); reported on the ``chat`` spans.
         budget: limits for each run (USD, tokens, calls, wall time); a session's own
             budget is ``Session(budget=...)``. See :class:`~loopobs.core.budget.Budget`.
         prices: how model calls are priced: None for ``genai-prices``, a mapping of
@@ -94,10 +97,11 @@ class AgentLoop:
             row, a compare-and-set); this process alone already resumes a
             checkpoint at most once without it.
         mcp_servers: MCP servers whose tools join the loop's
-            (``loopobs.mcp.McpStdio``, ``loopobs.mcp.McpHttp``; needs the ``mcp``
-            extra). They connect when a run starts and close when it ends, unless
-            the loop is open (``async with loop:`` or :meth:`open`): then they
-            connect once and stay open for every run until :meth:`aclose`.
+            (``loopobs.mcp.McpStdio``, ``loopobs.mcp.McpHttp``,
+            ``loopobs.mcp.McpSse``; needs the ``mcp`` extra). They connect when
+            a run starts and close when it ends, unless the loop is open
+            (``async with loop:`` or :meth:`open`): then they connect once and
+            stay open for every run until :meth:`aclose`.
         tool_sources: other :class:`~loopobs.core.tool_sources.ToolSource` s, likewise.
         context_providers: async ``provider(query) -> str | None`` functions (or
             :class:`~loopobs.core.context_providers.ProviderSpec`); their text is
@@ -126,6 +130,7 @@ class AgentLoop:
         prices: PricesArg = None,
         sync_tool_workers: int = DEFAULT_TOOL_WORKERS,
         claim_checkpoint: ClaimHook | None = None,
+        request_options: Mapping[str, Any] | None = None,
         mcp_servers: Iterable[ToolSource] = (),
         tool_sources: Iterable[ToolSource] = (),
         context_providers: Iterable[ContextProvider | ProviderSpec] = (),
@@ -168,6 +173,7 @@ class AgentLoop:
         self._links: TraceLinks = LINKS
         self.workers = ToolWorkers(sync_tool_workers)
         self.claim_checkpoint = claim_checkpoint
+        self.request_options: dict[str, Any] = dict(request_options or {})
         self._claims: parking.ResumeClaims = parking.CLAIMS
         self.tool_sources: tuple[ToolSource, ...] = (*mcp_servers, *tool_sources)
         self.context_providers: tuple[ProviderSpec, ...] = tuple(
@@ -251,6 +257,7 @@ class AgentLoop:
                 compaction_threshold=self.compaction_threshold,
                 fallback_models=self.fallback_models, agent_name=self.agent_name,
                 system_prompt=self.system_prompt, budget=self.budget,
+                request_options=dict(self.request_options),
                 context_provider_timeout=self.context_provider_timeout,
             ),
         )

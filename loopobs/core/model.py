@@ -175,6 +175,10 @@ class Finish:
     reason: str | None = None
     response_id: str | None = None
     response_model: str | None = None
+    service_tier: str | None = None
+    """The service tier that served the call, when the provider says (OpenAI)."""
+    system_fingerprint: str | None = None
+    """The backend configuration's fingerprint, when the provider says (OpenAI)."""
 
 
 StreamEvent = TextDelta | ThinkingDelta | ThinkingBlockReady | ToolCallReady | UsageReport | Finish
@@ -183,6 +187,9 @@ StreamEvent = TextDelta | ThinkingDelta | ThinkingBlockReady | ToolCallReady | U
 @runtime_checkable
 class LlmClient(Protocol):
     """A model backend.
+
+    A client that calls a server may also have ``server_address`` (the host)
+    and ``server_port`` attributes; the loop reports them on its events.
 
     ``stream(request)`` returns an async iterator of :data:`StreamEvent`. It
     ends after a :class:`Finish`; a stream that ends without one is broken.

@@ -101,6 +101,14 @@ def distinct_call_ids(calls: Sequence[ToolCallPart]) -> list[ToolCallPart]:
     return distinct
 
 
+def _server(client: object) -> tuple[str | None, int | None]:
+    """The client's ``server_address`` and ``server_port``, when it has well-typed ones."""
+    address = getattr(client, "server_address", None)
+    port = getattr(client, "server_port", None)
+    return (address if isinstance(address, str) and address else None,
+            port if isinstance(port, int) and not isinstance(port, bool) else None)
+
+
 def note_model(deps: RunDeps, run_id: uuid.UUID, session: Session, model: str) -> None:
     """Record ``model`` as the session's current one; emit ``on_model_switched`` if it changed."""
     previous = session.last_model
@@ -166,21 +174,25 @@ class ModelCall:
         messages.extend(SystemMessage(content=t) for t in session.context_texts)
         messages.extend(UserMessage(content=n) for n in session.pending_notes)
         return ModelRequest(model=model, messages=tuple(messages),
-                            tools=self._deps.tool_definitions)
+                            tools=self._deps.tool_definitions,
+                            options=self._deps.settings.request_options)
 
     async def _stream(self, turn: int, model: str, attempt: int) -> ModelResponse:
         deps = self._deps
         em = deps.emit
         client = deps.client
         provider = getattr(client, "provider", "")
+        server = _server(client)
         run_id = self._run_id
         request = self.request(model)
         sent_messages = len(self._session.messages)
         spending = self._spending
         spending.model_call()
         if em.listens("on_stream_start"):
-            em.on_stream_start(StreamStartContext(run_id=run_id, time_ns=now_ns(), turn=turn,
-                                                  model=model, provider=provider, attempt=attempt))
+            em.on_stream_start(StreamStartContext(
+                run_id=run_id, time_ns=now_ns(), turn=turn, model=model, provider=provider,
+                attempt=attempt, request_options=request.options,
+                server_address=server[0], server_port=server[1]))
         started = perf()
         first: float | None = None
         text: list[str] = []
@@ -223,15 +235,15 @@ class ModelCall:
                 if aclose is not None:
                     await aclose()
         except asyncio.CancelledError:
-            self._failed(turn, model, provider, attempt, started, Cancelled())
+            self._failed(turn, model, provider, attempt, started, Cancelled(), server)
             raise
         except LoopError as exc:
-            self._failed(turn, model, provider, attempt, started, exc)
+            self._failed(turn, model, provider, attempt, started, exc, server)
             raise
         except Exception as exc:
             err = ModelError(f"the model client raised {type(exc).__name__}: {exc}",
                              retryable=False, provider=provider)
-            self._failed(turn, model, provider, attempt, started, err)
+            self._failed(turn, model, provider, attempt, started, err, server)
             raise err from exc
         ended = perf()
         session = self._session
@@ -253,6 +265,8 @@ class ModelCall:
                 cache_read_input_tokens=u.cache_read_input_tokens,
                 cache_write_input_tokens=u.cache_write_input_tokens,
                 reasoning_output_tokens=u.reasoning_output_tokens, cost_usd=cost,
+                usage_details=u.details, server_address=server[0], server_port=server[1],
+                service_tier=finish.service_tier, system_fingerprint=finish.system_fingerprint,
             ))
         if em.listens("on_response"):
             em.on_response(ResponseContext(run_id=run_id, time_ns=now_ns(), turn=turn,
@@ -263,9 +277,11 @@ class ModelCall:
                              distinct_call_ids(calls), usage, tuple(blocks), cost)
 
     def _failed(self, turn: int, model: str, provider: str, attempt: int,
-                started: float, error: LoopError) -> None:
+                started: float, error: LoopError,
+                server: tuple[str | None, int | None]) -> None:
         em = self._deps.emit
         if em.listens("on_stream_failure"):
             em.on_stream_failure(StreamFailureContext(
                 run_id=self._run_id, time_ns=now_ns(), turn=turn, model=model, error=error,
-                provider=provider, attempt=attempt, duration_ms=(perf() - started) * 1000.0))
+                provider=provider, attempt=attempt, duration_ms=(perf() - started) * 1000.0,
+                server_address=server[0], server_port=server[1]))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from loopobs.core.budget import Budget
 from loopobs.core.compaction import Compactor
@@ -44,6 +45,8 @@ class LoopSettings:
     fallback_models: tuple[str, ...]
     agent_name: str
     system_prompt: str | None
+    request_options: Mapping[str, Any] = field(default_factory=dict)
+    """Sent with every model request (``ModelRequest.options``)."""
     context_provider_timeout: float | None = 5.0
     budget: Budget | None = None
     """Limits for each run (a session's own budget is on the session)."""

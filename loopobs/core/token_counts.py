@@ -24,7 +24,7 @@ MAX_TOKEN_COUNT = 1_000_000_000
 """The largest token count one model call may report: far above any context window,
 far below what a 64-bit metric sum overflows at."""
 
-_FIELDS = tuple(f.name for f in dataclasses.fields(Usage))
+_FIELDS = tuple(f.name for f in dataclasses.fields(Usage) if f.name != "details")
 
 
 def plausible_token_count(value: Any) -> int | None:
@@ -48,4 +48,5 @@ def plausible_usage(usage: Usage) -> tuple[Usage, int]:
         "a model backend reported implausible token counts (%s); they are treated as unknown",
         ", ".join(dropped),
     )
-    return dataclasses.replace(usage, **dict.fromkeys(dropped, 0)), len(dropped)
+    zeroed: dict[str, Any] = dict.fromkeys(dropped, 0)
+    return dataclasses.replace(usage, **zeroed), len(dropped)

@@ -123,7 +123,8 @@ class ToolPhase:
         em = self._deps.emit
         if em.listens("on_tool_pre"):
             em.on_tool_pre(ToolPreContext(run_id=self._run_id, time_ns=now_ns(), turn=turn,
-                                          tool=found.name, tool_call_id=call.id, attempt=attempt))
+                                          tool=found.name, tool_call_id=call.id, attempt=attempt,
+                                          tool_description=found.description))
         scope = ToolCallScope(found.name, call.id)
         enter_tool_call(scope)  # this task's own context: nothing to reset
         started = perf()

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from loopobs.exporters.metrics import MetricsObserver
     from loopobs.exporters.metrics_server import MetricsServer, start_metrics_server
     from loopobs.exporters.prometheus import PrometheusObserver
+    from loopobs.exporters.redaction import redact_common_secrets
     from loopobs.exporters.setup import Telemetry, configure
     from loopobs.exporters.tracing import TracingObserver
 
@@ -29,6 +30,7 @@ __all__ = [
     "Telemetry",
     "TracingObserver",
     "configure",
+    "redact_common_secrets",
     "replay",
     "start_metrics_server",
 ]
@@ -40,6 +42,7 @@ _LAZY = {
     "Telemetry": "loopobs.exporters.setup",
     "TracingObserver": "loopobs.exporters.tracing",
     "configure": "loopobs.exporters.setup",
+    "redact_common_secrets": "loopobs.exporters.redaction",
     "start_metrics_server": "loopobs.exporters.metrics_server",
 }
 

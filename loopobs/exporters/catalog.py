@@ -15,14 +15,25 @@ dashboard serves a direct scrape and an OTLP → Collector → Prometheus pipeli
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as _ga
+from opentelemetry.semconv._incubating.attributes import openai_attributes as _oa
+from opentelemetry.semconv._incubating.metrics import gen_ai_metrics as _gm
+from opentelemetry.semconv.attributes import error_attributes as _error
+from opentelemetry.semconv.attributes import exception_attributes as _exception
+from opentelemetry.semconv.attributes import server_attributes as _server
+
 __all__ = [
     "METRICS",
+    "METRICS_LATEST",
     "MetricSpec",
+    "latest_experimental",
+    "metrics_for",
     "prometheus_label",
 ]
 
@@ -44,31 +55,82 @@ OP_CHAT = "chat"
 OP_EXECUTE_TOOL = "execute_tool"
 
 # -- GenAI semantic-convention attributes ---------------------------------------------------
-GEN_AI_OPERATION_NAME = "gen_ai.operation.name"
-GEN_AI_PROVIDER_NAME = "gen_ai.provider.name"
-GEN_AI_AGENT_NAME = "gen_ai.agent.name"
-GEN_AI_CONVERSATION_ID = "gen_ai.conversation.id"
-GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
-GEN_AI_REQUEST_STREAM = "gen_ai.request.stream"
-GEN_AI_RESPONSE_MODEL = "gen_ai.response.model"
-GEN_AI_RESPONSE_ID = "gen_ai.response.id"
-GEN_AI_RESPONSE_FINISH_REASONS = "gen_ai.response.finish_reasons"
-GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK = "gen_ai.response.time_to_first_chunk"
-GEN_AI_USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
-GEN_AI_USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
-GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS = "gen_ai.usage.cache_read.input_tokens"
-GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS = "gen_ai.usage.cache_creation.input_tokens"
-GEN_AI_USAGE_REASONING_OUTPUT_TOKENS = "gen_ai.usage.reasoning.output_tokens"
-GEN_AI_TOKEN_TYPE = "gen_ai.token.type"
-GEN_AI_TOOL_NAME = "gen_ai.tool.name"
-GEN_AI_TOOL_CALL_ID = "gen_ai.tool.call.id"
-GEN_AI_TOOL_TYPE = "gen_ai.tool.type"
-GEN_AI_TOOL_CALL_ARGUMENTS = "gen_ai.tool.call.arguments"
-GEN_AI_TOOL_CALL_RESULT = "gen_ai.tool.call.result"
-GEN_AI_INPUT_MESSAGES = "gen_ai.input.messages"
-GEN_AI_OUTPUT_MESSAGES = "gen_ai.output.messages"
-GEN_AI_SYSTEM_INSTRUCTIONS = "gen_ai.system_instructions"
-ERROR_TYPE = "error.type"
+# Taken from the generated constants of ``opentelemetry-semantic-conventions`` wherever
+# the package has them, so a name is never typed twice; only names newer than the
+# package (the semantic-conventions-genai renames) are spelled here.
+GEN_AI_OPERATION_NAME = _ga.GEN_AI_OPERATION_NAME
+GEN_AI_PROVIDER_NAME = _ga.GEN_AI_PROVIDER_NAME
+GEN_AI_AGENT_NAME = _ga.GEN_AI_AGENT_NAME
+GEN_AI_CONVERSATION_ID = _ga.GEN_AI_CONVERSATION_ID
+GEN_AI_REQUEST_MODEL = _ga.GEN_AI_REQUEST_MODEL
+GEN_AI_REQUEST_STREAM = _ga.GEN_AI_REQUEST_STREAM
+GEN_AI_REQUEST_MAX_TOKENS = _ga.GEN_AI_REQUEST_MAX_TOKENS
+GEN_AI_REQUEST_TEMPERATURE = _ga.GEN_AI_REQUEST_TEMPERATURE
+GEN_AI_REQUEST_TOP_P = _ga.GEN_AI_REQUEST_TOP_P
+GEN_AI_REQUEST_TOP_K = _ga.GEN_AI_REQUEST_TOP_K
+GEN_AI_REQUEST_FREQUENCY_PENALTY = _ga.GEN_AI_REQUEST_FREQUENCY_PENALTY
+GEN_AI_REQUEST_PRESENCE_PENALTY = _ga.GEN_AI_REQUEST_PRESENCE_PENALTY
+GEN_AI_REQUEST_STOP_SEQUENCES = _ga.GEN_AI_REQUEST_STOP_SEQUENCES
+GEN_AI_REQUEST_SEED = _ga.GEN_AI_REQUEST_SEED
+GEN_AI_REQUEST_CHOICE_COUNT = _ga.GEN_AI_REQUEST_CHOICE_COUNT
+GEN_AI_RESPONSE_MODEL = _ga.GEN_AI_RESPONSE_MODEL
+GEN_AI_RESPONSE_ID = _ga.GEN_AI_RESPONSE_ID
+GEN_AI_RESPONSE_FINISH_REASONS = _ga.GEN_AI_RESPONSE_FINISH_REASONS
+GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK = _ga.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK
+GEN_AI_USAGE_INPUT_TOKENS = _ga.GEN_AI_USAGE_INPUT_TOKENS
+GEN_AI_USAGE_OUTPUT_TOKENS = _ga.GEN_AI_USAGE_OUTPUT_TOKENS
+GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS = _ga.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS
+GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS = _ga.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS
+GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS = "gen_ai.usage.cache_write.input_tokens"
+"""The newer name of ``…cache_creation.input_tokens`` (semantic-conventions-genai)."""
+GEN_AI_USAGE_REASONING_OUTPUT_TOKENS = _ga.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS
+GEN_AI_TOKEN_TYPE = _ga.GEN_AI_TOKEN_TYPE
+GEN_AI_TOKEN_MODALITY = "gen_ai.token.modality"
+"""Required on the newer per-type token counters (semantic-conventions-genai)."""
+GEN_AI_TOOL_NAME = _ga.GEN_AI_TOOL_NAME
+GEN_AI_TOOL_CALL_ID = _ga.GEN_AI_TOOL_CALL_ID
+GEN_AI_TOOL_TYPE = _ga.GEN_AI_TOOL_TYPE
+GEN_AI_TOOL_DESCRIPTION = _ga.GEN_AI_TOOL_DESCRIPTION
+GEN_AI_TOOL_CALL_ARGUMENTS = _ga.GEN_AI_TOOL_CALL_ARGUMENTS
+GEN_AI_TOOL_CALL_RESULT = _ga.GEN_AI_TOOL_CALL_RESULT
+GEN_AI_INPUT_MESSAGES = _ga.GEN_AI_INPUT_MESSAGES
+GEN_AI_OUTPUT_MESSAGES = _ga.GEN_AI_OUTPUT_MESSAGES
+GEN_AI_SYSTEM_INSTRUCTIONS = _ga.GEN_AI_SYSTEM_INSTRUCTIONS
+GEN_AI_EVALUATION_NAME = _ga.GEN_AI_EVALUATION_NAME
+GEN_AI_EVALUATION_SCORE_VALUE = _ga.GEN_AI_EVALUATION_SCORE_VALUE
+GEN_AI_EVALUATION_SCORE_LABEL = _ga.GEN_AI_EVALUATION_SCORE_LABEL
+GEN_AI_EVALUATION_EXPLANATION = _ga.GEN_AI_EVALUATION_EXPLANATION
+OPENAI_REQUEST_SERVICE_TIER = _oa.OPENAI_REQUEST_SERVICE_TIER
+OPENAI_RESPONSE_SERVICE_TIER = _oa.OPENAI_RESPONSE_SERVICE_TIER
+OPENAI_RESPONSE_SYSTEM_FINGERPRINT = _oa.OPENAI_RESPONSE_SYSTEM_FINGERPRINT
+SERVER_ADDRESS = _server.SERVER_ADDRESS
+SERVER_PORT = _server.SERVER_PORT
+ERROR_TYPE = _error.ERROR_TYPE
+EXCEPTION_TYPE = _exception.EXCEPTION_TYPE
+EXCEPTION_MESSAGE = _exception.EXCEPTION_MESSAGE
+
+INT_ATTRIBUTES = frozenset({SERVER_PORT})
+"""Metric attributes whose values are integers (every other metric label is a string)."""
+
+REQUEST_OPTION_ATTRIBUTES: Mapping[str, tuple[str, type]] = {
+    "max_tokens": (GEN_AI_REQUEST_MAX_TOKENS, int),
+    "max_completion_tokens": (GEN_AI_REQUEST_MAX_TOKENS, int),
+    "temperature": (GEN_AI_REQUEST_TEMPERATURE, float),
+    "top_p": (GEN_AI_REQUEST_TOP_P, float),
+    "top_k": (GEN_AI_REQUEST_TOP_K, float),
+    "frequency_penalty": (GEN_AI_REQUEST_FREQUENCY_PENALTY, float),
+    "presence_penalty": (GEN_AI_REQUEST_PRESENCE_PENALTY, float),
+    "stop": (GEN_AI_REQUEST_STOP_SEQUENCES, list),
+    "stop_sequences": (GEN_AI_REQUEST_STOP_SEQUENCES, list),
+    "seed": (GEN_AI_REQUEST_SEED, int),
+    "n": (GEN_AI_REQUEST_CHOICE_COUNT, int),
+}
+"""Request option (as the OpenAI and Anthropic APIs spell it) → the attribute reporting it,
+and the attribute's type. Options not listed here are not reported."""
+OPENAI_REQUEST_OPTION_ATTRIBUTES: Mapping[str, tuple[str, type]] = {
+    "service_tier": (OPENAI_REQUEST_SERVICE_TIER, str),
+}
+"""Options reported only when the provider is ``openai``."""
 
 # -- loopobs attributes ---------------------------------------------------------------------
 LOOPOBS_RUN_ID = "loopobs.run.id"
@@ -76,6 +138,9 @@ LOOPOBS_RUN_STATUS = "loopobs.run.status"
 LOOPOBS_RUN_TOTAL_TURNS = "loopobs.run.total_turns"
 LOOPOBS_RUN_RESUMED_FROM = "loopobs.run.resumed_from"
 LOOPOBS_TURN_INDEX = "loopobs.turn.index"
+LOOPOBS_TURN_INPUT_TOKENS = "loopobs.turn.input_tokens"
+"""Input tokens of a turn's successful model call (on loopobs's own ``turn`` span)."""
+LOOPOBS_TURN_OUTPUT_TOKENS = "loopobs.turn.output_tokens"
 LOOPOBS_ATTEMPT = "loopobs.attempt"
 LOOPOBS_TOOL_RESULT_HASH = "loopobs.tool.result_hash"
 LOOPOBS_TOOL_OUTCOME = "loopobs.tool.outcome"
@@ -107,7 +172,14 @@ EVENT_SUSPENDED = "loopobs.suspended"
 EVENT_SLEEP = "loopobs.sleep"
 EVENT_BUDGET_EXCEEDED = "loopobs.budget_exceeded"
 EVENT_INFERENCE_DETAILS = "gen_ai.client.inference.operation.details"
-"""Content-capture event (EVENT_ONLY / SPAN_AND_EVENT modes), added to the ``chat`` span."""
+"""Content-capture event (EVENT_ONLY / SPAN_AND_EVENT modes): a log record, and a ``chat``
+span event."""
+EVENT_OPERATION_EXCEPTION = "gen_ai.client.operation.exception"
+"""A failed model call, as a log record (severity WARN) with the ``exception.*`` attributes."""
+EVENT_INFERENCE_EXCEPTION = "gen_ai.client.inference.exception"
+"""The newer name of :data:`EVENT_OPERATION_EXCEPTION` (semantic-conventions-genai)."""
+EVENT_EVALUATION_RESULT = "gen_ai.evaluation.result"
+"""An evaluation of a run or model call (:func:`loopobs.record_evaluation`)."""
 
 # -- span event attributes (the fields of the event's context) ------------------------------
 LOOPOBS_COMPACTION_TOKENS_BEFORE = "loopobs.compaction.tokens_before"
@@ -125,6 +197,10 @@ LOOPOBS_BUDGET_VALUE = "loopobs.budget.value"
 LOOPOBS_BUDGET_ALLOWED = "loopobs.budget.allowed"
 
 # -- attribute values -------------------------------------------------------------------------
+TOKEN_MODALITY_TEXT = "text"
+"""``gen_ai.token.modality`` of reported usage (loopobs messages are text)."""
+TOKEN_MODALITY_UNKNOWN = "unknown"
+"""``gen_ai.token.modality`` of a call that reported no usage (recorded as 0)."""
 TOOL_TYPE_FUNCTION = "function"
 """``gen_ai.tool.type`` of a tool the loop runs client-side."""
 ERROR_TYPE_OTHER = "_OTHER"
@@ -207,33 +283,100 @@ class MetricSpec:
         return tuple(prometheus_label(a) for a in self.attributes)
 
 
-_MODEL_CALL = (GEN_AI_OPERATION_NAME, GEN_AI_PROVIDER_NAME, GEN_AI_REQUEST_MODEL)
+_MODEL_CALL = (GEN_AI_OPERATION_NAME, GEN_AI_PROVIDER_NAME, GEN_AI_REQUEST_MODEL,
+               GEN_AI_RESPONSE_MODEL, SERVER_ADDRESS, SERVER_PORT)
 
 TOKEN_USAGE = MetricSpec(
-    "gen_ai.client.token.usage", "histogram", "{token}",
+    _gm.GEN_AI_CLIENT_TOKEN_USAGE, "histogram", "{token}",
     "Tokens per model call, by token type (input, output).",
     (*_MODEL_CALL, GEN_AI_TOKEN_TYPE), TOKEN_BUCKETS,
 )
 OPERATION_DURATION = MetricSpec(
-    "gen_ai.client.operation.duration", "histogram", "s",
+    _gm.GEN_AI_CLIENT_OPERATION_DURATION, "histogram", "s",
     "Duration of one model call attempt.",
     (*_MODEL_CALL, ERROR_TYPE), DURATION_BUCKETS,
 )
 TIME_TO_FIRST_CHUNK = MetricSpec(
-    "gen_ai.client.operation.time_to_first_chunk", "histogram", "s",
+    _gm.GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK, "histogram", "s",
     "Time from the start of a streamed model call to its first chunk.",
+    _MODEL_CALL, DURATION_BUCKETS,
+)
+TIME_PER_OUTPUT_CHUNK = MetricSpec(
+    _gm.GEN_AI_CLIENT_OPERATION_TIME_PER_OUTPUT_CHUNK, "histogram", "s",
+    "Time between consecutive chunks of a streamed model call, for each chunk after the first.",
     _MODEL_CALL, DURATION_BUCKETS,
 )
 TOOL_DURATION = MetricSpec(
     "gen_ai.execute_tool.duration", "histogram", "s",
     "Duration of one tool call attempt.",
-    (GEN_AI_TOOL_NAME, ERROR_TYPE), DURATION_BUCKETS,
+    (GEN_AI_OPERATION_NAME, GEN_AI_TOOL_NAME, GEN_AI_TOOL_TYPE, GEN_AI_AGENT_NAME, ERROR_TYPE),
+    DURATION_BUCKETS,
 )
 AGENT_DURATION = MetricSpec(
     "gen_ai.invoke_agent.duration", "histogram", "s",
     "Duration of one agent run.",
-    (GEN_AI_AGENT_NAME, ERROR_TYPE), AGENT_DURATION_BUCKETS,
+    (GEN_AI_OPERATION_NAME, GEN_AI_AGENT_NAME, GEN_AI_REQUEST_MODEL, ERROR_TYPE),
+    AGENT_DURATION_BUCKETS,
 )
+
+# -- the newer names (semantic-conventions-genai), behind OTEL_SEMCONV_STABILITY_OPT_IN ----
+INFERENCE_DURATION = MetricSpec(
+    "gen_ai.client.inference.duration", "histogram", "s",
+    "Duration of one model call attempt.",
+    (*_MODEL_CALL, ERROR_TYPE), DURATION_BUCKETS,
+)
+INFERENCE_TIME_TO_FIRST_CHUNK = MetricSpec(
+    "gen_ai.client.inference.time_to_first_chunk", "histogram", "s",
+    "Time from the start of a streamed model call to its first chunk.",
+    _MODEL_CALL, DURATION_BUCKETS,
+)
+INFERENCE_TIME_PER_OUTPUT_CHUNK = MetricSpec(
+    "gen_ai.client.inference.time_per_output_chunk", "histogram", "s",
+    "Time between consecutive chunks of a streamed model call, for each chunk after the first.",
+    _MODEL_CALL, DURATION_BUCKETS,
+)
+_USAGE_COUNTER = (*_MODEL_CALL, GEN_AI_TOKEN_MODALITY)
+
+
+def _usage_counter(name: str, what: str) -> MetricSpec:
+    return MetricSpec(f"gen_ai.client.inference.usage.{name}", "counter", "{token}",
+                      f"{what}, per model call attempt (0 when none was reported).",
+                      _USAGE_COUNTER)
+
+
+INFERENCE_INPUT_TOKENS = _usage_counter("input_tokens", "Input tokens, cached ones included")
+INFERENCE_OUTPUT_TOKENS = _usage_counter("output_tokens", "Output tokens, reasoning included")
+INFERENCE_CACHE_READ_TOKENS = _usage_counter("cache_read.input_tokens",
+                                             "Input tokens served from the provider's cache")
+INFERENCE_CACHE_WRITE_TOKENS = _usage_counter("cache_write.input_tokens",
+                                              "Input tokens written to the provider's cache")
+INFERENCE_REASONING_TOKENS = _usage_counter("reasoning.output_tokens",
+                                            "Output tokens spent on reasoning")
+INFERENCE_OPERATION_INPUT_TOKENS = MetricSpec(
+    "gen_ai.client.inference.operation.input_tokens", "histogram", "{token}",
+    "Input tokens per model call (for percentiles; the counters are for totals).",
+    (*_MODEL_CALL, ERROR_TYPE), TOKEN_BUCKETS,
+)
+INFERENCE_OPERATION_OUTPUT_TOKENS = MetricSpec(
+    "gen_ai.client.inference.operation.output_tokens", "histogram", "{token}",
+    "Output tokens per model call (for percentiles; the counters are for totals).",
+    (*_MODEL_CALL, ERROR_TYPE), TOKEN_BUCKETS,
+)
+CALL_COUNT_BUCKETS: tuple[float, ...] = (1, 2, 4, 8, 16, 32, 64, 128)
+"""Model or tool calls per run: doubling from 1 to 128."""
+AGENT_INFERENCE_CALLS = MetricSpec(
+    "gen_ai.invoke_agent.inference_calls", "histogram", "{inference_call}",
+    "Model call attempts per agent run.",
+    (GEN_AI_OPERATION_NAME, GEN_AI_AGENT_NAME, GEN_AI_REQUEST_MODEL, ERROR_TYPE),
+    CALL_COUNT_BUCKETS,
+)
+AGENT_TOOL_CALLS = MetricSpec(
+    "gen_ai.invoke_agent.tool_calls", "histogram", "{tool_call}",
+    "Tool call attempts per agent run.",
+    (GEN_AI_OPERATION_NAME, GEN_AI_AGENT_NAME, GEN_AI_REQUEST_MODEL, ERROR_TYPE),
+    CALL_COUNT_BUCKETS,
+)
+
 RUNS = MetricSpec(
     "loopobs.runs", "counter", "{run}", "Runs ended, by status.",
     (GEN_AI_AGENT_NAME, LOOPOBS_RUN_STATUS),
@@ -321,8 +464,6 @@ JSONRPC_REQUEST_ID = "jsonrpc.request.id"
 RPC_RESPONSE_STATUS_CODE = "rpc.response.status_code"
 NETWORK_TRANSPORT = "network.transport"
 NETWORK_PROTOCOL_NAME = "network.protocol.name"
-SERVER_ADDRESS = "server.address"
-SERVER_PORT = "server.port"
 LOOPOBS_MCP_SERVER = "loopobs.mcp.server"
 SPAN_CONTEXT_PROVIDER = "context_provider"
 SPAN_SESSION_QUEUE = "session_queue"
@@ -361,12 +502,7 @@ SESSION_QUEUE_EVENTS = MetricSpec(
     (LOOPOBS_QUEUE_NAME, LOOPOBS_QUEUE_OUTCOME),
 )
 
-METRICS: tuple[MetricSpec, ...] = (
-    TOKEN_USAGE,
-    OPERATION_DURATION,
-    TIME_TO_FIRST_CHUNK,
-    TOOL_DURATION,
-    AGENT_DURATION,
+_LOOPOBS_METRICS: tuple[MetricSpec, ...] = (
     RUNS,
     RUNS_ACTIVE,
     TURNS,
@@ -389,7 +525,62 @@ METRICS: tuple[MetricSpec, ...] = (
     RUN_COST,
     BUDGET_EXCEEDED,
 )
-"""Every metric loopobs records."""
+
+METRICS: tuple[MetricSpec, ...] = (
+    TOKEN_USAGE,
+    OPERATION_DURATION,
+    TIME_TO_FIRST_CHUNK,
+    TIME_PER_OUTPUT_CHUNK,
+    TOOL_DURATION,
+    AGENT_DURATION,
+    *_LOOPOBS_METRICS,
+)
+"""Every metric loopobs records with the default conventions (v1.41)."""
+
+METRICS_LATEST: tuple[MetricSpec, ...] = (
+    INFERENCE_DURATION,
+    INFERENCE_TIME_TO_FIRST_CHUNK,
+    INFERENCE_TIME_PER_OUTPUT_CHUNK,
+    INFERENCE_INPUT_TOKENS,
+    INFERENCE_OUTPUT_TOKENS,
+    INFERENCE_CACHE_READ_TOKENS,
+    INFERENCE_CACHE_WRITE_TOKENS,
+    INFERENCE_REASONING_TOKENS,
+    INFERENCE_OPERATION_INPUT_TOKENS,
+    INFERENCE_OPERATION_OUTPUT_TOKENS,
+    TOOL_DURATION,
+    AGENT_DURATION,
+    AGENT_INFERENCE_CALLS,
+    AGENT_TOOL_CALLS,
+    *_LOOPOBS_METRICS,
+)
+"""Every metric loopobs records with the opt-in switch set (see :func:`latest_experimental`)."""
+
+EVALUATION_SCORE = MetricSpec(
+    "loopobs.evaluation.score", "histogram", "1",
+    "Evaluation scores recorded with loopobs.record_evaluation, by evaluation name and label.",
+    (GEN_AI_EVALUATION_NAME, GEN_AI_EVALUATION_SCORE_LABEL),
+    (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0),
+)
+"""Recorded by :func:`loopobs.record_evaluation`, not by the observers (so not in
+:data:`METRICS`); the label's values are the caller's, so keep them few."""
+
+SEMCONV_OPT_IN_ENV = "OTEL_SEMCONV_STABILITY_OPT_IN"
+"""The variable the conventions prescribe for opting in to newer names (a comma-separated list)."""
+GEN_AI_LATEST_EXPERIMENTAL = "gen_ai_latest_experimental"
+"""The value of :data:`SEMCONV_OPT_IN_ENV` that selects the newest GenAI names."""
+
+
+def latest_experimental(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether ``OTEL_SEMCONV_STABILITY_OPT_IN`` lists ``gen_ai_latest_experimental``."""
+    raw = (os.environ if environ is None else environ).get(SEMCONV_OPT_IN_ENV, "")
+    return GEN_AI_LATEST_EXPERIMENTAL in {part.strip().lower() for part in raw.split(",")}
+
+
+def metrics_for(latest: bool) -> tuple[MetricSpec, ...]:
+    """:data:`METRICS_LATEST` when ``latest``, else :data:`METRICS`."""
+    return METRICS_LATEST if latest else METRICS
+
 
 OVERFLOW_VALUE = "_other"
 """The label value that absorbs values past a label's limit."""

@@ -29,11 +29,13 @@ from loopobs.exporters.catalog import MetricSpec
 __all__ = [
     "DEFAULT_MAX_LABEL_VALUES",
     "EVENT_METRICS",
+    "EVENT_METRICS_LATEST",
     "EventMetrics",
     "Sink",
     "MetricRecorder",
     "Recording",
     "error_type",
+    "event_metrics_for",
 ]
 
 DEFAULT_MAX_LABEL_VALUES = 100
@@ -121,6 +123,12 @@ def _tool_error(ctx: ev.ToolPostContext) -> str:
     return error_type(ctx.error, c.ERROR_TYPE_TOOL)
 
 
+_SERVER = (c.SERVER_ADDRESS, c.SERVER_PORT)
+_SUCCESS_KEYS = (c.GEN_AI_PROVIDER_NAME, c.GEN_AI_REQUEST_MODEL, c.GEN_AI_RESPONSE_MODEL,
+                 *_SERVER, c.GEN_AI_TOKEN_MODALITY)
+_FAILURE_KEYS = (c.GEN_AI_PROVIDER_NAME, c.GEN_AI_REQUEST_MODEL, *_SERVER, c.ERROR_TYPE)
+
+
 def _tool_labels(ctx: ev.ToolPostContext) -> tuple[str, ...]:
     mcp = ctx.mcp
     if mcp is None:
@@ -132,10 +140,25 @@ def _tool_labels(ctx: ev.ToolPostContext) -> tuple[str, ...]:
 def _mcp_seconds(ctx: ev.ToolPostContext) -> float | None:
     return None if ctx.mcp is None else ctx.mcp.duration_ms / 1000.0
 
-
-_MODEL_CALL = (c.GEN_AI_PROVIDER_NAME, c.GEN_AI_REQUEST_MODEL)
 _FROM_TO = (c.LOOPOBS_MODEL_FROM, c.LOOPOBS_MODEL_TO)
 _CHAT = {c.GEN_AI_OPERATION_NAME: c.OP_CHAT}
+_UNKNOWN_MODALITY = {**_CHAT, c.GEN_AI_TOKEN_MODALITY: c.TOKEN_MODALITY_UNKNOWN}
+
+
+def _port(port: int | None) -> str:
+    return "" if port is None else str(port)
+
+
+def _success_labels(ctx: ev.StreamSuccessContext) -> tuple[str, ...]:
+    reported = ctx.input_tokens or ctx.output_tokens or ctx.usage_details
+    return (ctx.provider, ctx.model, ctx.response_model or ctx.model, ctx.server_address or "",
+            _port(ctx.server_port),
+            c.TOKEN_MODALITY_TEXT if reported else c.TOKEN_MODALITY_UNKNOWN)
+
+
+def _failure_labels(ctx: ev.StreamFailureContext) -> tuple[str, ...]:
+    return (ctx.provider, ctx.model, ctx.server_address or "", _port(ctx.server_port),
+            error_type(ctx.error))
 
 
 def _token_usage(kind: str, count: Callable[[ev.StreamSuccessContext], int]) -> Recording:
@@ -148,103 +171,142 @@ def _tokens(kind: str, count: Callable[[ev.StreamSuccessContext], int], *,
                      exemplar=True)
 
 
-EVENT_METRICS: Mapping[ev.HookName, EventMetrics] = {
-    "on_run_start": EventMetrics((), _nothing, (
-        Recording(c.RUNS_ACTIVE, _one),
-    ), with_agent=True),
-    "on_run_end": EventMetrics(
-        (c.LOOPOBS_RUN_STATUS, c.ERROR_TYPE),
-        lambda ctx: (str(ctx.status), "" if ctx.error is None else error_type(ctx.error)),
-        (
-            Recording(c.RUNS, _one),
-            Recording(c.AGENT_DURATION, _seconds, exemplar=True),
-            Recording(c.RUNS_ACTIVE, _minus_one, started_only=True),
-            Recording(c.RUN_COST, _cost, exemplar=True),
+def _zero(ctx: Any) -> float:
+    return 0
+
+
+_LATEST_COUNTERS = (
+    (c.INFERENCE_INPUT_TOKENS, lambda ctx: ctx.input_tokens),
+    (c.INFERENCE_OUTPUT_TOKENS, lambda ctx: ctx.output_tokens),
+    (c.INFERENCE_CACHE_READ_TOKENS, lambda ctx: ctx.cache_read_input_tokens),
+    (c.INFERENCE_CACHE_WRITE_TOKENS, lambda ctx: ctx.cache_write_input_tokens),
+    (c.INFERENCE_REASONING_TOKENS, lambda ctx: ctx.reasoning_output_tokens),
+)
+
+
+def event_metrics_for(latest: bool) -> Mapping[ev.HookName, EventMetrics]:
+    """The event → metric table with the default conventions, or the newest (``latest``)."""
+    duration = c.INFERENCE_DURATION if latest else c.OPERATION_DURATION
+    ttfc = c.INFERENCE_TIME_TO_FIRST_CHUNK if latest else c.TIME_TO_FIRST_CHUNK
+    if latest:
+        # Every attempt counts its tokens, failed ones as 0 of modality "unknown".
+        usage: tuple[Recording, ...] = (
+            *(Recording(spec, count, _CHAT, exemplar=True) for spec, count in _LATEST_COUNTERS),
+            Recording(c.INFERENCE_OPERATION_INPUT_TOKENS, lambda ctx: ctx.input_tokens, _CHAT),
+            Recording(c.INFERENCE_OPERATION_OUTPUT_TOKENS, lambda ctx: ctx.output_tokens, _CHAT),
+        )
+        failed_usage: tuple[Recording, ...] = tuple(
+            Recording(spec, _zero, _UNKNOWN_MODALITY) for spec, _ in _LATEST_COUNTERS)
+    else:
+        usage = (_token_usage(c.TOKEN_INPUT, lambda ctx: ctx.input_tokens),
+                 _token_usage(c.TOKEN_OUTPUT, lambda ctx: ctx.output_tokens))
+        failed_usage = ()
+    success_keys = _SUCCESS_KEYS if latest else _SUCCESS_KEYS[:-1]
+
+    def success_labels(ctx: ev.StreamSuccessContext) -> tuple[str, ...]:
+        return _success_labels(ctx) if latest else _success_labels(ctx)[:-1]
+
+    return {
+        "on_run_start": EventMetrics((), _nothing, (
+            Recording(c.RUNS_ACTIVE, _one),
+        ), with_agent=True),
+        "on_run_end": EventMetrics(
+            (c.LOOPOBS_RUN_STATUS, c.ERROR_TYPE),
+            lambda ctx: (str(ctx.status), "" if ctx.error is None else error_type(ctx.error)),
+            (
+                Recording(c.RUNS, _one),
+                Recording(c.AGENT_DURATION, _seconds,
+                          {c.GEN_AI_OPERATION_NAME: c.OP_INVOKE_AGENT}, exemplar=True),
+                Recording(c.RUNS_ACTIVE, _minus_one, started_only=True),
+                Recording(c.RUN_COST, _cost, exemplar=True),
+            ),
+            with_agent=True,
         ),
-        with_agent=True,
-    ),
-    "on_turn_end": EventMetrics((), _nothing, (
-        Recording(c.TURNS, _one),
-    ), with_agent=True),
-    "on_stream_success": EventMetrics(_MODEL_CALL, lambda ctx: (ctx.provider, ctx.model), (
-        _token_usage(c.TOKEN_INPUT, lambda ctx: ctx.input_tokens),
-        _token_usage(c.TOKEN_OUTPUT, lambda ctx: ctx.output_tokens),
-        Recording(c.OPERATION_DURATION, _seconds, _CHAT, exemplar=True),
-        Recording(c.TIME_TO_FIRST_CHUNK, _ttfc, _CHAT, exemplar=True),
-        _tokens(c.TOKEN_INPUT, lambda ctx: ctx.input_tokens, skip_zero=False),
-        _tokens(c.TOKEN_OUTPUT, lambda ctx: ctx.output_tokens, skip_zero=False),
-        _tokens(c.TOKEN_CACHE_READ, lambda ctx: ctx.cache_read_input_tokens, skip_zero=True),
-        _tokens(c.TOKEN_CACHE_WRITE, lambda ctx: ctx.cache_write_input_tokens, skip_zero=True),
-        _tokens(c.TOKEN_REASONING, lambda ctx: ctx.reasoning_output_tokens, skip_zero=True),
-        Recording(c.COST, _cost, exemplar=True),
-        Recording(c.UNPRICED_CALLS, _unpriced),
-    ), with_agent=True),
-    "on_stream_failure": EventMetrics(
-        (*_MODEL_CALL, c.ERROR_TYPE),
-        lambda ctx: (ctx.provider, ctx.model, error_type(ctx.error)),
-        (
-            Recording(c.OPERATION_DURATION, _seconds, _CHAT, exemplar=True),
+        "on_turn_end": EventMetrics((), _nothing, (
+            Recording(c.TURNS, _one),
+        ), with_agent=True),
+        "on_stream_success": EventMetrics(success_keys, success_labels, (
+            *usage,
+            Recording(duration, _seconds, _CHAT, exemplar=True),
+            Recording(ttfc, _ttfc, _CHAT, exemplar=True),
+            _tokens(c.TOKEN_INPUT, lambda ctx: ctx.input_tokens, skip_zero=False),
+            _tokens(c.TOKEN_OUTPUT, lambda ctx: ctx.output_tokens, skip_zero=False),
+            _tokens(c.TOKEN_CACHE_READ, lambda ctx: ctx.cache_read_input_tokens, skip_zero=True),
+            _tokens(c.TOKEN_CACHE_WRITE, lambda ctx: ctx.cache_write_input_tokens,
+                    skip_zero=True),
+            _tokens(c.TOKEN_REASONING, lambda ctx: ctx.reasoning_output_tokens, skip_zero=True),
+            Recording(c.COST, _cost, exemplar=True),
+            Recording(c.UNPRICED_CALLS, _unpriced),
+        ), with_agent=True),
+        "on_stream_failure": EventMetrics(_FAILURE_KEYS, _failure_labels, (
+            Recording(duration, _seconds, _CHAT, exemplar=True),
+            *failed_usage,
             Recording(c.STREAM_FAILURES, _one),
+        ), with_agent=True),
+        "on_tool_post": EventMetrics(
+            (c.GEN_AI_TOOL_NAME, c.ERROR_TYPE, c.LOOPOBS_TOOL_OUTCOME, c.MCP_METHOD_NAME,
+             c.NETWORK_TRANSPORT, c.MCP_PROTOCOL_VERSION),
+            _tool_labels,
+            (
+                Recording(c.TOOL_DURATION, _seconds,
+                          {c.GEN_AI_OPERATION_NAME: c.OP_EXECUTE_TOOL,
+                           c.GEN_AI_TOOL_TYPE: c.TOOL_TYPE_FUNCTION}, exemplar=True),
+                Recording(c.TOOL_CALLS, _one),
+                Recording(c.MCP_CLIENT_DURATION, _mcp_seconds, exemplar=True),
+            ),
+            with_agent=True,
         ),
-        with_agent=True,
-    ),
-    "on_tool_post": EventMetrics(
-        (c.GEN_AI_TOOL_NAME, c.ERROR_TYPE, c.LOOPOBS_TOOL_OUTCOME, c.MCP_METHOD_NAME,
-         c.NETWORK_TRANSPORT, c.MCP_PROTOCOL_VERSION),
-        _tool_labels,
-        (
-            Recording(c.TOOL_DURATION, _seconds, exemplar=True),
-            Recording(c.TOOL_CALLS, _one),
-            Recording(c.MCP_CLIENT_DURATION, _mcp_seconds, exemplar=True),
+        "on_fallback": EventMetrics(_FROM_TO, lambda ctx: (ctx.from_model, ctx.to_model), (
+            Recording(c.FALLBACKS, _one),
+        )),
+        "on_model_switched": EventMetrics(_FROM_TO, lambda ctx: (ctx.from_model, ctx.to_model), (
+            Recording(c.MODEL_SWITCHES, _one),
+        )),
+        "on_compaction": EventMetrics(
+            (c.LOOPOBS_COMPACTION_REASON,), lambda ctx: (ctx.reason,),
+            (
+                Recording(c.COMPACTIONS, _one),
+                Recording(c.COMPACTION_TOKENS_SAVED, lambda ctx: max(0, ctx.tokens_saved),
+                          skip_zero=True),
+            ),
         ),
-        with_agent=True,
-    ),
-    "on_fallback": EventMetrics(_FROM_TO, lambda ctx: (ctx.from_model, ctx.to_model), (
-        Recording(c.FALLBACKS, _one),
-    )),
-    "on_model_switched": EventMetrics(_FROM_TO, lambda ctx: (ctx.from_model, ctx.to_model), (
-        Recording(c.MODEL_SWITCHES, _one),
-    )),
-    "on_compaction": EventMetrics(
-        (c.LOOPOBS_COMPACTION_REASON,), lambda ctx: (ctx.reason,),
-        (
-            Recording(c.COMPACTIONS, _one),
-            Recording(c.COMPACTION_TOKENS_SAVED, lambda ctx: max(0, ctx.tokens_saved),
-                      skip_zero=True),
+        "on_loop_detected": EventMetrics(
+            (c.GEN_AI_TOOL_NAME, c.LOOPOBS_DETECTION_ACTION),
+            lambda ctx: (ctx.tool or "", ctx.action),
+            (Recording(c.LOOP_DETECTIONS, _one),),
         ),
-    ),
-    "on_loop_detected": EventMetrics(
-        (c.GEN_AI_TOOL_NAME, c.LOOPOBS_DETECTION_ACTION),
-        lambda ctx: (ctx.tool or "", ctx.action),
-        (Recording(c.LOOP_DETECTIONS, _one),),
-    ),
-    "on_convergence_detected": EventMetrics(
-        (c.LOOPOBS_DETECTION_ACTION,), lambda ctx: (ctx.action,),
-        (Recording(c.CONVERGENCE_DETECTIONS, _one),),
-    ),
-    "on_context_provider": EventMetrics(
-        (c.LOOPOBS_CONTEXT_PROVIDER_NAME, c.LOOPOBS_CONTEXT_PROVIDER_OUTCOME),
-        lambda ctx: (ctx.provider, ctx.outcome),
-        (Recording(c.CONTEXT_PROVIDER_DURATION, _seconds, exemplar=True),),
-    ),
-    "on_backpressure": EventMetrics(
-        (c.LOOPOBS_QUEUE_NAME, c.LOOPOBS_QUEUE_OUTCOME), lambda ctx: (ctx.queue, ctx.outcome),
-        (Recording(c.SESSION_QUEUE_EVENTS, _one),),
-    ),
-    "on_budget_exceeded": EventMetrics(
-        (c.LOOPOBS_BUDGET_LIMIT, c.LOOPOBS_BUDGET_SCOPE, c.LOOPOBS_BUDGET_ACTION),
-        lambda ctx: (ctx.limit, ctx.scope, ctx.action),
-        (Recording(c.BUDGET_EXCEEDED, _one),),
-        with_agent=True,
-    ),
-}
-"""Hook → what its event records, in recording order."""
+        "on_convergence_detected": EventMetrics(
+            (c.LOOPOBS_DETECTION_ACTION,), lambda ctx: (ctx.action,),
+            (Recording(c.CONVERGENCE_DETECTIONS, _one),),
+        ),
+        "on_context_provider": EventMetrics(
+            (c.LOOPOBS_CONTEXT_PROVIDER_NAME, c.LOOPOBS_CONTEXT_PROVIDER_OUTCOME),
+            lambda ctx: (ctx.provider, ctx.outcome),
+            (Recording(c.CONTEXT_PROVIDER_DURATION, _seconds, exemplar=True),),
+        ),
+        "on_backpressure": EventMetrics(
+            (c.LOOPOBS_QUEUE_NAME, c.LOOPOBS_QUEUE_OUTCOME), lambda ctx: (ctx.queue, ctx.outcome),
+            (Recording(c.SESSION_QUEUE_EVENTS, _one),),
+        ),
+        "on_budget_exceeded": EventMetrics(
+            (c.LOOPOBS_BUDGET_LIMIT, c.LOOPOBS_BUDGET_SCOPE, c.LOOPOBS_BUDGET_ACTION),
+            lambda ctx: (ctx.limit, ctx.scope, ctx.action),
+            (Recording(c.BUDGET_EXCEEDED, _one),),
+            with_agent=True,
+        ),
+    }
+
+
+EVENT_METRICS: Mapping[ev.HookName, EventMetrics] = event_metrics_for(False)
+"""Hook → what its event records, in recording order (default conventions)."""
+EVENT_METRICS_LATEST: Mapping[ev.HookName, EventMetrics] = event_metrics_for(True)
+"""The same with ``OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental``."""
 
 Sink = Callable[[float, tuple[str, ...], UUID], None]
 """Records one value with its label values (in the metric's attribute order) for a run."""
 
 
-_PickedKey = tuple[str, tuple[str, ...], "str | None"]
+_PickedKey = tuple[str, tuple[str, ...], "str | None", str]
 _PICKED_MAX = 10_000
 """Label sets whose picked values a recorder keeps (cleared when full)."""
 
@@ -256,6 +318,12 @@ class _Step(NamedTuple):
     started_only: bool
     pick: Callable[[Sequence[str]], tuple[str, ...]]
     sink: Sink
+
+
+@dataclass(slots=True)
+class _Chunks:
+    labels: list[str]
+    last_ns: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,11 +357,21 @@ class MetricRecorder(LoopObserver):
     backends are.
     """
 
-    def __init__(self, max_label_values: int = DEFAULT_MAX_LABEL_VALUES) -> None:
+    def __init__(self, max_label_values: int = DEFAULT_MAX_LABEL_VALUES, *,
+                 latest_semconv: bool | None = None) -> None:
         if max_label_values < 1:
             raise ValueError("max_label_values must be at least 1")
         self.max_label_values = max_label_values
+        self.latest_semconv = (c.latest_experimental() if latest_semconv is None
+                               else latest_semconv)
+        """Whether the newest GenAI names are recorded (``OTEL_SEMCONV_STABILITY_OPT_IN``)."""
+        self.metric_specs = c.metrics_for(self.latest_semconv)
+        """The metrics this recorder records: the catalog's set for its conventions."""
+        self._table = event_metrics_for(self.latest_semconv)
         self._agents: dict[UUID, str] = {}
+        self._models: dict[UUID, str] = {}
+        self._calls: dict[UUID, list[int]] = {}
+        self._chunks: dict[tuple[UUID, int], _Chunks] = {}
         self._plans: dict[str, _Plan] = {}
         self._picked: dict[_PickedKey, tuple[tuple[str, ...], ...]] = {}
 
@@ -314,13 +392,15 @@ class MetricRecorder(LoopObserver):
     def _compile(self) -> None:
         """Turn :data:`EVENT_METRICS` into this backend's plans; call once, after setup."""
         self._agent_bound = self._bounder(c.GEN_AI_AGENT_NAME)
-        for hook, mapping in EVENT_METRICS.items():
-            # A row holds the event's bounded values, then the agent, then "" (absent),
-            # then the fixed values; each metric picks its attributes from it by position.
+        self._model_bound = self._bounder(c.GEN_AI_REQUEST_MODEL)
+        for hook, mapping in self._table.items():
+            # A row holds the event's bounded values, then the run's agent and model, then ""
+            # (absent), then the fixed values; each metric picks its attributes by position.
             position = {key: i for i, key in enumerate(mapping.keys)}
-            agent_at, absent_at = len(mapping.keys), len(mapping.keys) + 1
+            agent_at, absent_at = len(mapping.keys), len(mapping.keys) + 2
             if mapping.with_agent:
                 position[c.GEN_AI_AGENT_NAME] = agent_at
+                position.setdefault(c.GEN_AI_REQUEST_MODEL, agent_at + 1)
             tail: list[str] = [""]
             steps = []
             for recording in mapping.recordings:
@@ -337,21 +417,32 @@ class MetricRecorder(LoopObserver):
             self._plans[hook] = _Plan(mapping.labels,
                                       tuple(self._bounder(k) for k in mapping.keys),
                                       mapping.with_agent, tuple(tail), tuple(steps))
+        chunk = c.INFERENCE_TIME_PER_OUTPUT_CHUNK if self.latest_semconv \
+            else c.TIME_PER_OUTPUT_CHUNK
+        self._chunk_sink = self._sink(Recording(chunk, _one, _CHAT))
+        self._chunk_bounds = tuple(
+            self._bounder(key) if key != c.GEN_AI_OPERATION_NAME else None
+            for key in chunk.attributes)
+        self._per_run_sinks = tuple(
+            self._sink(Recording(spec, _one, {c.GEN_AI_OPERATION_NAME: c.OP_INVOKE_AGENT}))
+            for spec in (c.AGENT_INFERENCE_CALLS, c.AGENT_TOOL_CALLS)
+        ) if self.latest_semconv else ()
 
     # -- the walk --------------------------------------------------------------------------
-    def _apply(self, ctx: ev.EventContext, agent: str | None) -> None:
+    def _apply(self, ctx: ev.EventContext, agent: str | None, model: str = "") -> None:
         plan = self._plans[ctx.hook]
         raw = plan.labels(ctx)
         # The picked label values of an event's labels, kept once every value passed its
         # bound unchanged: a repeated label set skips the bounds and the picking. Values
         # folded into _other are bounded again every time (each fold is counted).
-        key = (ctx.hook, raw, agent)
+        key = (ctx.hook, raw, agent, model)
         picked = self._picked.get(key)
         if picked is None:
             bounds = plan.bounds
             row = [bound(value) if value else "" for bound, value in zip(bounds, raw, strict=True)]
             cacheable = row == list(raw)
             row.append(agent or "")
+            row.append(model)
             row.extend(plan.tail)
             picked = tuple(step.pick(row) for step in plan.steps)
             if cacheable:
@@ -372,6 +463,9 @@ class MetricRecorder(LoopObserver):
         """Drop every open run's agent (for ``reset``); return them."""
         agents = list(self._agents.values())
         self._agents.clear()
+        self._models.clear()
+        self._calls.clear()
+        self._chunks.clear()
         self._picked.clear()  # bounds forget their values too
         return agents
 
@@ -380,26 +474,76 @@ class MetricRecorder(LoopObserver):
         """``runs.active`` +1 for the run's agent, remembered until the run ends."""
         agent = self._agent_bound(ctx.agent)
         self._agents[ctx.run_id] = agent
-        self._apply(ctx, agent)
+        self._models[ctx.run_id] = self._model_bound(ctx.model) if ctx.model else ""
+        if self.latest_semconv:
+            self._calls[ctx.run_id] = [0, 0]
+        self._apply(ctx, agent, self._models[ctx.run_id])
 
     def on_run_end(self, ctx: ev.RunEndContext) -> None:
-        """``runs`` by status, the run's duration, ``runs.active`` −1; the run is forgotten."""
-        self._apply(ctx, self._agents.pop(ctx.run_id, None))
+        """``runs`` by status, the run's duration, ``runs.active`` −1; the run is forgotten.
+
+        With the newest conventions, also the run's model and tool call counts.
+        """
+        agent = self._agents.pop(ctx.run_id, None)
+        model = self._models.pop(ctx.run_id, "")
+        self._apply(ctx, agent, model)
+        calls = self._calls.pop(ctx.run_id, None)
+        if calls is not None and agent is not None:
+            labels = (c.OP_INVOKE_AGENT, agent, model,
+                      "" if ctx.error is None else error_type(ctx.error))
+            for sink, count in zip(self._per_run_sinks, calls, strict=True):
+                sink(count, labels, ctx.run_id)
 
     def on_turn_end(self, ctx: ev.TurnEndContext) -> None:
         """``turns`` +1."""
-        self._apply(ctx, self._agents.get(ctx.run_id))
+        self._apply(ctx, self._agents.get(ctx.run_id), self._models.get(ctx.run_id, ""))
+
+    def on_stream_start(self, ctx: ev.StreamStartContext) -> None:
+        """Start timing the attempt's chunks (and count the run's model calls)."""
+        calls = self._calls.get(ctx.run_id)
+        if calls is not None:
+            calls[0] += 1
+        raw = {c.GEN_AI_PROVIDER_NAME: ctx.provider, c.GEN_AI_REQUEST_MODEL: ctx.model,
+               c.SERVER_ADDRESS: ctx.server_address or "", c.SERVER_PORT: _port(ctx.server_port)}
+        attributes = (c.INFERENCE_TIME_PER_OUTPUT_CHUNK if self.latest_semconv
+                      else c.TIME_PER_OUTPUT_CHUNK).attributes
+        labels = [c.OP_CHAT if bound is None else (bound(value) if (value := raw.get(key))
+                                                   else "")
+                  for key, bound in zip(attributes, self._chunk_bounds, strict=True)]
+        self._chunks[(ctx.run_id, ctx.turn)] = _Chunks(labels, None)
+
+    def _chunk(self, run_id: UUID, turn: int, time_ns: int) -> None:
+        chunks = self._chunks.get((run_id, turn))
+        if chunks is None:
+            return
+        if chunks.last_ns is not None:
+            self._chunk_sink(max(0, time_ns - chunks.last_ns) / 1e9, tuple(chunks.labels),
+                             run_id)
+        chunks.last_ns = time_ns
+
+    def on_text_delta(self, ctx: ev.TextDeltaContext) -> None:
+        """The time since the attempt's previous chunk (from the second chunk on)."""
+        self._chunk(ctx.run_id, ctx.turn, ctx.time_ns)
+
+    def on_thinking_delta(self, ctx: ev.ThinkingDeltaContext) -> None:
+        """The time since the attempt's previous chunk (reasoning chunks are output too)."""
+        self._chunk(ctx.run_id, ctx.turn, ctx.time_ns)
 
     def on_stream_success(self, ctx: ev.StreamSuccessContext) -> None:
         """The call's duration, time to first chunk and tokens (histogram and counter)."""
+        self._chunks.pop((ctx.run_id, ctx.turn), None)
         self._apply(ctx, self._agents.get(ctx.run_id))
 
     def on_stream_failure(self, ctx: ev.StreamFailureContext) -> None:
         """The failed attempt's duration with ``error.type``, and ``stream.failures`` +1."""
+        self._chunks.pop((ctx.run_id, ctx.turn), None)
         self._apply(ctx, self._agents.get(ctx.run_id))
 
     def on_tool_post(self, ctx: ev.ToolPostContext) -> None:
         """The attempt's duration (``error.type`` when it failed) and ``tool.calls`` by outcome."""
+        calls = self._calls.get(ctx.run_id)
+        if calls is not None:
+            calls[1] += 1
         self._apply(ctx, self._agents.get(ctx.run_id))
 
     def on_fallback(self, ctx: ev.FallbackContext) -> None:

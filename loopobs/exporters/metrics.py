@@ -51,6 +51,8 @@ class MetricsObserver(MetricRecorder):
         meter_provider: where metrics go; ``None`` uses the global provider (a
             no-op until the application installs an SDK). Never installed globally.
         max_label_values: cap on distinct values per label key.
+        latest_semconv: record the newest GenAI metric names; ``None`` reads
+            ``OTEL_SEMCONV_STABILITY_OPT_IN`` (``gen_ai_latest_experimental``).
 
     Per-run state is the agent name of each open run, dropped at ``on_run_end``.
     """
@@ -60,10 +62,11 @@ class MetricsObserver(MetricRecorder):
         meter_provider: metrics.MeterProvider | None = None,
         *,
         max_label_values: int = DEFAULT_MAX_LABEL_VALUES,
+        latest_semconv: bool | None = None,
     ) -> None:
         from loopobs import __version__
 
-        super().__init__(max_label_values)
+        super().__init__(max_label_values, latest_semconv=latest_semconv)
         self._provider = meter_provider
         provider = meter_provider if meter_provider is not None else metrics.get_meter_provider()
         meter = provider.get_meter(c.SCOPE_NAME, __version__, schema_url=c.SCHEMA_URL)
@@ -71,7 +74,7 @@ class MetricsObserver(MetricRecorder):
         self._lock = threading.Lock()
         self._sets: weakref.WeakSet[ObserverSet] = weakref.WeakSet()
         self._instruments: dict[str, Any] = {}
-        for spec in c.METRICS:
+        for spec in self.metric_specs:
             if spec is c.OBSERVER_ERRORS:
                 self._instruments[spec.name] = meter.create_observable_counter(
                     spec.name, [self._observe_errors], unit=spec.unit,
@@ -110,15 +113,17 @@ class MetricsObserver(MetricRecorder):
         attributes = spec.attributes
         # One attribute dict per label set (the values are bounded, so is this), reused:
         # the SDK copies what it is given, and building it per event was a third of the cost.
-        by_values: dict[tuple[str, ...], dict[str, str]] = {}
+        by_values: dict[tuple[str, ...], dict[str, str | int]] = {}
 
         def sink(value: float, values: tuple[str, ...], run_id: UUID) -> None:
             found = by_values.get(values)
             if found is None:
                 if len(by_values) >= 4096:  # reset() lets new values in: stay bounded anyway
                     by_values.clear()
+                # The label row is strings; OTel attributes keep the convention's int type.
                 found = by_values[values] = {
-                    key: v for key, v in zip(attributes, values, strict=True) if v}
+                    key: int(v) if key in c.INT_ATTRIBUTES else v
+                    for key, v in zip(attributes, values, strict=True) if v}
             record(value, found)
 
         return sink

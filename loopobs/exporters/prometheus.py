@@ -267,6 +267,8 @@ class PrometheusObserver(MetricRecorder):
             values fold into ``_other``.
         exemplars: Attach ``trace_id`` / ``span_id`` exemplars to token and
             duration samples of traced runs (ignored in multi-process mode).
+        latest_semconv: record the newest GenAI metric names; ``None`` reads
+            ``OTEL_SEMCONV_STABILITY_OPT_IN`` (``gen_ai_latest_experimental``).
 
     Per run, only the agent name is kept (keyed by ``run_id``) from
     ``on_run_start`` to ``on_run_end``; nothing else outlives an event. Safe
@@ -279,8 +281,9 @@ class PrometheusObserver(MetricRecorder):
         *,
         max_label_values: int = DEFAULT_MAX_LABEL_VALUES,
         exemplars: bool = True,
+        latest_semconv: bool | None = None,
     ) -> None:
-        super().__init__(max_label_values)
+        super().__init__(max_label_values, latest_semconv=latest_semconv)
         self.multiprocess = multiprocess_enabled()
         if self.multiprocess:
             _check_multiprocess_dir()
@@ -295,13 +298,13 @@ class PrometheusObserver(MetricRecorder):
         overflow = count(c.LABEL_OVERFLOW)
         sanitised = count(c.LABEL_SANITISED)
         self._bounds: dict[str, BoundedLabel] = {}
-        for spec in c.METRICS:
+        for spec in self.metric_specs:
             for attribute in spec.attributes:
                 if attribute not in self._bounds:
                     self._bounds[attribute] = BoundedLabel(
                         c.prometheus_label(attribute), max_label_values, overflow, sanitised)
         self._families: dict[str, _Family] = {}
-        for spec in c.METRICS:
+        for spec in self.metric_specs:
             if spec is c.OBSERVER_ERRORS or spec is c.LABEL_OVERFLOW:
                 continue
             self._families[spec.name] = _Family(_metric(spec, reg))

@@ -33,6 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from opentelemetry import _logs as otel_logs
 from opentelemetry import metrics, trace
 from opentelemetry.metrics import MeterProvider as ApiMeterProvider
 
@@ -46,6 +47,7 @@ from loopobs.exporters._otel_env import (
 )
 from loopobs.exporters.content import ContentMode
 from loopobs.exporters.metrics import MetricsObserver
+from loopobs.exporters.redaction import Redactor
 from loopobs.exporters.tracing import TracingObserver
 
 if TYPE_CHECKING:
@@ -324,6 +326,8 @@ def configure(
     batch_export_timeout_s: float | None = None,
     span_exporters: Sequence[SpanExporter] = (),
     metric_readers: Sequence[MetricReader] = (),
+    redact: Redactor | None = None,
+    logger_provider: otel_logs.LoggerProvider | None = None,
     default_service_name: str | None = None,
 ) -> Telemetry:
     """Build tracer and meter providers, their exporters, and observers that use them.
@@ -366,6 +370,10 @@ def configure(
         batch_export_timeout_s: else ``OTEL_BSP_EXPORT_TIMEOUT`` (ms); default 30 s.
         span_exporters: extra span destinations (e.g. an in-memory exporter in tests).
         metric_readers: extra metric readers (e.g. an in-memory reader in tests).
+        redact: applied to captured content before export (see
+            :func:`~loopobs.exporters.redaction.redact_common_secrets`).
+        logger_provider: where the :class:`TracingObserver`'s log-record events go
+            (operation exceptions, inference details); else the global provider.
         default_service_name: ``service.name`` when nothing else names one.
 
     With ``OTEL_SDK_DISABLED=true`` no SDK object is built: the observers get
@@ -381,7 +389,8 @@ def configure(
         mp_noop = metrics.NoOpMeterProvider()
         return Telemetry(TracingObserver(tp_noop, capture_content=capture_content,
                                          turn_spans=turn_spans,
-                                         propagate_context=propagate_context),
+                                         propagate_context=propagate_context,
+                                         logger_provider=otel_logs.NoOpLoggerProvider()),
                          MetricsObserver(mp_noop), tp_noop, mp_noop, enabled=False)
 
     # Everything that can be wrong is checked before any object (or thread) exists.
@@ -469,7 +478,8 @@ def configure(
                                        shutdown_on_exit=False)
         telemetry = Telemetry(
             TracingObserver(tracer_provider, capture_content=capture_content,
-                            turn_spans=turn_spans, propagate_context=propagate_context),
+                            turn_spans=turn_spans, propagate_context=propagate_context,
+                            redact=redact, logger_provider=logger_provider),
             MetricsObserver(meter_provider), tracer_provider, meter_provider,
             exporters=tuple(built), settings=settings, _ended=ended, _counted=tuple(counted))
     except BaseException:

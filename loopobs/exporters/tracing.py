@@ -7,8 +7,16 @@ One span tree per run::
         chat {model}       CLIENT     one per model call attempt (fallbacks included)
         execute_tool {t}   INTERNAL   one per tool call attempt
 
+``invoke_agent``, ``chat`` and ``execute_tool`` follow the GenAI semantic
+conventions; ``turn`` is loopobs's own grouping span (no ``gen_ai.operation.name``,
+only ``loopobs.*`` attributes), which ``turn_spans=False`` leaves out.
+
 Compaction, fallback, model switch, loop and convergence detection, suspension
-and sleep become span events. Spans are keyed by run, turn, attempt and tool
+and sleep become span events. A failed model call also emits the
+``gen_ai.client.operation.exception`` event, and with content capture in an
+event mode each model call emits ``gen_ai.client.inference.operation.details``,
+both as log records through the OpenTelemetry logs API, in the call's span
+context. Spans are keyed by run, turn, attempt and tool
 call id — never by "the current span" — and every parent is passed explicitly,
 so one observer serves any number of concurrent runs and nothing depends on
 context attach/detach across ``await``. Span start and end times are the
@@ -36,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
+from opentelemetry import _logs as otel_logs
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, StatusCode, TraceFlags
@@ -74,6 +83,7 @@ from loopobs.exporters import catalog as c
 from loopobs.exporters import content
 from loopobs.exporters.content import ContentMode
 from loopobs.exporters.providers import flush_provider
+from loopobs.exporters.redaction import Redactor, redact_value
 
 __all__ = ["NON_ERROR_STATUSES", "TracingObserver"]
 
@@ -123,6 +133,33 @@ def _fail(span: Span, error: LoopError | None, error_type: str | None = None) ->
     span.set_status(Status(StatusCode.ERROR, str(error) if error is not None else None))
 
 
+_OPENAI = "openai"
+
+
+def _request_attributes(attrs: dict[str, Any], options: Mapping[str, Any], provider: str) -> None:
+    """Add the ``gen_ai.request.*`` attributes of the options sent (well-typed ones only)."""
+    known = c.REQUEST_OPTION_ATTRIBUTES
+    if provider == _OPENAI:
+        known = {**known, **c.OPENAI_REQUEST_OPTION_ATTRIBUTES}
+    for option, value in options.items():
+        spec = known.get(option)
+        if spec is None or value is None or isinstance(value, bool):
+            continue
+        name, kind = spec
+        if kind is list:
+            if isinstance(value, str):
+                attrs[name] = (value,)
+            elif isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+                attrs[name] = tuple(value)
+        elif kind is float and isinstance(value, int | float):
+            attrs[name] = float(value)
+        elif kind is int and isinstance(value, int):
+            if name != c.GEN_AI_REQUEST_CHOICE_COUNT or value != 1:
+                attrs[name] = value
+        elif kind is str and isinstance(value, str):
+            attrs[name] = value
+
+
 @dataclass(slots=True, eq=False)
 class _Open:
     """A started span, and the context token when it was made current."""
@@ -139,6 +176,9 @@ class _Open:
     end_ns: int = 0
     finish_reason: str | None = None
     input_json: str = ""
+    input_messages: list[dict[str, Any]] = field(default_factory=list)
+    attrs: dict[str, Any] = field(default_factory=dict)
+    """The call's GenAI attributes, repeated on its log-record events."""
 
 
 @dataclass(slots=True, eq=False)
@@ -155,7 +195,7 @@ class _Run:
     output_tokens: int = 0
     cache_read: int = 0
     cache_write: int = 0
-    reasoning: int = 0
+    reported: set[str] = field(default_factory=set)
     cost_usd: float = 0.0
     unpriced: bool = False
     # content capture only
@@ -181,6 +221,15 @@ class TracingObserver(LoopObserver):
         turn_spans: ``False`` puts model and tool spans directly under the run span.
         propagate_context: make ``chat`` / ``execute_tool`` spans current while
             they run, so nested instrumentation attaches to them.
+        logger_provider: where the log-record events go (operation exceptions,
+            and inference details when content capture asks for events);
+            ``None`` uses the global provider (a no-op until one is installed).
+        redact: applied to every captured text (message parts, tool arguments
+            and results) before it is exported; see
+            :func:`loopobs.exporters.redaction.redact_common_secrets`.
+        latest_semconv: use the newest GenAI names (``cache_write``, the renamed
+            exception event, no provider on ``invoke_agent``); ``None`` reads
+            ``OTEL_SEMCONV_STABILITY_OPT_IN`` (``gen_ai_latest_experimental``).
 
     When a run's span is not recording (sampled out, or no SDK), the observer
     still keeps the span structure (so children are consistently dropped) but
@@ -194,12 +243,24 @@ class TracingObserver(LoopObserver):
         capture_content: ContentMode | bool | str | None = None,
         turn_spans: bool = True,
         propagate_context: bool = True,
+        logger_provider: otel_logs.LoggerProvider | None = None,
+        redact: Redactor | None = None,
+        latest_semconv: bool | None = None,
     ) -> None:
         from loopobs import __version__
 
         self._provider = tracer_provider
         provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
         self._tracer = provider.get_tracer(c.SCOPE_NAME, __version__, schema_url=c.SCHEMA_URL)
+        logs = logger_provider if logger_provider is not None else \
+            otel_logs.get_logger_provider()
+        self._logger = logs.get_logger(c.SCOPE_NAME, __version__, schema_url=c.SCHEMA_URL)
+        self._redact = redact
+        self.latest_semconv = c.latest_experimental() if latest_semconv is None \
+            else latest_semconv
+        """Whether the newest GenAI names are used (fixed at construction)."""
+        self._cache_write_attr = c.GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS if self.latest_semconv \
+            else c.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS
         self._content_mode = content.parse_content_mode(capture_content)
         self._capture = self._content_mode.enabled  # read per event; the enum check is not free
         self.turn_spans = turn_spans
@@ -225,6 +286,20 @@ class TracingObserver(LoopObserver):
         )
 
     # -- helpers ---------------------------------------------------------------------------
+    def _content(self, value: Any) -> Any:
+        """``value`` with the redaction hook applied to every string in it."""
+        return value if self._redact is None else redact_value(value, self._redact)
+
+    def _dumps(self, value: Any) -> str:
+        """Captured content as the JSON string spans carry, redacted."""
+        return content.dumps(self._content(value))
+
+    def _emit(self, span: Span, name: str, attributes: Mapping[str, Any], time_ns: int,
+              severity: otel_logs.SeverityNumber | None = None) -> None:
+        """A log-record event ``name`` in ``span``'s context."""
+        self._logger.emit(timestamp=time_ns, context=trace.set_span_in_context(span),
+                          event_name=name, attributes=attributes, severity_number=severity)
+
     def _parent(self, run: _Run, turn: int) -> Span:
         return run.turns.get(turn, run.root) if self.turn_spans else run.root
 
@@ -251,17 +326,26 @@ class TracingObserver(LoopObserver):
     def _end_chat(self, run: _Run, chat: _Open, end_ns: int) -> None:
         if run.recording and self._capture:
             text = "".join(chat.text)
-            output = content.dumps([content.output_message(
+            messages = self._content([content.output_message(
                 text, chat.tool_calls, chat.finish_reason, "".join(chat.reasoning))])
+            output = content.dumps(messages)
             if self.content_mode.on_span:
                 chat.span.set_attribute(c.GEN_AI_OUTPUT_MESSAGES, output)
             if self.content_mode.on_event:
                 attrs = {c.GEN_AI_INPUT_MESSAGES: chat.input_json,
                          c.GEN_AI_OUTPUT_MESSAGES: output}
+                # The log record carries the structured content, as the conventions ask.
+                record: dict[str, Any] = {
+                    **chat.attrs,
+                    c.GEN_AI_INPUT_MESSAGES: self._content(chat.input_messages),
+                    c.GEN_AI_OUTPUT_MESSAGES: messages,
+                }
                 if run.instructions:
-                    attrs[c.GEN_AI_SYSTEM_INSTRUCTIONS] = content.dumps(
-                        content.system_instructions(run.instructions))
+                    instructions = self._content(content.system_instructions(run.instructions))
+                    attrs[c.GEN_AI_SYSTEM_INSTRUCTIONS] = content.dumps(instructions)
+                    record[c.GEN_AI_SYSTEM_INSTRUCTIONS] = instructions
                 chat.span.add_event(c.EVENT_INFERENCE_DETAILS, attrs, timestamp=end_ns)
+                self._emit(chat.span, c.EVENT_INFERENCE_DETAILS, record, end_ns)
             run.history.append(content.assistant_message(text, chat.tool_calls))
         chat.span.end(end_time=end_ns)
 
@@ -333,13 +417,13 @@ class TracingObserver(LoopObserver):
                 c.GEN_AI_USAGE_INPUT_TOKENS: inp,
                 c.GEN_AI_USAGE_OUTPUT_TOKENS: out,
             }
-            if run.cache_read:
+            # The agent span's usage lists no reasoning tokens; cache counts appear
+            # whenever a call of the run reported them, 0 included.
+            if run.cache_read or "cache_read" in run.reported:
                 attrs[c.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = run.cache_read
-            if run.cache_write:
-                attrs[c.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS] = run.cache_write
-            if run.reasoning:
-                attrs[c.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = run.reasoning
-            if run.provider:
+            if run.cache_write or "cache_write" in run.reported:
+                attrs[self._cache_write_attr] = run.cache_write
+            if run.provider and not self.latest_semconv:
                 attrs[c.GEN_AI_PROVIDER_NAME] = run.provider
             cost = ctx.cost_usd if ctx.cost_usd is not None or run.unpriced else run.cost_usd
             if cost is not None:
@@ -411,8 +495,8 @@ class TracingObserver(LoopObserver):
         if span is None:
             return
         if run.recording:
-            span.set_attributes({c.GEN_AI_USAGE_INPUT_TOKENS: ctx.input_tokens,
-                                 c.GEN_AI_USAGE_OUTPUT_TOKENS: ctx.output_tokens})
+            span.set_attributes({c.LOOPOBS_TURN_INPUT_TOKENS: ctx.input_tokens,
+                                 c.LOOPOBS_TURN_OUTPUT_TOKENS: ctx.output_tokens})
             if ctx.cost_usd is not None:
                 span.set_attribute(c.LOOPOBS_COST_USD, ctx.cost_usd)
             if not ctx.success:
@@ -437,17 +521,26 @@ class TracingObserver(LoopObserver):
             attrs[c.GEN_AI_PROVIDER_NAME] = ctx.provider
             if not run.provider:
                 run.provider = ctx.provider
+        if ctx.server_address:
+            attrs[c.SERVER_ADDRESS] = ctx.server_address
+            if ctx.server_port is not None:
+                attrs[c.SERVER_PORT] = ctx.server_port
+        if ctx.request_options:
+            _request_attributes(attrs, ctx.request_options, ctx.provider)
         span = self._tracer.start_span(
             f"{c.SPAN_CHAT} {ctx.model}", context=trace.set_span_in_context(
                 self._parent(run, ctx.turn)),
             kind=SpanKind.CLIENT, attributes=attrs, start_time=ctx.time_ns)
         item = _Open(span=span, turn=ctx.turn)
+        if run.recording:
+            item.attrs = {k: v for k, v in attrs.items() if k != c.LOOPOBS_ATTEMPT}
         if run.recording and self._capture:
-            item.input_json = content.dumps(run.history)
+            item.input_messages = list(run.history)
+            item.input_json = self._dumps(item.input_messages)
             if self.content_mode.on_span:
                 span.set_attribute(c.GEN_AI_INPUT_MESSAGES, item.input_json)
                 if run.instructions:
-                    span.set_attribute(c.GEN_AI_SYSTEM_INSTRUCTIONS, content.dumps(
+                    span.set_attribute(c.GEN_AI_SYSTEM_INSTRUCTIONS, self._dumps(
                         content.system_instructions(run.instructions)))
             run.streaming[ctx.turn] = item
         old = run.chats.pop((ctx.turn, ctx.attempt), None)
@@ -486,7 +579,7 @@ class TracingObserver(LoopObserver):
         run.output_tokens += ctx.output_tokens
         run.cache_read += ctx.cache_read_input_tokens
         run.cache_write += ctx.cache_write_input_tokens
-        run.reasoning += ctx.reasoning_output_tokens
+        run.reported.update(ctx.usage_details)
         if ctx.cost_usd is None:
             run.unpriced = True
         else:
@@ -505,17 +598,25 @@ class TracingObserver(LoopObserver):
                 attrs[c.GEN_AI_RESPONSE_ID] = ctx.response_id
             if ctx.finish_reason:
                 attrs[c.GEN_AI_RESPONSE_FINISH_REASONS] = (ctx.finish_reason,)
-            if ctx.cache_read_input_tokens:
+            # Present whenever the provider reported them, 0 included; absent when unknown.
+            reported = ctx.usage_details
+            if ctx.cache_read_input_tokens or "cache_read" in reported:
                 attrs[c.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = ctx.cache_read_input_tokens
-            if ctx.cache_write_input_tokens:
-                attrs[c.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS] = ctx.cache_write_input_tokens
-            if ctx.reasoning_output_tokens:
+            if ctx.cache_write_input_tokens or "cache_write" in reported:
+                attrs[self._cache_write_attr] = ctx.cache_write_input_tokens
+            if ctx.reasoning_output_tokens or "reasoning" in reported:
                 attrs[c.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = ctx.reasoning_output_tokens
             if ctx.time_to_first_token_ms is not None:
                 attrs[c.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = ctx.time_to_first_token_ms / 1000
+            if ctx.provider == _OPENAI:
+                if ctx.service_tier:
+                    attrs[c.OPENAI_RESPONSE_SERVICE_TIER] = ctx.service_tier
+                if ctx.system_fingerprint:
+                    attrs[c.OPENAI_RESPONSE_SYSTEM_FINGERPRINT] = ctx.system_fingerprint
             if ctx.cost_usd is not None:
                 attrs[c.LOOPOBS_COST_USD] = ctx.cost_usd
             span.set_attributes(attrs)
+            item.attrs.update(attrs)
             if self._capture:
                 self._flush_pending(run)
                 item.end_ns = ctx.time_ns
@@ -541,6 +642,13 @@ class TracingObserver(LoopObserver):
         self._detach(item)
         if run.recording:
             _fail(item.span, ctx.error)
+            self._emit(item.span, c.EVENT_INFERENCE_EXCEPTION if self.latest_semconv
+                       else c.EVENT_OPERATION_EXCEPTION, {
+                           **item.attrs,
+                           c.ERROR_TYPE: _error_type(ctx.error),
+                           c.EXCEPTION_TYPE: _error_type(ctx.error),
+                           c.EXCEPTION_MESSAGE: str(ctx.error),
+                       }, ctx.time_ns, otel_logs.SeverityNumber.WARN)
         item.span.end(end_time=ctx.time_ns)
 
     def on_response(self, ctx: ResponseContext) -> None:
@@ -580,12 +688,14 @@ class TracingObserver(LoopObserver):
             c.GEN_AI_OPERATION_NAME: c.OP_EXECUTE_TOOL,
             c.GEN_AI_TOOL_NAME: ctx.tool,
             c.GEN_AI_TOOL_CALL_ID: ctx.tool_call_id,
-            c.GEN_AI_TOOL_TYPE: c.TOOL_TYPE_FUNCTION,
+            c.GEN_AI_TOOL_TYPE: ctx.tool_type or c.TOOL_TYPE_FUNCTION,
             c.LOOPOBS_ATTEMPT: ctx.attempt,
         }
+        if ctx.tool_description:
+            attrs[c.GEN_AI_TOOL_DESCRIPTION] = ctx.tool_description
         if run.recording and self._capture and \
                 (args := run.tool_args.get(ctx.tool_call_id)) is not None:
-            attrs[c.GEN_AI_TOOL_CALL_ARGUMENTS] = content.dumps(args)
+            attrs[c.GEN_AI_TOOL_CALL_ARGUMENTS] = self._dumps(args)
         span = self._tracer.start_span(
             f"{c.SPAN_EXECUTE_TOOL} {ctx.tool}",
             context=trace.set_span_in_context(self._parent(run, ctx.turn)),
@@ -614,7 +724,8 @@ class TracingObserver(LoopObserver):
                 attrs[c.LOOPOBS_TOOL_RESULT_HASH] = f"{ctx.result_hash:016x}"
             if self._capture and ctx.result is not None:
                 if not ctx.is_error:
-                    attrs[c.GEN_AI_TOOL_CALL_RESULT] = ctx.result
+                    attrs[c.GEN_AI_TOOL_CALL_RESULT] = ctx.result if self._redact is None \
+                        else self._redact(ctx.result)
                 index = run.tool_results.get(ctx.tool_call_id)
                 message = content.tool_message(ctx.tool_call_id, ctx.result)
                 if index is None:

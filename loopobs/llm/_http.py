@@ -531,6 +531,12 @@ class HttpModelClient:
             raise ValueError("max_response_bytes and max_line_chars must be positive")
         self.base_url = base_url.rstrip("/")
         self.provider = provider
+        parsed = httpx.URL(self.base_url)
+        self.server_address: str | None = parsed.host or None
+        """The host of ``base_url`` (``server.address`` on the telemetry)."""
+        self.server_port: int | None = parsed.port or (
+            {"https": 443, "http": 80}.get(parsed.scheme) if parsed.host else None)
+        """The port of ``base_url``, the scheme's default when it names none."""
         # An explicit key wins; None means "read the provider's environment variable".
         if api_key is not None:
             self._api_key = check_secret(api_key, "api_key")

@@ -42,7 +42,7 @@ from typing import Any
 import httpx
 
 from loopobs.core.errors import ModelError, StreamError, redact, shorten
-from loopobs.core.events import Usage
+from loopobs.core.events import Usage, UsageDetail
 from loopobs.core.model import (
     AssistantMessage,
     Finish,
@@ -353,6 +353,7 @@ class MessagesDecoder:
         self._input = 0
         self._cache_read = 0
         self._cache_write = 0
+        self._cache_details: set[UsageDetail] = set()
         self._output = 0
         self._usage_seen = False
         self._usage_reported = False
@@ -534,8 +535,10 @@ class MessagesDecoder:
             self._input = self._count(usage["input_tokens"])
         if usage.get("cache_read_input_tokens") is not None:
             self._cache_read = self._count(usage["cache_read_input_tokens"])
+            self._cache_details.add("cache_read")
         if usage.get("cache_creation_input_tokens") is not None:
             self._cache_write = self._count(usage["cache_creation_input_tokens"])
+            self._cache_details.add("cache_write")
         if usage.get("output_tokens") is not None:
             self._output = self._count(usage["output_tokens"])
 
@@ -556,6 +559,7 @@ class MessagesDecoder:
                     output_tokens=self._output,
                     cache_read_input_tokens=self._cache_read,
                     cache_write_input_tokens=self._cache_write,
+                    details=tuple(sorted(self._cache_details)),
                 )
             )
         ]

@@ -40,7 +40,7 @@ from typing import Any
 import httpx
 
 from loopobs.core.errors import ModelError, RateLimited, StreamError, redact, shorten
-from loopobs.core.events import Usage
+from loopobs.core.events import Usage, UsageDetail
 from loopobs.core.model import (
     AssistantMessage,
     Finish,
@@ -254,6 +254,8 @@ class ChatCompletionsDecoder:
         self._calls_emitted = False
         self._response_id: str | None = None
         self._response_model: str | None = None
+        self._service_tier: str | None = None
+        self._system_fingerprint: str | None = None
         self._usage: Usage | None = None
 
     def feed(self, event: str, data: str) -> list[StreamEvent]:
@@ -305,6 +307,10 @@ class ChatCompletionsDecoder:
             self._response_id = payload["id"]
         if isinstance(payload.get("model"), str) and payload["model"]:
             self._response_model = payload["model"]
+        if isinstance(payload.get("service_tier"), str) and payload["service_tier"]:
+            self._service_tier = payload["service_tier"]
+        if isinstance(payload.get("system_fingerprint"), str) and payload["system_fingerprint"]:
+            self._system_fingerprint = payload["system_fingerprint"]
         usage = payload.get("usage")
         if usage is not None:
             self._usage = self._read_usage(usage)
@@ -380,7 +386,13 @@ class ChatCompletionsDecoder:
         if not isinstance(prompt_details, dict) or not isinstance(completion_details, dict):
             raise TypeError("usage details")
         # prompt_tokens already counts the cached tokens, completion_tokens the reasoning ones.
+        details: list[UsageDetail] = []
+        if prompt_details.get("cached_tokens") is not None:
+            details.append("cache_read")
+        if completion_details.get("reasoning_tokens") is not None:
+            details.append("reasoning")
         return Usage(
+            details=tuple(details),
             input_tokens=self._count(raw.get("prompt_tokens")),
             output_tokens=self._count(raw.get("completion_tokens")),
             cache_read_input_tokens=self._count(prompt_details.get("cached_tokens")),
@@ -422,6 +434,8 @@ class ChatCompletionsDecoder:
                 reason=self._finish_reason,
                 response_id=self._response_id,
                 response_model=self._response_model,
+                service_tier=self._service_tier,
+                system_fingerprint=self._system_fingerprint,
             )
         )
         return out

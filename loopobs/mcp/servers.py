@@ -1,4 +1,4 @@
-"""How to reach an MCP server: :class:`McpStdio` (a child process) and :class:`McpHttp`."""
+"""How to reach an MCP server: :class:`McpStdio`, :class:`McpHttp`, :class:`McpSse`."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from loopobs.core.observer import ObserverSet
     from loopobs.mcp.source import McpToolSource
 
-__all__ = ["McpHttp", "McpServer", "McpStdio"]
+__all__ = ["McpHttp", "McpServer", "McpSse", "McpStdio"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,8 +83,8 @@ class McpStdio(_Common):
 
 
 @dataclass(frozen=True)
-class McpHttp(_Common):
-    """A server reached over MCP's streamable HTTP transport at ``url``."""
+class _Remote(_Common):
+    """A server reached over HTTP at ``url``, with ``headers`` on every request."""
 
     url: str
     headers: Mapping[str, str] | None = field(default=None, kw_only=True)
@@ -97,5 +97,20 @@ class McpHttp(_Common):
         return self.name or urlsplit(self.url).netloc or self.url
 
 
-McpServer = McpStdio | McpHttp
-"""Either kind of server description."""
+@dataclass(frozen=True)
+class McpHttp(_Remote):
+    """A server reached over MCP's streamable HTTP transport at ``url``."""
+
+
+@dataclass(frozen=True)
+class McpSse(_Remote):
+    """A server reached over MCP's older HTTP+SSE transport: its event stream at ``url``.
+
+    The client reads the server's messages from the stream (a ``GET`` of ``url``,
+    kept open) and posts its own to the endpoint the stream names first. For
+    servers that do not speak streamable HTTP yet.
+    """
+
+
+McpServer = McpStdio | McpHttp | McpSse
+"""Any kind of server description."""

@@ -2,10 +2,11 @@
 
 :class:`McpToolSource` owns a connection to one server. The connection lives in
 a task of its own (the SDK's transports and sessions must be entered and left
-by the same task), which holds the child process or HTTP session open until
-:meth:`McpToolSource.aclose`; closing ends the task, which closes the session,
-terminates the process (the SDK ends its whole process tree) or deletes the
-HTTP session. A closed or crashed connection leaves no process behind.
+by the same task), which holds the child process, HTTP session or SSE stream
+open until :meth:`McpToolSource.aclose`; closing ends the task, which closes the
+session, terminates the process (the SDK ends its whole process tree), deletes
+the HTTP session or hangs up the SSE stream. A closed or crashed connection
+leaves no process behind.
 
 Failures become tool results the model sees (:class:`~loopobs.core.errors.McpError`):
 a server that cannot be started at connect fails the connect (so the run does
@@ -37,6 +38,7 @@ from urllib.parse import urlsplit
 import httpx2
 import mcp_types as mt
 from mcp.client.session import ClientSession
+from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -46,7 +48,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from loopobs.core.errors import McpError
 from loopobs.core.events import McpCallInfo, ToolAnnotations
 from loopobs.core.tools import Output, Tool, ToolReturn, current_tool_call
-from loopobs.mcp.servers import McpHttp, McpStdio
+from loopobs.mcp.servers import McpServer, McpSse, McpStdio
 
 __all__ = ["McpTool", "McpToolSource"]
 
@@ -87,7 +89,7 @@ class _WriteTap:
 class _Connection:
     """One live connection, held open by its owner task until :meth:`close`."""
 
-    def __init__(self, spec: McpStdio | McpHttp, on_tools: Any) -> None:
+    def __init__(self, spec: McpServer, on_tools: Any) -> None:
         self.spec = spec
         self.session: ClientSession | None = None
         self.protocol_version: str | None = None
@@ -148,17 +150,23 @@ class _Connection:
                 command=spec.command, args=list(spec.args), env=dict(spec.env or {}) or None,
                 cwd=os.fspath(spec.cwd) if spec.cwd is not None else None)
             return stdio_client(params, errlog=spec.error_log)
+        if isinstance(spec, McpSse):
+            # The session id is the one the server's endpoint event names.
+            return sse_client(spec.url, headers=dict(spec.headers or {}), timeout=spec.timeout,
+                              sse_read_timeout=300.0, on_session_created=self._note_session)
 
         async def note_session(response: httpx2.Response) -> None:
-            sid = response.headers.get("mcp-session-id")
-            if sid:
-                self.session_id = sid
+            self._note_session(response.headers.get("mcp-session-id"))
 
         client = httpx2.AsyncClient(headers=dict(spec.headers or {}),
                                     timeout=httpx2.Timeout(spec.timeout, read=300.0),
                                     event_hooks={"response": [note_session]})
         stack.push_async_callback(client.aclose)
         return streamable_http_client(spec.url, http_client=client)
+
+    def _note_session(self, session_id: str | None) -> None:
+        if session_id:
+            self.session_id = session_id
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, mt.ToolListChangedNotification):
@@ -213,7 +221,7 @@ class McpToolSource:
     ``await McpStdio(...).connect(emit)`` (the loop does).
     """
 
-    def __init__(self, spec: McpStdio | McpHttp) -> None:
+    def __init__(self, spec: McpServer) -> None:
         self.spec = spec
         self._version = 0
         self._tools: dict[str, McpTool] = {}
@@ -228,7 +236,7 @@ class McpToolSource:
         await self._changed.wait()
 
     @classmethod
-    async def connect(cls, spec: McpStdio | McpHttp) -> McpToolSource:
+    async def connect(cls, spec: McpServer) -> McpToolSource:
         """Connect to ``spec``'s server and list its tools."""
         source = cls(spec)
         await source._start()
@@ -365,11 +373,11 @@ def _as_meta(meta: dict[str, Any]) -> mt.RequestParamsMeta:
     return meta  # type: ignore[return-value]
 
 
-def _info(spec: McpStdio | McpHttp, conn: _Connection | None, call_id: str,
+def _info(spec: McpServer, conn: _Connection | None, call_id: str,
           status: str | None, error_type: str | None, duration_ms: float) -> McpCallInfo:
     address: str | None = None
     port: int | None = None
-    if isinstance(spec, McpHttp):
+    if not isinstance(spec, McpStdio):
         parts = urlsplit(spec.url)
         address = parts.hostname
         port = parts.port or (443 if parts.scheme == "https" else 80)

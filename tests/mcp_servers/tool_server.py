@@ -1,6 +1,6 @@
 """A real MCP server for the tests, written with the SDK's server API.
 
-Run as ``python -m tests.mcp_servers.tool_server [stdio|http PORT]``. Its tools:
+Run as ``python -m tests.mcp_servers.tool_server [stdio|http PORT|sse PORT]``. Its tools:
 ``echo`` (returns its text), ``add``, ``fail`` (an ``isError`` result), ``reject`` (a JSON-RPC
 error), ``crash`` (the process exits mid-call), ``sleep`` (waits), ``grow`` (adds a tool and sends
 the list-changed notification) and ``pid`` (the server's process id).
@@ -111,6 +111,8 @@ def main(argv: Sequence[str]) -> None:
     server = build()
     if argv and argv[0] == "http":
         server.run("streamable-http", host="127.0.0.1", port=int(argv[1]))
+    elif argv and argv[0] == "sse":
+        server.run("sse", host="127.0.0.1", port=int(argv[1]))
     else:
         server.run("stdio")
 
