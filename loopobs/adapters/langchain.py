@@ -309,21 +309,10 @@ def _tracker(observers: Iterable[LoopObserver], detectors: Iterable[LoopObserver
     return RunTracker(observers, detectors=detectors, prices=prices)
 
 
-class LoopobsCallbackHandler(BaseCallbackHandler):
-    """Reports LangChain runnables and LangGraph graphs to loopobs observers.
+class _Feeding:
+    """What both handlers share: the tracker they feed, and how LangChain must call them.
 
-    Args:
-        observers: observers to attach (tracing, metrics, Prometheus, JSONL, …).
-        detectors: observers whose ``stop`` verdicts stop the run; ``None`` means
-            the default repetition and convergence detectors, ``[]`` none.
-        agent: the agent name runs report; default: the outermost chain's name.
-        prices: how model calls are priced (``cost_usd``), as ``AgentLoop(prices=...)``.
-        tracker: share one :class:`~loopobs.adapters.RunTracker` between handlers
-            (then ``observers``, ``detectors`` and ``prices`` are ignored).
-
-    Works in synchronous and asynchronous runs (it is called inline in both), from
-    any thread. Raises only :class:`~loopobs.adapters.RunStopped`, and only to stop
-    a run; its own failures and the observers' are logged and never reach LangChain.
+    ``raise_error`` lets a stop reach the run; ``run_inline`` keeps the events in order.
     """
 
     raise_error = True
@@ -340,6 +329,24 @@ class LoopobsCallbackHandler(BaseCallbackHandler):
     def observers(self) -> ObserverSet:
         """The observers fed by this handler; attach and detach at any time."""
         return self.tracker.observers
+
+
+class LoopobsCallbackHandler(_Feeding, BaseCallbackHandler):
+    """Reports LangChain runnables and LangGraph graphs to loopobs observers.
+
+    Args:
+        observers: observers to attach (tracing, metrics, Prometheus, JSONL, …).
+        detectors: observers whose ``stop`` verdicts stop the run; ``None`` means
+            the default repetition and convergence detectors, ``[]`` none.
+        agent: the agent name runs report; default: the outermost chain's name.
+        prices: how model calls are priced (``cost_usd``), as ``AgentLoop(prices=...)``.
+        tracker: share one :class:`~loopobs.adapters.RunTracker` between handlers
+            (then ``observers``, ``detectors`` and ``prices`` are ignored).
+
+    Works in synchronous and asynchronous runs (it is called inline in both), from
+    any thread. Raises only :class:`~loopobs.adapters.RunStopped`, and only to stop
+    a run; its own failures and the observers' are logged and never reach LangChain.
+    """
 
     @shielded
     def on_chain_start(self, serialized: dict[str, Any], inputs: dict[str, Any], *,
@@ -423,28 +430,13 @@ class LoopobsCallbackHandler(BaseCallbackHandler):
         self._bridge.tool_end(None, run_id, error)
 
 
-class AsyncLoopobsCallbackHandler(AsyncCallbackHandler):
+class AsyncLoopobsCallbackHandler(_Feeding, AsyncCallbackHandler):
     """:class:`LoopobsCallbackHandler` as an ``AsyncCallbackHandler``, for async runs.
 
     Same arguments and behaviour; awaited inline on the task that runs the model
     or tool. In a synchronous run LangChain calls async handlers on another thread
     and drops what they raise: there, use :class:`LoopobsCallbackHandler`.
     """
-
-    raise_error = True
-    run_inline = True
-
-    def __init__(self, observers: Iterable[LoopObserver] = (), *,
-                 detectors: Iterable[LoopObserver] | None = None, agent: str | None = None,
-                 prices: PricesArg = None, tracker: RunTracker | None = None) -> None:
-        super().__init__()
-        self.tracker = _tracker(observers, detectors, tracker, prices)
-        self._bridge = _Bridge(self.tracker, agent)
-
-    @property
-    def observers(self) -> ObserverSet:
-        """The observers fed by this handler; attach and detach at any time."""
-        return self.tracker.observers
 
     @shielded
     async def on_chain_start(self, serialized: dict[str, Any], inputs: dict[str, Any], *,
