@@ -29,6 +29,7 @@ from opentelemetry.metrics import CallbackOptions, Observation
 
 from loopobs.core.observer import ObserverSet
 from loopobs.exporters import catalog as c
+from loopobs.exporters.bound_metrics import bind
 from loopobs.exporters.catalog import MetricSpec
 from loopobs.exporters.event_metrics import (
     DEFAULT_MAX_LABEL_VALUES,
@@ -53,6 +54,10 @@ class MetricsObserver(MetricRecorder):
         max_label_values: cap on distinct values per label key.
         latest_semconv: record the newest GenAI metric names; ``None`` reads
             ``OTEL_SEMCONV_STABILITY_OPT_IN`` (``gen_ai_latest_experimental``).
+        bound_instruments: on an SDK version it was verified against, record each
+            label set straight into the SDK's aggregations (the same exported data,
+            a fraction of the cost: :mod:`loopobs.exporters.bound_metrics`); False
+            always uses the public API.
 
     Per-run state is the agent name of each open run, dropped at ``on_run_end``.
     """
@@ -63,10 +68,13 @@ class MetricsObserver(MetricRecorder):
         *,
         max_label_values: int = DEFAULT_MAX_LABEL_VALUES,
         latest_semconv: bool | None = None,
+        bound_instruments: bool = True,
     ) -> None:
         from loopobs import __version__
 
         super().__init__(max_label_values, latest_semconv=latest_semconv)
+        self.bound_instruments = bound_instruments
+        """Whether values go straight to the SDK's aggregations (see :mod:`.bound_metrics`)."""
         self._provider = meter_provider
         provider = meter_provider if meter_provider is not None else metrics.get_meter_provider()
         meter = provider.get_meter(c.SCOPE_NAME, __version__, schema_url=c.SCHEMA_URL)
@@ -111,9 +119,10 @@ class MetricsObserver(MetricRecorder):
         instrument = self._instruments[spec.name]
         record = instrument.record if spec.kind == "histogram" else instrument.add
         attributes = spec.attributes
-        # One attribute dict per label set (the values are bounded, so is this), reused:
-        # the SDK copies what it is given, and building it per event was a third of the cost.
-        by_values: dict[tuple[str, ...], dict[str, str | int]] = {}
+        # One recorder per label set (the values are bounded, so is this), bound to the
+        # SDK's aggregations for those attributes when it can be (see bound_metrics).
+        by_values: dict[tuple[str, ...], Callable[[float], None]] = {}
+        fast = self.bound_instruments and spec.kind != "updown_counter"
 
         def sink(value: float, values: tuple[str, ...], run_id: UUID) -> None:
             found = by_values.get(values)
@@ -121,10 +130,12 @@ class MetricsObserver(MetricRecorder):
                 if len(by_values) >= 4096:  # reset() lets new values in: stay bounded anyway
                     by_values.clear()
                 # The label row is strings; OTel attributes keep the convention's int type.
-                found = by_values[values] = {
-                    key: int(v) if key in c.INT_ATTRIBUTES else v
-                    for key, v in zip(attributes, values, strict=True) if v}
-            record(value, found)
+                labels = {key: int(v) if key in c.INT_ATTRIBUTES else v
+                          for key, v in zip(attributes, values, strict=True) if v}
+                found = by_values[values] = (
+                    bind(instrument, labels, record) if fast
+                    else functools.partial(_record_with, record, labels))
+            found(value)
 
         return sink
 
@@ -160,6 +171,11 @@ class MetricsObserver(MetricRecorder):
     def force_flush(self, timeout_s: float | None = None) -> bool:
         """Flush the meter provider this observer was given; False if it could not in time."""
         return flush_provider(self._provider, timeout_s)
+
+
+def _record_with(record: Callable[..., None], attributes: dict[str, str | int],
+                 value: float) -> None:
+    record(value, attributes)
 
 
 def _create(meter: metrics.Meter, spec: MetricSpec) -> Any:
