@@ -115,7 +115,7 @@ from loopobs.core.model import (
 )
 from loopobs.core.observer import EventSink, LoopObserver, ObserverSet, listened_hooks
 from loopobs.core.pricing import GenAIPrices, ModelRates, PriceLookup, price_lookup
-from loopobs.core.run import Checkpoint, ParkedCall, RunResult, Session
+from loopobs.core.run import RunResult, Session
 from loopobs.core.session import AgentSession, QueuePolicy, SessionUpdate
 from loopobs.core.session_store import FileStore, MemoryStore, SessionStore
 from loopobs.core.tool_sources import ConnectedSource, ToolSource
@@ -131,6 +131,7 @@ from loopobs.core.tools import (
 )
 
 if TYPE_CHECKING:
+    from loopobs.core.run import Checkpoint, ParkedCall
     from loopobs.exporters.evaluation import record_evaluation
     from loopobs.exporters.setup import configure
 
@@ -281,9 +282,20 @@ def __getattr__(name: str) -> Any:
 
         globals()["record_evaluation"] = record_evaluation
         return record_evaluation
+    if name in ("Checkpoint", "ParkedCall"):
+        # pydantic models: loaded on first use, not by `import loopobs`.
+        from loopobs.core import run
+
+        value = getattr(run, name)
+        globals()[name] = value
+        return value
     new = RENAMED_CONTEXTS.get(name)
     if new is not None:
         # A renamed class still resolves for a while, with a pointer to its new name.
         warnings.warn(f"loopobs: {name} was renamed {new}", DeprecationWarning, stacklevel=2)
         return globals()[new]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -17,7 +17,7 @@ import contextlib
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loopobs.core import parking
 from loopobs.core.compaction import compact_if_needed, estimate_request
@@ -33,10 +33,13 @@ from loopobs.core.events import (
 )
 from loopobs.core.model import AssistantMessage, ToolResultMessage, UserMessage
 from loopobs.core.model_call import ModelCall, ModelResponse, note_model
-from loopobs.core.run import Checkpoint, RunResult, Session
+from loopobs.core.run import RunResult, Session
 from loopobs.core.runtime import RunDeps, now_ns, perf
 from loopobs.core.spending import RunSpending
 from loopobs.core.tool_phase import ToolAttempt, ToolPhase
+
+if TYPE_CHECKING:
+    from loopobs.core.checkpoint import Checkpoint
 
 __all__ = ["INTERRUPT", "RunDriver", "is_interrupt"]
 
@@ -315,6 +318,8 @@ class RunDriver:
 
     async def _resume_turn(self, plan: parking.ResumePlan) -> None:
         """A turn made only of re-running parked calls (no model call)."""
+        from loopobs.core.checkpoint import Checkpoint  # loaded already: a checkpoint exists
+
         calls = plan.to_run
         with self._open_turn() as state:
             outcomes = await self.tool_phase(state.turn, [Checkpoint.part(c) for c in calls],

@@ -27,7 +27,7 @@ import datetime as _dt
 import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loopobs.core import parking
 from loopobs.core.budget import Budget
@@ -39,7 +39,7 @@ from loopobs.core.model import LlmClient, Message, SystemMessage, UserMessage
 from loopobs.core.observer import LoopObserver, ObserverSet
 from loopobs.core.policy import RunPolicy
 from loopobs.core.pricing import PriceLookup, PricesArg, price_lookup
-from loopobs.core.run import Checkpoint, RunResult, Session
+from loopobs.core.run import RunResult, Session
 from loopobs.core.runtime import LoopSettings, RunDeps
 from loopobs.core.tool_sources import ConnectedSource, LiveTools, ToolSource, merge
 from loopobs.core.tools import Tool
@@ -47,9 +47,12 @@ from loopobs.core.tools import tool as make_tool
 from loopobs.core.trace_links import LINKS, TraceLinks
 from loopobs.core.workers import DEFAULT_TOOL_WORKERS, ToolWorkers
 
+if TYPE_CHECKING:
+    from loopobs.core.checkpoint import Checkpoint
+
 __all__ = ["AgentLoop", "ClaimHook"]
 
-ClaimHook = Callable[[Checkpoint], "bool | Awaitable[bool]"]
+ClaimHook = Callable[["Checkpoint"], "bool | Awaitable[bool]"]
 """Asked before a checkpoint resumes: True if this resume may use it (it is now claimed)."""
 
 

@@ -19,17 +19,20 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loopobs.core.errors import InvalidResumeInput, NotYetAwake, schema_error_reasons
 from loopobs.core.events import RunStatus, SleepContext, SuspendedContext
 from loopobs.core.model import AssistantMessage, ToolResultMessage
 from loopobs.core.observer import ObserverSet
-from loopobs.core.run import Checkpoint, ParkedCall, Session
+from loopobs.core.run import Session
 from loopobs.core.runtime import now_ns
 from loopobs.core.tool_phase import ToolAttempt
 from loopobs.core.tools import Suspend, render_result
 from loopobs.core.trace_links import TraceLinks
+
+if TYPE_CHECKING:
+    from loopobs.core.checkpoint import Checkpoint, ParkedCall
 
 __all__ = [
     "CLAIMS",
@@ -65,6 +68,9 @@ def park(emit: ObserverSet, run_id: uuid.UUID, session: Session, turn: int, mode
     parks = [o for o in outcomes if o.park is not None]
     if not parks:
         return None
+    # Imported here: the checkpoint classes load pydantic, which only parking runs need.
+    from loopobs.core.checkpoint import Checkpoint, ParkedCall
+
     first = parks[0]
     assert first.call is not None
     assert first.park is not None

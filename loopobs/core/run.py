@@ -1,18 +1,23 @@
-"""Sessions, run results and checkpoints of parked runs."""
+"""Sessions, run results and checkpoints of parked runs.
+
+:class:`Checkpoint` and :class:`ParkedCall` (pydantic models, defined in
+:mod:`loopobs.core.checkpoint`) are exported here too, loaded on first access so
+that importing this module does not load pydantic.
+"""
 
 from __future__ import annotations
 
-import datetime as _dt
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import TYPE_CHECKING, Any
 
 from loopobs.core.budget import Budget, BudgetTracker, Spend
 from loopobs.core.errors import LoopError
 from loopobs.core.events import RunStatus, Usage
-from loopobs.core.model import Message, ToolCallPart, ToolResultMessage
+from loopobs.core.model import Message
+
+if TYPE_CHECKING:
+    from loopobs.core.checkpoint import Checkpoint, ParkedCall
 
 __all__ = ["Checkpoint", "ParkedCall", "RunResult", "RunStatus", "Session"]
 
@@ -73,54 +78,6 @@ class Session:
         return f"Session(id={self.id}, messages={len(self.messages)}, turn={self.turn})"
 
 
-class ParkedCall(BaseModel):
-    """A tool call that parked the run, as recorded in a checkpoint."""
-
-    # defer_build: the validator is built at first use, not when `import loopobs` runs.
-    model_config = ConfigDict(frozen=True, defer_build=True)
-
-    id: str
-    name: str
-    arguments: dict[str, Any]
-    attempt: int = 0
-
-
-class Checkpoint(BaseModel):
-    """Everything needed to resume a parked run, in another process if need be.
-
-    Serialise with ``checkpoint.model_dump_json()`` and read back with
-    ``Checkpoint.model_validate_json(text)``.
-    """
-
-    model_config = ConfigDict(frozen=True, defer_build=True)
-
-    version: Literal[1] = 1
-    run_id: uuid.UUID
-    session_id: uuid.UUID
-    turn: int
-    """The session's next turn number."""
-    model: str
-    messages: list[Message]
-    kind: Literal["suspend", "sleep"]
-    parked: ParkedCall
-    """The call that parked the run: it receives the resume input, or runs again after waking."""
-    rerun: list[ParkedCall] = Field(default_factory=list)
-    """Other calls of the same wave that parked too: they run again on resume."""
-    results: list[ToolResultMessage | None]
-    """Tool results of the parked wave, in the model's order (None where a call is parked)."""
-    reason: str = ""
-    input_schema: dict[str, Any] | None = None
-    suspension_kind: Literal["human", "signal"] = "human"
-    wake_at: _dt.datetime | None = None
-    trace_context: dict[str, str] | None = None
-    """W3C trace context (``traceparent``) of the parked run's span, for the resumed run's link."""
-
-    @staticmethod
-    def part(call: ParkedCall) -> ToolCallPart:
-        """The model's tool call this record stands for."""
-        return ToolCallPart(id=call.id, name=call.name, arguments=call.arguments)
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunResult:
     """What a run produced."""
@@ -148,3 +105,20 @@ class RunResult:
     def ok(self) -> bool:
         """True when the run completed with an answer."""
         return self.status is RunStatus.COMPLETED
+
+
+_LAZY = ("Checkpoint", "ParkedCall")
+
+
+def __getattr__(name: str) -> Any:
+    # The checkpoint classes are pydantic models: loading them only when asked for
+    # keeps pydantic out of `import loopobs`.
+    if name in _LAZY:
+        from loopobs.core import checkpoint
+
+        return getattr(checkpoint, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
