@@ -13,15 +13,17 @@ close). A database store implements the same five methods.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
-
-from pydantic import TypeAdapter
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from loopobs.core.model import Message
+
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
 
 __all__ = ["FileStore", "MemoryStore", "SessionStore"]
 
@@ -71,7 +73,13 @@ class MemoryStore:
         """Nothing to release."""
 
 
-_MESSAGE: TypeAdapter[Any] = TypeAdapter(Message)
+@functools.cache
+def _message_adapter() -> TypeAdapter[Any]:
+    # Built on first use: pydantic and the message schema cost more to load than the
+    # rest of the package, and only a FileStore needs them.
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(Message)
 
 
 class FileStore:
@@ -99,12 +107,14 @@ class FileStore:
             text = await asyncio.to_thread(path.read_text, encoding="utf-8")
             lines = [line for line in text.splitlines() if line.strip()]
         lines.extend(self._buffer.get(session_id, ()))
-        return [_MESSAGE.validate_json(line) for line in lines]
+        adapter = _message_adapter()
+        return [adapter.validate_json(line) for line in lines]
 
     async def append(self, session_id: uuid.UUID, messages: Sequence[Message]) -> None:
         """Buffer ``messages`` until the next flush."""
+        adapter = _message_adapter()
         self._buffer.setdefault(session_id, []).extend(
-            _MESSAGE.dump_json(m).decode() for m in messages)
+            adapter.dump_json(m).decode() for m in messages)
 
     async def clear(self, session_id: uuid.UUID) -> None:
         """Delete the session's file and its buffered messages."""
