@@ -45,11 +45,12 @@ import asyncio
 import collections
 import contextlib
 import contextvars
+import functools
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from loopobs.core.context_providers import ProviderSpec
 from loopobs.core.driver import INTERRUPT
@@ -246,11 +247,29 @@ HINTS = ProviderSpec(_injected_hints, "injected_hint", quiet_when_empty=True)
 """The context provider an :class:`AgentSession` adds to its loop: its injected hints."""
 
 
-ASK_USER = Tool(_ask_user, name="ask_user", timeout=7 * 24 * 3600.0)
-"""The built-in ``ask_user`` tool an :class:`AgentSession` adds to its loop.
+if TYPE_CHECKING:
+    ASK_USER: Tool
+    """The built-in ``ask_user`` tool an :class:`AgentSession` adds to its loop.
 
-Its own timeout is the session's ``ask_user_timeout``; the tool timeout here
-only keeps the loop's shorter default from cutting a question short."""
+    Its own timeout is the session's ``ask_user_timeout``; the tool timeout here
+    only keeps the loop's shorter default from cutting a question short."""
+
+
+@functools.cache
+def _ask_user_tool() -> Tool:
+    # Built on first use (the module's ASK_USER, or a session): building a tool's
+    # argument model loads pydantic, which `import loopobs` does not need.
+    return Tool(_ask_user, name="ask_user", timeout=7 * 24 * 3600.0)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ASK_USER":
+        return _ask_user_tool()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), "ASK_USER"})
 
 
 class AgentSession:
@@ -273,10 +292,11 @@ class AgentSession:
                  session_id: uuid.UUID | None = None, queue_size: int = 16,
                  queue_policy: QueuePolicy = "block", subscriber_queue_size: int = 256,
                  ask_user_timeout: float = 300.0) -> None:
+        ask_user = _ask_user_tool()
         existing = loop.tools.get("ask_user")
-        if existing is not None and existing is not ASK_USER:
+        if existing is not None and existing is not ask_user:
             raise ToolNameClash(tool="ask_user")
-        loop.tools["ask_user"] = ASK_USER
+        loop.tools["ask_user"] = ask_user
         if HINTS not in loop.context_providers:
             loop.context_providers = (*loop.context_providers, HINTS)
         self.loop = loop

@@ -21,15 +21,17 @@ import inspect
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, overload
-
-import pydantic
-from pydantic import BaseModel, ConfigDict, ValidationError
-from pydantic_core import PydanticSerializationError
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from loopobs.core.errors import InvalidToolInput
 from loopobs.core.events import DisplayHint, McpCallInfo, ToolAnnotations
 from loopobs.core.model import ToolDefinition
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel, TypeAdapter
+
+# pydantic is imported where a tool is built or a non-text result rendered, not with
+# this module: `import loopobs` does not need it.
 
 __all__ = ["Output", "Sleep", "Suspend", "Tool", "ToolCallScope", "ToolReturn",
            "current_tool_call", "render_result", "tool"]
@@ -115,13 +117,22 @@ def render_result(value: Any) -> str:
         return value
     if value is None:
         return ""
+    from pydantic import BaseModel
+    from pydantic_core import PydanticSerializationError
+
     if isinstance(value, BaseModel):
         return value.model_dump_json()
     try:
-        return json.dumps(pydantic.TypeAdapter(Any).dump_python(value, mode="json"),
-                          ensure_ascii=False)
+        return json.dumps(_any_adapter().dump_python(value, mode="json"), ensure_ascii=False)
     except (TypeError, ValueError, PydanticSerializationError):
         return str(value)
+
+
+@functools.cache
+def _any_adapter() -> TypeAdapter[Any]:
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(Any)
 
 
 class Tool:
@@ -170,6 +181,8 @@ class Tool:
         Raises:
             InvalidToolInput: naming every field that is wrong.
         """
+        from pydantic import ValidationError
+
         try:
             model = self._model.model_validate(dict(arguments))
         except ValidationError as exc:
@@ -217,6 +230,8 @@ def _annotations(read_only: bool | None, idempotent: bool | None,
 
 
 def _arguments_model(fn: Callable[..., Any], name: str) -> type[BaseModel]:
+    import pydantic
+
     signature = inspect.signature(fn)
     hints = _type_hints(fn)
     fields: dict[str, Any] = {}
@@ -228,7 +243,7 @@ def _arguments_model(fn: Callable[..., Any], name: str) -> type[BaseModel]:
         fields[param.name] = (annotation, default)
     model: type[BaseModel] = pydantic.create_model(
         f"{name}_arguments",
-        __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=False),
+        __config__=pydantic.ConfigDict(extra="forbid", arbitrary_types_allowed=False),
         **fields,
     )
     return model
