@@ -1,4 +1,4 @@
-"""``import loopobs`` stays light: exporters, the OTel SDK and jsonschema load only when used."""
+"""``import loopobs`` stays light: exporters, the OTel SDK, jsonschema, pydantic load when used."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 NOT_AT_IMPORT = ("loopobs.exporters", "opentelemetry", "jsonschema", "referencing",
-                 "prometheus_client")
+                 "prometheus_client", "pydantic", "pydantic_core")
 
 
 def _loaded_after(code: str) -> set[str]:
@@ -27,7 +27,7 @@ def _heavy(modules: set[str]) -> list[str]:
                   if any(m == h or m.startswith(h + ".") for h in NOT_AT_IMPORT))
 
 
-def test_import_loopobs_loads_no_exporter_sdk_or_jsonschema() -> None:
+def test_import_loopobs_loads_no_exporter_sdk_jsonschema_or_pydantic() -> None:
     assert _heavy(_loaded_after("import loopobs")) == []
 
 
