@@ -43,3 +43,28 @@ def test_resuming_with_an_input_schema_loads_jsonschema_then() -> None:
     code = ("from loopobs.core.parking import _schema_errors\n"
             "assert _schema_errors({'type': 'boolean'}, 1)\n")
     assert "jsonschema" in _loaded_after(code)
+
+
+def test_checkpoint_classes_load_pydantic_when_first_used() -> None:
+    """The lazily exported names are listed, resolve to the same classes, and type hints
+    that name them resolve once they are loaded."""
+    code = ("import sys, typing, loopobs, loopobs.core.run as run\n"
+            "assert {'Checkpoint', 'ParkedCall'} <= set(dir(loopobs)) & set(dir(run))\n"
+            "assert 'pydantic' not in sys.modules\n"
+            "from loopobs import Checkpoint, ParkedCall\n"
+            "import pydantic\n"
+            "assert issubclass(Checkpoint, pydantic.BaseModel)\n"
+            "assert run.Checkpoint is Checkpoint and run.ParkedCall is ParkedCall\n"
+            "assert loopobs.Checkpoint is Checkpoint\n"
+            "hint = typing.get_type_hints(loopobs.RunResult)['checkpoint']\n"
+            "assert hint == Checkpoint | None, hint\n"
+            "hint = typing.get_type_hints(loopobs.AgentLoop.resume)['checkpoint']\n"
+            "assert hint is Checkpoint, hint\n")
+    assert "pydantic" in _loaded_after(code)
+
+
+def test_the_ask_user_tool_is_built_on_first_use() -> None:
+    code = ("import sys, loopobs.core.session as s\n"
+            "assert 'ASK_USER' in dir(s) and 'pydantic' not in sys.modules\n"
+            "assert s.ASK_USER is s.ASK_USER and s.ASK_USER.name == 'ask_user'\n")
+    assert "pydantic" in _loaded_after(code)
