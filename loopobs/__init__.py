@@ -7,6 +7,7 @@ implementation detail unless their docs say otherwise (``loopobs.llm``,
 ``loopobs.exporters``, ``loopobs.testing``).
 """
 
+import importlib
 import warnings
 from typing import TYPE_CHECKING, Any
 
@@ -15,12 +16,14 @@ from loopobs.core.compaction import Compactor, TruncatingCompactor, estimate_tok
 
 # Tool sources (MCP), context providers and long-lived sessions.
 from loopobs.core.context_providers import ContextProvider, ProviderSpec
-from loopobs.core.detectors import (
-    ConvergenceDetector,
-    Normaliser,
-    RepetitionDetector,
-    ToolNormalisation,
-)
+
+if TYPE_CHECKING:  # loaded on first use: see _LAZY
+    from loopobs.core.detectors import (
+        ConvergenceDetector,
+        Normaliser,
+        RepetitionDetector,
+        ToolNormalisation,
+    )
 from loopobs.core.errors import (
     BudgetExceeded,
     Cancelled,
@@ -115,6 +118,9 @@ from loopobs.core.model import (
 )
 from loopobs.core.observer import EventSink, LoopObserver, ObserverSet, listened_hooks
 from loopobs.core.pricing import GenAIPrices, ModelRates, PriceLookup, price_lookup
+
+if TYPE_CHECKING:  # loaded on first use: see _LAZY
+    from loopobs.core.run import Checkpoint, ParkedCall
 from loopobs.core.run import RunResult, Session
 from loopobs.core.session import AgentSession, QueuePolicy, SessionUpdate
 from loopobs.core.session_store import FileStore, MemoryStore, SessionStore
@@ -131,7 +137,6 @@ from loopobs.core.tools import (
 )
 
 if TYPE_CHECKING:
-    from loopobs.core.run import Checkpoint, ParkedCall
     from loopobs.exporters.evaluation import record_evaluation
     from loopobs.exporters.setup import configure
 
@@ -270,6 +275,19 @@ __all__ = [
     "tool",
 ]
 
+# Loaded on first use, not by `import loopobs`: the checkpoint classes are pydantic
+# models, and the detectors (which an AgentLoop loads when it adds its defaults)
+# compile their patterns at import.
+_LAZY = {
+    "Checkpoint": "loopobs.core.run",
+    "ParkedCall": "loopobs.core.run",
+    "ConvergenceDetector": "loopobs.core.detectors",
+    "Normaliser": "loopobs.core.detectors",
+    "RepetitionDetector": "loopobs.core.detectors",
+    "ToolNormalisation": "loopobs.core.detectors",
+}
+
+
 def __getattr__(name: str) -> Any:
     # configure() lives with the exporters; importing it lazily keeps `import loopobs` light.
     if name == "configure":
@@ -282,11 +300,9 @@ def __getattr__(name: str) -> Any:
 
         globals()["record_evaluation"] = record_evaluation
         return record_evaluation
-    if name in ("Checkpoint", "ParkedCall"):
-        # pydantic models: loaded on first use, not by `import loopobs`.
-        from loopobs.core import run
-
-        value = getattr(run, name)
+    module = _LAZY.get(name)
+    if module is not None:
+        value = getattr(importlib.import_module(module), name)
         globals()[name] = value
         return value
     new = RENAMED_CONTEXTS.get(name)

@@ -28,7 +28,21 @@ def _heavy(modules: set[str]) -> list[str]:
 
 
 def test_import_loopobs_loads_no_exporter_sdk_jsonschema_or_pydantic() -> None:
-    assert _heavy(_loaded_after("import loopobs")) == []
+    loaded = _loaded_after("import loopobs")
+    assert _heavy(loaded) == []
+    assert "loopobs.core.detectors" not in loaded  # an AgentLoop loads them, when built
+
+
+def test_lazily_exported_names_resolve_and_are_listed() -> None:
+    code = ("import loopobs, loopobs.core.detectors as d\n"
+            "lazy = ['ConvergenceDetector', 'Normaliser', 'RepetitionDetector',\n"
+            "        'ToolNormalisation', 'Checkpoint', 'ParkedCall', 'configure']\n"
+            "assert set(lazy) <= set(dir(loopobs)) and set(lazy) <= set(loopobs.__all__)\n"
+            "assert loopobs.RepetitionDetector is d.RepetitionDetector\n"
+            "from loopobs import ConvergenceDetector, Normaliser, ToolNormalisation\n"
+            "assert (ConvergenceDetector, Normaliser, ToolNormalisation) == (\n"
+            "    d.ConvergenceDetector, d.Normaliser, d.ToolNormalisation)\n")
+    _loaded_after(code)
 
 
 def test_running_a_loop_without_exporters_stays_light() -> None:
