@@ -364,8 +364,8 @@ class MetricRecorder(LoopObserver):
     backend), so a repeated label set costs one lookup and its records. Per
     run, only the (bounded) agent name is kept, from ``on_run_start`` to
     ``on_run_end``; ``runs.active`` drops only for runs whose start was seen, so
-    a recorder attached halfway through a run never goes below zero. Safe to share between concurrent runs and threads, as the
-    backends are.
+    a recorder attached halfway through a run never goes below zero. Safe to
+    share between concurrent runs and threads, as the backends are.
     """
 
     def __init__(self, max_label_values: int = DEFAULT_MAX_LABEL_VALUES, *,
