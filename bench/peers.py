@@ -22,6 +22,10 @@ shared machine mostly measures the other processes), over every round.
 "bytes/span" is the OTLP protobuf size of the exported spans divided by their
 number. The last column is each peer's added time as a ratio to loopobs's traces
 + metrics.
+
+A second table compares the model-call span of each peer with loopobs's ``chat``
+span: the OTLP bytes of the attributes both set (each side's own values), and
+of the attributes only one of them sets.
 """
 
 from __future__ import annotations
@@ -129,15 +133,60 @@ class Telemetry:
         self.reader = InMemoryMetricReader()
         self.meter_provider = MeterProvider(metric_readers=[self.reader])
 
-    def span_bytes(self) -> tuple[int, float]:
-        """Spans exported so far and their mean OTLP protobuf size; clears them."""
+    def span_bytes(self) -> tuple[int, float, dict[str, Any] | None]:
+        """Spans exported so far, their mean OTLP protobuf size, and the model-call span.
+
+        The model-call span (:func:`model_span`) is described by its own size and
+        its attributes. Clears the exported spans.
+        """
         spans = self.exporter.get_finished_spans()
         self.exporter.clear()
         if not spans:
-            return 0, 0.0
+            return 0, 0.0, None
         from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
-        return len(spans), len(encode_spans(spans).SerializeToString()) / len(spans)
+        mean = len(encode_spans(spans).SerializeToString()) / len(spans)
+        return len(spans), mean, model_span(spans)
+
+
+def model_span(spans: Any) -> dict[str, Any] | None:
+    """The first model-call span: its OTLP size alone (no resource or scope) and attributes.
+
+    A model call is a span whose ``gen_ai.operation.name`` is ``chat``, or
+    OpenInference's ``LLM`` span kind.
+    """
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    for span in spans:
+        attributes = dict(span.attributes or {})
+        if attributes.get("gen_ai.operation.name") == "chat" or \
+                attributes.get("openinference.span.kind") == "LLM":
+            message = encode_spans([span]).resource_spans[0].scope_spans[0].spans[0]
+            return {"bytes": message.ByteSize(), "name": span.name,
+                    "attributes": {k: list(v) if isinstance(v, tuple) else v
+                                   for k, v in attributes.items()}}
+    return None
+
+
+def attribute_bytes(attributes: dict[str, Any]) -> int:
+    """What ``attributes`` add to an OTLP span message, in bytes."""
+    from opentelemetry.exporter.otlp.proto.common._internal import _encode_attributes
+
+    total = 0
+    for kv in _encode_attributes({k: tuple(v) if isinstance(v, list) else v
+                                  for k, v in attributes.items()}) or ():
+        size = kv.ByteSize()
+        total += 1 + len(_varint(size)) + size  # field tag, length, the key-value itself
+    return total
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+        n >>= 7
+        if not n:
+            return bytes(out)
 
 
 def _openai_call() -> Callable[[], Awaitable[Any]]:
@@ -296,7 +345,7 @@ def child(name: str, mode: str, calls: int) -> dict[str, Any]:
     else:
         one, switch = _loopobs_stack(name, tel)
         per, calls = TURNS, max(1, calls // TURNS)
-    spans_of = tel.span_bytes if tel is not None else (lambda: (0, 0.0))
+    spans_of = tel.span_bytes if tel is not None else (lambda: (0, 0.0, None))
 
     async def timed(n: int) -> list[float]:
         # CPU time of this process: on a shared machine, wall time mostly measures the
@@ -323,11 +372,11 @@ def child(name: str, mode: str, calls: int) -> dict[str, Any]:
                 times["full"] += await timed(1)
         else:
             times[mode] = await timed(calls)
-        spans, size = spans_of()
+        spans, size, model = spans_of()
         measured = len(times["full"])
         return {"name": name, "mode": mode, "bare": times["bare"], "full": times["full"],
                 "spans_per_call": spans / (measured * per) if measured else 0.0,
-                "bytes_per_span": size}
+                "bytes_per_span": size, "model_span": model}
 
     return asyncio.run(main())
 
@@ -368,6 +417,7 @@ def run(names: list[str], rounds: int, calls: int) -> list[dict[str, Any]]:
         bare: list[float] = []
         full: list[float] = []
         spans = size = 0.0
+        model: dict[str, Any] | None = None
         try:
             for _ in range(rounds):
                 modes = ["paired"] if name in TOGGLED else ["bare", "full"]
@@ -377,16 +427,46 @@ def run(names: list[str], rounds: int, calls: int) -> list[dict[str, Any]]:
                     full += row["full"]
                     if row["full"]:
                         spans, size = row["spans_per_call"], row["bytes_per_span"]
+                        model = row.get("model_span") or model
         except RuntimeError as exc:
             rows.append({"name": name, "skipped": f"failed: {exc}"})
             continue
         bare_us, full_us = statistics.median(bare) * 1e6, statistics.median(full) * 1e6
         rows.append({"name": name, "bare_us": bare_us, "full_us": full_us,
                      "added_us": full_us - bare_us, "spans_per_call": spans,
-                     "bytes_per_span": size})
+                     "bytes_per_span": size, "model_span": model})
         print(f"  {name}: {rows[-1]['added_us']:.1f} µs added per call", file=sys.stderr,
               flush=True)
     return rows
+
+
+def same_attributes(rows: list[dict[str, Any]]) -> list[list[str]]:
+    """Per peer: the model-call span's bytes for the attributes it shares with loopobs's.
+
+    Both sides' attribute bytes over the keys both set (values as each set them),
+    then what each sets that the other does not.
+    """
+    ours = next((r.get("model_span") for r in rows if r["name"] == "loopobs"), None)
+    if not ours:
+        return []
+    out = []
+    for r in rows:
+        theirs = r.get("model_span")
+        if r["name"] in OURS or not theirs:
+            continue
+        shared = sorted(set(ours["attributes"]) & set(theirs["attributes"]))
+        only_ours = sorted(set(ours["attributes"]) - set(theirs["attributes"]))
+        only_theirs = sorted(set(theirs["attributes"]) - set(ours["attributes"]))
+        def size(side: dict[str, Any], keys: list[str]) -> int:
+            return attribute_bytes({k: side["attributes"][k] for k in keys})
+
+        out.append([
+            r["name"], f"{len(shared)}", f"{size(ours, shared)} B", f"{size(theirs, shared)} B",
+            f"{len(only_ours)} ({size(ours, only_ours)} B)",
+            f"{len(only_theirs)} ({size(theirs, only_theirs)} B)",
+            f"{ours['bytes']} / {theirs['bytes']} B",
+        ])
+    return out
 
 
 def table(rows: list[dict[str, Any]]) -> list[list[str]]:
@@ -426,6 +506,12 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     print(f"\nPeers: added per model call (+ tool), medians of {rounds} rounds × {calls} calls, "
           f"Python {sys.version.split()[0]}\n")
     print_table(["stack", "added per call", "spans", "bytes/span", "× loopobs"], table(rows))
+    shared = same_attributes(rows)
+    if shared:
+        print("\nThe model-call span, attribute by attribute: bytes of the attributes loopobs "
+              "and the peer both set (each with its own values), and of those only one sets\n")
+        print_table(["peer", "shared keys", "loopobs", "peer", "only loopobs", "only peer",
+                     "whole span: loopobs / peer"], shared)
     return rows
 
 

@@ -105,8 +105,11 @@ class BoundRecord:
             self._storages, self._aggregations = storages, tuple(aggregations)
             return self._aggregations
 
-    def __call__(self, value: float) -> None:
-        """Record ``value`` (through the public API when the binding does not apply)."""
+    def __call__(self, value: float, run_id: object = None) -> None:
+        """Record ``value`` (through the public API when the binding does not apply).
+
+        ``run_id`` is accepted and ignored: the signature of a metric recorder.
+        """
         aggregations = self._aggregations
         if self._storages is not self._consumer._reader_storages:
             aggregations = self._bind()
@@ -124,11 +127,12 @@ class BoundRecord:
 
 
 def bind(instrument: Any, attributes: Attributes,
-         public: Callable[..., None]) -> Callable[[float], None]:
+         public: Callable[..., None]) -> Callable[..., None]:
     """A recorder of ``instrument`` with ``attributes``: bound when possible, else the API.
 
-    ``public(value, attributes)`` is the instrument's own ``record`` or ``add``.
+    ``public(value, attributes)`` is the instrument's own ``record`` or ``add``;
+    the recorder takes the value (and an ignored run id).
     """
     if fast_path_available() and _sdk_instrument(instrument):
         return BoundRecord(instrument, attributes, public)
-    return lambda value: public(value, attributes)
+    return lambda value, run_id=None: public(value, attributes)

@@ -31,8 +31,10 @@ __all__ = [
     "EVENT_METRICS",
     "EVENT_METRICS_LATEST",
     "EventMetrics",
-    "Sink",
+    "Binder",
     "MetricRecorder",
+    "Recorder",
+    "Sink",
     "Recording",
     "error_type",
     "event_metrics_for",
@@ -304,11 +306,19 @@ EVENT_METRICS_LATEST: Mapping[ev.HookName, EventMetrics] = event_metrics_for(Tru
 
 Sink = Callable[[float, tuple[str, ...], UUID], None]
 """Records one value with its label values (in the metric's attribute order) for a run."""
+Recorder = Callable[[float, UUID], None]
+"""Records one value for a run, with the label values it was bound to."""
+Binder = Callable[[tuple[str, ...]], Recorder]
+"""The recorder of one metric for a set of label values (in the metric's attribute order)."""
 
 
 _PickedKey = tuple[str, tuple[str, ...], "str | None", str]
+_Slot = list[Any]
+"""A metric's label values for one event label set, and its recorder once bound."""
 _PICKED_MAX = 10_000
-"""Label sets whose picked values a recorder keeps (cleared when full)."""
+"""Label sets whose picked values (and recorders) a recorder keeps (cleared when full)."""
+_BOUND_MAX = 4_096
+"""Recorders one metric keeps bound, by label values (cleared when full)."""
 
 
 class _Step(NamedTuple):
@@ -317,12 +327,12 @@ class _Step(NamedTuple):
     skip_zero: bool
     started_only: bool
     pick: Callable[[Sequence[str]], tuple[str, ...]]
-    sink: Sink
+    bind: Binder
 
 
 @dataclass(slots=True)
 class _Chunks:
-    labels: list[str]
+    record: Recorder
     last_ns: int | None
 
 
@@ -346,15 +356,16 @@ def _picker(indices: Sequence[int]) -> Callable[[Sequence[str]], tuple[str, ...]
 
 
 class MetricRecorder(LoopObserver):
-    """Records :data:`EVENT_METRICS`; a backend supplies :meth:`_bounder` and :meth:`_sink`.
+    """Records :data:`EVENT_METRICS`; a backend supplies :meth:`_bounder` and :meth:`_binder`.
 
     The table is compiled once per recorder into per-hook plans (bound
-    functions, label positions, sinks), so an event costs its label bounds and
-    its records, nothing more. Per run, only the (bounded) agent name is kept,
-    from ``on_run_start`` to ``on_run_end``; ``runs.active`` drops only for runs
-    whose start was seen, so a recorder attached halfway through a run never
-    goes below zero. Safe to share between concurrent runs and threads, as the
-    backends are.
+    functions, label positions, binders). An event's label set is resolved once
+    into the recorders of its metrics (each bound to its label values by the
+    backend), so a repeated label set costs one lookup and its records. Per
+    run, only the (bounded) agent name is kept, from ``on_run_start`` to
+    ``on_run_end``; ``runs.active`` drops only for runs whose start was seen, so
+    a recorder attached halfway through a run never goes below zero. Safe to
+    share between concurrent runs and threads, as the backends are.
     """
 
     def __init__(self, max_label_values: int = DEFAULT_MAX_LABEL_VALUES, *,
@@ -373,7 +384,7 @@ class MetricRecorder(LoopObserver):
         self._calls: dict[UUID, list[int]] = {}
         self._chunks: dict[tuple[UUID, int], _Chunks] = {}
         self._plans: dict[str, _Plan] = {}
-        self._picked: dict[_PickedKey, tuple[tuple[str, ...], ...]] = {}
+        self._picked: dict[_PickedKey, tuple[_Slot, ...]] = {}
 
     @property
     def open_runs(self) -> int:
@@ -385,9 +396,33 @@ class MetricRecorder(LoopObserver):
         """The bound of label ``key``: a value, or ``_other`` once the key has its fill."""
         raise NotImplementedError
 
-    def _sink(self, recording: Recording) -> Sink:
-        """How this backend records ``recording``'s metric."""
+    def _binder(self, recording: Recording) -> Binder:
+        """How this backend records ``recording``'s metric for one set of label values."""
         raise NotImplementedError
+
+    def _memo(self, recording: Recording) -> Binder:
+        """The backend's binder of ``recording``, keeping each label set's recorder."""
+        binder = self._binder(recording)
+        bound: dict[tuple[str, ...], Recorder] = {}
+
+        def bind(values: tuple[str, ...]) -> Recorder:
+            found = bound.get(values)
+            if found is None:
+                if len(bound) >= _BOUND_MAX:  # reset() lets new values in: stay bounded anyway
+                    bound.clear()
+                found = bound[values] = binder(values)
+            return found
+
+        return bind
+
+    def _sink(self, recording: Recording) -> Sink:
+        """Records ``recording``'s metric by label values (for the paths not cached per event)."""
+        bind = self._memo(recording)
+
+        def sink(value: float, values: tuple[str, ...], run_id: UUID) -> None:
+            bind(values)(value, run_id)
+
+        return sink
 
     def _compile(self) -> None:
         """Turn :data:`EVENT_METRICS` into this backend's plans; call once, after setup."""
@@ -413,13 +448,13 @@ class MetricRecorder(LoopObserver):
                     else:
                         indices.append(position.get(attribute, absent_at))
                 steps.append(_Step(recording.value, recording.skip_zero, recording.started_only,
-                                   _picker(indices), self._sink(recording)))
+                                   _picker(indices), self._memo(recording)))
             self._plans[hook] = _Plan(mapping.labels,
                                       tuple(self._bounder(k) for k in mapping.keys),
                                       mapping.with_agent, tuple(tail), tuple(steps))
         chunk = c.INFERENCE_TIME_PER_OUTPUT_CHUNK if self.latest_semconv \
             else c.TIME_PER_OUTPUT_CHUNK
-        self._chunk_sink = self._sink(Recording(chunk, _one, _CHAT))
+        self._chunk_bind = self._memo(Recording(chunk, _one, _CHAT))
         self._chunk_bounds = tuple(
             self._bounder(key) if key != c.GEN_AI_OPERATION_NAME else None
             for key in chunk.attributes)
@@ -432,32 +467,37 @@ class MetricRecorder(LoopObserver):
     def _apply(self, ctx: ev.EventContext, agent: str | None, model: str = "") -> None:
         plan = self._plans[ctx.hook]
         raw = plan.labels(ctx)
-        # The picked label values of an event's labels, kept once every value passed its
-        # bound unchanged: a repeated label set skips the bounds and the picking. Values
-        # folded into _other are bounded again every time (each fold is counted).
+        # Each metric's label values for an event's label set, kept once every value passed
+        # its bound unchanged, with the metric's recorder once bound (at its first value: a
+        # metric never recorded creates no series). A repeated label set skips the bounds,
+        # the picking and the binding. Values folded into _other are bounded again every
+        # time (each fold is counted).
         key = (ctx.hook, raw, agent, model)
-        picked = self._picked.get(key)
-        if picked is None:
+        slots = self._picked.get(key)
+        if slots is None:
             bounds = plan.bounds
             row = [bound(value) if value else "" for bound, value in zip(bounds, raw, strict=True)]
             cacheable = row == list(raw)
             row.append(agent or "")
             row.append(model)
             row.extend(plan.tail)
-            picked = tuple(step.pick(row) for step in plan.steps)
+            slots = tuple([step.pick(row), None] for step in plan.steps)
             if cacheable:
                 if len(self._picked) >= _PICKED_MAX:
                     self._picked.clear()
-                self._picked[key] = picked
+                self._picked[key] = slots
         run_id = ctx.run_id
-        for (value_of, skip_zero, started_only, _pick, sink), values in zip(plan.steps, picked,
-                                                                             strict=True):
+        for (value_of, skip_zero, started_only, _pick, bind), slot in zip(plan.steps, slots,
+                                                                          strict=True):
             if started_only and agent is None:
                 continue
             value = value_of(ctx)
             if value is None or (skip_zero and not value):
                 continue
-            sink(value, values, run_id)
+            record = slot[1]
+            if record is None:
+                record = slot[1] = bind(slot[0])
+            record(value, run_id)
 
     def _forget_agents(self) -> list[str]:
         """Drop every open run's agent (for ``reset``); return them."""
@@ -507,18 +547,17 @@ class MetricRecorder(LoopObserver):
                c.SERVER_ADDRESS: ctx.server_address or "", c.SERVER_PORT: _port(ctx.server_port)}
         attributes = (c.INFERENCE_TIME_PER_OUTPUT_CHUNK if self.latest_semconv
                       else c.TIME_PER_OUTPUT_CHUNK).attributes
-        labels = [c.OP_CHAT if bound is None else (bound(value) if (value := raw.get(key))
-                                                   else "")
-                  for key, bound in zip(attributes, self._chunk_bounds, strict=True)]
-        self._chunks[(ctx.run_id, ctx.turn)] = _Chunks(labels, None)
+        labels = tuple(c.OP_CHAT if bound is None else (bound(value) if (value := raw.get(key))
+                                                        else "")
+                       for key, bound in zip(attributes, self._chunk_bounds, strict=True))
+        self._chunks[(ctx.run_id, ctx.turn)] = _Chunks(self._chunk_bind(labels), None)
 
     def _chunk(self, run_id: UUID, turn: int, time_ns: int) -> None:
         chunks = self._chunks.get((run_id, turn))
         if chunks is None:
             return
         if chunks.last_ns is not None:
-            self._chunk_sink(max(0, time_ns - chunks.last_ns) / 1e9, tuple(chunks.labels),
-                             run_id)
+            chunks.record(max(0, time_ns - chunks.last_ns) / 1e9, run_id)
         chunks.last_ns = time_ns
 
     def on_text_delta(self, ctx: ev.TextDeltaContext) -> None:

@@ -79,26 +79,37 @@ def _adapter(cls: type[EventContext]) -> TypeAdapter[Any]:
 
 def encode_event(ctx: EventContext) -> str:
     """One event as its JSONL line (without the newline)."""
-    adapter = _adapter(type(ctx))
+    encoder = _ENCODERS.get(ctx.hook)
+    if encoder is None:
+        encoder = _ENCODERS[ctx.hook] = (_adapter(type(ctx)).dump_json, _head(ctx.hook).encode())
+    dump_json, head = encoder
     try:
-        raw = adapter.dump_json(ctx)
+        raw = dump_json(ctx)
     except PydanticSerializationError:
         raw = _REPLACEMENT  # a lone surrogate in a value: take the exact path below
     if _REPLACEMENT in raw:
         # Lone surrogates cannot be UTF-8: pydantic refuses them in values and silently
         # replaces them with U+FFFD in mapping keys. The stdlib encoder writes ASCII with
         # \uXXXX escapes, exact for them and for a genuine U+FFFD alike.
-        return _with_hook(
-            ctx, json.dumps(adapter.dump_python(ctx), default=_json_default, separators=(",", ":"))
-        )
-    return _with_hook(ctx, raw.decode())
+        return _with_hook(ctx, json.dumps(_adapter(type(ctx)).dump_python(ctx),
+                                          default=_json_default, separators=(",", ":")))
+    # Every context has fields, so the body is never "{}": the head replaces its "{".
+    line = (head + raw[1:]).decode()
+    return line if line.isascii() else _escape_line_breaks(line)
+
+
+_ENCODERS: dict[str, tuple[Any, bytes]] = {}
+"""Per hook: its adapter's ``dump_json`` and its line's head (``{"hook":...,"version":3,``)."""
+
+
+def _head(hook: str) -> str:
+    return f'{{"hook":"{hook}","version":{LOG_VERSION},'
 
 
 def _with_hook(ctx: EventContext, body: str) -> str:
     if not body.isascii():
         body = _escape_line_breaks(body)
-    head = f'{{"hook":"{ctx.hook}","version":{LOG_VERSION}'
-    return f"{head},{body[1:]}" if len(body) > 2 else f"{head}}}"
+    return _head(ctx.hook) + body[1:] if len(body) > 2 else _head(ctx.hook)[:-1] + "}"
 
 
 _REPLACEMENT = "\ufffd".encode()

@@ -22,20 +22,20 @@ import threading
 import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
-from uuid import UUID
 
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Observation
 
 from loopobs.core.observer import ObserverSet
 from loopobs.exporters import catalog as c
-from loopobs.exporters.bound_metrics import bind
+from loopobs.exporters.bound_metrics import bind as bind_record
 from loopobs.exporters.catalog import MetricSpec
 from loopobs.exporters.event_metrics import (
     DEFAULT_MAX_LABEL_VALUES,
+    Binder,
     MetricRecorder,
+    Recorder,
     Recording,
-    Sink,
 )
 from loopobs.exporters.providers import flush_provider
 
@@ -114,30 +114,22 @@ class MetricsObserver(MetricRecorder):
     def _bounder(self, key: str) -> Callable[[str], str]:
         return functools.partial(self._bound, key)
 
-    def _sink(self, recording: Recording) -> Sink:
+    def _binder(self, recording: Recording) -> Binder:
         spec = recording.metric
         instrument = self._instruments[spec.name]
         record = instrument.record if spec.kind == "histogram" else instrument.add
         attributes = spec.attributes
-        # One recorder per label set (the values are bounded, so is this), bound to the
-        # SDK's aggregations for those attributes when it can be (see bound_metrics).
-        by_values: dict[tuple[str, ...], Callable[[float], None]] = {}
         fast = self.bound_instruments and spec.kind != "updown_counter"
 
-        def sink(value: float, values: tuple[str, ...], run_id: UUID) -> None:
-            found = by_values.get(values)
-            if found is None:
-                if len(by_values) >= 4096:  # reset() lets new values in: stay bounded anyway
-                    by_values.clear()
-                # The label row is strings; OTel attributes keep the convention's int type.
-                labels = {key: int(v) if key in c.INT_ATTRIBUTES else v
-                          for key, v in zip(attributes, values, strict=True) if v}
-                found = by_values[values] = (
-                    bind(instrument, labels, record) if fast
-                    else functools.partial(_record_with, record, labels))
-            found(value)
+        def bind(values: tuple[str, ...]) -> Recorder:
+            # The label row is strings; OTel attributes keep the convention's int type.
+            labels = {key: int(v) if key in c.INT_ATTRIBUTES else v
+                      for key, v in zip(attributes, values, strict=True) if v}
+            # Bound to the SDK's aggregations for these attributes when it can be.
+            return bind_record(instrument, labels, record) if fast \
+                else _PublicRecord(record, labels)
 
-        return sink
+        return bind
 
     # -- observer errors ------------------------------------------------------------------
     def on_attach(self, observers: ObserverSet) -> None:
@@ -173,9 +165,17 @@ class MetricsObserver(MetricRecorder):
         return flush_provider(self._provider, timeout_s)
 
 
-def _record_with(record: Callable[..., None], attributes: dict[str, str | int],
-                 value: float) -> None:
-    record(value, attributes)
+class _PublicRecord:
+    """Records through the instrument's public ``record``/``add`` with fixed attributes."""
+
+    __slots__ = ("_attributes", "_record")
+
+    def __init__(self, record: Callable[..., None], attributes: dict[str, str | int]) -> None:
+        self._record = record
+        self._attributes = attributes
+
+    def __call__(self, value: float, run_id: object = None) -> None:
+        self._record(value, self._attributes)
 
 
 def _create(meter: metrics.Meter, spec: MetricSpec) -> Any:

@@ -63,9 +63,10 @@ from loopobs.core.observer import ObserverSet
 from loopobs.exporters import catalog as c
 from loopobs.exporters.event_metrics import (
     DEFAULT_MAX_LABEL_VALUES,
+    Binder,
     MetricRecorder,
+    Recorder,
     Recording,
-    Sink,
 )
 
 __all__ = ["BoundedLabel", "PrometheusObserver", "multiprocess_enabled"]
@@ -338,34 +339,20 @@ class PrometheusObserver(MetricRecorder):
     def _bounder(self, key: str) -> Callable[[str], str]:
         return self._bounds[key]
 
-    def _sink(self, recording: Recording) -> Sink:
-        sink = self._record(recording)
-        zero = self._zero_series(recording.metric)
-        if zero is None:
-            return sink
-
-        def zero_then_record(value: float, values: tuple[str, ...], run_id: UUID) -> None:
-            zero(values)
-            sink(value, values, run_id)
-
-        return zero_then_record
-
-    def _record(self, recording: Recording) -> Sink:
+    def _binder(self, recording: Recording) -> Binder:
         spec = recording.metric
-        family = self._families[spec.name]
+        child_of = self._families[spec.name].child_of
         exemplar = self._exemplar if recording.exemplar and self.exemplars else None
         if spec.kind == "updown_counter":
             exemplar = None
-        recorders: dict[tuple[str, ...], Callable[[float, UUID], None]] = {}
+        zero = self._zero_series(spec)
 
-        def sink(value: float, values: tuple[str, ...], run_id: UUID) -> None:
-            record = recorders.get(values)
-            if record is None:
-                record = recorders[values] = _recorder(family.child_of(values), spec.kind,
-                                                       exemplar)
-            record(value, run_id)
+        def bind(values: tuple[str, ...]) -> Recorder:
+            if zero is not None:  # the first record of these values creates their zeros
+                zero(values)
+            return _recorder(child_of(values), spec.kind, exemplar)
 
-        return sink
+        return bind
 
     # -- series that start at zero --------------------------------------------------------------
     def _first_time(self, key: Hashable) -> bool:
