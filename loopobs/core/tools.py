@@ -28,10 +28,9 @@ from loopobs.core.events import DisplayHint, McpCallInfo, ToolAnnotations
 from loopobs.core.model import ToolDefinition
 
 if TYPE_CHECKING:
+    # At run time pydantic is imported where a tool is built or a non-text result is
+    # rendered: `import loopobs` does not need it.
     from pydantic import BaseModel, TypeAdapter
-
-# pydantic is imported where a tool is built or a non-text result rendered, not with
-# this module: `import loopobs` does not need it.
 
 __all__ = ["Output", "Sleep", "Suspend", "Tool", "ToolCallScope", "ToolReturn",
            "current_tool_call", "render_result", "tool"]
