@@ -139,12 +139,16 @@ class BoundRecord:
             self._measurement
         should_sample = self._filter.should_sample
         now = time_ns()
+        # One measurement for the batch, its value set per value: aggregations and exemplar
+        # reservoirs read the fields and keep none of them (allocations cost GC time here).
+        measurement = measurement_of(0, now, instrument, context, None)
+        object.__setattr__(measurement, "attributes", attributes)
+        set_field = object.__setattr__
         for value in values:
             if not 0 <= value < math.inf:
                 self._public(value, attributes, context)
                 continue
-            measurement = measurement_of(value, now, instrument, context, None)
-            object.__setattr__(measurement, "attributes", attributes)
+            set_field(measurement, "value", value)
             sample = should_sample(value, now, attributes, context)
             for aggregation in aggregations:
                 aggregation.aggregate(measurement, sample)
