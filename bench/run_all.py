@@ -37,9 +37,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench._util import fmt_ns, print_table
 
 SCRIPTS = ("bench_dispatch", "bench_loop", "bench_detectors", "bench_otel", "bench_prometheus",
-           "bench_stack", "bench_load", "bench_soak", "bench_report", "bench_sse",
-           "bench_cost", "bench_mcp", "bench_adapters", "bench_framework_adapters",
-           "bench_import", "bench_request")
+           "bench_chunks", "bench_sdk_share", "bench_stack", "bench_load", "bench_soak",
+           "bench_report", "bench_sse", "bench_cost", "bench_mcp", "bench_adapters",
+           "bench_framework_adapters", "bench_import", "bench_request")
 
 
 def _run(name: str, quick: bool) -> Any:
@@ -119,6 +119,15 @@ def summary(results: dict[str, Any]) -> list[list[str]]:
         if row and bare:
             add(f"Prometheus {label.removeprefix('observer ')} vs bare Counter.inc()",
                 fmt_ns(row.ns_per_op), fmt_ns(bare.ns_per_op), f"{row.ratio:.1f}×")
+    for row in results.get("bench_chunks") or ():
+        add(f"per streamed chunk: {row['name']} vs the loop's own work per chunk",
+            fmt_ns(row["ns_per_chunk"]), fmt_ns(row["baseline_ns"]),
+            f"{row['ns_per_chunk'] / row['baseline_ns']:.2f}×")
+    share = _find(results.get("bench_sdk_share"), lambda r: True)
+    if share:
+        add("traces + OTel metrics per turn (the peers' workload): added vs of it inside the "
+            "OTel SDK", f"{share['added_us']:.0f} µs", f"{share['sdk_us']:.0f} µs",
+            f"SDK {share['sdk_us'] / share['added_us'] * 100:.0f} %")
     s = results.get("bench_stack")
     ours_set = _find(s, lambda r: r["name"].startswith("ObserverSet"))
     lc = _find(s, lambda r: r["name"].startswith("LangChain"))

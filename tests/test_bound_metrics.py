@@ -26,6 +26,8 @@ from opentelemetry.sdk.metrics.export import (
 )
 from opentelemetry.sdk.metrics.view import View
 from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from loopobs import AgentLoop
 from loopobs.core.errors import RateLimited
@@ -89,7 +91,9 @@ class Pair:
     """A bound and a public ``MetricsObserver`` (kept across runs, as in an application)."""
 
     def __init__(self, bound_provider: MeterProvider, public_provider: MeterProvider) -> None:
+        self.spans = InMemorySpanExporter()
         self.tracer = TracerProvider()
+        self.tracer.add_span_processor(SimpleSpanProcessor(self.spans))
         self.observers = [TracingObserver(self.tracer), MetricsObserver(bound_provider),
                           MetricsObserver(public_provider, bound_instruments=False)]
 
@@ -109,8 +113,9 @@ class Pair:
 
 def test_a_traced_run_exports_the_same_metrics_and_exemplars() -> None:
     bound_reader, public_reader = InMemoryMetricReader(), InMemoryMetricReader()
-    Pair(MeterProvider(metric_readers=[bound_reader]),
-         MeterProvider(metric_readers=[public_reader])).run()
+    pair = Pair(MeterProvider(metric_readers=[bound_reader]),
+                MeterProvider(metric_readers=[public_reader]))
+    pair.run()
     bound, public = snapshot(bound_reader), snapshot(public_reader)
     assert bound == public
     # The comparison covered what matters: chunks, tokens, tools, a failure, exemplars.
@@ -119,6 +124,13 @@ def test_a_traced_run_exports_the_same_metrics_and_exemplars() -> None:
         assert bound[name][3], name
     for name in (c.TIME_PER_OUTPUT_CHUNK.name, c.TOKEN_USAGE.name):
         assert any(point[-1] for point in bound[name][3].values()), name
+    # Chunk gaps are recorded when the attempt ends, yet link to the chat span they timed.
+    chats = {s.context.span_id for s in pair.spans.get_finished_spans()
+             if s.name.startswith("chat")}
+    gap_spans = {e[2] for point in bound[c.TIME_PER_OUTPUT_CHUNK.name][3].values()
+                 for e in point[-1]}
+    assert gap_spans
+    assert gap_spans <= chats
 
 
 def test_delta_readers_views_and_several_readers_match_the_public_api() -> None:

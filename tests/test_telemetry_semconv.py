@@ -208,8 +208,13 @@ def test_the_switch_is_read_from_the_standard_variable() -> None:
     assert not c.latest_experimental({})
 
 
-def test_time_per_output_chunk_is_recorded_between_chunks(cap: Capture) -> None:
-    """Three chunks 10 ms and 30 ms apart: two intervals recorded, none for the first chunk."""
+@pytest.mark.parametrize("end", ["success", "failure", "run_end", "reset"])
+def test_time_per_output_chunk_is_recorded_between_chunks(cap: Capture, end: str) -> None:
+    """Three chunks 10 ms and 30 ms apart: two intervals, none for the first chunk.
+
+    They are recorded when the attempt ends, however it ends: successfully, with
+    a failure, with its run (no attempt end came), or when the observer is reset.
+    """
     from loopobs.core import events as ev
 
     (_, metrics) = cap.observers()
@@ -220,6 +225,18 @@ def test_time_per_output_chunk_is_recorded_between_chunks(cap: Capture) -> None:
     for t_ms in (5, 15, 45):
         metrics.on_text_delta(ev.TextDeltaContext(run_id=rid, time_ns=t_ms * 1_000_000, turn=0,
                                                   delta="x"))
+    assert c.TIME_PER_OUTPUT_CHUNK.name not in cap.metrics()
+    if end == "success":
+        metrics.on_stream_success(ev.StreamSuccessContext(
+            run_id=rid, time_ns=50_000_000, turn=0, model="m", provider="p"))
+    elif end == "failure":
+        metrics.on_stream_failure(ev.StreamFailureContext(
+            run_id=rid, time_ns=50_000_000, turn=0, model="m", provider="p",
+            error=RateLimited("busy")))
+    elif end == "run_end":
+        metrics.on_run_end(ev.RunEndContext(run_id=rid, time_ns=50_000_000, success=False))
+    else:
+        metrics.reset()
     (point,) = cap.metrics()[c.TIME_PER_OUTPUT_CHUNK.name]
     assert point.count == 2
     assert point.sum == pytest.approx(0.04)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from time import time_ns
 from typing import Any
 
@@ -124,6 +124,34 @@ class BoundRecord:
         sample = self._filter.should_sample(value, now, self._attributes, context)
         for aggregation in aggregations:
             aggregation.aggregate(measurement, sample)
+
+
+    def many(self, values: Iterable[float], context: Any) -> None:
+        """Record each of ``values`` as if recorded in ``context`` (for exemplars)."""
+        aggregations = self._aggregations
+        if self._storages is not self._consumer._reader_storages:
+            aggregations = self._bind()
+        if aggregations is None or not self._instrument._is_enabled():
+            for value in values:
+                self._public(value, self._attributes, context)
+            return
+        attributes, instrument, measurement_of = self._attributes, self._instrument, \
+            self._measurement
+        should_sample = self._filter.should_sample
+        now = time_ns()
+        # One measurement for the batch, its value set per value: aggregations and exemplar
+        # reservoirs read the fields and keep none of them (allocations cost GC time here).
+        measurement = measurement_of(0, now, instrument, context, None)
+        object.__setattr__(measurement, "attributes", attributes)
+        set_field = object.__setattr__
+        for value in values:
+            if not 0 <= value < math.inf:
+                self._public(value, attributes, context)
+                continue
+            set_field(measurement, "value", value)
+            sample = should_sample(value, now, attributes, context)
+            for aggregation in aggregations:
+                aggregation.aggregate(measurement, sample)
 
 
 def bind(instrument: Any, attributes: Attributes,

@@ -332,8 +332,13 @@ class _Step(NamedTuple):
 
 @dataclass(slots=True)
 class _Chunks:
+    """An attempt's chunk timing: the recorder of its label set and the gaps not yet recorded."""
+
     record: Recorder
-    last_ns: int | None
+    last_ns: int | None = None
+    gaps: list[float] = field(default_factory=list)
+    context: object = None
+    """What the backend captured at the first gap (see ``MetricRecorder._chunk_context``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -399,6 +404,16 @@ class MetricRecorder(LoopObserver):
     def _binder(self, recording: Recording) -> Binder:
         """How this backend records ``recording``'s metric for one set of label values."""
         raise NotImplementedError
+
+    def _chunk_context(self) -> object:
+        """Captured at an attempt's first chunk gap, handed to :meth:`_record_gaps`."""
+        return None
+
+    def _record_gaps(self, record: Recorder, gaps: list[float], context: object,
+                     run_id: UUID) -> None:
+        """Record an attempt's chunk gaps (a backend may record them at once)."""
+        for gap in gaps:
+            record(gap, run_id)
 
     def _memo(self, recording: Recording) -> Binder:
         """The backend's binder of ``recording``, keeping each label set's recorder."""
@@ -505,6 +520,8 @@ class MetricRecorder(LoopObserver):
         self._agents.clear()
         self._models.clear()
         self._calls.clear()
+        for (run_id, _turn), chunks in list(self._chunks.items()):
+            self._flush_chunks(run_id, chunks)
         self._chunks.clear()
         self._picked.clear()  # bounds forget their values too
         return agents
@@ -522,8 +539,11 @@ class MetricRecorder(LoopObserver):
     def on_run_end(self, ctx: ev.RunEndContext) -> None:
         """``runs`` by status, the run's duration, ``runs.active`` −1; the run is forgotten.
 
-        With the newest conventions, also the run's model and tool call counts.
+        With the newest conventions, also the run's model and tool call counts. An
+        attempt of the run still open (its end never came) records its chunk gaps.
         """
+        for key in [k for k in self._chunks if k[0] == ctx.run_id]:
+            self._end_chunks(*key)
         agent = self._agents.pop(ctx.run_id, None)
         model = self._models.pop(ctx.run_id, "")
         self._apply(ctx, agent, model)
@@ -550,18 +570,39 @@ class MetricRecorder(LoopObserver):
         labels = tuple(c.OP_CHAT if bound is None else (bound(value) if (value := raw.get(key))
                                                         else "")
                        for key, bound in zip(attributes, self._chunk_bounds, strict=True))
-        self._chunks[(ctx.run_id, ctx.turn)] = _Chunks(self._chunk_bind(labels), None)
+        key = (ctx.run_id, ctx.turn)
+        old = self._chunks.pop(key, None)
+        if old is not None:  # a second start without an end: keep what the first measured
+            self._flush_chunks(ctx.run_id, old)
+        self._chunks[key] = _Chunks(self._chunk_bind(labels))
 
     def _chunk(self, run_id: UUID, turn: int, time_ns: int) -> None:
         chunks = self._chunks.get((run_id, turn))
         if chunks is None:
             return
-        if chunks.last_ns is not None:
-            chunks.record(max(0, time_ns - chunks.last_ns) / 1e9, run_id)
+        last = chunks.last_ns
         chunks.last_ns = time_ns
+        if last is not None:
+            if not chunks.gaps:
+                chunks.context = self._chunk_context()
+            chunks.gaps.append(max(0, time_ns - last) / 1e9)
+
+    def _flush_chunks(self, run_id: UUID, chunks: _Chunks) -> None:
+        gaps, chunks.gaps = chunks.gaps, []
+        if gaps:
+            self._record_gaps(chunks.record, gaps, chunks.context, run_id)
+
+    def _end_chunks(self, run_id: UUID, turn: int) -> None:
+        chunks = self._chunks.pop((run_id, turn), None)
+        if chunks is not None:
+            self._flush_chunks(run_id, chunks)
 
     def on_text_delta(self, ctx: ev.TextDeltaContext) -> None:
-        """The time since the attempt's previous chunk (from the second chunk on)."""
+        """The time since the attempt's previous chunk (from the second chunk on).
+
+        The gaps are kept with the attempt and recorded when it ends (succeeds,
+        fails, or its run ends): one record per gap, as if recorded one by one.
+        """
         self._chunk(ctx.run_id, ctx.turn, ctx.time_ns)
 
     def on_thinking_delta(self, ctx: ev.ThinkingDeltaContext) -> None:
@@ -569,13 +610,13 @@ class MetricRecorder(LoopObserver):
         self._chunk(ctx.run_id, ctx.turn, ctx.time_ns)
 
     def on_stream_success(self, ctx: ev.StreamSuccessContext) -> None:
-        """The call's duration, time to first chunk and tokens (histogram and counter)."""
-        self._chunks.pop((ctx.run_id, ctx.turn), None)
+        """The call's chunk gaps, duration, time to first chunk and tokens."""
+        self._end_chunks(ctx.run_id, ctx.turn)
         self._apply(ctx, self._agents.get(ctx.run_id))
 
     def on_stream_failure(self, ctx: ev.StreamFailureContext) -> None:
-        """The failed attempt's duration with ``error.type``, and ``stream.failures`` +1."""
-        self._chunks.pop((ctx.run_id, ctx.turn), None)
+        """The failed attempt's chunk gaps and duration (with ``error.type``), a stream failure."""
+        self._end_chunks(ctx.run_id, ctx.turn)
         self._apply(ctx, self._agents.get(ctx.run_id))
 
     def on_tool_post(self, ctx: ev.ToolPostContext) -> None:

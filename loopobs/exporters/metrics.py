@@ -22,8 +22,10 @@ import threading
 import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
+from uuid import UUID
 
 from opentelemetry import metrics
+from opentelemetry.context import get_current
 from opentelemetry.metrics import CallbackOptions, Observation
 
 from loopobs.core.observer import ObserverSet
@@ -131,6 +133,19 @@ class MetricsObserver(MetricRecorder):
 
         return bind
 
+    def _chunk_context(self) -> object:
+        # The context of the first gap (the chat span while it streams): each gap's
+        # exemplar links to it, as if recorded then.
+        return get_current()
+
+    def _record_gaps(self, record: Recorder, gaps: list[float], context: object,
+                     run_id: UUID) -> None:
+        many = getattr(record, "many", None)
+        if many is None:
+            super()._record_gaps(record, gaps, context, run_id)
+        else:
+            many(gaps, context)
+
     # -- observer errors ------------------------------------------------------------------
     def on_attach(self, observers: ObserverSet) -> None:
         """Remember ``observers``: ``loopobs.observer.errors`` reports its failure counts."""
@@ -176,6 +191,12 @@ class _PublicRecord:
 
     def __call__(self, value: float, run_id: object = None) -> None:
         self._record(value, self._attributes)
+
+    def many(self, values: Iterable[float], context: Any) -> None:
+        """Record each of ``values`` in ``context`` (for exemplars)."""
+        record, attributes = self._record, self._attributes
+        for value in values:
+            record(value, attributes, context)
 
 
 def _create(meter: metrics.Meter, spec: MetricSpec) -> Any:
