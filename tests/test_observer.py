@@ -156,6 +156,32 @@ def test_listened_hooks_reports_overrides_only() -> None:
     assert listened_hooks(ObserverSet([OnlyToolPost()])) == {"on_tool_post"}
 
 
+def test_unheard_hooks_are_neither_listened_to_nor_delivered() -> None:
+    """An instance's unheard hooks drop out of its set's listening, and are not called."""
+    calls: list[str] = []
+
+    class Both(LoopObserver):
+        def __init__(self, unheard: frozenset[HookName] = frozenset()) -> None:
+            self.unheard_hooks = unheard
+
+        def on_run_start(self, ctx: Any) -> None:
+            calls.append("run_start")
+
+        def on_tool_post(self, ctx: Any) -> None:
+            calls.append("tool_post")
+
+    narrowed = Both(frozenset({"on_tool_post"}))
+    assert listened_hooks(narrowed) == {"on_run_start"}
+    assert listened_hooks(Both()) == {"on_run_start", "on_tool_post"}
+    observers = ObserverSet([narrowed])
+    assert not observers.listens("on_tool_post")
+    observers.on_tool_post(sample_context("on_tool_post"))
+    observers.on_run_start(sample_context("on_run_start"))
+    assert calls == ["run_start"]
+    observers.add(Both())
+    assert observers.listens("on_tool_post")
+
+
 def test_registration_order() -> None:
     """Members are called in the order they were added."""
     order: list[str] = []

@@ -675,3 +675,14 @@ async def test_resumed_run_links_to_the_parked_run_through_the_checkpoint(
     assert link.context.trace_id == first.context.trace_id
     assert link.context.span_id == first.context.span_id
     assert (second.attributes or {})[c.LOOPOBS_RUN_RESUMED_FROM] == str(parked.run_id)
+
+
+def test_without_content_capture_the_chunk_and_content_hooks_are_not_listened_to() -> None:
+    """The loop builds no chunk events for tracing alone when content is not captured."""
+    content_only = {"on_text_delta", "on_thinking_delta", "on_tool_call_received",
+                    "on_response"}
+    quiet = ObserverSet([TracingObserver(TracerProvider())])
+    assert not content_only & quiet.listening
+    assert quiet.listens("on_stream_start")
+    capturing = ObserverSet([TracingObserver(TracerProvider(), capture_content=True)])
+    assert content_only <= capturing.listening

@@ -86,10 +86,15 @@ class LoopObserver:
     set (logged, counted) and never reach the loop.
 
     ``name`` identifies the observer in logs and failure counts; it defaults
-    to the class name.
+    to the class name. ``unheard_hooks`` narrows what an instance listens to.
     """
 
     name: str = "LoopObserver"
+    unheard_hooks: frozenset[HookName] = frozenset()
+    """Hooks this observer overrides but does not need, as configured (set it in
+    ``__init__``, before the observer joins a set): a set never delivers them, and the
+    loop builds no context for a hook no member listens to. ``TracingObserver``
+    without content capture leaves out the streamed chunks this way."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -226,11 +231,14 @@ class EventSink(LoopObserver):
 
 
 def listened_hooks(observer: LoopObserver) -> frozenset[HookName]:
-    """The hooks ``observer`` overrides (for a set: the hooks any member listens to)."""
+    """The hooks ``observer`` overrides, less its ``unheard_hooks`` (for a set: the hooks
+    any member listens to)."""
     if isinstance(observer, ObserverSet):
         return observer.listening
     cls = type(observer)
-    return frozenset(h for h in HOOKS if getattr(cls, h) is not getattr(LoopObserver, h))
+    unheard = observer.unheard_hooks
+    return frozenset(h for h in HOOKS
+                     if getattr(cls, h) is not getattr(LoopObserver, h) and h not in unheard)
 
 
 _Dispatch = Callable[[Any], None]

@@ -58,6 +58,7 @@ from loopobs.core.events import (
     ContextProviderContext,
     ConvergenceDetectedContext,
     FallbackContext,
+    HookName,
     LoopDetectedContext,
     McpCallInfo,
     ModelSwitchedContext,
@@ -113,6 +114,11 @@ def _mcp_attributes(mcp: McpCallInfo) -> dict[str, Any]:
     if mcp.server_port is not None:
         attrs[c.SERVER_PORT] = mcp.server_port
     return attrs
+
+
+_CONTENT_ONLY_HOOKS: frozenset[HookName] = frozenset(
+    {"on_text_delta", "on_thinking_delta", "on_tool_call_received", "on_response"})
+"""Hooks whose events the tracing observer reads only for captured content."""
 
 
 def _owner() -> object:
@@ -263,6 +269,10 @@ class TracingObserver(LoopObserver):
             else c.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS
         self._content_mode = content.parse_content_mode(capture_content)
         self._capture = self._content_mode.enabled  # read per event; the enum check is not free
+        if not self._capture:
+            # These hooks only gather content: without capture, the loop need not build them
+            # (a streamed response's chunks are most of its events).
+            self.unheard_hooks = _CONTENT_ONLY_HOOKS
         self.turn_spans = turn_spans
         self.propagate_context = propagate_context
         self._runs: dict[UUID, _Run] = {}
