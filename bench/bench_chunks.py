@@ -8,7 +8,9 @@ does per call. The workload: one scripted reply of 2,000 characters, streamed
 as 1 chunk or as 200 chunks (10 characters each), with one observer at a time,
 alternated with bare runs in the same process. The cost per chunk is the added
 CPU time of the 200-chunk run minus that of the 1-chunk run, over 199; the
-baseline is what the loop itself spends per chunk with no observer.
+baseline is what the loop itself spends per chunk with no observer. Metrics
+alone record no exemplars (no span is current); with tracing, each chunk gap
+samples one linking to its chat span, as in a traced deployment.
 """
 
 from __future__ import annotations
@@ -58,9 +60,11 @@ def _observers() -> dict[str, Callable[[], list[LoopObserver]]]:
             return observers
         return make
 
+    traced_metrics = MetricsObserver(meter)
     return {"none": clear([]), "TracingObserver": clear([tracing]),
-            "MetricsObserver": clear([metrics]), "PrometheusObserver": clear([prometheus]),
-            "JsonlRecorder": clear([jsonl])}
+            "MetricsObserver": clear([metrics]),
+            "TracingObserver + MetricsObserver": clear([tracing, traced_metrics]),
+            "PrometheusObserver": clear([prometheus]), "JsonlRecorder": clear([jsonl])}
 
 
 async def _run(observers: list[LoopObserver], chunk_size: int) -> float:

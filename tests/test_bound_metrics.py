@@ -16,6 +16,7 @@ import threading
 from typing import Any
 
 import pytest
+from opentelemetry.context import get_current
 from opentelemetry.sdk.metrics import Counter, Histogram, MeterProvider
 from opentelemetry.sdk.metrics.export import (
     AggregationTemporality,
@@ -33,7 +34,12 @@ from loopobs import AgentLoop
 from loopobs.core.errors import RateLimited
 from loopobs.exporters import MetricsObserver, TracingObserver, bound_metrics
 from loopobs.exporters import catalog as c
-from loopobs.exporters.bound_metrics import BoundRecord, bind, fast_path_available
+from loopobs.exporters.bound_metrics import (
+    BoundRecord,
+    PublicRecord,
+    bind,
+    fast_path_available,
+)
 from loopobs.llm import Fail, Reply, ScriptedClient, ToolCall
 from tests._loop_support import explode, search, u
 
@@ -184,6 +190,63 @@ def test_values_the_sdk_rejects_go_through_the_public_api(caplog: Any) -> None:
     assert (count, total) == (2, 5.0)
     assert [v[0] for v in got["n"][3].values()] == [5.0]
     assert "non-negative" in caplog.text or "not finite" in caplog.text
+
+
+@pytest.mark.parametrize("values", [[-1.0], [math.nan, math.inf], []])
+def test_a_recorder_that_never_got_an_accepted_value_exports_nothing(
+        values: list[float], caplog: Any) -> None:
+    """Nothing is bound before an accepted value: an empty aggregation would be exported."""
+    reader, histogram, counter = _instruments()
+    for instrument, public in ((histogram, histogram.record), (counter, counter.add)):
+        record = bind(instrument, {"k": "v"}, public)
+        assert isinstance(record, BoundRecord)
+        for value in values:
+            record(value)
+        record.many(values, [1] * len(values), get_current())
+    assert snapshot(reader) == {}
+
+
+def test_a_disabled_meter_exports_nothing_through_either_path() -> None:
+    from opentelemetry.sdk.metrics._internal import _MeterConfig
+
+    def disabled(scope: Any) -> Any:
+        return _MeterConfig(is_enabled=False)
+
+    bound_reader, public_reader = InMemoryMetricReader(), InMemoryMetricReader()
+    Pair(MeterProvider(metric_readers=[bound_reader], _meter_configurator=disabled),
+         MeterProvider(metric_readers=[public_reader], _meter_configurator=disabled)).run()
+    assert snapshot(bound_reader) == snapshot(public_reader) == {}
+
+
+def test_without_the_fast_path_chunk_gaps_still_link_to_their_chat_span(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """On an SDK the fast path does not know, the gaps recorded at the end keep their span."""
+    monkeypatch.setattr(bound_metrics, "VERIFIED_SDK", frozenset())
+    reader = InMemoryMetricReader()
+    pair = Pair(MeterProvider(metric_readers=[reader]),
+                MeterProvider(metric_readers=[InMemoryMetricReader()]))
+    pair.run()
+    chats = {s.context.span_id for s in pair.spans.get_finished_spans()
+             if s.name.startswith("chat")}
+    gap_spans = {e[2] for point in snapshot(reader)[c.TIME_PER_OUTPUT_CHUNK.name][3].values()
+                 for e in point[-1]}
+    assert gap_spans
+    assert gap_spans <= chats
+
+
+def test_gaps_captured_without_a_span_take_none_at_flush_time() -> None:
+    """An empty captured context stays empty on the public path, as on the bound one."""
+    tracer = TracerProvider()
+    for fast in (True, False):
+        reader, histogram, _ = _instruments()
+        record = bind(histogram, {"k": "v"}, histogram.record) if fast \
+            else PublicRecord(histogram.record, {"k": "v"})
+        captured = get_current()  # no span
+        with tracer.get_tracer("t").start_as_current_span("later"):
+            record.many([0.1, 0.2], [1, 2], captured)
+        (point,) = snapshot(reader)["h"][3].values()
+        assert point[0] == 2
+        assert point[-1] == [], fast
 
 
 def test_concurrent_threads_lose_no_value() -> None:

@@ -73,7 +73,11 @@ def test_checkpoint_classes_load_pydantic_when_first_used() -> None:
             "hint = typing.get_type_hints(loopobs.RunResult)['checkpoint']\n"
             "assert hint == Checkpoint | None, hint\n"
             "hint = typing.get_type_hints(loopobs.AgentLoop.resume)['checkpoint']\n"
-            "assert hint is Checkpoint, hint\n")
+            "assert hint is Checkpoint, hint\n"
+            "from loopobs.core import driver, parking\n"
+            "assert typing.get_type_hints(parking.check_resume)['checkpoint'] is Checkpoint\n"
+            "hint = typing.get_type_hints(driver.RunDriver.execute)['checkpoint']\n"
+            "assert hint == Checkpoint | None, hint\n")
     assert "pydantic" in _loaded_after(code)
 
 

@@ -67,3 +67,12 @@ def test_a_changed_chunk_type_gets_no_direct_encoder() -> None:
         index: int = 0
 
     assert jsonl._delta_encoder(Wider) is None
+
+
+@pytest.mark.parametrize("field", ["time_ns", "turn"])
+def test_a_number_that_is_not_an_int_takes_the_general_path(field: str) -> None:
+    values: dict[str, Any] = {"time_ns": 1, "turn": 0, field: 1.5}
+    ctx = TextDeltaContext(run_id=uuid.uuid4(), delta="x", **values)
+    assert jsonl._FAST[TextDeltaContext](ctx) is None
+    with pytest.warns(UserWarning, match="Expected `int`"):  # pydantic's, on the general path
+        assert encode_event(ctx) == general(ctx)

@@ -235,3 +235,45 @@ async def test_api_only_meter_provider() -> None:
     obs = MetricsObserver(metrics.NoOpMeterProvider())
     await full_run(ObserverSet([obs], strict=True))
     assert obs.open_runs == 0
+
+
+def test_runs_ending_while_other_runs_stream_on_another_thread() -> None:
+    """A run's end touches only its own open attempts, never another thread's."""
+    import sys
+    import threading
+    import uuid
+
+    from loopobs.core import events as ev
+
+    obs = MetricsObserver(MeterProvider(metric_readers=[InMemoryMetricReader()]))
+    for _ in range(500):  # attempts left open by other runs
+        obs.on_stream_start(ev.StreamStartContext(run_id=uuid.uuid4(), time_ns=0, turn=0,
+                                                  model="m", provider="p"))
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def stream() -> None:
+        while not stop.is_set():
+            runs = [uuid.uuid4() for _ in range(50)]
+            for run_id in runs:
+                obs.on_stream_start(ev.StreamStartContext(run_id=run_id, time_ns=0, turn=0,
+                                                          model="m", provider="p"))
+            for run_id in runs:
+                obs.on_stream_success(ev.StreamSuccessContext(run_id=run_id, time_ns=1, turn=0,
+                                                              model="m", provider="p"))
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible
+    worker = threading.Thread(target=stream)
+    worker.start()
+    try:
+        for _ in range(2_000):
+            try:
+                obs.on_run_end(ev.RunEndContext(run_id=uuid.uuid4(), time_ns=2, success=True))
+            except RuntimeError as exc:
+                errors.append(exc)
+    finally:
+        stop.set()
+        worker.join()
+        sys.setswitchinterval(interval)
+    assert errors == []

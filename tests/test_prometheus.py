@@ -439,3 +439,23 @@ def test_failed_tool_without_error_object_is_tool_error(obs: PrometheusObserver)
                  error_type="ToolError") == 1
     assert value(obs, "loopobs_tool_calls_total", gen_ai_tool_name="t",
                  loopobs_tool_outcome="error", **NO_AGENT) == 1
+
+
+@pytest.mark.parametrize("deltas", [0, 1])
+def test_an_attempt_without_a_chunk_gap_creates_no_chunk_timing_series(deltas: int) -> None:
+    """A call that fails before its second chunk, or answers in one, leaves the series alone."""
+    from loopobs.core import events as events_
+    from loopobs.core.errors import RateLimited
+
+    registry = CollectorRegistry()
+    obs = PrometheusObserver(registry)
+    rid = uuid.uuid4()
+    obs.on_stream_start(events_.StreamStartContext(run_id=rid, time_ns=0, turn=0,
+                                                   model="brand-new-model", provider="p"))
+    for n in range(deltas):
+        obs.on_text_delta(events_.TextDeltaContext(run_id=rid, time_ns=n, turn=0, delta="x"))
+    obs.on_stream_failure(events_.StreamFailureContext(
+        run_id=rid, time_ns=9, turn=0, model="brand-new-model", provider="p",
+        error=RateLimited("busy")))
+    names = {s.name for family in registry.collect() for s in family.samples}
+    assert not any("time_per_output_chunk" in name for name in names)

@@ -282,3 +282,27 @@ async def test_close_interrupts_persists_and_refuses_more(tmp_path: Path) -> Non
         await session.send("late")
     lines = (tmp_path / f"{session.id}.jsonl").read_text().splitlines()
     assert len(lines) == 3  # user, assistant with the call, the interrupted call's result
+
+
+def test_threads_building_the_first_sessions_share_one_ask_user_tool(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tool is built once however many threads ask first: a session refuses another."""
+    import threading
+
+    from loopobs.core import session as session_module
+
+    monkeypatch.setattr(session_module, "_ask_user_built", [])
+    start = threading.Barrier(4)
+    tools: list[object] = []
+
+    def first_use() -> None:
+        start.wait()
+        tools.append(session_module._ask_user_tool())
+
+    threads = [threading.Thread(target=first_use) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(tools) == 4
+    assert all(tool is tools[0] for tool in tools)

@@ -45,7 +45,7 @@ import asyncio
 import collections
 import contextlib
 import contextvars
-import functools
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -255,11 +255,20 @@ if TYPE_CHECKING:
     only keeps the loop's shorter default from cutting a question short."""
 
 
-@functools.cache
+_ASK_USER_LOCK = threading.Lock()
+_ask_user_built: list[Tool] = []
+
+
 def _ask_user_tool() -> Tool:
     # Built on first use (the module's ASK_USER, or a session): building a tool's
-    # argument model loads pydantic, which `import loopobs` does not need.
-    return Tool(_ask_user, name="ask_user", timeout=7 * 24 * 3600.0)
+    # argument model loads pydantic, which `import loopobs` does not need. Built once
+    # across threads: a session refuses an `ask_user` tool that is not this very one.
+    if not _ask_user_built:
+        with _ASK_USER_LOCK:
+            if not _ask_user_built:
+                _ask_user_built.append(Tool(_ask_user, name="ask_user",
+                                            timeout=7 * 24 * 3600.0))
+    return _ask_user_built[0]
 
 
 def __getattr__(name: str) -> Any:

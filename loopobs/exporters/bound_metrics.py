@@ -21,25 +21,29 @@ whenever the binding might not hold:
 - the instrument is disabled by the meter's configuration;
 - a value the SDK would reject (negative, NaN, infinite): the public API logs
   and drops it, as it always did.
+
+Nothing is bound before a value the SDK accepts is recorded: a bound aggregation
+is exported even when empty, and the public API would export nothing.
 """
 
 from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from time import time_ns
 from typing import Any
 
-from opentelemetry.context import get_current
+from opentelemetry.context import Context, attach, detach, get_current
 
-__all__ = ["VERIFIED_SDK", "BoundRecord", "bind", "fast_path_available"]
+__all__ = ["VERIFIED_SDK", "BoundRecord", "PublicRecord", "Recorder", "bind",
+           "fast_path_available"]
 
 VERIFIED_SDK = frozenset({"1.45.2"})
 """SDK releases whose internals this module was checked against, exactly (1.45.0 and 1.45.1
 look the aggregations up differently; a later release is trusted once the tests pass on it)."""
 
-Attributes = Mapping[str, str | int]
+Attributes = Mapping[str, Any]
 
 
 def fast_path_available() -> bool:
@@ -58,15 +62,41 @@ def _sdk_instrument(instrument: Any) -> bool:
         hasattr(instrument, "_measurement_consumer")
 
 
+class PublicRecord:
+    """Records through the instrument's public ``record``/``add`` with fixed attributes."""
+
+    __slots__ = ("_attributes", "_record")
+
+    def __init__(self, record: Callable[..., None], attributes: Attributes) -> None:
+        self._record = record
+        self._attributes = attributes
+
+    def __call__(self, value: float, run_id: object = None) -> None:
+        """Record ``value`` now (``run_id``: the signature of a metric recorder, ignored)."""
+        self._record(value, self._attributes)
+
+    def many(self, values: Sequence[float], times: Sequence[int], context: Context) -> None:
+        """Record each of ``values`` in ``context`` (for exemplars); the SDK stamps the time."""
+        # The SDK takes `context or get_current()`: attached, an empty captured context
+        # still wins over the one current now.
+        token = attach(context)
+        try:
+            for value in values:
+                self._record(value, self._attributes, context)
+        finally:
+            detach(token)
+
+
 class BoundRecord:
     """Records values with one fixed attribute set into one SDK instrument.
 
     Call it with a value. Safe across threads: binding is idempotent and each
-    aggregation takes its own lock, as in the SDK.
+    aggregation takes its own lock, as in the SDK. Nothing is bound until a
+    value is recorded through it: a bound aggregation is exported even empty.
     """
 
-    __slots__ = ("_aggregations", "_attributes", "_consumer", "_filter", "_instrument",
-                 "_lock", "_measurement", "_public", "_storages")
+    __slots__ = ("_aggregations", "_attributes", "_consumer", "_fallback", "_filter",
+                 "_instrument", "_lock", "_measurement", "_storages")
 
     def __init__(self, instrument: Any, attributes: Attributes,
                  public: Callable[..., None]) -> None:
@@ -76,7 +106,7 @@ class BoundRecord:
         self._instrument = instrument
         # The SDK's cleaning of these attributes, done once (a measurement cleans its own).
         self._attributes = Measurement(0, 0, instrument, get_current(), attributes).attributes
-        self._public = public
+        self._fallback = PublicRecord(public, self._attributes or {})
         self._consumer = instrument._measurement_consumer
         self._filter = self._consumer._sdk_config.exemplar_filter
         self._lock = threading.Lock()
@@ -105,17 +135,21 @@ class BoundRecord:
             self._storages, self._aggregations = storages, tuple(aggregations)
             return self._aggregations
 
+    def _bound(self) -> tuple[Any, ...] | None:
+        """The aggregations for a value the SDK accepts, bound now if the readers changed."""
+        if self._storages is not self._consumer._reader_storages:
+            return self._bind()
+        return self._aggregations
+
     def __call__(self, value: float, run_id: object = None) -> None:
         """Record ``value`` (through the public API when the binding does not apply).
 
         ``run_id`` is accepted and ignored: the signature of a metric recorder.
         """
-        aggregations = self._aggregations
-        if self._storages is not self._consumer._reader_storages:
-            aggregations = self._bind()
-        if aggregations is None or not 0 <= value < math.inf or \
-                not self._instrument._is_enabled():
-            self._public(value, self._attributes)
+        # What the SDK would refuse (or a disabled meter drops) goes its way, unbound.
+        if not 0 <= value < math.inf or not self._instrument._is_enabled() or \
+                (aggregations := self._bound()) is None:
+            self._fallback(value)
             return
         now = time_ns()
         context = get_current()
@@ -125,42 +159,38 @@ class BoundRecord:
         for aggregation in aggregations:
             aggregation.aggregate(measurement, sample)
 
-
-    def many(self, values: Iterable[float], context: Any) -> None:
-        """Record each of ``values`` as if recorded in ``context`` (for exemplars)."""
-        aggregations = self._aggregations
-        if self._storages is not self._consumer._reader_storages:
-            aggregations = self._bind()
-        if aggregations is None or not self._instrument._is_enabled():
-            for value in values:
-                self._public(value, self._attributes, context)
+    def many(self, values: Sequence[float], times: Sequence[int], context: Context) -> None:
+        """Record each of ``values``, taken at ``times`` (ns), as if recorded in ``context``."""
+        if not self._instrument._is_enabled() or \
+                not any(0 <= value < math.inf for value in values) or \
+                (aggregations := self._bound()) is None:
+            self._fallback.many(values, times, context)
             return
-        attributes, instrument, measurement_of = self._attributes, self._instrument, \
-            self._measurement
-        should_sample = self._filter.should_sample
-        now = time_ns()
-        # One measurement for the batch, its value set per value: aggregations and exemplar
-        # reservoirs read the fields and keep none of them (allocations cost GC time here).
-        measurement = measurement_of(0, now, instrument, context, None)
-        object.__setattr__(measurement, "attributes", attributes)
+        attributes, should_sample = self._attributes, self._filter.should_sample
+        # One measurement for the batch, its value and time set per value: aggregations and
+        # exemplar reservoirs read the fields and keep none of them (allocations cost GC time).
+        measurement = self._measurement(0, 0, self._instrument, context, None)
         set_field = object.__setattr__
-        for value in values:
+        set_field(measurement, "attributes", attributes)
+        for value, at in zip(values, times, strict=True):
             if not 0 <= value < math.inf:
-                self._public(value, attributes, context)
+                self._fallback.many((value,), (at,), context)  # the SDK logs and drops it
                 continue
             set_field(measurement, "value", value)
-            sample = should_sample(value, now, attributes, context)
+            set_field(measurement, "time_unix_nano", at)
+            sample = should_sample(value, at, attributes, context)
             for aggregation in aggregations:
                 aggregation.aggregate(measurement, sample)
 
 
-def bind(instrument: Any, attributes: Attributes,
-         public: Callable[..., None]) -> Callable[..., None]:
+Recorder = BoundRecord | PublicRecord
+
+
+def bind(instrument: Any, attributes: Attributes, public: Callable[..., None]) -> Recorder:
     """A recorder of ``instrument`` with ``attributes``: bound when possible, else the API.
 
-    ``public(value, attributes)`` is the instrument's own ``record`` or ``add``;
-    the recorder takes the value (and an ignored run id).
+    ``public(value, attributes[, context])`` is the instrument's own ``record`` or ``add``.
     """
     if fast_path_available() and _sdk_instrument(instrument):
         return BoundRecord(instrument, attributes, public)
-    return lambda value, run_id=None: public(value, attributes)
+    return PublicRecord(public, attributes)

@@ -332,11 +332,13 @@ class _Step(NamedTuple):
 
 @dataclass(slots=True)
 class _Chunks:
-    """An attempt's chunk timing: the recorder of its label set and the gaps not yet recorded."""
+    """An attempt's chunk timing: its label values and the gaps not yet recorded."""
 
-    record: Recorder
+    labels: tuple[str, ...]
     last_ns: int | None = None
     gaps: list[float] = field(default_factory=list)
+    times: list[int] = field(default_factory=list)
+    """When each gap ended (ns): its measurement's time."""
     context: object = None
     """What the backend captured at the first gap (see ``MetricRecorder._chunk_context``)."""
 
@@ -387,7 +389,8 @@ class MetricRecorder(LoopObserver):
         self._agents: dict[UUID, str] = {}
         self._models: dict[UUID, str] = {}
         self._calls: dict[UUID, list[int]] = {}
-        self._chunks: dict[tuple[UUID, int], _Chunks] = {}
+        self._chunks: dict[UUID, dict[int, _Chunks]] = {}
+        """Open attempts' chunk timing, by run then turn (a run's own events touch its part)."""
         self._plans: dict[str, _Plan] = {}
         self._picked: dict[_PickedKey, tuple[_Slot, ...]] = {}
 
@@ -409,9 +412,9 @@ class MetricRecorder(LoopObserver):
         """Captured at an attempt's first chunk gap, handed to :meth:`_record_gaps`."""
         return None
 
-    def _record_gaps(self, record: Recorder, gaps: list[float], context: object,
-                     run_id: UUID) -> None:
-        """Record an attempt's chunk gaps (a backend may record them at once)."""
+    def _record_gaps(self, record: Recorder, gaps: list[float], times: list[int],
+                     context: object, run_id: UUID) -> None:
+        """Record an attempt's chunk gaps, ended at ``times`` (a backend may batch them)."""
         for gap in gaps:
             record(gap, run_id)
 
@@ -520,9 +523,8 @@ class MetricRecorder(LoopObserver):
         self._agents.clear()
         self._models.clear()
         self._calls.clear()
-        for (run_id, _turn), chunks in list(self._chunks.items()):
-            self._flush_chunks(run_id, chunks)
-        self._chunks.clear()
+        for run_id in list(self._chunks):
+            self._end_run_chunks(run_id)
         self._picked.clear()  # bounds forget their values too
         return agents
 
@@ -542,8 +544,7 @@ class MetricRecorder(LoopObserver):
         With the newest conventions, also the run's model and tool call counts. An
         attempt of the run still open (its end never came) records its chunk gaps.
         """
-        for key in [k for k in self._chunks if k[0] == ctx.run_id]:
-            self._end_chunks(*key)
+        self._end_run_chunks(ctx.run_id)
         agent = self._agents.pop(ctx.run_id, None)
         model = self._models.pop(ctx.run_id, "")
         self._apply(ctx, agent, model)
@@ -570,14 +571,17 @@ class MetricRecorder(LoopObserver):
         labels = tuple(c.OP_CHAT if bound is None else (bound(value) if (value := raw.get(key))
                                                         else "")
                        for key, bound in zip(attributes, self._chunk_bounds, strict=True))
-        key = (ctx.run_id, ctx.turn)
-        old = self._chunks.pop(key, None)
+        turns = self._chunks.get(ctx.run_id)
+        if turns is None:
+            turns = self._chunks[ctx.run_id] = {}
+        old = turns.get(ctx.turn)
         if old is not None:  # a second start without an end: keep what the first measured
             self._flush_chunks(ctx.run_id, old)
-        self._chunks[key] = _Chunks(self._chunk_bind(labels))
+        turns[ctx.turn] = _Chunks(labels)
 
     def _chunk(self, run_id: UUID, turn: int, time_ns: int) -> None:
-        chunks = self._chunks.get((run_id, turn))
+        turns = self._chunks.get(run_id)
+        chunks = None if turns is None else turns.get(turn)
         if chunks is None:
             return
         last = chunks.last_ns
@@ -586,15 +590,26 @@ class MetricRecorder(LoopObserver):
             if not chunks.gaps:
                 chunks.context = self._chunk_context()
             chunks.gaps.append(max(0, time_ns - last) / 1e9)
+            chunks.times.append(time_ns)
 
     def _flush_chunks(self, run_id: UUID, chunks: _Chunks) -> None:
-        gaps, chunks.gaps = chunks.gaps, []
-        if gaps:
-            self._record_gaps(chunks.record, gaps, chunks.context, run_id)
+        gaps, times = chunks.gaps, chunks.times
+        chunks.gaps, chunks.times = [], []
+        if gaps:  # bound only now: an attempt without a gap creates no series
+            self._record_gaps(self._chunk_bind(chunks.labels), gaps, times, chunks.context,
+                              run_id)
 
     def _end_chunks(self, run_id: UUID, turn: int) -> None:
-        chunks = self._chunks.pop((run_id, turn), None)
+        turns = self._chunks.get(run_id)
+        chunks = None if turns is None else turns.pop(turn, None)
+        if turns is not None and not turns:
+            self._chunks.pop(run_id, None)
         if chunks is not None:
+            self._flush_chunks(run_id, chunks)
+
+    def _end_run_chunks(self, run_id: UUID) -> None:
+        turns = self._chunks.pop(run_id, None)
+        for chunks in (turns or {}).values():
             self._flush_chunks(run_id, chunks)
 
     def on_text_delta(self, ctx: ev.TextDeltaContext) -> None:

@@ -130,14 +130,15 @@ def _delta_encoder(cls: type[EventContext]) -> Callable[[Any], str | None] | Non
 
     def encode(ctx: Any) -> str | None:
         global _last_run
-        delta = ctx.delta
-        if not delta.isascii() or "\x7f" in delta:  # json escapes DEL, the adapter does not
+        delta, time_ns, turn = ctx.delta, ctx.time_ns, ctx.turn
+        if not delta.isascii() or "\x7f" in delta or type(time_ns) is not int or \
+                type(turn) is not int:  # json escapes DEL, the adapter does not
             return None
         run_id, text = _last_run
         if run_id is not ctx.run_id:  # a run's chunks share its id: format it once
             text = str(ctx.run_id)
             _last_run = (ctx.run_id, text)
-        return (f'{head}"run_id":"{text}","time_ns":{ctx.time_ns:d},"turn":{ctx.turn:d},'
+        return (f'{head}"run_id":"{text}","time_ns":{time_ns:d},"turn":{turn:d},'
                 f'"delta":{encode_basestring_ascii(delta)}}}')
 
     return encode

@@ -30,6 +30,7 @@ from opentelemetry.metrics import CallbackOptions, Observation
 
 from loopobs.core.observer import ObserverSet
 from loopobs.exporters import catalog as c
+from loopobs.exporters.bound_metrics import PublicRecord
 from loopobs.exporters.bound_metrics import bind as bind_record
 from loopobs.exporters.catalog import MetricSpec
 from loopobs.exporters.event_metrics import (
@@ -76,7 +77,8 @@ class MetricsObserver(MetricRecorder):
 
         super().__init__(max_label_values, latest_semconv=latest_semconv)
         self.bound_instruments = bound_instruments
-        """Whether values go straight to the SDK's aggregations (see :mod:`.bound_metrics`)."""
+        """Whether values go straight to the SDK's aggregations (see :mod:`.bound_metrics`);
+        fixed at construction."""
         self._provider = meter_provider
         provider = meter_provider if meter_provider is not None else metrics.get_meter_provider()
         meter = provider.get_meter(c.SCOPE_NAME, __version__, schema_url=c.SCHEMA_URL)
@@ -129,7 +131,7 @@ class MetricsObserver(MetricRecorder):
                       for key, v in zip(attributes, values, strict=True) if v}
             # Bound to the SDK's aggregations for these attributes when it can be.
             return bind_record(instrument, labels, record) if fast \
-                else _PublicRecord(record, labels)
+                else PublicRecord(record, labels)
 
         return bind
 
@@ -138,13 +140,13 @@ class MetricsObserver(MetricRecorder):
         # exemplar links to it, as if recorded then.
         return get_current()
 
-    def _record_gaps(self, record: Recorder, gaps: list[float], context: object,
-                     run_id: UUID) -> None:
+    def _record_gaps(self, record: Recorder, gaps: list[float], times: list[int],
+                     context: object, run_id: UUID) -> None:
         many = getattr(record, "many", None)
         if many is None:
-            super()._record_gaps(record, gaps, context, run_id)
+            super()._record_gaps(record, gaps, times, context, run_id)
         else:
-            many(gaps, context)
+            many(gaps, times, context)
 
     # -- observer errors ------------------------------------------------------------------
     def on_attach(self, observers: ObserverSet) -> None:
@@ -178,25 +180,6 @@ class MetricsObserver(MetricRecorder):
     def force_flush(self, timeout_s: float | None = None) -> bool:
         """Flush the meter provider this observer was given; False if it could not in time."""
         return flush_provider(self._provider, timeout_s)
-
-
-class _PublicRecord:
-    """Records through the instrument's public ``record``/``add`` with fixed attributes."""
-
-    __slots__ = ("_attributes", "_record")
-
-    def __init__(self, record: Callable[..., None], attributes: dict[str, str | int]) -> None:
-        self._record = record
-        self._attributes = attributes
-
-    def __call__(self, value: float, run_id: object = None) -> None:
-        self._record(value, self._attributes)
-
-    def many(self, values: Iterable[float], context: Any) -> None:
-        """Record each of ``values`` in ``context`` (for exemplars)."""
-        record, attributes = self._record, self._attributes
-        for value in values:
-            record(value, attributes, context)
 
 
 def _create(meter: metrics.Meter, spec: MetricSpec) -> Any:
