@@ -17,6 +17,16 @@ from loopobs.core.observer import LoopObserver
 from loopobs.exporters.metrics import MetricsObserver
 from loopobs.exporters.redaction import Redactor
 from loopobs.exporters.tracing import TracingObserver
+from loopobs.testing import metric_points
+
+
+def exported_metrics(reader: InMemoryMetricReader) -> dict[str, Any]:
+    """Collect now, and return every exported metric (its data, unit, …) by name."""
+    data = reader.get_metrics_data()
+    if data is None:
+        return {}
+    return {metric.name: metric for rm in data.resource_metrics for sm in rm.scope_metrics
+            for metric in sm.metrics}
 
 
 @dataclass
@@ -58,27 +68,11 @@ class Capture:
 
     def metrics(self) -> dict[str, list[Any]]:
         """Metric name → its data points."""
-        data = self.reader.get_metrics_data()
-        out: dict[str, list[Any]] = {}
-        if data is None:
-            return out
-        for rm in data.resource_metrics:
-            for sm in rm.scope_metrics:
-                for metric in sm.metrics:
-                    out.setdefault(metric.name, []).extend(metric.data.data_points)
-        return out
+        return metric_points(self.reader)
 
     def metric_kinds(self) -> dict[str, Any]:
         """Metric name → the exported metric (for its data type)."""
-        data = self.reader.get_metrics_data()
-        out: dict[str, Any] = {}
-        if data is None:
-            return out
-        for rm in data.resource_metrics:
-            for sm in rm.scope_metrics:
-                for metric in sm.metrics:
-                    out[metric.name] = metric
-        return out
+        return exported_metrics(self.reader)
 
     def shutdown(self) -> None:
         self.tracer_provider.shutdown()

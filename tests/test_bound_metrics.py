@@ -42,6 +42,7 @@ from loopobs.exporters.bound_metrics import (
 )
 from loopobs.llm import Fail, Reply, ScriptedClient, ToolCall
 from tests._loop_support import explode, search, u
+from tests._otel_capture import exported_metrics
 
 pytestmark = pytest.mark.skipif(
     not fast_path_available(),
@@ -55,31 +56,26 @@ DELTA: dict[type, AggregationTemporality] = {
 def snapshot(reader: MetricReader | InMemoryMetricReader) -> dict[str, Any]:
     """Everything a reader exports, timestamps left out, keyed by metric and attributes."""
     assert isinstance(reader, InMemoryMetricReader)
-    data = reader.get_metrics_data()
     out: dict[str, Any] = {}
-    if data is None:
-        return out
-    for rm in data.resource_metrics:
-        for sm in rm.scope_metrics:
-            for metric in sm.metrics:
-                points: dict[tuple[Any, ...], tuple[Any, ...]] = {}
-                for p in metric.data.data_points:
-                    key = tuple(sorted(dict(p.attributes or {}).items()))
-                    exemplars = sorted(
-                        (e.value, e.trace_id, e.span_id,
-                         tuple(sorted(dict(e.filtered_attributes or {}).items())))
-                        for e in p.exemplars)
-                    if isinstance(p, HistogramDataPoint):
-                        points[key] = (p.count, p.sum, tuple(p.bucket_counts),
-                                       tuple(p.explicit_bounds), p.min, p.max, exemplars)
-                    else:
-                        assert isinstance(p, NumberDataPoint)
-                        # A sum's exemplar reservoir samples at random: which value (and span) it
-                        # kept differs from run to run, whatever records it.
-                        points[key] = (p.value, [(e[1], e[3]) for e in exemplars])
-                out[metric.name] = (type(metric.data).__name__,
-                                    getattr(metric.data, "aggregation_temporality", None),
-                                    getattr(metric.data, "is_monotonic", None), points)
+    for name, metric in exported_metrics(reader).items():
+        points: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        for p in metric.data.data_points:
+            key = tuple(sorted(dict(p.attributes or {}).items()))
+            exemplars = sorted(
+                (e.value, e.trace_id, e.span_id,
+                 tuple(sorted(dict(e.filtered_attributes or {}).items())))
+                for e in p.exemplars)
+            if isinstance(p, HistogramDataPoint):
+                points[key] = (p.count, p.sum, tuple(p.bucket_counts),
+                               tuple(p.explicit_bounds), p.min, p.max, exemplars)
+            else:
+                assert isinstance(p, NumberDataPoint)
+                # A sum's exemplar reservoir samples at random: which value (and span) it
+                # kept differs from run to run, whatever records it.
+                points[key] = (p.value, [(e[1], e[3]) for e in exemplars])
+        out[name] = (type(metric.data).__name__,
+                     getattr(metric.data, "aggregation_temporality", None),
+                     getattr(metric.data, "is_monotonic", None), points)
     return out
 
 

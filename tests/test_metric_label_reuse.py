@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry
 from loopobs import ToolPostContext
 from loopobs.exporters import MetricsObserver, PrometheusObserver
 from loopobs.exporters import catalog as c
+from loopobs.testing import metric_points
 
 RUN = uuid.uuid4()
 
@@ -24,15 +25,9 @@ def _post(obs: Any, tool: str, n: int) -> None:
 
 def _otel_sums(reader: InMemoryMetricReader, name: str) -> dict[frozenset[Any], float]:
     out: dict[frozenset[Any], float] = {}
-    data = reader.get_metrics_data()
-    assert data is not None
-    for rm in data.resource_metrics:
-        for sm in rm.scope_metrics:
-            for m in sm.metrics:
-                if m.name == name:
-                    for p in m.data.data_points:
-                        assert isinstance(p, NumberDataPoint)
-                        out[frozenset(dict(p.attributes or {}).items())] = p.value
+    for p in metric_points(reader).get(name, []):
+        assert isinstance(p, NumberDataPoint)
+        out[frozenset(dict(p.attributes or {}).items())] = p.value
     return out
 
 

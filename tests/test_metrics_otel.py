@@ -17,6 +17,7 @@ from loopobs.exporters import catalog as c
 from loopobs.exporters.metrics import MetricsObserver
 from loopobs.testing import metric_points
 from tests._emit import Script, failed_run, full_run, parked_run
+from tests._otel_capture import exported_metrics
 from tests._prom_events import emit_extras
 
 
@@ -130,10 +131,8 @@ async def test_instruments_follow_the_catalog(
     obs = MetricsObserver(meter_provider)
     await full_run(ObserverSet([obs]))
     emit_extras(obs)
-    data = metric_reader.get_metrics_data()
-    assert data is not None
-    found = {m.name: m for rm in data.resource_metrics for sm in rm.scope_metrics
-             for m in sm.metrics}
+    found = exported_metrics(metric_reader)
+    assert found
     for spec in c.METRICS:
         if spec.name not in found:
             continue  # instruments with no data yet are not exported
