@@ -20,6 +20,7 @@ from typing import Any
 
 import httpx
 
+from loopobs import tool
 from loopobs.core.events import TextDeltaContext
 from loopobs.testing import RecordingObserver
 
@@ -126,3 +127,16 @@ class TextSeen(RecordingObserver):
     def on_text_delta(self, ctx: TextDeltaContext) -> None:
         self.on_event(ctx)
         self.text_seen.set()
+
+
+# The tools of the recorded agent runs: the transcripts call them by these names.
+@tool
+async def get_weather(city: str) -> str:
+    """Current weather in a city."""
+    return {"Paris": "18°C, cloudy", "Tokyo": "24°C, clear"}[city]
+
+
+@tool
+def local_time() -> str:
+    """The local time."""
+    raise RuntimeError("clock unavailable")

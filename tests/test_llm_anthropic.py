@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from loopobs import AgentLoop, RunStatus, tool
+from loopobs import AgentLoop, RunStatus
 from loopobs.core.errors import ModelError, RateLimited, StreamError
 from loopobs.core.events import Usage
 from loopobs.core.model import (
@@ -30,7 +30,14 @@ from loopobs.core.model import (
 )
 from loopobs.llm import AnthropicClient
 from loopobs.testing import RecordingObserver
-from tests._llm_replay import PLANTED_KEY, Replay, TextSeen, Transcript
+from tests._llm_replay import (
+    PLANTED_KEY,
+    Replay,
+    TextSeen,
+    Transcript,
+    get_weather,
+    local_time,
+)
 
 MODEL = "claude-sonnet-4-5"
 REQUEST = ModelRequest(model=MODEL, messages=(UserMessage(content="hi"),))
@@ -490,18 +497,6 @@ async def test_connect_error_is_retryable() -> None:
 
 
 # -- full agent runs -----------------------------------------------------------------------
-
-
-@tool
-async def get_weather(city: str) -> str:
-    """Current weather in a city."""
-    return {"Paris": "18°C, cloudy", "Tokyo": "24°C, clear"}[city]
-
-
-@tool
-def local_time() -> str:
-    """The local time."""
-    raise RuntimeError("clock unavailable")
 
 
 def agent(replay: Replay, recorder: RecordingObserver, **kwargs: Any) -> AgentLoop:

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from loopobs import AgentLoop, RunStatus, tool
+from loopobs import AgentLoop, RunStatus
 from loopobs.core.errors import (
     ModelError,
     RateLimited,
@@ -34,7 +34,14 @@ from loopobs.core.model import (
 )
 from loopobs.llm import OpenAIClient, _http
 from loopobs.testing import RecordingObserver
-from tests._llm_replay import PLANTED_KEY, Replay, TextSeen, Transcript
+from tests._llm_replay import (
+    PLANTED_KEY,
+    Replay,
+    TextSeen,
+    Transcript,
+    get_weather,
+    local_time,
+)
 
 REQUEST = ModelRequest(model="gpt-4o", messages=(UserMessage(content="hi"),))
 
@@ -557,18 +564,6 @@ async def test_explicit_timeout_is_sent_with_the_request() -> None:
 
 
 # -- full agent runs -----------------------------------------------------------------------
-
-
-@tool
-async def get_weather(city: str) -> str:
-    """Current weather in a city."""
-    return {"Paris": "18°C, cloudy", "Tokyo": "24°C, clear"}[city]
-
-
-@tool
-def local_time() -> str:
-    """The local time."""
-    raise RuntimeError("clock unavailable")
 
 
 def agent(replay: Replay, recorder: RecordingObserver, **kwargs: Any) -> AgentLoop:

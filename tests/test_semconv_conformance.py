@@ -38,10 +38,10 @@ from opentelemetry.semconv._incubating.metrics import gen_ai_metrics
 from opentelemetry.trace import StatusCode
 
 import loopobs
-from loopobs import AgentLoop, RateLimited, tool
+from loopobs import AgentLoop, RateLimited
 from loopobs.exporters import catalog as c
 from loopobs.llm import Fail, OpenAIClient, Reply, ScriptedClient
-from tests._llm_replay import PLANTED_KEY, Replay
+from tests._llm_replay import PLANTED_KEY, Replay, get_weather, local_time
 from tests._otel_capture import Capture
 
 REQUIRED, CONDITIONAL, RECOMMENDED, OPT_IN = "required", "conditionally_required", \
@@ -418,18 +418,6 @@ def check_events(capture: Capture, spec: Spec) -> list[str]:
 
 
 # -- the run ------------------------------------------------------------------------------------
-@tool
-async def get_weather(city: str) -> str:
-    """Current weather in a city."""
-    return {"Paris": "18°C, cloudy", "Tokyo": "24°C, clear"}[city]
-
-
-@tool
-def local_time() -> str:
-    """The local time."""
-    raise RuntimeError("clock unavailable")
-
-
 async def _drive(capture: Capture, latest: bool) -> None:
     observers = capture.observers(capture_content="SPAN_AND_EVENT", latest=latest)
     replay = Replay.of(["openai_tool_calls", "openai_text"])
