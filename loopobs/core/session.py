@@ -546,27 +546,24 @@ class AgentSession:
         for message in session.messages[before:] if epoch == self.epoch else ():
             self._publish(SessionUpdate("message", epoch, message=message))
         await self._persist(session)
+        outcome: RunResult | BaseException
         if task.cancelled():
-            if epoch != self.epoch or self._closed:
-                error: Exception = SessionClosed("the run was discarded (reset or close)")
-            else:
-                error = Interrupted()
-            if not sent.future.done():
-                sent.future.set_exception(error)
-                sent.future.exception()
-            self._publish(SessionUpdate("run_end", epoch, status=RunStatus.INTERRUPTED))
-            return
-        exc = task.exception()
-        if exc is not None:
-            if not sent.future.done():
-                sent.future.set_exception(exc)
-                sent.future.exception()
-            self._publish(SessionUpdate("run_end", epoch, status=RunStatus.FAILED))
-            return
-        result = task.result()
+            discarded = epoch != self.epoch or self._closed
+            outcome = SessionClosed("the run was discarded (reset or close)") if discarded \
+                else Interrupted()
+            status = RunStatus.INTERRUPTED
+        elif (exc := task.exception()) is not None:
+            outcome, status = exc, RunStatus.FAILED
+        else:
+            outcome = task.result()
+            status = outcome.status
         if not sent.future.done():
-            sent.future.set_result(result)
-        self._publish(SessionUpdate("run_end", epoch, status=result.status))
+            if isinstance(outcome, BaseException):
+                sent.future.set_exception(outcome)
+                sent.future.exception()  # retrieved: no warning when nobody awaits the reply
+            else:
+                sent.future.set_result(outcome)
+        self._publish(SessionUpdate("run_end", epoch, status=status))
 
 
 def _close_open_calls(session: Session) -> None:
