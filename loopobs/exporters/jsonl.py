@@ -157,7 +157,7 @@ _FAST: dict[type[Any], Callable[[Any], str | None]] = {
 def _with_hook(ctx: EventContext, body: str) -> str:
     if not body.isascii():
         body = _escape_line_breaks(body)
-    return _head(ctx.hook) + body[1:] if len(body) > 2 else _head(ctx.hook)[:-1] + "}"
+    return _head(ctx.hook) + body[1:]  # every context has fields: the body is never "{}"
 
 
 _REPLACEMENT = "\ufffd".encode()

@@ -21,16 +21,17 @@ import functools
 import threading
 import weakref
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, cast
 from uuid import UUID
 
 from opentelemetry import metrics
-from opentelemetry.context import get_current
+from opentelemetry.context import Context, get_current
 from opentelemetry.metrics import CallbackOptions, Observation
 
 from loopobs.core.observer import ObserverSet
 from loopobs.exporters import catalog as c
 from loopobs.exporters.bound_metrics import PublicRecord
+from loopobs.exporters.bound_metrics import Recorder as BoundOrPublic
 from loopobs.exporters.bound_metrics import bind as bind_record
 from loopobs.exporters.catalog import MetricSpec
 from loopobs.exporters.event_metrics import (
@@ -142,11 +143,8 @@ class MetricsObserver(MetricRecorder):
 
     def _record_gaps(self, record: Recorder, gaps: list[float], times: list[int],
                      context: object, run_id: UUID) -> None:
-        many = getattr(record, "many", None)
-        if many is None:
-            super()._record_gaps(record, gaps, times, context, run_id)
-        else:
-            many(gaps, times, context)
+        # Every recorder this observer binds is a bound_metrics one, with `many`.
+        cast(BoundOrPublic, record).many(gaps, times, cast(Context, context))
 
     # -- observer errors ------------------------------------------------------------------
     def on_attach(self, observers: ObserverSet) -> None:
