@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._util import fmt_ns, fmt_ratio, print_table
 from loopobs import EventContext
-from loopobs.core.observer import EventSink
+from loopobs.contract.observer import EventSink
 
 __all__ = ["main"]
 

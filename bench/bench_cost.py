@@ -43,7 +43,7 @@ from loopobs import (
     Usage,
     price_lookup,
 )
-from loopobs.core.spending import RunSpending
+from loopobs.cost.spending import RunSpending
 
 USAGE = Usage(input_tokens=12_000, output_tokens=800, cache_read_input_tokens=4_000)
 

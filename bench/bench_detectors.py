@@ -46,9 +46,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: tests/ too
 
 from loopobs import ConvergenceDetector, RepetitionDetector, ResponseContext
-from loopobs.core.detectors import Normaliser
-from loopobs.core.events import ToolCallReceivedContext, ToolPostContext
-from loopobs.core.hashing import result_hash
+from loopobs.contract.events import ToolCallReceivedContext, ToolPostContext
+from loopobs.contract.hashing import result_hash
+from loopobs.detectors import Normaliser
 from tests.detection_corpus import generate
 from tests.detection_corpus.harness import WORKSPACE, Scores, Trace, evaluate, load
 
@@ -183,7 +183,7 @@ def previous_detector() -> Callable[[], Any] | None:
         sys.modules[module.__name__] = module
         # Its own hashing module, and the event field renamed since (call_id).
         code = (sources[name]
-                .replace("from loopobs.core.hashing import", "from _previous_hashing import")
+                .replace("from loopobs.contract.hashing import", "from _previous_hashing import")
                 .replace("ctx.call_id", "ctx.tool_call_id"))
         exec(compile(code, f"{PREVIOUS}:{name}.py", "exec"), module.__dict__)
         modules[name] = module

@@ -38,8 +38,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._util import fmt_ns, print_table
-from loopobs.core.events import HOOKS, EventContext
-from loopobs.core.observer import LoopObserver
+from loopobs.contract.events import HOOKS, EventContext
+from loopobs.contract.observer import LoopObserver
 
 __all__ = ["NoOp", "main"]
 

@@ -17,8 +17,8 @@ import time
 from typing import Any
 
 from loopobs import AgentLoop, LoopObserver, Usage, tool
-from loopobs.core.events import EventContext
-from loopobs.core.model import (
+from loopobs.contract.events import EventContext
+from loopobs.contract.model import (
     AssistantMessage,
     ModelRequest,
     ToolCallReady,

@@ -41,7 +41,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, Sp
 
 from bench._util import fmt_ns, fmt_ratio, print_table
 from loopobs import AgentLoop, ToolCallScope
-from loopobs.core.tools import enter_tool_call
+from loopobs.contract.tools import enter_tool_call
 from loopobs.exporters import MetricsObserver, TracingObserver
 from loopobs.llm.scripted import Reply, ScriptedClient, ToolCall
 from loopobs.mcp import McpStdio, McpTool, McpToolSource

@@ -29,7 +29,7 @@ from loopobs import (
     ToolPostContext,
     TurnEndContext,
 )
-from loopobs.core import trace_links
+from loopobs.contract import trace_links
 from loopobs.exporters import PrometheusObserver
 
 

@@ -24,7 +24,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._util import print_table
-from loopobs.core.observer import LoopObserver
+from loopobs.contract.observer import LoopObserver
 from loopobs.exporters.jsonl import replay
 from loopobs.report import write_report
 from tests._report_logs import write_synthetic_log

@@ -21,7 +21,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._util import fmt_ratio, print_table
-from loopobs.core.model import (
+from loopobs.contract.model import (
     AssistantMessage,
     Message,
     ModelRequest,

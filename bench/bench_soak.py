@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench._util import print_table
 from bench.bench_stack import all_observers, lookup
 from loopobs import AgentLoop, Session, Usage
-from loopobs.core.compaction import estimate_tokens
-from loopobs.core.model import ModelRequest, ToolResultMessage
+from loopobs.contract.compaction import estimate_tokens
+from loopobs.contract.model import ModelRequest, ToolResultMessage
 from loopobs.exporters import MetricsObserver, PrometheusObserver, TracingObserver
 from loopobs.llm import Reply, ScriptedClient, ToolCall
 

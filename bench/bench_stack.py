@@ -43,7 +43,7 @@ from prometheus_client import CollectorRegistry
 
 from bench._util import fmt_ns, print_table, time_stmt
 from loopobs import AgentLoop, LoopObserver, ObserverSet, ToolPostContext, Usage, tool
-from loopobs.core.model import ModelRequest, ToolResultMessage
+from loopobs.contract.model import ModelRequest, ToolResultMessage
 from loopobs.exporters import JsonlRecorder, MetricsObserver, PrometheusObserver, TracingObserver
 from loopobs.llm import Reply, ScriptedClient, ToolCall
 

@@ -11,20 +11,20 @@ import importlib
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from loopobs.core.budget import Budget, BudgetGuard, BudgetTracker, Spend
-from loopobs.core.compaction import Compactor, TruncatingCompactor, estimate_tokens
+from loopobs.contract.compaction import Compactor, TruncatingCompactor, estimate_tokens
+from loopobs.cost.budget import Budget, BudgetGuard, BudgetTracker, Spend
 
 # Tool sources (MCP), context providers and long-lived sessions.
-from loopobs.core.context_providers import ContextProvider, ProviderSpec
+from loopobs.loop.context_providers import ContextProvider, ProviderSpec
 
 if TYPE_CHECKING:  # loaded on first use: see _LAZY
-    from loopobs.core.detectors import (
+    from loopobs.detectors import (
         ConvergenceDetector,
         Normaliser,
         RepetitionDetector,
         ToolNormalisation,
     )
-from loopobs.core.errors import (
+from loopobs.contract.errors import (
     BudgetExceeded,
     Cancelled,
     CheckpointAlreadyResumed,
@@ -53,7 +53,7 @@ from loopobs.core.errors import (
     ToolTimeout,
     ToolWorkersExhausted,
 )
-from loopobs.core.events import (
+from loopobs.contract.events import (
     CONTEXT_TYPES,
     HOOKS,
     RENAMED_CONTEXTS,
@@ -96,8 +96,7 @@ from loopobs.core.events import (
     Usage,
     UsageDetail,
 )
-from loopobs.core.loop import AgentLoop, ClaimHook
-from loopobs.core.model import (
+from loopobs.contract.model import (
     AssistantMessage,
     Finish,
     LlmClient,
@@ -116,16 +115,13 @@ from loopobs.core.model import (
     UsageReport,
     UserMessage,
 )
-from loopobs.core.observer import EventSink, LoopObserver, ObserverSet, listened_hooks
-from loopobs.core.pricing import GenAIPrices, ModelRates, PriceLookup, price_lookup
+from loopobs.contract.observer import EventSink, LoopObserver, ObserverSet, listened_hooks
+from loopobs.cost.pricing import GenAIPrices, ModelRates, PriceLookup, price_lookup
+from loopobs.loop.loop import AgentLoop, ClaimHook
 
 if TYPE_CHECKING:  # loaded on first use: see _LAZY
-    from loopobs.core.run import Checkpoint, ParkedCall
-from loopobs.core.run import RunResult, Session
-from loopobs.core.session import AgentSession, QueuePolicy, SessionUpdate
-from loopobs.core.session_store import FileStore, MemoryStore, SessionStore
-from loopobs.core.tool_sources import ConnectedSource, ToolSource
-from loopobs.core.tools import (
+    from loopobs.loop.run import Checkpoint, ParkedCall
+from loopobs.contract.tools import (
     Output,
     Sleep,
     Suspend,
@@ -135,12 +131,16 @@ from loopobs.core.tools import (
     current_tool_call,
     tool,
 )
+from loopobs.loop.run import RunResult, Session
+from loopobs.loop.tool_sources import ConnectedSource, ToolSource
+from loopobs.sessions.session import AgentSession, QueuePolicy, SessionUpdate
+from loopobs.sessions.stores import FileStore, MemoryStore, SessionStore
 
 if TYPE_CHECKING:
     from loopobs.exporters.evaluation import record_evaluation
     from loopobs.exporters.setup import configure
 
-__version__ = "0.1.0"
+from loopobs._version import __version__
 
 __all__ = [
     "AgentLoop",
@@ -279,12 +279,12 @@ __all__ = [
 # models, and the detectors (which an AgentLoop loads when it adds its defaults)
 # compile their patterns at import.
 _LAZY = {
-    "Checkpoint": "loopobs.core.run",
-    "ParkedCall": "loopobs.core.run",
-    "ConvergenceDetector": "loopobs.core.detectors",
-    "Normaliser": "loopobs.core.detectors",
-    "RepetitionDetector": "loopobs.core.detectors",
-    "ToolNormalisation": "loopobs.core.detectors",
+    "Checkpoint": "loopobs.loop.run",
+    "ParkedCall": "loopobs.loop.run",
+    "ConvergenceDetector": "loopobs.detectors",
+    "Normaliser": "loopobs.detectors",
+    "RepetitionDetector": "loopobs.detectors",
+    "ToolNormalisation": "loopobs.detectors",
 }
 
 

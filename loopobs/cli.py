@@ -41,9 +41,9 @@ from pathlib import Path
 from typing import Any, NoReturn
 from uuid import UUID
 
-from loopobs.core.errors import LoopError
-from loopobs.core.events import EventContext, RunEndContext, RunStartContext, RunStatus
-from loopobs.core.observer import EventSink, LoopObserver, ObserverSet
+from loopobs.contract.errors import LoopError
+from loopobs.contract.events import EventContext, RunEndContext, RunStartContext, RunStatus
+from loopobs.contract.observer import EventSink, LoopObserver, ObserverSet
 
 __all__ = ["main"]
 
@@ -351,9 +351,9 @@ def _prometheus_config(folder: Path, metrics_url: str) -> Path | None:
 
 async def _real_model(args: argparse.Namespace, observers: Sequence[LoopObserver],
                       live: Any, runs: int) -> None:
-    from loopobs.core.loop import AgentLoop
-    from loopobs.core.run import RunStatus
     from loopobs.demo.showcase import SYSTEM_PROMPT, showcase_tools
+    from loopobs.loop.loop import AgentLoop
+    from loopobs.loop.run import RunStatus
 
     if not args.model:
         raise CliError("--base-url needs --model NAME")

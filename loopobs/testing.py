@@ -20,8 +20,8 @@ from uuid import UUID
 
 import pytest
 
-from loopobs.core.events import SESSION_HOOKS, EventContext, HookName
-from loopobs.core.observer import EventSink
+from loopobs.contract.events import SESSION_HOOKS, EventContext, HookName
+from loopobs.contract.observer import EventSink
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.metrics import MeterProvider

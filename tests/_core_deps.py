@@ -6,11 +6,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from loopobs import LlmClient, LoopObserver, ObserverSet, Tool, TruncatingCompactor, tool
-from loopobs.core.policy import RunPolicy
-from loopobs.core.runtime import LoopSettings, RunDeps
-from loopobs.core.trace_links import TraceLinks
-from loopobs.core.workers import ToolWorkers
+from loopobs.contract.trace_links import TraceLinks
 from loopobs.llm import ScriptedClient
+from loopobs.loop.policy import RunPolicy
+from loopobs.loop.runtime import LoopSettings, RunDeps
+from loopobs.loop.workers import ToolWorkers
 
 
 def make_deps(

@@ -16,8 +16,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 from uuid import UUID
 
-from loopobs.core.errors import FallbackExhausted, LoopError, RateLimited, ToolExecutionError
-from loopobs.core.events import (
+from loopobs.contract.errors import FallbackExhausted, LoopError, RateLimited, ToolExecutionError
+from loopobs.contract.events import (
     CompactionContext,
     ConvergenceDetectedContext,
     FallbackContext,
@@ -40,7 +40,7 @@ from loopobs.core.events import (
     TurnEndContext,
     TurnStartContext,
 )
-from loopobs.core.observer import LoopObserver
+from loopobs.contract.observer import LoopObserver
 
 T0 = 1_700_000_000_000_000_000
 MS = 1_000_000

@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 
 from loopobs import tool
-from loopobs.core.events import TextDeltaContext
+from loopobs.contract.events import TextDeltaContext
 from loopobs.testing import RecordingObserver
 
 DATA = Path(__file__).parent / "data" / "sse"

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from loopobs import AgentLoop, LoopObserver, RunResult, Usage, tool
-from loopobs.core.events import EventContext
+from loopobs.contract.events import EventContext
 from loopobs.llm import Reply, ScriptedClient, Step
 from loopobs.testing import RecordingObserver, assert_contract
 

@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from loopobs.core.observer import LoopObserver
+from loopobs.contract.observer import LoopObserver
 from loopobs.exporters.metrics import MetricsObserver
 from loopobs.exporters.redaction import Redactor
 from loopobs.exporters.tracing import TracingObserver

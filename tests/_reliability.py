@@ -25,8 +25,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from prometheus_client import CollectorRegistry
 
 from loopobs import AgentLoop, LoopObserver, Usage, tool
-from loopobs.core.compaction import estimate_tokens
-from loopobs.core.model import ModelRequest, ToolResultMessage
+from loopobs.contract.compaction import estimate_tokens
+from loopobs.contract.model import ModelRequest, ToolResultMessage
 from loopobs.exporters import JsonlRecorder, MetricsObserver, PrometheusObserver, TracingObserver
 from loopobs.llm import Reply, ScriptedClient, ToolCall
 from loopobs.testing import RecordingObserver, metric_points

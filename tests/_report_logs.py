@@ -6,8 +6,8 @@ import random
 import uuid
 from pathlib import Path
 
-from loopobs.core.errors import LoopDetected, ToolExecutionError
-from loopobs.core.events import (
+from loopobs.contract.errors import LoopDetected, ToolExecutionError
+from loopobs.contract.events import (
     EventContext,
     ResponseContext,
     RunEndContext,

@@ -23,8 +23,8 @@ from loopobs import (
     ToolExecutionError,
     Usage,
 )
-from loopobs.core.events import ToolAnnotations
-from loopobs.core.parking import CLAIMS
+from loopobs.contract.events import ToolAnnotations
+from loopobs.loop.parking import CLAIMS
 
 # No per-example deadline: the machine is shared, and a slow example is not a wrong one
 # (speed is measured in bench/, as ratios).

@@ -28,8 +28,8 @@ from loopobs.adapters import (
     shielded,
 )
 from loopobs.adapters import _run as adapter_run
-from loopobs.core.budget import Budget, BudgetGuard
-from loopobs.core.pricing import ModelRates
+from loopobs.cost.budget import Budget, BudgetGuard
+from loopobs.cost.pricing import ModelRates
 from loopobs.testing import RecordingObserver, assert_contract
 
 

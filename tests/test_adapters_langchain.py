@@ -33,7 +33,7 @@ from loopobs import (
 from loopobs import tool as loopobs_tool
 from loopobs.adapters import RunStopped
 from loopobs.adapters.langchain import AsyncLoopobsCallbackHandler, LoopobsCallbackHandler
-from loopobs.core.observer import EventSink
+from loopobs.contract.observer import EventSink
 from loopobs.llm.scripted import Reply, ToolCall
 from loopobs.testing import assert_contract
 from tests._adapter_checks import Stack, agent_loop_sums

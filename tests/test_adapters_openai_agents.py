@@ -39,7 +39,7 @@ from loopobs import (
 from loopobs import tool as loopobs_tool
 from loopobs.adapters import RunStopped
 from loopobs.adapters.openai_agents import AgentsAdapter
-from loopobs.core.events import EventContext
+from loopobs.contract.events import EventContext
 from loopobs.llm.scripted import Reply, ToolCall
 from loopobs.testing import RecordingObserver, assert_contract
 from tests._adapter_checks import Stack, agent_loop_sums

@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from loopobs import EventContext, RepetitionDetector, ToolExecutionError, Usage
 from loopobs import tool as loopobs_tool
 from loopobs.adapters.otel import GenAISpanProcessor
-from loopobs.core.observer import EventSink
+from loopobs.contract.observer import EventSink
 from loopobs.exporters.tracing import TracingObserver
 from loopobs.llm.scripted import Reply as LoopReply
 from loopobs.llm.scripted import ToolCall as LoopCall

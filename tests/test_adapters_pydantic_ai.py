@@ -49,7 +49,7 @@ from loopobs import (
 from loopobs import tool as loopobs_tool
 from loopobs.adapters import RunStopped
 from loopobs.adapters.pydantic_ai import LoopobsCapability
-from loopobs.core.events import EventContext
+from loopobs.contract.events import EventContext
 from loopobs.llm.scripted import Reply, ToolCall
 from loopobs.testing import RecordingObserver, assert_contract
 from tests._adapter_checks import Stack, agent_loop_sums

@@ -31,7 +31,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from loopobs import AgentLoop
-from loopobs.core.errors import RateLimited
+from loopobs.contract.errors import RateLimited
 from loopobs.exporters import MetricsObserver, TracingObserver, bound_metrics
 from loopobs.exporters import catalog as c
 from loopobs.exporters.bound_metrics import (

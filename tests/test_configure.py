@@ -15,7 +15,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import loopobs
-from loopobs.core.observer import ObserverSet
+from loopobs.contract.observer import ObserverSet
 from loopobs.exporters import catalog as c
 from loopobs.exporters import setup
 from loopobs.exporters.setup import Telemetry, configure
@@ -177,7 +177,7 @@ def blackhole() -> Iterator[int]:
 
 _OUTAGE = """
 import asyncio, logging, sys, time
-from loopobs.core.observer import ObserverSet
+from loopobs.contract.observer import ObserverSet
 from loopobs.exporters.setup import configure
 from tests._emit import full_run
 

@@ -7,7 +7,8 @@ import uuid
 import pytest
 
 from loopobs import AssistantMessage, ContextExceeded, Message, Session, UserMessage
-from loopobs.core.compaction import compact_if_needed, estimate_request, estimate_tokens
+from loopobs.contract.compaction import estimate_tokens
+from loopobs.loop.compaction import compact_if_needed, estimate_request
 from loopobs.testing import RecordingObserver
 from tests._core_deps import make_deps
 

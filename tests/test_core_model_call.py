@@ -20,8 +20,8 @@ from loopobs import (
     Usage,
     UserMessage,
 )
-from loopobs.core.model_call import ModelCall, note_model
 from loopobs.llm import Fail, Reply, ScriptedClient, ToolCall
+from loopobs.loop.model_call import ModelCall, note_model
 from loopobs.testing import RecordingObserver
 from tests._core_deps import make_deps
 
@@ -153,7 +153,7 @@ def test_note_model_reports_changes_only() -> None:
 def test_repeated_ids_are_made_distinct_in_the_response() -> None:
     """Only repeats are renamed, the first keeps its id, a suffix avoids every id used."""
     from loopobs import ToolCallPart
-    from loopobs.core.model_call import distinct_call_ids
+    from loopobs.loop.model_call import distinct_call_ids
 
     calls = [ToolCallPart(id=i, name="t", arguments={}) for i in ("x", "x", "x_2", "y", "x")]
     assert [c.id for c in distinct_call_ids(calls)] == ["x", "x_3", "x_2", "y", "x_4"]

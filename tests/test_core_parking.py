@@ -19,9 +19,9 @@ from loopobs import (
     ToolResultMessage,
     UserMessage,
 )
-from loopobs.core import parking
-from loopobs.core.tool_phase import ToolAttempt
-from loopobs.core.trace_links import TraceLinks
+from loopobs.contract.trace_links import TraceLinks
+from loopobs.loop import parking
+from loopobs.loop.tool_phase import ToolAttempt
 from loopobs.testing import RecordingObserver
 from tests._core_deps import make_deps
 

@@ -13,7 +13,7 @@ from loopobs import (
     RunStatus,
     Session,
 )
-from loopobs.core.policy import NOTE_PREFIX, RunPolicy
+from loopobs.loop.policy import NOTE_PREFIX, RunPolicy
 
 
 def loop_verdict(run_id: uuid.UUID, action: LoopAction) -> LoopDetectedContext:

@@ -18,7 +18,7 @@ from loopobs import (
     ToolTimeout,
     tool,
 )
-from loopobs.core.tool_phase import ToolPhase
+from loopobs.loop.tool_phase import ToolPhase
 from loopobs.testing import RecordingObserver
 from tests._core_deps import make_deps
 

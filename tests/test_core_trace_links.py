@@ -6,8 +6,8 @@ import uuid
 
 import pytest
 
-from loopobs.core import trace_links
-from loopobs.core.trace_links import TraceLinks
+from loopobs.contract import trace_links
+from loopobs.contract.trace_links import TraceLinks
 
 TRACE, SPAN = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import threading
 
 from loopobs import AgentLoop, Tool, ToolTimeout, ToolWorkersExhausted, tool
-from loopobs.core.workers import ToolWorkers
 from loopobs.llm import Reply, ScriptedClient, ToolCall
+from loopobs.loop.workers import ToolWorkers
 from loopobs.testing import RecordingObserver
 
 # Long enough that a run waiting for the stuck thread is unmistakable, short enough that a

@@ -20,13 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from loopobs.core.detectors import (
-    ConvergenceDetector,
-    RepetitionDetector,
-    answer_sketch,
-    sketch_similarity,
-)
-from loopobs.core.events import (
+from loopobs.contract.events import (
     ConvergenceDetectedContext,
     LoopDetectedContext,
     ResponseContext,
@@ -35,8 +29,14 @@ from loopobs.core.events import (
     ToolCallReceivedContext,
     ToolPostContext,
 )
-from loopobs.core.hashing import _normalise, arguments_hash, canonical_json, result_hash
-from loopobs.core.observer import LoopObserver, ObserverSet
+from loopobs.contract.hashing import _normalise, arguments_hash, canonical_json, result_hash
+from loopobs.contract.observer import LoopObserver, ObserverSet
+from loopobs.detectors import (
+    ConvergenceDetector,
+    RepetitionDetector,
+    answer_sketch,
+    sketch_similarity,
+)
 from loopobs.testing import RecordingObserver
 
 PROPERTY = settings(deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow])
@@ -309,8 +309,8 @@ def test_reordered_arguments_are_the_same_operation() -> None:
 
 _PROBE = """
 import json, sys
-from loopobs.core.hashing import arguments_hash, result_hash
-from loopobs.core.detectors import answer_sketch
+from loopobs.contract.hashing import arguments_hash, result_hash
+from loopobs.detectors import answer_sketch
 args = json.loads(sys.argv[1])
 print(json.dumps([arguments_hash(args), result_hash("hello\\nworld"),
                   sorted(answer_sketch("The answer is 42."))]))

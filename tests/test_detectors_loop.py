@@ -11,7 +11,7 @@ from loopobs import (
     Session,
     tool,
 )
-from loopobs.core.model import UserMessage
+from loopobs.contract.model import UserMessage
 from loopobs.llm import Reply, ScriptedClient, ToolCall
 from loopobs.testing import RecordingObserver
 

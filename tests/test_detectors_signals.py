@@ -14,16 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loopobs import AgentLoop, tool
-from loopobs.core.detectors import (
-    ConvergenceDetector,
-    Normaliser,
-    RepetitionDetector,
-    ToolNormalisation,
-    answer_sketch,
-    mask_volatile,
-    sketch_similarity,
-)
-from loopobs.core.events import (
+from loopobs.contract.events import (
     CompactionContext,
     ConvergenceDetectedContext,
     LoopDetectedContext,
@@ -34,8 +25,17 @@ from loopobs.core.events import (
     ToolPostContext,
     TurnStartContext,
 )
-from loopobs.core.hashing import arguments_hash, result_hash
-from loopobs.core.observer import LoopObserver, ObserverSet
+from loopobs.contract.hashing import arguments_hash, result_hash
+from loopobs.contract.observer import LoopObserver, ObserverSet
+from loopobs.detectors import (
+    ConvergenceDetector,
+    Normaliser,
+    RepetitionDetector,
+    ToolNormalisation,
+    answer_sketch,
+    mask_volatile,
+    sketch_similarity,
+)
 from loopobs.llm import Reply, ScriptedClient, ToolCall
 from loopobs.testing import RecordingObserver
 

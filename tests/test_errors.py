@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 import loopobs
-from loopobs.core import errors
-from loopobs.core.errors import (
+from loopobs.contract import errors
+from loopobs.contract.errors import (
     BudgetExceeded,
     Cancelled,
     CheckpointAlreadyResumed,

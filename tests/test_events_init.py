@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from loopobs.core.events import CONTEXT_TYPES
+from loopobs.contract.events import CONTEXT_TYPES
 
 
 def _required(cls: Any) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from loopobs import LoopError
-from loopobs.core.model import ToolCallReady
+from loopobs.contract.model import ToolCallReady
 from loopobs.llm._http import server_message
 from loopobs.llm.anthropic import MessagesDecoder
 from loopobs.llm.openai import ChatCompletionsDecoder

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from loopobs import AgentLoop, Checkpoint, InvalidResumeInput, RunStatus
-from loopobs.core.parking import CLAIMS
 from loopobs.llm import Reply, ScriptedClient, ToolCall
+from loopobs.loop.parking import CLAIMS
 from loopobs.testing import RecordingObserver, assert_contract
 from tests._loop_parking_tools import SCHEMA, approve
 

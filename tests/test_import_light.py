@@ -30,11 +30,11 @@ def _heavy(modules: set[str]) -> list[str]:
 def test_import_loopobs_loads_no_exporter_sdk_jsonschema_or_pydantic() -> None:
     loaded = _loaded_after("import loopobs")
     assert _heavy(loaded) == []
-    assert "loopobs.core.detectors" not in loaded  # an AgentLoop loads them, when built
+    assert "loopobs.detectors" not in loaded  # an AgentLoop loads them, when built
 
 
 def test_lazily_exported_names_resolve_and_are_listed() -> None:
-    code = ("import loopobs, loopobs.core.detectors as d\n"
+    code = ("import loopobs, loopobs.detectors as d\n"
             "lazy = ['ConvergenceDetector', 'Normaliser', 'RepetitionDetector',\n"
             "        'ToolNormalisation', 'Checkpoint', 'ParkedCall', 'configure']\n"
             "assert set(lazy) <= set(dir(loopobs)) and set(lazy) <= set(loopobs.__all__)\n"
@@ -54,7 +54,7 @@ def test_running_a_loop_without_exporters_stays_light() -> None:
 
 
 def test_resuming_with_an_input_schema_loads_jsonschema_then() -> None:
-    code = ("from loopobs.core.parking import _schema_errors\n"
+    code = ("from loopobs.loop.parking import _schema_errors\n"
             "assert _schema_errors({'type': 'boolean'}, 1)\n")
     assert "jsonschema" in _loaded_after(code)
 
@@ -62,7 +62,7 @@ def test_resuming_with_an_input_schema_loads_jsonschema_then() -> None:
 def test_checkpoint_classes_load_pydantic_when_first_used() -> None:
     """The lazily exported names are listed, resolve to the same classes, and type hints
     that name them resolve once they are loaded."""
-    code = ("import sys, typing, loopobs, loopobs.core.run as run\n"
+    code = ("import sys, typing, loopobs, loopobs.loop.run as run\n"
             "assert {'Checkpoint', 'ParkedCall'} <= set(dir(loopobs)) & set(dir(run))\n"
             "assert 'pydantic' not in sys.modules\n"
             "from loopobs import Checkpoint, ParkedCall\n"
@@ -74,7 +74,7 @@ def test_checkpoint_classes_load_pydantic_when_first_used() -> None:
             "assert hint == Checkpoint | None, hint\n"
             "hint = typing.get_type_hints(loopobs.AgentLoop.resume)['checkpoint']\n"
             "assert hint is Checkpoint, hint\n"
-            "from loopobs.core import driver, parking\n"
+            "from loopobs.loop import driver, parking\n"
             "assert typing.get_type_hints(parking.check_resume)['checkpoint'] is Checkpoint\n"
             "hint = typing.get_type_hints(driver.RunDriver.execute)['checkpoint']\n"
             "assert hint == Checkpoint | None, hint\n")
@@ -82,7 +82,7 @@ def test_checkpoint_classes_load_pydantic_when_first_used() -> None:
 
 
 def test_the_ask_user_tool_is_built_on_first_use() -> None:
-    code = ("import sys, loopobs.core.session as s\n"
+    code = ("import sys, loopobs.sessions.session as s\n"
             "assert 'ASK_USER' in dir(s) and 'pydantic' not in sys.modules\n"
             "assert s.ASK_USER is s.ASK_USER and s.ASK_USER.name == 'ask_user'\n")
     assert "pydantic" in _loaded_after(code)

@@ -34,8 +34,8 @@ from loopobs import (
     ToolPostContext,
     Usage,
 )
-from loopobs.core import errors
-from loopobs.core.events import ToolAnnotations
+from loopobs.contract import errors
+from loopobs.contract.events import ToolAnnotations
 from loopobs.exporters.jsonl import (
     LOG_VERSION,
     JsonlRecorder,
@@ -616,7 +616,7 @@ def test_out_of_range_numbers_are_refused_on_load() -> None:
     import json as _json
     import uuid as _uuid
 
-    from loopobs.core.events import ToolPostContext
+    from loopobs.contract.events import ToolPostContext
     from loopobs.exporters.jsonl import decode_event, encode_event
 
     line = encode_event(ToolPostContext(run_id=_uuid.uuid4(), time_ns=5, turn=0, tool="t",

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from loopobs.core.events import EventContext, TextDeltaContext, ThinkingDeltaContext
+from loopobs.contract.events import EventContext, TextDeltaContext, ThinkingDeltaContext
 from loopobs.exporters import jsonl
 from loopobs.exporters.jsonl import decode_event, encode_event
 

@@ -11,9 +11,9 @@ import httpx
 import pytest
 
 from loopobs import AgentLoop, RunStatus
-from loopobs.core.errors import ModelError, RateLimited, StreamError
-from loopobs.core.events import Usage
-from loopobs.core.model import (
+from loopobs.contract.errors import ModelError, RateLimited, StreamError
+from loopobs.contract.events import Usage
+from loopobs.contract.model import (
     AssistantMessage,
     Finish,
     ModelRequest,
@@ -678,7 +678,7 @@ async def test_signed_and_redacted_thinking_go_back_with_tool_results() -> None:
     # the blocks survive the JSON round trip checkpoints use for messages
     from pydantic import TypeAdapter
 
-    from loopobs.core.model import Message
+    from loopobs.contract.model import Message
 
     adapter = TypeAdapter(list[Message])
     again = adapter.validate_json(adapter.dump_json(list(result.messages)))

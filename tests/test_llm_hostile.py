@@ -21,9 +21,9 @@ import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from loopobs import AgentLoop, RunStatus
-from loopobs.core.errors import ModelError, StreamError, redact, shorten
-from loopobs.core.events import Usage
-from loopobs.core.model import ModelRequest, TextDelta, UsageReport, UserMessage
+from loopobs.contract.errors import ModelError, StreamError, redact, shorten
+from loopobs.contract.events import Usage
+from loopobs.contract.model import ModelRequest, TextDelta, UsageReport, UserMessage
 from loopobs.exporters.tracing import TracingObserver
 from loopobs.llm import AnthropicClient, OpenAIClient
 from loopobs.llm._sse import LineTooLong, SSEDecoder

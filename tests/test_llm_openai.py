@@ -11,13 +11,13 @@ import httpx
 import pytest
 
 from loopobs import AgentLoop, RunStatus
-from loopobs.core.errors import (
+from loopobs.contract.errors import (
     ModelError,
     RateLimited,
     StreamError,
 )
-from loopobs.core.events import Usage
-from loopobs.core.model import (
+from loopobs.contract.events import Usage
+from loopobs.contract.model import (
     AssistantMessage,
     Finish,
     ModelRequest,

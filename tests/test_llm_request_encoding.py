@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loopobs.core.model import (
+from loopobs.contract.model import (
     AssistantMessage,
     Message,
     ModelRequest,

@@ -21,7 +21,7 @@ import pytest
 
 from loopobs import AgentLoop, RunStatus, tool
 from loopobs.cli import main
-from loopobs.core.model import ModelRequest, TextDelta, UserMessage
+from loopobs.contract.model import ModelRequest, TextDelta, UserMessage
 from loopobs.llm import OpenAIClient
 from loopobs.testing import RecordingObserver
 

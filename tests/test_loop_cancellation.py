@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from loopobs import AgentLoop, Cancelled, RunStatus, Session, tool
-from loopobs.core.model import Finish, ModelRequest, StreamEvent, TextDelta
+from loopobs.contract.model import Finish, ModelRequest, StreamEvent, TextDelta
 from loopobs.llm import Reply, ToolCall
 from loopobs.testing import RecordingObserver, assert_contract
 from tests._loop_support import make_loop, u

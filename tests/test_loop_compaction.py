@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loopobs import CompactionContext, ContextExceeded, RunStatus
-from loopobs.core.compaction import TruncatingCompactor, estimate_tokens
-from loopobs.core.model import (
+from loopobs.contract.compaction import TruncatingCompactor, estimate_tokens
+from loopobs.contract.model import (
     AssistantMessage,
     Message,
     SystemMessage,

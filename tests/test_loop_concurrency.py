@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from loopobs import AgentLoop, Usage
-from loopobs.core.model import ModelRequest, UserMessage
+from loopobs.contract.model import ModelRequest, UserMessage
 from loopobs.llm import Reply, ScriptedClient, Step, ToolCall
 from loopobs.testing import RecordingObserver, assert_contract
 from tests._loop_support import add, names, search

@@ -17,9 +17,9 @@ from loopobs import (
     RunStatus,
     ToolPostContext,
 )
-from loopobs.core.detectors import ConvergenceDetector, RepetitionDetector
-from loopobs.core.events import ConvergenceAction, LoopAction
-from loopobs.core.model import ModelRequest
+from loopobs.contract.events import ConvergenceAction, LoopAction
+from loopobs.contract.model import ModelRequest
+from loopobs.detectors import ConvergenceDetector, RepetitionDetector
 from loopobs.llm import Reply, ScriptedClient, Step, ToolCall
 from loopobs.testing import RecordingObserver, assert_contract
 from tests._loop_support import make_loop, names, search, u

@@ -17,18 +17,18 @@ from loopobs import (
     SessionBusy,
     ToolPreContext,
 )
-from loopobs.core import (
+from loopobs.contract.events import CONTEXT_TYPES, RunStartContext, TurnStartContext
+from loopobs.contract.model import UserMessage
+from loopobs.llm import Reply, ScriptedClient, ToolCall
+from loopobs.loop import (
     compaction,
     context_providers,
     driver,
     model_call,
     parking,
-    session,
     tool_phase,
 )
-from loopobs.core.events import CONTEXT_TYPES, RunStartContext, TurnStartContext
-from loopobs.core.model import UserMessage
-from loopobs.llm import Reply, ScriptedClient, ToolCall
+from loopobs.sessions import session
 from loopobs.testing import RecordingObserver, assert_contract, check_contract
 from tests._loop_support import Raising, checked, make_loop, names, scripted_usage, search, u
 
@@ -278,7 +278,7 @@ def test_check_contract_accepts_interleaved_runs_and_reports_violations() -> Non
                                               tool_call_id="y"))
     problems = check_contract([*good, late_pre])
     assert any("after the run's on_run_end" in p for p in problems)
-    from loopobs.core.events import TurnEndContext
+    from loopobs.contract.events import TurnEndContext
 
     unpaired = [
         *good[:1], good[2], good[3],

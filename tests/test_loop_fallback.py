@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from loopobs import FallbackExhausted, LoopError, ModelError, RateLimited, RunStatus, StreamError
-from loopobs.core.model import Finish, ModelRequest, StreamEvent, TextDelta
+from loopobs.contract.model import Finish, ModelRequest, StreamEvent, TextDelta
 from loopobs.llm import Fail, Reply
 from loopobs.testing import assert_contract
 from tests._loop_support import make_loop, names, u

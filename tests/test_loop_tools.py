@@ -11,7 +11,7 @@ import pytest
 from pydantic import BaseModel
 
 from loopobs import AgentLoop, DisplayHint, Output, RunStatus, ToolPostContext, tool
-from loopobs.core.hashing import result_hash
+from loopobs.contract.hashing import result_hash
 from loopobs.llm import Reply, ScriptedClient, ToolCall
 from loopobs.testing import assert_contract
 from tests._loop_support import add, checked, explode, make_loop, names, search, u
@@ -266,7 +266,7 @@ async def test_empty_output_has_no_result_hash() -> None:
 def test_result_hash_is_identical_in_another_process() -> None:
     """result_hash is a stable 64-bit value: a fresh interpreter computes the same number."""
     text = "results for Zürich ☀️ (limit 3)"
-    code = ("from loopobs.core.hashing import result_hash; "
+    code = ("from loopobs.contract.hashing import result_hash; "
             f"print(result_hash({text!r}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, env={"PYTHONHASHSEED": "12345"})

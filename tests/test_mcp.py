@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from loopobs import AgentLoop, LoopObserver, McpError, ToolNameClash, ToolPreContext, tool
-from loopobs.core.errors import ModelError
+from loopobs.contract.errors import ModelError
 from loopobs.exporters import MetricsObserver, TracingObserver
 from loopobs.llm.scripted import Fail, Reply, ScriptedClient, ToolCall
 from loopobs.mcp import McpStdio, McpToolSource

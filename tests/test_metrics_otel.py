@@ -11,8 +11,8 @@ from opentelemetry import metrics
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader
 
-from loopobs.core.events import ToolPreContext
-from loopobs.core.observer import LoopObserver, ObserverSet
+from loopobs.contract.events import ToolPreContext
+from loopobs.contract.observer import LoopObserver, ObserverSet
 from loopobs.exporters import catalog as c
 from loopobs.exporters.metrics import MetricsObserver
 from loopobs.testing import metric_points
@@ -242,7 +242,7 @@ def test_runs_ending_while_other_runs_stream_on_another_thread() -> None:
     import threading
     import uuid
 
-    from loopobs.core import events as ev
+    from loopobs.contract import events as ev
 
     obs = MetricsObserver(MeterProvider(metric_readers=[InMemoryMetricReader()]))
     for _ in range(500):  # attempts left open by other runs

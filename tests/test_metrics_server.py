@@ -12,7 +12,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from loopobs.core import trace_links
+from loopobs.contract import trace_links
 from loopobs.exporters import MetricsServer, PrometheusObserver, start_metrics_server
 from tests import _prom_events as ev
 

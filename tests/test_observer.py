@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from loopobs import HOOKS, EventContext, HookName, LoopObserver, ObserverSet, listened_hooks
-from loopobs.core import observer as observer_mod
+from loopobs.contract import observer as observer_mod
 from loopobs.testing import RecordingObserver
 from tests.conftest import MakeContext, sample_context
 
@@ -734,7 +734,7 @@ class _SlowFlush(LoopObserver):
 def test_force_flush_shares_one_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each member gets what is left of one deadline, not the whole timeout again."""
     clock = _Clock()
-    monkeypatch.setattr("loopobs.core.observer.time.monotonic", clock)
+    monkeypatch.setattr("loopobs.contract.observer.time.monotonic", clock)
     first, second, third = _SlowFlush(clock, 1.5), _SlowFlush(clock, 1.0), _SlowFlush(clock, 0)
     assert ObserverSet([first, second, third]).force_flush(2.0) is False
     assert first.given == [2.0]
@@ -745,7 +745,7 @@ def test_force_flush_shares_one_deadline(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_force_flush_says_whether_everything_flushed(monkeypatch: pytest.MonkeyPatch) -> None:
     """True when all members flushed in time; False when one reports it could not."""
     clock = _Clock()
-    monkeypatch.setattr("loopobs.core.observer.time.monotonic", clock)
+    monkeypatch.setattr("loopobs.contract.observer.time.monotonic", clock)
     assert ObserverSet([_SlowFlush(clock, 0.5), _SlowFlush(clock, 0.5, True)]).force_flush(2.0)
     assert ObserverSet([_SlowFlush(clock, 0)]).force_flush() is True
     refused = ObserverSet([_SlowFlush(clock, 0, False), _SlowFlush(clock, 0)])

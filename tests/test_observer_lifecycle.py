@@ -16,8 +16,8 @@ import uuid
 import pytest
 
 from loopobs import AgentLoop, LoopObserver, RunStatus
-from loopobs.core.events import EventContext, RunEndContext, RunStartContext, ToolPreContext
-from loopobs.core.observer import EventSink, ObserverSet
+from loopobs.contract.events import EventContext, RunEndContext, RunStartContext, ToolPreContext
+from loopobs.contract.observer import EventSink, ObserverSet
 from loopobs.exporters import JsonlRecorder
 from loopobs.llm import ScriptedClient
 from loopobs.testing import RecordingObserver, assert_contract

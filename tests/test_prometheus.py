@@ -23,7 +23,7 @@ from loopobs import (
     TurnEndContext,
     Usage,
 )
-from loopobs.core import trace_links
+from loopobs.contract import trace_links
 from loopobs.exporters import PrometheusObserver
 from loopobs.exporters import catalog as c
 from tests import _prom_events as ev
@@ -444,8 +444,8 @@ def test_failed_tool_without_error_object_is_tool_error(obs: PrometheusObserver)
 @pytest.mark.parametrize("deltas", [0, 1])
 def test_an_attempt_without_a_chunk_gap_creates_no_chunk_timing_series(deltas: int) -> None:
     """A call that fails before its second chunk, or answers in one, leaves the series alone."""
-    from loopobs.core import events as events_
-    from loopobs.core.errors import RateLimited
+    from loopobs.contract import events as events_
+    from loopobs.contract.errors import RateLimited
 
     registry = CollectorRegistry()
     obs = PrometheusObserver(registry)

@@ -29,7 +29,7 @@ from loopobs import (
     StreamSuccessContext,
     ToolPostContext,
 )
-from loopobs.core.errors import RateLimited
+from loopobs.contract.errors import RateLimited
 from loopobs.exporters import MetricsServer, PrometheusObserver, start_metrics_server
 from loopobs.exporters.metrics_server import multiprocess_registry
 from tests import _prom_events as ev

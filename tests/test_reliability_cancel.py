@@ -22,8 +22,8 @@ from loopobs import (
     Session,
     tool,
 )
-from loopobs.core.events import EventContext
-from loopobs.core.model import ModelRequest, StreamEvent
+from loopobs.contract.events import EventContext
+from loopobs.contract.model import ModelRequest, StreamEvent
 from loopobs.llm import ScriptedClient
 from loopobs.testing import assert_contract, spans_by_name
 from tests._reliability import Stack, collect, make_stack, otel_sum, prom_sum, tool_script

@@ -13,8 +13,8 @@ import uuid
 import pytest
 
 from loopobs import LoopObserver, ObserverSet, TurnEndContext
-from loopobs.core.events import HOOKS, EventContext
-from loopobs.core.observer import LOG_INTERVAL_S
+from loopobs.contract.events import HOOKS, EventContext
+from loopobs.contract.observer import LOG_INTERVAL_S
 from loopobs.testing import assert_contract, spans_by_name
 
 if sys.version_info >= (3, 11):  # pragma: no cover - version switch
@@ -173,7 +173,7 @@ def test_failure_log_is_rate_limited_and_reports_suppressed(
         caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
     """10,000 failures in one hook log once; after the interval, one record says how many."""
     clock = [1000.0]
-    monkeypatch.setattr("loopobs.core.observer.time.monotonic", lambda: clock[0])
+    monkeypatch.setattr("loopobs.contract.observer.time.monotonic", lambda: clock[0])
     bad = RaisesEverywhere()
     observers = ObserverSet([bad])
     event = TurnEndContext(run_id=uuid.uuid4(), time_ns=0, turn=0, success=True)

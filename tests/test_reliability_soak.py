@@ -19,8 +19,8 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 from prometheus_client import CollectorRegistry
 
 from loopobs import AgentLoop, Session
-from loopobs.core import trace_links
-from loopobs.core.detectors import RepetitionDetector
+from loopobs.contract import trace_links
+from loopobs.detectors import RepetitionDetector
 from loopobs.exporters import (
     JsonlRecorder,
     MetricsObserver,

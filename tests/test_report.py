@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from loopobs.cli import main
-from loopobs.core.errors import ToolExecutionError
-from loopobs.core.events import (
+from loopobs.contract.errors import ToolExecutionError
+from loopobs.contract.events import (
     RunStartContext,
     StreamStartContext,
     StreamSuccessContext,

@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from prometheus_client import generate_latest
 
 from loopobs import AgentLoop, tool
-from loopobs.core.model import ModelRequest, ToolResultMessage
+from loopobs.contract.model import ModelRequest, ToolResultMessage
 from loopobs.exporters import PrometheusObserver, start_metrics_server
 from loopobs.exporters import jsonl as jsonl_module
 from loopobs.exporters import metrics_server as metrics_server_module

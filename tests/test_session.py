@@ -289,7 +289,7 @@ def test_threads_building_the_first_sessions_share_one_ask_user_tool(
     """The tool is built once however many threads ask first: a session refuses another."""
     import threading
 
-    from loopobs.core import session as session_module
+    from loopobs.sessions import session as session_module
 
     monkeypatch.setattr(session_module, "_ask_user_built", [])
     start = threading.Barrier(4)

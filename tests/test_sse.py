@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from loopobs.core.errors import LoopError
-from loopobs.core.model import ModelRequest, StreamEvent, UserMessage
+from loopobs.contract.errors import LoopError
+from loopobs.contract.model import ModelRequest, StreamEvent, UserMessage
 from loopobs.llm import AnthropicClient, OpenAIClient
 from loopobs.llm._http import parse_retry_after, server_message
 from loopobs.llm._sse import ServerSentEvent, SSEDecoder

@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 import loopobs
 from loopobs import AgentLoop, RateLimited, Usage, tool
-from loopobs.core import trace_links
+from loopobs.contract import trace_links
 from loopobs.exporters import catalog as c
 from loopobs.exporters.redaction import redact_common_secrets
 from loopobs.llm import Fail, OpenAIClient, Reply, ScriptedClient, ToolCall
@@ -215,7 +215,7 @@ def test_time_per_output_chunk_is_recorded_between_chunks(cap: Capture, end: str
     They are recorded when the attempt ends, however it ends: successfully, with
     a failure, with its run (no attempt end came), or when the observer is reset.
     """
-    from loopobs.core import events as ev
+    from loopobs.contract import events as ev
 
     (_, metrics) = cap.observers()
     rid = uuid.uuid4()

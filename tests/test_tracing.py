@@ -17,10 +17,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 from opentelemetry.trace import SpanKind, StatusCode
 
-from loopobs.core import trace_links
-from loopobs.core.errors import Cancelled, RateLimited
-from loopobs.core.events import RunStatus, ToolPreContext
-from loopobs.core.observer import LoopObserver, ObserverSet
+from loopobs.contract import trace_links
+from loopobs.contract.errors import Cancelled, RateLimited
+from loopobs.contract.events import RunStatus, ToolPreContext
+from loopobs.contract.observer import LoopObserver, ObserverSet
 from loopobs.exporters import catalog as c
 from loopobs.exporters import content
 from loopobs.exporters.content import ContentMode
@@ -567,7 +567,7 @@ async def test_reset_ends_open_spans(
 
 
 def _script(request: Any) -> Any:
-    from loopobs.core.model import ToolResultMessage
+    from loopobs.contract.model import ToolResultMessage
     from loopobs.llm import Reply, ToolCall
 
     if isinstance(request.messages[-1], ToolResultMessage):

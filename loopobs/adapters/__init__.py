@@ -12,7 +12,7 @@ Every adapter feeds a :class:`RunTracker` (observers, detectors, stop policy) an
 reports each framework run through an :class:`AdapterRun`, which keeps the
 contract's guarantees (``loopobs.adapters._run`` explains how to build an adapter
 on it). When a detector decides ``stop``, the adapter raises :class:`RunStopped`
-(a :class:`~loopobs.core.errors.LoopDetected`) into the framework, which ends the
+(a :class:`~loopobs.contract.errors.LoopDetected`) into the framework, which ends the
 run and reaches the caller; ``warn`` leaves the run alone.
 
 This package imports no framework: only the adapter modules do.

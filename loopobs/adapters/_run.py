@@ -39,18 +39,18 @@ guarantees, whatever order the framework calls it in:
   whatever is still open (tools, the stream, the turn) and is idempotent, so an
   adapter may call it from every exit path (success, error, cancellation);
 - a context is built only when some observer listens to its hook, and an observer
-  that raises never reaches the framework (:class:`~loopobs.core.observer.ObserverSet`);
+  that raises never reaches the framework (:class:`~loopobs.contract.observer.ObserverSet`);
 - a call for an unknown or already ended key is ignored, never an error: frameworks
   sometimes report an end twice or for a start they never reported.
 
-Stopping: detectors (:class:`~loopobs.core.detectors.RepetitionDetector`,
-:class:`~loopobs.core.detectors.ConvergenceDetector`) sit in the tracker's
+Stopping: detectors (:class:`~loopobs.detectors.RepetitionDetector`,
+:class:`~loopobs.detectors.ConvergenceDetector`) sit in the tracker's
 emission set after the user's observers, as in ``AgentLoop``. A verdict with
 action ``stop`` (or ``ask_user``) marks the run stopped; the adapter then raises
 :class:`RunStopped` into the framework at the next point where the framework lets
 an exception through (:meth:`AdapterRun.raise_if_stopped`). ``warn`` (and
 ``switch_phase``, ``compact``) leave the run alone: the detection is still
-reported to every observer. A :class:`~loopobs.core.budget.BudgetGuard` passed
+reported to every observer. A :class:`~loopobs.cost.budget.BudgetGuard` passed
 among the detectors stops a run over budget the same way (status
 ``budget_exceeded``); other guards call :meth:`StopPolicy.stop`.
 
@@ -71,9 +71,8 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
-from loopobs.core import hashing
-from loopobs.core.budget import BudgetGuard, Spend
-from loopobs.core.errors import (
+from loopobs.contract import hashing
+from loopobs.contract.errors import (
     Cancelled,
     LoopDetected,
     LoopError,
@@ -81,7 +80,7 @@ from loopobs.core.errors import (
     ToolError,
     ToolExecutionError,
 )
-from loopobs.core.events import (
+from loopobs.contract.events import (
     BudgetExceededContext,
     ConvergenceDetectedContext,
     LoopDetectedContext,
@@ -101,8 +100,9 @@ from loopobs.core.events import (
     TurnStartContext,
     Usage,
 )
-from loopobs.core.observer import LoopObserver, ObserverSet
-from loopobs.core.pricing import PriceLookup, PricesArg, price_lookup, safe_cost
+from loopobs.contract.observer import LoopObserver, ObserverSet
+from loopobs.cost.budget import BudgetGuard, Spend
+from loopobs.cost.pricing import PriceLookup, PricesArg, price_lookup, safe_cost
 
 __all__ = [
     "AdapterRun",
@@ -134,11 +134,11 @@ class RunStopped(LoopDetected):
     Raised from a framework hook (a callback, a processor, a guard) where the
     framework lets exceptions through, so it ends the framework's run and reaches
     the code that started it. ``status`` says why, as a
-    :class:`~loopobs.core.events.RunStatus` value the run ends with:
+    :class:`~loopobs.contract.events.RunStatus` value the run ends with:
     ``loop_detected`` (a runaway tool loop), ``converged`` (the same answer again
     and again), or the one a guard stops with (a value the contract does not know
     ends the run ``failed``); ``pattern`` names what repeated. Catch it as
-    :class:`~loopobs.core.errors.LoopDetected` or :class:`~loopobs.core.errors.LoopError`.
+    :class:`~loopobs.contract.errors.LoopDetected` or :class:`~loopobs.contract.errors.LoopError`.
     """
 
     _fields: ClassVar[tuple[str, ...]] = ("pattern", "status")
@@ -203,7 +203,7 @@ class StopPolicy(LoopObserver):
     """Turns verdicts into stops for the runs of one tracker.
 
     Verdicts arrive as ``on_loop_detected`` / ``on_convergence_detected`` (detectors)
-    and ``on_budget_exceeded`` (a :class:`~loopobs.core.budget.BudgetGuard` among the
+    and ``on_budget_exceeded`` (a :class:`~loopobs.cost.budget.BudgetGuard` among the
     tracker's detectors); action ``stop`` (or ``ask_user``) stops the run, any other
     action leaves it alone. Other guards call :meth:`stop` directly. The first stop
     of a run wins; the adapter raises it into the framework.
@@ -251,7 +251,7 @@ class StopPolicy(LoopObserver):
                 pattern="converged answers", status="converged"))
 
     def on_budget_exceeded(self, ctx: BudgetExceededContext) -> None:
-        """A budget verdict (from a :class:`~loopobs.core.budget.BudgetGuard`): stop on ``stop``."""
+        """A budget verdict (from a :class:`~loopobs.cost.budget.BudgetGuard`): stop on ``stop``."""
         if ctx.action == "stop":
             self.stop(ctx.run_id, RunStopped(
                 f"stopped: {ctx.scope} budget exceeded: {ctx.limit} {ctx.value:g} > "
@@ -260,7 +260,7 @@ class StopPolicy(LoopObserver):
 
 
 def _default_detectors() -> list[LoopObserver]:
-    from loopobs.core.detectors import ConvergenceDetector, RepetitionDetector
+    from loopobs.detectors import ConvergenceDetector, RepetitionDetector
 
     return [RepetitionDetector(), ConvergenceDetector()]
 
@@ -271,8 +271,8 @@ class RunTracker:
     Args:
         observers: observers to attach (see :attr:`observers`).
         detectors: observers whose verdicts can stop a run; ``None`` means the
-            default :class:`~loopobs.core.detectors.RepetitionDetector` and
-            :class:`~loopobs.core.detectors.ConvergenceDetector` (as ``AgentLoop``),
+            default :class:`~loopobs.detectors.RepetitionDetector` and
+            :class:`~loopobs.detectors.ConvergenceDetector` (as ``AgentLoop``),
             ``[]`` none. A detector built with ``stop_after=0`` / ``action="warn"``
             only reports.
         agent: the agent name runs report when the framework gives none.

@@ -62,10 +62,10 @@ except ModuleNotFoundError as exc:  # pragma: no cover - exercised in a subproce
     raise missing_extra("langchain", "langchain-core", "langchain", exc) from exc
 
 from loopobs.adapters._run import AdapterRun, RunStopped, RunTracker, ToolCall, shielded
-from loopobs.core.errors import ToolExecutionError
-from loopobs.core.events import Usage
-from loopobs.core.observer import LoopObserver, ObserverSet
-from loopobs.core.pricing import PricesArg
+from loopobs.contract.errors import ToolExecutionError
+from loopobs.contract.events import Usage
+from loopobs.contract.observer import LoopObserver, ObserverSet
+from loopobs.cost.pricing import PricesArg
 
 __all__ = ["AsyncLoopobsCallbackHandler", "LoopobsCallbackHandler", "RunStopped"]
 

@@ -29,7 +29,7 @@ Stopping: when a detector's verdict is ``stop`` the adapter raises
 :class:`~loopobs.adapters.RunStopped` from the SDK's next ``on_llm_start`` hook,
 before the next model call. The SDK propagates exceptions of run hooks
 unchanged, so the ``Runner`` run ends and ``adapter.run(...)`` raises
-``RunStopped`` (a :class:`~loopobs.core.errors.LoopDetected`); in a streamed run
+``RunStopped`` (a :class:`~loopobs.contract.errors.LoopDetected`); in a streamed run
 ``stream_events()`` raises it. Tools already running in the same turn finish
 first. ``warn`` verdicts leave the run alone.
 
@@ -82,9 +82,9 @@ except ModuleNotFoundError as _exc:  # tested with the framework hidden
     raise missing_extra("openai_agents", "openai-agents", "openai-agents", _exc) from _exc
 
 from loopobs.adapters import AdapterRun, RunTracker, ToolCall, shielded
-from loopobs.core.errors import LoopError, MaxTurnsExceeded, ToolExecutionError
-from loopobs.core.events import ModelSwitchedContext, SuspendedContext, Usage
-from loopobs.core.observer import LoopObserver, ObserverSet
+from loopobs.contract.errors import LoopError, MaxTurnsExceeded, ToolExecutionError
+from loopobs.contract.events import ModelSwitchedContext, SuspendedContext, Usage
+from loopobs.contract.observer import LoopObserver, ObserverSet
 
 __all__ = ["AgentsAdapter", "ObservedRunHooks"]
 
@@ -420,7 +420,7 @@ class AgentsAdapter:
 
     @property
     def observers(self) -> ObserverSet:
-        """The observers (an :class:`~loopobs.core.observer.ObserverSet`); attach at any time."""
+        """The observers (a :class:`~loopobs.contract.observer.ObserverSet`); attach any time."""
         return self.tracker.observers
 
     @property

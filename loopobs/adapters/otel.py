@@ -56,10 +56,10 @@ except ModuleNotFoundError as exc:  # pragma: no cover - exercised in a subproce
     raise missing_extra("otel", "opentelemetry-sdk", "otel-adapter", exc) from exc
 
 from loopobs.adapters._run import AdapterRun, RunTracker, ToolCall, shielded
-from loopobs.core.errors import Cancelled, LoopError, ModelError, ToolExecutionError
-from loopobs.core.events import Usage
-from loopobs.core.observer import LoopObserver, ObserverSet
-from loopobs.core.pricing import PricesArg
+from loopobs.contract.errors import Cancelled, LoopError, ModelError, ToolExecutionError
+from loopobs.contract.events import Usage
+from loopobs.contract.observer import LoopObserver, ObserverSet
+from loopobs.cost.pricing import PricesArg
 from loopobs.exporters import catalog as c
 
 __all__ = ["GenAISpanProcessor"]

@@ -33,7 +33,7 @@ Stopping: when a detector's verdict is ``stop``, the adapter raises
 :class:`~loopobs.adapters.RunStopped` from ``wrap_tool_execute`` right after the
 tool call that completed the pattern, and from the next ``wrap_model_request``
 for any other stop. pydantic-ai propagates exceptions of capability hooks, so
-``agent.run(...)`` raises ``RunStopped`` (a :class:`~loopobs.core.errors.LoopDetected`)
+``agent.run(...)`` raises ``RunStopped`` (a :class:`~loopobs.contract.errors.LoopDetected`)
 and the run ends with status ``loop_detected``. ``warn`` verdicts leave the run
 alone. Converged answers come with a final answer, which ends the run anyway:
 it completes, and the detection is reported.
@@ -77,9 +77,9 @@ except ModuleNotFoundError as _exc:  # tested with the framework hidden
     raise missing_extra("pydantic_ai", "pydantic-ai-slim", "pydantic-ai", _exc) from _exc
 
 from loopobs.adapters import AdapterRun, RunTracker, ToolCall, shielded
-from loopobs.core.errors import ModelError, ToolExecutionError
-from loopobs.core.events import FallbackContext, ModelSwitchedContext, SuspendedContext, Usage
-from loopobs.core.observer import LoopObserver, ObserverSet
+from loopobs.contract.errors import ModelError, ToolExecutionError
+from loopobs.contract.events import FallbackContext, ModelSwitchedContext, SuspendedContext, Usage
+from loopobs.contract.observer import LoopObserver, ObserverSet
 
 __all__ = ["LoopobsCapability"]
 

@@ -15,9 +15,9 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from loopobs.adapters.langchain import LoopobsCallbackHandler
-from loopobs.core.detectors import ConvergenceDetector, RepetitionDetector
-from loopobs.core.errors import LoopDetected
-from loopobs.core.observer import LoopObserver
+from loopobs.contract.errors import LoopDetected
+from loopobs.contract.observer import LoopObserver
+from loopobs.detectors import ConvergenceDetector, RepetitionDetector
 
 try:
     from langchain_core.language_models.fake_chat_models import GenericFakeChatModel

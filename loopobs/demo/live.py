@@ -7,7 +7,7 @@ import threading
 import time
 from typing import IO
 
-from loopobs.core.events import (
+from loopobs.contract.events import (
     BudgetExceededContext,
     ConvergenceDetectedContext,
     LoopDetectedContext,
@@ -18,7 +18,7 @@ from loopobs.core.events import (
     ToolPostContext,
     TurnEndContext,
 )
-from loopobs.core.observer import LoopObserver
+from loopobs.contract.observer import LoopObserver
 
 __all__ = ["LiveView"]
 

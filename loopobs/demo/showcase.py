@@ -24,15 +24,15 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from loopobs.core.budget import Budget
-from loopobs.core.errors import RateLimited, StreamError
-from loopobs.core.events import DisplayHint, Usage
-from loopobs.core.loop import AgentLoop
-from loopobs.core.model import LlmClient
-from loopobs.core.observer import LoopObserver
-from loopobs.core.run import RunResult, Session
-from loopobs.core.tools import Output, Sleep, Suspend, Tool, tool
+from loopobs.contract.errors import RateLimited, StreamError
+from loopobs.contract.events import DisplayHint, Usage
+from loopobs.contract.model import LlmClient
+from loopobs.contract.observer import LoopObserver
+from loopobs.contract.tools import Output, Sleep, Suspend, Tool, tool
+from loopobs.cost.budget import Budget
 from loopobs.llm.scripted import Fail, Reply, ScriptedClient, Step, ToolCall
+from loopobs.loop.loop import AgentLoop
+from loopobs.loop.run import RunResult, Session
 
 __all__ = ["SCENARIOS", "Scenario", "Showcase", "showcase_tools"]
 
@@ -260,8 +260,8 @@ class Showcase:
             from loopobs.mcp import McpStdio
         except ImportError:
             return []
-        from loopobs.core.context_providers import ProviderSpec
-        from loopobs.core.session import AgentSession
+        from loopobs.loop.context_providers import ProviderSpec
+        from loopobs.sessions.session import AgentSession
 
         async def traveller_profile(query: str) -> str:
             return "The traveller holds an EU passport and flies from Lisbon."

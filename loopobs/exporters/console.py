@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import IO
 from uuid import UUID
 
-from loopobs.core.events import (
+from loopobs.contract.events import (
     BudgetExceededContext,
     CompactionContext,
     ContextProviderContext,
@@ -38,7 +38,7 @@ from loopobs.core.events import (
     TurnEndContext,
     TurnStartContext,
 )
-from loopobs.core.observer import LoopObserver
+from loopobs.contract.observer import LoopObserver
 
 __all__ = ["ConsoleTreeObserver", "RunSummary", "render_run", "summarise_runs"]
 

@@ -4,7 +4,7 @@
 event — a log record through the OpenTelemetry logs API, in the span context of
 what was evaluated, so a trace backend shows it on that span — and records the
 score in the ``loopobs.evaluation.score`` histogram. The target is a run id (its
-``invoke_agent`` span, found through :mod:`loopobs.core.trace_links`, also after
+``invoke_agent`` span, found through :mod:`loopobs.contract.trace_links`, also after
 the run ended and for runs restored from a checkpoint) or a span (a ``chat``
 span, or a span of your own).
 """
@@ -19,7 +19,7 @@ from opentelemetry import _logs as otel_logs
 from opentelemetry import metrics, trace
 from opentelemetry.trace import NonRecordingSpan, Span, SpanContext, TraceFlags
 
-from loopobs.core import trace_links
+from loopobs.contract import trace_links
 from loopobs.exporters import catalog as c
 from loopobs.exporters.redaction import Redactor
 
@@ -71,7 +71,7 @@ def record_evaluation(
     Raises:
         ValueError: ``name`` is empty, or neither ``score`` nor ``label`` is given.
     """
-    from loopobs import __version__
+    from loopobs._version import __version__
 
     if not name:
         raise ValueError("an evaluation needs a name")

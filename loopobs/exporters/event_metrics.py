@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 from uuid import UUID
 
-from loopobs.core import events as ev
-from loopobs.core.errors import LoopError
-from loopobs.core.observer import LoopObserver
+from loopobs.contract import events as ev
+from loopobs.contract.errors import LoopError
+from loopobs.contract.observer import LoopObserver
 from loopobs.exporters import catalog as c
 from loopobs.exporters.catalog import MetricSpec
 

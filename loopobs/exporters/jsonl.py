@@ -39,13 +39,13 @@ from uuid import UUID
 from pydantic import TypeAdapter, ValidationError
 from pydantic_core import PydanticSerializationError
 
-from loopobs.core.events import (
+from loopobs.contract.events import (
     CONTEXT_TYPES,
     EventContext,
     TextDeltaContext,
     ThinkingDeltaContext,
 )
-from loopobs.core.observer import EventSink, LoopObserver
+from loopobs.contract.observer import EventSink, LoopObserver
 
 __all__ = [
     "LOG_VERSION",
@@ -445,7 +445,7 @@ def replay(
 
     Args:
         source: a path or an open text stream.
-        observer: any observer (an :class:`~loopobs.core.observer.ObserverSet` to reach many).
+        observer: any observer (an :class:`~loopobs.contract.observer.ObserverSet` to reach many).
         skip_invalid: skip malformed or unknown lines instead of raising; the
             returned stats count them.
 

@@ -11,7 +11,7 @@ the fold in ``loopobs.label_overflow`` (by the label's Prometheus name), so a
 misbehaving caller cannot mint unbounded series.
 
 ``loopobs.observer.errors`` is an observable counter: its callback reads the
-failure counts of every :class:`~loopobs.core.observer.ObserverSet` this
+failure counts of every :class:`~loopobs.contract.observer.ObserverSet` this
 observer was attached to.
 """
 
@@ -28,7 +28,7 @@ from opentelemetry import metrics
 from opentelemetry.context import Context, get_current
 from opentelemetry.metrics import CallbackOptions, Observation
 
-from loopobs.core.observer import ObserverSet
+from loopobs.contract.observer import ObserverSet
 from loopobs.exporters import catalog as c
 from loopobs.exporters.bound_metrics import PublicRecord
 from loopobs.exporters.bound_metrics import Recorder as BoundOrPublic
@@ -74,7 +74,7 @@ class MetricsObserver(MetricRecorder):
         latest_semconv: bool | None = None,
         bound_instruments: bool = True,
     ) -> None:
-        from loopobs import __version__
+        from loopobs._version import __version__
 
         super().__init__(max_label_values, latest_semconv=latest_semconv)
         self.bound_instruments = bound_instruments

@@ -23,7 +23,7 @@ status for each agent, stream failures per error type for each model, calls per
 outcome for each tool, from their first event) exist at 0 before they happen.
 
 Exemplars: when a ``TracingObserver`` traces the run (see
-:mod:`loopobs.core.trace_links`), token and duration samples carry the
+:mod:`loopobs.contract.trace_links`), token and duration samples carry the
 run's ``trace_id`` and root ``span_id`` (visible in the OpenMetrics format).
 
 Multi-process: with ``PROMETHEUS_MULTIPROC_DIR`` set before ``prometheus_client``
@@ -50,16 +50,16 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client import values as _prom_values
 from prometheus_client.samples import Exemplar
 
-from loopobs.core import trace_links
-from loopobs.core.errors import ModelError, RateLimited, StreamError
-from loopobs.core.events import (
+from loopobs.contract import trace_links
+from loopobs.contract.errors import ModelError, RateLimited, StreamError
+from loopobs.contract.events import (
     ConvergenceAction,
     LoopAction,
     RunEndContext,
     RunStatus,
     ToolOutcomeKind,
 )
-from loopobs.core.observer import ObserverSet
+from loopobs.contract.observer import ObserverSet
 from loopobs.exporters import catalog as c
 from loopobs.exporters.event_metrics import (
     DEFAULT_MAX_LABEL_VALUES,

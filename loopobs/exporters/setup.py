@@ -37,7 +37,7 @@ from opentelemetry import _logs as otel_logs
 from opentelemetry import metrics, trace
 from opentelemetry.metrics import MeterProvider as ApiMeterProvider
 
-from loopobs.core.observer import LoopObserver
+from loopobs.contract.observer import LoopObserver
 from loopobs.exporters._otel_env import (
     ExportSettings,
     check_endpoint,

@@ -1,6 +1,10 @@
-"""The run → trace table now lives in :mod:`loopobs.core.trace_links`; this name re-exports it."""
+"""Deprecated: moved to :mod:`loopobs.contract.trace_links` (this path goes away in loopobs 0.3)."""
 
-from loopobs.core import trace_links as _moved
-from loopobs.core.trace_links import *  # noqa: F403
+from typing import TYPE_CHECKING
 
-__all__ = list(_moved.__all__)
+from loopobs._moved import alias
+
+if TYPE_CHECKING:
+    from loopobs.contract.trace_links import *  # noqa: F403
+else:
+    alias(__name__)

@@ -49,9 +49,9 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
-from loopobs.core import trace_links
-from loopobs.core.errors import LoopError
-from loopobs.core.events import (
+from loopobs.contract import trace_links
+from loopobs.contract.errors import LoopError
+from loopobs.contract.events import (
     BackpressureContext,
     BudgetExceededContext,
     CompactionContext,
@@ -79,7 +79,7 @@ from loopobs.core.events import (
     TurnEndContext,
     TurnStartContext,
 )
-from loopobs.core.observer import LoopObserver
+from loopobs.contract.observer import LoopObserver
 from loopobs.exporters import catalog as c
 from loopobs.exporters import content
 from loopobs.exporters.content import ContentMode
@@ -253,7 +253,7 @@ class TracingObserver(LoopObserver):
         redact: Redactor | None = None,
         latest_semconv: bool | None = None,
     ) -> None:
-        from loopobs import __version__
+        from loopobs._version import __version__
 
         self._provider = tracer_provider
         provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
@@ -369,8 +369,8 @@ class TracingObserver(LoopObserver):
         """Start the ``invoke_agent`` span (under the ambient context, e.g. a request span).
 
         A resumed run links to the parked run's span, found through
-        :func:`loopobs.core.trace_links.resolve`. The run's trace and span
-        id are published to :mod:`~loopobs.core.trace_links` while it runs.
+        :func:`loopobs.contract.trace_links.resolve`. The run's trace and span
+        id are published to :mod:`~loopobs.contract.trace_links` while it runs.
         """
         session = str(ctx.session_id)
         attrs: dict[str, Any] = {

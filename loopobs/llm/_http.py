@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 import httpx
 
-from loopobs.core.errors import (
+from loopobs.contract.errors import (
     LoopError,
     ModelError,
     RateLimited,
@@ -63,7 +63,7 @@ from loopobs.core.errors import (
     redact,
     shorten,
 )
-from loopobs.core.model import ModelRequest, StreamEvent
+from loopobs.contract.model import ModelRequest, StreamEvent
 from loopobs.llm._sse import DEFAULT_MAX_LINE_CHARS, LineTooLong, SSEDecoder
 
 if TYPE_CHECKING:
@@ -560,7 +560,7 @@ class HttpModelClient:
     def rejected_token_counts(self) -> int:
         """Token counts the server reported that were implausible and treated as unknown.
 
-        Negative, non-integer, or above :data:`~loopobs.core.token_counts.MAX_TOKEN_COUNT`;
+        Negative, non-integer, or above :data:`~loopobs.contract.token_counts.MAX_TOKEN_COUNT`;
         each is also logged (``loopobs.usage``) once per call that had any.
         """
         return self._rejected_token_counts

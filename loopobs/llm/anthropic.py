@@ -24,10 +24,10 @@ figures are also reported on their own. Thinking tokens are part of
 ``output_tokens`` and the API does not report them apart.
 
 A body that ends before ``message_stop`` is a retryable
-:class:`~loopobs.core.errors.StreamError`.
+:class:`~loopobs.contract.errors.StreamError`.
 
 Replaying a conversation: the loop keeps each response's signed and redacted
-thinking blocks on its :class:`~loopobs.core.model.AssistantMessage`, and they
+thinking blocks on its :class:`~loopobs.contract.model.AssistantMessage`, and they
 are sent back verbatim ahead of its text and ``tool_use`` blocks, so extended
 thinking works together with tool use.
 """
@@ -41,9 +41,9 @@ from typing import Any
 
 import httpx
 
-from loopobs.core.errors import ModelError, StreamError, redact, shorten
-from loopobs.core.events import Usage, UsageDetail
-from loopobs.core.model import (
+from loopobs.contract.errors import ModelError, StreamError, redact, shorten
+from loopobs.contract.events import Usage, UsageDetail
+from loopobs.contract.model import (
     AssistantMessage,
     Finish,
     Message,
@@ -61,7 +61,7 @@ from loopobs.core.model import (
     UsageReport,
     UserMessage,
 )
-from loopobs.core.token_counts import plausible_token_count
+from loopobs.contract.token_counts import plausible_token_count
 from loopobs.llm._encoded import EncodedMessages, splice_messages
 from loopobs.llm._http import (
     DEFAULT_DEADLINE,

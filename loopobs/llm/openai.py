@@ -25,7 +25,7 @@ What comes back:
 The stream is complete at ``data: [DONE]``; a body that ends after the
 choice's ``finish_reason`` but without ``[DONE]`` (some older local servers)
 is accepted too. A body that ends before either is a retryable
-:class:`~loopobs.core.errors.StreamError`.
+:class:`~loopobs.contract.errors.StreamError`.
 
 Only choice 0 is read: the loop asks for one completion.
 """
@@ -39,9 +39,9 @@ from typing import Any
 
 import httpx
 
-from loopobs.core.errors import ModelError, RateLimited, StreamError, redact, shorten
-from loopobs.core.events import Usage, UsageDetail
-from loopobs.core.model import (
+from loopobs.contract.errors import ModelError, RateLimited, StreamError, redact, shorten
+from loopobs.contract.events import Usage, UsageDetail
+from loopobs.contract.model import (
     AssistantMessage,
     Finish,
     Message,
@@ -56,7 +56,7 @@ from loopobs.core.model import (
     UsageReport,
     UserMessage,
 )
-from loopobs.core.token_counts import plausible_token_count
+from loopobs.contract.token_counts import plausible_token_count
 from loopobs.llm._encoded import EncodedMessages, splice_messages
 from loopobs.llm._http import (
     DEFAULT_DEADLINE,

@@ -16,9 +16,9 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from loopobs.core.errors import LoopError, ModelError
-from loopobs.core.events import Usage
-from loopobs.core.model import (
+from loopobs.contract.errors import LoopError, ModelError
+from loopobs.contract.events import Usage
+from loopobs.contract.model import (
     Finish,
     ModelRequest,
     StreamEvent,
@@ -67,7 +67,7 @@ Step = Reply | Fail
 
 
 class ScriptedClient:
-    """An :class:`~loopobs.core.model.LlmClient` that plays a script.
+    """An :class:`~loopobs.contract.model.LlmClient` that plays a script.
 
     Args:
         steps: the replies and failures, consumed one per call in order; or a

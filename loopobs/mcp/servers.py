@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
-    from loopobs.core.observer import ObserverSet
+    from loopobs.contract.observer import ObserverSet
     from loopobs.mcp.source import McpToolSource
+
+# The SDK's transports are imported when a server is first connected, so that describing
+# servers (``AgentLoop(mcp_servers=[...])``) costs no import of the ``mcp`` package.
 
 __all__ = ["McpHttp", "McpServer", "McpSse", "McpStdio"]
 
@@ -41,6 +45,7 @@ class _Common:
         """
         from loopobs.mcp.source import McpToolSource
 
+        # The concrete descriptions below complete the protocol (label, address, transport).
         return await McpToolSource.connect(self)  # type: ignore[arg-type]
 
 
@@ -62,6 +67,21 @@ class McpStdio(_Common):
     def label(self) -> str:
         """The server's name."""
         return self.name or os.path.basename(self.command) or "stdio"
+
+    @property
+    def address(self) -> tuple[str | None, int | None]:
+        """A child process has no network address."""
+        return None, None
+
+    def open_transport(self, stack: contextlib.AsyncExitStack,
+                       on_session: Callable[[str | None], None]) -> Any:
+        """The SDK's stdio transport: the child process, ended with its whole tree."""
+        from mcp.client.stdio import StdioServerParameters, stdio_client
+
+        params = StdioServerParameters(
+            command=self.command, args=list(self.args), env=dict(self.env or {}) or None,
+            cwd=os.fspath(self.cwd) if self.cwd is not None else None)
+        return stdio_client(params, errlog=self.error_log)
 
     @property
     def error_log(self) -> TextIO:
@@ -96,10 +116,33 @@ class _Remote(_Common):
 
         return self.name or urlsplit(self.url).netloc or self.url
 
+    @property
+    def address(self) -> tuple[str | None, int | None]:
+        """Host and port of ``url`` (the scheme's default port when it names none)."""
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(self.url)
+        return parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
+
 
 @dataclass(frozen=True)
 class McpHttp(_Remote):
     """A server reached over MCP's streamable HTTP transport at ``url``."""
+
+    def open_transport(self, stack: contextlib.AsyncExitStack,
+                       on_session: Callable[[str | None], None]) -> Any:
+        """The SDK's streamable HTTP transport over a client closed with ``stack``."""
+        import httpx2
+        from mcp.client.streamable_http import streamable_http_client
+
+        async def note_session(response: httpx2.Response) -> None:
+            on_session(response.headers.get("mcp-session-id"))
+
+        client = httpx2.AsyncClient(headers=dict(self.headers or {}),
+                                    timeout=httpx2.Timeout(self.timeout, read=300.0),
+                                    event_hooks={"response": [note_session]})
+        stack.push_async_callback(client.aclose)
+        return streamable_http_client(self.url, http_client=client)
 
 
 @dataclass(frozen=True)
@@ -110,6 +153,14 @@ class McpSse(_Remote):
     kept open) and posts its own to the endpoint the stream names first. For
     servers that do not speak streamable HTTP yet.
     """
+
+    def open_transport(self, stack: contextlib.AsyncExitStack,
+                       on_session: Callable[[str | None], None]) -> Any:
+        """The SDK's SSE transport; the session id is the one the endpoint event names."""
+        from mcp.client.sse import sse_client
+
+        return sse_client(self.url, headers=dict(self.headers or {}), timeout=self.timeout,
+                          sse_read_timeout=300.0, on_session_created=on_session)
 
 
 McpServer = McpStdio | McpHttp | McpSse

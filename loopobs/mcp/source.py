@@ -8,7 +8,7 @@ session, terminates the process (the SDK ends its whole process tree), deletes
 the HTTP session or hangs up the SSE stream. A closed or crashed connection
 leaves no process behind.
 
-Failures become tool results the model sees (:class:`~loopobs.core.errors.McpError`):
+Failures become tool results the model sees (:class:`~loopobs.contract.errors.McpError`):
 a server that cannot be started at connect fails the connect (so the run does
 not start); a server that goes away mid-call fails that call with
 ``connection_closed`` and is marked down; its next call starts it again (up to
@@ -17,7 +17,7 @@ not start); a server that goes away mid-call fails that call with
 ``timeout`` is ``timeout``, and a tool's own ``isError`` result is
 ``tool_error`` with the server's text.
 
-Each call records :class:`~loopobs.core.events.McpCallInfo` on the current tool
+Each call records :class:`~loopobs.contract.events.McpCallInfo` on the current tool
 call, which becomes ``ToolPostContext.mcp`` (the MCP attributes of the
 ``execute_tool`` span and the ``mcp.client.operation.duration`` metric), and
 sends the current trace context (``traceparent``) in ``params._meta``.
@@ -29,28 +29,52 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-import os
 import time
-from collections.abc import Mapping
-from typing import Any
-from urllib.parse import urlsplit
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
-import httpx2
 import mcp_types as mt
 from mcp.client.session import ClientSession
-from mcp.client.sse import sse_client
-from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from loopobs.core.errors import McpError
-from loopobs.core.events import McpCallInfo, ToolAnnotations
-from loopobs.core.tools import Output, Tool, ToolReturn, current_tool_call
-from loopobs.mcp.servers import McpServer, McpSse, McpStdio
+from loopobs.contract.errors import McpError
+from loopobs.contract.events import McpCallInfo, ToolAnnotations
+from loopobs.contract.tools import Output, Tool, ToolReturn, current_tool_call
 
-__all__ = ["McpTool", "McpToolSource"]
+__all__ = ["McpTool", "McpToolSource", "ServerSpec"]
+
+
+class ServerSpec(Protocol):
+    """What a connection needs of a server description (:mod:`loopobs.mcp.servers` has them).
+
+    Kept as a protocol so that this module depends on no description class: the
+    descriptions import this module to connect, never the other way round.
+    """
+
+    @property
+    def label(self) -> str:
+        """The server's name in errors and telemetry."""
+        ...
+
+    @property
+    def address(self) -> tuple[str | None, int | None]:
+        """Host and port of a server reached over the network; ``(None, None)`` for a child."""
+        ...
+
+    timeout: float
+    connect_timeout: float
+    restarts: int
+
+    def tool_name(self, remote: str) -> str:
+        """The name the model sees for the server's tool ``remote``."""
+        ...
+
+    def open_transport(self, stack: contextlib.AsyncExitStack,
+                       on_session: Callable[[str | None], None]) -> Any:
+        """The SDK transport (an async context manager yielding the read and write streams)."""
+        ...
 
 logger = logging.getLogger("loopobs.mcp")
 
@@ -89,7 +113,7 @@ class _WriteTap:
 class _Connection:
     """One live connection, held open by its owner task until :meth:`close`."""
 
-    def __init__(self, spec: McpServer, on_tools: Any) -> None:
+    def __init__(self, spec: ServerSpec, on_tools: Any) -> None:
         self.spec = spec
         self.session: ClientSession | None = None
         self.protocol_version: str | None = None
@@ -144,25 +168,7 @@ class _Connection:
                 task.cancel()
 
     def _transport(self, stack: contextlib.AsyncExitStack) -> Any:
-        spec = self.spec
-        if isinstance(spec, McpStdio):
-            params = StdioServerParameters(
-                command=spec.command, args=list(spec.args), env=dict(spec.env or {}) or None,
-                cwd=os.fspath(spec.cwd) if spec.cwd is not None else None)
-            return stdio_client(params, errlog=spec.error_log)
-        if isinstance(spec, McpSse):
-            # The session id is the one the server's endpoint event names.
-            return sse_client(spec.url, headers=dict(spec.headers or {}), timeout=spec.timeout,
-                              sse_read_timeout=300.0, on_session_created=self._note_session)
-
-        async def note_session(response: httpx2.Response) -> None:
-            self._note_session(response.headers.get("mcp-session-id"))
-
-        client = httpx2.AsyncClient(headers=dict(spec.headers or {}),
-                                    timeout=httpx2.Timeout(spec.timeout, read=300.0),
-                                    event_hooks={"response": [note_session]})
-        stack.push_async_callback(client.aclose)
-        return streamable_http_client(spec.url, http_client=client)
+        return self.spec.open_transport(stack, self._note_session)
 
     def _note_session(self, session_id: str | None) -> None:
         if session_id:
@@ -217,11 +223,11 @@ async def _list_all(session: ClientSession) -> list[mt.Tool]:
 class McpToolSource:
     """A connected MCP server: its tools (refreshed on list-changed), calls, close.
 
-    Implements :class:`~loopobs.core.tool_sources.ConnectedSource`. Build one with
+    Implements :class:`~loopobs.loop.tool_sources.ConnectedSource`. Build one with
     ``await McpStdio(...).connect(emit)`` (the loop does).
     """
 
-    def __init__(self, spec: McpServer) -> None:
+    def __init__(self, spec: ServerSpec) -> None:
         self.spec = spec
         self._version = 0
         self._tools: dict[str, McpTool] = {}
@@ -236,7 +242,7 @@ class McpToolSource:
         await self._changed.wait()
 
     @classmethod
-    async def connect(cls, spec: McpServer) -> McpToolSource:
+    async def connect(cls, spec: ServerSpec) -> McpToolSource:
         """Connect to ``spec``'s server and list its tools."""
         source = cls(spec)
         await source._start()
@@ -373,17 +379,12 @@ def _as_meta(meta: dict[str, Any]) -> mt.RequestParamsMeta:
     return meta  # type: ignore[return-value]
 
 
-def _info(spec: McpServer, conn: _Connection | None, call_id: str,
+def _info(spec: ServerSpec, conn: _Connection | None, call_id: str,
           status: str | None, error_type: str | None, duration_ms: float) -> McpCallInfo:
-    address: str | None = None
-    port: int | None = None
-    if not isinstance(spec, McpStdio):
-        parts = urlsplit(spec.url)
-        address = parts.hostname
-        port = parts.port or (443 if parts.scheme == "https" else 80)
+    address, port = spec.address
     return McpCallInfo(
         server=spec.label, method="tools/call",
-        transport="pipe" if isinstance(spec, McpStdio) else "tcp",
+        transport="tcp" if address is not None else "pipe",
         protocol_version=conn.protocol_version if conn is not None else None,
         session_id=conn.session_id if conn is not None else None,
         request_id=conn.request_ids.pop(call_id, None) if conn is not None else None,
@@ -417,7 +418,7 @@ class McpTool(Tool):
 
     The server validates the arguments. ``annotations`` carries the server's tool
     annotations (``readOnlyHint``, ``destructiveHint``, ``idempotentHint``) as
-    :class:`~loopobs.core.events.ToolAnnotations` (None when the server gives
+    :class:`~loopobs.contract.events.ToolAnnotations` (None when the server gives
     none), which the detectors read as they do for local tools.
     """
 
@@ -429,7 +430,7 @@ class McpTool(Tool):
         self.description = listed.description or ""
         self.timeout = None
         self.parameters = dict(listed.input_schema or {"type": "object"})
-        from loopobs.core.model import ToolDefinition
+        from loopobs.contract.model import ToolDefinition
 
         self.definition = ToolDefinition(name=self.name, description=self.description,
                                          parameters=self.parameters)

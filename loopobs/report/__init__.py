@@ -23,8 +23,8 @@ from importlib import resources
 from pathlib import Path
 from typing import IO
 
-from loopobs.core.events import EventContext
-from loopobs.core.observer import EventSink
+from loopobs.contract.events import EventContext
+from loopobs.contract.observer import EventSink
 from loopobs.report._runs import RunRecord, fold_runs
 
 __all__ = ["ReportStats", "RunRecord", "fold_runs", "render_report", "write_report"]

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from loopobs.core.events import EventContext
+from loopobs.contract.events import EventContext
 
 __all__ = ["RunRecord", "fold_runs"]
 

@@ -22,8 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from loopobs.core.detectors import ConvergenceDetector, Normaliser, RepetitionDetector
-from loopobs.core.events import (
+from loopobs.contract.events import (
     CompactionContext,
     ConvergenceDetectedContext,
     LoopDetectedContext,
@@ -35,8 +34,9 @@ from loopobs.core.events import (
     ToolPostContext,
     TurnStartContext,
 )
-from loopobs.core.hashing import result_hash
-from loopobs.core.observer import LoopObserver, ObserverSet
+from loopobs.contract.hashing import result_hash
+from loopobs.contract.observer import LoopObserver, ObserverSet
+from loopobs.detectors import ConvergenceDetector, Normaliser, RepetitionDetector
 
 Label = Literal["loop", "converged", "ok"]
 

@@ -1,48 +1,15 @@
-"""Detectors: runaway tool loops and converged answers, told apart from productive work.
+"""Deprecated: moved to :mod:`loopobs.detectors`.
 
-Both detectors are observers. Add them to an :class:`~loopobs.core.observer.ObserverSet`
-(``AgentLoop`` does it for you); when they detect something they emit
-``on_loop_detected`` / ``on_convergence_detected`` into every set they are
-attached to, so tracing and metrics observers in that set see the detection,
-and the loop applies its ``action``. They work the same on a loop that is not
-ours, fed by hand-emitted events. A detection is emitted while the set is
-still delivering the event that caused it, so observers registered *after* the
-detector receive the detection before that event: register detectors last.
-
-- :class:`RepetitionDetector` (:mod:`.repetition`) watches tool calls, normalised
-  by a :class:`Normaliser` (:mod:`.normalise`), for repeats, cycles, the same
-  result for different arguments and over-long polling.
-- :class:`ConvergenceDetector` (:mod:`.convergence`) compares final answers.
-
-Every detection carries its reason (``signal``, ``reason`` and the calls
-involved). State is kept per session (runs are mapped to their session at
-``on_run_start``; an event for a run never started is keyed on its run id), is
-bounded whatever the session's length, is guarded by one lock per detector, and
-is cleared by ``reset()``. Hashes that reach events are stable BLAKE2b digests
-(:mod:`loopobs.core.hashing`), never Python's salted ``hash()``, which serves only
-as an in-process key for state that never leaves the process.
+This path goes away in loopobs 0.3. Unlike the module shims, this package stays a
+package of its own, so that its submodules (``loopobs.core.detectors.repetition`` …)
+resolve to their shims rather than to second copies of the new modules.
 """
 
-from loopobs.core.detectors._session import DEFAULT_MAX_SESSIONS
-from loopobs.core.detectors.convergence import (
-    SKETCH_SIZE,
-    ConvergenceAction,
-    ConvergenceDetector,
-    answer_sketch,
-    sketch_similarity,
-)
-from loopobs.core.detectors.normalise import Normaliser, ToolNormalisation, mask_volatile
-from loopobs.core.detectors.repetition import RepetitionDetector
+import warnings
 
-__all__ = [
-    "DEFAULT_MAX_SESSIONS",
-    "SKETCH_SIZE",
-    "ConvergenceAction",
-    "ConvergenceDetector",
-    "Normaliser",
-    "RepetitionDetector",
-    "ToolNormalisation",
-    "answer_sketch",
-    "mask_volatile",
-    "sketch_similarity",
-]
+from loopobs._moved import REMOVED_IN
+from loopobs.detectors import *  # noqa: F403
+from loopobs.detectors import __all__ as __all__
+
+warnings.warn("loopobs.core.detectors moved to loopobs.detectors; the old path goes away in "
+              f"loopobs {REMOVED_IN}", DeprecationWarning, stacklevel=2)

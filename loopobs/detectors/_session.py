@@ -7,8 +7,8 @@ from collections import OrderedDict
 from typing import Final, Generic, TypeVar
 from uuid import UUID
 
-from loopobs.core.events import RunEndContext, RunStartContext
-from loopobs.core.observer import LoopObserver, ObserverSet
+from loopobs.contract.events import RunEndContext, RunStartContext
+from loopobs.contract.observer import LoopObserver, ObserverSet
 
 __all__ = ["DEFAULT_MAX_SESSIONS", "SessionDetector"]
 

@@ -1,0 +1,48 @@
+"""Detectors: runaway tool loops and converged answers, told apart from productive work.
+
+Both detectors are observers. Add them to an :class:`~loopobs.contract.observer.ObserverSet`
+(``AgentLoop`` does it for you); when they detect something they emit
+``on_loop_detected`` / ``on_convergence_detected`` into every set they are
+attached to, so tracing and metrics observers in that set see the detection,
+and the loop applies its ``action``. They work the same on a loop that is not
+ours, fed by hand-emitted events. A detection is emitted while the set is
+still delivering the event that caused it, so observers registered *after* the
+detector receive the detection before that event: register detectors last.
+
+- :class:`RepetitionDetector` (:mod:`.repetition`) watches tool calls, normalised
+  by a :class:`Normaliser` (:mod:`.normalise`), for repeats, cycles, the same
+  result for different arguments and over-long polling.
+- :class:`ConvergenceDetector` (:mod:`.convergence`) compares final answers.
+
+Every detection carries its reason (``signal``, ``reason`` and the calls
+involved). State is kept per session (runs are mapped to their session at
+``on_run_start``; an event for a run never started is keyed on its run id), is
+bounded whatever the session's length, is guarded by one lock per detector, and
+is cleared by ``reset()``. Hashes that reach events are stable BLAKE2b digests
+(:mod:`loopobs.contract.hashing`), never Python's salted ``hash()``, which serves only
+as an in-process key for state that never leaves the process.
+"""
+
+from loopobs.detectors._session import DEFAULT_MAX_SESSIONS
+from loopobs.detectors.convergence import (
+    SKETCH_SIZE,
+    ConvergenceAction,
+    ConvergenceDetector,
+    answer_sketch,
+    sketch_similarity,
+)
+from loopobs.detectors.normalise import Normaliser, ToolNormalisation, mask_volatile
+from loopobs.detectors.repetition import RepetitionDetector
+
+__all__ = [
+    "DEFAULT_MAX_SESSIONS",
+    "SKETCH_SIZE",
+    "ConvergenceAction",
+    "ConvergenceDetector",
+    "Normaliser",
+    "RepetitionDetector",
+    "ToolNormalisation",
+    "answer_sketch",
+    "mask_volatile",
+    "sketch_similarity",
+]

@@ -1,0 +1,291 @@
+"""ConvergenceDetector: the agent keeps giving the same final answer."""
+
+from __future__ import annotations
+
+import heapq
+import re
+import zlib
+from collections import Counter, deque
+from typing import Final, get_args
+
+from loopobs.contract.events import (
+    ConvergenceAction,
+    ConvergenceDetectedContext,
+    ResponseContext,
+    TurnStartContext,
+)
+from loopobs.detectors._session import DEFAULT_MAX_SESSIONS, SessionDetector
+from loopobs.detectors.normalise import mask_dates
+
+__all__ = ["SKETCH_SIZE", "ConvergenceAction", "ConvergenceDetector", "answer_sketch",
+           "sketch_similarity"]
+
+_CONVERGENCE_ACTIONS: Final = frozenset(get_args(ConvergenceAction))
+
+SKETCH_SIZE: Final = 128
+"""Hashes kept per answer: answers with fewer words are compared exactly."""
+
+_WORD: Final = re.compile(r"\w+")
+_NUMBER: Final = re.compile(r"\b\d+(?:[.,]\d+)*\b")
+_MASK64: Final = (1 << 64) - 1
+_GOLDEN: Final = 0x9E3779B97F4A7C15
+_SALT: Final = 0x5BD1E995
+_MAX_NUMBERS: Final = 16
+_MAX_CHARS: Final = 100_000
+"""Characters of an answer (or question) that are compared; the rest is ignored."""
+_LONG_ANSWER_TOKENS: Final = 20
+_SHORT_ANSWER_TOKENS: Final = 12
+_QUESTION_SIMILARITY: Final = 0.9
+_REQUEST_WORDS: Final = 4
+
+_NONE: Final = 0
+_FIRED: Final = 1
+_STOPPED: Final = 2
+
+
+def _tokens(text: str) -> tuple[list[str], tuple[str, ...]]:
+    """Case-folded words with dates and times masked and numbers as ``#``; and the
+    numbers themselves (durations stay: in an answer "p95 is 120 ms" is a figure)."""
+    masked = mask_dates(text[:_MAX_CHARS].casefold())
+    numbers = tuple(_NUMBER.findall(masked)[:_MAX_NUMBERS])
+    words = ["#" if w.isdigit() else w for w in _WORD.findall(_NUMBER.sub(" 0 ", masked))]
+    return words, numbers
+
+
+def _word_hash(word: str) -> int:
+    """A stable 64-bit hash of one word: two CRC-32s (one salted), cheaper than BLAKE2b
+    for the hundreds of words of an answer; a sketch never leaves the process."""
+    data = word.encode("utf-8", "surrogatepass")
+    return zlib.crc32(data) << 32 | zlib.crc32(data, _SALT)
+
+
+def _sketch(words: list[str], k: int) -> frozenset[int]:
+    """Bottom-``k`` MinHash of the *multiset* of ``words``: the i-th repeat of a word is an
+    element of its own, so one changed word in a long answer is a small change."""
+    hashes: list[int] = []
+    for word, count in Counter(words).items():
+        h = _word_hash(word)
+        hashes.append(h)
+        for n in range(1, count):
+            hashes.append((h + n * _GOLDEN) & _MASK64)
+    if len(hashes) <= k:
+        return frozenset(hashes)
+    return frozenset(heapq.nsmallest(k, hashes))
+
+
+def answer_sketch(text: str, k: int = SKETCH_SIZE) -> frozenset[int]:
+    """The bottom-``k`` MinHash sketch of ``text``'s words, counted with repeats.
+
+    Words are ``\\w+`` runs of the case-folded text, with dates and times
+    masked and every number read as one placeholder word, each hashed
+    to a stable 64 bits (two CRC-32s; the n-th repeat of a word offset by n); the sketch
+    keeps the ``k`` smallest hashes.
+    """
+    return _sketch(_tokens(text)[0], k)
+
+
+def sketch_similarity(a: frozenset[int], b: frozenset[int], k: int = SKETCH_SIZE) -> float:
+    """Estimated Jaccard similarity of the word multisets behind two sketches (exact below ``k``).
+
+    The bottom-``k`` estimator: of the ``k`` smallest hashes of the union, the
+    share present in both sketches. Two empty sketches are not similar.
+    """
+    if not a or not b:
+        return 0.0
+    union = a | b
+    if len(union) <= k:
+        return len(a & b) / len(union)
+    smallest = set(sorted(union)[:k])
+    return len(smallest & a & b) / k
+
+
+class _Answer:
+    __slots__ = ("numbers", "question", "size", "sketch")
+
+    def __init__(self, sketch: frozenset[int], size: int, numbers: tuple[str, ...],
+                 question: tuple[frozenset[int], int] | None) -> None:
+        self.sketch, self.size, self.numbers, self.question = sketch, size, numbers, question
+
+
+class _Answers:
+    __slots__ = ("history", "level", "question", "streak")
+
+    def __init__(self, keep: int) -> None:
+        self.history: deque[_Answer] = deque(maxlen=keep)
+        self.question: tuple[frozenset[int], int] | None = None
+        self.streak = 0
+        self.level = _NONE
+
+
+def _counter_step(old: str, new: str, back: int) -> bool:
+    """Two integers a counter apart: ``new`` is ``old`` plus the answers' distance."""
+    return old.isdigit() and new.isdigit() and int(new) - int(old) == back
+
+
+class ConvergenceDetector(SessionDetector[_Answers]):
+    """Detects converged final answers: the agent keeps giving the same answer.
+
+    Reads ``on_response`` for responses without tool calls (``tool_calls == 0``,
+    a final answer) and ``on_turn_start`` for the question (``query``). Each answer
+    becomes a bottom-k MinHash sketch of its words *with repeats* (constant memory
+    per session), so similarity is robust to length: a long answer that changes
+    one word is the same answer, and so is one within two words of it once both
+    have at least 20 words. Dates, times and durations are masked and numbers
+    compared apart: an answer whose numbers moved by no more than a counter step
+    (``attempt 4`` → ``attempt 5``) is the same answer, one whose figures changed
+    is new. A short answer (under 12 words, "Done.") to a new request (a question
+    of at least 4 words unlike the earlier one) is never the same answer; to a
+    short follow-up ("are you sure?", "continue") it is compared as usual. Only the
+    first 100,000 characters of an answer count.
+
+    A new answer is compared with the session's last ``history`` answers, nearest
+    first: alike to one of them (at least ``similarity``) extends the streak, else
+    it restarts at 1; an empty answer clears it. Two drafts alternating are alike
+    to the answer two back. At ``consecutive`` the detector emits
+    ``on_convergence_detected`` with ``action``; at ``stop_after`` (if the streak
+    goes on, and ``action`` did not already end the run) with ``action="stop"``.
+    Each fires once per streak. The event says why: ``signal`` (``same_answer`` or
+    ``alternating``), ``reason`` and ``compared_with``. For ``stop`` and
+    ``ask_user``, which end the run, the session's state is cleared.
+
+    Args:
+        similarity: how alike two answers must be, in (0, 1].
+        consecutive: answers in a row that make a convergence; at least 2.
+        action: what the loop should do at ``consecutive``: ``stop``, ``warn``,
+            ``compact``, ``ask_user`` or ``switch_phase``.
+        stop_after: answers in a row that stop the run; 0 never stops. With the
+            defaults a warning comes at the third alike answer and a stop at the fifth.
+        history: earlier answers each new one is compared with; at least 1.
+        max_sessions: sessions remembered; the least recently active are dropped.
+    """
+
+    name = "ConvergenceDetector"
+
+    def __init__(
+        self,
+        similarity: float = 0.95,
+        consecutive: int = 3,
+        action: ConvergenceAction = "warn",
+        *,
+        stop_after: int = 5,
+        history: int = 4,
+        max_sessions: int = DEFAULT_MAX_SESSIONS,
+    ) -> None:
+        if not 0.0 < similarity <= 1.0:
+            raise ValueError("similarity must be in (0, 1]")
+        if consecutive < 2:
+            raise ValueError("consecutive must be at least 2")
+        if action not in _CONVERGENCE_ACTIONS:
+            raise ValueError(
+                f"action must be one of {sorted(_CONVERGENCE_ACTIONS)}, got {action!r}"
+            )
+        if stop_after and stop_after < consecutive:
+            raise ValueError("stop_after must be 0 (never stop) or at least consecutive")
+        if history < 1:
+            raise ValueError("history must be at least 1")
+        super().__init__(max_sessions=max_sessions)
+        self.similarity = similarity
+        self.consecutive = consecutive
+        self.action: ConvergenceAction = action
+        self.stop_after = stop_after
+        self.history = history
+
+    def __repr__(self) -> str:
+        return (
+            f"ConvergenceDetector(similarity={self.similarity}, "
+            f"consecutive={self.consecutive}, action={self.action!r}, "
+            f"stop_after={self.stop_after}, history={self.history})"
+        )
+
+    def _new_state(self) -> _Answers:
+        return _Answers(self.history)
+
+    def on_turn_start(self, ctx: TurnStartContext) -> None:
+        """Remember the turn's question, to tell short answers to different requests apart."""
+        question = None
+        if ctx.query:
+            # Numbers kept: "close issue 101" and "close issue 102" are different requests.
+            words = _WORD.findall(ctx.query[:_MAX_CHARS].casefold())
+            question = (_sketch(words, SKETCH_SIZE), len(words))
+        with self._lock:
+            _, s = self._state(ctx.run_id)
+            s.question = question
+
+    def _alike(self, old: _Answer, new: _Answer, back: int) -> float | None:
+        """The similarity of two answers if they are the same answer, else ``None``."""
+        score = sketch_similarity(old.sketch, new.sketch)
+        same = score >= self.similarity
+        if not same and min(old.size, new.size) >= _LONG_ANSWER_TOKENS and score > 0:
+            # Tokens in one answer and not the other, from the Jaccard estimate and the sizes.
+            differing = (1.0 - score) * (old.size + new.size) / (1.0 + score)
+            same = differing <= 2.5
+        if not same:
+            return None
+        if old.numbers != new.numbers and len(old.numbers) == len(new.numbers) and not all(
+            a == b or _counter_step(a, b, back) for a, b in zip(old.numbers, new.numbers,
+                                                                strict=True)
+        ):
+            return None
+        if (
+            old.question is not None and new.question is not None
+            and min(old.size, new.size) < _SHORT_ANSWER_TOKENS
+            and new.question[1] >= _REQUEST_WORDS
+            and sketch_similarity(old.question[0], new.question[0]) < _QUESTION_SIMILARITY
+        ):
+            return None
+        return score
+
+    def on_response(self, ctx: ResponseContext) -> None:
+        """Compare a final answer with the session's recent ones; emit on convergence.
+
+        Responses that ask for tool calls are ignored.
+        """
+        if ctx.tool_calls:
+            return
+        words, numbers = _tokens(ctx.text)
+        sketch = _sketch(words, SKETCH_SIZE)
+        with self._lock:
+            key, s = self._state(ctx.run_id)
+            if not sketch:
+                s.history.clear()
+                s.streak, s.level = 0, _NONE
+                return
+            answer = _Answer(sketch, len(words), numbers, s.question)
+            score, back = 0.0, 0
+            for i, old in enumerate(reversed(s.history), 1):
+                alike = self._alike(old, answer, i)
+                if alike is not None:
+                    score, back = alike, i
+                    break
+            if back:
+                s.streak += 1
+            else:
+                s.streak, s.level = 1, _NONE
+            s.history.append(answer)
+            streak = s.streak
+            action: ConvergenceAction
+            if self.stop_after and streak >= self.stop_after and s.level < _STOPPED \
+                    and self.action not in ("stop", "ask_user"):
+                s.level, action = _STOPPED, "stop"
+            elif streak >= self.consecutive and s.level < _FIRED:
+                s.level, action = _FIRED, self.action
+            else:
+                return
+            if action in ("stop", "ask_user"):
+                self._clear_session(key)
+            targets = self._targets
+        signal = "same_answer" if back == 1 else "alternating"
+        reason = (f"{streak} answers in a row each repeat one of the last {self.history} "
+                  f"(similarity {score:.2f} with the answer {back} back)")
+        event = ConvergenceDetectedContext(
+            run_id=ctx.run_id,
+            time_ns=ctx.time_ns,
+            action=action,
+            similarity=score,
+            consecutive=streak,
+            signal=signal,
+            reason=reason,
+            compared_with=back,
+        )
+        for target in targets:
+            target.on_convergence_detected(event)

@@ -1,0 +1,467 @@
+"""Normalisation before hashing: cosmetic differences in arguments and results do not count.
+
+Two calls that differ only in how a path is spelled, in whitespace, in a nonce
+or a timestamp, or in a rising timeout are the same call; two results that
+differ only in a server timestamp, a duration or a request id are the same
+result. :class:`Normaliser` holds the rules (defaults plus per-tool
+:class:`ToolNormalisation` overrides) and reports which rules changed a value,
+so a detection can say *why* two calls were taken as equal.
+
+Rules for arguments (applied by argument name, at any depth):
+
+- ``ignore``: dropped (nonces, cache-busters, request ids, ``since`` …);
+- ``mask_numbers``: numeric value replaced by a placeholder (timeouts, retry
+  counters, page numbers …); a masked page number is masked in the result too,
+  so a page past the last one reads as the same empty page;
+- ``paths`` (or, by default, any single-line string that looks like a path):
+  ``./``, ``..``, doubled and trailing slashes resolved, absolute paths under
+  one of ``path_roots`` made relative;
+- ``free_text`` (queries): compared as a set of case-folded words without
+  stop words and plural ``s``, so a reworded search is the same search;
+- ``case_insensitive``: case-folded;
+- every other single-line string: surrounding and repeated whitespace folded;
+  ISO 8601 timestamps in any string, and numbers that read as epoch seconds or
+  milliseconds, are masked.
+
+Results: ISO 8601 dates and times, times of day, durations (``0.53s``,
+``12 ms``), UUIDs, long hex ids and epoch timestamps are masked. Only the first
+``max_result_chars`` characters are normalised; the rest is hashed as is.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from loopobs.contract.hashing import canonical_json, encode
+
+__all__ = [
+    "DEFAULT_FREE_TEXT",
+    "DEFAULT_IGNORE",
+    "DEFAULT_MASK_NUMBERS",
+    "DEFAULT_PATH_KEYS",
+    "Normaliser",
+    "ToolNormalisation",
+    "mask_dates",
+    "mask_volatile",
+]
+
+DEFAULT_IGNORE: Final = frozenset({
+    "nonce", "cache_buster", "cachebuster", "cache_bust", "cb", "_", "_t", "ts", "timestamp",
+    "now", "request_id", "requestid", "idempotency_key", "trace_id", "correlation_id", "since",
+    "random", "rand", "salt",
+})
+"""Argument names dropped before hashing: they vary per call by design."""
+
+DEFAULT_MASK_NUMBERS: Final = frozenset({
+    "timeout", "timeout_s", "timeout_ms", "timeout_seconds", "wait", "wait_s", "wait_ms",
+    "wait_seconds", "delay", "delay_s", "backoff", "retry", "retries", "attempt", "attempts",
+    "max_wait", "poll_interval", "interval", "page", "page_number", "pageno",
+})
+"""Argument names whose numeric values are masked: budgets, retry counters, page numbers."""
+
+_PAGE_KEYS: Final = frozenset({"page", "page_number", "pageno"})
+
+DEFAULT_PATH_KEYS: Final = frozenset({
+    "path", "file", "filename", "file_path", "filepath", "dir", "directory", "folder", "cwd",
+    "dest", "destination", "src", "source", "target_path",
+})
+"""Argument names always treated as paths (other strings are, when they look like one)."""
+
+DEFAULT_FREE_TEXT: Final = frozenset({
+    "query", "q", "search", "search_query", "question", "keywords", "terms", "topic",
+})
+"""Argument names compared as a set of words: a reworded query is the same query."""
+
+_STOP_WORDS: Final = frozenset(
+    [
+        "a", "an", "and", "are", "as", "at", "be", "by", "do", "does", "for", "from", "how",
+        "i", "in", "is", "it", "me", "of", "on", "or", "the", "to", "what", "when", "where",
+        "which", "who", "why", "with", "about", "can", "could", "should", "would", "my", "our",
+        "this", "that", "these", "those", "find", "search", "show", "get", "look", "up",
+        "please"
+    ]
+)
+
+# One pass over the text for everything volatile; each alternative is a named
+# group so the kinds that matched can be reported. The pattern starts with a
+# character set (the first digit or hex letter, at a word start) so the engine
+# scans for it quickly instead of trying every branch at every position; the
+# branches then check what that first character was.
+_VOLATILE = re.compile(
+    r"[0-9a-fA-F](?<![\w.][0-9a-fA-F])(?:"
+    r"(?<=\d)(?P<time>\d{3}-\d\d-\d\d(?:[T ]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?"
+    r"(?:Z|[+-]\d\d:?\d\d)?)?|\d?:\d\d:\d\d(?:[.,]\d+)?|(?<=1)[5-9]\d{8}(?:\d{3})?(?:\.\d+)?)"
+    r"|(?<=\d)(?P<duration>\d*(?:\.\d+)?\s?(?:ms|µs|us|ns|s|sec|secs|seconds?|mins?|minutes?"
+    r"|h|hrs?|hours?))"
+    r"|(?P<id>[0-9a-fA-F]{7}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+    r"|[0-9a-f]{15,})"
+    r")(?!\w)"
+)
+_PLACEHOLDER: Final = {"time": "<time>", "duration": "<duration>", "id": "<id>"}
+_SPACES = re.compile(r"\s+")
+_DIGIT = re.compile(r"\d")
+_BLANKS: Final = frozenset(" \t\r\f\v")
+_NOTHING: Final[frozenset[str]] = frozenset()
+# A number written as text, with an optional unit: "30", "1.5 min", "30s".
+_NUMERIC_TEXT = re.compile(r"[\d.,:/\s]*\d[\d.,:/\s]*[a-zA-Zµ]{0,7}\s*")
+_QUERY_WORD = re.compile(r"<\w+>|\w+")  # placeholders (<time>) stay whole
+_TIMESTAMP_TEXT = re.compile(
+    r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?"
+)
+
+
+def mask_volatile(text: str, kinds: set[str] | None = None) -> str:
+    """``text`` with timestamps, durations and ids replaced by placeholders.
+
+    The names of the kinds that were masked (``time``, ``duration``, ``id``) are
+    added to ``kinds`` when given.
+    """
+    if _VOLATILE.search(text) is None:
+        return text
+
+    def repl(m: re.Match[str]) -> str:
+        kind = m.lastgroup or "time"
+        if kinds is not None:
+            kinds.add(kind)
+        return _PLACEHOLDER[kind]
+
+    return _VOLATILE.sub(repl, text)
+
+
+def mask_dates(text: str) -> str:
+    """``text`` with ISO 8601 dates and times, times of day and epoch timestamps masked."""
+    if _VOLATILE.search(text) is None:
+        return text
+    return _VOLATILE.sub(lambda m: "<time>" if m.lastgroup == "time" else m.group(), text)
+
+
+def _is_epoch(value: float) -> bool:
+    return 1.5e9 <= value < 2e9 or 1.5e12 <= value < 2e12
+
+
+def _looks_like_path(value: str) -> bool:
+    if not value or len(value) > 512 or "\n" in value or " " in value or "://" in value:
+        return False
+    return value[0] in "./~" or "/" in value
+
+
+@dataclass(frozen=True, slots=True)
+class ToolNormalisation:
+    """Argument rules for one tool, replacing the :class:`Normaliser` defaults it names.
+
+    Each set holds argument names (case-insensitive); ``None`` keeps the default.
+    ``case_insensitive=True`` folds the case of every string argument.
+    ``normalise_results=False`` hashes the tool's results exactly.
+    """
+
+    ignore: frozenset[str] | None = None
+    mask_numbers: frozenset[str] | None = None
+    paths: frozenset[str] | None = None
+    free_text: frozenset[str] | None = None
+    case_insensitive: frozenset[str] | bool = False
+    normalise_results: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class _Rules:
+    ignore: frozenset[str]
+    mask_numbers: frozenset[str]
+    paths: frozenset[str]
+    free_text: frozenset[str]
+    case_all: bool
+    case_keys: frozenset[str]
+    results: bool
+    special: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        # Names with a rule of their own, checked once per string argument.
+        object.__setattr__(self, "special", self.mask_numbers | self.free_text | self.case_keys)
+
+
+def _lower(names: Iterable[str]) -> frozenset[str]:
+    return frozenset(n.lower() for n in names)
+
+
+class Normaliser:
+    """The normalisation rules a :class:`~loopobs.RepetitionDetector` applies before hashing.
+
+    Immutable once made (the detectors share it between threads).
+
+    Args:
+        ignore: argument names dropped.
+        mask_numbers: argument names whose numbers are masked.
+        paths: argument names always treated as paths.
+        free_text: argument names compared as a set of words.
+        path_roots: absolute directories that relative paths are relative to
+            (an agent's workspace): ``/work/repo/src/a.py`` equals ``src/a.py``. ``None``
+            (the default) means the process's working directory when the normaliser
+            is made, where tools resolve relative paths unless told otherwise.
+        tools: per-tool overrides.
+        max_result_chars: how much of a result is normalised (the rest is hashed as is).
+        enabled: ``False`` hashes arguments (canonical JSON) and results exactly.
+    """
+
+    __slots__ = ("_default", "_per_tool", "_roots", "enabled", "free_text", "ignore",
+                 "mask_numbers", "max_result_chars", "path_roots", "paths", "tools")
+
+    def __init__(
+        self,
+        *,
+        ignore: Iterable[str] = DEFAULT_IGNORE,
+        mask_numbers: Iterable[str] = DEFAULT_MASK_NUMBERS,
+        paths: Iterable[str] = DEFAULT_PATH_KEYS,
+        free_text: Iterable[str] = DEFAULT_FREE_TEXT,
+        path_roots: Iterable[str] | None = None,
+        tools: Mapping[str, ToolNormalisation] | None = None,
+        max_result_chars: int = 16_384,
+        enabled: bool = True,
+    ) -> None:
+        self.ignore = _lower(ignore)
+        self.mask_numbers = _lower(mask_numbers)
+        self.paths = _lower(paths)
+        self.free_text = _lower(free_text)
+        self.path_roots = tuple(path_roots) if path_roots is not None else None
+        self.tools: Mapping[str, ToolNormalisation] = dict(tools or {})
+        self.max_result_chars = max_result_chars
+        self.enabled = enabled
+        default = _Rules(self.ignore, self.mask_numbers, self.paths, self.free_text, False,
+                         frozenset(), True)
+        per_tool = {}
+        for name, t in self.tools.items():
+            case_all = t.case_insensitive is True
+            case_keys = (frozenset() if isinstance(t.case_insensitive, bool)
+                         else _lower(t.case_insensitive))
+            per_tool[name] = _Rules(
+                default.ignore if t.ignore is None else _lower(t.ignore),
+                default.mask_numbers if t.mask_numbers is None else _lower(t.mask_numbers),
+                default.paths if t.paths is None else _lower(t.paths),
+                default.free_text if t.free_text is None else _lower(t.free_text),
+                case_all, case_keys, t.normalise_results,
+            )
+        given = self.path_roots if self.path_roots is not None else (os.getcwd(),)
+        self._default = default
+        self._per_tool = per_tool
+        self._roots = tuple(sorted((posixpath.normpath(r).rstrip("/") + "/" for r in given
+                                    if r.startswith("/") and r.rstrip("/")),
+                                   key=len, reverse=True))
+
+    def __repr__(self) -> str:
+        return (f"Normaliser(path_roots={self.path_roots!r}, tools={sorted(self.tools)!r}, "
+                f"enabled={self.enabled})")
+
+    def _rules(self, tool: str) -> _Rules:
+        return self._per_tool.get(tool, self._default)
+
+    # -- arguments -------------------------------------------------------------------------
+    def arguments_key(
+        self, tool: str, arguments: Mapping[str, Any]
+    ) -> tuple[int, frozenset[str], str | None, str]:
+        """The hash of ``arguments`` after normalisation, the rules that changed them,
+        the masked page number's text (if any, to be masked in the result as well) and
+        the normalised arguments' canonical JSON.
+
+        The hash is an in-process key (Python's string hash of the canonical JSON),
+        never recorded: :func:`~loopobs.contract.hashing.stable_hash64` of the text is the
+        stable form, equal to :func:`~loopobs.contract.hashing.arguments_hash` when no rule
+        changed anything.
+        """
+        if not self.enabled:
+            text = canonical_json(arguments)
+            return hash(text), _NOTHING, None, text
+        applied: set[str] = set()
+        page: list[str] = []
+        rules = self._per_tool.get(tool, self._default)
+        if type(arguments) is dict:
+            # The common case, flat arguments, walked here rather than through _walk.
+            out: dict[str, Any] = {}
+            ignore, string = rules.ignore, self._string
+            plain = True
+            for k, v in arguments.items():
+                if type(k) is not str:
+                    plain = False
+                    k = str(k)  # noqa: PLW2901
+                name = k.lower()
+                if name in ignore:
+                    applied.add("volatile")
+                    continue
+                t = type(v)
+                if t is str:
+                    out[k] = string(v, rules, applied, name)
+                elif t is bool or v is None:
+                    out[k] = v
+                else:
+                    v = self._walk(v, rules, applied, page, name)  # noqa: PLW2901
+                    t = type(v)
+                    if t is float and v.is_integer() and abs(v) < 2**53:
+                        v = int(v)  # noqa: PLW2901
+                    elif t is not int and t is not str and t is not float:
+                        plain = False
+                    out[k] = v
+            text = encode(out) if plain else canonical_json(out)
+        else:
+            text = canonical_json(self._walk(arguments, rules, applied, page, None))
+        # Kept in memory only (the loop's state), so Python's string hash will do; the
+        # stable hash of ``text`` is computed for a detection's event.
+        return (hash(text), frozenset(applied) if applied else _NOTHING,
+                page[0] if page else None, text)
+
+    @staticmethod
+    def shape_key(canonical: str) -> int:  # an in-process key, like arguments_key's
+        """The hash of normalised arguments (their canonical JSON, from :meth:`arguments_key`)
+        with standalone numbers masked too.
+
+        Two writes with the same shape differ only in counters or figures
+        ("revision 3" → "revision 4", ``"retries": 2``); numbers inside
+        identifiers and paths (``job/3``, ``v2``) still tell writes apart.
+        """
+        return hash(_NUMBER_TOKEN.sub("<n>", canonical))
+
+    def _walk(self, value: Any, rules: _Rules, applied: set[str], page: list[str],
+              key: str | None) -> Any:
+        t = type(value)
+        if t is dict or isinstance(value, Mapping):
+            out: dict[str, Any] = {}
+            for k, v in value.items():
+                name = str(k).lower()
+                if name in rules.ignore:
+                    applied.add("volatile")
+                    continue
+                out[str(k)] = self._walk(v, rules, applied, page, name)
+            return out
+        if t is list or t is tuple:
+            return [self._walk(v, rules, applied, page, key) for v in value]
+        if t is str:
+            return self._string(value, rules, applied, key)
+        if (t is int or t is float) and key is not None:
+            if key in rules.mask_numbers:
+                applied.add("number")
+                if key in _PAGE_KEYS:
+                    page.append(str(int(value)) if t is float and value.is_integer()
+                                else str(value))
+                return "<n>"
+            if _is_epoch(value):
+                applied.add("time")
+                return "<time>"
+        return value
+
+    def _string(self, value: str, rules: _Rules, applied: set[str], key: str | None) -> str:
+        special = key is not None and key in rules.special
+        if special:
+            if key in rules.free_text:
+                # Masked whole (dates span words) and word by word ("0h" after a ".").
+                words = sorted({_stem(mask_volatile(w)) for w in _QUERY_WORD.findall(
+                    mask_volatile(value.casefold())) if w not in _STOP_WORDS})
+                # "|" between words: a space could join "0" and "h" into a duration.
+                folded = "|".join(words) if words else _SPACES.sub(" ", value.strip())
+                if folded != value:
+                    applied.add("words")
+                return folded
+            if key in rules.case_keys:
+                folded = value.casefold()
+                if folded != value:
+                    applied.add("case")
+                    value = folded
+        if not value:
+            return value
+        if "\n" not in value and (
+            value[0] in _BLANKS or value[-1] in _BLANKS or "  " in value or "\t" in value
+            or value[0] in "/." or "./" in value or "//" in value or value[-1] == "/"
+        ):
+            # Folding whitespace and resolving a path can each expose work for the other
+            # ("a/ ./" → "a/ " → "a/" → "a"): repeat to a fixpoint.
+            for _ in range(8):  # each pass shortens the text; 8 is far more than needed
+                folded = self._fold_line(value, rules, applied, key)
+                if folded is value:
+                    break
+                value = folded
+                if not value:
+                    return value
+        if special and key in rules.mask_numbers and _NUMERIC_TEXT.fullmatch(value):
+            applied.add("number")
+            return "<n>"
+        if rules.case_all:
+            folded = value.casefold()
+            if folded != value:
+                applied.add("case")
+                value = folded
+        if "-" in value and _TIMESTAMP_TEXT.search(value):
+            masked = mask_volatile(value)
+            if masked != value:
+                applied.add("time")
+                value = masked
+        return value
+
+    def _fold_line(self, value: str, rules: _Rules, applied: set[str], key: str | None) -> str:
+        """One pass of whitespace and path folding over a non-empty single-line string;
+        ``value`` itself (the same object) when nothing changed."""
+        if value[0] in _BLANKS or value[-1] in _BLANKS or "  " in value or "\t" in value:
+            folded = _SPACES.sub(" ", value.strip())
+            applied.add("whitespace")
+            return folded if folded != value else value
+        # Only these spellings can change under normpath or a root.
+        if value[0] in "/." or "./" in value or "//" in value or value[-1] == "/":
+            return self._maybe_path(value, rules, applied, key)
+        return value
+
+    def _maybe_path(self, value: str, rules: _Rules, applied: set[str], key: str | None) -> str:
+        if not ((key is not None and key in rules.paths) or _looks_like_path(value)):
+            return value
+        path = self._path(value)
+        if path != value:
+            applied.add("path")
+            return path
+        return value
+
+    def _path(self, value: str) -> str:
+        if not value or "://" in value:
+            return value
+        path = posixpath.normpath(value)
+        if path.startswith("/"):
+            for root in self._roots:
+                if path.startswith(root) or path + "/" == root:
+                    path = path[len(root):] or "."
+                    break
+        return path
+
+    # -- results ---------------------------------------------------------------------------
+    def result_text(self, tool: str, text: str, page: str | None) -> str:
+        """``text`` with volatile parts masked (and ``page`` where the call masked it).
+
+        Returns ``text`` itself (the same object) when nothing was masked.
+        """
+        if not self.enabled or not self._rules(tool).results:
+            return text
+        head = text if len(text) <= self.max_result_chars else text[: self.max_result_chars]
+        # Everything masked holds a digit: text without one (a quick scan) has nothing to
+        # mask. sub() hands back the text itself when nothing matched.
+        masked = _VOLATILE.sub("<v>", head) if _DIGIT.search(head) is not None else head
+        if page is not None and page in masked:
+            masked = re.sub(rf"(?<![\w.]){re.escape(page)}(?![\w.])", "<n>", masked)
+        if masked is head or masked == head:
+            return text
+        return masked if head is text else masked + text[self.max_result_chars:]
+
+    def result_kinds(self, tool: str, text: str, page: str | None) -> set[str]:
+        """What :meth:`result_text` masks in ``text``: ``result:time``, ``result:page`` …"""
+        kinds: set[str] = set()
+        if not self.enabled or not self._rules(tool).results:
+            return kinds
+        head = text[: self.max_result_chars]
+        mask_volatile(head, kinds)
+        if page is not None and re.search(rf"(?<![\w.]){re.escape(page)}(?![\w.])", head):
+            kinds.add("page")
+        return {f"result:{k}" for k in kinds}
+
+
+_NUMBER_TOKEN = re.compile(r"(?<![\w./\-])\d+(?:\.\d+)?(?![\w/\-])")
+
+
+def _stem(word: str) -> str:
+    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+        return word[:-1]
+    return word
