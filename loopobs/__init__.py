@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # loaded on first use: see _LAZY
     )
 from loopobs.contract.errors import (
     BudgetExceeded,
+    BudgetUnavailable,
     Cancelled,
     CheckpointAlreadyResumed,
     ContextExceeded,
@@ -45,6 +46,7 @@ from loopobs.contract.errors import (
     ResumeError,
     SessionBusy,
     SessionClosed,
+    StoreUnavailable,
     StreamError,
     ToolError,
     ToolExecutionError,
@@ -153,6 +155,7 @@ __all__ = [
     "BudgetGuard",
     "BudgetLimit",
     "BudgetTracker",
+    "BudgetUnavailable",
     "CONTEXT_TYPES",
     "Cancelled",
     "Checkpoint",
@@ -224,6 +227,7 @@ __all__ = [
     "Sleep",
     "SleepContext",
     "Spend",
+    "StoreUnavailable",
     "StreamError",
     "StreamEvent",
     "StreamFailureContext",

@@ -14,6 +14,7 @@ import loopobs
 from loopobs.contract import errors
 from loopobs.contract.errors import (
     BudgetExceeded,
+    BudgetUnavailable,
     Cancelled,
     CheckpointAlreadyResumed,
     ContextExceeded,
@@ -33,6 +34,7 @@ from loopobs.contract.errors import (
     ResumeError,
     SessionBusy,
     SessionClosed,
+    StoreUnavailable,
     StreamError,
     ToolError,
     ToolExecutionError,
@@ -65,6 +67,8 @@ SAMPLES: dict[type[LoopError], LoopError] = {
     MaxTurnsExceeded: MaxTurnsExceeded(max_turns=12),
     LoopDetected: LoopDetected(pattern="search×5"),
     BudgetExceeded: BudgetExceeded(limit="usd", value=0.0123, budget=0.01, scope="session"),
+    StoreUnavailable: StoreUnavailable(store="redis://127.0.0.1:6379/0", reason="ping timed out"),
+    BudgetUnavailable: BudgetUnavailable(store="redis://127.0.0.1:6379/0", reason="down"),
     Cancelled: Cancelled("user hit ^C"),
     SessionBusy: SessionBusy(session_id="s-1"),
     ResumeError: ResumeError("run not parked"),

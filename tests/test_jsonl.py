@@ -91,6 +91,8 @@ ERROR_FIELDS: dict[str, st.SearchStrategy[Any]] = {
     "server": TEXT,
     "context_provider": TEXT,
     "kind": TEXT,
+    "store": TEXT,
+    "reason": TEXT,
     "code": st.none() | INTS,
     "queue": TEXT,
     "capacity": INTS,

@@ -20,6 +20,8 @@ same objects in ``StreamFailureContext.error``, ``TurnEndContext.error`` and
     ├── MaxTurnsExceeded            the run used its turn budget
     ├── LoopDetected                a detector stopped a runaway loop or converged answers
     ├── BudgetExceeded              a budget limit (USD, tokens, calls, wall time) was crossed
+    ├── StoreUnavailable            a shared store (Redis …) failed or passed its deadline
+    │   └── BudgetUnavailable       a shared budget could not be checked (``fail_closed``)
     ├── Cancelled                   the run was cancelled
     ├── SessionBusy                 a second run was started on a session that is running
     ├── ToolNameClash               two tools have one name (also a ``ValueError``)
@@ -51,6 +53,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BudgetExceeded",
+    "BudgetUnavailable",
     "Cancelled",
     "CheckpointAlreadyResumed",
     "ContextExceeded",
@@ -70,6 +73,7 @@ __all__ = [
     "ResumeError",
     "SessionBusy",
     "SessionClosed",
+    "StoreUnavailable",
     "StreamError",
     "ToolError",
     "ToolExecutionError",
@@ -638,6 +642,26 @@ class BudgetExceeded(LoopError):
         self.value = value
         self.budget = budget
         self.scope = scope
+
+
+class StoreUnavailable(LoopError):
+    """A shared store (Redis, a database) did not answer in time or failed: ``store`` names it.
+
+    Raised by the fleet parts (shared budgets, session stores, checkpoint claims);
+    ``reason`` says what failed, never a password.
+    """
+
+    _fields: ClassVar[tuple[str, ...]] = ("store", "reason")
+
+    def __init__(self, message: str = "", *, store: str = "", reason: str = "") -> None:
+        super().__init__(message or f"store {store} unavailable: {reason}")
+        self.store = store
+        self.reason = reason
+
+
+class BudgetUnavailable(StoreUnavailable):
+    """A shared budget could not be checked (its store is down or slow) and the policy is
+    ``fail_closed``: the model call was refused rather than made unguarded."""
 
 
 class Cancelled(LoopError):
