@@ -15,7 +15,8 @@ in the same process, in the same run:
 - an MCP tool call through the loop vs the same call with the ``mcp`` SDK directly, on one
   connection to a local stdio server (``bench_mcp``);
 - a LangGraph run and an instrumented app without the adapters (``bench_adapters``);
-- OpenAI Agents SDK and pydantic-ai runs without their adapters (``bench_framework_adapters``).
+- OpenAI Agents SDK and pydantic-ai runs without their adapters (``bench_framework_adapters``);
+- a shared-budget reservation and commit on local Redis vs a bare PING (``bench_fleet``).
 
 Each script's own table is printed as it runs; the summary comes last.
 """
@@ -39,7 +40,7 @@ from bench._util import fmt_ns, print_table
 SCRIPTS = ("bench_dispatch", "bench_loop", "bench_detectors", "bench_otel", "bench_prometheus",
            "bench_chunks", "bench_sdk_share", "bench_stack", "bench_load", "bench_soak",
            "bench_report", "bench_sse", "bench_cost", "bench_mcp", "bench_adapters",
-           "bench_framework_adapters", "bench_import", "bench_request")
+           "bench_framework_adapters", "bench_import", "bench_request", "bench_fleet")
 
 
 def _run(name: str, quick: bool) -> Any:
@@ -198,6 +199,12 @@ def summary(results: dict[str, Any]) -> list[list[str]]:
         if row[0].endswith("cached vs whole"):
             add(f"{row[0].split(':')[0]}: 1,000-turn conversation, requests built from cached "
                 "messages vs whole history", "", "", row[3])
+    fleet = results.get("bench_fleet") or []
+    if fleet:
+        ping = fleet[0]
+        for row in fleet[1:]:
+            add(f"shared budget per model call: {row.name}", fmt_ns(row.median_ns),
+                fmt_ns(ping.median_ns), f"{row.median_ns / ping.median_ns:.2f}×")
     return out
 
 
