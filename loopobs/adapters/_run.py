@@ -50,9 +50,11 @@ action ``stop`` (or ``ask_user``) marks the run stopped; the adapter then raises
 :class:`RunStopped` into the framework at the next point where the framework lets
 an exception through (:meth:`AdapterRun.raise_if_stopped`). ``warn`` (and
 ``switch_phase``, ``compact``) leave the run alone: the detection is still
-reported to every observer. A :class:`~loopobs.cost.budget.BudgetGuard` passed
+reported to every observer. A :class:`~loopobs.cost.spending.BudgetGuard` passed
 among the detectors stops a run over budget the same way (status
-``budget_exceeded``); other guards call :meth:`StopPolicy.stop`.
+``budget_exceeded``); other guards call :meth:`StopPolicy.stop`. The verdicts are
+decided by the loop's own policy (:func:`loopobs.loop.policy.decide`), so a framework
+run stops where, why and with the message an ``AgentLoop`` run would.
 
 Hooks of an adapter must never break the framework: wrap each framework callback
 in :func:`shielded`, which logs and swallows anything but :class:`RunStopped`.
@@ -81,9 +83,6 @@ from loopobs.contract.errors import (
     ToolExecutionError,
 )
 from loopobs.contract.events import (
-    BudgetExceededContext,
-    ConvergenceDetectedContext,
-    LoopDetectedContext,
     ResponseContext,
     RunEndContext,
     RunStartContext,
@@ -101,8 +100,10 @@ from loopobs.contract.events import (
     Usage,
 )
 from loopobs.contract.observer import LoopObserver, ObserverSet
-from loopobs.cost.budget import BudgetGuard, Spend
+from loopobs.cost.budget import Spend
 from loopobs.cost.pricing import PriceLookup, PricesArg, price_lookup, safe_cost
+from loopobs.cost.spending import BudgetGuard
+from loopobs.loop.policy import RunPolicy, Stop
 
 __all__ = [
     "AdapterRun",
@@ -147,6 +148,11 @@ class RunStopped(LoopDetected):
                  status: str = "loop_detected") -> None:
         super().__init__(message or f"stopped: {pattern}", pattern=pattern)
         self.status = status
+
+    @classmethod
+    def of(cls, stop: Stop) -> RunStopped:
+        """The exception for a stop the policy decided: its message, pattern and status."""
+        return cls(stop.message, pattern=stop.pattern, status=stop.status.value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,64 +205,51 @@ def _run_error(error: BaseException) -> LoopError:
 # -- the policy -------------------------------------------------------------------------------
 
 
-class StopPolicy(LoopObserver):
-    """Turns verdicts into stops for the runs of one tracker.
+class StopPolicy(RunPolicy):
+    """The stop policy of an adapter's runs: :class:`~loopobs.loop.policy.RunPolicy`, whose
+    stops are raised into the framework as :class:`RunStopped`.
 
     Verdicts arrive as ``on_loop_detected`` / ``on_convergence_detected`` (detectors)
-    and ``on_budget_exceeded`` (a :class:`~loopobs.cost.budget.BudgetGuard` among the
-    tracker's detectors); action ``stop`` (or ``ask_user``) stops the run, any other
-    action leaves it alone. Other guards call :meth:`stop` directly. The first stop
-    of a run wins; the adapter raises it into the framework.
+    and ``on_budget_exceeded`` (a :class:`~loopobs.cost.spending.BudgetGuard` among the
+    tracker's detectors) and are decided by :func:`loopobs.loop.policy.decide`, as for
+    ``AgentLoop``: the same stops, statuses and messages. Notes and compaction, which a
+    framework run cannot take, are dropped. Other guards call :meth:`stop` directly.
+    The first stop of a run wins; the adapter raises it into the framework.
     """
 
     name = "loopobs.adapter_policy"
 
     def __init__(self) -> None:
-        self._stops: dict[uuid.UUID, RunStopped | None] = {}
-        self._lock = threading.Lock()
+        super().__init__()
+        self._raised: dict[uuid.UUID, RunStopped] = {}
 
     def watch(self, run_id: uuid.UUID) -> None:
         """Start taking verdicts for ``run_id``."""
-        with self._lock:
-            self._stops[run_id] = None
+        self.open(run_id)
 
     def forget(self, run_id: uuid.UUID) -> None:
         """Stop taking verdicts for ``run_id`` (it ended)."""
-        with self._lock:
-            self._stops.pop(run_id, None)
+        self.close(run_id)
+        self._raised.pop(run_id, None)
 
     def stop(self, run_id: uuid.UUID, error: RunStopped) -> None:
         """Stop ``run_id`` with ``error``, unless it is already stopped or not watched."""
-        with self._lock:
-            if run_id in self._stops and self._stops[run_id] is None:
-                self._stops[run_id] = error
+        if self.stop_of(run_id) is not None:
+            return
+        self.impose(run_id, Stop(_status(error.status), error, error.pattern))
+        decided = self.stop_of(run_id)
+        if decided is not None and decided.error is error:
+            self._raised.setdefault(run_id, error)
 
     def stopped(self, run_id: uuid.UUID) -> RunStopped | None:
-        """The stop decided for ``run_id``, if any."""
-        return self._stops.get(run_id)
-
-    def on_loop_detected(self, ctx: LoopDetectedContext) -> None:
-        """A repetition verdict: stop the run when its action says so."""
-        if ctx.action in ("stop", "ask_user"):
-            # The error reaches span status and logs: the tool and an argument hash, no values.
-            self.stop(ctx.run_id, RunStopped(
-                f"stopped: the tool call pattern {ctx.summary()} repeated "
-                f"{ctx.repetitions} times", pattern=ctx.summary(), status="loop_detected"))
-
-    def on_convergence_detected(self, ctx: ConvergenceDetectedContext) -> None:
-        """A convergence verdict: stop the run when its action says so."""
-        if ctx.action in ("stop", "ask_user"):
-            self.stop(ctx.run_id, RunStopped(
-                f"stopped: the last {ctx.consecutive} answers are nearly identical",
-                pattern="converged answers", status="converged"))
-
-    def on_budget_exceeded(self, ctx: BudgetExceededContext) -> None:
-        """A budget verdict (from a :class:`~loopobs.cost.budget.BudgetGuard`): stop on ``stop``."""
-        if ctx.action == "stop":
-            self.stop(ctx.run_id, RunStopped(
-                f"stopped: {ctx.scope} budget exceeded: {ctx.limit} {ctx.value:g} > "
-                f"{ctx.budget:g}", pattern=f"{ctx.limit} budget",
-                status=RunStatus.BUDGET_EXCEEDED.value))
+        """The stop decided for ``run_id``, as the exception to raise, if any."""
+        raised = self._raised.get(run_id)
+        if raised is not None:
+            return raised
+        stop = self.stop_of(run_id)
+        if stop is None:
+            return None
+        return self._raised.setdefault(run_id, RunStopped.of(stop))
 
 
 def _default_detectors() -> list[LoopObserver]:
