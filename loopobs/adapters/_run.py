@@ -318,16 +318,24 @@ class RunTracker:
     def start_run(self, *, agent: str | None = None, model: str = "",
                   session_id: uuid.UUID | None = None, instructions: str = "",
                   query: str = "", resumed_from: uuid.UUID | None = None,
-                  time_ns: int | None = None) -> AdapterRun:
+                  time_ns: int | None = None, branch_of: AdapterRun | None = None) -> AdapterRun:
         """Begin a run: emits ``on_run_start`` and returns the run to report into.
 
         ``session_id`` ties runs of one conversation together (turn numbers keep
         counting across them); ``None`` makes a fresh session. ``query`` is the
         user's latest message, reported on each turn start (content).
+
+        ``branch_of`` reports a parallel branch of a running run as a run of its own
+        that is still part of it: it joins that run's session, counts against its
+        budgets (the budget guards are told before ``on_run_start``), and is stopped
+        when that run is.
         """
+        if branch_of is not None:
+            session_id = branch_of.session_id
         return AdapterRun(self, agent=agent or self.agent, model=model,
                          session_id=session_id or uuid.uuid4(), instructions=instructions,
-                         query=query, resumed_from=resumed_from, time_ns=time_ns)
+                         query=query, resumed_from=resumed_from, time_ns=time_ns,
+                         branch_of=branch_of)
 
     # -- used by AdapterRun ----------------------------------------------------------------
     def _next_turn(self, session_id: uuid.UUID) -> int:
@@ -402,9 +410,11 @@ class AdapterRun:
 
     def __init__(self, tracker: RunTracker, *, agent: str, model: str, session_id: uuid.UUID,
                  instructions: str, query: str, resumed_from: uuid.UUID | None,
-                 time_ns: int | None) -> None:
+                 time_ns: int | None, branch_of: AdapterRun | None = None) -> None:
         self.tracker = tracker
         self.run_id = uuid.uuid4()
+        self.branch_of = branch_of
+        """The run this one is a parallel branch of (see :meth:`RunTracker.start_run`)."""
         self.session_id = session_id
         self.agent = agent
         self.model = model
@@ -426,6 +436,9 @@ class AdapterRun:
         self._started_ns = time_ns if time_ns is not None else _now_ns()
         self._started = _perf()
         tracker._opened(self)
+        if branch_of is not None:
+            for guard in tracker.guards:
+                guard.branch(self.run_id, of=branch_of.run_id)
         em = tracker.emit
         if em.listens("on_run_start"):
             em.on_run_start(RunStartContext(
@@ -455,15 +468,21 @@ class AdapterRun:
 
     @property
     def stopped(self) -> RunStopped | None:
-        """The stop the policy decided for this run, if any."""
-        return self.tracker.policy.stopped(self.run_id)
+        """The stop the policy decided for this run (or the run it is a branch of), if any."""
+        policy = self.tracker.policy
+        stop = policy.stopped(self.run_id)
+        if stop is None and self.branch_of is not None:
+            stop = policy.stopped(self.branch_of.run_id)
+            if stop is not None:
+                policy.stop(self.run_id, stop)
+        return stop
 
     def raise_if_stopped(self) -> None:
         """Raise the run's :class:`RunStopped` if the policy stopped it.
 
         Call it from a framework hook that propagates exceptions into the run.
         """
-        stop = self.tracker.policy.stopped(self.run_id)
+        stop = self.stopped
         if stop is not None and not self._ended:
             raise stop
 
@@ -741,7 +760,7 @@ class AdapterRun:
                 return
             self._ended = True
             try:
-                stop = self.tracker.policy.stopped(self.run_id)
+                stop = self.stopped
                 err = _run_error(error) if error is not None else None
                 if status is None:
                     if isinstance(err, RunStopped):
