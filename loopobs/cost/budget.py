@@ -35,7 +35,7 @@ from uuid import UUID
 from loopobs.contract.errors import BudgetExceeded
 from loopobs.contract.events import BudgetExceededContext, BudgetLimit, Usage
 
-__all__ = ["Budget", "BudgetGuard", "BudgetTracker", "Spend", "error_of"]
+__all__ = ["DEFAULT_MAX_RUNS", "Budget", "BudgetGuard", "BudgetTracker", "Spend", "error_of"]
 
 Scope = Literal["run", "session"]
 
@@ -241,14 +241,16 @@ def error_of(verdict: BudgetExceededContext) -> BudgetExceeded:
 
 
 if TYPE_CHECKING:
-    from loopobs.cost.spending import BudgetGuard
+    from loopobs.cost.spending import DEFAULT_MAX_RUNS, BudgetGuard
+
+_MOVED_TO_SPENDING: Final = ("BudgetGuard", "DEFAULT_MAX_RUNS")
 
 
 def __getattr__(name: str) -> Any:
     # BudgetGuard moved to loopobs.cost.spending (it runs on RunSpending, the one budget
-    # path); this name keeps ``from loopobs.cost.budget import BudgetGuard`` working.
-    if name == "BudgetGuard":
-        from loopobs.cost.spending import BudgetGuard
+    # path); these names keep ``from loopobs.cost.budget import BudgetGuard`` working.
+    if name in _MOVED_TO_SPENDING:
+        from loopobs.cost import spending
 
-        return BudgetGuard
+        return getattr(spending, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

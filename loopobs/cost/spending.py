@@ -43,7 +43,7 @@ from loopobs.contract.events import (
     Usage,
 )
 from loopobs.contract.observer import LoopObserver, ObserverSet
-from loopobs.contract.token_counts import plausible_token_count
+from loopobs.contract.token_counts import plausible_token_count, plausible_usage
 from loopobs.cost.budget import Budget, BudgetTracker, Spend, error_of
 from loopobs.cost.pricing import PriceLookup, PricesArg, known_cost, price_lookup, safe_cost
 
@@ -87,8 +87,8 @@ class _Account:
 class RunSpending:
     """The spend of one run and of its session, and the budgets over them.
 
-    ``emit`` receives every verdict as it is decided (the loop passes its observer
-    set's ``on_budget_exceeded``); every check also returns its verdicts. A run made
+    ``emit`` receives every verdict as it is decided (an observer set, or a function
+    such as its ``on_budget_exceeded``); every check also returns its verdicts. A run made
     with ``branch_of`` is a branch of another (parallel branches of one framework
     run): it adds to that run's spend and is checked against that run's budget.
     Not thread-safe: one run (or the guard's lock) drives it.
@@ -104,12 +104,12 @@ class RunSpending:
     _session: SpendingAccount | None
 
     def __init__(self, *, run_id: UUID, prices: PriceLookup, budget: Budget | None,
-                 session: SpendingAccount | None, emit: Deliver | None = None,
+                 session: SpendingAccount | None, emit: Deliver | ObserverSet | None = None,
                  clock: Callable[[], float] = time.monotonic,
                  branch_of: RunSpending | None = None) -> None:
         self._run_id = run_id
         self._prices = prices
-        self._emit = emit
+        self._emit = emit.on_budget_exceeded if isinstance(emit, ObserverSet) else emit
         self._clock = clock
         self._branch = branch_of is not None
         if branch_of is not None:
@@ -160,6 +160,7 @@ class RunSpending:
         """
         if not self._trackers:
             return []
+        estimate, _ = plausible_usage(estimate)
         cost = safe_cost(self._prices, model, provider, estimate) if self._usd_limited else None
         return self._deliver([v for t in self._trackers
                               for v in t.before_call(self._run_id, estimate, cost)])
