@@ -12,7 +12,8 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 from loopobs.contract.compaction import Compactor, TruncatingCompactor, estimate_tokens
-from loopobs.cost.budget import Budget, BudgetGuard, BudgetTracker, Spend
+from loopobs.cost.budget import Budget, BudgetTracker, Spend
+from loopobs.cost.spending import BudgetGuard
 
 # Tool sources (MCP), context providers and long-lived sessions.
 from loopobs.loop.context_providers import ContextProvider, ProviderSpec

@@ -50,9 +50,11 @@ action ``stop`` (or ``ask_user``) marks the run stopped; the adapter then raises
 :class:`RunStopped` into the framework at the next point where the framework lets
 an exception through (:meth:`AdapterRun.raise_if_stopped`). ``warn`` (and
 ``switch_phase``, ``compact``) leave the run alone: the detection is still
-reported to every observer. A :class:`~loopobs.cost.budget.BudgetGuard` passed
+reported to every observer. A :class:`~loopobs.cost.spending.BudgetGuard` passed
 among the detectors stops a run over budget the same way (status
-``budget_exceeded``); other guards call :meth:`StopPolicy.stop`.
+``budget_exceeded``); other guards call :meth:`StopPolicy.stop`. The verdicts are
+decided by the loop's own policy (:func:`loopobs.loop.policy.decide`), so a framework
+run stops where, why and with the message an ``AgentLoop`` run would.
 
 Hooks of an adapter must never break the framework: wrap each framework callback
 in :func:`shielded`, which logs and swallows anything but :class:`RunStopped`.
@@ -81,9 +83,6 @@ from loopobs.contract.errors import (
     ToolExecutionError,
 )
 from loopobs.contract.events import (
-    BudgetExceededContext,
-    ConvergenceDetectedContext,
-    LoopDetectedContext,
     ResponseContext,
     RunEndContext,
     RunStartContext,
@@ -101,8 +100,10 @@ from loopobs.contract.events import (
     Usage,
 )
 from loopobs.contract.observer import LoopObserver, ObserverSet
-from loopobs.cost.budget import BudgetGuard, Spend
+from loopobs.cost.budget import Spend
 from loopobs.cost.pricing import PriceLookup, PricesArg, price_lookup, safe_cost
+from loopobs.cost.spending import BudgetGuard
+from loopobs.loop.policy import RunPolicy, Stop
 
 __all__ = [
     "AdapterRun",
@@ -147,6 +148,11 @@ class RunStopped(LoopDetected):
                  status: str = "loop_detected") -> None:
         super().__init__(message or f"stopped: {pattern}", pattern=pattern)
         self.status = status
+
+    @classmethod
+    def of(cls, stop: Stop) -> RunStopped:
+        """The exception for a stop the policy decided: its message, pattern and status."""
+        return cls(stop.message, pattern=stop.pattern, status=stop.status.value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,64 +205,51 @@ def _run_error(error: BaseException) -> LoopError:
 # -- the policy -------------------------------------------------------------------------------
 
 
-class StopPolicy(LoopObserver):
-    """Turns verdicts into stops for the runs of one tracker.
+class StopPolicy(RunPolicy):
+    """The stop policy of an adapter's runs: :class:`~loopobs.loop.policy.RunPolicy`, whose
+    stops are raised into the framework as :class:`RunStopped`.
 
     Verdicts arrive as ``on_loop_detected`` / ``on_convergence_detected`` (detectors)
-    and ``on_budget_exceeded`` (a :class:`~loopobs.cost.budget.BudgetGuard` among the
-    tracker's detectors); action ``stop`` (or ``ask_user``) stops the run, any other
-    action leaves it alone. Other guards call :meth:`stop` directly. The first stop
-    of a run wins; the adapter raises it into the framework.
+    and ``on_budget_exceeded`` (a :class:`~loopobs.cost.spending.BudgetGuard` among the
+    tracker's detectors) and are decided by :func:`loopobs.loop.policy.decide`, as for
+    ``AgentLoop``: the same stops, statuses and messages. Notes and compaction, which a
+    framework run cannot take, are dropped. Other guards call :meth:`stop` directly.
+    The first stop of a run wins; the adapter raises it into the framework.
     """
 
     name = "loopobs.adapter_policy"
 
     def __init__(self) -> None:
-        self._stops: dict[uuid.UUID, RunStopped | None] = {}
-        self._lock = threading.Lock()
+        super().__init__()
+        self._raised: dict[uuid.UUID, RunStopped] = {}
 
     def watch(self, run_id: uuid.UUID) -> None:
         """Start taking verdicts for ``run_id``."""
-        with self._lock:
-            self._stops[run_id] = None
+        self.open(run_id)
 
     def forget(self, run_id: uuid.UUID) -> None:
         """Stop taking verdicts for ``run_id`` (it ended)."""
-        with self._lock:
-            self._stops.pop(run_id, None)
+        self.close(run_id)
+        self._raised.pop(run_id, None)
 
     def stop(self, run_id: uuid.UUID, error: RunStopped) -> None:
         """Stop ``run_id`` with ``error``, unless it is already stopped or not watched."""
-        with self._lock:
-            if run_id in self._stops and self._stops[run_id] is None:
-                self._stops[run_id] = error
+        if self.stop_of(run_id) is not None:
+            return
+        self.impose(run_id, Stop(_status(error.status), error, error.pattern))
+        decided = self.stop_of(run_id)
+        if decided is not None and decided.error is error:
+            self._raised.setdefault(run_id, error)
 
     def stopped(self, run_id: uuid.UUID) -> RunStopped | None:
-        """The stop decided for ``run_id``, if any."""
-        return self._stops.get(run_id)
-
-    def on_loop_detected(self, ctx: LoopDetectedContext) -> None:
-        """A repetition verdict: stop the run when its action says so."""
-        if ctx.action in ("stop", "ask_user"):
-            # The error reaches span status and logs: the tool and an argument hash, no values.
-            self.stop(ctx.run_id, RunStopped(
-                f"stopped: the tool call pattern {ctx.summary()} repeated "
-                f"{ctx.repetitions} times", pattern=ctx.summary(), status="loop_detected"))
-
-    def on_convergence_detected(self, ctx: ConvergenceDetectedContext) -> None:
-        """A convergence verdict: stop the run when its action says so."""
-        if ctx.action in ("stop", "ask_user"):
-            self.stop(ctx.run_id, RunStopped(
-                f"stopped: the last {ctx.consecutive} answers are nearly identical",
-                pattern="converged answers", status="converged"))
-
-    def on_budget_exceeded(self, ctx: BudgetExceededContext) -> None:
-        """A budget verdict (from a :class:`~loopobs.cost.budget.BudgetGuard`): stop on ``stop``."""
-        if ctx.action == "stop":
-            self.stop(ctx.run_id, RunStopped(
-                f"stopped: {ctx.scope} budget exceeded: {ctx.limit} {ctx.value:g} > "
-                f"{ctx.budget:g}", pattern=f"{ctx.limit} budget",
-                status=RunStatus.BUDGET_EXCEEDED.value))
+        """The stop decided for ``run_id``, as the exception to raise, if any."""
+        raised = self._raised.get(run_id)
+        if raised is not None:
+            return raised
+        stop = self.stop_of(run_id)
+        if stop is None:
+            return None
+        return self._raised.setdefault(run_id, RunStopped.of(stop))
 
 
 def _default_detectors() -> list[LoopObserver]:
@@ -325,16 +318,24 @@ class RunTracker:
     def start_run(self, *, agent: str | None = None, model: str = "",
                   session_id: uuid.UUID | None = None, instructions: str = "",
                   query: str = "", resumed_from: uuid.UUID | None = None,
-                  time_ns: int | None = None) -> AdapterRun:
+                  time_ns: int | None = None, branch_of: AdapterRun | None = None) -> AdapterRun:
         """Begin a run: emits ``on_run_start`` and returns the run to report into.
 
         ``session_id`` ties runs of one conversation together (turn numbers keep
         counting across them); ``None`` makes a fresh session. ``query`` is the
         user's latest message, reported on each turn start (content).
+
+        ``branch_of`` reports a parallel branch of a running run as a run of its own
+        that is still part of it: it joins that run's session, counts against its
+        budgets (the budget guards are told before ``on_run_start``), and is stopped
+        when that run is.
         """
+        if branch_of is not None:
+            session_id = branch_of.session_id
         return AdapterRun(self, agent=agent or self.agent, model=model,
                          session_id=session_id or uuid.uuid4(), instructions=instructions,
-                         query=query, resumed_from=resumed_from, time_ns=time_ns)
+                         query=query, resumed_from=resumed_from, time_ns=time_ns,
+                         branch_of=branch_of)
 
     # -- used by AdapterRun ----------------------------------------------------------------
     def _next_turn(self, session_id: uuid.UUID) -> int:
@@ -409,9 +410,11 @@ class AdapterRun:
 
     def __init__(self, tracker: RunTracker, *, agent: str, model: str, session_id: uuid.UUID,
                  instructions: str, query: str, resumed_from: uuid.UUID | None,
-                 time_ns: int | None) -> None:
+                 time_ns: int | None, branch_of: AdapterRun | None = None) -> None:
         self.tracker = tracker
         self.run_id = uuid.uuid4()
+        self.branch_of = branch_of
+        """The run this one is a parallel branch of (see :meth:`RunTracker.start_run`)."""
         self.session_id = session_id
         self.agent = agent
         self.model = model
@@ -433,6 +436,9 @@ class AdapterRun:
         self._started_ns = time_ns if time_ns is not None else _now_ns()
         self._started = _perf()
         tracker._opened(self)
+        if branch_of is not None:
+            for guard in tracker.guards:
+                guard.branch(self.run_id, of=branch_of.run_id)
         em = tracker.emit
         if em.listens("on_run_start"):
             em.on_run_start(RunStartContext(
@@ -462,15 +468,21 @@ class AdapterRun:
 
     @property
     def stopped(self) -> RunStopped | None:
-        """The stop the policy decided for this run, if any."""
-        return self.tracker.policy.stopped(self.run_id)
+        """The stop the policy decided for this run (or the run it is a branch of), if any."""
+        policy = self.tracker.policy
+        stop = policy.stopped(self.run_id)
+        if stop is None and self.branch_of is not None:
+            stop = policy.stopped(self.branch_of.run_id)
+            if stop is not None:
+                policy.stop(self.run_id, stop)
+        return stop
 
     def raise_if_stopped(self) -> None:
         """Raise the run's :class:`RunStopped` if the policy stopped it.
 
         Call it from a framework hook that propagates exceptions into the run.
         """
-        stop = self.tracker.policy.stopped(self.run_id)
+        stop = self.stopped
         if stop is not None and not self._ended:
             raise stop
 
@@ -748,7 +760,7 @@ class AdapterRun:
                 return
             self._ended = True
             try:
-                stop = self.tracker.policy.stopped(self.run_id)
+                stop = self.stopped
                 err = _run_error(error) if error is not None else None
                 if status is None:
                     if isinstance(err, RunStopped):

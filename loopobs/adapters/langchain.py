@@ -23,7 +23,9 @@ What becomes what:
   current run"), so they keep their parents whatever thread or task runs them;
   a graph invoked from inside a tool is a run of its own, nested under that
   tool's span; a model call running while another of the same run is in flight
-  (parallel branches) is reported as a run of its own for that branch.
+  (parallel branches) is reported as a run of its own for that branch, in the
+  graph run's session and under its budget and stop (a branch's calls never
+  escape the ``BudgetGuard`` of the run they are part of).
 
 The handler runs inline (on the thread or task that runs the model or tool), so
 the spans of the tracing observer are current while user code runs and spans it
@@ -209,11 +211,19 @@ class _Bridge:
                     self._owner[run_id] = run
                 return
         # A model call of its own: called directly, from a tool, or beside another model
-        # call of the same run (a parallel branch). It is a run of its own.
+        # call of the same run (a parallel branch). It is a run of its own; a branch
+        # stays part of its graph run: its session, its budget, its stop.
         query = _query(messages[0] if messages and isinstance(messages[0], list) else messages)
         agent = (metadata or {}).get("langgraph_node") or self.agent or model or None
+        branch_of = run if run is not None and parent not in self._tools else None
         fork = self.tracker.start_run(agent=str(agent) if agent else None, model=model,
-                                      query=query)
+                                      query=query, branch_of=branch_of)
+        try:
+            fork.before_model_call(model=model, provider=provider)
+        except RunStopped as stop:
+            # LangChain reports no end for a call its start refused: end the run here.
+            fork.end(error=stop)
+            raise
         fork.model_start(run_id, model=model, provider=provider)
         self._open(run_id, fork)
 

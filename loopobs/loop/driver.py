@@ -31,9 +31,10 @@ from loopobs.contract.events import (
 from loopobs.contract.model import AssistantMessage, ToolResultMessage, UserMessage
 from loopobs.cost.spending import RunSpending
 from loopobs.loop import parking
-from loopobs.loop.compaction import compact_if_needed, estimate_request
+from loopobs.loop.compaction import compact_if_needed
 from loopobs.loop.context_providers import gather_context
 from loopobs.loop.model_call import ModelCall, ModelResponse, note_model
+from loopobs.loop.policy import Stopped
 from loopobs.loop.run import RunResult, Session
 from loopobs.loop.runtime import RunDeps, now_ns, perf
 from loopobs.loop.tool_phase import ToolAttempt, ToolPhase
@@ -92,7 +93,7 @@ class RunDriver:
         deps = self.deps
         self.spending = RunSpending(run_id=self.run_id, prices=deps.prices,
                                     budget=deps.settings.budget, session=self.session,
-                                    emit=deps.emit)
+                                    emit=deps.emit.on_budget_exceeded)
         self.model_call = ModelCall(deps, self.run_id, self.session, spending=self.spending)
         self.tool_phase = ToolPhase(deps, self.run_id, spending=self.spending)
 
@@ -183,16 +184,13 @@ class RunDriver:
         await self._turn(model)
 
     def _over_budget(self, model: str) -> bool:
-        """Check the budgets for the next model call; True when a stop ended the run.
+        """Check the budgets before opening a turn for a call; True when a stop ended the run.
 
-        The check emits its verdicts; the policy applies them, as any other.
+        The model call checks again before each attempt, on the request it really
+        sends (with the turn's context texts); this check spares opening a turn
+        (and running the context providers) for a run already over its budget.
         """
-        if not self.spending.budgeted:
-            return False
-        deps = self.deps
-        self.spending.before_call(model, getattr(deps.client, "provider", ""),
-                                  estimate_request(self.session, deps.tool_definitions))
-        stop = deps.policy.apply(self.run_id, self.session)
+        stop = self.model_call.check_budget(model)
         if stop is None:
             return False
         self.outcome = _Outcome(stop.status, stop.error)
@@ -256,6 +254,10 @@ class RunDriver:
                     deps.settings.context_provider_timeout)
             try:
                 response = await self.model_call(state.turn, model)
+            except Stopped as stopped:
+                self.outcome = _Outcome(stopped.stop.status, stopped.stop.error)
+                state.ok, state.error = False, stopped.stop.error
+                return
             finally:
                 self.session.context_texts = []
             if response.usage is not None:

@@ -50,6 +50,8 @@ class Session:
         self.last_input_tokens: int | None = None
         """Input tokens the provider reported for the last call, and the message count then."""
         self.messages_at_last_usage = 0
+        self.extra_tokens_at_last_usage = 0
+        """Estimated tokens of that call's context texts and notes (not in the history)."""
         self.pending_notes: list[str] = []
         """Detector notes for the next model request (kept across runs of the session)."""
         self.context_texts: list[str] = []
