@@ -13,6 +13,15 @@ from typing import TYPE_CHECKING, Any
 
 from loopobs.contract.compaction import Compactor, TruncatingCompactor, estimate_tokens
 from loopobs.cost.budget import Budget, BudgetTracker, Spend
+from loopobs.cost.shared import (
+    Amounts,
+    BudgetLedger,
+    InProcessLedger,
+    Refusal,
+    Reservation,
+    ScopeLimit,
+    SharedBudget,
+)
 from loopobs.cost.spending import BudgetGuard
 
 # Tool sources (MCP), context providers and long-lived sessions.
@@ -148,12 +157,14 @@ from loopobs._version import __version__
 __all__ = [
     "AgentLoop",
     "AgentSession",
+    "Amounts",
     "AssistantMessage",
     "BackpressureContext",
     "Budget",
     "BudgetExceeded",
     "BudgetExceededContext",
     "BudgetGuard",
+    "BudgetLedger",
     "BudgetLimit",
     "BudgetTracker",
     "BudgetUnavailable",
@@ -182,6 +193,7 @@ __all__ = [
     "GenAIPrices",
     "HOOKS",
     "HookName",
+    "InProcessLedger",
     "Interrupted",
     "InvalidResumeInput",
     "InvalidToolInput",
@@ -211,7 +223,9 @@ __all__ = [
     "QueueFull",
     "QueuePolicy",
     "RateLimited",
+    "Refusal",
     "RepetitionDetector",
+    "Reservation",
     "ResponseContext",
     "ResumeError",
     "RunEndContext",
@@ -219,12 +233,14 @@ __all__ = [
     "RunStartContext",
     "RunStatus",
     "SESSION_HOOKS",
+    "ScopeLimit",
     "Session",
     "SessionBusy",
     "SessionClosed",
     "SessionResetContext",
     "SessionStore",
     "SessionUpdate",
+    "SharedBudget",
     "Sleep",
     "SleepContext",
     "Spend",

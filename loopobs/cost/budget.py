@@ -237,7 +237,7 @@ class BudgetTracker:
 def error_of(verdict: BudgetExceededContext) -> BudgetExceeded:
     """The error a stop verdict ends the run with."""
     return BudgetExceeded(limit=verdict.limit, value=verdict.value, budget=verdict.budget,
-                          scope=verdict.scope)
+                          scope=verdict.scope_key or verdict.scope)
 
 
 if TYPE_CHECKING:

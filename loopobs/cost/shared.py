@@ -304,25 +304,37 @@ class SharedBudget:
     to do when the ledger cannot answer.
 
     A call counts against its session (``"session:<id>"``, limited by ``session``) and
-    against each scope the caller names for the run (``{"tenant": "acme"}`` →
-    ``"tenant:acme"``, limited by ``scopes["tenant"]``); a named scope without a limit
-    only counts.
+    against one scope per entry of the conversation's attribution
+    (``Session(attribution={"tenant": "acme"})`` → ``"tenant:acme"``, limited by
+    ``scopes["tenant"]``); an entry without a limit only counts.
 
     ``on_unavailable`` decides what a ledger that fails or passes its deadline means:
     ``"fail_closed"`` (the default) refuses the call with
     :class:`~loopobs.contract.errors.BudgetUnavailable` naming the store;
     ``"fail_open"`` lets it through unguarded, counted in :attr:`unguarded_calls` and
     logged once per outage (and once when the store answers again).
+
+    A reservation is the call's worst case: its estimated input tokens and its
+    request's ``max_tokens`` (``assumed_output_tokens`` when it sets none), priced for
+    the model. Keep ``reservation_ttl_s`` longer than a model call can take: a
+    reservation that expires before its call ends stops counting, and the call's
+    commit is then added on top of whatever was reserved meanwhile.
     """
 
     def __init__(self, ledger: BudgetLedger | None = None, *, session: Budget | None = None,
                  scopes: Mapping[str, Budget] | None = None,
                  on_unavailable: FailurePolicy = "fail_closed",
-                 reservation_ttl_s: float = 600.0) -> None:
+                 reservation_ttl_s: float = 600.0,
+                 assumed_output_tokens: int = 4096) -> None:
         if on_unavailable not in ("fail_closed", "fail_open"):
             raise ValueError("SharedBudget: on_unavailable is 'fail_closed' or 'fail_open'")
         if not math.isfinite(reservation_ttl_s) or reservation_ttl_s <= 0:
             raise ValueError("SharedBudget: reservation_ttl_s must be positive")
+        if isinstance(assumed_output_tokens, bool) or not isinstance(assumed_output_tokens, int) \
+                or assumed_output_tokens < 1:
+            raise ValueError("SharedBudget: assumed_output_tokens must be a positive integer")
+        self.assumed_output_tokens = assumed_output_tokens
+        """Output tokens reserved for a call whose request sets no ``max_tokens``."""
         self.ledger: BudgetLedger = ledger if ledger is not None else InProcessLedger()
         self.session = session
         self.scopes: dict[str, Budget] = dict(scopes or {})
@@ -337,11 +349,11 @@ class SharedBudget:
         self._outage = False
         self._lock = threading.Lock()
 
-    def scopes_for(self, session_id: object, attributes: Mapping[str, str] | None = None
+    def scopes_for(self, session_id: object, attribution: Mapping[str, str] | None = None
                    ) -> list[ScopeLimit]:
-        """The scopes of a call in ``session_id`` with the run's ``attributes``."""
+        """The scopes of a call in ``session_id`` for ``attribution``."""
         out = [ScopeLimit(f"session:{session_id}", self.session)]
-        for name, value in sorted((attributes or {}).items()):
+        for name, value in sorted((attribution or {}).items()):
             out.append(ScopeLimit(f"{name}:{value}", self.scopes.get(name)))
         return out
 

@@ -37,6 +37,7 @@ from loopobs.loop.model_call import ModelCall, ModelResponse, note_model
 from loopobs.loop.policy import Stopped
 from loopobs.loop.run import RunResult, Session
 from loopobs.loop.runtime import RunDeps, now_ns, perf
+from loopobs.loop.shared_spend import SharedSpend
 from loopobs.loop.tool_phase import ToolAttempt, ToolPhase
 
 if TYPE_CHECKING:
@@ -94,8 +95,12 @@ class RunDriver:
         self.spending = RunSpending(run_id=self.run_id, prices=deps.prices,
                                     budget=deps.settings.budget, session=self.session,
                                     emit=deps.emit.on_budget_exceeded)
-        self.model_call = ModelCall(deps, self.run_id, self.session, spending=self.spending)
-        self.tool_phase = ToolPhase(deps, self.run_id, spending=self.spending)
+        shared = (SharedSpend(deps.shared_budget, session_id=self.session.id,
+                              attribution=self.session.attribution, prices=deps.prices)
+                  if deps.shared_budget is not None else None)
+        self.model_call = ModelCall(deps, self.run_id, self.session, spending=self.spending,
+                                    shared=shared)
+        self.tool_phase = ToolPhase(deps, self.run_id, spending=self.spending, shared=shared)
 
     # -- the run ---------------------------------------------------------------------------
     async def execute(self, checkpoint: Checkpoint | None, resume_input: Any) -> RunResult:
@@ -121,6 +126,7 @@ class RunDriver:
                     agent=deps.settings.agent_name, model=deps.model(),
                     resumed_from=checkpoint.run_id if checkpoint else None,
                     instructions=deps.settings.system_prompt or "",
+                    attribution=dict(self.session.attribution),
                 ))
             if checkpoint is not None:
                 await self._resume(checkpoint, resume_input)

@@ -38,6 +38,7 @@ from loopobs.contract.tools import tool as make_tool
 from loopobs.contract.trace_links import LINKS, TraceLinks
 from loopobs.cost.budget import Budget
 from loopobs.cost.pricing import PriceLookup, PricesArg, price_lookup
+from loopobs.cost.shared import SharedBudget
 from loopobs.loop import parking
 from loopobs.loop.context_providers import ContextProvider, ProviderSpec, provider_spec
 from loopobs.loop.driver import RunDriver
@@ -88,6 +89,10 @@ class AgentLoop:
             client passes them to the provider); reported on the ``chat`` spans.
         budget: limits for each run (USD, tokens, calls, wall time); a session's own
             budget is ``Session(budget=...)``. See :class:`~loopobs.cost.budget.Budget`.
+        shared_budget: limits shared by every process that uses the same ledger
+            (``loopobs.redis.RedisLedger``): each model call reserves its worst case
+            before it is made, in the session's scope and each ``Session(scope=...)``
+            entry. See :class:`~loopobs.cost.shared.SharedBudget` and the fleet guide.
         prices: how model calls are priced: None for ``genai-prices``, a mapping of
             model name to :class:`~loopobs.cost.pricing.ModelRates` (or USD per call),
             a function ``(model, provider, usage) -> USD | None``, or a
@@ -131,6 +136,7 @@ class AgentLoop:
         detectors: Iterable[LoopObserver] | None = None,
         agent_name: str = "agent",
         budget: Budget | None = None,
+        shared_budget: SharedBudget | None = None,
         prices: PricesArg = None,
         sync_tool_workers: int = DEFAULT_TOOL_WORKERS,
         claim_checkpoint: ClaimHook | None = None,
@@ -164,6 +170,7 @@ class AgentLoop:
         self.compactor: Compactor = compactor or TruncatingCompactor()
         self.agent_name = agent_name
         self.budget = budget
+        self.shared_budget = shared_budget
         self.prices: PriceLookup = price_lookup(prices)
         self._observers = ObserverSet(observers)
         # Detectors sit after the user's observers, so every user observer has seen an
@@ -253,7 +260,7 @@ class AgentLoop:
             client=self.client, tools=tools, emit=self._emit, policy=self._policy,
             providers=self.context_providers,
             compactor=self.compactor, links=self._links, workers=self.workers,
-            model=lambda: self.model, prices=self.prices,
+            model=lambda: self.model, prices=self.prices, shared_budget=self.shared_budget,
             settings=LoopSettings(
                 max_turns=self.max_turns, tool_timeout=self.tool_timeout,
                 parallel_tool_calls=self.parallel_tool_calls,

@@ -30,6 +30,7 @@ from typing import Any
 
 from loopobs.contract.compaction import estimate_tokens
 from loopobs.contract.errors import (
+    BudgetExceeded,
     Cancelled,
     FallbackExhausted,
     LoopError,
@@ -37,6 +38,7 @@ from loopobs.contract.errors import (
     StreamError,
 )
 from loopobs.contract.events import (
+    BudgetExceededContext,
     FallbackContext,
     ModelSwitchedContext,
     ResponseContext,
@@ -62,11 +64,13 @@ from loopobs.contract.model import (
     UserMessage,
 )
 from loopobs.contract.token_counts import plausible_usage
+from loopobs.cost.shared import Reservation
 from loopobs.cost.spending import RunSpending
 from loopobs.loop.compaction import estimate_request
 from loopobs.loop.policy import Stop, Stopped
 from loopobs.loop.run import Session
 from loopobs.loop.runtime import RunDeps, now_ns, perf
+from loopobs.loop.shared_spend import SharedSpend
 
 __all__ = ["ModelCall", "ModelResponse", "distinct_call_ids", "note_model"]
 
@@ -138,11 +142,12 @@ class ModelCall:
     ``spending`` is the run's (without one, calls are priced but no budget applies).
     """
 
-    __slots__ = ("_costs", "_deps", "_run_id", "_session", "_spending")
+    __slots__ = ("_costs", "_deps", "_run_id", "_session", "_shared", "_spending")
 
     def __init__(self, deps: RunDeps, run_id: uuid.UUID, session: Session, *,
-                 spending: RunSpending | None = None) -> None:
+                 spending: RunSpending | None = None, shared: SharedSpend | None = None) -> None:
         self._deps = deps
+        self._shared = shared
         self._run_id = run_id
         self._session = session
         self._spending = spending if spending is not None else RunSpending(
@@ -182,6 +187,35 @@ class ModelCall:
         provider = getattr(self._deps.client, "provider", "")
         spending.before_call(model, provider, spending.estimate(self.estimate()))
         return self._deps.policy.apply(self._run_id, self._session)
+
+    async def _reserve_shared(self, model: str, provider: str,
+                              request: ModelRequest) -> Reservation | None:
+        """Reserve the attempt's worst case in the shared budget (None: none to settle).
+
+        A scope without room becomes a ``stop`` verdict (``scope="shared"``), applied by
+        the policy as any budget stop.
+
+        Raises:
+            Stopped: a shared scope has no room for the call.
+            BudgetUnavailable: the ledger did not answer and the policy is ``fail_closed``.
+        """
+        shared = self._shared
+        if shared is None:
+            return None
+        try:
+            return await shared.reserve_model_call(model, provider, self.estimate(),
+                                                   request.options)
+        except BudgetExceeded as refused:
+            em = self._deps.emit
+            if em.listens("on_budget_exceeded"):
+                em.on_budget_exceeded(BudgetExceededContext(
+                    run_id=self._run_id, time_ns=now_ns(), limit=refused.limit,  # type: ignore[arg-type]
+                    value=refused.value, budget=refused.budget, scope="shared",
+                    scope_key=refused.scope))
+            stop = self._deps.policy.apply(self._run_id, self._session)
+            if stop is None:  # nobody applies verdicts: the call still must not be made
+                raise
+            raise Stopped(stop) from None
 
     def _refuse_over_budget(self, model: str) -> None:
         stop = self.check_budget(model)
@@ -243,6 +277,7 @@ class ModelCall:
         request = self.request(model)
         sent_messages = len(self._session.messages)
         sent_extra = self._extra_tokens()
+        held = await self._reserve_shared(model, provider, request)
         spending = self._spending
         spending.model_call()
         if em.listens("on_stream_start"):
@@ -294,10 +329,14 @@ class ModelCall:
                 if aclose is not None:
                     await aclose()
         except BaseException as exc:
+            cut_cost = None
             if usage is not None:
                 # The provider reported what the call used before it was cut off: it is
                 # billed for that, so the budget and the run's cost count it.
-                self._costs.append(spending.price(model, provider, usage, known=usage_known))
+                cut_cost = spending.price(model, provider, usage, known=usage_known)
+                self._costs.append(cut_cost)
+            if self._shared is not None:
+                await self._shared.settle(held, usage, cut_cost)
             if isinstance(exc, asyncio.CancelledError):
                 self._failed(turn, model, provider, attempt, started, Cancelled(), server)
                 raise
@@ -320,6 +359,8 @@ class ModelCall:
         response_text = "".join(text)
         cost = spending.price(model, provider, usage, finish.response_model, known=usage_known)
         self._costs.append(cost)
+        if self._shared is not None:
+            await self._shared.settle(held, usage, cost)
         if em.listens("on_stream_success"):
             u = usage or Usage()
             em.on_stream_success(StreamSuccessContext(

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from loopobs.contract import hashing
 from loopobs.contract.errors import (
+    BudgetExceeded,
     Cancelled,
     InvalidToolInput,
     LoopError,
@@ -29,6 +30,7 @@ from loopobs.contract.errors import (
     ToolTimeout,
 )
 from loopobs.contract.events import (
+    BudgetExceededContext,
     ToolCallReceivedContext,
     ToolOutcomeKind,
     ToolPostContext,
@@ -45,8 +47,10 @@ from loopobs.contract.tools import (
     enter_tool_call,
     render_result,
 )
+from loopobs.cost.shared import Reservation
 from loopobs.cost.spending import RunSpending
 from loopobs.loop.runtime import RunDeps, now_ns, perf
+from loopobs.loop.shared_spend import SharedSpend
 
 __all__ = ["ToolAttempt", "ToolPhase"]
 
@@ -70,13 +74,34 @@ class ToolPhase:
     its ``on_tool_post``.
     """
 
-    __slots__ = ("_deps", "_run_id", "_spending")
+    __slots__ = ("_deps", "_run_id", "_shared", "_spending")
 
     def __init__(self, deps: RunDeps, run_id: uuid.UUID, *,
-                 spending: RunSpending | None = None) -> None:
+                 spending: RunSpending | None = None, shared: SharedSpend | None = None) -> None:
         self._deps = deps
         self._run_id = run_id
         self._spending = spending
+        self._shared = shared
+
+    async def _reserve_tool_call(self) -> Reservation | None:
+        """Reserve one tool call in the shared budget when a scope limits tool calls.
+
+        A scope without room becomes a ``stop`` verdict (the run ends after this tool
+        phase) and the call is not run: its result is the refusal.
+        """
+        shared = self._shared
+        if shared is None:
+            return None
+        try:
+            return await shared.reserve_tool_call()
+        except BudgetExceeded as refused:
+            em = self._deps.emit
+            if em.listens("on_budget_exceeded"):
+                em.on_budget_exceeded(BudgetExceededContext(
+                    run_id=self._run_id, time_ns=now_ns(), limit="tool_calls",
+                    value=refused.value, budget=refused.budget, scope="shared",
+                    scope_key=refused.scope))
+            raise
 
     async def __call__(self, turn: int, calls: Sequence[ToolCallPart], *, received: bool,
                        attempts: Sequence[int] | None = None) -> list[ToolAttempt]:
@@ -132,7 +157,9 @@ class ToolPhase:
         returned: ToolReturn | None = None
         timeout = found.timeout if found.timeout is not None else self._deps.settings.tool_timeout
         text: str | None = None
+        held: Reservation | None = None
         try:
+            held = await self._reserve_tool_call()
             if call.raw_arguments is not None:
                 # The raw text is content: the model sees it in the result text below, but
                 # the error (whose message reaches span statuses and logs) never holds it.
@@ -164,6 +191,9 @@ class ToolPhase:
         except Exception as exc:
             error = ToolExecutionError(f"{type(exc).__name__}: {exc}", tool=found.name,
                                        error_type=type(exc).__name__)
+        finally:
+            if held is not None and self._shared is not None:
+                await self._shared.settle(held, None, None, tool_calls=1)
         if error is not None:
             text = f"Error: {error}"
             if call.raw_arguments is not None and isinstance(error, InvalidToolInput):

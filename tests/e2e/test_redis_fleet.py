@@ -35,28 +35,32 @@ def _client(url: str, timeout: float = 1.0) -> Any:
 
 # ---- workers (module level: spawned processes import them) ----
 
-def _spend_worker(url: str, scope: str, limit: float, calls: int, reserve_usd: float,
-                  real_usd: float, out: Any) -> None:
+def _spend_worker(url: str, tenant: str, limit: float, runs: int, max_tokens: int,
+                  out: Any) -> None:
+    """One worker process: ``runs`` concurrent AgentLoop runs for ``tenant``, one model call
+    each, every call priced at $0.01 a token, under the tenant's shared ``usd`` limit."""
+
     async def main() -> tuple[int, int]:
+        from loopobs import ModelRates, RunStatus, Session, Usage
         from loopobs.redis import RedisLedger
 
         client = _client(url, 5.0)
-        ledger = RedisLedger(client, timeout_s=5.0)
-        budget = SharedBudget(ledger, scopes={"tenant": Budget(usd=limit, model_calls=10_000)})
-        scopes = budget.scopes_for("s-" + uuid.uuid4().hex, {"tenant": scope})
+        shared = SharedBudget(RedisLedger(client, timeout_s=5.0),
+                              scopes={"tenant": Budget(usd=limit)})
+        prices = {"m": ModelRates(input_per_mtok=10_000.0, output_per_mtok=10_000.0)}
 
-        async def one() -> bool:
-            try:
-                res = await budget.reserve(scopes, Amounts(usd=reserve_usd, model_calls=1))
-            except BudgetExceeded:
-                return False
-            await asyncio.sleep(0.001)
-            await budget.commit(res, Amounts(usd=real_usd, model_calls=1))
-            return True
+        async def one() -> RunStatus:
+            reply = Reply(text="ok", usage=Usage(input_tokens=1, output_tokens=1))
+            loop = AgentLoop(ScriptedClient([reply]), model="m", detectors=[], prices=prices,
+                             shared_budget=shared, request_options={"max_tokens": max_tokens})
+            result = await loop.run("q", session=Session(attribution={"tenant": tenant}))
+            return result.status
 
-        made = sum(await asyncio.gather(*(one() for _ in range(calls))))
+        statuses = await asyncio.gather(*(one() for _ in range(runs)))
         await client.aclose()
-        return made, calls - made
+        made = sum(s is RunStatus.COMPLETED for s in statuses)
+        refused = sum(s is RunStatus.BUDGET_EXCEEDED for s in statuses)
+        return made, refused
 
     out.put(asyncio.run(main()))
 
@@ -145,44 +149,46 @@ async def test_the_ledger_folds_old_entries_and_still_reconciles(redis_server: R
 
 @pytest.mark.slow
 def test_eight_workers_never_spend_past_a_shared_budget(redis_server: RedisServer) -> None:
-    """8 processes × 50 concurrent calls share one ``Budget(usd=X)``: committed spend never
-    passes X, and calls that cost less than they reserved give the rest back."""
+    """8 worker processes × 50 concurrent AgentLoop runs share one tenant ``Budget(usd=X)``
+    on one Redis: committed spend never passes X, every run either completed or was
+    refused, and the part of a reservation a call did not use went back (more calls fit
+    than the worst cases alone would allow)."""
     ctx = _ctx()
-    for repetition, (reserve_usd, real_usd) in enumerate([(0.10, 0.10), (0.10, 0.04)]):
+    limit = 3.0
+    for repetition in range(2):
         out = ctx.Queue()
-        scope = f"acme-{repetition}"
+        tenant = f"acme-{repetition}"
         workers = [ctx.Process(target=_spend_worker,
-                               args=(redis_server.url, scope, 5.0, 50, reserve_usd, real_usd, out))
+                               args=(redis_server.url, tenant, limit, 50, 40, out))
                    for _ in range(8)]
         for w in workers:
             w.start()
-        results = [out.get(timeout=120) for _ in workers]
+        results = [out.get(timeout=180) for _ in workers]
         for w in workers:
             w.join(30)
         made = sum(m for m, _ in results)
+        refused = sum(r for _, r in results)
 
-        async def totals(scope: str = scope) -> tuple[Amounts, Amounts, bool]:
+        async def totals(tenant: str = tenant) -> tuple[Amounts, Amounts, bool]:
             from loopobs.redis import RedisLedger
 
             client = _client(redis_server.url)
             ledger = RedisLedger(client)
-            spent = await ledger.spent(f"tenant:{scope}")
-            held = await ledger.reserved(f"tenant:{scope}")
-            ok = await ledger.reconcile(f"tenant:{scope}")
+            spent = await ledger.spent(f"tenant:{tenant}")
+            held = await ledger.reserved(f"tenant:{tenant}")
+            ok = await ledger.reconcile(f"tenant:{tenant}")
             await client.aclose()
             return spent, held, ok
 
         spent, held, reconciled = asyncio.run(totals())
-        assert spent.usd <= 5.0 + 1e-9
+        assert made + refused == 400
+        assert spent.usd <= limit + 1e-9
         assert spent.model_calls == made
-        assert held == Amounts()
-        assert reconciled
-        if real_usd == reserve_usd:
-            assert made == 50  # exactly what fits: 5.0 / 0.10
-        else:
-            # Released remainders let more calls through than reservations alone would.
-            assert made > 50
-            assert spent.usd == pytest.approx(made * real_usd)
+        assert spent.usd == pytest.approx(made * 0.02)
+        assert held == Amounts() and reconciled
+        # A worst case is at least 40 output tokens ($0.40): reservations alone would let
+        # at most 7 calls through; released remainders let many more.
+        assert made > limit / 0.40 + 1
 
 
 def test_a_killed_worker_s_reservation_expires(redis_server: RedisServer) -> None:
