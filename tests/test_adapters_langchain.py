@@ -470,3 +470,15 @@ def test_graph_runs_are_priced_into_the_cost_metrics(stack: Stack) -> None:
     (agent,) = stack.finished("invoke_agent")
     assert agent.attributes is not None
     assert agent.attributes["loopobs.cost.usd"] == pytest.approx(42.0)
+
+
+def test_implausible_token_counts_from_the_model_are_unknown(stack: Stack) -> None:
+    """A model reporting a negative and an absurd count: both unknown (0) and counted, never
+    summed into the run (a negative count would cancel real spend, 2**70 breaks exports)."""
+    handler = LoopobsCallbackHandler(stack.observers)
+    graph = react_graph(fake_model([ai("hi", usage=(-5, 2**70))]), [add])
+    graph.invoke({"messages": [("user", "hi")]}, config={"callbacks": [handler]})
+    (ok,) = stack.recorder.of("on_stream_success")
+    assert (ok.input_tokens, ok.output_tokens) == (0, 0)
+    assert handler.tracker.rejected_token_counts == 2
+    assert stack.recorder.of("on_run_end")[0].status == "completed"

@@ -61,7 +61,14 @@ try:
 except ModuleNotFoundError as exc:  # pragma: no cover - exercised in a subprocess test
     raise missing_extra("langchain", "langchain-core", "langchain", exc) from exc
 
-from loopobs.adapters._run import AdapterRun, RunStopped, RunTracker, ToolCall, shielded
+from loopobs.adapters._run import (
+    AdapterRun,
+    RunStopped,
+    RunTracker,
+    ToolCall,
+    shielded,
+    token_count,
+)
 from loopobs.contract.errors import ToolExecutionError
 from loopobs.contract.events import Usage
 from loopobs.contract.observer import LoopObserver, ObserverSet
@@ -124,16 +131,17 @@ def _usage(message: Any, llm_output: Mapping[str, Any] | None) -> Usage | None:
     if meta:
         inp = meta.get("input_token_details") or {}
         out = meta.get("output_token_details") or {}
-        return Usage(input_tokens=int(meta.get("input_tokens", 0)),
-                     output_tokens=int(meta.get("output_tokens", 0)),
-                     cache_read_input_tokens=int(inp.get("cache_read", 0) or 0),
-                     cache_write_input_tokens=int(inp.get("cache_creation", 0) or 0),
-                     reasoning_output_tokens=int(out.get("reasoning", 0) or 0))
+        return Usage(input_tokens=token_count(meta.get("input_tokens")),
+                     output_tokens=token_count(meta.get("output_tokens")),
+                     cache_read_input_tokens=token_count(inp.get("cache_read")),
+                     cache_write_input_tokens=token_count(inp.get("cache_creation")),
+                     reasoning_output_tokens=token_count(out.get("reasoning")))
     usage = (llm_output or {}).get("token_usage") or (llm_output or {}).get("usage")
     if isinstance(usage, Mapping) and ("prompt_tokens" in usage or "input_tokens" in usage):
-        return Usage(input_tokens=int(usage.get("prompt_tokens", usage.get("input_tokens", 0))),
-                     output_tokens=int(usage.get("completion_tokens",
-                                                 usage.get("output_tokens", 0))))
+        return Usage(
+            input_tokens=token_count(usage.get("prompt_tokens", usage.get("input_tokens"))),
+            output_tokens=token_count(usage.get("completion_tokens",
+                                                usage.get("output_tokens"))))
     return None
 
 
