@@ -535,15 +535,18 @@ class GenAISpanProcessor(SpanProcessor):
             return
         del self._owners[key]
         # The owner's own span is counted too, so nothing open means it ended as well
-        # (or was forgotten): the run is over.
-        self._end_run(key, owner.error_type, owner.end_ns)
+        # (or was forgotten, its end never seen: then the run ends cancelled).
+        self._end_run(key, owner.error_type, owner.end_ns, seen=owner.ended)
 
-    def _end_run(self, key: int, error_type: str | None, end_ns: int | None) -> None:
+    def _end_run(self, key: int, error_type: str | None, end_ns: int | None, *,
+                 seen: bool = True) -> None:
         run = self._runs.pop(key, None)
         if run is None:
             return
         error: LoopError | None = None
-        if error_type in ("CancelledError", "KeyboardInterrupt"):
+        if not seen:
+            error = Cancelled("the processor stopped following the span before it ended")
+        elif error_type in ("CancelledError", "KeyboardInterrupt"):
             error = Cancelled("the agent span ended cancelled")
         elif error_type:
             error = LoopError(f"the agent span ended with an error: {error_type}")
