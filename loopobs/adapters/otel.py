@@ -17,7 +17,8 @@ It reads spans in two conventions:
 What becomes what: an agent span is a run (nested agent spans are runs of their
 own); model and tool spans belong to the run of their nearest agent ancestor, or,
 when they have none (``group_by="trace"``, the default), to one run per trace,
-which ends when the trace's local root span ends. A model span is one model call
+which ends when the trace's local root span ends (or, if later, the last of its
+model and tool spans: a root may end before its children). A model span is one model call
 (a turn begins with it; usage from ``gen_ai.usage.*`` or ``llm.token_count.*``);
 a tool span is one tool call attempt (arguments and result from
 ``gen_ai.tool.call.*`` or ``tool.id`` / ``tool.parameters`` / ``input.value`` /
