@@ -436,6 +436,7 @@ def test_malformed_attributes_are_skipped_and_the_run_still_ends(stack: Stack) -
     (end,) = rec.of("on_run_end")
     assert end.status == "completed"
     assert processor.skipped_attributes == 5
+    assert processor.tracker.rejected_token_counts == 2
     assert_contract(rec.events)
     stack.check_nothing_open()
     provider.shutdown()

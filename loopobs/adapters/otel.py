@@ -59,7 +59,7 @@ try:
 except ModuleNotFoundError as exc:  # pragma: no cover - exercised in a subprocess test
     raise missing_extra("otel", "opentelemetry-sdk", "otel-adapter", exc) from exc
 
-from loopobs.adapters._run import AdapterRun, RunTracker, ToolCall, shielded
+from loopobs.adapters._run import AdapterRun, RunTracker, ToolCall, shielded, token_count
 from loopobs.contract.errors import Cancelled, LoopError, ModelError, ToolExecutionError
 from loopobs.contract.events import Usage
 from loopobs.contract.observer import LoopObserver, ObserverSet
@@ -138,23 +138,21 @@ class _Skipped:
         self.names.append(name)
 
 
-def _count(attrs: Mapping[str, Any], skipped: _Skipped, *names: str) -> int:
-    """The first of ``names`` present, as a plausible token count; 0 if none is.
+def _count(attrs: Mapping[str, Any], skipped: _Skipped, *names: str) -> Any:
+    """The first of ``names`` present, as a token count; 0 if none is.
 
     A present count that is not plausible (NaN, infinite, fractional, negative,
-    absurd, not a number) is skipped: unknown (0), as the model clients treat it.
+    absurd, not a number) is skipped here and passed on as it is, so that
+    :meth:`~loopobs.adapters.AdapterRun.model_end` makes it unknown (and the
+    call's cost with it), as for every adapter.
     """
     for name in names:
         if name not in attrs:
             continue
-        value = attrs[name]
-        if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-            value = int(value)
-        count = plausible_token_count(value)
-        if count is None:
+        value = token_count(attrs[name])
+        if plausible_token_count(value) is None:
             skipped.add(name)
-            return 0
-        return count
+        return value
     return 0
 
 
