@@ -640,16 +640,16 @@ class AdapterRun:
         the call's cost is then unknown too), ``on_response`` and one
         ``on_tool_call_received`` per call, in order.
         """
-        rejected = 0
-        if usage is not None:
-            usage, rejected = plausible_usage(usage)
-            if rejected:
-                self.tracker._rejected(rejected)
         with self._lock:
             stream, turn = self._stream, self._turn
             if stream is None or self._stream_key != key or turn is None:
                 return
             self._stream_key, self._stream = None, None
+            rejected = 0
+            if usage is not None:
+                usage, rejected = plausible_usage(usage)
+                if rejected:
+                    self.tracker._rejected(rejected)
             at = time_ns if time_ns is not None else _now_ns()
             u = usage or Usage()
             cost = None
