@@ -684,3 +684,18 @@ async def test_signed_and_redacted_thinking_go_back_with_tool_results() -> None:
     again = adapter.validate_json(adapter.dump_json(list(result.messages)))
     assert again == list(result.messages)
     assert any(getattr(m, "thinking_blocks", ()) for m in again)
+
+
+@pytest.mark.parametrize(("options", "sent"), [({}, 4096), ({"max_tokens": 77}, 77)])
+async def test_chat_span_reports_the_max_tokens_sent(
+    options: dict[str, Any], sent: int, tracer_provider: Any, span_exporter: Any
+) -> None:
+    from loopobs.exporters.tracing import TracingObserver
+
+    replay = Replay.of(["anthropic_text"])
+    loop = AgentLoop(client_for(replay), model=MODEL, detectors=[], request_options=options,
+                     observers=[TracingObserver(tracer_provider)])
+    await loop.run("Capital of France?")
+    assert replay.json()["max_tokens"] == sent
+    (chat,) = [s for s in span_exporter.get_finished_spans() if s.name.startswith("chat")]
+    assert chat.attributes["gen_ai.request.max_tokens"] == sent

@@ -100,6 +100,7 @@ from loopobs.contract.events import (
     Usage,
 )
 from loopobs.contract.observer import LoopObserver, ObserverSet
+from loopobs.contract.token_counts import plausible_usage
 from loopobs.cost.budget import Spend
 from loopobs.cost.pricing import PriceLookup, PricesArg, price_lookup, safe_cost
 from loopobs.cost.spending import BudgetGuard
@@ -113,6 +114,7 @@ __all__ = [
     "ToolCall",
     "model_error",
     "shielded",
+    "token_count",
     "tool_error",
 ]
 
@@ -162,6 +164,24 @@ class ToolCall:
     id: str
     name: str
     arguments: Mapping[str, Any] = field(default_factory=dict)
+
+
+# -- token counts ---------------------------------------------------------------------------
+
+
+def token_count(value: Any) -> Any:
+    """A framework's token count, ready for :class:`~loopobs.contract.events.Usage`.
+
+    ``None`` (not reported) is 0, an integral float its ``int``; anything else is
+    returned unchanged, so :meth:`AdapterRun.model_end` refuses it as implausible
+    (a NaN, an infinity, a fraction, a string) and counts it, as it does a negative
+    or absurd ``int``, instead of an ``int()`` raising in the framework's hook.
+    """
+    if value is None:
+        return 0
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
 
 
 # -- errors ---------------------------------------------------------------------------------
@@ -296,6 +316,7 @@ class RunTracker:
         self._lock = threading.Lock()
         self._turns: OrderedDict[uuid.UUID, int] = OrderedDict()
         self._active: dict[uuid.UUID, AdapterRun] = {}
+        self._rejected_token_counts = 0
 
     @property
     def observers(self) -> ObserverSet:
@@ -314,6 +335,20 @@ class RunTracker:
     def active_runs(self) -> int:
         """Runs started and not yet ended (0 when nothing is left open)."""
         return len(self._active)
+
+    @property
+    def rejected_token_counts(self) -> int:
+        """Token counts the framework reported that were implausible and treated as unknown.
+
+        The model clients' rules (:mod:`loopobs.contract.token_counts`): not an
+        ``int``, negative, or above ``MAX_TOKEN_COUNT``; each call that had any is
+        also logged (``loopobs.usage``).
+        """
+        return self._rejected_token_counts
+
+    def _rejected(self, count: int) -> None:
+        with self._lock:
+            self._rejected_token_counts += count
 
     def start_run(self, *, agent: str | None = None, model: str = "",
                   session_id: uuid.UUID | None = None, instructions: str = "",
@@ -611,21 +646,30 @@ class AdapterRun:
                   time_ns: int | None = None) -> None:
         """The model call ``key`` succeeded.
 
-        Emits ``on_stream_success`` (with ``usage`` exactly as reported),
-        ``on_response`` and one ``on_tool_call_received`` per call, in order.
+        Emits ``on_stream_success`` (with ``usage`` as reported, but for implausible
+        counts: as the model clients do, a count that is not an ``int``, is negative
+        or absurd is unknown, 0, and counted in :attr:`RunTracker.rejected_token_counts`;
+        the call's cost is then unknown too), ``on_response`` and one
+        ``on_tool_call_received`` per call, in order.
         """
         with self._lock:
             stream, turn = self._stream, self._turn
             if stream is None or self._stream_key != key or turn is None:
                 return
             self._stream_key, self._stream = None, None
+            rejected = 0
+            if usage is not None:
+                usage, rejected = plausible_usage(usage)
+                if rejected:
+                    self.tracker._rejected(rejected)
             at = time_ns if time_ns is not None else _now_ns()
             u = usage or Usage()
             cost = None
             if usage is not None:
                 self.usage = self.usage + usage
-                cost = safe_cost(self.tracker.prices, stream.model, stream.provider, usage,
-                                 response_model=response_model)
+                if not rejected:
+                    cost = safe_cost(self.tracker.prices, stream.model, stream.provider, usage,
+                                     response_model=response_model)
             self.spend.add_call(usage, cost)
             turn.answered, turn.usage, turn.cost_usd, turn.error = True, usage, cost, None
             em = self.tracker.emit

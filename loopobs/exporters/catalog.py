@@ -585,12 +585,15 @@ def metrics_for(latest: bool) -> tuple[MetricSpec, ...]:
 OVERFLOW_VALUE = "_other"
 """The label value that absorbs values past a label's limit."""
 
-# -- Prometheus only (not in METRICS: the OpenTelemetry path has no such failure) ---------------
+# -- not in METRICS: recorded only when a label value needs repair -----------------------------
 MULTIPROCESS_DAMAGED_FILES = "loopobs_multiprocess_damaged_files"
-"""Gauge: multi-process files a scrape skipped because they could not be read."""
+"""Gauge (Prometheus only): multi-process files a scrape skipped because they could not be
+read."""
 LABEL_SANITISED = MetricSpec(
     "loopobs.label_sanitised", "counter", "{value}",
-    "Label values whose unencodable characters (lone surrogates) were replaced with U+FFFD.",
+    "Label values repaired: cut to the length bound, or (Prometheus) unencodable characters "
+    "(lone surrogates) replaced with U+FFFD.",
     (LOOPOBS_LABEL,),
 )
-"""A label value that cannot be encoded would fail every scrape; it is repaired and counted."""
+"""A label value that cannot be encoded would fail every scrape, and a huge one bloats every
+scrape; each is repaired and counted (length cuts on both metric paths)."""

@@ -157,6 +157,14 @@ class AnthropicClient(HttpModelClient):
         self.anthropic_version = anthropic_version
         self._encoded: EncodedMessages[bytes] = EncodedMessages(_encode_message, len)
 
+    @property
+    def default_options(self) -> Mapping[str, Any]:
+        """Options every request sends unless its own options set them: ``max_tokens``.
+
+        The loop reports them with the request's options (``gen_ai.request.max_tokens``).
+        """
+        return {"max_tokens": self.max_tokens}
+
     def build_content(self, request: ModelRequest) -> bytes:
         """``json_body(self.build_body(request))``, byte for byte, encoding only new messages.
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -123,6 +123,14 @@ def _server(client: object) -> tuple[str | None, int | None]:
     port = getattr(client, "server_port", None)
     return (address if isinstance(address, str) and address else None,
             port if isinstance(port, int) and not isinstance(port, bool) else None)
+
+
+def _sent_options(client: object, options: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The options a call sends: the client's ``default_options`` under the request's own."""
+    defaults = getattr(client, "default_options", None)
+    if not isinstance(defaults, Mapping) or not defaults:
+        return options
+    return {**defaults, **options}
 
 
 def note_model(deps: RunDeps, run_id: uuid.UUID, session: Session, model: str) -> None:
@@ -283,7 +291,7 @@ class ModelCall:
         if em.listens("on_stream_start"):
             em.on_stream_start(StreamStartContext(
                 run_id=run_id, time_ns=now_ns(), turn=turn, model=model, provider=provider,
-                attempt=attempt, request_options=request.options,
+                attempt=attempt, request_options=_sent_options(client, request.options),
                 server_address=server[0], server_port=server[1]))
         started = perf()
         first: float | None = None

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from loopobs import AgentLoop, Budget, BudgetExceeded, BudgetUnavailable, StoreUnavailable
+from loopobs import AgentLoop, Budget, BudgetUnavailable, StoreUnavailable
 from loopobs.contract.model import AssistantMessage, UserMessage
 from loopobs.cost.shared import Amounts, Refusal, ScopeLimit, SharedBudget
 from loopobs.llm import Reply, ScriptedClient
@@ -185,7 +185,8 @@ def test_eight_workers_never_spend_past_a_shared_budget(redis_server: RedisServe
         assert spent.usd <= limit + 1e-9
         assert spent.model_calls == made
         assert spent.usd == pytest.approx(made * 0.02)
-        assert held == Amounts() and reconciled
+        assert held == Amounts()
+        assert reconciled
         # A worst case is at least 40 output tokens ($0.40): reservations alone would let
         # at most 7 calls through; released remainders let many more.
         assert made > limit / 0.40 + 1
