@@ -65,6 +65,7 @@ from loopobs.contract.events import (
     ResponseContext,
     RunEndContext,
     RunStartContext,
+    RunStatus,
     SessionResetContext,
     SleepContext,
     StreamFailureContext,
@@ -206,6 +207,7 @@ class _Run:
     reported: set[str] = field(default_factory=set)
     cost_usd: float = 0.0
     unpriced: bool = False
+    loop_detected: bool = False
     # content capture only
     instructions: str = ""
     history: list[dict[str, Any]] = field(default_factory=list)
@@ -462,6 +464,10 @@ class TracingObserver(LoopObserver):
         }
         if ctx.model:
             attrs[c.GEN_AI_REQUEST_MODEL] = ctx.model
+        for name, value in ctx.attribution.items():
+            attrs[c.LOOPOBS_ATTRIBUTION_PREFIX + name] = value
+        if "user" in ctx.attribution:
+            attrs[c.USER_ID] = ctx.attribution["user"]
         links: list[Link] = []
         if ctx.resumed_from is not None:
             attrs[c.LOOPOBS_RUN_RESUMED_FROM] = str(ctx.resumed_from)
@@ -505,6 +511,9 @@ class TracingObserver(LoopObserver):
             attrs: dict[str, Any] = {
                 c.LOOPOBS_RUN_STATUS: str(ctx.status),
                 c.LOOPOBS_RUN_TOTAL_TURNS: ctx.total_turns,
+                # What a Collector's tail sampling keeps runs by (grafana/collector/).
+                c.LOOPOBS_RUN_LOOP_DETECTED: run.loop_detected,
+                c.LOOPOBS_RUN_BUDGET_STOPPED: ctx.status is RunStatus.BUDGET_EXCEEDED,
                 c.GEN_AI_USAGE_INPUT_TOKENS: inp,
                 c.GEN_AI_USAGE_OUTPUT_TOKENS: out,
             }
@@ -920,10 +929,17 @@ class TracingObserver(LoopObserver):
         }
         if ctx.tool is not None:
             attrs[c.GEN_AI_TOOL_NAME] = ctx.tool
+        self._note_detection(ctx.run_id)
         self._event(ctx.run_id, c.EVENT_LOOP_DETECTED, attrs, ctx.time_ns)
+
+    def _note_detection(self, run_id: UUID) -> None:
+        run = self._runs.get(run_id)
+        if run is not None:
+            run.loop_detected = True
 
     def on_convergence_detected(self, ctx: ConvergenceDetectedContext) -> None:
         """Add a ``loopobs.convergence_detected`` event (to the open turn, else the run span)."""
+        self._note_detection(ctx.run_id)
         self._event(ctx.run_id, c.EVENT_CONVERGENCE_DETECTED, {
             c.LOOPOBS_DETECTION_ACTION: ctx.action,
             c.LOOPOBS_DETECTION_SIMILARITY: ctx.similarity,
