@@ -19,7 +19,7 @@ import pytest
 from loopobs import AgentLoop, Budget, BudgetUnavailable, StoreUnavailable
 from loopobs.contract.model import AssistantMessage, UserMessage
 from loopobs.cost.shared import Amounts, Refusal, ScopeLimit, SharedBudget
-from loopobs.llm import Reply, ScriptedClient
+from loopobs.llm import Reply, ScriptedClient, ToolCall
 from tests.e2e._redis import RedisServer, redis_server
 
 pytestmark = pytest.mark.e2e
@@ -78,22 +78,27 @@ def _reserve_and_hang(url: str, scope: str, ready: Any) -> None:
     asyncio.run(main())
 
 
-def _claim_worker(url: str, run_id: str, start: Any, out: Any) -> None:
-    async def main() -> bool:
+def _resume_worker(url: str, checkpoint_json: str, start: Any, out: Any) -> None:
+    """One worker process: resume the parked run from its JSON checkpoint, claims on Redis."""
+
+    async def main() -> str:
+        from loopobs import CheckpointAlreadyResumed
+        from loopobs.loop.checkpoint import Checkpoint
         from loopobs.redis import RedisCheckpointClaims
+        from tests._loop_parking_tools import approve
 
         client = _client(url)
-        claims = RedisCheckpointClaims(client)
-
-        class _Parked:
-            pass
-
-        parked = _Parked()
-        parked.run_id = run_id  # type: ignore[attr-defined]
-        start.wait(10)
-        granted = await claims(parked)  # type: ignore[arg-type]
+        loop = AgentLoop(ScriptedClient([Reply(text="paid")]), model="m", tools=[approve],
+                         detectors=[], claim_checkpoint=RedisCheckpointClaims(client))
+        checkpoint = Checkpoint.model_validate_json(checkpoint_json)
+        start.wait(30)
+        try:
+            result = await loop.resume(checkpoint, input={"approved": True})
+            outcome = f"ran:{result.status}"
+        except CheckpointAlreadyResumed:
+            outcome = "refused"
         await client.aclose()
-        return granted
+        return outcome
 
     out.put(asyncio.run(main()))
 
@@ -261,19 +266,26 @@ async def test_redis_down_fail_closed_refuses_fail_open_counts_and_restart_recov
 # ---- exactly-once resume ----
 
 def test_eight_processes_resuming_one_checkpoint_one_resumes(redis_server: RedisServer) -> None:
-    """Eight workers ask to claim the same parked run at once: exactly one is granted."""
+    """A run parks on a human gate; eight worker processes resume its checkpoint at once with
+    Redis claims: exactly one runs it, the seven others get ``CheckpointAlreadyResumed``."""
+    from tests._loop_parking_tools import approve
+
+    pay = Reply(tool_calls=(ToolCall("approve", {"amount": 2}),))
+    loop = AgentLoop(ScriptedClient([pay]), model="m", tools=[approve], detectors=[])
+    parked = asyncio.run(loop.run("pay the bill"))
+    assert parked.checkpoint is not None
     ctx = _ctx()
     start, out = ctx.Event(), ctx.Queue()
-    run_id = str(uuid.uuid4())
-    workers = [ctx.Process(target=_claim_worker, args=(redis_server.url, run_id, start, out))
+    workers = [ctx.Process(target=_resume_worker,
+                           args=(redis_server.url, parked.checkpoint.model_dump_json(), start, out))
                for _ in range(8)]
     for w in workers:
         w.start()
     start.set()
-    granted = [out.get(timeout=60) for _ in workers]
+    outcomes = sorted(out.get(timeout=120) for _ in workers)
     for w in workers:
         w.join(30)
-    assert sorted(granted) == [False] * 7 + [True]
+    assert outcomes == ["ran:completed"] + ["refused"] * 7
 
 
 # ---- session histories ----
