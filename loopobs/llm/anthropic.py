@@ -35,6 +35,7 @@ thinking works together with tool use.
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -96,9 +97,11 @@ class AnthropicClient(HttpModelClient):
     """Streams responses from Anthropic's Messages API (``POST /v1/messages``).
 
     Args:
+        base_url: the API root (without ``/v1``); the only positional argument, as for
+            every client (a first argument without ``://`` is taken as the API key, with
+            a ``DeprecationWarning``: it used to be one).
         api_key: sent as ``x-api-key``; defaults to the ``ANTHROPIC_API_KEY``
             environment variable.
-        base_url: the API root (without ``/v1``).
         http_client: an ``httpx.AsyncClient`` to send through. Without one
             the client makes its own, closed by :meth:`aclose`.
         timeout: httpx's per-operation timeout (each connect, each read: a
@@ -129,9 +132,9 @@ class AnthropicClient(HttpModelClient):
 
     def __init__(
         self,
-        api_key: str | None = None,
-        *,
         base_url: str = "https://api.anthropic.com",
+        *,
+        api_key: str | None = None,
         http_client: httpx.AsyncClient | None = None,
         timeout: httpx.Timeout | float | None = None,
         max_tokens: int = 4096,
@@ -142,6 +145,14 @@ class AnthropicClient(HttpModelClient):
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         max_line_chars: int = DEFAULT_MAX_LINE_CHARS,
     ) -> None:
+        if "://" not in base_url:
+            # The first argument used to be the API key: take it as one (never as a URL, which
+            # would put a secret into request errors) and say how to write it now.
+            warnings.warn("AnthropicClient(api_key): pass api_key= by keyword; the first "
+                          "argument is the base URL, as for every client (the old form goes "
+                          "away in loopobs 0.3)", DeprecationWarning, stacklevel=2)
+            api_key = api_key if api_key is not None else base_url
+            base_url = "https://api.anthropic.com"
         super().__init__(
             base_url=base_url,
             api_key=api_key,
