@@ -246,3 +246,22 @@ print("ok")
                          timeout=60, check=False)
     assert out.stdout.strip() == "ok", out.stderr
     assert loopobs.configure is configure
+
+
+@pytest.mark.parametrize(("hidden", "kwargs"), [
+    ("opentelemetry.sdk", {"traces_exporter": "console", "metrics_exporter": "none"}),
+    ("opentelemetry.exporter", {"traces_exporter": "otlp", "metrics_exporter": "none",
+                                "endpoint": "http://127.0.0.1:4318"}),
+])
+def test_configure_without_the_otel_extra_says_what_to_install(
+        clean_env: None, monkeypatch: pytest.MonkeyPatch, hidden: str,
+        kwargs: dict[str, Any]) -> None:
+    """As if the SDK or the OTLP exporters were not installed: an error naming the extra."""
+    for name in [n for n in sys.modules if n == hidden or n.startswith(hidden + ".")]:
+        monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.setitem(sys.modules, hidden, None)
+    with pytest.raises(ImportError, match=r"pip install 'loopobs\[otel\]'") as caught:
+        configure(**kwargs)
+    assert not isinstance(caught.value, ModuleNotFoundError)
+    assert caught.value.name is not None
+    assert caught.value.name.startswith(hidden)
