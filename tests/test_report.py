@@ -292,3 +292,55 @@ def test_report_replaces_a_regular_file_whole_and_keeps_its_mode(
     assert _payload(target.read_text(encoding="utf-8"))["runs"]
     assert stat.S_IMODE(os.stat(target).st_mode) == 0o640
     assert sorted(p.name for p in tmp_path.iterdir()) == ["old.html", "run.jsonl"]
+
+
+def _session_log() -> tuple[uuid.UUID, list]:  # type: ignore[type-arg]
+    from loopobs.contract.events import (
+        BackpressureContext,
+        RunEndContext,
+        RunStatus,
+        SessionResetContext,
+        TurnEndContext,
+    )
+
+    session, run = uuid.uuid4(), uuid.uuid4()
+    t = 1_700_000_000_000_000_000
+    events = [
+        BackpressureContext(run_id=session, time_ns=t, queue="inbox", outcome="saturated",
+                            capacity=2, policy="block"),
+        RunStartContext(run_id=run, time_ns=t + 1, session_id=session, agent="a", model="m"),
+        TurnStartContext(run_id=run, time_ns=t + 2, turn=0),
+        TurnEndContext(run_id=run, time_ns=t + 3, turn=0, success=True),
+        RunEndContext(run_id=run, time_ns=t + 4, success=True, status=RunStatus.COMPLETED),
+        SessionResetContext(run_id=session, time_ns=t + 5, epoch=1, discarded=2),
+        BackpressureContext(run_id=session, time_ns=t + 6, queue="inbox", outcome="rejected",
+                            capacity=2, policy="block"),
+    ]
+    return session, events
+
+
+def test_session_events_belong_to_their_session_not_to_an_incomplete_run(
+        tmp_path: Path) -> None:
+    """on_backpressure / on_session_reset carry the session's id: no run is made of them."""
+    from loopobs.report import fold_log
+
+    session, events = _session_log()
+    folded = fold_log(events)
+    assert [r.status for r in folded.runs] == ["completed"]
+    assert fold_runs(events) == folded.runs
+    assert folded.runs[0].session == str(session)
+    (record,) = folded.sessions
+    assert record.session_id == str(session)
+    assert record.counts == {"inbox saturated": 1, "reset": 1, "inbox rejected": 1}
+    assert [e[1] for e in record.events] == ["inbox saturated", "reset", "inbox rejected"]
+    assert "2 discarded" in record.events[1][2]
+
+    log = tmp_path / "session.jsonl"
+    log.write_text("".join(encode_event(e) + "\n" for e in events))
+    out = tmp_path / "session.html"
+    stats = write_report(log, out)
+    assert stats.runs == 1
+    payload = _payload(out.read_text(encoding="utf-8"))
+    assert [r["status"] for r in payload["runs"]] == ["completed"]
+    assert payload["runs"][0]["session"] == str(session)
+    assert payload["sessions"][0]["counts"]["reset"] == 1

@@ -28,10 +28,10 @@ from typing import IO
 
 from loopobs.contract.events import EventContext
 from loopobs.contract.observer import EventSink
-from loopobs.report._runs import RunRecord, fold_runs
+from loopobs.report._runs import FoldedLog, RunRecord, SessionRecord, fold_log, fold_runs
 
-__all__ = ["ReportStats", "RunRecord", "fold_runs", "render_report", "write_atomically",
-           "write_report"]
+__all__ = ["FoldedLog", "ReportStats", "RunRecord", "SessionRecord", "fold_log", "fold_runs",
+           "render_report", "write_atomically", "write_report"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,11 +55,13 @@ def _script_safe(text: str) -> str:
 
 
 def render_report(runs: Iterable[RunRecord], *, source: str = "event log",
-                  generated: _dt.datetime | None = None) -> str:
-    """The HTML page for ``runs`` (see :func:`fold_runs`), as one string."""
+                  generated: _dt.datetime | None = None,
+                  sessions: Iterable[SessionRecord] = ()) -> str:
+    """The HTML page for ``runs`` and ``sessions`` (see :func:`fold_log`), as one string."""
     records = [run.to_json() for run in runs]
     when = (generated or _dt.datetime.now(_dt.timezone.utc)).isoformat(timespec="seconds")
     payload = {"source": source, "generated": when, "runs": records,
+               "sessions": [session.to_json() for session in sessions],
                "hasContent": any(run["content"] for run in records)}
     data = _script_safe(json.dumps(payload, ensure_ascii=False, separators=(",", ":"),
                                    allow_nan=False, default=str))
@@ -140,9 +142,10 @@ def write_report(log: str | os.PathLike[str] | IO[str], out: str | os.PathLike[s
 
     collect = _Collect()
     stats = replay(log, collect, skip_invalid=skip_invalid)
-    runs = fold_runs(collect.events, content=content)
+    folded = fold_log(collect.events, content=content)
+    runs = folded.runs
     name = os.fspath(log) if isinstance(log, (str, os.PathLike)) else getattr(log, "name", "log")
-    html = render_report(runs, source=Path(name).name)
+    html = render_report(runs, source=Path(name).name, sessions=folded.sessions)
     # A lone surrogate a provider split off (kept verbatim in the log) cannot be UTF-8.
     data = html.encode("utf-8", errors="replace")
     write_atomically(Path(out), data)
