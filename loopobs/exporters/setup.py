@@ -193,16 +193,21 @@ class Telemetry:
 
 
 def _bounded(work: Any, timeout_s: float) -> bool:
+    """Run ``work`` on a daemon thread; True if it finished, without raising, in ``timeout_s``."""
     done = threading.Event()
+    succeeded: list[bool] = []
 
     def run() -> None:
         try:
             work()
+            succeeded.append(True)
+        except Exception as exc:  # e.g. a reader past the deadline: logged, never a crash
+            _logger.warning("loopobs: flushing or shutting down telemetry failed: %s", exc)
         finally:
             done.set()
 
     threading.Thread(target=run, name="loopobs-otel-shutdown", daemon=True).start()
-    return done.wait(timeout_s)
+    return done.wait(timeout_s) and bool(succeeded)
 
 
 def _choice(name: str, value: str | None, env: Sequence[str], default: str,
