@@ -229,3 +229,39 @@ async def test_reset_while_an_append_is_in_flight_does_not_bring_the_old_message
     await reloaded.start()
     assert reloaded.history() == []
     await reloaded.close()
+
+
+async def test_a_last_line_torn_inside_a_character_is_torn_too(tmp_path: Path) -> None:
+    sid = uuid.uuid4()
+    whole = _whole("one") + "\n"
+    cut = stores._message_adapter().dump_json(UserMessage(content="☕☕☕")).split("☕".encode())[0]
+    (tmp_path / f"{sid}.jsonl").write_bytes(whole.encode() + cut + "☕".encode()[:2])
+    store = FileStore(tmp_path)
+    assert [m.content for m in await store.load(sid)] == ["one"]
+    assert store.torn == {sid: 2}
+
+
+async def test_a_session_whose_run_failed_keeps_that_error_when_the_store_fails_too() -> None:
+    from loopobs import Interrupted, tool
+    from loopobs.llm.scripted import Reply, ScriptedClient, ToolCall
+
+    started = asyncio.Event()
+
+    @tool
+    async def slow() -> str:
+        """Waits."""
+        started.set()
+        await asyncio.Event().wait()
+        return "never"
+
+    store = FailingStore()
+    loop = AgentLoop(ScriptedClient([Reply(tool_calls=(ToolCall("slow", {}),))]), model="m",
+                     tools=[slow])
+    async with AgentSession(loop, store=store) as session:
+        store.failing = True
+        reply = await session.send("go")
+        await guarded(started.wait())
+        session.interrupt()
+        with pytest.raises(Interrupted):
+            await guarded(reply)
+        store.failing = False

@@ -51,6 +51,7 @@ import asyncio
 import collections
 import contextlib
 import contextvars
+import logging
 import threading
 import time
 import uuid
@@ -81,6 +82,7 @@ QueuePolicy = Literal["block", "drop_oldest", "reject"]
 """What a full queue does with a new item: wait for room, drop the oldest, refuse it."""
 
 _T = TypeVar("_T")
+logger = logging.getLogger("loopobs.sessions")
 
 
 class BoundedQueue(Generic[_T]):
@@ -620,9 +622,11 @@ class AgentSession:
         else:
             outcome = task.result()
             status = outcome.status
-        if failure is not None:
-            failure.result = outcome if isinstance(outcome, RunResult) else None
+        if failure is not None and isinstance(outcome, RunResult):
+            failure.result = outcome
             outcome = failure
+        elif failure is not None:  # the run's own end says more; the store's is logged
+            logger.warning("session %s: %s", self.id, failure)
         if not sent.future.done():
             if isinstance(outcome, BaseException):
                 sent.future.set_exception(outcome)

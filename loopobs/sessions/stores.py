@@ -150,34 +150,36 @@ class FileStore:
         path = self.path(session_id)
         messages: list[Message] = []
         if path.exists():
-            text = await asyncio.to_thread(path.read_text, encoding="utf-8")
-            messages = self._parse(session_id, path, text)
+            data = await asyncio.to_thread(path.read_bytes)
+            messages = self._parse(session_id, path, data)
         adapter = _message_adapter()
         messages.extend(adapter.validate_json(line) for line in self._buffer.get(session_id, ()))
         return messages
 
-    def _parse(self, session_id: uuid.UUID, path: Path, text: str) -> list[Message]:
+    def _parse(self, session_id: uuid.UUID, path: Path, data: bytes) -> list[Message]:
         from pydantic import ValidationError
 
         adapter = _message_adapter()
-        lines = text.split("\n")
+        lines = data.split(b"\n")
         tail = len(lines)  # the last line: torn if the file does not end with a newline
         messages: list[Message] = []
         for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
             try:
-                messages.append(adapter.validate_json(line))
-            except ValidationError as exc:
+                # Strict UTF-8 per line: a write cut inside a character tears only its line.
+                messages.append(adapter.validate_json(line.decode("utf-8")))
+            except (ValidationError, UnicodeDecodeError) as exc:
                 if number == tail:
                     self.torn[session_id] = number
                     logger.warning("%s:%d: the last line is torn (a write cut short, %d "
                                    "characters); loaded the %d whole messages before it",
                                    path, number, len(line), len(messages))
                     break
-                raise StoreCorrupt(f"{path}:{number}: not a stored message: "
-                                   f"{exc.errors()[0]['msg']}", path=str(path),
-                                   line=number) from None
+                reason = (exc.errors()[0]["msg"] if isinstance(exc, ValidationError)
+                          else "not UTF-8")
+                raise StoreCorrupt(f"{path}:{number}: not a stored message: {reason}",
+                                   path=str(path), line=number) from None
         return messages
 
     async def append(self, session_id: uuid.UUID, messages: Sequence[Message]) -> None:
@@ -207,12 +209,14 @@ class FileStore:
             paths = {sid: self.path(sid) for sid in pending}
             job = asyncio.ensure_future(asyncio.to_thread(_write_all, paths, pending))
             # Restored when the thread ends, even if this flush was cancelled meanwhile.
-            job.add_done_callback(lambda _: self._restore(pending))
+            job.add_done_callback(lambda done: self._restore(done, pending))
             await job
             for sid in paths:
                 self.torn.pop(sid, None)
 
-    def _restore(self, unwritten: dict[uuid.UUID, list[str]]) -> None:
+    def _restore(self, done: asyncio.Future[None], unwritten: dict[uuid.UUID, list[str]]) -> None:
+        if not done.cancelled():
+            done.exception()  # retrieved: a flush cancelled meanwhile no longer awaits it
         for sid, lines in unwritten.items():
             self._buffer[sid] = [*lines, *self._buffer.get(sid, ())]
 
