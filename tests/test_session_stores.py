@@ -265,3 +265,9 @@ async def test_a_session_whose_run_failed_keeps_that_error_when_the_store_fails_
         with pytest.raises(Interrupted):
             await guarded(reply)
         store.failing = False
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, float("nan"), float("inf")])
+def test_store_timeout_must_be_a_positive_finite_number(bad: float) -> None:
+    with pytest.raises(ValueError, match="store_timeout"):
+        AgentSession(AgentLoop(echo_client(), model="m"), store_timeout=bad)

@@ -52,6 +52,7 @@ import collections
 import contextlib
 import contextvars
 import logging
+import math
 import threading
 import time
 import uuid
@@ -304,12 +305,18 @@ class AgentSession:
         subscriber_queue_size: updates buffered per subscriber (oldest dropped).
         ask_user_timeout: seconds ``ask_user`` waits for :meth:`reply`.
         store_timeout: seconds one store call may take before it counts as failed.
+
+    Raises:
+        ValueError: ``store_timeout`` is not a positive, finite number.
     """
 
     def __init__(self, loop: AgentLoop, *, store: SessionStore | None = None,
                  session_id: uuid.UUID | None = None, queue_size: int = 16,
                  queue_policy: QueuePolicy = "block", subscriber_queue_size: int = 256,
                  ask_user_timeout: float = 300.0, store_timeout: float = 30.0) -> None:
+        if not (isinstance(store_timeout, (int, float)) and 0 < store_timeout < math.inf):
+            raise ValueError(f"store_timeout must be a positive number of seconds, "
+                             f"not {store_timeout!r}")
         ask_user = _ask_user_tool()
         existing = loop.tools.get("ask_user")
         if existing is not None and existing is not ask_user:
