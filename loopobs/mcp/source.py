@@ -232,12 +232,13 @@ class _Connection:
             await asyncio.wait({self._refresher})
 
     async def close(self) -> None:
-        """End the owner task (closing the session and the process); never raises.
+        """End the owner task (closing the session and the process); raises nothing of its own.
 
         Bounded: the task gets :data:`CLOSE_GRACE_S` to end on its own (at once
         cancelled if it never got ready: it may be stuck in the handshake), then is
         cancelled and gets as long again; past that it is abandoned, with a warning.
-        A caller cancelled meanwhile returns at once; the close goes on.
+        A caller cancelled meanwhile gets its ``CancelledError`` at once; the close
+        goes on in a task of its own.
         """
         self._stop.set()
         if self._task.done():
