@@ -540,14 +540,16 @@ class AgentSession:
 
     async def _store_call(self, operation: str, call: Awaitable[_T]) -> _T:
         """``call`` under ``store_timeout``; its failure as :class:`StoreFailed`."""
+        deadline = asyncio.timeout(self.store_timeout)
         try:
-            return await asyncio.wait_for(call, self.store_timeout)
-        except asyncio.TimeoutError:
-            raise StoreFailed(f"the session store's {operation} did not finish within "
-                              f"{self.store_timeout:g}s", operation=operation) from None
+            async with deadline:
+                return await call
         except (StoreFailed, StoreCorrupt):
             raise
         except Exception as exc:
+            if isinstance(exc, TimeoutError) and deadline.expired():
+                raise StoreFailed(f"the session store's {operation} did not finish within "
+                                  f"{self.store_timeout:g}s", operation=operation) from None
             raise StoreFailed(f"the session store's {operation} failed: "
                               f"{type(exc).__name__}: {exc}", operation=operation) from exc
 
@@ -560,7 +562,8 @@ class AgentSession:
                 new = [m for m in session.messages if id(m) not in self._persisted_ids]
                 if new:
                     await self._store_call("append", self.store.append(self.id, new))
-                    self._remember(new)  # appended: the store holds them until flushed
+                    if session is self._session:  # a reset meanwhile forgot the old epoch
+                        self._remember(new)  # appended: the store holds them until flushed
                 await self._store_call("flush", self.store.flush())
             except StoreFailed as exc:
                 return exc
