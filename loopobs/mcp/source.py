@@ -161,11 +161,10 @@ class _Connection:
         try:
             async with contextlib.AsyncExitStack() as stack:
                 read, write = await stack.enter_async_context(self._transport(stack))
-                # The session's default read timeout bounds every request without its own:
-                # the handshake and each page of a listing.
+                # The handshake is bounded by connect_timeout alone (it waits for the process
+                # to start); each listing page by timeout (_list_all).
                 session = await stack.enter_async_context(ClientSession(
-                    read, _WriteTap(write, self.request_ids),
-                    read_timeout_seconds=self.spec.timeout, message_handler=self._on_message))
+                    read, _WriteTap(write, self.request_ids), message_handler=self._on_message))
                 await session.initialize()
                 self.protocol_version = session.protocol_version
                 self.tools = await self._list(session)
@@ -286,14 +285,15 @@ async def _list_all(session: ClientSession, spec: ServerSpec) -> list[mt.Tool]:
     cursor: str | None = None
     for _ in range(MAX_LIST_PAGES):
         params = mt.PaginatedRequestParams(cursor=cursor) if cursor else None
+        deadline = asyncio.timeout(spec.timeout)
         try:
-            page = await session.list_tools(params=params)
-        except MCPError as exc:
-            if exc.error.code != mt.REQUEST_TIMEOUT:
+            async with deadline:
+                page = await session.list_tools(params=params)
+        except TimeoutError:
+            if not deadline.expired():
                 raise
             raise McpError(f"MCP server {spec.label!r} did not answer tools/list within "
-                           f"{spec.timeout:g}s", server=spec.label, kind="timeout",
-                           code=exc.error.code) from None
+                           f"{spec.timeout:g}s", server=spec.label, kind="timeout") from None
         tools.extend(page.tools)
         if len(tools) > MAX_TOOLS:
             raise McpError(f"MCP server {spec.label!r} lists more than {MAX_TOOLS} tools",
