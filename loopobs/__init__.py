@@ -146,7 +146,13 @@ from loopobs.contract.tools import (
 from loopobs.loop.run import RunResult, Session
 from loopobs.loop.tool_sources import ConnectedSource, ToolSource
 from loopobs.sessions.session import AgentSession, QueuePolicy, SessionUpdate
-from loopobs.sessions.stores import FileStore, MemoryStore, SessionStore
+from loopobs.sessions.stores import (
+    FileStore,
+    MemoryStore,
+    SessionStore,
+    StoreCorrupt,
+    StoreFailed,
+)
 
 if TYPE_CHECKING:
     from loopobs.exporters.evaluation import record_evaluation
@@ -244,6 +250,8 @@ __all__ = [
     "Sleep",
     "SleepContext",
     "Spend",
+    "StoreCorrupt",
+    "StoreFailed",
     "StoreUnavailable",
     "StreamError",
     "StreamEvent",

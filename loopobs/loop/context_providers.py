@@ -5,8 +5,9 @@ text, or ``""``/None for nothing. Before every model call of a run the loop
 runs all providers concurrently, each under its own timeout; the texts of
 those that answered go into that call's request as system messages (after the
 conversation, in the order the providers were given), and are not kept in the
-session's history. A provider that raises or runs past its timeout is skipped
-(cancelled if still running); the call goes on without it. Every provider's
+session's history. A provider that raises (``CancelledError`` too, when nothing
+cancelled it) or runs past its timeout is skipped (cancelled if still running);
+the call goes on without it. Every provider's
 outcome is an ``on_context_provider`` event, emitted in provider order after
 ``on_turn_start`` and before the turn's ``on_stream_start``.
 """
@@ -73,6 +74,15 @@ async def _run_one(spec: ProviderSpec, query: str, timeout: float | None) -> _Re
         return _Result("timeout", None, (time.perf_counter() - started) * 1000.0, ProviderFailed(
             f"context provider {spec.name!r} ran past its timeout of {timeout:g}s",
             context_provider=spec.name, error_type="timeout"))
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is None or task.cancelling():
+            raise  # the run is cancelled: every provider is
+        # Nothing cancelled this provider: it raised CancelledError itself, and that is
+        # its own failure, not the run's cancellation.
+        return _Result("error", None, (time.perf_counter() - started) * 1000.0, ProviderFailed(
+            f"context provider {spec.name!r} failed: it raised CancelledError itself",
+            context_provider=spec.name, error_type="CancelledError"))
     except Exception as exc:
         return _Result("error", None, (time.perf_counter() - started) * 1000.0, ProviderFailed(
             f"context provider {spec.name!r} failed: {type(exc).__name__}",

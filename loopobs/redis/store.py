@@ -17,9 +17,9 @@ import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from loopobs.contract.errors import StoreUnavailable
 from loopobs.contract.model import Message
 from loopobs.redis._client import bounded, store_name
+from loopobs.sessions.stores import StoreCorrupt
 
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
@@ -65,8 +65,9 @@ class RedisSessionStore:
         """The stored messages, oldest first.
 
         Raises:
-            StoreUnavailable: Redis failed or passed the deadline, or an entry is not a
-                message (its index is named; nothing is skipped silently).
+            StoreUnavailable: Redis failed or passed the deadline.
+            StoreCorrupt: an entry is not a message (its key and 1-based position are
+                named; nothing is skipped silently).
         """
         raw = await bounded(self._client.lrange(self.key(session_id), 0, -1),
                             timeout_s=self.timeout_s, store=self.name, what="load")
@@ -75,10 +76,10 @@ class RedisSessionStore:
         for index, entry in enumerate(raw):
             try:
                 out.append(adapter.validate_json(entry))
-            except ValueError as exc:
-                raise StoreUnavailable(
-                    store=self.name, reason=f"entry {index} of {self.key(session_id)} is not "
-                    f"a message ({type(exc).__name__})") from None
+            except ValueError:
+                raise StoreCorrupt(f"{self.name} {self.key(session_id)}: entry {index + 1} is "
+                                   "not a stored message", path=self.key(session_id),
+                                   line=index + 1) from None
         return out
 
     async def append(self, session_id: uuid.UUID, messages: Sequence[Message]) -> None:

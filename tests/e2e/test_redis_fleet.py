@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from loopobs import AgentLoop, Budget, BudgetUnavailable, StoreUnavailable
+from loopobs import AgentLoop, Budget, BudgetUnavailable, StoreCorrupt, StoreUnavailable
 from loopobs.contract.model import AssistantMessage, UserMessage
 from loopobs.cost.shared import Amounts, Refusal, ScopeLimit, SharedBudget
 from loopobs.llm import Reply, ScriptedClient, ToolCall
@@ -327,7 +327,7 @@ async def test_a_session_store_that_is_down_fails_clearly(redis_server: RedisSer
     store = RedisSessionStore(client, timeout_s=0.5)
     sid = uuid.uuid4()
     await client.rpush(store.key(sid), b'{"role": "user", "content": "ok"}', b"{torn")
-    with pytest.raises(StoreUnavailable, match="entry 1 of"):
+    with pytest.raises(StoreCorrupt, match="entry 2 is not a stored message"):
         await store.load(sid)
     redis_server.stop()
     started = time.monotonic()
