@@ -29,8 +29,8 @@ import re
 import shlex
 from typing import Any, Final, Literal, NamedTuple
 
-__all__ = ["CallEffect", "CommandEffect", "CommandInfo", "call_effect", "classify_code",
-           "classify_command", "command_text", "failed_output"]
+__all__ = ["CallEffect", "CommandEffect", "CommandInfo", "ToolRole", "call_effect",
+           "classify_code", "classify_command", "command_text", "failed_output", "tool_role"]
 
 CommandEffect = Literal["read", "run", "write"]
 
@@ -103,6 +103,9 @@ _FAILURE: Final = re.compile(
 _FAILURE_SCAN: Final = 2_000
 
 
+ToolRole = Literal["command", "code", "editor"]
+
+
 class CommandInfo(NamedTuple):
     """What one command line does, and what a write acts on.
 
@@ -116,6 +119,9 @@ class CommandInfo(NamedTuple):
     effect: CommandEffect
     programs: tuple[str, ...]
     target: frozenset[str]
+    key: str
+    """The command in a canonical spelling: its tokens (whitespace and quoting do not
+    matter) and heredoc bodies."""
 
 
 def _cut_heredocs(command: str) -> tuple[str, list[str]]:
@@ -195,15 +201,15 @@ def tokens(command: str) -> list[str] | None:
     """:func:`shlex_tokens`, done by one regular expression: shlex reads a character at a
     time in Python (about 40 µs for a typical agent command), this costs a few."""
     out: list[str] = []
-    for m in _TOKEN.finditer(command):
-        word, operator, refused = m.groups()
-        if refused is not None:
+    append = out.append
+    for word, operator, refused in _TOKEN.findall(command):
+        if word:
+            append(_PART.sub(_unquote, word) if ("'" in word or '"' in word
+                                                 or "\\" in word) else word)
+        elif operator:
+            append(operator)
+        elif refused:
             return None
-        if word is not None:
-            out.append(_PART.sub(_unquote, word) if ("'" in word or '"' in word
-                                                     or "\\" in word) else word)
-        elif operator is not None:
-            out.append(operator)
     return out
 
 
@@ -379,8 +385,11 @@ def classify_command(command: str) -> CommandInfo | None:
         return None
     if effect == "write":
         target.update(f"<<{hash(b)}" for b in bodies)
+    key = "\x1f".join(split)
+    if bodies:
+        key += "\x1e" + "\x1e".join(bodies)
     return CommandInfo(effect, tuple(programs),
-                       frozenset(target) if effect == "write" else frozenset())
+                       frozenset(target) if effect == "write" else frozenset(), key)
 
 
 def classify_code(code: str) -> CommandEffect:
@@ -412,6 +421,8 @@ _EDITOR_WORDS: Final = frozenset({"editor", "str_replace_editor", "str_replace_b
 _EDITOR_READS: Final = frozenset({"view", "read", "show", "cat", "open", "list"})
 _EDITOR_WRITES: Final = frozenset({"create", "str_replace", "insert", "undo_edit", "write",
                                    "append", "replace", "edit", "delete", "patch", "apply"})
+_CODE_NAMES: Final = frozenset({"execute_python", "run_python", "python_exec",
+                                "code_interpreter", "execute_code", "run_code"})
 _NAME_WORDS: Final = re.compile(r"[a-z0-9]+")
 _LAST_SEGMENT: Final = re.compile(r"^.*(?:__|[./:])")
 
@@ -439,55 +450,72 @@ def command_text(value: Any) -> str | None:
 
 
 class CallEffect(NamedTuple):
-    """What one call of a command, code or editor tool does: ``effect``, and for a
-    ``write`` its ``target`` (order-free; ``None``: the arguments are the target)."""
+    """What one call of a command, code or editor tool does: ``effect``; for a ``write``
+    its ``target`` (order-free; ``None``: the arguments are the target); for a command
+    line its canonical ``key`` and the argument it came from (``arg``)."""
 
     effect: CommandEffect
     target: frozenset[str] | None
+    key: str | None = None
+    arg: str | None = None
 
 
-def call_effect(tool: str, args: object, command_arg: str | None = None) -> CallEffect | None:
-    """The effect of a call if ``tool`` runs commands (``bash``, ``shell``,
-    ``execute_bash``, ``run_command``, ``terminal``, an MCP shell tool … with a ``command``
-    or ``cmd`` argument; or ``command_arg`` declared), runs code (``python``,
-    ``execute_python`` with ``code``), or edits files (``str_replace_editor``-style tools
-    with a ``command`` such as ``view`` or ``str_replace``). ``None`` for other tools, and
-    when the command cannot be parsed: the caller's rules for the tool apply. Never raises.
+def tool_role(tool: str) -> ToolRole | None:
+    """Whether ``tool``, by its name, runs commands (``bash``, ``shell``, ``execute_bash``,
+    ``run_command``, ``terminal``, an MCP shell server's tool …), runs code (``python``,
+    ``execute_python``) or edits files (``str_replace_editor``, ``apply_patch`` …)."""
+    own, words = _words(tool)
+    if own in _EDITOR_WORDS or "editor" in words:
+        return "editor"
+    if own in _CODE_WORDS or words & _CODE_WORDS or own in _CODE_NAMES:
+        return "code"
+    if own in _COMMAND_NAMES or words & _COMMAND_WORDS:
+        return "command"
+    return None
+
+
+def call_effect(tool: str, args: object, command_arg: str | None = None,
+                role: ToolRole | None = None) -> CallEffect | None:
+    """The effect of one call of a command, code or editor tool (``role``, else
+    :func:`tool_role`): a command line in a ``command`` or ``cmd`` argument (or the
+    declared ``command_arg``) is parsed, a code tool's ``code`` scanned, an editor's
+    ``command`` (``view``, ``str_replace``, ``create`` …) read. ``None`` for other tools,
+    and when the command cannot be parsed: the caller's rules for the tool apply.
+    Never raises.
     """
     if not isinstance(args, dict):
         return None
-    own, words = _words(tool)
     if command_arg is not None:
         declared = command_text(args.get(command_arg))
-        return _shell(declared) if declared is not None else None
-    editor = own in _EDITOR_WORDS or bool(words & {"editor"})
-    if editor:
+        return _shell(declared, command_arg) if declared is not None else None
+    if role is None:
+        role = tool_role(tool)
+        if role is None:
+            return None
+    if role == "editor":
         sub = args.get("command")
         if not isinstance(sub, str):
             sub = tool.strip().rsplit(" ", 1)[-1].lower()
         if sub in _EDITOR_READS:
             return CallEffect("read", None)
-        if sub in _EDITOR_WRITES or own == "apply_patch":
+        if sub in _EDITOR_WRITES or "patch" in tool.lower():
             return CallEffect("write", None)
         return None
-    code = own in _CODE_WORDS or bool(words & _CODE_WORDS) or own in (
-        "execute_python", "run_python", "python_exec", "code_interpreter", "execute_code",
-        "run_code")
-    if code or own in _COMMAND_NAMES or words & _COMMAND_WORDS:
-        for name in _COMMAND_ARGS:
-            text = command_text(args.get(name))
-            if text is not None:
-                return _shell(text)
-        if code:
-            for name in _CODE_ARGS:
-                source = args.get(name)
-                if isinstance(source, str):
-                    return CallEffect(classify_code(source), None)
+    for name in _COMMAND_ARGS:
+        text = command_text(args.get(name))
+        if text is not None:
+            return _shell(text, name)
+    if role == "code":
+        for name in _CODE_ARGS:
+            source = args.get(name)
+            if isinstance(source, str):
+                return CallEffect(classify_code(source), None)
     return None
 
 
-def _shell(text: str) -> CallEffect | None:
+def _shell(text: str, arg: str) -> CallEffect | None:
     info = classify_command(text)
     if info is None:
         return None
-    return CallEffect(info.effect, info.target if info.effect == "write" else None)
+    return CallEffect(info.effect, info.target if info.effect == "write" else None,
+                      info.key, arg)

@@ -19,7 +19,13 @@ from loopobs.contract.events import (
 )
 from loopobs.contract.hashing import arguments_hash, canonical_json, result_hash, stable_hash64
 from loopobs.detectors._session import DEFAULT_MAX_SESSIONS, SessionDetector
-from loopobs.detectors.commands import call_effect, failed_output
+from loopobs.detectors.commands import (
+    CallEffect,
+    ToolRole,
+    call_effect,
+    failed_output,
+    tool_role,
+)
 from loopobs.detectors.normalise import Normaliser
 
 __all__ = ["RepetitionDetector"]
@@ -67,6 +73,9 @@ _new_pending = tuple.__new__
 
 
 _UNKNOWN_CALL_ARGS: Final[Mapping[str, Any]] = {}
+_UNKNOWN_ROLE: Final[Any] = object()
+_EFFECT_CACHE: Final = 1024
+"""Command lines whose effect is remembered per detector."""
 _MISSING: Final = -1
 _RESULT_CACHE: Final = 4096
 """Normalised result hashes remembered per detector (raw hash → normalised)."""
@@ -95,11 +104,12 @@ class _SameStat:
     """One (tool, result) pair: how many different arguments gave it, and how often one of
     them came back."""
 
-    __slots__ = ("args", "distinct", "epoch", "first_pos", "last_pos", "level", "recurred",
-                 "seen")
+    __slots__ = ("args", "distinct", "epoch", "first", "first_pos", "last_pos", "level",
+                 "recurred", "seen")
 
     def __init__(self) -> None:
         self.args: int | None = None
+        self.first = ""  # the first arguments' canonical text, keyed once a second comes
         self.distinct = self.epoch = self.first_pos = self.last_pos = self.level = 0
         self.recurred = 0
         self.seen: set[int | None] = set()
@@ -332,6 +342,8 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         self._ring = 2 * max_period + 2
         self._pending: OrderedDict[int, dict[str, _Pending]] = OrderedDict()
         self._kinds: dict[str, _Kind] = {}
+        self._roles: dict[str, ToolRole | None] = {}
+        self._effects: dict[tuple[str, str], CallEffect | None] = {}
         self._normalised: dict[tuple[str, int | None, str | None], int | None] = {}
 
     @property
@@ -353,6 +365,7 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         with self._lock:
             self._pending.clear()
             self._normalised.clear()
+            self._effects.clear()
         super().reset()
 
     def _run_ended(self, run_id: int) -> None:
@@ -408,24 +421,44 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         """Normalise and hash the call's arguments, to pair with its result at ``on_tool_post``."""
         args = ctx.input
         tool = ctx.tool
-        ahash, applied, page, canonical = self.normaliser.arguments_key(tool, args)
         annotations = ctx.annotations
         kind = self._kinds.get(tool) if annotations is None else None
         if kind is None:
             kind = self._kind(tool, annotations)
         parsed = False
         target = None
+        effect = None
         declared = self.command_tools.get(tool)
-        if declared is not None or self.infer_commands:
+        if declared is not None:
             effect = call_effect(tool, args, declared)
-            if effect is not None:
-                # The command says what this call does, whatever the tool's name says.
-                parsed = True
-                kind = (effect.effect == "write", effect.effect == "read", kind[2], False)
-                if effect.target is not None:
-                    # Spellings of one write (rm -f X, rm -rf X) are one operation.
-                    target = hash(effect.target)
-                    ahash = target
+        elif self.infer_commands:
+            role = self._roles.get(tool, _UNKNOWN_ROLE)
+            if role is _UNKNOWN_ROLE:
+                role = tool_role(tool)
+                if len(self._roles) < 4096:
+                    self._roles[tool] = role
+            if role is not None:
+                effect = self._effect(tool, args, role)
+        if effect is not None and effect.key is not None:
+            # A command line is keyed on its tokens (whitespace and quoting folded), the
+            # other arguments (a working directory, a timeout) on their canonical JSON.
+            applied: frozenset[str] = frozenset()
+            page: str | None = None
+            canonical = effect.key
+            if len(args) > 1:
+                canonical += "\x1d" + canonical_json(
+                    {k: v for k, v in args.items() if k != effect.arg})
+            ahash = hash(canonical)
+        else:
+            ahash, applied, page, canonical = self.normaliser.arguments_key(tool, args)
+        if effect is not None:
+            # The command says what this call does, whatever the tool's name says.
+            parsed = True
+            kind = (effect.effect == "write", effect.effect == "read", kind[2], False)
+            if effect.target is not None:
+                # Spellings of one write (rm -f X, rm -rf X) are one operation.
+                target = hash(effect.target)
+                ahash = target
         entry = _new_pending(_Pending, (tool, ahash, args, kind, applied, page, canonical,
                                         parsed, target))
         rid = ctx.run_id.int
@@ -439,6 +472,20 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         calls[ctx.tool_call_id] = entry
         if len(calls) > _MAX_PENDING_CALLS:
             calls.pop(next(iter(calls)), None)
+
+    def _effect(self, tool: str, args: Mapping[str, Any], role: ToolRole) -> CallEffect | None:
+        """:func:`call_effect`, remembered per command line: agents re-run their commands."""
+        command = args.get("command") if role != "editor" else None
+        if type(command) is not str:
+            return call_effect(tool, args, None, role)
+        key = (role, command)
+        found = self._effects.get(key, _UNKNOWN_ROLE)
+        if found is _UNKNOWN_ROLE:
+            found = call_effect(tool, args, None, role)
+            if len(self._effects) >= _EFFECT_CACHE:
+                self._effects.clear()
+            self._effects[key] = found
+        return found  # type: ignore[no-any-return]
 
     def on_compaction(self, ctx: CompactionContext) -> None:
         """The conversation lost context: re-reading from here on is not a repeat."""
@@ -689,12 +736,13 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
             fresh = sr.epoch != s.epoch or pos - sr.last_pos > self.horizon
         if fresh:
             sr.args, sr.distinct, sr.level, sr.epoch = p.ahash, 1, _NONE, s.epoch
-            sr.first_pos, sr.recurred = pos, 0
+            sr.first_pos, sr.recurred, sr.first = pos, 0, p.canonical
             sr.seen.clear()
-            sr.seen.add(_digitless(p.canonical))
         elif sr.args != p.ahash:
             # Arguments come back when they were seen in the streak up to their digits
             # ("Draft v2 (round 1)" → "Draft v3 (round 2)" is the same message).
+            if not sr.seen:
+                sr.seen.add(_digitless(sr.first))
             shape = _digitless(p.canonical)
             sr.args = p.ahash
             sr.distinct += 1
