@@ -213,38 +213,33 @@ def tokens(command: str) -> list[str] | None:
     return out
 
 
-def _simple_commands(tokens: list[str]) -> tuple[list[list[str]], list[str], list[str]]:
-    """Simple commands (their words), files written by redirection, heredoc/herestring
-    inputs."""
-    commands: list[list[str]] = []
-    written: list[str] = []
-    inputs: list[str] = []
+def _simple_commands(tokens: list[str]) -> list[tuple[list[str], list[str]]]:
+    """Each simple command: its words, and the files it writes by redirection."""
+    commands: list[tuple[list[str], list[str]]] = []
     words: list[str] = []
+    written: list[str] = []
     i, n = 0, len(tokens)
     while i < n:
         tok = tokens[i]
         i += 1
         if tok in _OPERATORS:
-            if words:
-                commands.append(words)
-                words = []
+            if words or written:
+                commands.append((words, written))
+                words, written = [], []
             continue
         if tok in _REDIRECT_OUT or tok in _REDIRECT_IN or tok == "<<":
-            if words and _DIGITS.fullmatch(words[-1]):
-                words.pop()  # the file descriptor of "2>"
+            # A file descriptor before it ("2>") stays a word: the tokens cannot tell
+            # "echo 2 > f" from "echo 2>f", and a digit more changes no judgement.
             target = tokens[i] if i < n else ""
             i += 1
-            if tok in _REDIRECT_OUT:
-                if target and target not in _NULL_TARGETS and not _DIGITS.fullmatch(
-                        target) and target != "-":
-                    written.append(target)
-            elif tok == "<<<":
-                inputs.append(target)
+            if tok in _REDIRECT_OUT and target and target not in _NULL_TARGETS and (
+                    target != "-" and not _DIGITS.fullmatch(target)):
+                written.append(target)
             continue
         words.append(tok)
-    if words:
-        commands.append(words)
-    return commands, written, inputs
+    if words or written:
+        commands.append((words, written))
+    return commands
 
 
 def _strip_prefixes(words: list[str]) -> list[str]:
@@ -252,8 +247,8 @@ def _strip_prefixes(words: list[str]) -> list[str]:
     i, n = 0, len(words)
     while i < n:
         w = words[i]
-        if w in _KEYWORDS or _ASSIGNMENT.match(w):
-            i += 1
+        if w in _KEYWORDS or _ASSIGNMENT.match(w) or w.isdigit():
+            i += 1  # a leading number is a file descriptor left by a split: "\; 2>"
             continue
         if w in _WRAPPERS:
             wrapper = w
@@ -365,23 +360,25 @@ def classify_command(command: str) -> CommandInfo | None:
     split = tokens(text)
     if not split:
         return None
-    commands, written, _ = _simple_commands(split)
-    effect: CommandEffect = "write" if written else "read"
+    effect: CommandEffect = "read"
     programs: list[str] = []
-    target: set[str] = set(written)
-    for simple in commands:
+    target: set[str] = set()
+    for simple, written in _simple_commands(split):
         words = _strip_prefixes(simple)
-        if not words:
-            continue
-        program, judged = _judge(words, bodies)
-        programs.append(program)
+        judged: CommandEffect = "read"
+        if words:
+            program, judged = _judge(words, bodies)
+            programs.append(program)
+        if written:
+            judged = "write"  # into a file: what is written is part of the target
+            target.update(written)
         if _RANK[judged] > _RANK[effect]:
             effect = judged
-        if judged == "write":
-            target.add(program)
+        if judged == "write" and words:
+            target.add(programs[-1])
             target.update(w for w in words[1:] if w not in _SPECIAL_WORDS and not (
                 w.startswith("-") and len(w) > 1))
-    if not programs and not written:
+    if not programs and not target:
         return None
     if effect == "write":
         target.update(f"<<{hash(b)}" for b in bodies)
