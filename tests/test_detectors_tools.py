@@ -3,15 +3,17 @@ command, not from the tool's name."""
 
 from __future__ import annotations
 
-from loopobs import RepetitionDetector, ToolAnnotations
+from collections.abc import Sequence
+
+from loopobs import LoopDetectedContext, RepetitionDetector, ToolAnnotations
 from tests.test_detectors_signals import Feed
 
 OK = "<returncode>0</returncode>\n<output>\n</output>"
 FAILING = "<returncode>1</returncode>\n<output>\nFAILED tests/test_app.py::test_total - 7 != 6\n"
 
 
-def signals(fired: list[list[object]]) -> list[tuple[str, str]]:
-    return [(e.signal, e.action) for batch in fired for e in batch]  # type: ignore[attr-defined]
+def signals(fired: Sequence[Sequence[LoopDetectedContext]]) -> list[tuple[str | None, str]]:
+    return [(e.signal, e.action) for batch in fired for e in batch]
 
 
 def test_silent_edits_through_bash_are_progress_not_the_same_result() -> None:
