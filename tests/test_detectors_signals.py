@@ -563,3 +563,28 @@ def test_result_masking_is_idempotent(text: str) -> None:
     n = Normaliser()
     once = n.result_text("t", text, None)
     assert n.result_text("t", once, None) == once
+
+
+def test_the_same_reply_with_others_between_converges() -> None:
+    """A A B A: the third of the same reply counts, with another reply between (before, the
+    reply between reset the count and nothing fired)."""
+    d = Feed(ConvergenceDetector())
+    sorry = "I am sorry, I cannot change a basic economy reservation. Is there anything else?"
+    fired = [d.answer(sorry), d.answer(sorry),
+             d.answer("Your booking reference is on the confirmation e-mail we sent you."),
+             d.answer(sorry)]
+    assert [len(f) for f in fired] == [0, 0, 0, 1]
+    [e] = fired[-1]
+    assert (e.signal, e.action, e.consecutive) == ("repeated_answer", "warn", 3)
+    for _ in range(2):
+        assert d.answer("Please tell me which flight you would like instead.") == []
+        fired.append(d.answer(sorry))
+    assert [(e.action, e.consecutive) for e in fired[-1]] == [("stop", 5)]
+
+
+def test_replies_that_differ_are_no_convergence() -> None:
+    """Different replies with a shared greeting never converge, however many."""
+    d = Feed(ConvergenceDetector())
+    fired = [d.answer(f"Thanks! Flight {n} leaves from gate {chr(65 + n)} at the north "
+                      f"terminal, row {n * 3}.") for n in range(12)]
+    assert [f for f in fired if f] == []
