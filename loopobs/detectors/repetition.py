@@ -104,14 +104,15 @@ class _SameStat:
     """One (tool, result) pair: how many different arguments gave it, and how often one of
     them came back."""
 
-    __slots__ = ("args", "distinct", "epoch", "first", "first_pos", "last_pos", "level",
-                 "recurred", "seen")
+    __slots__ = ("args", "changed", "distinct", "epoch", "first", "first_pos", "last_pos",
+                 "level", "recurred", "seen")
 
     def __init__(self) -> None:
         self.args: int | None = None
         self.first = ""  # the first arguments' canonical text, keyed once a second comes
         self.distinct = self.epoch = self.first_pos = self.last_pos = self.level = 0
         self.recurred = 0
+        self.changed = False  # the arguments differed at least once
         self.seen: set[int | None] = set()
 
 
@@ -172,9 +173,9 @@ _NAME_PARTS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 _DIGITS: Final = re.compile(r"\d+")
 
 
-def _digitless(canonical: str) -> int:
-    """An in-process key of arguments with every run of digits masked."""
-    return hash(_DIGITS.sub("#", canonical))
+def _loose(canonical: str) -> int:
+    """An in-process key of arguments up to their digits and letter case."""
+    return hash(_DIGITS.sub("#", canonical).casefold())
 
 
 def _truncate(text: str) -> str:
@@ -736,37 +737,38 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
             fresh = sr.epoch != s.epoch or pos - sr.last_pos > self.horizon
         if fresh:
             sr.args, sr.distinct, sr.level, sr.epoch = p.ahash, 1, _NONE, s.epoch
-            sr.first_pos, sr.recurred, sr.first = pos, 0, p.canonical
+            sr.first_pos, sr.recurred, sr.first, sr.changed = pos, 0, p.canonical, False
             sr.seen.clear()
         elif sr.args != p.ahash:
-            # Arguments come back when they were seen in the streak up to their digits
-            # ("Draft v2 (round 1)" → "Draft v3 (round 2)" is the same message).
+            # Arguments come back when they were seen in the streak up to their digits and
+            # case ("Draft v2 (round 1)" → "Draft v3 (round 2)" is the same message).
             if not sr.seen:
-                sr.seen.add(_digitless(sr.first))
-            shape = _digitless(p.canonical)
-            sr.args = p.ahash
-            sr.distinct += 1
+                sr.seen.add(_loose(sr.first))
+            shape = _loose(p.canonical)
+            sr.args, sr.changed = p.ahash, True
             if shape in sr.seen:
                 sr.recurred += 1
-            elif len(sr.seen) < _SAME_ARGS:
-                sr.seen.add(shape)
+            else:
+                sr.distinct += 1
+                if len(sr.seen) < _SAME_ARGS:
+                    sr.seen.add(shape)
         else:
             sr.recurred += 1
         sr.last_pos = pos
         # The same result for new arguments each time (empty, "OK", a fixed failure) is
         # constant feedback, not a loop: it counts once arguments come back as well.
-        if not sr.recurred:
-            return None
-        level = self._level(sr.distinct, self.warn_after)
+        if not sr.recurred or not sr.changed:
+            return None  # new arguments only: constant feedback; one only: a plain repeat
+        level = self._level(sr.distinct + sr.recurred, self.warn_after)
         if level <= sr.level:
             return None
         sr.level = level
         label = self.label(p.tool, p.args)
-        reason = (f"{p.tool} returned the same result for {sr.distinct} different arguments "
-                  f"in a row of calls, and arguments came back {sr.recurred} times (the same "
-                  f"up to their digits), latest {label}")
+        reason = (f"{p.tool} returned the same result {sr.distinct + sr.recurred} times in a "
+                  f"row of calls, for {sr.distinct} kinds of arguments that came back "
+                  f"{sr.recurred} times (the same up to digits and case), latest {label}")
         ids = _recent_ids(s, self._ring, sr.first_pos, p.tool, False, rkey)
-        return "same_result", label, sr.distinct, p.tool, level, ids, reason
+        return "same_result", label, sr.distinct + sr.recurred, p.tool, level, ids, reason
 
     # -- cycles ----------------------------------------------------------------------------
     def _cycle(
