@@ -759,7 +759,11 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         # constant feedback, not a loop: it counts once arguments come back as well.
         if not sr.recurred or not sr.changed:
             return None  # new arguments only: constant feedback; one only: a plain repeat
-        level = self._level(sr.distinct + sr.recurred, self.warn_after)
+        calls = sr.distinct + sr.recurred
+        level = self._level(calls, self.warn_after)
+        if (level == _WARN and self.sure_stop_after and self.stop_after and sr.recurred >= 2
+                and calls >= self.sure_stop_after):
+            level = _STOP  # calls came back twice with the same result, nothing changed since
         if level <= sr.level:
             return None
         sr.level = level
