@@ -75,7 +75,8 @@ _new_pending = tuple.__new__
 _UNKNOWN_CALL_ARGS: Final[Mapping[str, Any]] = {}
 _UNKNOWN_ROLE: Final[Any] = object()
 _EFFECT_CACHE: Final = 1024
-"""Command lines whose effect is remembered per detector."""
+_EFFECT_CACHE_CHARS: Final = 2048
+"""Command lines (up to this long) whose effect is remembered per detector."""
 _MISSING: Final = -1
 _RESULT_CACHE: Final = 4096
 """Normalised result hashes remembered per detector (raw hash → normalised)."""
@@ -477,7 +478,7 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
     def _effect(self, tool: str, args: Mapping[str, Any], role: ToolRole) -> CallEffect | None:
         """:func:`call_effect`, remembered per command line: agents re-run their commands."""
         command = args.get("command") if role != "editor" else None
-        if type(command) is not str:
+        if type(command) is not str or len(command) > _EFFECT_CACHE_CHARS:
             return call_effect(tool, args, None, role)
         key = (role, command)
         found = self._effects.get(key, _UNKNOWN_ROLE)
