@@ -152,11 +152,13 @@ class ConvergenceDetector(SessionDetector[_Answers]):
     A new answer is compared with the session's last ``history`` answers, nearest
     first: alike to one of them (at least ``similarity``) extends the streak, else
     it restarts at 1; an empty answer clears it. Two drafts alternating are alike
-    to the answer two back. At ``consecutive`` the detector emits
-    ``on_convergence_detected`` with ``action``; at ``stop_after`` (if the streak
-    goes on, and ``action`` did not already end the run) with ``action="stop"``.
-    Each fires once per streak. The event says why: ``signal`` (``same_answer`` or
-    ``alternating``), ``reason`` and ``compared_with``. For ``stop`` and
+    to the answer two back. The same answer with others between (A A B A) counts
+    too: an answer counts one more than the alike answer in the window that counted
+    most. At ``consecutive`` (streak or count) the detector emits
+    ``on_convergence_detected`` with ``action``; at ``stop_after`` (if it goes on,
+    and ``action`` did not already end the run) with ``action="stop"``. Each fires
+    once per streak. The event says why: ``signal`` (``same_answer``,
+    ``alternating`` or ``repeated_answer``), ``reason`` and ``compared_with``. For ``stop`` and
     ``ask_user``, which end the run, the session's state is cleared.
 
     Args:

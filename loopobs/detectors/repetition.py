@@ -218,16 +218,25 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
 
     - ``repeat``: the same operation again. Identical errors warn one repeat later
       (``warn_after + 1``: a retry budget of three is not a loop). A repeat after more
-      than ``novelty`` operations never seen before starts the count over: a re-read
-      amid new work, where a loop's steps are themselves repeats.
+      than ``novelty`` operations never seen before starts the count over (for a
+      read-only call, after more than ``read_novelty``: any new read between): a
+      re-read amid new work, where a loop's steps are themselves repeats. A thinking
+      tool (``think``, ``reflect``) is never new work. The same call with the same
+      result and nothing side-effecting since is unambiguous: it stops at
+      ``sure_stop_after`` (5) repeats, before ``stop_after``.
     - ``cycle``: a sequence of 2 to ``max_period`` steps repeated in a row. Up to 4
-      steps it warns after ``warn_after`` cycles; a longer one as soon as
-      ``min(period, 6)`` steps match the previous pass. It stops after
-      ``max(warn cycles + 1, ceil(stop_after / period))`` cycles, so a long loop
-      stops after about ``stop_after`` looping steps.
+      steps it warns after two passes and stops after three (unambiguous); a longer
+      one warns as soon as ``min(period, 6)`` steps match the previous pass and stops
+      after ``max(3, ceil(stop_after / period))`` passes, so a long loop stops after
+      about ``stop_after`` looping steps. A cycle with a wait in it (a waiting tool,
+      or an idle ``poll_gap_s`` between two of its steps) is polling.
     - ``same_result``: a tool that is not side-effecting returns the same result
-      (at least ``same_result_min_chars`` long, not an error) for different arguments:
-      a reworded search, a page past the last one.
+      (at least ``same_result_min_chars`` long, not an error) for different arguments
+      *and* arguments come back (equal up to digits and case: a reworded search run
+      again, "draft v3" after "draft v2"). The same result for new arguments only
+      (empty, "OK", a fixed failure after each real fix) is constant feedback, not a
+      loop. It stops at ``stop_after`` calls, or at ``sure_stop_after`` once arguments
+      came back twice.
     - ``poll_budget``: a repeat that is *paced* does not count as a repeat: a waiting
       tool ran ``min_wait_s`` or more since the previous one (``waits`` annotation, or
       ``sleep``/``wait`` in the name), the idle gap since the previous one was
@@ -245,9 +254,24 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
     from ``annotations``, else (``infer_annotations``) from verbs in its name
     (``write_file``, ``git_commit`` …).
 
+    Command, code and editor tools are judged per call (:mod:`.commands`): a
+    ``bash``/``shell``/``execute_bash``/``run_command``/``terminal`` tool (or an MCP
+    shell tool) with a ``command``/``cmd`` argument, or a tool declared in
+    ``command_tools``, has its command line parsed (pipelines, ``&&``/``;`` chains,
+    ``cd X &&``, wrappers, heredocs, redirections) into a read (``cat``, ``grep``,
+    ``sed -n``, ``git diff`` …), a run (``pytest``, ``python x.py``) or a write
+    (``sed -i``, ``> file``, ``rm``, ``git commit``, installs …); ``python`` tools'
+    code likewise; ``str_replace_editor``-style tools by their ``command`` (``view``
+    reads, ``str_replace``/``create``/``insert`` write). A parsed call's effect beats
+    its tool's annotations; an unparseable command falls back to them. A parsed write
+    whose output says it failed (a non-zero ``<returncode>``, ``ERROR:``, "No such
+    file or directory" …) is no progress, and spellings of one write (``rm -f X``,
+    ``rm -rf X``) are one operation.
+
     Memory per session is bounded, whatever the session's length: at most
     ``memory`` operations, calls, results and writes (the oldest first in are
-    forgotten) and a ring of ``2 × max_period + 2`` steps. An operation not seen
+    forgotten) and a ring of ``2 × max_period + 2`` steps; per detector, the effects
+    of at most 1,024 command lines. An operation not seen
     for ``horizon`` calls starts over. Cycle search keeps at most four candidate
     periods (found from the distance to an operation's previous occurrence), so
     each call costs the same whatever ``max_period`` is. A stop clears the
@@ -272,6 +296,11 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
             starts over.
         primary_params: tool name → the argument shown in the pattern.
         max_sessions: sessions remembered; the least recently active are dropped.
+        sure_stop_after: repeats of the same call and result with nothing changed
+            since that stop (0: only ``stop_after``; nothing stops if that is 0).
+        command_tools: tool name → the argument holding the command line it runs.
+        infer_commands: recognise command, code and editor tools by name.
+        read_novelty: ``novelty`` for read-only calls.
         window: deprecated alias of ``horizon``.
     """
 
