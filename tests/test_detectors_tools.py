@@ -124,3 +124,19 @@ def test_thinking_between_repeats_is_no_new_work() -> None:
         fired.append(d.call("book_reservation", {"payment": "split"}, "Error: the payment "
                             "amount does not add up"))
     assert ("repeat", "warn") in signals(fired)
+
+
+def test_the_surer_stop_needs_its_evidence_within_one_run() -> None:
+    """The same call once per run of a session (a new request each time) warns but does not
+    stop at ``sure_stop_after``: a new request is a change; within one run it stops."""
+    from tests.detection_corpus.harness import Trace, play
+
+    steps: list[dict[str, object]] = []
+    for i in range(6):
+        steps += [{"run": f"request {i}", "t": 10 * i},
+                  {"call": "hold", "args": {}, "result": "released", "t": 10 * i + 1}]
+    actions = [d[2] for d in play(Trace("across runs", "x", "ok", tuple(steps))).detections]
+    assert actions == ["warn"]
+    within = tuple({"call": "hold", "args": {}, "result": "released", "t": i} for i in range(6))
+    actions = [d[2] for d in play(Trace("one run", "x", "loop", within, 1)).detections]
+    assert actions == ["warn", "stop"]

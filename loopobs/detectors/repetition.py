@@ -121,12 +121,13 @@ class _Repetitions:
     """One session's bounded memory: operation streaks, calls, same results, a ring for cycles."""
 
     __slots__ = ("calls", "cands", "cycle_level", "cycle_period", "cycle_start", "epoch",
-                 "floor", "last_end", "novel", "ops", "pos", "ring", "ring_calls", "same",
-                 "wait_ns", "wait_pos", "written")
+                 "floor", "last_end", "novel", "ops", "pos", "ring", "ring_calls", "run",
+                 "run_pos", "same", "wait_ns", "wait_pos", "written")
 
     def __init__(self, ring: int) -> None:
         self.pos = self.epoch = self.floor = self.wait_ns = self.novel = self.wait_pos = 0
         self.last_end = 0
+        self.run = self.run_pos = 0  # the current run, and the position it began at
         self.ops: OrderedDict[_OpKey, _OpStat] = OrderedDict()
         # call → [latest result key, generation]; the generation moves when the result changes.
         self.calls: OrderedDict[_CallKey, list[Any]] = OrderedDict()
@@ -565,6 +566,9 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
                      else self.normaliser.shape_key(pending.canonical))
         with self._lock:
             key, state = self._state(ctx.run_id)
+            if state.run != ctx.run_id.int:
+                # A new run is a new request: surer stops need their evidence within one run.
+                state.run, state.run_pos = ctx.run_id.int, state.pos + 1
             detection = self._record(state, pending, rkey, raw, ctx.tool_call_id, ctx.time_ns,
                                      duration_ns, ctx.is_error, failed,
                                      len(text) if text else 0, shape)
@@ -725,7 +729,8 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         level = self._level(st.count, warn_at)
         sure = self.sure_stop_after
         if (sure and self.stop_after and level == _WARN and not st.polls
-                and st.count >= max(sure, warn_at) and st.start_epoch == s.epoch):
+                and st.count >= max(sure, warn_at) and st.start_epoch == s.epoch
+                and st.first_pos >= s.run_pos):
             # The same call, the same result, nothing changed since: no need to wait longer.
             level = _STOP
         signal = "repeat"
@@ -792,7 +797,7 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         calls = sr.distinct + sr.recurred
         level = self._level(calls, self.warn_after)
         if (level == _WARN and self.sure_stop_after and self.stop_after and sr.recurred >= 2
-                and calls >= self.sure_stop_after):
+                and calls >= self.sure_stop_after and sr.first_pos >= s.run_pos):
             level = _STOP  # calls came back twice with the same result, nothing changed since
         if level <= sr.level:
             return None
@@ -841,10 +846,10 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
             return None
         return best, cands[best]
 
-    def _cycle_levels(self, period: int) -> tuple[int, int]:
+    def _cycle_levels(self, period: int, one_run: bool = True) -> tuple[int, int]:
         """Cycles that warn and cycles that stop (0: never) for ``period``."""
-        if period <= _SHORT_CYCLE:
-            # Two passes of a short cycle warn, three stop: unambiguous evidence.
+        if period <= _SHORT_CYCLE and one_run:
+            # Two passes of a short cycle within one run warn, three stop: unambiguous.
             return 2, 3 if self.stop_after else 0
         warn = 2
         stop = max(warn + 1, math.ceil(self.stop_after / period)) if self.stop_after else 0
@@ -858,7 +863,7 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
             s.cycle_level = _NONE
             s.cycle_start = pos - period + 1
         cycles = (run + period) // period
-        warn, stop = self._cycle_levels(period)
+        warn, stop = self._cycle_levels(period, pos - run - period + 1 >= s.run_pos)
         if stop and cycles >= stop:
             level = _STOP
         elif cycles >= warn or (period > 4 and run >= min(period, _LONG_CYCLE_STEPS)):
