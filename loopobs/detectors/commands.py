@@ -179,12 +179,12 @@ def shlex_tokens(command: str) -> list[str] | None:
 # "…" (a backslash escapes only " and \) and \x (escaped); operators are runs of the
 # punctuation characters. The last alternative catches what shlex refuses.
 _TOKEN: Final = re.compile(
-    r"""((?:[^ \t\r'"\\;&|()<>\n]+|'[^']*'|"(?:[^"\\]|\\.)*"|\\.)+)"""
+    r"""((?:[^ \t\r'"\\;&|()<>\n]+|'[^']*'|"[^"\\]*(?:\\.[^"\\]*)*"|\\.)+)"""
     r"""|([;&|()<>\n]+)|[ \t\r]+|(.)""",
     re.DOTALL)
 _PLAIN: Final = re.compile(r"[;&|()<>\n]+|[^ \t\r;&|()<>\n]+")
 _QUOTING: Final = re.compile(r"""['"\\]""")
-_PART: Final = re.compile(r"""'([^']*)'|"((?:[^"\\]|\\.)*)"|\\(.)""", re.DOTALL)
+_PART: Final = re.compile(r"""'([^']*)'|"([^"\\]*(?:\\.[^"\\]*)*)"|\\(.)""", re.DOTALL)
 _DQ_ESCAPE: Final = re.compile(r'\\(["\\])')
 
 
@@ -291,9 +291,10 @@ def _git(words: list[str]) -> CommandEffect:
 def _judge(words: list[str], bodies: list[str]) -> tuple[str, CommandEffect]:
     """(program, effect) of one simple command (prefixes already stripped)."""
     program = _program(words[0])
+    plain = _PLAIN_EFFECTS.get(program)
+    if plain is not None:
+        return program, plain  # the common case: a program whose options do not matter
     args = words[1:]
-    if program in _NEUTRAL:
-        return program, "read"
     if program == "sed":
         inplace = any(a == "--in-place" or a.startswith("--in-place=") or (
             a.startswith("-") and not a.startswith("--") and "i" in a) for a in args)
@@ -348,6 +349,13 @@ def _judge(words: list[str], bodies: list[str]) -> tuple[str, CommandEffect]:
 
 
 _RANK: Final[dict[CommandEffect, int]] = {"read": 0, "run": 1, "write": 2}
+_SPECIAL: Final = frozenset({"sed", "perl", "awk", "gawk", "find", "tee", "git", "tar", "unzip",
+                             "gunzip", "gzip", "bunzip2", "xz", "zip", "7z"})
+_READ: Final[CommandEffect] = "read"
+_WRITE: Final[CommandEffect] = "write"
+_PLAIN_EFFECTS: Final[dict[str, CommandEffect]] = {
+    **dict.fromkeys(_READERS - _SPECIAL, _READ), **dict.fromkeys(_WRITERS - _SPECIAL, _WRITE),
+    **dict.fromkeys(_NEUTRAL, _READ)}
 
 
 def classify_command(command: str) -> CommandInfo | None:
