@@ -185,3 +185,19 @@ async def test_shared_tool_call_limits_refuse_the_call_and_stop_the_run() -> Non
     result = await loop.run("q", session=Session(attribution={"tenant": str(uuid.uuid4())}))
     assert ran == ["a"]
     assert result.status is RunStatus.BUDGET_EXCEEDED
+
+
+async def test_an_agent_session_carries_its_attribution_to_every_run() -> None:
+    """``AgentSession(attribution=...)``: each run is for the tenant, before and after a reset."""
+    from loopobs.sessions.session import AgentSession
+
+    ledger = InProcessLedger()
+    shared = SharedBudget(ledger, scopes={"tenant": Budget(model_calls=100)})
+    recorder = RecordingObserver()
+    loop = _loop(shared, [_answer(), _answer()], observers=[recorder])
+    async with AgentSession(loop, attribution={"tenant": "acme"}) as session:
+        await (await session.send("one"))
+        await session.reset()
+        await (await session.send("two"))
+    assert [s.attribution for s in recorder.of("on_run_start")] == [{"tenant": "acme"}] * 2
+    assert (await ledger.spent("tenant:acme")).model_calls == 2

@@ -56,7 +56,7 @@ import math
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
@@ -305,15 +305,19 @@ class AgentSession:
         subscriber_queue_size: updates buffered per subscriber (oldest dropped).
         ask_user_timeout: seconds ``ask_user`` waits for :meth:`reply`.
         store_timeout: seconds one store call may take before it counts as failed.
+        attribution: who the conversation is for (``{"tenant": …, "user": …}``), on
+            every run (see ``Session(attribution=...)``).
 
     Raises:
-        ValueError: ``store_timeout`` is not a positive, finite number.
+        ValueError: ``store_timeout`` is not a positive, finite number, or
+            ``attribution`` is not a small mapping of short strings.
     """
 
     def __init__(self, loop: AgentLoop, *, store: SessionStore | None = None,
                  session_id: uuid.UUID | None = None, queue_size: int = 16,
                  queue_policy: QueuePolicy = "block", subscriber_queue_size: int = 256,
-                 ask_user_timeout: float = 300.0, store_timeout: float = 30.0) -> None:
+                 ask_user_timeout: float = 300.0, store_timeout: float = 30.0,
+                 attribution: Mapping[str, str] | None = None) -> None:
         if not (isinstance(store_timeout, (int, float)) and 0 < store_timeout < math.inf):
             raise ValueError(f"store_timeout must be a positive number of seconds, "
                              f"not {store_timeout!r}")
@@ -335,7 +339,9 @@ class AgentSession:
         self._emit: ObserverSet = loop.observers
         self._inbox: BoundedQueue[_Sent] = BoundedQueue(
             "inbox", queue_size, queue_policy, self._emit, self.id, on_drop=self._discard)
-        self._session = Session(id=self.id)
+        self.attribution: dict[str, str] = dict(attribution or {})
+        """Who the conversation is for (on every run's ``on_run_start``)."""
+        self._session = Session(id=self.id, attribution=self.attribution)
         self._persisted: list[Message] = []  # strong refs: their ids stay unique
         self._persisted_ids: set[int] = set()
         self._pending_users: list[str] = []
@@ -356,7 +362,7 @@ class AgentSession:
         if self._worker is not None:
             return self
         history = await self._store_call("load", self.store.load(self.id))
-        self._session = Session(id=self.id, messages=history)
+        self._session = Session(id=self.id, messages=history, attribution=self.attribution)
         self._remember(history)
         self._worker = asyncio.create_task(self._work())
         return self
@@ -416,7 +422,7 @@ class AgentSession:
         self._pending_users.clear()
         self._hints.clear()
         old = self._session
-        self._session = Session(id=self.id)
+        self._session = Session(id=self.id, attribution=self.attribution)
         self._persisted.clear()
         self._persisted_ids.clear()
         current = self._stop_current()
