@@ -177,7 +177,7 @@ async def test_a_run_with_a_server_that_never_answers_fails_instead_of_hanging(
     from loopobs.llm.scripted import Reply, ScriptedClient
 
     loop = AgentLoop(ScriptedClient([Reply(text="never")]), model="m",
-                     mcp_servers=[hostile("silent", tmp_path, errlog, connect_timeout=0.5)])
+                     tool_sources=[hostile("silent", tmp_path, errlog, connect_timeout=0.5)])
     with pytest.raises(McpError, match="silent"):
         await asyncio.wait_for(loop.run("q"), HANG_GUARD_S)
     assert not alive(server_pid(tmp_path))

@@ -26,6 +26,7 @@ import contextlib
 import datetime as _dt
 import inspect
 import logging
+import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -105,13 +106,13 @@ class AgentLoop:
             checkpoint store implement it as an atomic "claim this run id" (a unique
             row, a compare-and-set); this process alone already resumes a
             checkpoint at most once without it.
-        mcp_servers: MCP servers whose tools join the loop's
-            (``loopobs.mcp.McpStdio``, ``loopobs.mcp.McpHttp``,
-            ``loopobs.mcp.McpSse``; needs the ``mcp`` extra). They connect when
-            a run starts and close when it ends, unless the loop is open
-            (``async with loop:`` or :meth:`open`): then they connect once and
-            stay open for every run until :meth:`aclose`.
-        tool_sources: other :class:`~loopobs.loop.tool_sources.ToolSource` s, likewise.
+        tool_sources: sources of more tools (:class:`~loopobs.loop.tool_sources.ToolSource`),
+            such as MCP servers (``loopobs.mcp.McpStdio``, ``loopobs.mcp.McpHttp``,
+            ``loopobs.mcp.McpSse``; the ``mcp`` extra). They connect when a run starts
+            and close when it ends, unless the loop is open (``async with loop:`` or
+            :meth:`open`): then they connect once and stay open for every run until
+            :meth:`aclose`.
+        mcp_servers: deprecated: the same as ``tool_sources`` (it warns; use that).
         context_providers: async ``provider(query) -> str | None`` functions (or
             :class:`~loopobs.loop.context_providers.ProviderSpec`); their text is
             added as system messages to each model call.
@@ -186,6 +187,10 @@ class AgentLoop:
         self.claim_checkpoint = claim_checkpoint
         self.request_options: dict[str, Any] = dict(request_options or {})
         self._claims: parking.ResumeClaims = parking.CLAIMS
+        if mcp_servers:
+            warnings.warn("AgentLoop(mcp_servers=...) is tool_sources=...: MCP servers are tool "
+                          "sources like any other (mcp_servers goes away in loopobs 0.3)",
+                          DeprecationWarning, stacklevel=2)
         self.tool_sources: tuple[ToolSource, ...] = (*mcp_servers, *tool_sources)
         self.context_providers: tuple[ProviderSpec, ...] = tuple(
             provider_spec(p) for p in context_providers)

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from loopobs.mcp.source import McpToolSource
 
 # The SDK's transports are imported when a server is first connected, so that describing
-# servers (``AgentLoop(mcp_servers=[...])``) costs no import of the ``mcp`` package.
+# servers (``AgentLoop(tool_sources=[...])``) costs no import of the ``mcp`` package.
 
 __all__ = ["McpHttp", "McpServer", "McpSse", "McpStdio"]
 
