@@ -42,7 +42,7 @@ from typing import Any
 
 import httpx
 
-from loopobs.contract.errors import ModelError, StreamError, redact, shorten
+from loopobs.contract.errors import ModelError, StreamError, shorten
 from loopobs.contract.events import Usage, UsageDetail
 from loopobs.contract.model import (
     AssistantMessage,
@@ -74,6 +74,7 @@ from loopobs.llm._http import (
     json_body,
 )
 from loopobs.llm._text import SurrogateJoiner, fix_surrogates, fix_surrogates_in
+from loopobs.llm.secrets import redact
 
 __all__ = ["AnthropicClient"]
 

@@ -40,7 +40,7 @@ from typing import Any
 
 import httpx
 
-from loopobs.contract.errors import ModelError, RateLimited, StreamError, redact, shorten
+from loopobs.contract.errors import ModelError, RateLimited, StreamError, shorten
 from loopobs.contract.events import Usage, UsageDetail
 from loopobs.contract.model import (
     AssistantMessage,
@@ -69,6 +69,7 @@ from loopobs.llm._http import (
     json_body,
 )
 from loopobs.llm._text import SurrogateJoiner, fix_surrogates, fix_surrogates_in
+from loopobs.llm.secrets import redact
 
 __all__ = ["OpenAIClient"]
 
