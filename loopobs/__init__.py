@@ -305,9 +305,13 @@ __all__ = [
 ]
 
 # Loaded on first use, not by `import loopobs`: the checkpoint classes are pydantic
-# models, and the detectors (which an AgentLoop loads when it adds its defaults)
-# compile their patterns at import.
+# models, the detectors (which an AgentLoop loads when it adds its defaults) compile
+# their patterns at import, and configure() and record_evaluation() live with the
+# exporters and the OpenTelemetry SDK. Each name here is also in __all__ and in a
+# TYPE_CHECKING import above (tests/test_public_api.py checks the three agree).
 _LAZY = {
+    "configure": "loopobs.exporters.setup",
+    "record_evaluation": "loopobs.exporters.evaluation",
     "Checkpoint": "loopobs.loop.run",
     "ParkedCall": "loopobs.loop.run",
     "ConvergenceDetector": "loopobs.detectors",
@@ -318,17 +322,6 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
-    # configure() lives with the exporters; importing it lazily keeps `import loopobs` light.
-    if name == "configure":
-        from loopobs.exporters.setup import configure
-
-        globals()["configure"] = configure
-        return configure
-    if name == "record_evaluation":
-        from loopobs.exporters.evaluation import record_evaluation
-
-        globals()["record_evaluation"] = record_evaluation
-        return record_evaluation
     module = _LAZY.get(name)
     if module is not None:
         value = getattr(importlib.import_module(module), name)
