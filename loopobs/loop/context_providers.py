@@ -97,7 +97,7 @@ async def _run_one(spec: ProviderSpec, query: str, timeout: float | None) -> _Re
     return _Result("ok", text, duration)
 
 
-async def gather_context(providers: Sequence[ProviderSpec], emit: ObserverSet,
+async def gather_context(providers: Sequence[ProviderSpec], observers: ObserverSet,
                          run_id: uuid.UUID, turn: int, query: str,
                          timeout: float | None) -> list[str]:
     """Run ``providers`` concurrently; emit each outcome; return the texts to inject.
@@ -110,12 +110,12 @@ async def gather_context(providers: Sequence[ProviderSpec], emit: ObserverSet,
     results = await asyncio.gather(*(
         _run_one(p, query, p.timeout if p.timeout is not None else timeout) for p in providers))
     texts: list[str] = []
-    listening = emit.listens("on_context_provider")
+    listening = observers.listens("on_context_provider")
     for spec, result in zip(providers, results, strict=True):
         if result.text is not None:
             texts.append(result.text)
         if listening and not (result.outcome == "empty" and spec.quiet_when_empty):
-            emit.on_context_provider(ContextProviderContext(
+            observers.on_context_provider(ContextProviderContext(
                 run_id=run_id, time_ns=time.time_ns(), turn=turn, provider=spec.name,
                 outcome=result.outcome, duration_ms=result.duration_ms,
                 chars=len(result.text or ""), error=result.error, text=result.text))

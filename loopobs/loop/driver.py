@@ -94,7 +94,7 @@ class RunDriver:
         deps = self.deps
         self.spending = RunSpending(run_id=self.run_id, prices=deps.prices,
                                     budget=deps.settings.budget, session=self.session,
-                                    emit=deps.emit.on_budget_exceeded)
+                                    emit=deps.observers.on_budget_exceeded)
         shared = (SharedSpend(deps.shared_budget, session_id=self.session.id,
                               attribution=self.session.attribution, prices=deps.prices)
                   if deps.shared_budget is not None else None)
@@ -110,7 +110,7 @@ class RunDriver:
         are re-raised after ``on_run_end``.
         """
         deps = self.deps
-        em = deps.emit
+        em = deps.observers
         deps.policy.open(self.run_id)
         self.started = perf()
         if checkpoint is not None:
@@ -154,7 +154,7 @@ class RunDriver:
     def _finish(self) -> None:
         outcome = self.outcome
         assert outcome is not None
-        em = self.deps.emit
+        em = self.deps.observers
         if outcome.checkpoint is not None:
             outcome.checkpoint = parking.with_trace_context(
                 outcome.checkpoint, self.deps.links, self.run_id)
@@ -218,7 +218,7 @@ class RunDriver:
         The body records success, error and usage on the state it is given; an
         exception escaping the body becomes the turn's error and goes on up.
         """
-        em = self.deps.emit
+        em = self.deps.observers
         session = self.session
         state = _TurnState(session.turn)
         session.turn += 1
@@ -256,7 +256,7 @@ class RunDriver:
             deps = self.deps
             if deps.providers:
                 self.session.context_texts = await gather_context(
-                    deps.providers, deps.emit, self.run_id, state.turn, self._query(),
+                    deps.providers, deps.observers, self.run_id, state.turn, self._query(),
                     deps.settings.context_provider_timeout)
             try:
                 response = await self.model_call(state.turn, model)
@@ -307,7 +307,8 @@ class RunDriver:
     def _park(self, turn: int, outcomes: Sequence[ToolAttempt],
               wave_results: Sequence[ToolResultMessage | None] | None = None) -> bool:
         """If a call parked, end the run with the checkpoint; return whether one did."""
-        parked = parking.park(self.deps.emit, self.run_id, self.session, turn, self.deps.model(),
+        deps = self.deps
+        parked = parking.park(deps.observers, self.run_id, self.session, turn, deps.model(),
                               outcomes, wave_results)
         if parked is None:
             return False

@@ -262,7 +262,7 @@ class AgentLoop:
         """What one run works with: a snapshot of the settings, the live model and tools."""
         tools: Mapping[str, Tool] = LiveTools(self.tools, sources) if sources else dict(self.tools)
         return RunDeps(
-            client=self.client, tools=tools, emit=self._emit, policy=self._policy,
+            client=self.client, tools=tools, observers=self._emit, policy=self._policy,
             providers=self.context_providers,
             compactor=self.compactor, links=self._links, workers=self.workers,
             model=lambda: self.model, prices=self.prices, shared_budget=self.shared_budget,
@@ -399,11 +399,11 @@ _log = logging.getLogger("loopobs.loop")
 
 
 async def _connect_all(sources: Sequence[ToolSource],
-                       emit: ObserverSet) -> list[ConnectedSource]:
+                       observers: ObserverSet) -> list[ConnectedSource]:
     """Connect every source, concurrently; if one fails, close the others and raise."""
     if not sources:
         return []
-    results = await asyncio.gather(*(s.connect(emit) for s in sources), return_exceptions=True)
+    results = await asyncio.gather(*(s.connect(observers) for s in sources), return_exceptions=True)
     connected = [r for r in results if not isinstance(r, BaseException)]
     failed = [r for r in results if isinstance(r, BaseException)]
     if failed:

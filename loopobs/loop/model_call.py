@@ -138,7 +138,7 @@ def note_model(deps: RunDeps, run_id: uuid.UUID, session: Session, model: str) -
     previous = session.last_model
     session.last_model = model
     if previous is not None and previous != model:
-        em = deps.emit
+        em = deps.observers
         if em.listens("on_model_switched"):
             em.on_model_switched(ModelSwitchedContext(
                 run_id=run_id, time_ns=now_ns(), from_model=previous, to_model=model))
@@ -160,7 +160,7 @@ class ModelCall:
         self._session = session
         self._spending = spending if spending is not None else RunSpending(
             run_id=run_id, prices=deps.prices, budget=None, session=session,
-            emit=deps.emit.on_budget_exceeded)
+            emit=deps.observers.on_budget_exceeded)
         self._costs: list[float | None] = []
         """The priced attempts of the current turn's call."""
 
@@ -214,7 +214,7 @@ class ModelCall:
             return await shared.reserve_model_call(model, provider, self.estimate(),
                                                    request.options)
         except BudgetExceeded as refused:
-            em = self._deps.emit
+            em = self._deps.observers
             if em.listens("on_budget_exceeded"):
                 em.on_budget_exceeded(BudgetExceededContext(
                     run_id=self._run_id, time_ns=now_ns(), limit=refused.limit,  # type: ignore[arg-type]
@@ -256,7 +256,7 @@ class ModelCall:
                                             provider=exc.provider) from exc
                 following = chain[attempt + 1]
                 self._refuse_over_budget(following)
-                em = self._deps.emit
+                em = self._deps.observers
                 if em.listens("on_fallback"):
                     em.on_fallback(FallbackContext(run_id=self._run_id, time_ns=now_ns(),
                                                    from_model=current, to_model=following,
@@ -277,7 +277,7 @@ class ModelCall:
 
     async def _stream(self, turn: int, model: str, attempt: int) -> ModelResponse:
         deps = self._deps
-        em = deps.emit
+        em = deps.observers
         client = deps.client
         provider = getattr(client, "provider", "")
         server = _server(client)
@@ -397,7 +397,7 @@ class ModelCall:
     def _failed(self, turn: int, model: str, provider: str, attempt: int,
                 started: float, error: LoopError,
                 server: tuple[str | None, int | None]) -> None:
-        em = self._deps.emit
+        em = self._deps.observers
         if em.listens("on_stream_failure"):
             em.on_stream_failure(StreamFailureContext(
                 run_id=self._run_id, time_ns=now_ns(), turn=turn, model=model, error=error,

@@ -59,7 +59,7 @@ class RunDeps:
 
     client: LlmClient
     tools: Mapping[str, Tool]
-    emit: ObserverSet
+    observers: ObserverSet
     """Where events go: the user's observers, then the detectors, then :attr:`policy`."""
     policy: RunPolicy
     compactor: Compactor

@@ -95,7 +95,7 @@ class ToolPhase:
         try:
             return await shared.reserve_tool_call()
         except BudgetExceeded as refused:
-            em = self._deps.emit
+            em = self._deps.observers
             if em.listens("on_budget_exceeded"):
                 em.on_budget_exceeded(BudgetExceededContext(
                     run_id=self._run_id, time_ns=now_ns(), limit="tool_calls",
@@ -112,7 +112,7 @@ class ToolPhase:
         attempt number (default 0).
         """
         deps = self._deps
-        em = deps.emit
+        em = deps.observers
         if received and em.listens("on_tool_call_received"):
             for call in calls:
                 known = deps.tools.get(call.name)
@@ -145,7 +145,7 @@ class ToolPhase:
     async def _execute(self, turn: int, found: Tool, call: ToolCallPart,
                        attempt: int) -> ToolAttempt:
         """One tool call attempt; runs in its own task, which emits its pre and post events."""
-        em = self._deps.emit
+        em = self._deps.observers
         if em.listens("on_tool_pre"):
             em.on_tool_pre(ToolPreContext(run_id=self._run_id, time_ns=now_ns(), turn=turn,
                                           tool=found.name, tool_call_id=call.id, attempt=attempt,
@@ -221,7 +221,7 @@ class ToolPhase:
     def _emit_post(self, turn: int, name: str, call_id: str, attempt: int, started: float,
                    text: str | None, error: LoopError | None,
                    returned: ToolReturn | None, scope: ToolCallScope) -> None:
-        em = self._deps.emit
+        em = self._deps.observers
         if not em.listens("on_tool_post"):
             return
         outcome: ToolOutcomeKind

@@ -36,7 +36,7 @@ class _Common:
         """The name the model sees for the server's tool ``remote``."""
         return f"{self.prefix}_{remote}" if self.prefix else remote
 
-    async def connect(self, emit: ObserverSet) -> McpToolSource:
+    async def connect(self, observers: ObserverSet) -> McpToolSource:
         """Start (or reach) the server, handshake and list its tools.
 
         Raises:
