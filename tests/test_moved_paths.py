@@ -57,7 +57,7 @@ def test_nothing_in_the_package_uses_an_old_path() -> None:
 
 
 def test_session_is_conversation_under_its_old_name() -> None:
-    """``Session`` (from ``loopobs`` or ``loopobs.loop.run``) is ``Conversation``, with a warning."""
+    """``Session`` (from ``loopobs`` or ``loopobs.loop.run``) is ``Conversation``, and warns."""
     stderr = _run("import loopobs\nfrom loopobs.loop import run\n"
                   "assert loopobs.Session is loopobs.Conversation\n"
                   "assert run.Session is run.Conversation\n"
