@@ -40,10 +40,15 @@ test: $(STAMP) backends lint typecheck
 # The adapter tests again on the lowest framework versions the extras admit, in their own
 # venv (.venv-min/: loopobs, the frameworks pinned by scripts/adapters-min-constraints.txt and
 # the test dependencies only). Rebuilt from scratch when the pins or pyproject.toml change.
+# OpenTelemetry is pinned there at the lowest release pyproject.toml admits too, and the
+# exporters' tests (OTEL_FLOOR_TESTS) run on it.
 MIN_VENV  := .venv-min
 MIN_STAMP := $(MIN_VENV)/.installed-stamp
 MIN_PINS  := scripts/adapters-min-constraints.txt
 ADAPTER_TESTS := $(sort $(wildcard tests/test_adapters_*.py)) tests/test_docs_adapters.py
+OTEL_FLOOR_TESTS := tests/test_tracing.py tests/test_metrics_otel.py tests/test_semconv_conformance.py \
+	tests/test_telemetry_semconv.py tests/test_configure.py tests/test_configure_standard.py \
+	tests/test_bound_metrics.py tests/test_cost_telemetry.py
 
 $(MIN_STAMP): pyproject.toml $(MIN_PINS) scripts/adapters-min-requirements.txt
 	rm -rf $(MIN_VENV)
@@ -57,7 +62,8 @@ $(MIN_STAMP): pyproject.toml $(MIN_PINS) scripts/adapters-min-requirements.txt
 test-adapters-min: $(MIN_STAMP)
 	$(MIN_VENV)/bin/python scripts/check_adapter_min_pins.py
 	$(MIN_VENV)/bin/python -m pytest -q -p no:cacheprovider \
-		-W "ignore:AgentStatePydantic has been moved:DeprecationWarning" $(ADAPTER_TESTS)
+		-W "ignore:AgentStatePydantic has been moved:DeprecationWarning" $(ADAPTER_TESTS) \
+		$(OTEL_FLOOR_TESTS)
 
 # The documentation site: `make docs` serves it on http://127.0.0.1:8000 with live reload;
 # `make docs-build` builds it in strict mode into build/site (tests/test_docs.py does too).
