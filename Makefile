@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test test-adapters-min lint typecheck unit unit-fast backends bench bench-peers docs docs-build clean
+.PHONY: demo test test-adapters-min test-frameworks lint typecheck unit unit-fast backends bench bench-peers docs docs-build clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,7 @@ unit-fast: $(STAMP)
 test: $(STAMP) backends lint typecheck
 	. scripts/backends.env && $(PY) -m pytest
 	$(MAKE) test-adapters-min
+	$(MAKE) test-frameworks
 
 # The adapter tests again on the lowest framework versions the extras admit, in their own
 # venv (.venv-min/: loopobs, the frameworks pinned by scripts/adapters-min-constraints.txt and
@@ -65,6 +66,29 @@ test-adapters-min: $(MIN_STAMP)
 		-W "ignore:AgentStatePydantic has been moved:DeprecationWarning" $(ADAPTER_TESTS) \
 		$(OTEL_FLOOR_TESTS)
 
+# The adapters of frameworks that emit OpenTelemetry themselves (google-adk, strands-agents), in
+# their own venv (build/venv-frameworks/: google-adk caps OpenTelemetry below the main venv's),
+# each framework at the release its adapter was verified against (scripts/frameworks-requirements.txt).
+# mypy checks these adapters against the frameworks' real types here (the main venv sees Any).
+# Rebuilt from scratch when the requirements or pyproject.toml change.
+FW_VENV  := build/venv-frameworks
+FW_STAMP := $(FW_VENV)/.installed-stamp
+FW_REQS  := scripts/frameworks-requirements.txt
+FRAMEWORK_TESTS := $(sort $(wildcard tests/test_frameworks_*.py))
+FRAMEWORK_ADAPTERS := $(wildcard loopobs/adapters/adk.py loopobs/adapters/strands.py)
+
+$(FW_STAMP): pyproject.toml $(FW_REQS)
+	rm -rf $(FW_VENV)
+	$(PYTHON) -m venv $(FW_VENV)
+	$(FW_VENV)/bin/python -m pip install -q --disable-pip-version-check -U pip
+	$(FW_VENV)/bin/python -m pip install -q --disable-pip-version-check -r $(FW_REQS)
+	touch $@
+
+test-frameworks: $(FW_STAMP)
+	$(FW_VENV)/bin/python -m mypy --cache-dir $(FW_VENV)/.mypy_cache \
+		$(FRAMEWORK_ADAPTERS) $(FRAMEWORK_TESTS)
+	$(FW_VENV)/bin/python -m pytest -q -p no:cacheprovider $(FRAMEWORK_TESTS)
+
 # The documentation site: `make docs` serves it on http://127.0.0.1:8000 with live reload;
 # `make docs-build` builds it in strict mode into build/site (tests/test_docs.py does too).
 docs: $(STAMP)
@@ -90,4 +114,4 @@ bench-peers: $(STAMP) $(PEER_VENVS)
 	$(PY) bench/peers.py
 
 clean:
-	rm -rf $(VENV) $(MIN_VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(MIN_VENV) $(FW_VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis
