@@ -64,7 +64,8 @@ try:
 except ModuleNotFoundError as _exc:  # tested with the framework hidden
     raise missing_extra("adk", "google-adk", "adk", _exc) from _exc
 
-from loopobs.adapters import AdapterRun, RunStopped, RunTracker, ToolCall, shielded
+from loopobs.adapters import AdapterRun, RunTracker, ToolCall, shielded
+from loopobs.adapters._wrapped import stop_of
 from loopobs.contract.events import Usage
 from loopobs.contract.observer import LoopObserver, ObserverSet
 from loopobs.cost.pricing import PricesArg
@@ -76,16 +77,6 @@ _SESSION_NAMESPACE = uuid.UUID("0b7d6a1e-3f5c-4d2e-9a8b-7c6d5e4f3a21")
 _mine: contextvars.ContextVar[list[AdapterRun] | None] = contextvars.ContextVar(
     "loopobs_adk_runs", default=None)
 """The runs started inside one :func:`observed_run`, so it can end them on cancellation."""
-
-
-def stop_of(error: BaseException | None) -> RunStopped | None:
-    """The :class:`RunStopped` behind ``error`` (ADK wraps a plugin's exception), if any."""
-    seen = 0
-    while error is not None and seen < 8:
-        if isinstance(error, RunStopped):
-            return error
-        error, seen = error.__cause__, seen + 1
-    return None
 
 
 def _model_name(model: str | BaseLlm | None, request: LlmRequest | None = None) -> str:
