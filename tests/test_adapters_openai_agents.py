@@ -32,6 +32,7 @@ from loopobs import (
     BudgetGuard,
     LoopDetected,
     LoopObserver,
+    ModelRates,
     RepetitionDetector,
     ToolExecutionError,
     Usage,
@@ -553,3 +554,16 @@ async def test_a_budget_stops_the_run_before_the_model_call_past_it(stack: Stack
     assert stack.recorder.of("on_run_end")[0].status == "budget_exceeded"
     assert_contract(stack.recorder.events)
     stack.check_nothing_open()
+
+
+async def test_prices_price_each_call(stack: Stack) -> None:
+    """prices= as on every adapter (docs/adapters.md): the run's cost at the user's rates."""
+    model = ScriptModel([[tool_call("search", {"q": "paris"}, "c1")], [message("Sunny.")]])
+    adapter = AgentsAdapter(stack.observers, prices={
+        "script-1": ModelRates(input_per_mtok=1.0, output_per_mtok=10.0)})
+    await adapter.run(_agent(model), "Weather?")
+    (end,) = stack.recorder.of("on_run_end")
+    assert end.cost_usd == pytest.approx(
+        ModelRates(input_per_mtok=1.0, output_per_mtok=10.0).usd(
+            Usage(input_tokens=2 * INPUT_TOKENS, output_tokens=2 * OUTPUT_TOKENS)))
+    assert end.cost_usd > 0

@@ -42,6 +42,7 @@ from loopobs import (
     ConvergenceDetector,
     LoopDetected,
     LoopObserver,
+    ModelRates,
     RepetitionDetector,
     ToolExecutionError,
     Usage,
@@ -631,3 +632,15 @@ async def test_a_budget_stops_the_run_before_the_request_past_it(stack: Stack) -
     assert stack.recorder.of("on_run_end")[0].status == "budget_exceeded"
     assert_contract(stack.recorder.events)
     stack.check_nothing_open()
+
+
+async def test_prices_price_each_call(stack: Stack) -> None:
+    """prices= as on every adapter (docs/adapters.md): the run's cost at the user's rates."""
+    rates = ModelRates(input_per_mtok=1.0, output_per_mtok=10.0)
+    capability = LoopobsCapability(stack.observers, prices={"test": rates})
+    result = await _agent(TestModel(), capability).run("Weather in Paris?")
+    (end,) = stack.recorder.of("on_run_end")
+    usage = result.usage
+    assert end.cost_usd == pytest.approx(rates.usd(Usage(
+        input_tokens=usage.input_tokens, output_tokens=usage.output_tokens)))
+    assert end.cost_usd > 0
