@@ -234,3 +234,23 @@ async def test_an_observer_that_raises_never_breaks_the_invocation() -> None:
     with GeminiServer(PRODUCTIVE) as server:
         events = await _ask(_runner(server, plugin), "Weather in Paris?")
     assert events[-1].content.parts[0].text == "It is 21 C in Paris."
+
+
+async def test_a_streamed_invocation_reports_deltas_and_the_final_usage(stack: Stack) -> None:
+    """StreamingMode.SSE: partial chunks are text deltas; the aggregated response ends the call."""
+    from google.adk.agents.run_config import RunConfig, StreamingMode  # as ADK's docs import
+
+    plugin = LoopobsPlugin(stack.observers)
+    with GeminiServer(PRODUCTIVE) as server:
+        runner = _runner(server, plugin)
+        session = await runner.session_service.create_session(app_name="app", user_id="u")
+        message = types.Content(role="user", parts=[types.Part(text="Weather in Paris?")])
+        async for _ in observed_run(runner, user_id="u", session_id=session.id,
+                                    new_message=message,
+                                    run_config=RunConfig(streaming_mode=StreamingMode.SSE)):
+            pass
+        assert all(":streamGenerateContent" in p for p in server.paths)
+    stack.check_run(usage=Usage(input_tokens=280, output_tokens=24), chats=2, tools=1)
+    deltas = "".join(d.delta for d in stack.recorder.of("on_text_delta"))
+    assert deltas.startswith("It is 21 C in")
+    assert stack.recorder.of("on_response")[-1].text.endswith("Paris.")
