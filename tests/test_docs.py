@@ -31,7 +31,8 @@ def _blocks() -> list[tuple[str, int, str]]:
 
 BLOCKS = _blocks()
 
-FRAMEWORK_PAGES = {"docs/adapters/adk.md": "google.adk", "docs/adapters/strands.md": "strands"}
+FRAMEWORK_PAGES = {"docs/adapters/adk.md": "google.adk", "docs/adapters/strands.md": "strands",
+                   "docs/adapters/langchain_agents.md": "langchain.agents"}
 """Pages whose examples need a framework that lives in its own venv: they run there
 (``make test-frameworks``, tests/test_frameworks_docs.py) and skip where it is absent."""
 

@@ -1,4 +1,4 @@
-"""The ADK and Strands pages' examples run as written, where their frameworks are installed.
+"""The ADK, Strands and LangChain-agents pages' examples run as written, where their frameworks are installed.
 
 tests/test_docs.py runs every other page's blocks; these two need frameworks that live in their
 own venv (``make test-frameworks``), so they run here and skip elsewhere.
@@ -25,7 +25,8 @@ def _installed(module: str) -> bool:
 
 
 @pytest.mark.parametrize(("page", "framework"), [("adk.md", "google.adk"),
-                                                 ("strands.md", "strands")])
+                                                 ("strands.md", "strands"),
+                                                 ("langchain_agents.md", "langchain.agents")])
 def test_the_page_answers_with_a_stopped_loop(page: str, framework: str) -> None:
     if not _installed(framework):
         pytest.skip(f"{framework} runs in its own venv: make test-frameworks")

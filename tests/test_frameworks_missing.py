@@ -14,6 +14,8 @@ import pytest
 @pytest.mark.parametrize(("module", "framework", "package", "extra"), [
     ("loopobs.adapters.adk", "google.adk", "google-adk", "adk"),
     ("loopobs.adapters.strands", "strands", "strands-agents", "strands"),
+    ("loopobs.adapters.langchain_middleware", "langchain.agents", "langchain",
+     "langchain-agents"),
 ])
 def test_importing_an_adapter_without_its_framework_says_what_to_install(
         module: str, framework: str, package: str, extra: str) -> None:
