@@ -1,4 +1,4 @@
-"""The ADK, Strands and LangChain-agents pages' examples run as written, where their frameworks are installed.
+"""The ADK, Strands and LangChain-agents pages' examples run as written where installed.
 
 tests/test_docs.py runs every other page's blocks; these two need frameworks that live in their
 own venv (``make test-frameworks``), so they run here and skip elsewhere.

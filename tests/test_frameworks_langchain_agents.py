@@ -125,3 +125,25 @@ def test_a_budget_stops_the_run(stack: Stack) -> None:
     assert info.value.status == "budget_exceeded"
     assert len(stack.recorder.of("on_stream_start")) == 3
     stack.check_nothing_open()
+
+
+@tool
+def broken(city: str) -> str:
+    """A tool that fails."""
+    raise ValueError(f"no data for {city}")
+
+
+def test_a_tool_exception_that_ends_the_graph_ends_the_run(stack: Stack) -> None:
+    middleware = LoopobsMiddleware(stack.observers)
+    agent: Any = create_agent(ToolModel(messages=iter([_ai(calls=[("broken", {"city": "Oslo"},
+                                                               "call_1")])])),
+                         tools=[broken], middleware=[middleware])
+    with pytest.raises(ValueError, match="no data for Oslo"):
+        agent.invoke(_ask("Weather in Oslo?"))
+    (post,) = stack.recorder.of("on_tool_post")
+    assert post.is_error
+    (end,) = stack.recorder.of("on_run_end")
+    assert end.status == "failed"
+    assert_contract(stack.recorder.events)
+    stack.check_nothing_open()
+    assert middleware.active_runs == 0

@@ -16,7 +16,8 @@ What maps to what:
   reported (none reported is unknown, never 0), the text and the tool calls of the
   ``AIMessage``; a call that raises fails its stream and ends the run with the error;
 - ``wrap_tool_call`` → one tool call attempt, paired by the tool call id, with its result
-  (a ``ToolMessage`` with ``status="error"`` is a tool error).
+  (a ``ToolMessage`` with ``status="error"`` is a tool error; an exception the tool node
+  lets through fails the call and ends the run with it).
 
 Stopping: when a detector's verdict (or a :class:`~loopobs.cost.budget.BudgetGuard`) says
 ``stop``, ``wrap_model_call`` raises :class:`~loopobs.adapters.RunStopped` before the next
@@ -272,23 +273,25 @@ class LoopobsMiddleware(AgentMiddleware[LoopobsState, Any, Any]):
 
     # -- tools ---------------------------------------------------------------------------
     @shielded
-    def _tool_start(self, request: ToolCallRequest) -> tuple[AdapterRun, str] | None:
+    def _tool_start(self, request: ToolCallRequest) -> tuple[str, AdapterRun, str] | None:
         found = self._run(request.state)
         if found is None:
             return None
-        run = found[1]
+        key, run = found
         call = request.tool_call
         call_id = str(call.get("id") or call["name"])
         run.tool_start(call_id, tool=call["name"], call_id=call_id,
                        arguments=dict(call.get("args") or {}))
-        return run, call_id
+        return key, run, call_id
 
     @shielded
-    def _tool_end(self, opened: tuple[AdapterRun, str], result: Any,
+    def _tool_end(self, opened: tuple[str, AdapterRun, str], result: Any,
                   error: BaseException | None = None) -> None:
-        run, call_id = opened
+        key, run, call_id = opened
         if error is not None:
+            # Escaping the outermost middleware, the error ends the graph run: end ours too.
             run.tool_end(call_id, error=error)
+            self._end(key, error)
             return
         if isinstance(result, ToolMessage):
             text = result.content if isinstance(result.content, str) else result.text
