@@ -66,7 +66,8 @@ test-adapters-min: $(MIN_STAMP)
 		-W "ignore:AgentStatePydantic has been moved:DeprecationWarning" $(ADAPTER_TESTS) \
 		$(OTEL_FLOOR_TESTS)
 
-# The adapters of frameworks that emit OpenTelemetry themselves (google-adk, strands-agents) and
+# The adapters of frameworks that emit OpenTelemetry themselves (google-adk, strands-agents,
+# agent-framework) and
 # LangChain 1.x's create_agent middleware (langchain), in
 # their own venv (build/venv-frameworks/: google-adk caps OpenTelemetry below the main venv's),
 # each framework at the release its adapter was verified against (scripts/frameworks-requirements.txt).
@@ -77,7 +78,7 @@ FW_STAMP := $(FW_VENV)/.installed-stamp
 FW_REQS  := scripts/frameworks-requirements.txt
 FRAMEWORK_TESTS := $(sort $(wildcard tests/test_frameworks_*.py))
 FRAMEWORK_ADAPTERS := $(wildcard loopobs/adapters/adk.py loopobs/adapters/strands.py \
-	loopobs/adapters/langchain_middleware.py)
+	loopobs/adapters/langchain_middleware.py loopobs/adapters/maf.py)
 
 $(FW_STAMP): pyproject.toml $(FW_REQS)
 	rm -rf $(FW_VENV)

@@ -16,6 +16,7 @@ import pytest
     ("loopobs.adapters.strands", "strands", "strands-agents", "strands"),
     ("loopobs.adapters.langchain_middleware", "langchain.agents", "langchain",
      "langchain-agents"),
+    ("loopobs.adapters.maf", "agent_framework", "agent-framework-core", "agent-framework"),
 ])
 def test_importing_an_adapter_without_its_framework_says_what_to_install(
         module: str, framework: str, package: str, extra: str) -> None:
