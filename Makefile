@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test test-adapters-min lint typecheck unit unit-fast backends bench bench-peers docs docs-build clean
+.PHONY: demo test test-adapters-min test-frameworks lint typecheck unit unit-fast backends bench bench-peers docs docs-build clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,14 +36,20 @@ unit-fast: $(STAMP)
 test: $(STAMP) backends lint typecheck
 	. scripts/backends.env && $(PY) -m pytest
 	$(MAKE) test-adapters-min
+	$(MAKE) test-frameworks
 
 # The adapter tests again on the lowest framework versions the extras admit, in their own
 # venv (.venv-min/: loopobs, the frameworks pinned by scripts/adapters-min-constraints.txt and
 # the test dependencies only). Rebuilt from scratch when the pins or pyproject.toml change.
+# OpenTelemetry is pinned there at the lowest release pyproject.toml admits too, and the
+# exporters' tests (OTEL_FLOOR_TESTS) run on it.
 MIN_VENV  := .venv-min
 MIN_STAMP := $(MIN_VENV)/.installed-stamp
 MIN_PINS  := scripts/adapters-min-constraints.txt
 ADAPTER_TESTS := $(sort $(wildcard tests/test_adapters_*.py)) tests/test_docs_adapters.py
+OTEL_FLOOR_TESTS := tests/test_tracing.py tests/test_metrics_otel.py tests/test_semconv_conformance.py \
+	tests/test_telemetry_semconv.py tests/test_configure.py tests/test_configure_standard.py \
+	tests/test_bound_metrics.py tests/test_cost_telemetry.py
 
 $(MIN_STAMP): pyproject.toml $(MIN_PINS) scripts/adapters-min-requirements.txt
 	rm -rf $(MIN_VENV)
@@ -57,7 +63,34 @@ $(MIN_STAMP): pyproject.toml $(MIN_PINS) scripts/adapters-min-requirements.txt
 test-adapters-min: $(MIN_STAMP)
 	$(MIN_VENV)/bin/python scripts/check_adapter_min_pins.py
 	$(MIN_VENV)/bin/python -m pytest -q -p no:cacheprovider \
-		-W "ignore:AgentStatePydantic has been moved:DeprecationWarning" $(ADAPTER_TESTS)
+		-W "ignore:AgentStatePydantic has been moved:DeprecationWarning" $(ADAPTER_TESTS) \
+		$(OTEL_FLOOR_TESTS)
+
+# The adapters of frameworks that emit OpenTelemetry themselves (google-adk, strands-agents,
+# agent-framework) and
+# LangChain 1.x's create_agent middleware (langchain), in
+# their own venv (build/venv-frameworks/: google-adk caps OpenTelemetry below the main venv's),
+# each framework at the release its adapter was verified against (scripts/frameworks-requirements.txt).
+# mypy checks these adapters against the frameworks' real types here (the main venv sees Any).
+# Rebuilt from scratch when the requirements or pyproject.toml change.
+FW_VENV  := build/venv-frameworks
+FW_STAMP := $(FW_VENV)/.installed-stamp
+FW_REQS  := scripts/frameworks-requirements.txt
+FRAMEWORK_TESTS := $(sort $(wildcard tests/test_frameworks_*.py))
+FRAMEWORK_ADAPTERS := $(wildcard loopobs/adapters/adk.py loopobs/adapters/strands.py \
+	loopobs/adapters/langchain_middleware.py loopobs/adapters/maf.py)
+
+$(FW_STAMP): pyproject.toml $(FW_REQS)
+	rm -rf $(FW_VENV)
+	$(PYTHON) -m venv $(FW_VENV)
+	$(FW_VENV)/bin/python -m pip install -q --disable-pip-version-check -U pip
+	$(FW_VENV)/bin/python -m pip install -q --disable-pip-version-check -r $(FW_REQS)
+	touch $@
+
+test-frameworks: $(FW_STAMP)
+	$(FW_VENV)/bin/python -m mypy --cache-dir $(FW_VENV)/.mypy_cache --follow-imports=silent \
+		$(FRAMEWORK_ADAPTERS) $(FRAMEWORK_TESTS)
+	$(FW_VENV)/bin/python -m pytest -q -p no:cacheprovider $(FRAMEWORK_TESTS)
 
 # The documentation site: `make docs` serves it on http://127.0.0.1:8000 with live reload;
 # `make docs-build` builds it in strict mode into build/site (tests/test_docs.py does too).
@@ -84,4 +117,4 @@ bench-peers: $(STAMP) $(PEER_VENVS)
 	$(PY) bench/peers.py
 
 clean:
-	rm -rf $(VENV) $(MIN_VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(MIN_VENV) $(FW_VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis

@@ -1,32 +1,29 @@
-"""Test helpers, and a pytest plugin (registered through the ``pytest11`` entry point).
+"""Test helpers: record what observers receive and check it against the event contract.
 
 - :class:`RecordingObserver` records every ``(hook, context)`` in order.
-- Fixtures ``recorder``, ``tracer_provider`` / ``span_exporter`` (an SDK
-  ``TracerProvider`` with a ``SimpleSpanProcessor`` into an
-  ``InMemorySpanExporter``), and ``meter_provider`` / ``metric_reader`` (an SDK
-  ``MeterProvider`` with an ``InMemoryMetricReader``). The providers are passed
-  explicitly to observers; none is ever set as the global one.
+- :func:`check_contract` / :func:`assert_contract` check a recorded stream against the
+  contract's guarantees; :func:`spans_by_name` and :func:`metric_points` read the
+  in-memory OTel exporter and reader back.
 
-The OpenTelemetry SDK is imported only when an OTel fixture is used, so this
-plugin loads in environments without ``loopobs[otel]``.
+None of this needs pytest: the module imports it never, so these helpers work in scripts,
+notebooks and other test runners. The pytest fixtures (``recorder``, ``tracer_provider``,
+``span_exporter``, ``meter_provider``, ``metric_reader``) live in
+:mod:`loopobs.pytest_plugin`, which pytest loads through the ``pytest11`` entry point.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
-
-import pytest
 
 from loopobs.contract.events import SESSION_HOOKS, EventContext, HookName
 from loopobs.contract.observer import EventSink
 
 if TYPE_CHECKING:
-    from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-    from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 __all__ = [
@@ -97,50 +94,6 @@ def metric_points(reader: InMemoryMetricReader) -> dict[str, list[Any]]:
             for metric in sm.metrics:
                 out.setdefault(metric.name, []).extend(metric.data.data_points)
     return out
-
-
-@pytest.fixture
-def recorder() -> RecordingObserver:
-    """A fresh :class:`RecordingObserver`."""
-    return RecordingObserver()
-
-
-@pytest.fixture
-def span_exporter() -> InMemorySpanExporter:
-    """An in-memory span exporter (pair it with ``tracer_provider``)."""
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-    return InMemorySpanExporter()
-
-
-@pytest.fixture
-def tracer_provider(span_exporter: InMemorySpanExporter) -> Iterator[TracerProvider]:
-    """An SDK tracer provider exporting synchronously into ``span_exporter``; never global."""
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(span_exporter))
-    yield provider
-    provider.shutdown()
-
-
-@pytest.fixture
-def metric_reader() -> InMemoryMetricReader:
-    """An in-memory metric reader (pair it with ``meter_provider``)."""
-    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-
-    return InMemoryMetricReader()
-
-
-@pytest.fixture
-def meter_provider(metric_reader: InMemoryMetricReader) -> Iterator[MeterProvider]:
-    """An SDK meter provider read by ``metric_reader``; never global."""
-    from opentelemetry.sdk.metrics import MeterProvider
-
-    provider = MeterProvider(metric_readers=[metric_reader])
-    yield provider
-    provider.shutdown()
 
 
 # -- the event contract, checked on a recorded stream ---------------------------------------
@@ -320,3 +273,16 @@ def assert_contract(events: Sequence[tuple[str, EventContext]]) -> None:
         shown = "\n  ".join(problems[:50])
         more = f"\n  … and {len(problems) - 50} more" if len(problems) > 50 else ""
         raise AssertionError(f"{len(problems)} event contract violation(s):\n  {shown}{more}")
+
+
+# An install whose entry point still names this module (metadata written before the fixtures
+# moved), or a conftest with ``pytest_plugins = ["loopobs.testing"]``: when pytest is what
+# imports this module, its fixtures come along. Without pytest loaded nothing is imported.
+if sys.modules.get("pytest") is not None:
+    from loopobs.pytest_plugin import (  # noqa: F401
+        meter_provider,
+        metric_reader,
+        recorder,
+        span_exporter,
+        tracer_provider,
+    )

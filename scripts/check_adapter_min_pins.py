@@ -2,9 +2,9 @@
 
 Each framework pinned in scripts/adapters-min-constraints.txt must be installed at exactly its
 pin, and every pin of a package an adapter extra of pyproject.toml names must equal that
-extra's lower bound (so the pins follow the declared ranges when these move). The OTel SDK
-stays unpinned: at its lower bound only instrumentor releases that predate the GenAI
-conventions install.
+extra's lower bound (so the pins follow the declared ranges when these move). The same holds
+for OpenTelemetry: the core's dependencies and the ``otel`` extra are pinned at their lower
+bounds, so the exporters' tests run on the lowest OpenTelemetry release the package admits.
 Exits non-zero naming each mismatch.
 """
 
@@ -20,7 +20,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[1]
-EXTRAS = ("langchain", "otel-adapter", "openai-agents", "pydantic-ai")
+EXTRAS = ("otel", "langchain", "otel-adapter", "openai-agents", "pydantic-ai")
 
 
 def _pins() -> dict[str, str]:
@@ -36,12 +36,14 @@ def _pins() -> dict[str, str]:
 def _lower_bounds() -> dict[str, str]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     bounds: dict[str, str] = {}
+    lines = list(project["dependencies"])
     for extra in EXTRAS:
-        for line in project["optional-dependencies"][extra]:
-            requirement = Requirement(line)
-            for spec in requirement.specifier:
-                if spec.operator == ">=":
-                    bounds[canonicalize_name(requirement.name)] = spec.version
+        lines += project["optional-dependencies"][extra]
+    for line in lines:
+        requirement = Requirement(line)
+        for spec in requirement.specifier:
+            if spec.operator == ">=":
+                bounds[canonicalize_name(requirement.name)] = spec.version
     return bounds
 
 

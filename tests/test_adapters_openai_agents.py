@@ -32,6 +32,7 @@ from loopobs import (
     BudgetGuard,
     LoopDetected,
     LoopObserver,
+    ModelRates,
     RepetitionDetector,
     ToolExecutionError,
     Usage,
@@ -572,3 +573,16 @@ def test_implausible_usage_is_refused() -> None:
     (ok,) = recorder.of("on_stream_success")
     assert (ok.input_tokens, ok.output_tokens) == (0, 0)
     assert tracker.rejected_token_counts == 2
+
+
+async def test_prices_price_each_call(stack: Stack) -> None:
+    """prices= as on every adapter (docs/adapters.md): the run's cost at the user's rates."""
+    model = ScriptModel([[tool_call("search", {"q": "paris"}, "c1")], [message("Sunny.")]])
+    adapter = AgentsAdapter(stack.observers, prices={
+        "script-1": ModelRates(input_per_mtok=1.0, output_per_mtok=10.0)})
+    await adapter.run(_agent(model), "Weather?")
+    (end,) = stack.recorder.of("on_run_end")
+    assert end.cost_usd == pytest.approx(
+        ModelRates(input_per_mtok=1.0, output_per_mtok=10.0).usd(
+            Usage(input_tokens=2 * INPUT_TOKENS, output_tokens=2 * OUTPUT_TOKENS)))
+    assert end.cost_usd > 0

@@ -42,6 +42,7 @@ from loopobs import (
     ConvergenceDetector,
     LoopDetected,
     LoopObserver,
+    ModelRates,
     RepetitionDetector,
     ToolExecutionError,
     Usage,
@@ -651,3 +652,15 @@ def test_implausible_usage_is_refused_not_raised() -> None:
     (ok,) = recorder.of("on_stream_success")
     assert (ok.input_tokens, ok.output_tokens, ok.cache_read_input_tokens) == (0, 3, 0)
     assert tracker.rejected_token_counts == 2
+
+
+async def test_prices_price_each_call(stack: Stack) -> None:
+    """prices= as on every adapter (docs/adapters.md): the run's cost at the user's rates."""
+    rates = ModelRates(input_per_mtok=1.0, output_per_mtok=10.0)
+    capability = LoopobsCapability(stack.observers, prices={"test": rates})
+    result = await _agent(TestModel(), capability).run("Weather in Paris?")
+    (end,) = stack.recorder.of("on_run_end")
+    usage = result.usage
+    assert end.cost_usd == pytest.approx(rates.usd(Usage(
+        input_tokens=usage.input_tokens, output_tokens=usage.output_tokens)))
+    assert end.cost_usd > 0

@@ -52,8 +52,18 @@ def _batch_processors(t: Telemetry) -> list[Any]:
 
 
 def _readers(t: Telemetry) -> list[PeriodicExportingMetricReader]:
-    readers = t.meter_provider._metric_readers  # type: ignore[attr-defined]
+    # SDK internals, read by these tests only: 1.45 keeps the readers on the provider,
+    # 1.42 (the lowest release admitted, make test-adapters-min) in its configuration.
+    provider: Any = t.meter_provider
+    readers = getattr(provider, "_metric_readers", None)
+    if readers is None:
+        readers = provider._sdk_config.metric_readers
     return [r for r in readers if isinstance(r, PeriodicExportingMetricReader)]
+
+
+def _transport(exporter: Any) -> Any:
+    """Where an OTLP/HTTP exporter keeps its timeout and headers: its client (1.45) or itself."""
+    return getattr(exporter, "_client", exporter)
 
 
 def _otlp(t: Telemetry, cls: type[Any]) -> Any:
@@ -75,20 +85,20 @@ def test_otlp_timeout_variable_sets_both_exporters(monkeypatch: pytest.MonkeyPat
     """OTEL_EXPORTER_OTLP_TIMEOUT (seconds, as the Python SDK reads it) reaches both exporters."""
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "3")
     t = build(handles)
-    assert _otlp(t, OTLPSpanExporter)._client._timeout == 3.0
-    assert _otlp(t, OTLPMetricExporter)._client._timeout == 3.0
+    assert _transport(_otlp(t, OTLPSpanExporter))._timeout == 3.0
+    assert _transport(_otlp(t, OTLPMetricExporter))._timeout == 3.0
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "7")
     t = build(handles)
-    assert _otlp(t, OTLPSpanExporter)._client._timeout == 7.0  # the per-signal variable first
-    assert _otlp(t, OTLPMetricExporter)._client._timeout == 3.0
+    assert _transport(_otlp(t, OTLPSpanExporter))._timeout == 7.0  # the per-signal variable first
+    assert _transport(_otlp(t, OTLPMetricExporter))._timeout == 3.0
     t = build(handles, export_timeout_s=1.5)
-    assert _otlp(t, OTLPSpanExporter)._client._timeout == 1.5
-    assert _otlp(t, OTLPMetricExporter)._client._timeout == 1.5
+    assert _transport(_otlp(t, OTLPSpanExporter))._timeout == 1.5
+    assert _transport(_otlp(t, OTLPMetricExporter))._timeout == 1.5
 
 
 def test_default_otlp_timeout_is_the_sdks(handles: list[Telemetry]) -> None:
     t = build(handles)
-    assert _otlp(t, OTLPSpanExporter)._client._timeout == 10.0
+    assert _transport(_otlp(t, OTLPSpanExporter))._timeout == 10.0
 
 
 def test_metric_export_interval_variable(monkeypatch: pytest.MonkeyPatch,
@@ -256,7 +266,7 @@ def test_well_formed_headers_reach_the_exporter(monkeypatch: pytest.MonkeyPatch,
                                                 handles: list[Telemetry]) -> None:
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "Authorization=Bearer%20abc , x-team=agents")
     t = build(handles, metrics_exporter="none")
-    headers = _otlp(t, OTLPSpanExporter)._client._headers
+    headers = _transport(_otlp(t, OTLPSpanExporter))._headers
     assert headers["authorization"] == "Bearer abc"
     assert headers["x-team"] == "agents"
 

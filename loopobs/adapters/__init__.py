@@ -6,7 +6,12 @@ its framework raises an ``ImportError`` whose message is the install command:
 - ``loopobs.adapters.langchain``: a LangChain / LangGraph callback handler (``loopobs[langchain]``);
 - ``loopobs.adapters.otel``: an OpenTelemetry ``SpanProcessor`` that reads GenAI and
   OpenInference spans from any instrumented app (``loopobs[otel-adapter]``);
-- ``loopobs.adapters.openai_agents`` and ``loopobs.adapters.pydantic_ai``.
+- ``loopobs.adapters.openai_agents`` and ``loopobs.adapters.pydantic_ai``;
+- ``loopobs.adapters.adk``: a Google ADK plugin (``loopobs[adk]``);
+- ``loopobs.adapters.strands``: Strands Agents hooks (``loopobs[strands]``);
+- ``loopobs.adapters.maf``: Microsoft Agent Framework middleware (``loopobs[agent-framework]``);
+- ``loopobs.adapters.langchain_middleware``: a LangChain 1.x ``create_agent`` middleware
+  (``loopobs[langchain-agents]``).
 
 Every adapter feeds a :class:`RunTracker` (observers, detectors, stop policy) and
 reports each framework run through an :class:`AdapterRun`, which keeps the

@@ -85,6 +85,7 @@ from loopobs.adapters import AdapterRun, RunTracker, ToolCall, shielded, token_c
 from loopobs.contract.errors import LoopError, MaxTurnsExceeded, ToolExecutionError
 from loopobs.contract.events import ModelSwitchedContext, SuspendedContext, Usage
 from loopobs.contract.observer import LoopObserver, ObserverSet
+from loopobs.cost.pricing import PricesArg
 
 __all__ = ["AgentsAdapter", "ObservedRunHooks"]
 
@@ -412,11 +413,13 @@ class AgentsAdapter:
         detectors: observers whose verdicts may stop a run; ``None`` means the
             default repetition and convergence detectors, ``[]`` none.
         agent: the agent name reported when an agent has none.
+        prices: how model calls are priced (``cost_usd``), as ``AgentLoop(prices=...)``.
     """
 
     def __init__(self, observers: Iterable[LoopObserver] = (), *,
-                 detectors: Iterable[LoopObserver] | None = None, agent: str = "agent") -> None:
-        self.tracker = RunTracker(observers, detectors=detectors, agent=agent)
+                 detectors: Iterable[LoopObserver] | None = None, agent: str = "agent",
+                 prices: PricesArg = None) -> None:
+        self.tracker = RunTracker(observers, detectors=detectors, agent=agent, prices=prices)
 
     @property
     def observers(self) -> ObserverSet:

@@ -80,6 +80,7 @@ from loopobs.adapters import AdapterRun, RunTracker, ToolCall, shielded, token_c
 from loopobs.contract.errors import ModelError, ToolExecutionError
 from loopobs.contract.events import FallbackContext, ModelSwitchedContext, SuspendedContext, Usage
 from loopobs.contract.observer import LoopObserver, ObserverSet
+from loopobs.cost.pricing import PricesArg
 
 __all__ = ["LoopobsCapability"]
 
@@ -147,8 +148,9 @@ class LoopobsCapability(AbstractCapability[Any]):
         detectors: observers whose verdicts may stop a run; ``None`` means the
             default repetition and convergence detectors, ``[]`` none.
         agent: the agent name reported when the agent has none.
+        prices: how model calls are priced (``cost_usd``), as ``AgentLoop(prices=...)``.
         tracker: report into this :class:`~loopobs.adapters.RunTracker` instead
-            (``observers``, ``detectors`` and ``agent`` are then ignored), to share
+            (``observers``, ``detectors``, ``agent`` and ``prices`` are then ignored), to share
             observers, detectors and sessions with another adapter.
         deltas: also report text and thinking deltas (and time to first token);
             pydantic-ai then streams every model request of the agent's runs.
@@ -156,8 +158,10 @@ class LoopobsCapability(AbstractCapability[Any]):
 
     def __init__(self, observers: Iterable[LoopObserver] = (), *,
                  detectors: Iterable[LoopObserver] | None = None, agent: str = "agent",
-                 tracker: RunTracker | None = None, deltas: bool = False) -> None:
-        self.tracker = tracker or RunTracker(observers, detectors=detectors, agent=agent)
+                 prices: PricesArg = None, tracker: RunTracker | None = None,
+                 deltas: bool = False) -> None:
+        self.tracker = tracker or RunTracker(observers, detectors=detectors, agent=agent,
+                                             prices=prices)
         self.deltas = deltas
 
     def __repr__(self) -> str:
