@@ -332,15 +332,12 @@ class _Step(NamedTuple):
 
 @dataclass(slots=True)
 class _Chunks:
-    """An attempt's chunk timing: its label values and the gaps not yet recorded."""
+    """An open attempt's chunk timing: its label values, its last chunk, its recorder."""
 
     labels: tuple[str, ...]
     last_ns: int | None = None
-    gaps: list[float] = field(default_factory=list)
-    times: list[int] = field(default_factory=list)
-    """When each gap ended (ns): its measurement's time."""
-    context: object = None
-    """What the backend captured at the first gap (see ``MetricRecorder._chunk_context``)."""
+    record: Recorder | None = None
+    """Bound at the attempt's first gap: an attempt without one creates no series."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -407,16 +404,6 @@ class MetricRecorder(LoopObserver):
     def _binder(self, recording: Recording) -> Binder:
         """How this backend records ``recording``'s metric for one set of label values."""
         raise NotImplementedError
-
-    def _chunk_context(self) -> object:
-        """Captured at an attempt's first chunk gap, handed to :meth:`_record_gaps`."""
-        return None
-
-    def _record_gaps(self, record: Recorder, gaps: list[float], times: list[int],
-                     context: object, run_id: UUID) -> None:
-        """Record an attempt's chunk gaps, ended at ``times`` (a backend may batch them)."""
-        for gap in gaps:
-            record(gap, run_id)
 
     def _memo(self, recording: Recording) -> Binder:
         """The backend's binder of ``recording``, keeping each label set's recorder."""
@@ -523,8 +510,7 @@ class MetricRecorder(LoopObserver):
         self._agents.clear()
         self._models.clear()
         self._calls.clear()
-        for run_id in list(self._chunks):
-            self._end_run_chunks(run_id)
+        self._chunks.clear()
         self._picked.clear()  # bounds forget their values too
         return agents
 
@@ -541,10 +527,9 @@ class MetricRecorder(LoopObserver):
     def on_run_end(self, ctx: ev.RunEndContext) -> None:
         """``runs`` by status, the run's duration, ``runs.active`` −1; the run is forgotten.
 
-        With the newest conventions, also the run's model and tool call counts. An
-        attempt of the run still open (its end never came) records its chunk gaps.
+        With the newest conventions, also the run's model and tool call counts.
         """
-        self._end_run_chunks(ctx.run_id)
+        self._chunks.pop(ctx.run_id, None)
         agent = self._agents.pop(ctx.run_id, None)
         model = self._models.pop(ctx.run_id, "")
         self._apply(ctx, agent, model)
@@ -574,9 +559,6 @@ class MetricRecorder(LoopObserver):
         turns = self._chunks.get(ctx.run_id)
         if turns is None:
             turns = self._chunks[ctx.run_id] = {}
-        old = turns.get(ctx.turn)
-        if old is not None:  # a second start without an end: keep what the first measured
-            self._flush_chunks(ctx.run_id, old)
         turns[ctx.turn] = _Chunks(labels)
 
     def _chunk(self, run_id: UUID, turn: int, time_ns: int) -> None:
@@ -587,36 +569,23 @@ class MetricRecorder(LoopObserver):
         last = chunks.last_ns
         chunks.last_ns = time_ns
         if last is not None:
-            if not chunks.gaps:
-                chunks.context = self._chunk_context()
-            chunks.gaps.append(max(0, time_ns - last) / 1e9)
-            chunks.times.append(time_ns)
-
-    def _flush_chunks(self, run_id: UUID, chunks: _Chunks) -> None:
-        gaps, times = chunks.gaps, chunks.times
-        chunks.gaps, chunks.times = [], []
-        if gaps:  # bound only now: an attempt without a gap creates no series
-            self._record_gaps(self._chunk_bind(chunks.labels), gaps, times, chunks.context,
-                              run_id)
+            record = chunks.record
+            if record is None:
+                record = chunks.record = self._chunk_bind(chunks.labels)
+            record(max(0, time_ns - last) / 1e9, run_id)
 
     def _end_chunks(self, run_id: UUID, turn: int) -> None:
         turns = self._chunks.get(run_id)
-        chunks = None if turns is None else turns.pop(turn, None)
-        if turns is not None and not turns:
-            self._chunks.pop(run_id, None)
-        if chunks is not None:
-            self._flush_chunks(run_id, chunks)
-
-    def _end_run_chunks(self, run_id: UUID) -> None:
-        turns = self._chunks.pop(run_id, None)
-        for chunks in (turns or {}).values():
-            self._flush_chunks(run_id, chunks)
+        if turns is not None:
+            turns.pop(turn, None)
+            if not turns:
+                del self._chunks[run_id]
 
     def on_text_delta(self, ctx: ev.TextDeltaContext) -> None:
-        """The time since the attempt's previous chunk (from the second chunk on).
+        """The time since the attempt's previous chunk (from the second chunk on), recorded now.
 
-        The gaps are kept with the attempt and recorded when it ends (succeeds,
-        fails, or its run ends): one record per gap, as if recorded one by one.
+        Recorded in the emitter's context: under the loop, the chat span it timed is current,
+        so an exemplar links to it.
         """
         self._chunk(ctx.run_id, ctx.turn, ctx.time_ns)
 
@@ -625,12 +594,12 @@ class MetricRecorder(LoopObserver):
         self._chunk(ctx.run_id, ctx.turn, ctx.time_ns)
 
     def on_stream_success(self, ctx: ev.StreamSuccessContext) -> None:
-        """The call's chunk gaps, duration, time to first chunk and tokens."""
+        """The call's duration, time to first chunk and tokens; its chunk timing ends."""
         self._end_chunks(ctx.run_id, ctx.turn)
         self._apply(ctx, self._agents.get(ctx.run_id))
 
     def on_stream_failure(self, ctx: ev.StreamFailureContext) -> None:
-        """The failed attempt's chunk gaps and duration (with ``error.type``), a stream failure."""
+        """The failed attempt's duration (with ``error.type``) and a stream failure."""
         self._end_chunks(ctx.run_id, ctx.turn)
         self._apply(ctx, self._agents.get(ctx.run_id))
 
