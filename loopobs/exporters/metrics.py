@@ -117,15 +117,17 @@ class MetricsObserver(MetricRecorder):
     def _binder(self, recording: Recording) -> Binder:
         spec = recording.metric
         instrument = self._instruments[spec.name]
-        record = instrument.record if spec.kind == "histogram" else instrument.add
         attributes = spec.attributes
+        histogram = spec.kind == "histogram"
 
         def bind(values: tuple[str, ...]) -> Recorder:
             # The label row is strings; OTel attributes keep the convention's int type. Built
             # once per label set: each record hands the SDK the same dict.
             labels = {key: int(v) if key in c.INT_ATTRIBUTES else v
                       for key, v in zip(attributes, values, strict=True) if v}
-            return lambda value, run_id: record(value, labels)
+            if histogram:
+                return lambda value, run_id: instrument.record(value, labels)
+            return lambda value, run_id: instrument.add(value, labels)
 
         return bind
 
