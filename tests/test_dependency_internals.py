@@ -18,13 +18,13 @@ Any other private access fails here: record through the public API instead (a ke
 from __future__ import annotations
 
 import ast
-import gc
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from loopobs.exporters import MetricsObserver
+from tests._ast import parse
 
 PACKAGES = ("opentelemetry", "prometheus_client")
 ROOT = Path(__file__).resolve().parents[1] / "loopobs"
@@ -65,18 +65,6 @@ def _imports_packages(tree: ast.Module) -> bool:
     return False
 
 
-def _parse(source: str) -> ast.Module:
-    # CPython 3.11.7's ast.parse fails with "AST constructor recursion depth mismatch" when
-    # the garbage collector runs finalizers while it builds the tree.
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        return ast.parse(source)
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def _accessor(func: ast.expr) -> bool:
     """``getattr`` and its kin, or ``object.__setattr__`` and its kin."""
     if isinstance(func, ast.Name):
@@ -86,7 +74,7 @@ def _accessor(func: ast.expr) -> bool:
 
 def violations(source: str, module: str) -> Iterator[str]:
     """Each private access of ``source`` (the module ``module``, relative to loopobs/)."""
-    tree = _parse(source)
+    tree = parse(source)
     if not _imports_packages(tree):
         return
     for node in ast.walk(tree):

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import loopobs
+from tests._ast import parse
 
 PACKAGE = Path(loopobs.__file__).parent
 
@@ -52,7 +53,7 @@ def _module_name(path: Path) -> str:
 
 def _imports(source: str, package: str) -> set[str]:
     """Every loopobs module ``source`` imports, at module level, in functions or for types."""
-    tree = ast.parse(source)
+    tree = parse(source)
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
