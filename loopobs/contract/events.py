@@ -26,7 +26,7 @@ import types
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, get_args
 from uuid import UUID
 
 from loopobs.contract.errors import LoopError
@@ -753,38 +753,17 @@ class BudgetExceededContext(EventContext):
 
 
 CONTEXT_TYPES: Mapping[str, type[EventContext]] = {
-    cls.hook: cls
-    for cls in (
-        RunStartContext,
-        RunEndContext,
-        TurnStartContext,
-        TurnEndContext,
-        StreamStartContext,
-        StreamSuccessContext,
-        StreamFailureContext,
-        ResponseContext,
-        TextDeltaContext,
-        ThinkingDeltaContext,
-        ToolCallReceivedContext,
-        ToolPreContext,
-        ToolPostContext,
-        CompactionContext,
-        FallbackContext,
-        ModelSwitchedContext,
-        LoopDetectedContext,
-        ConvergenceDetectedContext,
-        SuspendedContext,
-        SleepContext,
-        ContextProviderContext,
-        BackpressureContext,
-        SessionResetContext,
-        BudgetExceededContext,
-    )
+    value.hook: value for value in list(globals().values())
+    if isinstance(value, type) and issubclass(value, EventContext) and value is not EventContext
 }
-"""Hook name → context class, for every hook of the contract."""
+"""Hook name → context class, for every hook of the contract: the context classes of this
+module, in the order they are defined."""
 
-HOOKS: tuple[HookName, ...] = tuple(CONTEXT_TYPES)  # type: ignore[arg-type]
+HOOKS: tuple[HookName, ...] = get_args(HookName)
 """Every hook name, in contract order."""
+
+if tuple(CONTEXT_TYPES) != HOOKS:  # a new hook is its name in HookName and its context class
+    raise TypeError(f"HookName and the context classes disagree: {HOOKS} != {tuple(CONTEXT_TYPES)}")
 
 
 def _slot_init(cls: type) -> Any:

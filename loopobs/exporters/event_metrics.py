@@ -4,7 +4,8 @@
 which labels. ``MetricsObserver`` (OpenTelemetry) and ``PrometheusObserver``
 (prometheus-client) both derive from :class:`MetricRecorder`, which walks the
 table; they differ only in how a value is recorded and how a label is bounded.
-A new metric is one :class:`Recording` here plus its spec in the catalog.
+A new metric is one :class:`Recording` here plus its spec in the catalog; a hook
+the table names is heard by the recorders without a method of its own.
 
 Labels are attribute keys of the catalog; the value ``""`` means the attribute
 is absent (OpenTelemetry leaves it out; Prometheus, which needs every label,
@@ -515,6 +516,19 @@ class MetricRecorder(LoopObserver):
         return agents
 
     # -- the hooks -------------------------------------------------------------------------
+    def _record_event(self, ctx: ev.EventContext) -> None:
+        """Record what :data:`EVENT_METRICS` says ``ctx``'s hook records.
+
+        Every hook of the table that needs no more than that (the turn's end, fallbacks,
+        detections, compactions, budgets …) is this method: a row that asks for the
+        run's agent gets the agent and model remembered since ``on_run_start``.
+        """
+        if self._plans[ctx.hook].with_agent:
+            run_id = ctx.run_id
+            self._apply(ctx, self._agents.get(run_id), self._models.get(run_id, ""))
+        else:
+            self._apply(ctx, None)
+
     def on_run_start(self, ctx: ev.RunStartContext) -> None:
         """``runs.active`` +1 for the run's agent, remembered until the run ends."""
         agent = self._agent_bound(ctx.agent)
@@ -539,10 +553,6 @@ class MetricRecorder(LoopObserver):
                       "" if ctx.error is None else error_type(ctx.error))
             for sink, count in zip(self._per_run_sinks, calls, strict=True):
                 sink(count, labels, ctx.run_id)
-
-    def on_turn_end(self, ctx: ev.TurnEndContext) -> None:
-        """``turns`` +1."""
-        self._apply(ctx, self._agents.get(ctx.run_id), self._models.get(ctx.run_id, ""))
 
     def on_stream_start(self, ctx: ev.StreamStartContext) -> None:
         """Start timing the attempt's chunks (and count the run's model calls)."""
@@ -610,34 +620,12 @@ class MetricRecorder(LoopObserver):
             calls[1] += 1
         self._apply(ctx, self._agents.get(ctx.run_id))
 
-    def on_fallback(self, ctx: ev.FallbackContext) -> None:
-        """``fallbacks`` +1 by from/to model."""
-        self._apply(ctx, None)
 
-    def on_model_switched(self, ctx: ev.ModelSwitchedContext) -> None:
-        """``model_switches`` +1 by from/to model."""
-        self._apply(ctx, None)
+def _bind_table_hooks() -> None:
+    """Every hook the table names and ``MetricRecorder`` does not define records its row."""
+    for hook in {**EVENT_METRICS, **EVENT_METRICS_LATEST}:
+        if hook not in vars(MetricRecorder):
+            setattr(MetricRecorder, hook, MetricRecorder._record_event)
 
-    def on_compaction(self, ctx: ev.CompactionContext) -> None:
-        """``compactions`` +1 and the tokens saved, by reason."""
-        self._apply(ctx, None)
 
-    def on_loop_detected(self, ctx: ev.LoopDetectedContext) -> None:
-        """``loop_detections`` +1 by tool and action."""
-        self._apply(ctx, None)
-
-    def on_convergence_detected(self, ctx: ev.ConvergenceDetectedContext) -> None:
-        """``convergence_detections`` +1 by action."""
-        self._apply(ctx, None)
-
-    def on_context_provider(self, ctx: ev.ContextProviderContext) -> None:
-        """The provider's duration by provider and outcome."""
-        self._apply(ctx, None)
-
-    def on_backpressure(self, ctx: ev.BackpressureContext) -> None:
-        """``session.queue.events`` +1 by queue and outcome."""
-        self._apply(ctx, None)
-
-    def on_budget_exceeded(self, ctx: ev.BudgetExceededContext) -> None:
-        """``budget.exceeded`` +1 by limit, scope and action (stop or warn)."""
-        self._apply(ctx, self._agents.get(ctx.run_id))
+_bind_table_hooks()
