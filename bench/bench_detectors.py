@@ -245,7 +245,7 @@ def answer_rows(repeats: int) -> list[Row]:
                 det.on_response(ctxs[1])
 
         rows.append(Row(f"final answer, {words} words", cpu_ns_per_call(one, 100, repeats),
-                        note="sketch + compare with the last 4"))
+                        note="sketch + compare with the last 6"))
     return rows
 
 

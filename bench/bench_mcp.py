@@ -76,7 +76,7 @@ def _loop(calls: int, observers: Sequence[Any]) -> AgentLoop:
     steps = [Reply(tool_calls=tuple(ToolCall("visa_rules", ARGS) for _ in range(calls))),
              Reply(text="done")] if calls else [Reply(text="done")]
     return AgentLoop(ScriptedClient(steps), model="m", observers=observers,
-                     parallel_tool_calls=False, detectors=[], mcp_servers=[_server()])
+                     parallel_tool_calls=False, detectors=[], tool_sources=[_server()])
 
 
 async def _measure(calls: int, rounds: int) -> dict[str, list[float]]:

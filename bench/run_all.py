@@ -9,13 +9,17 @@ in the same process, in the same run:
 - bare prometheus-client ``Counter.inc()`` (``bench_prometheus``);
 - LangChain callback dispatch to 3 no-op handlers (``bench_stack``; needs langchain-core);
 - ``opentelemetry-util-genai`` inference record (``bench_otel``; if installed);
+- the default detectors on real agents' trajectories (``bench_real_trajectories``; reads
+  ``../shared/data/real-trajectories/``, skips when absent): per tool call and per final
+  answer against the 15 µs and 100 µs targets;
 - the whole stack on a scripted 1,000-turn run with 1 ms model latency (``bench_stack``);
 - pricing a model call (``genai-prices``, the cost observer) vs a bare ``Counter.inc()``
   (``bench_cost``);
 - an MCP tool call through the loop vs the same call with the ``mcp`` SDK directly, on one
   connection to a local stdio server (``bench_mcp``);
 - a LangGraph run and an instrumented app without the adapters (``bench_adapters``);
-- OpenAI Agents SDK and pydantic-ai runs without their adapters (``bench_framework_adapters``).
+- OpenAI Agents SDK and pydantic-ai runs without their adapters (``bench_framework_adapters``);
+- a shared-budget reservation and commit on local Redis vs a bare PING (``bench_fleet``).
 
 Each script's own table is printed as it runs; the summary comes last.
 """
@@ -36,10 +40,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench._util import fmt_ns, print_table
 
-SCRIPTS = ("bench_dispatch", "bench_loop", "bench_detectors", "bench_otel", "bench_prometheus",
+SCRIPTS = ("bench_dispatch", "bench_loop", "bench_detectors", "bench_real_trajectories",
+           "bench_otel", "bench_prometheus",
            "bench_chunks", "bench_sdk_share", "bench_stack", "bench_load", "bench_soak",
            "bench_report", "bench_sse", "bench_cost", "bench_mcp", "bench_adapters",
-           "bench_framework_adapters", "bench_import", "bench_request")
+           "bench_framework_adapters", "bench_import", "bench_request", "bench_fleet")
 
 
 def _run(name: str, quick: bool) -> Any:
@@ -188,6 +193,12 @@ def summary(results: dict[str, Any]) -> list[list[str]]:
         else:
             add(f"{row['framework']} run, {row['name']} vs bare (CPU)", fmt_ns(row["best_ns"]),
                 fmt_ns(bare["best_ns"]), f"{row['best_ns'] / bare['best_ns']:.2f}×")
+    real = results.get("bench_real_trajectories")
+    if real:
+        add("real agents' trajectories: detectors per tool call vs the 15 µs target",
+            fmt_ns(real["call_ns"]), "15 µs", f"{real['call_ns'] / 15_000:.2f}×")
+        add("real agents' trajectories: convergence per final answer vs the 100 µs target",
+            fmt_ns(real["answer_ns"]), "100 µs", f"{real['answer_ns'] / 100_000:.2f}×")
     imports = results.get("bench_import") or []
     if len(imports) == 2:
         ours_import, sdk_import = imports
@@ -198,6 +209,12 @@ def summary(results: dict[str, Any]) -> list[list[str]]:
         if row[0].endswith("cached vs whole"):
             add(f"{row[0].split(':')[0]}: 1,000-turn conversation, requests built from cached "
                 "messages vs whole history", "", "", row[3])
+    fleet = results.get("bench_fleet") or []
+    if fleet:
+        ping = fleet[0]
+        for row in fleet[1:]:
+            add(f"shared budget per model call: {row.name}", fmt_ns(row.median_ns),
+                fmt_ns(ping.median_ns), f"{row.median_ns / ping.median_ns:.2f}×")
     return out
 
 

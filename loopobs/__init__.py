@@ -12,7 +12,17 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 from loopobs.contract.compaction import Compactor, TruncatingCompactor, estimate_tokens
-from loopobs.cost.budget import Budget, BudgetGuard, BudgetTracker, Spend
+from loopobs.cost.budget import Budget, BudgetTracker, Spend
+from loopobs.cost.shared import (
+    Amounts,
+    BudgetLedger,
+    InProcessLedger,
+    Refusal,
+    Reservation,
+    ScopeLimit,
+    SharedBudget,
+)
+from loopobs.cost.spending import BudgetGuard
 
 # Tool sources (MCP), context providers and long-lived sessions.
 from loopobs.loop.context_providers import ContextProvider, ProviderSpec
@@ -26,6 +36,7 @@ if TYPE_CHECKING:  # loaded on first use: see _LAZY
     )
 from loopobs.contract.errors import (
     BudgetExceeded,
+    BudgetUnavailable,
     Cancelled,
     CheckpointAlreadyResumed,
     ContextExceeded,
@@ -45,6 +56,7 @@ from loopobs.contract.errors import (
     ResumeError,
     SessionBusy,
     SessionClosed,
+    StoreUnavailable,
     StreamError,
     ToolError,
     ToolExecutionError,
@@ -134,7 +146,13 @@ from loopobs.contract.tools import (
 from loopobs.loop.run import RunResult, Session
 from loopobs.loop.tool_sources import ConnectedSource, ToolSource
 from loopobs.sessions.session import AgentSession, QueuePolicy, SessionUpdate
-from loopobs.sessions.stores import FileStore, MemoryStore, SessionStore
+from loopobs.sessions.stores import (
+    FileStore,
+    MemoryStore,
+    SessionStore,
+    StoreCorrupt,
+    StoreFailed,
+)
 
 if TYPE_CHECKING:
     from loopobs.exporters.evaluation import record_evaluation
@@ -145,14 +163,17 @@ from loopobs._version import __version__
 __all__ = [
     "AgentLoop",
     "AgentSession",
+    "Amounts",
     "AssistantMessage",
     "BackpressureContext",
     "Budget",
     "BudgetExceeded",
     "BudgetExceededContext",
     "BudgetGuard",
+    "BudgetLedger",
     "BudgetLimit",
     "BudgetTracker",
+    "BudgetUnavailable",
     "CONTEXT_TYPES",
     "Cancelled",
     "Checkpoint",
@@ -178,6 +199,7 @@ __all__ = [
     "GenAIPrices",
     "HOOKS",
     "HookName",
+    "InProcessLedger",
     "Interrupted",
     "InvalidResumeInput",
     "InvalidToolInput",
@@ -207,7 +229,9 @@ __all__ = [
     "QueueFull",
     "QueuePolicy",
     "RateLimited",
+    "Refusal",
     "RepetitionDetector",
+    "Reservation",
     "ResponseContext",
     "ResumeError",
     "RunEndContext",
@@ -215,15 +239,20 @@ __all__ = [
     "RunStartContext",
     "RunStatus",
     "SESSION_HOOKS",
+    "ScopeLimit",
     "Session",
     "SessionBusy",
     "SessionClosed",
     "SessionResetContext",
     "SessionStore",
     "SessionUpdate",
+    "SharedBudget",
     "Sleep",
     "SleepContext",
     "Spend",
+    "StoreCorrupt",
+    "StoreFailed",
+    "StoreUnavailable",
     "StreamError",
     "StreamEvent",
     "StreamFailureContext",
@@ -276,9 +305,13 @@ __all__ = [
 ]
 
 # Loaded on first use, not by `import loopobs`: the checkpoint classes are pydantic
-# models, and the detectors (which an AgentLoop loads when it adds its defaults)
-# compile their patterns at import.
+# models, the detectors (which an AgentLoop loads when it adds its defaults) compile
+# their patterns at import, and configure() and record_evaluation() live with the
+# exporters and the OpenTelemetry SDK. Each name here is also in __all__ and in a
+# TYPE_CHECKING import above (tests/test_public_api.py checks the three agree).
 _LAZY = {
+    "configure": "loopobs.exporters.setup",
+    "record_evaluation": "loopobs.exporters.evaluation",
     "Checkpoint": "loopobs.loop.run",
     "ParkedCall": "loopobs.loop.run",
     "ConvergenceDetector": "loopobs.detectors",
@@ -289,17 +322,6 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
-    # configure() lives with the exporters; importing it lazily keeps `import loopobs` light.
-    if name == "configure":
-        from loopobs.exporters.setup import configure
-
-        globals()["configure"] = configure
-        return configure
-    if name == "record_evaluation":
-        from loopobs.exporters.evaluation import record_evaluation
-
-        globals()["record_evaluation"] = record_evaluation
-        return record_evaluation
     module = _LAZY.get(name)
     if module is not None:
         value = getattr(importlib.import_module(module), name)

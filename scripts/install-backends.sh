@@ -4,6 +4,7 @@
 #   - Arize Phoenix (a real OTLP receiver) in its own venv, since it pins many packages.
 #   - npm typescript + @grafana/schema (pinned) for the offline Grafana dashboard schema check.
 #   - Chromium from Debian's `chromium` package, for the HTML report's browser tests.
+#   - redis-server from Debian's `redis-server` package, for the fleet tests (loopobs.redis).
 # Writes scripts/backends.env, which `make test` sources so the tests find them.
 # Outside CI a backend that cannot be installed is reported and its tests skip;
 # in CI (CI=true) it is a failure.
@@ -19,6 +20,16 @@ if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2
       >/tmp/loopobs-prometheus-install.log 2>&1 || { echo "install-backends: apt-get failed, see /tmp/loopobs-prometheus-install.log"; status=1; }
   else
     echo "install-backends: cannot install Prometheus here (needs root and apt-get)"; status=1
+  fi
+fi
+
+if ! command -v redis-server >/dev/null 2>&1; then
+  echo "install-backends: installing Redis (Debian package)"
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server) \
+      >/tmp/loopobs-redis-install.log 2>&1 || { echo "install-backends: apt-get failed, see /tmp/loopobs-redis-install.log"; status=1; }
+  else
+    echo "install-backends: cannot install Redis here (needs root and apt-get)"; status=1
   fi
 fi
 
@@ -56,6 +67,7 @@ fi
   echo "export LOOPOBS_PROMETHEUS_BIN=$(command -v prometheus || echo /usr/bin/prometheus)"
   echo "export LOOPOBS_PROMTOOL_BIN=$(command -v promtool || echo /usr/bin/promtool)"
   echo "export LOOPOBS_GRAFANA_SCHEMA_DIR=$GRAFANA_SCHEMA_DIR"
+  echo "export LOOPOBS_REDIS_BIN=$(command -v redis-server || echo /usr/bin/redis-server)"
   echo "export LOOPOBS_CHROMIUM_BIN=$(command -v chromium || echo /usr/bin/chromium)"
 } > scripts/backends.env
 

@@ -34,7 +34,7 @@ def make_deps(
     made = [t if isinstance(t, Tool) else tool(t) for t in tools]
     return RunDeps(
         client=client if client is not None else ScriptedClient([]),
-        tools={t.name: t for t in made}, emit=emit, policy=policy,
+        tools={t.name: t for t in made}, observers=emit, policy=policy,
         compactor=TruncatingCompactor(), links=links if links is not None else TraceLinks(),
         workers=ToolWorkers(),
         settings=LoopSettings(**defaults), model=lambda: model,

@@ -51,6 +51,7 @@ SAMPLE_FIELDS: dict[str, dict[str, Any]] = {
         "model": "gpt-x",
         "resumed_from": uuid.UUID(int=7),
         "instructions": "You are terse.",
+        "attribution": {"tenant": "acme", "user": "u-17"},
     },
     "on_run_end": {
         "success": False,
@@ -188,8 +189,9 @@ SAMPLE_FIELDS: dict[str, dict[str, Any]] = {
         "limit": "total_tokens",
         "value": 1250.0,
         "budget": 1000.0,
-        "scope": "session",
+        "scope": "shared",
         "action": "warn",
+        "scope_key": "tenant:acme",
     },
 }
 

@@ -409,3 +409,29 @@ def test_model_calls_are_priced_like_agent_loop_does() -> None:
     run.end()
     assert rec.of("on_stream_success")[-1].cost_usd is None
     assert rec.of("on_run_end")[-1].cost_usd is None
+
+
+@pytest.mark.parametrize("bad", [-5, 2**70, float("nan"), float("inf"), 2.5, "12"])
+def test_implausible_token_counts_are_unknown_never_passed_through(bad: object) -> None:
+    """The model clients' rules in every adapter: a negative, absurd or non-integer count is
+    unknown (0), counted, and leaves the call's cost unknown; the good counts stay."""
+    tracker, rec = _tracker(detectors=[], prices={"m": ModelRates(input_per_mtok=2.0,
+                                                                  output_per_mtok=8.0)})
+    run = tracker.start_run()
+    run.model_start("a", model="m")
+    run.model_end("a", usage=Usage(input_tokens=adapter_run.token_count(bad),
+                                   output_tokens=adapter_run.token_count(7)))
+    run.end()
+    (ok,) = rec.of("on_stream_success")
+    assert (ok.input_tokens, ok.output_tokens) == (0, 7)
+    assert ok.cost_usd is None
+    end = rec.of("on_run_end")[0]
+    assert (end.input_tokens, end.output_tokens) == (0, 7)
+    assert tracker.rejected_token_counts == 1
+    assert_contract(rec.events)
+
+
+def test_token_count_takes_integral_floats_and_none() -> None:
+    assert adapter_run.token_count(None) == 0
+    assert adapter_run.token_count(12.0) == 12
+    assert type(adapter_run.token_count(12.0)) is int

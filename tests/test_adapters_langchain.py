@@ -470,3 +470,40 @@ def test_graph_runs_are_priced_into_the_cost_metrics(stack: Stack) -> None:
     (agent,) = stack.finished("invoke_agent")
     assert agent.attributes is not None
     assert agent.attributes["loopobs.cost.usd"] == pytest.approx(42.0)
+
+
+def test_implausible_token_counts_from_the_model_are_unknown(stack: Stack) -> None:
+    """A model reporting a negative and an absurd count: both unknown (0) and counted, never
+    summed into the run (a negative count would cancel real spend, 2**70 breaks exports)."""
+    handler = LoopobsCallbackHandler(stack.observers)
+    graph = react_graph(fake_model([ai("hi", usage=(-5, 2**70))]), [add])
+    graph.invoke({"messages": [("user", "hi")]}, config={"callbacks": [handler]})
+    (ok,) = stack.recorder.of("on_stream_success")
+    assert (ok.input_tokens, ok.output_tokens) == (0, 0)
+    assert handler.tracker.rejected_token_counts == 2
+    assert stack.recorder.of("on_run_end")[0].status == "completed"
+
+
+def test_runs_whose_end_never_comes_are_bounded_and_counted(
+        stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chains that start and never end (a crashed worker, a dropped callback): the handler
+    follows a bounded number, ends the runs it forgets as cancelled and counts them."""
+    import uuid
+
+    import loopobs.adapters.langchain as lc
+
+    monkeypatch.setattr(lc, "MAX_FOLLOWED", 100, raising=False)
+    handler = LoopobsCallbackHandler(stack.observers)
+    for _ in range(1000):
+        root = uuid.uuid4()
+        handler.on_chain_start({"name": "graph"}, {"input": "hi"}, run_id=root)
+        handler.on_chain_start({"name": "node"}, {}, run_id=uuid.uuid4(), parent_run_id=root)
+    assert handler.tracker.active_runs <= 50
+    assert handler.followed_runs == 100
+    assert handler.evicted_runs == 1900
+    assert stack.prom("loopobs_runs_active") == handler.tracker.active_runs
+    ends = stack.recorder.of("on_run_end")
+    assert len(ends) == 1000 - handler.tracker.active_runs
+    assert {e.status for e in ends} == {"cancelled"}
+    assert_contract([e for e in stack.recorder.events
+                     if e[1].run_id in {end.run_id for end in ends}])

@@ -553,3 +553,22 @@ async def test_a_budget_stops_the_run_before_the_model_call_past_it(stack: Stack
     assert stack.recorder.of("on_run_end")[0].status == "budget_exceeded"
     assert_contract(stack.recorder.events)
     stack.check_nothing_open()
+
+
+def test_implausible_usage_is_refused() -> None:
+    """The SDK's usage with a negative and an absurd count: both unknown in the run's events."""
+    from agents.usage import Usage as AgentsUsage
+
+    from loopobs.adapters import RunTracker
+    from loopobs.adapters.openai_agents import _usage
+    from loopobs.testing import RecordingObserver
+
+    recorder = RecordingObserver()
+    tracker = RunTracker([recorder], detectors=[])
+    run = tracker.start_run()
+    run.model_start("k", model="m")
+    run.model_end("k", usage=_usage(AgentsUsage(input_tokens=-5, output_tokens=2**70)))
+    run.end()
+    (ok,) = recorder.of("on_stream_success")
+    assert (ok.input_tokens, ok.output_tokens) == (0, 0)
+    assert tracker.rejected_token_counts == 2

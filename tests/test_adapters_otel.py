@@ -16,6 +16,8 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import Tracer, set_span_in_context
+from opentelemetry.util.types import AttributeValue
 
 from loopobs import EventContext, RepetitionDetector, ToolExecutionError, Usage
 from loopobs import tool as loopobs_tool
@@ -325,3 +327,116 @@ def test_openinference_langchain_instrumentation_feeds_the_processor(stack: Stac
     posts = {c.tool_call_id: c.result for c in stack.recorder.of("on_tool_post")}
     assert posts == {"c1": "3", "c2": "7"}
     assert len(stack.recorder.of("on_tool_call_received")) == 2
+
+
+def _bare_app(processor: GenAISpanProcessor) -> tuple[TracerProvider, Tracer]:
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    return provider, provider.get_tracer("app")
+
+
+_CHAT: dict[str, AttributeValue] = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m",
+                                   "gen_ai.usage.input_tokens": 3,
+                                   "gen_ai.usage.output_tokens": 1}
+
+
+def test_a_root_ending_before_its_chat_child_leaves_no_run_open(stack: Stack) -> None:
+    """A request span that ends before the model call it started: the trace's run waits for
+    the call, reports it, then ends; 300 such traces leave no run open and the gauge at 0."""
+    processor = GenAISpanProcessor(stack.observers)
+    provider, tracer = _bare_app(processor)
+    for _ in range(300):
+        root = tracer.start_span("POST /ask")
+        chat = tracer.start_span("chat m", context=set_span_in_context(root),
+                                 attributes=_CHAT)
+        root.end()
+        chat.end()
+    assert processor.open_runs == 0
+    assert processor.tracker.active_runs == 0
+    assert stack.prom("loopobs_runs_active") == 0
+    ends = stack.recorder.of("on_run_end")
+    assert len(ends) == 300
+    assert {e.status for e in ends} == {"completed"}
+    assert {e.input_tokens for e in ends} == {3}
+    assert_contract(stack.recorder.events)
+    provider.shutdown()
+
+
+def test_an_agent_ending_before_its_chat_child_reports_the_call_in_its_run(
+        stack: Stack) -> None:
+    processor = GenAISpanProcessor(stack.observers)
+    provider, tracer = _bare_app(processor)
+    agent = tracer.start_span("invoke_agent a",
+                              attributes={"gen_ai.operation.name": "invoke_agent"})
+    chat = tracer.start_span("chat m", context=set_span_in_context(agent),
+                             attributes=_CHAT)
+    agent.end()
+    assert processor.open_runs == 1
+    chat.end()
+    assert processor.open_runs == 0
+    (end,) = stack.recorder.of("on_run_end")
+    assert (end.status, end.input_tokens) == ("completed", 3)
+    assert_contract(stack.recorder.events)
+    provider.shutdown()
+
+
+def test_spans_that_never_end_keep_a_bounded_number_of_runs_open(
+        stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Agent spans whose chat child never ends: the oldest followed spans are forgotten as if
+    they had ended, so open runs stay under the bound, and shutdown ends the rest."""
+    import loopobs.adapters.otel as otel_adapter
+
+    monkeypatch.setattr(otel_adapter, "_MAX_SPANS", 50)
+    processor = GenAISpanProcessor(stack.observers)
+    provider, tracer = _bare_app(processor)
+    for _ in range(400):
+        agent = tracer.start_span("invoke_agent a",
+                                  attributes={"gen_ai.operation.name": "invoke_agent"})
+        tracer.start_span("chat m", context=set_span_in_context(agent),
+                          attributes=_CHAT)
+        agent.end()
+        assert processor.open_runs <= 50
+    processor.shutdown()
+    assert processor.open_runs == 0
+    assert stack.prom("loopobs_runs_active") == 0
+    assert len(stack.recorder.of("on_run_end")) == 400
+    assert_contract(stack.recorder.events)
+    provider.shutdown()
+
+
+def test_malformed_attributes_are_skipped_and_the_run_still_ends(stack: Stack) -> None:
+    """NaN and infinite token counts, ``parts: 5`` and tool arguments nested too deep to parse:
+    the call is still a success, the tool still an attempt, the run ends completed, and each
+    bad attribute is counted."""
+    processor = GenAISpanProcessor(stack.observers, detectors=[])
+    provider, tracer = _bare_app(processor)
+    agent = tracer.start_span("invoke_agent a",
+                              attributes={"gen_ai.operation.name": "invoke_agent"})
+    inside = set_span_in_context(agent)
+    chat = tracer.start_span("chat m", context=inside, attributes={
+        "gen_ai.operation.name": "chat", "gen_ai.request.model": "m",
+        "gen_ai.usage.input_tokens": float("nan"), "gen_ai.usage.output_tokens": float("inf"),
+        "gen_ai.response.time_to_first_chunk": float("nan"),
+        "gen_ai.output.messages": '[{"role": "assistant", "parts": 5}]'})
+    chat.end()
+    deep = "[" * 100_000 + "]" * 100_000
+    tool = tracer.start_span("execute_tool t", context=inside, attributes={
+        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t",
+        "gen_ai.tool.call.arguments": deep, "gen_ai.tool.call.result": "ok"})
+    tool.end()
+    agent.end()
+    assert processor.open_runs == 0
+    rec = stack.recorder
+    assert len(rec.of("on_stream_success")) == 1
+    assert rec.of("on_stream_failure") == []
+    (ok,) = rec.of("on_stream_success")
+    assert (ok.input_tokens, ok.output_tokens, ok.time_to_first_token_ms) == (0, 0, None)
+    (post,) = rec.of("on_tool_post")
+    assert not post.is_error
+    (end,) = rec.of("on_run_end")
+    assert end.status == "completed"
+    assert processor.skipped_attributes == 5
+    assert processor.tracker.rejected_token_counts == 2
+    assert_contract(rec.events)
+    stack.check_nothing_open()
+    provider.shutdown()

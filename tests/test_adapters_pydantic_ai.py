@@ -631,3 +631,23 @@ async def test_a_budget_stops_the_run_before_the_request_past_it(stack: Stack) -
     assert stack.recorder.of("on_run_end")[0].status == "budget_exceeded"
     assert_contract(stack.recorder.events)
     stack.check_nothing_open()
+
+
+def test_implausible_usage_is_refused_not_raised() -> None:
+    """pydantic-ai's usage with a negative and an absurd count: the run reports both unknown."""
+    from pydantic_ai.usage import RequestUsage
+
+    from loopobs.adapters import RunTracker
+    from loopobs.adapters.pydantic_ai import _usage
+    from loopobs.testing import RecordingObserver
+
+    usage = _usage(RequestUsage(input_tokens=-5, output_tokens=3, cache_read_tokens=2**70))
+    recorder = RecordingObserver()
+    tracker = RunTracker([recorder], detectors=[])
+    run = tracker.start_run()
+    run.model_start("k", model="m")
+    run.model_end("k", usage=usage)
+    run.end()
+    (ok,) = recorder.of("on_stream_success")
+    assert (ok.input_tokens, ok.output_tokens, ok.cache_read_input_tokens) == (0, 3, 0)
+    assert tracker.rejected_token_counts == 2

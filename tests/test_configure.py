@@ -191,12 +191,17 @@ logging.getLogger("opentelemetry.exporter").addHandler(Retries())
 t = configure(traces_exporter="otlp", metrics_exporter="otlp", protocol=sys.argv[1],
               endpoint=sys.argv[2], export_timeout_s=60.0)
 asyncio.run(full_run(ObserverSet(t.observers, strict=True)))
-start = time.monotonic()
-in_time = t.shutdown(timeout_s=1.0)
+import threading
+outcome = []
+closer = threading.Thread(target=lambda: outcome.append(t.shutdown(timeout_s=1.0)), daemon=True)
+closer.start()
+# A hang guard at half the exporters' 60 s timeout: a shutdown that waited for an export
+# (instead of its own bound) is caught, whatever the machine's speed.
+closer.join(30.0)
 returned = time.monotonic()
 time.sleep(4.0)  # a live retry loop would back off 1-2 s and retry again in this time
 late = [r for r in retries if r > returned + 0.6]
-print(f"{returned - start:.3f} {in_time} {len(late)}")
+print(f"{'returned' if outcome else 'hung'} {outcome[0] if outcome else None} {len(late)}")
 """
 
 
@@ -206,8 +211,8 @@ print(f"{returned - start:.3f} {in_time} {len(late)}")
 def test_shutdown_is_bounded_when_the_collector_is_down(
     blackhole: int, protocol: str, collector: str
 ) -> None:
-    """shutdown(timeout_s=1) returns near its bound while the exporters would retry a minute,
-    and stops them: no retry after it returns.
+    """shutdown(timeout_s=1) returns while the exporters would retry a minute (checked by a
+    hang guard, not timed), and stops them: no retry after it returns.
 
     It runs in a subprocess: the exporters' retry threads outlive the handle, and
     their jittered backoff must not touch this process's random state.
@@ -219,8 +224,8 @@ def test_shutdown_is_bounded_when_the_collector_is_down(
         capture_output=True, text=True, timeout=120, check=False, cwd=root,
     )
     assert out.returncode == 0, out.stderr
-    took, in_time, late_retries = out.stdout.strip().splitlines()[-1].split()
-    assert float(took) < 10.0
+    returned, in_time, late_retries = out.stdout.strip().splitlines()[-1].split()
+    assert returned == "returned"
     if in_time == "False":
         # the handle gave up on the flush: it stopped the exporters, so nothing retries on
         assert late_retries == "0"
@@ -246,3 +251,22 @@ print("ok")
                          timeout=60, check=False)
     assert out.stdout.strip() == "ok", out.stderr
     assert loopobs.configure is configure
+
+
+@pytest.mark.parametrize(("hidden", "kwargs"), [
+    ("opentelemetry.sdk", {"traces_exporter": "console", "metrics_exporter": "none"}),
+    ("opentelemetry.exporter", {"traces_exporter": "otlp", "metrics_exporter": "none",
+                                "endpoint": "http://127.0.0.1:4318"}),
+])
+def test_configure_without_the_otel_extra_says_what_to_install(
+        clean_env: None, monkeypatch: pytest.MonkeyPatch, hidden: str,
+        kwargs: dict[str, Any]) -> None:
+    """As if the SDK or the OTLP exporters were not installed: an error naming the extra."""
+    for name in [n for n in sys.modules if n == hidden or n.startswith(hidden + ".")]:
+        monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.setitem(sys.modules, hidden, None)
+    with pytest.raises(ImportError, match=r"pip install 'loopobs\[otel\]'") as caught:
+        configure(**kwargs)
+    assert not isinstance(caught.value, ModuleNotFoundError)
+    assert caught.value.name is not None
+    assert caught.value.name.startswith(hidden)

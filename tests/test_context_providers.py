@@ -212,3 +212,25 @@ def test_check_contract_knows_providers_and_session_events() -> None:
                                 capacity=1, policy="drop_oldest")
     problems = check_contract([*stream(True), ("on_backpressure", wrong)])
     assert any("carries the id of run" in p for p in problems)
+
+
+async def test_a_provider_raising_cancelled_error_itself_is_its_own_failure() -> None:
+    """Nothing cancelled the run: the provider's CancelledError is that provider's failure."""
+
+    async def rude(query: str) -> str:
+        raise asyncio.CancelledError
+
+    rec = RecordingObserver()
+    loop = AgentLoop(ScriptedClient([Reply(text="ok")]), model="m", observers=[rec],
+                     context_providers=[rude, memory])
+    result = await asyncio.wait_for(loop.run("birds"), 30)
+    assert result.ok
+    assert result.answer == "ok"
+    outcomes = {c.provider: (c.outcome, c.error) for c in rec.of("on_context_provider")}
+    assert outcomes["memory"][0] == "ok"
+    outcome, error = outcomes["rude"]
+    assert outcome == "error"
+    assert error.error_type == "CancelledError"
+    assert "raised CancelledError itself" in str(error)
+    assert rec.of("on_run_end")[0].status == "completed"
+    assert check_contract(rec.events) == []

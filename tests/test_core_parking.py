@@ -53,7 +53,7 @@ def test_no_park_no_checkpoint() -> None:
     rec = RecordingObserver()
     deps = make_deps(observers=[rec])
     done = [ToolAttempt(ToolResultMessage(tool_call_id="c2", name="add", content="3"))]
-    assert parking.park(deps.emit, uuid.uuid4(), wave_session(), 0, "m1", done) is None
+    assert parking.park(deps.observers, uuid.uuid4(), wave_session(), 0, "m1", done) is None
     assert rec.hooks() == []
 
 
@@ -61,7 +61,7 @@ def test_the_first_park_decides_and_the_others_run_again() -> None:
     """The first parking call is the checkpoint's; later parked calls are listed to re-run."""
     rec = RecordingObserver()
     deps, run, session = make_deps(observers=[rec]), uuid.uuid4(), wave_session()
-    parked = parking.park(deps.emit, run, session, 3, "m1", outcomes())
+    parked = parking.park(deps.observers, run, session, 3, "m1", outcomes())
     assert parked is not None
     assert parked.status is RunStatus.SUSPENDED
     cp = parked.checkpoint
@@ -79,7 +79,7 @@ def test_a_sleep_parks_until_its_time() -> None:
     rec = RecordingObserver()
     deps = make_deps(observers=[rec])
     sleeping = [outcomes()[2]]
-    parked = parking.park(deps.emit, uuid.uuid4(), wave_session(), 0, "m1", sleeping)
+    parked = parking.park(deps.observers, uuid.uuid4(), wave_session(), 0, "m1", sleeping)
     assert parked is not None
     assert parked.status is RunStatus.SLEEPING
     assert parked.checkpoint.wake_at == WAKE
@@ -89,14 +89,14 @@ def test_a_sleep_parks_until_its_time() -> None:
 def test_resume_checks_input_and_time_without_changing_anything() -> None:
     """Bad input and an early wake are refused; good ones pass."""
     deps = make_deps()
-    suspended = parking.park(deps.emit, uuid.uuid4(), wave_session(), 0, "m1", outcomes())
+    suspended = parking.park(deps.observers, uuid.uuid4(), wave_session(), 0, "m1", outcomes())
     assert suspended is not None
     with pytest.raises(InvalidResumeInput) as info:
         parking.check_resume(suspended.checkpoint, {"ok": "yes"}, None)
     assert info.value.errors
     parking.check_resume(suspended.checkpoint, {"ok": True}, None)
     done = [ToolResultMessage(tool_call_id=i, name="x", content="ok") for i in ("c1", "c2")]
-    sleeping = parking.park(deps.emit, uuid.uuid4(), wave_session(), 0, "m1", [outcomes()[2]],
+    sleeping = parking.park(deps.observers, uuid.uuid4(), wave_session(), 0, "m1", [outcomes()[2]],
                             wave_results=[*done, None])
     assert sleeping is not None
     with pytest.raises(NotYetAwake):
@@ -108,7 +108,7 @@ def test_the_resumed_session_is_the_parked_one() -> None:
     """Rebuilt from the checkpoint when none is given; another session is refused."""
     deps = make_deps()
     session = wave_session()
-    parked = parking.park(deps.emit, uuid.uuid4(), session, 0, "m1", outcomes())
+    parked = parking.park(deps.observers, uuid.uuid4(), session, 0, "m1", outcomes())
     assert parked is not None
     rebuilt = parking.resumed_session(parked.checkpoint, None)
     assert (rebuilt.id, rebuilt.turn, rebuilt.last_model) == (session.id, 4, "m1")
@@ -121,14 +121,14 @@ def test_the_resumed_session_is_the_parked_one() -> None:
 def test_the_plan_fills_the_suspended_call_and_reruns_the_rest() -> None:
     """Suspended: the input is c1's result, c3 runs again. Sleeping: the parked call re-runs."""
     deps = make_deps()
-    suspended = parking.park(deps.emit, uuid.uuid4(), wave_session(), 0, "m1", outcomes())
+    suspended = parking.park(deps.observers, uuid.uuid4(), wave_session(), 0, "m1", outcomes())
     assert suspended is not None
     plan = parking.plan_resume(suspended.checkpoint, {"ok": True})
     assert plan.slots == {"c1": 0, "c2": 1, "c3": 2}
     assert plan.results[0] is not None
     assert plan.results[0].content == '{"ok": true}'
     assert [c.id for c in plan.to_run] == ["c3"]
-    sleeping = parking.park(deps.emit, uuid.uuid4(), wave_session(), 0, "m1",
+    sleeping = parking.park(deps.observers, uuid.uuid4(), wave_session(), 0, "m1",
                             [outcomes()[2], outcomes()[1]])
     assert sleeping is not None
     assert [c.id for c in parking.plan_resume(sleeping.checkpoint, None).to_run] == ["c3"]
@@ -137,7 +137,7 @@ def test_the_plan_fills_the_suspended_call_and_reruns_the_rest() -> None:
 def test_the_checkpoint_carries_the_trace_context_when_traced() -> None:
     """with_trace_context adds the run's traceparent; an untraced run's checkpoint is unchanged."""
     deps, run = make_deps(), uuid.uuid4()
-    parked = parking.park(deps.emit, run, wave_session(), 0, "m1", outcomes())
+    parked = parking.park(deps.observers, run, wave_session(), 0, "m1", outcomes())
     assert parked is not None
     links = TraceLinks()
     assert parking.with_trace_context(parked.checkpoint, links, run) is parked.checkpoint

@@ -83,3 +83,33 @@ def test_warnings_become_notes_for_the_next_request() -> None:
     assert "search(x) repeated 5 times" in session.pending_notes[0]
     assert "last 3 answers" in session.pending_notes[1]
     assert not session.compact_requested
+
+
+def test_decide_is_the_one_mapping_and_the_adapters_raise_its_words() -> None:
+    """A budget stop is budget_exceeded with BudgetExceeded's message; a budget warning changes
+    nothing; the adapters' RunStopped says exactly what the loop's error says."""
+    from loopobs import BudgetExceeded, BudgetExceededContext
+    from loopobs.adapters import RunStopped, StopPolicy
+    from loopobs.loop.policy import Decision, decide
+
+    run = uuid.uuid4()
+    over = BudgetExceededContext(run_id=run, time_ns=1, limit="model_calls", value=4.0,
+                                 budget=3.0, action="stop")
+    decision = decide(over)
+    assert decision.stop is not None
+    assert decision.stop.status is RunStatus.BUDGET_EXCEEDED
+    assert isinstance(decision.stop.error, BudgetExceeded)
+    assert decision.stop.message == "run budget exceeded: model_calls 4 > 3"
+    assert decide(BudgetExceededContext(run_id=run, time_ns=1, limit="usd", value=0.8,
+                                        budget=1.0, action="warn")) == Decision()
+    for verdict in (over, loop_verdict(run, "stop"), convergence(run, "ask_user")):
+        policy = StopPolicy()
+        policy.watch(run)
+        getattr(policy, verdict.hook)(verdict)
+        raised = policy.stopped(run)
+        stop = decide(verdict).stop
+        assert isinstance(raised, RunStopped)
+        assert stop is not None
+        assert (str(raised), raised.status, raised.pattern) == (
+            stop.message, stop.status.value, stop.pattern)
+        assert policy.stopped(run) is raised  # the same exception each time it is raised

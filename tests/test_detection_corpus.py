@@ -11,9 +11,10 @@ from tests.detection_corpus import generate
 from tests.detection_corpus.harness import CORPUS_PATH, Trace, evaluate, load, play
 
 RUNAWAY_CLASSES = {"cosmetic_args", "volatile_results", "long_repeats", "paraphrased_calls",
-                   "answers", "classic"}
+                   "answers", "classic", "shell_agents", "editor_agents", "conversations"}
 PRODUCTIVE_CLASSES = {"polling", "reads_between_writes", "long_sessions", "retries",
-                      "acknowledgements", "classic_ok"}
+                      "acknowledgements", "classic_ok", "shell_agents_ok", "editor_agents_ok",
+                      "conversations_ok"}
 
 
 @pytest.fixture(scope="module")

@@ -140,9 +140,11 @@ def _op(i: int) -> tuple[str, dict[str, Any], str]:
 def test_repeated_operation_fires_exactly_at_warn_and_stop(
     warn_after: int, extra: int, k: int
 ) -> None:
-    """One operation repeated k times warns at warn_after, stops at stop_after, then starts over."""
+    """One operation repeated k times warns at warn_after, stops at stop_after, then starts over
+    (the surer stop switched off: ``sure_stop_after=0``)."""
     stop_after = warn_after + extra
-    d = Driver(RepetitionDetector(window=50, warn_after=warn_after, stop_after=stop_after))
+    d = Driver(RepetitionDetector(window=50, warn_after=warn_after, stop_after=stop_after,
+                                  sure_stop_after=0))
     fired: list[tuple[int, str, int]] = []
     for i in range(1, k + 1):
         for e in d.call("read_file", {"path": "/etc/hosts"}, "127.0.0.1 localhost"):
@@ -171,23 +173,20 @@ def test_sequences_without_repeats_never_fire(keys: list[str], max_period: int) 
 @PROPERTY
 @given(period=st.integers(2, 4), warn_after=st.integers(3, 5), prefix=st.integers(0, 5))
 def test_cycle_fires_after_warn_after_cycles(period: int, warn_after: int, prefix: int) -> None:
-    """A→B→…→A→B… of period ≤ 4 warns after warn_after cycles and stops after
-    max(warn_after + 1, ceil(stop_after / period)) cycles: a cycle stops after about
-    stop_after looping steps, not period × stop_after (a long loop must stop, not only warn).
-    """
+    """A→B→…→A→B… of period ≤ 4, the same results each pass, is unambiguous: it warns
+    after two passes and stops after three, whatever warn_after and stop_after are."""
     stop_after = warn_after + 3
     d = Driver(RepetitionDetector(warn_after=warn_after, stop_after=stop_after, max_period=4))
     for i in range(prefix):
         assert d.call("setup", {"step": i}, f"done {i}") == []
     fired: list[tuple[int, LoopDetectedContext]] = []
     steps = [("read_file", {"path": f"f{j}"}, f"content {j}") for j in range(period)]
-    stop_cycles = max(warn_after + 1, -(-stop_after // period))
-    for i in range(1, period * stop_cycles + 1):
+    for i in range(1, period * 3 + 1):
         tool, args, result = steps[(i - 1) % period]
         fired.extend((i, e) for e in d.call(tool, args, result))
     assert [(i, e.action, e.repetitions) for i, e in fired] == [
-        (period * warn_after, "warn", warn_after),
-        (period * stop_cycles, "stop", stop_cycles),
+        (period * 2, "warn", 2),
+        (period * 3, "stop", 3),
     ]
     expected = " → ".join(f"read_file(f{j})" for j in range(period))
     assert all(e.pattern == expected for _, e in fired)
@@ -200,19 +199,33 @@ def test_cycle_fires_after_warn_after_cycles(period: int, warn_after: int, prefi
     gaps=st.lists(st.integers(0, 3), min_size=5, max_size=5),
 )
 def test_noise_interleaved_within_the_window_still_fires(warn_after: int, gaps: list[int]) -> None:
-    """The repeats need not be consecutive: a little unique noise between them (up to
-    ``novelty`` = 3 new operations) does not hide them."""
-    d = Driver(RepetitionDetector(window=50, warn_after=warn_after, stop_after=20))
+    """The repeats of a call that is not a read need not be consecutive: a little unique
+    noise between them (up to ``novelty`` = 3 new operations) does not hide them."""
+    d = Driver(RepetitionDetector(window=50, warn_after=warn_after, stop_after=20,
+                                  sure_stop_after=0))
     noise = 0
     fired: list[tuple[int, LoopDetectedContext]] = []
     for occurrence in range(1, warn_after + 1):
         for _ in range(gaps[occurrence - 1]):
             noise += 1
             assert d.call("noise", {"n": noise}, f"noise {noise}") == []
-        fired.extend((occurrence, e) for e in d.call("grep", {"q": "TODO"}, "3 matches"))
+        fired.extend((occurrence, e) for e in d.call("build", {"target": "api"}, "3 errors"))
     assert [(i, e.action, e.pattern, e.repetitions) for i, e in fired] == [
-        (warn_after, "warn", "grep(TODO)", warn_after)
+        (warn_after, "warn", "build(api)", warn_after)
     ]
+
+
+def test_a_read_again_amid_new_reads_is_not_a_repeat() -> None:
+    """A read re-done between reads never made before (A x A y A) is a re-read amid new
+    work (``read_novelty=0``); the same read back to back is a repeat."""
+    d = Driver(RepetitionDetector())
+    for i in range(6):
+        d.call("read_file", {"path": "parser.c"}, "int main() {}")
+        d.call("grep", {"pattern": f"DEF{i}"}, f"{i}: DEF{i}")
+    assert d.detections() == []
+    fired = [e.action for _ in range(3)
+             for e in d.call("read_file", {"path": "parser.c"}, "int main() {}")]
+    assert fired == ["warn"]
 
 
 @PROPERTY
@@ -344,9 +357,22 @@ def test_hashes_are_pinned() -> None:
 
 def test_once_per_escalation() -> None:
     """Between the warning and the stop, further repeats emit nothing."""
-    d = Driver(RepetitionDetector(warn_after=3, stop_after=10))
+    d = Driver(RepetitionDetector(warn_after=3, stop_after=10, sure_stop_after=0))
     counts = [len(d.call("ls", {"dir": "."}, "a b c")) for _ in range(10)]
     assert counts == [0, 0, 1, 0, 0, 0, 0, 0, 0, 1]
+
+
+def test_the_same_call_and_result_with_nothing_changed_stops_sooner() -> None:
+    """Unambiguous evidence (the same call, the same result, nothing side-effecting since)
+    stops at ``sure_stop_after`` (5), before ``stop_after``; a write in between starts over."""
+    d = Driver(RepetitionDetector(warn_after=3, stop_after=10))
+    actions = [[e.action for e in d.call("ls", {"dir": "."}, "a b c")] for _ in range(5)]
+    assert actions == [[], [], ["warn"], [], ["stop"]]
+    d = Driver(RepetitionDetector(warn_after=3, stop_after=10))
+    for i in range(4):
+        d.call("ls", {"dir": "."}, "a b c")
+        d.call("write_file", {"path": f"f{i}.py", "text": f"v{i} of the module"}, "ok")
+    assert d.detections() == []
 
 
 def test_progress_clears_the_warning() -> None:
@@ -467,12 +493,12 @@ def test_labels() -> None:
 def test_cycle_of_different_tools_reads_as_arrows() -> None:
     """An A→B oscillation reads ``read_file(a) → grep(b)`` and has no single tool."""
     d = Driver(RepetitionDetector())
-    for _ in range(3):
+    for _ in range(2):
         d.call("read_file", {"path": "a"}, "text of a")
         d.call("grep", {"pattern": "b"}, "no match")
     [e] = d.detections()
     assert (e.pattern, e.repetitions, e.tool, e.action) == (
-        "read_file(a) → grep(b)", 3, None, "warn"
+        "read_file(a) → grep(b)", 2, None, "warn"
     )
 
 
@@ -538,7 +564,7 @@ def test_reset_forgets_everything() -> None:
 
 def test_concurrent_sessions_do_not_mix() -> None:
     """Eight threads, one session each, interleaving freely: each sees its own detections."""
-    det = RepetitionDetector(warn_after=3, stop_after=10)
+    det = RepetitionDetector(warn_after=3, stop_after=10, sure_stop_after=0)
     rec = RecordingObserver()
     observers = ObserverSet([det, rec], strict=True)
     runs = [uuid.uuid4() for _ in range(8)]

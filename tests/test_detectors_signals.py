@@ -276,12 +276,12 @@ def test_annotations_on_the_event_and_in_settings_beat_the_name() -> None:
     for i in range(3):
         # "write_note" reads as a write by its name; the event says it is read-only.
         d.call("write_note", {"n": i}, "x", annotations=ro)
-        fired = d.call("status", {}, "same status")
+        fired = d.call("ci", {}, "same status")
     assert len(fired) == 1
     d2 = Feed(det)
     for i in range(3):
         d2.call("apply", {"n": i}, "applied")  # read-only by the mapping: not progress
-        fired = d2.call("status", {}, "same status")
+        fired = d2.call("ci", {}, "same status")
     assert len(fired) == 1
 
 
@@ -290,11 +290,13 @@ def test_annotations_on_the_event_and_in_settings_beat_the_name() -> None:
     [("write_file", (True, False, False)), ("gitCommit", (True, False, False)),
      ("read-file", (False, True, False)), ("getStatus", (False, True, False)),
      ("wait_for_deploy", (False, False, True)), ("sleep", (False, False, True)),
-     ("run_command", (False, False, False)), ("HTTPPost", (True, False, False))],
+     ("run_command", (False, False, False)), ("HTTPPost", (True, False, False)),
+     ("think", (False, False, False, True))],
 )
-def test_tool_names_are_read_for_verbs(name: str, kind: tuple[bool, bool, bool]) -> None:
-    """Without annotations, verbs in snake, kebab or camel case names decide."""
-    assert RepetitionDetector()._kind(name, None) == kind
+def test_tool_names_are_read_for_verbs(name: str, kind: tuple[bool, ...]) -> None:
+    """Without annotations, verbs in snake, kebab or camel case names decide; a thinking
+    tool is inert (never new work)."""
+    assert RepetitionDetector()._kind(name, None) == (*kind, False)[:4]
 
 
 def test_compaction_forgives_re_reads() -> None:
@@ -355,10 +357,11 @@ def test_long_gaps_pace_polls() -> None:
 
 
 def test_rapid_repeats_are_not_polling() -> None:
-    """The same call every two seconds, no waiting tool: the plain repeat rules apply."""
+    """The same call every two seconds, no waiting tool: the plain repeat rules apply (a
+    warning at the third, a stop at the fifth; the stop clears the session)."""
     d = Feed(RepetitionDetector())
-    actions = [e.action for _ in range(10) for e in d.call("job", {"id": 1}, "queued")]
-    assert actions == ["warn", "stop"]
+    fired = [e for _ in range(5) for e in d.call("job", {"id": 1}, "queued")]
+    assert [(e.signal, e.action) for e in fired] == [("repeat", "warn"), ("repeat", "stop")]
 
 
 # -- long memory ---------------------------------------------------------------------------
@@ -401,14 +404,25 @@ def test_cycle_cost_does_not_grow_with_max_period() -> None:
 
 
 def test_the_same_result_for_different_arguments() -> None:
-    """Reworded searches returning the same long result warn as ``same_result``."""
+    """Reworded searches returning the same long result are constant feedback, not yet a
+    loop; once a wording comes back they warn as ``same_result``."""
     d = Feed(RepetitionDetector())
     results = "1. Timeouts in asyncio — https://docs.example.com/asyncio/timeouts"
-    fired = [d.call("web_search", {"query": q}, results)
-             for q in ("asyncio timeout", "asyncio wait_for", "cancel after seconds")]
-    [e] = fired[-1]
-    assert (e.signal, e.repetitions, e.tool) == ("same_result", 3, "web_search")
-    assert e.call_ids == ("call_1", "call_2", "call_3")
+    queries = ("asyncio timeout", "asyncio wait_for", "cancel after seconds")
+    assert [d.call("web_search", {"query": q}, results) for q in queries] == [[], [], []]
+    [e] = d.call("web_search", {"query": queries[0]}, results)
+    assert (e.signal, e.repetitions, e.tool) == ("same_result", 4, "web_search")
+    assert e.call_ids == ("call_1", "call_2", "call_3", "call_4")
+
+
+def test_constant_feedback_for_new_arguments_is_not_a_loop() -> None:
+    """The same fixed failure after each new attempt (a different fix each time) never
+    fires by itself, however long it goes on."""
+    d = Feed(RepetitionDetector())
+    fired = [e for i in range(30) for e in d.call(
+        "run_check", {"patch": f"attempt {'abcdefghij'[i // 10]}{'klmnopqrst'[i % 10]}"},
+        "Test case did not pass. Expected 42, got 41.")]
+    assert fired == []
 
 
 @pytest.mark.parametrize(
@@ -549,3 +563,28 @@ def test_result_masking_is_idempotent(text: str) -> None:
     n = Normaliser()
     once = n.result_text("t", text, None)
     assert n.result_text("t", once, None) == once
+
+
+def test_the_same_reply_with_others_between_converges() -> None:
+    """A A B A: the third of the same reply counts, with another reply between (before, the
+    reply between reset the count and nothing fired)."""
+    d = Feed(ConvergenceDetector())
+    sorry = "I am sorry, I cannot change a basic economy reservation. Is there anything else?"
+    fired = [d.answer(sorry), d.answer(sorry),
+             d.answer("Your booking reference is on the confirmation e-mail we sent you."),
+             d.answer(sorry)]
+    assert [len(f) for f in fired] == [0, 0, 0, 1]
+    [e] = fired[-1]
+    assert (e.signal, e.action, e.consecutive) == ("repeated_answer", "warn", 3)
+    for _ in range(2):
+        assert d.answer("Please tell me which flight you would like instead.") == []
+        fired.append(d.answer(sorry))
+    assert [(e.action, e.consecutive) for e in fired[-1]] == [("stop", 5)]
+
+
+def test_replies_that_differ_are_no_convergence() -> None:
+    """Different replies with a shared greeting never converge, however many."""
+    d = Feed(ConvergenceDetector())
+    fired = [d.answer(f"Thanks! Flight {n} leaves from gate {chr(65 + n)} at the north "
+                      f"terminal, row {n * 3}.") for n in range(12)]
+    assert [f for f in fired if f] == []

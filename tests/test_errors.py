@@ -6,6 +6,7 @@ import copy
 import datetime as dt
 import json
 import pickle
+import re
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ import loopobs
 from loopobs.contract import errors
 from loopobs.contract.errors import (
     BudgetExceeded,
+    BudgetUnavailable,
     Cancelled,
     CheckpointAlreadyResumed,
     ContextExceeded,
@@ -33,6 +35,7 @@ from loopobs.contract.errors import (
     ResumeError,
     SessionBusy,
     SessionClosed,
+    StoreUnavailable,
     StreamError,
     ToolError,
     ToolExecutionError,
@@ -65,6 +68,8 @@ SAMPLES: dict[type[LoopError], LoopError] = {
     MaxTurnsExceeded: MaxTurnsExceeded(max_turns=12),
     LoopDetected: LoopDetected(pattern="search×5"),
     BudgetExceeded: BudgetExceeded(limit="usd", value=0.0123, budget=0.01, scope="session"),
+    StoreUnavailable: StoreUnavailable(store="redis://127.0.0.1:6379/0", reason="ping timed out"),
+    BudgetUnavailable: BudgetUnavailable(store="redis://127.0.0.1:6379/0", reason="down"),
     Cancelled: Cancelled("user hit ^C"),
     SessionBusy: SessionBusy(session_id="s-1"),
     ResumeError: ResumeError("run not parked"),
@@ -296,3 +301,23 @@ def test_fallback_exhausted_carries_every_attempts_error_through_its_encoding() 
     assert isinstance(back, FallbackExhausted)
     assert isinstance(back.failures[0], RateLimited)
     assert back.failures[0].status_code == 429
+
+
+def test_the_module_docstring_draws_every_error() -> None:
+    """The exception tree in ``loopobs.contract.errors``'s docstring names every class, each
+    under its own base, so it cannot go stale."""
+    doc = errors.__doc__ or ""
+    tree = [line.strip("\n")[4:] for line in doc.splitlines()
+            if re.match(r"^\s*(LoopError|[│ ]*[├└]── )", line)]
+    depth: dict[str, int] = {}
+    parents: list[str] = []
+    for line in tree:
+        name = re.search(r"(\w+)", line.split("── ")[-1]).group(1)  # type: ignore[union-attr]
+        level = 0 if "── " not in line else (line.index("── ") - 1) // 4 + 1
+        depth[name] = level
+        del parents[level:]
+        if parents:
+            cls = getattr(errors, name)
+            assert parents[-1] in {b.__name__ for b in cls.__mro__[1:]}, (name, parents[-1])
+        parents.append(name)
+    assert set(depth) == set(errors.__all__)

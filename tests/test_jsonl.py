@@ -91,6 +91,8 @@ ERROR_FIELDS: dict[str, st.SearchStrategy[Any]] = {
     "server": TEXT,
     "context_provider": TEXT,
     "kind": TEXT,
+    "store": TEXT,
+    "reason": TEXT,
     "code": st.none() | INTS,
     "queue": TEXT,
     "capacity": INTS,
@@ -146,6 +148,7 @@ BY_NAME: dict[str, st.SearchStrategy[Any]] = {
     "input_schema": JSON_OBJECTS,
     "wake_at": AWARE_DATETIMES,
     "request_options": JSON_OBJECTS,
+    "attribution": st.dictionaries(TEXT, TEXT, max_size=3),
 }
 
 

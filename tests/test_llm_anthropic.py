@@ -50,7 +50,7 @@ TEXT_USAGE = Usage(
 
 
 def client_for(replay: Replay, **kwargs: Any) -> AnthropicClient:
-    return AnthropicClient(PLANTED_KEY, http_client=replay.http(), **kwargs)
+    return AnthropicClient(api_key=PLANTED_KEY, http_client=replay.http(), **kwargs)
 
 
 async def collect(client: AnthropicClient, request: ModelRequest = REQUEST) -> list[StreamEvent]:
@@ -333,8 +333,8 @@ async def test_529_before_the_stream_is_overloaded() -> None:
 async def test_request_body_follows_the_messages_api() -> None:
     replay = Replay.of(["anthropic_text"])
     client = AnthropicClient(
-        PLANTED_KEY,
-        base_url="https://gateway.example/anthropic/",
+        "https://gateway.example/anthropic/",
+        api_key=PLANTED_KEY,
         http_client=replay.http(),
         max_tokens=1024,
         extra_headers={"anthropic-beta": "feature-x"},
@@ -489,7 +489,7 @@ async def test_connect_error_is_retryable() -> None:
         raise httpx.ConnectError("name resolution failed")
 
     client = AnthropicClient(
-        PLANTED_KEY, http_client=httpx.AsyncClient(transport=httpx.MockTransport(handler))
+        api_key=PLANTED_KEY, http_client=httpx.AsyncClient(transport=httpx.MockTransport(handler))
     )
     with pytest.raises(ModelError, match=r"cannot reach api\.anthropic\.com") as info:
         await collect(client)
@@ -684,3 +684,26 @@ async def test_signed_and_redacted_thinking_go_back_with_tool_results() -> None:
     again = adapter.validate_json(adapter.dump_json(list(result.messages)))
     assert again == list(result.messages)
     assert any(getattr(m, "thinking_blocks", ()) for m in again)
+
+
+@pytest.mark.parametrize(("options", "sent"), [({}, 4096), ({"max_tokens": 77}, 77)])
+async def test_chat_span_reports_the_max_tokens_sent(
+    options: dict[str, Any], sent: int, tracer_provider: Any, span_exporter: Any
+) -> None:
+    from loopobs.exporters.tracing import TracingObserver
+
+    replay = Replay.of(["anthropic_text"])
+    loop = AgentLoop(client_for(replay), model=MODEL, detectors=[], request_options=options,
+                     observers=[TracingObserver(tracer_provider)])
+    await loop.run("Capital of France?")
+    assert replay.json()["max_tokens"] == sent
+    (chat,) = [s for s in span_exporter.get_finished_spans() if s.name.startswith("chat")]
+    assert chat.attributes["gen_ai.request.max_tokens"] == sent
+
+
+def test_the_old_positional_api_key_still_works_and_warns() -> None:
+    """``AnthropicClient(key)`` (the old order) takes the key as the key, never as a URL."""
+    with pytest.warns(DeprecationWarning, match="api_key= by keyword"):
+        client = AnthropicClient("sk-ant-old-style")
+    assert client.base_url.startswith("https://api.anthropic.com")
+    assert client._api_key == "sk-ant-old-style"

@@ -21,12 +21,13 @@ import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from loopobs import AgentLoop, RunStatus
-from loopobs.contract.errors import ModelError, StreamError, redact, shorten
+from loopobs.contract.errors import ModelError, StreamError, shorten
 from loopobs.contract.events import Usage
 from loopobs.contract.model import ModelRequest, TextDelta, UsageReport, UserMessage
 from loopobs.exporters.tracing import TracingObserver
 from loopobs.llm import AnthropicClient, OpenAIClient
 from loopobs.llm._sse import LineTooLong, SSEDecoder
+from loopobs.llm.secrets import redact
 from loopobs.testing import RecordingObserver
 
 KEY = "sk-hostile-4f9Qa2Lm8Zx7Vb1Nc6Rt"

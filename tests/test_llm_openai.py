@@ -730,3 +730,12 @@ async def test_run_answers_bad_tool_arguments_with_an_error_result() -> None:
     assert type(post.error).__name__ == "InvalidToolInput"
     assert "not a JSON object" in (post.result or "")
     assert not recorder.of("on_stream_failure")
+
+
+def test_the_old_positional_api_key_still_works_and_warns() -> None:
+    """``OpenAIClient(url, key)`` (the old form) still sets the key, with a warning."""
+    with pytest.warns(DeprecationWarning, match="api_key= by keyword"):
+        client = OpenAIClient("http://127.0.0.1:9/v1", "sk-old-style")
+    assert client._api_key == "sk-old-style"
+    with pytest.raises(TypeError, match="one positional"):
+        OpenAIClient("http://127.0.0.1:9/v1", "a", "b")

@@ -137,17 +137,18 @@ def _same_call(request: ModelRequest) -> Step:
 
 
 async def test_the_default_repetition_detector_warns_then_stops() -> None:
-    """With detectors=None, the same call repeated warns at 3 and stops the run at 10."""
+    """With detectors=None, the same call repeated warns at 3 and stops the run at 5: the same
+    call with the same result and nothing changed since is unambiguous."""
     rec = RecordingObserver()
     client = ScriptedClient(_same_call)
     loop = AgentLoop(client, model="m1", tools=[search], observers=[rec])
     assert [type(d) for d in loop.detectors] == [RepetitionDetector, ConvergenceDetector]
     result = await loop.run("q")
     assert result.status is RunStatus.LOOP_DETECTED
-    assert result.turns == 10
-    assert result.usage == u(20, 10)
+    assert result.turns == 5
+    assert result.usage == u(10, 5)
     detections = rec.of("on_loop_detected")
-    assert [(d.action, d.repetitions) for d in detections] == [("warn", 3), ("stop", 10)]
+    assert [(d.action, d.repetitions) for d in detections] == [("warn", 3), ("stop", 5)]
     assert detections[0].pattern == "search(same)"
     assert "[loopobs] Note" in client.requests[3].messages[-1].content
     assert_contract(rec.events)

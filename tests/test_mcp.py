@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
@@ -51,7 +52,7 @@ async def test_stdio_tools_join_and_their_calls_carry_the_mcp_attributes(
 ) -> None:
     rec = RecordingObserver()
     client = ScriptedClient([calls(("add", {"a": 2, "b": 3})), Reply(text="5")])
-    loop = AgentLoop(client, model="m", mcp_servers=[stdio_server(errlog)],
+    loop = AgentLoop(client, model="m", tool_sources=[stdio_server(errlog)],
                      observers=[rec, TracingObserver(tracer_provider),
                                 MetricsObserver(meter_provider)])
     result = await loop.run("2+3?")
@@ -90,7 +91,7 @@ async def test_server_tool_annotations_reach_the_events(errlog: TextIO) -> None:
     """readOnlyHint / idempotentHint become the tool's ToolAnnotations, as for local tools."""
     rec = RecordingObserver()
     client = ScriptedClient([calls(("echo", {"text": "x"})), Reply(text="x")])
-    loop = AgentLoop(client, model="m", observers=[rec], mcp_servers=[stdio_server(errlog)])
+    loop = AgentLoop(client, model="m", observers=[rec], tool_sources=[stdio_server(errlog)])
     assert (await loop.run("q")).ok
     annotations = rec.of("on_tool_call_received")[0].annotations
     assert annotations.read_only is True
@@ -106,7 +107,7 @@ async def test_the_server_joins_the_trace_through_params_meta(
     spans_file = tmp_path / "server-spans.jsonl"
     server = stdio_server(errlog, env={"LOOPOBS_TEST_SPANS": str(spans_file)})
     client = ScriptedClient([calls(("echo", {"text": "hi"})), Reply(text="hi")])
-    loop = AgentLoop(client, model="m", mcp_servers=[server],
+    loop = AgentLoop(client, model="m", tool_sources=[server],
                      observers=[TracingObserver(tracer_provider)])
     assert (await loop.run("say hi")).ok
     tool_span = next(s for s in span_exporter.get_finished_spans()
@@ -123,7 +124,7 @@ async def test_streamable_http_server(
     rec = RecordingObserver()
     with http_server(tmp_path / "http.log") as server:
         client = ScriptedClient([calls(("echo", {"text": "over http"})), Reply(text="ok")])
-        loop = AgentLoop(client, model="m", mcp_servers=[server],
+        loop = AgentLoop(client, model="m", tool_sources=[server],
                          observers=[rec, TracingObserver(tracer_provider)])
         assert (await loop.run("q")).ok
     post = rec.of("on_tool_post")[0]
@@ -145,7 +146,7 @@ async def test_name_clashes_are_an_error_unless_the_server_has_a_prefix(errlog: 
         return text
 
     loop = AgentLoop(ScriptedClient([Reply(text="never")]), model="m", tools=[echo],
-                     mcp_servers=[stdio_server(errlog)])
+                     tool_sources=[stdio_server(errlog)])
     with pytest.raises(ToolNameClash, match="echo"):
         await loop.run("q")
     with pytest.raises(ToolNameClash):
@@ -156,7 +157,7 @@ async def test_name_clashes_are_an_error_unless_the_server_has_a_prefix(errlog: 
                              Reply(text="done")])
     rec = RecordingObserver()
     loop = AgentLoop(client, model="m", tools=[echo], observers=[rec],
-                     mcp_servers=[stdio_server(errlog, prefix="t")])
+                     tool_sources=[stdio_server(errlog, prefix="t")])
     assert (await loop.run("q")).ok
     posts = {p.tool: p for p in rec.of("on_tool_post")}
     assert (posts["t_echo"].result, posts["echo"].result) == ("remote", "local")
@@ -180,7 +181,7 @@ async def test_the_tool_list_refreshes_on_list_changed(errlog: TextIO) -> None:
     client = ScriptedClient([calls(("grow", {})), calls(("shout", {"text": "hey"})),
                              Reply(text="HEY")])
     rec = RecordingObserver()
-    loop = AgentLoop(client, model="m", mcp_servers=[stdio_server(errlog)], observers=[rec],
+    loop = AgentLoop(client, model="m", tool_sources=[stdio_server(errlog)], observers=[rec],
                      context_providers=[until_shout_is_listed], context_provider_timeout=30)
     loop_ref.append(loop)
     async with loop:
@@ -200,7 +201,7 @@ async def test_failures_are_tool_results_the_model_sees(errlog: TextIO) -> None:
         Reply(text="done"),
     ])
     loop = AgentLoop(client, model="m", observers=[rec],
-                     mcp_servers=[stdio_server(errlog, timeout=1.0)])
+                     tool_sources=[stdio_server(errlog, timeout=1.0)])
     result = await loop.run("q")
     assert result.ok  # every failure was the model's to see; the run went on
     posts = rec.of("on_tool_post")
@@ -225,7 +226,7 @@ async def test_a_crash_mid_call_is_an_error_result_and_the_server_restarts(
     rec = RecordingObserver()
     client = ScriptedClient([calls(("pid", {})), calls(("crash", {})), calls(("pid", {})),
                              Reply(text="done")])
-    loop = AgentLoop(client, model="m", observers=[rec], mcp_servers=[stdio_server(errlog)])
+    loop = AgentLoop(client, model="m", observers=[rec], tool_sources=[stdio_server(errlog)])
     result = await loop.run("q")
     assert result.ok
     first, crashed, second = rec.of("on_tool_post")
@@ -240,7 +241,7 @@ async def test_a_crash_mid_call_is_an_error_result_and_the_server_restarts(
 
 async def test_a_server_that_cannot_start_fails_clearly(errlog: TextIO) -> None:
     loop = AgentLoop(ScriptedClient([Reply(text="never")]), model="m",
-                     mcp_servers=[McpStdio("/nonexistent/mcp-server", name="ghost",
+                     tool_sources=[McpStdio("/nonexistent/mcp-server", name="ghost",
                                            errlog=errlog)])
     with pytest.raises(McpError, match="ghost") as caught:
         await loop.run("q")
@@ -252,7 +253,7 @@ async def test_a_server_restarts_at_most_restarts_times(errlog: TextIO) -> None:
     client = ScriptedClient([calls(("crash", {})), calls(("crash", {})), calls(("pid", {})),
                              Reply(text="done")])
     loop = AgentLoop(client, model="m", observers=[rec],
-                     mcp_servers=[stdio_server(errlog, restarts=1)])
+                     tool_sources=[stdio_server(errlog, restarts=1)])
     assert (await loop.run("q")).ok
     kinds = [p.error.kind for p in rec.of("on_tool_post")]
     assert kinds == ["connection_closed", "connection_closed", "server_down"]
@@ -265,7 +266,7 @@ async def test_per_run_servers_close_when_the_run_ends(errlog: TextIO) -> None:
     before = children_of(os.getpid())  # other tests' helpers may still run
     rec = RecordingObserver()
     client = ScriptedClient([calls(("pid", {})), Reply(text="done")])
-    loop = AgentLoop(client, model="m", observers=[rec], mcp_servers=[stdio_server(errlog)])
+    loop = AgentLoop(client, model="m", observers=[rec], tool_sources=[stdio_server(errlog)])
     assert (await loop.run("q")).ok
     pid = int(rec.of("on_tool_post")[0].result)
     assert not alive(pid)
@@ -277,7 +278,7 @@ async def test_kept_open_servers_serve_every_run_until_closed(errlog: TextIO) ->
     rec = RecordingObserver()
     client = ScriptedClient([calls(("pid", {})), Reply(text="a"), calls(("pid", {})),
                              Reply(text="b")])
-    loop = AgentLoop(client, model="m", observers=[rec], mcp_servers=[stdio_server(errlog)])
+    loop = AgentLoop(client, model="m", observers=[rec], tool_sources=[stdio_server(errlog)])
     async with loop:
         await loop.run("one")
         await loop.run("two")
@@ -301,7 +302,7 @@ async def test_servers_close_when_the_run_is_cancelled(errlog: TextIO) -> None:
     client = ScriptedClient([calls(("pid", {})), calls(("sleep", {"seconds": 60})),
                              Reply(text="never")])
     loop = AgentLoop(client, model="m", observers=[rec, SleepStarted()],
-                     mcp_servers=[stdio_server(errlog)], tool_timeout=None)
+                     tool_sources=[stdio_server(errlog)], tool_timeout=None)
     task = asyncio.create_task(loop.run("q"))
     await started.wait()
     task.cancel()
@@ -318,8 +319,16 @@ async def test_servers_close_when_the_run_fails(errlog: TextIO) -> None:
     rec = RecordingObserver()
     client = ScriptedClient([calls(("pid", {})),
                              Fail(ModelError("the model is gone", retryable=False))])
-    loop = AgentLoop(client, model="m", observers=[rec], mcp_servers=[stdio_server(errlog)])
+    loop = AgentLoop(client, model="m", observers=[rec], tool_sources=[stdio_server(errlog)])
     result = await loop.run("q")
     assert result.status == "failed"
     assert not alive(int(rec.of("on_tool_post")[0].result))
     assert children_of(os.getpid()) <= before
+
+
+def test_mcp_servers_is_tool_sources_and_warns() -> None:
+    """The old ``mcp_servers=`` still adds the servers, as ``tool_sources`` does, and warns."""
+    server = McpStdio(sys.executable, ["-m", "tests.mcp_servers.tool_server"])
+    with pytest.warns(DeprecationWarning, match="tool_sources"):
+        loop = AgentLoop(ScriptedClient([]), model="m", mcp_servers=[server])
+    assert loop.tool_sources == (server,)

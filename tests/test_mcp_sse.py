@@ -43,7 +43,7 @@ async def test_sse_tools_are_listed_and_called_with_the_mcp_attributes(
     rec = RecordingObserver()
     client = ScriptedClient([calls(("echo", {"text": "over sse"})), Reply(text="ok")])
     with sse_server(tmp_path / "sse.log") as (server, _):
-        loop = AgentLoop(client, model="m", mcp_servers=[server],
+        loop = AgentLoop(client, model="m", tool_sources=[server],
                          observers=[rec, TracingObserver(tracer_provider),
                                     MetricsObserver(meter_provider)])
         result = await loop.run("q")
@@ -86,7 +86,7 @@ async def test_sse_failures_are_tool_results_the_model_sees(tmp_path: Path) -> N
         Reply(text="done"),
     ])
     with sse_server(tmp_path / "sse.log", timeout=1.0, restarts=1) as (server, _):
-        loop = AgentLoop(client, model="m", observers=[rec], mcp_servers=[server])
+        loop = AgentLoop(client, model="m", observers=[rec], tool_sources=[server])
         result = await loop.run("q")
     assert result.ok  # every failure was the model's to see; the run went on
     by_tool = {p.tool: p for p in rec.of("on_tool_post")}
@@ -111,7 +111,7 @@ async def test_the_sse_server_joins_the_trace_through_params_meta(
     client = ScriptedClient([calls(("echo", {"text": "hi"})), Reply(text="hi")])
     with sse_server(tmp_path / "sse.log", env={"LOOPOBS_TEST_SPANS": str(spans_file)}) as (
             server, _):
-        loop = AgentLoop(client, model="m", mcp_servers=[server],
+        loop = AgentLoop(client, model="m", tool_sources=[server],
                          observers=[TracingObserver(tracer_provider)])
         assert (await loop.run("say hi")).ok
     tool_span = next(s for s in span_exporter.get_finished_spans()
@@ -130,7 +130,7 @@ async def test_sse_connections_close_after_a_run_and_after_an_open_loop(tmp_path
                              Reply(text="b"), calls(("pid", {})), Reply(text="c")])
     with sse_server(tmp_path / "sse.log") as (server, pid):
         port = port_of(server)
-        loop = AgentLoop(client, model="m", observers=[rec], mcp_servers=[server])
+        loop = AgentLoop(client, model="m", observers=[rec], tool_sources=[server])
         assert (await loop.run("per run")).ok
         assert connections_to(port) == 0
         async with loop:

@@ -276,3 +276,25 @@ def test_runs_ending_while_other_runs_stream_on_another_thread() -> None:
         worker.join()
         sys.setswitchinterval(interval)
     assert errors == []
+
+
+async def test_huge_label_values_are_cut_and_counted(
+    meter_provider: MeterProvider, metric_reader: InMemoryMetricReader
+) -> None:
+    """The OTel path bounds label length as the Prometheus path does, and counts each cut
+    (once per run: the agent name is bounded at the run's start)."""
+    obs = MetricsObserver(meter_provider)
+    for i in range(3):
+        s = Script(obs, agent=f"{i}" + "a" * 50_000)
+        s.run_start()
+        s.run_end()
+    runs = values(collect(metric_reader)[c.RUNS.name])
+    agents = {dict(key)[c.GEN_AI_AGENT_NAME] for key in runs}
+    assert len(agents) == 3
+    assert max(len(a) for a in agents) <= 256
+    from loopobs.exporters.event_metrics import MAX_LABEL_LENGTH, TRUNCATED_MARKER
+
+    assert {len(a) for a in agents} == {MAX_LABEL_LENGTH}
+    assert all(a.endswith(TRUNCATED_MARKER) for a in agents)
+    sanitised = values(collect(metric_reader)[c.LABEL_SANITISED.name])
+    assert sanitised == {k(**{c.LOOPOBS_LABEL: c.prometheus_label(c.GEN_AI_AGENT_NAME)}): 3}

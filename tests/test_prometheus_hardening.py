@@ -319,3 +319,29 @@ def test_missing_multiprocess_directory_is_refused_when_built(tmp_path: Path, ca
     assert out.returncode == 0, out.stderr
     assert "PROMETHEUS_MULTIPROC_DIR" in out.stdout
     assert "built" not in out.stdout
+
+
+# -- label values that are too long ---------------------------------------------------------------
+def test_huge_label_values_are_cut_and_counted() -> None:
+    """30 tools with 50,000-character names (model output): each series' label is cut to the
+    bound with a marker, the /metrics body stays small, and every cut is counted."""
+    obs = PrometheusObserver(CollectorRegistry())
+    rid = uuid.uuid4()
+    obs.on_run_start(RunStartContext(run_id=rid, time_ns=1, session_id=uuid.uuid4(),
+                                     agent="bot"))
+    for i in range(30):
+        obs.on_tool_post(ToolPostContext(run_id=rid, time_ns=2, tool_call_id=f"c{i}", turn=0,
+                                         tool=f"{i:02d}" + "x" * 50_000, duration_ms=1.0))
+    obs.on_run_end(RunEndContext(run_id=rid, time_ns=3, success=True))
+    body = generate_latest(obs.registry)
+    assert len(body) < 30 * 50_000 / 3  # uncut, each name alone would be 1.5 MB in all
+    from loopobs.exporters.event_metrics import MAX_LABEL_LENGTH, TRUNCATED_MARKER
+
+    tools = {labels["gen_ai_tool_name"]
+             for labels in (s.labels for fam in obs.registry.collect() for s in fam.samples)
+             if labels.get("gen_ai_tool_name")}
+    assert len(tools) == 30
+    assert {len(t) for t in tools} == {MAX_LABEL_LENGTH}
+    assert all(t.endswith(TRUNCATED_MARKER) for t in tools)
+    assert value(obs.registry, "loopobs_label_sanitised_total",
+                 loopobs_label="gen_ai_tool_name") == 30

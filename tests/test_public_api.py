@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import importlib
 import inspect
 import pkgutil
 import subprocess
@@ -179,3 +180,21 @@ def _named_types(hint: object) -> list[type]:
         if isinstance(origin, type):
             found.append(origin)
     return found
+
+
+def test_lazy_exports_agree_in_their_three_places() -> None:
+    """Each name ``loopobs`` loads on first use is in ``_LAZY``, in ``__all__`` and in a
+    ``TYPE_CHECKING`` import (for type checkers), and nowhere only in some of them."""
+    tree = ast.parse(Path(loopobs.__file__).read_text(encoding="utf-8"))
+    typed: set[str] = set()
+    for node in tree.body:
+        if (isinstance(node, ast.If) and isinstance(node.test, ast.Name)
+                and node.test.id == "TYPE_CHECKING"):
+            for stmt in node.body:
+                if isinstance(stmt, ast.ImportFrom):
+                    typed.update(a.asname or a.name for a in stmt.names)
+    lazy = set(loopobs._LAZY)
+    assert lazy == typed
+    assert lazy <= set(loopobs.__all__)
+    for name, module in loopobs._LAZY.items():
+        assert getattr(importlib.import_module(module), name) is getattr(loopobs, name)

@@ -231,3 +231,116 @@ def test_replay_without_an_exporter_says_so(tmp_path: Path, capsys: pytest.Captu
     err = capsys.readouterr().err
     assert "no exporter configured" in err
     assert "OTEL_EXPORTER_OTLP_ENDPOINT" in err
+
+
+def _report_to(target: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    log = target.parent / "run.jsonl"
+    if not log.exists():
+        log.write_bytes(DEMO_LOG.read_bytes())
+    assert main(["report", str(log), "-o", str(target)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    return err
+
+
+def test_report_output_is_never_a_fifo_symlink_or_device(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """-o writes only to a regular file or a new path; anything else is refused, untouched."""
+    import os
+    import stat
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert "is a FIFO, not a regular file" in _report_to(fifo, capsys)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+    precious = tmp_path / "precious.txt"
+    precious.write_text("keep")
+    link = tmp_path / "link.html"
+    link.symlink_to(precious)
+    assert "is a symbolic link" in _report_to(link, capsys)
+    assert link.is_symlink()
+    assert precious.read_text() == "keep"
+
+    dangling = tmp_path / "dangling.html"
+    dangling.symlink_to(tmp_path / "nowhere")
+    assert "is a symbolic link" in _report_to(dangling, capsys)
+    assert not (tmp_path / "nowhere").exists()
+
+    device = tmp_path / "null"
+    try:
+        os.mknod(device, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    except (PermissionError, OSError):
+        pass  # no CAP_MKNOD here: the kinds above cover the check
+    else:
+        assert "is a character device" in _report_to(device, capsys)
+        assert stat.S_ISCHR(os.lstat(device).st_mode)
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]  # nothing left over
+
+
+def test_report_replaces_a_regular_file_whole_and_keeps_its_mode(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import os
+    import stat
+
+    log = tmp_path / "run.jsonl"
+    log.write_bytes(DEMO_LOG.read_bytes())
+    target = tmp_path / "old.html"
+    target.write_text("old report")
+    target.chmod(0o640)
+    assert main(["report", str(log), "-o", str(target)]) == 0
+    assert _payload(target.read_text(encoding="utf-8"))["runs"]
+    assert stat.S_IMODE(os.stat(target).st_mode) == 0o640
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old.html", "run.jsonl"]
+
+
+def _session_log() -> tuple[uuid.UUID, list]:  # type: ignore[type-arg]
+    from loopobs.contract.events import (
+        BackpressureContext,
+        RunEndContext,
+        RunStatus,
+        SessionResetContext,
+        TurnEndContext,
+    )
+
+    session, run = uuid.uuid4(), uuid.uuid4()
+    t = 1_700_000_000_000_000_000
+    events = [
+        BackpressureContext(run_id=session, time_ns=t, queue="inbox", outcome="saturated",
+                            capacity=2, policy="block"),
+        RunStartContext(run_id=run, time_ns=t + 1, session_id=session, agent="a", model="m"),
+        TurnStartContext(run_id=run, time_ns=t + 2, turn=0),
+        TurnEndContext(run_id=run, time_ns=t + 3, turn=0, success=True),
+        RunEndContext(run_id=run, time_ns=t + 4, success=True, status=RunStatus.COMPLETED),
+        SessionResetContext(run_id=session, time_ns=t + 5, epoch=1, discarded=2),
+        BackpressureContext(run_id=session, time_ns=t + 6, queue="inbox", outcome="rejected",
+                            capacity=2, policy="block"),
+    ]
+    return session, events
+
+
+def test_session_events_belong_to_their_session_not_to_an_incomplete_run(
+        tmp_path: Path) -> None:
+    """on_backpressure / on_session_reset carry the session's id: no run is made of them."""
+    from loopobs.report import fold_log
+
+    session, events = _session_log()
+    folded = fold_log(events)
+    assert [r.status for r in folded.runs] == ["completed"]
+    assert fold_runs(events) == folded.runs
+    assert folded.runs[0].session == str(session)
+    (record,) = folded.sessions
+    assert record.session_id == str(session)
+    assert record.counts == {"inbox saturated": 1, "reset": 1, "inbox rejected": 1}
+    assert [e[1] for e in record.events] == ["inbox saturated", "reset", "inbox rejected"]
+    assert "2 discarded" in record.events[1][2]
+
+    log = tmp_path / "session.jsonl"
+    log.write_text("".join(encode_event(e) + "\n" for e in events))
+    out = tmp_path / "session.html"
+    stats = write_report(log, out)
+    assert stats.runs == 1
+    payload = _payload(out.read_text(encoding="utf-8"))
+    assert [r["status"] for r in payload["runs"]] == ["completed"]
+    assert payload["runs"][0]["session"] == str(session)
+    assert payload["sessions"][0]["counts"]["reset"] == 1

@@ -71,9 +71,9 @@ async def test_api_key_never_reaches_telemetry_logs_or_errors(
     """The key is sent, echoed by the server, and found in no output at all."""
     seen: list[str] = []
     http = httpx.AsyncClient(transport=_echoing_server(seen))
-    client: Any = (OpenAIClient("http://127.0.0.1:9/v1", KEY, http_client=http)
+    client: Any = (OpenAIClient("http://127.0.0.1:9/v1", api_key=KEY, http_client=http)
                    if provider == "openai" else
-                   AnthropicClient(KEY, base_url="http://127.0.0.1:9", http_client=http))
+                   AnthropicClient("http://127.0.0.1:9", api_key=KEY, http_client=http))
     stack = make_stack()
     loop = AgentLoop(client, model="m1", observers=stack.observers, fallback_models=["m2"])
     with caplog.at_level(logging.DEBUG):

@@ -277,7 +277,7 @@ def test_clients_on_corrupted_bytes_give_events_or_loop_errors(
         client: OpenAIClient | AnthropicClient = (
             OpenAIClient(api_key="k", http_client=http)
             if provider == "openai"
-            else AnthropicClient("k", http_client=http)
+            else AnthropicClient(api_key="k", http_client=http)
         )
         request = ModelRequest(model="m", messages=(UserMessage(content="q"),))
         try:

@@ -110,7 +110,8 @@ async def test_full_run_gives_the_exact_span_tree(
         c.GEN_AI_REQUEST_MODEL: "m1", c.LOOPOBS_RUN_STATUS: "completed",
         c.LOOPOBS_RUN_TOTAL_TURNS: 2, c.GEN_AI_USAGE_INPUT_TOKENS: 150,
         c.GEN_AI_USAGE_OUTPUT_TOKENS: 30, c.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: 10,
-        c.GEN_AI_PROVIDER_NAME: "scripted",
+        c.GEN_AI_PROVIDER_NAME: "scripted", c.LOOPOBS_RUN_LOOP_DETECTED: True,  # it warned
+        c.LOOPOBS_RUN_BUDGET_STOPPED: False,
     }  # no reasoning tokens: the conventions list none on invoke_agent
     assert attrs(ok0) == {
         c.GEN_AI_OPERATION_NAME: "chat", c.GEN_AI_REQUEST_MODEL: "m2",

@@ -29,6 +29,7 @@ from loopobs.adapters._run import (
     ToolCall,
     model_error,
     shielded,
+    token_count,
     tool_error,
 )
 
@@ -41,5 +42,6 @@ __all__ = [
     "missing_extra",
     "model_error",
     "shielded",
+    "token_count",
     "tool_error",
 ]

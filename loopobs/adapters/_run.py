@@ -50,9 +50,11 @@ action ``stop`` (or ``ask_user``) marks the run stopped; the adapter then raises
 :class:`RunStopped` into the framework at the next point where the framework lets
 an exception through (:meth:`AdapterRun.raise_if_stopped`). ``warn`` (and
 ``switch_phase``, ``compact``) leave the run alone: the detection is still
-reported to every observer. A :class:`~loopobs.cost.budget.BudgetGuard` passed
+reported to every observer. A :class:`~loopobs.cost.spending.BudgetGuard` passed
 among the detectors stops a run over budget the same way (status
-``budget_exceeded``); other guards call :meth:`StopPolicy.stop`.
+``budget_exceeded``); other guards call :meth:`StopPolicy.stop`. The verdicts are
+decided by the loop's own policy (:func:`loopobs.loop.policy.decide`), so a framework
+run stops where, why and with the message an ``AgentLoop`` run would.
 
 Hooks of an adapter must never break the framework: wrap each framework callback
 in :func:`shielded`, which logs and swallows anything but :class:`RunStopped`.
@@ -81,9 +83,6 @@ from loopobs.contract.errors import (
     ToolExecutionError,
 )
 from loopobs.contract.events import (
-    BudgetExceededContext,
-    ConvergenceDetectedContext,
-    LoopDetectedContext,
     ResponseContext,
     RunEndContext,
     RunStartContext,
@@ -101,8 +100,11 @@ from loopobs.contract.events import (
     Usage,
 )
 from loopobs.contract.observer import LoopObserver, ObserverSet
-from loopobs.cost.budget import BudgetGuard, Spend
+from loopobs.contract.token_counts import plausible_usage
+from loopobs.cost.budget import Spend
 from loopobs.cost.pricing import PriceLookup, PricesArg, price_lookup, safe_cost
+from loopobs.cost.spending import BudgetGuard
+from loopobs.loop.policy import RunPolicy, Stop
 
 __all__ = [
     "AdapterRun",
@@ -112,6 +114,7 @@ __all__ = [
     "ToolCall",
     "model_error",
     "shielded",
+    "token_count",
     "tool_error",
 ]
 
@@ -148,6 +151,11 @@ class RunStopped(LoopDetected):
         super().__init__(message or f"stopped: {pattern}", pattern=pattern)
         self.status = status
 
+    @classmethod
+    def of(cls, stop: Stop) -> RunStopped:
+        """The exception for a stop the policy decided: its message, pattern and status."""
+        return cls(stop.message, pattern=stop.pattern, status=stop.status.value)
+
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:
@@ -156,6 +164,24 @@ class ToolCall:
     id: str
     name: str
     arguments: Mapping[str, Any] = field(default_factory=dict)
+
+
+# -- token counts ---------------------------------------------------------------------------
+
+
+def token_count(value: Any) -> Any:
+    """A framework's token count, ready for :class:`~loopobs.contract.events.Usage`.
+
+    ``None`` (not reported) is 0, an integral float its ``int``; anything else is
+    returned unchanged, so :meth:`AdapterRun.model_end` refuses it as implausible
+    (a NaN, an infinity, a fraction, a string) and counts it, as it does a negative
+    or absurd ``int``, instead of an ``int()`` raising in the framework's hook.
+    """
+    if value is None:
+        return 0
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
 
 
 # -- errors ---------------------------------------------------------------------------------
@@ -199,64 +225,51 @@ def _run_error(error: BaseException) -> LoopError:
 # -- the policy -------------------------------------------------------------------------------
 
 
-class StopPolicy(LoopObserver):
-    """Turns verdicts into stops for the runs of one tracker.
+class StopPolicy(RunPolicy):
+    """The stop policy of an adapter's runs: :class:`~loopobs.loop.policy.RunPolicy`, whose
+    stops are raised into the framework as :class:`RunStopped`.
 
     Verdicts arrive as ``on_loop_detected`` / ``on_convergence_detected`` (detectors)
-    and ``on_budget_exceeded`` (a :class:`~loopobs.cost.budget.BudgetGuard` among the
-    tracker's detectors); action ``stop`` (or ``ask_user``) stops the run, any other
-    action leaves it alone. Other guards call :meth:`stop` directly. The first stop
-    of a run wins; the adapter raises it into the framework.
+    and ``on_budget_exceeded`` (a :class:`~loopobs.cost.spending.BudgetGuard` among the
+    tracker's detectors) and are decided by :func:`loopobs.loop.policy.decide`, as for
+    ``AgentLoop``: the same stops, statuses and messages. Notes and compaction, which a
+    framework run cannot take, are dropped. Other guards call :meth:`stop` directly.
+    The first stop of a run wins; the adapter raises it into the framework.
     """
 
     name = "loopobs.adapter_policy"
 
     def __init__(self) -> None:
-        self._stops: dict[uuid.UUID, RunStopped | None] = {}
-        self._lock = threading.Lock()
+        super().__init__()
+        self._raised: dict[uuid.UUID, RunStopped] = {}
 
     def watch(self, run_id: uuid.UUID) -> None:
         """Start taking verdicts for ``run_id``."""
-        with self._lock:
-            self._stops[run_id] = None
+        self.open(run_id)
 
     def forget(self, run_id: uuid.UUID) -> None:
         """Stop taking verdicts for ``run_id`` (it ended)."""
-        with self._lock:
-            self._stops.pop(run_id, None)
+        self.close(run_id)
+        self._raised.pop(run_id, None)
 
     def stop(self, run_id: uuid.UUID, error: RunStopped) -> None:
         """Stop ``run_id`` with ``error``, unless it is already stopped or not watched."""
-        with self._lock:
-            if run_id in self._stops and self._stops[run_id] is None:
-                self._stops[run_id] = error
+        if self.stop_of(run_id) is not None:
+            return
+        self.impose(run_id, Stop(_status(error.status), error, error.pattern))
+        decided = self.stop_of(run_id)
+        if decided is not None and decided.error is error:
+            self._raised.setdefault(run_id, error)
 
     def stopped(self, run_id: uuid.UUID) -> RunStopped | None:
-        """The stop decided for ``run_id``, if any."""
-        return self._stops.get(run_id)
-
-    def on_loop_detected(self, ctx: LoopDetectedContext) -> None:
-        """A repetition verdict: stop the run when its action says so."""
-        if ctx.action in ("stop", "ask_user"):
-            # The error reaches span status and logs: the tool and an argument hash, no values.
-            self.stop(ctx.run_id, RunStopped(
-                f"stopped: the tool call pattern {ctx.summary()} repeated "
-                f"{ctx.repetitions} times", pattern=ctx.summary(), status="loop_detected"))
-
-    def on_convergence_detected(self, ctx: ConvergenceDetectedContext) -> None:
-        """A convergence verdict: stop the run when its action says so."""
-        if ctx.action in ("stop", "ask_user"):
-            self.stop(ctx.run_id, RunStopped(
-                f"stopped: the last {ctx.consecutive} answers are nearly identical",
-                pattern="converged answers", status="converged"))
-
-    def on_budget_exceeded(self, ctx: BudgetExceededContext) -> None:
-        """A budget verdict (from a :class:`~loopobs.cost.budget.BudgetGuard`): stop on ``stop``."""
-        if ctx.action == "stop":
-            self.stop(ctx.run_id, RunStopped(
-                f"stopped: {ctx.scope} budget exceeded: {ctx.limit} {ctx.value:g} > "
-                f"{ctx.budget:g}", pattern=f"{ctx.limit} budget",
-                status=RunStatus.BUDGET_EXCEEDED.value))
+        """The stop decided for ``run_id``, as the exception to raise, if any."""
+        raised = self._raised.get(run_id)
+        if raised is not None:
+            return raised
+        stop = self.stop_of(run_id)
+        if stop is None:
+            return None
+        return self._raised.setdefault(run_id, RunStopped.of(stop))
 
 
 def _default_detectors() -> list[LoopObserver]:
@@ -303,6 +316,7 @@ class RunTracker:
         self._lock = threading.Lock()
         self._turns: OrderedDict[uuid.UUID, int] = OrderedDict()
         self._active: dict[uuid.UUID, AdapterRun] = {}
+        self._rejected_token_counts = 0
 
     @property
     def observers(self) -> ObserverSet:
@@ -322,19 +336,41 @@ class RunTracker:
         """Runs started and not yet ended (0 when nothing is left open)."""
         return len(self._active)
 
+    @property
+    def rejected_token_counts(self) -> int:
+        """Token counts the framework reported that were implausible and treated as unknown.
+
+        The model clients' rules (:mod:`loopobs.contract.token_counts`): not an
+        ``int``, negative, or above ``MAX_TOKEN_COUNT``; each call that had any is
+        also logged (``loopobs.usage``).
+        """
+        return self._rejected_token_counts
+
+    def _rejected(self, count: int) -> None:
+        with self._lock:
+            self._rejected_token_counts += count
+
     def start_run(self, *, agent: str | None = None, model: str = "",
                   session_id: uuid.UUID | None = None, instructions: str = "",
                   query: str = "", resumed_from: uuid.UUID | None = None,
-                  time_ns: int | None = None) -> AdapterRun:
+                  time_ns: int | None = None, branch_of: AdapterRun | None = None) -> AdapterRun:
         """Begin a run: emits ``on_run_start`` and returns the run to report into.
 
         ``session_id`` ties runs of one conversation together (turn numbers keep
         counting across them); ``None`` makes a fresh session. ``query`` is the
         user's latest message, reported on each turn start (content).
+
+        ``branch_of`` reports a parallel branch of a running run as a run of its own
+        that is still part of it: it joins that run's session, counts against its
+        budgets (the budget guards are told before ``on_run_start``), and is stopped
+        when that run is.
         """
+        if branch_of is not None:
+            session_id = branch_of.session_id
         return AdapterRun(self, agent=agent or self.agent, model=model,
                          session_id=session_id or uuid.uuid4(), instructions=instructions,
-                         query=query, resumed_from=resumed_from, time_ns=time_ns)
+                         query=query, resumed_from=resumed_from, time_ns=time_ns,
+                         branch_of=branch_of)
 
     # -- used by AdapterRun ----------------------------------------------------------------
     def _next_turn(self, session_id: uuid.UUID) -> int:
@@ -409,9 +445,11 @@ class AdapterRun:
 
     def __init__(self, tracker: RunTracker, *, agent: str, model: str, session_id: uuid.UUID,
                  instructions: str, query: str, resumed_from: uuid.UUID | None,
-                 time_ns: int | None) -> None:
+                 time_ns: int | None, branch_of: AdapterRun | None = None) -> None:
         self.tracker = tracker
         self.run_id = uuid.uuid4()
+        self.branch_of = branch_of
+        """The run this one is a parallel branch of (see :meth:`RunTracker.start_run`)."""
         self.session_id = session_id
         self.agent = agent
         self.model = model
@@ -433,6 +471,9 @@ class AdapterRun:
         self._started_ns = time_ns if time_ns is not None else _now_ns()
         self._started = _perf()
         tracker._opened(self)
+        if branch_of is not None:
+            for guard in tracker.guards:
+                guard.branch(self.run_id, of=branch_of.run_id)
         em = tracker.emit
         if em.listens("on_run_start"):
             em.on_run_start(RunStartContext(
@@ -462,15 +503,21 @@ class AdapterRun:
 
     @property
     def stopped(self) -> RunStopped | None:
-        """The stop the policy decided for this run, if any."""
-        return self.tracker.policy.stopped(self.run_id)
+        """The stop the policy decided for this run (or the run it is a branch of), if any."""
+        policy = self.tracker.policy
+        stop = policy.stopped(self.run_id)
+        if stop is None and self.branch_of is not None:
+            stop = policy.stopped(self.branch_of.run_id)
+            if stop is not None:
+                policy.stop(self.run_id, stop)
+        return stop
 
     def raise_if_stopped(self) -> None:
         """Raise the run's :class:`RunStopped` if the policy stopped it.
 
         Call it from a framework hook that propagates exceptions into the run.
         """
-        stop = self.tracker.policy.stopped(self.run_id)
+        stop = self.stopped
         if stop is not None and not self._ended:
             raise stop
 
@@ -599,21 +646,30 @@ class AdapterRun:
                   time_ns: int | None = None) -> None:
         """The model call ``key`` succeeded.
 
-        Emits ``on_stream_success`` (with ``usage`` exactly as reported),
-        ``on_response`` and one ``on_tool_call_received`` per call, in order.
+        Emits ``on_stream_success`` (with ``usage`` as reported, but for implausible
+        counts: as the model clients do, a count that is not an ``int``, is negative
+        or absurd is unknown, 0, and counted in :attr:`RunTracker.rejected_token_counts`;
+        the call's cost is then unknown too), ``on_response`` and one
+        ``on_tool_call_received`` per call, in order.
         """
         with self._lock:
             stream, turn = self._stream, self._turn
             if stream is None or self._stream_key != key or turn is None:
                 return
             self._stream_key, self._stream = None, None
+            rejected = 0
+            if usage is not None:
+                usage, rejected = plausible_usage(usage)
+                if rejected:
+                    self.tracker._rejected(rejected)
             at = time_ns if time_ns is not None else _now_ns()
             u = usage or Usage()
             cost = None
             if usage is not None:
                 self.usage = self.usage + usage
-                cost = safe_cost(self.tracker.prices, stream.model, stream.provider, usage,
-                                 response_model=response_model)
+                if not rejected:
+                    cost = safe_cost(self.tracker.prices, stream.model, stream.provider, usage,
+                                     response_model=response_model)
             self.spend.add_call(usage, cost)
             turn.answered, turn.usage, turn.cost_usd, turn.error = True, usage, cost, None
             em = self.tracker.emit
@@ -748,7 +804,7 @@ class AdapterRun:
                 return
             self._ended = True
             try:
-                stop = self.tracker.policy.stopped(self.run_id)
+                stop = self.stopped
                 err = _run_error(error) if error is not None else None
                 if status is None:
                     if isinstance(err, RunStopped):

@@ -23,7 +23,13 @@ What becomes what:
   current run"), so they keep their parents whatever thread or task runs them;
   a graph invoked from inside a tool is a run of its own, nested under that
   tool's span; a model call running while another of the same run is in flight
-  (parallel branches) is reported as a run of its own for that branch.
+  (parallel branches) is reported as a run of its own for that branch, in the
+  graph run's session and under its budget and stop (a branch's calls never
+  escape the ``BudgetGuard`` of the run they are part of).
+
+Bounded: the handler follows at most :data:`MAX_FOLLOWED` LangChain runs whose end
+has not been reported; past that the oldest is forgotten (counted in
+``evicted_runs``), and a loopobs run it would have ended ends ``cancelled``.
 
 The handler runs inline (on the thread or task that runs the model or tool), so
 the spans of the tracing observer are current while user code runs and spans it
@@ -49,6 +55,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -61,8 +68,15 @@ try:
 except ModuleNotFoundError as exc:  # pragma: no cover - exercised in a subprocess test
     raise missing_extra("langchain", "langchain-core", "langchain", exc) from exc
 
-from loopobs.adapters._run import AdapterRun, RunStopped, RunTracker, ToolCall, shielded
-from loopobs.contract.errors import ToolExecutionError
+from loopobs.adapters._run import (
+    AdapterRun,
+    RunStopped,
+    RunTracker,
+    ToolCall,
+    shielded,
+    token_count,
+)
+from loopobs.contract.errors import Cancelled, ToolExecutionError
 from loopobs.contract.events import Usage
 from loopobs.contract.observer import LoopObserver, ObserverSet
 from loopobs.cost.pricing import PricesArg
@@ -124,16 +138,17 @@ def _usage(message: Any, llm_output: Mapping[str, Any] | None) -> Usage | None:
     if meta:
         inp = meta.get("input_token_details") or {}
         out = meta.get("output_token_details") or {}
-        return Usage(input_tokens=int(meta.get("input_tokens", 0)),
-                     output_tokens=int(meta.get("output_tokens", 0)),
-                     cache_read_input_tokens=int(inp.get("cache_read", 0) or 0),
-                     cache_write_input_tokens=int(inp.get("cache_creation", 0) or 0),
-                     reasoning_output_tokens=int(out.get("reasoning", 0) or 0))
+        return Usage(input_tokens=token_count(meta.get("input_tokens")),
+                     output_tokens=token_count(meta.get("output_tokens")),
+                     cache_read_input_tokens=token_count(inp.get("cache_read")),
+                     cache_write_input_tokens=token_count(inp.get("cache_creation")),
+                     reasoning_output_tokens=token_count(out.get("reasoning")))
     usage = (llm_output or {}).get("token_usage") or (llm_output or {}).get("usage")
     if isinstance(usage, Mapping) and ("prompt_tokens" in usage or "input_tokens" in usage):
-        return Usage(input_tokens=int(usage.get("prompt_tokens", usage.get("input_tokens", 0))),
-                     output_tokens=int(usage.get("completion_tokens",
-                                                 usage.get("output_tokens", 0))))
+        return Usage(
+            input_tokens=token_count(usage.get("prompt_tokens", usage.get("input_tokens"))),
+            output_tokens=token_count(usage.get("completion_tokens",
+                                                usage.get("output_tokens"))))
     return None
 
 
@@ -153,6 +168,10 @@ def _session(metadata: Mapping[str, Any] | None) -> uuid.UUID | None:
 
 # -- the translation ------------------------------------------------------------------------
 
+MAX_FOLLOWED = 65536
+"""LangChain runs (chains, model and tool calls) a handler follows until their end is reported;
+past it the oldest is forgotten, and a loopobs run it ended is ended ``cancelled``."""
+
 
 class _Bridge:
     """LangChain callbacks → :class:`AdapterRun` calls; shared by the sync and async handler."""
@@ -161,16 +180,41 @@ class _Bridge:
         self.tracker = tracker
         self.agent = agent
         self._lock = threading.Lock()
-        # LangChain run id → the loopobs run its events belong to.
-        self._owner: dict[uuid.UUID, AdapterRun] = {}
+        # LangChain run id → the loopobs run its events belong to (oldest first).
+        self._owner: OrderedDict[uuid.UUID, AdapterRun] = OrderedDict()
         # LangChain run ids whose end ends a loopobs run (roots, graphs run by a tool, forks).
         self._roots: dict[uuid.UUID, AdapterRun] = {}
         self._tools: set[uuid.UUID] = set()
+        self.evicted = 0
+        """LangChain runs forgotten before their end was reported (see :data:`MAX_FOLLOWED`)."""
 
-    def _open(self, run_id: uuid.UUID, run: AdapterRun) -> None:
+    @property
+    def followed(self) -> int:
+        """LangChain runs followed now (their end not reported yet)."""
+        return len(self._owner)
+
+    def _follow(self, run_id: uuid.UUID, run: AdapterRun, *, root: bool = False,
+                tool: bool = False) -> None:
+        """Follow ``run_id`` until its end; past the bound, forget the oldest followed."""
+        ended: list[AdapterRun] = []
         with self._lock:
             self._owner[run_id] = run
-            self._roots[run_id] = run
+            if root:
+                self._roots[run_id] = run
+            if tool:
+                self._tools.add(run_id)
+            while len(self._owner) > MAX_FOLLOWED:
+                old, _ = self._owner.popitem(last=False)
+                self._tools.discard(old)
+                self.evicted += 1
+                forgotten = self._roots.pop(old, None)
+                if forgotten is not None:
+                    ended.append(forgotten)
+        for forgotten in ended:
+            forgotten.end(error=Cancelled("LangChain never reported the end of this run"))
+
+    def _open(self, run_id: uuid.UUID, run: AdapterRun) -> None:
+        self._follow(run_id, run, root=True)
 
     def _owner_of(self, parent: uuid.UUID | None) -> AdapterRun | None:
         return self._owner.get(parent) if parent is not None else None
@@ -181,8 +225,7 @@ class _Bridge:
                     metadata: Mapping[str, Any] | None, name: str | None) -> None:
         owner = self._owner_of(parent)
         if owner is not None and parent not in self._tools:
-            with self._lock:
-                self._owner[run_id] = owner
+            self._follow(run_id, owner)
             return
         agent = self.agent or name or (serialized or {}).get("name") or None
         run = self.tracker.start_run(agent=agent, session_id=_session(metadata),
@@ -205,15 +248,22 @@ class _Bridge:
         if run is not None and parent not in self._tools:
             run.before_model_call(model=model, provider=provider)
             if run.model_start(run_id, model=model, provider=provider):
-                with self._lock:
-                    self._owner[run_id] = run
+                self._follow(run_id, run)
                 return
         # A model call of its own: called directly, from a tool, or beside another model
-        # call of the same run (a parallel branch). It is a run of its own.
+        # call of the same run (a parallel branch). It is a run of its own; a branch
+        # stays part of its graph run: its session, its budget, its stop.
         query = _query(messages[0] if messages and isinstance(messages[0], list) else messages)
         agent = (metadata or {}).get("langgraph_node") or self.agent or model or None
+        branch_of = run if run is not None and parent not in self._tools else None
         fork = self.tracker.start_run(agent=str(agent) if agent else None, model=model,
-                                      query=query)
+                                      query=query, branch_of=branch_of)
+        try:
+            fork.before_model_call(model=model, provider=provider)
+        except RunStopped as stop:
+            # LangChain reports no end for a call its start refused: end the run here.
+            fork.end(error=stop)
+            raise
         fork.model_start(run_id, model=model, provider=provider)
         self._open(run_id, fork)
 
@@ -272,9 +322,7 @@ class _Bridge:
             run = self.tracker.start_run(agent=self.agent or tool)
             self._open(run_id, run)
         run.raise_if_stopped()
-        with self._lock:
-            self._owner[run_id] = run
-            self._tools.add(run_id)
+        self._follow(run_id, run, tool=True)
         arguments = dict(inputs) if isinstance(inputs, Mapping) else {"input": input_str}
         run.tool_start(run_id, tool=str(tool), call_id=call_id, arguments=arguments)
 
@@ -329,6 +377,17 @@ class _Feeding:
     def observers(self) -> ObserverSet:
         """The observers fed by this handler; attach and detach at any time."""
         return self.tracker.observers
+
+    @property
+    def followed_runs(self) -> int:
+        """LangChain runs (chains, model and tool calls) whose end is not reported yet."""
+        return self._bridge.followed
+
+    @property
+    def evicted_runs(self) -> int:
+        """LangChain runs forgotten because their end never came (at most 65,536 are followed:
+        past that the oldest goes, and a loopobs run it ended is ended ``cancelled``)."""
+        return self._bridge.evicted
 
 
 class LoopobsCallbackHandler(_Feeding, BaseCallbackHandler):

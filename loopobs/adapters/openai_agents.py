@@ -81,7 +81,7 @@ try:
 except ModuleNotFoundError as _exc:  # tested with the framework hidden
     raise missing_extra("openai_agents", "openai-agents", "openai-agents", _exc) from _exc
 
-from loopobs.adapters import AdapterRun, RunTracker, ToolCall, shielded
+from loopobs.adapters import AdapterRun, RunTracker, ToolCall, shielded, token_count
 from loopobs.contract.errors import LoopError, MaxTurnsExceeded, ToolExecutionError
 from loopobs.contract.events import ModelSwitchedContext, SuspendedContext, Usage
 from loopobs.contract.observer import LoopObserver, ObserverSet
@@ -127,11 +127,11 @@ def _usage(usage: AgentsUsage) -> Usage:
     inp = usage.input_tokens_details
     out = usage.output_tokens_details
     return Usage(
-        input_tokens=usage.input_tokens,
-        output_tokens=usage.output_tokens,
-        cache_read_input_tokens=(getattr(inp, "cached_tokens", 0) or 0) if inp else 0,
-        cache_write_input_tokens=(getattr(inp, "cache_write_tokens", 0) or 0) if inp else 0,
-        reasoning_output_tokens=(getattr(out, "reasoning_tokens", 0) or 0) if out else 0,
+        input_tokens=token_count(usage.input_tokens),
+        output_tokens=token_count(usage.output_tokens),
+        cache_read_input_tokens=token_count(getattr(inp, "cached_tokens", None)),
+        cache_write_input_tokens=token_count(getattr(inp, "cache_write_tokens", None)),
+        reasoning_output_tokens=token_count(getattr(out, "reasoning_tokens", None)),
     )
 
 

@@ -17,7 +17,8 @@ It reads spans in two conventions:
 What becomes what: an agent span is a run (nested agent spans are runs of their
 own); model and tool spans belong to the run of their nearest agent ancestor, or,
 when they have none (``group_by="trace"``, the default), to one run per trace,
-which ends when the trace's local root span ends. A model span is one model call
+which ends when the trace's local root span ends (or, if later, the last of its
+model and tool spans: a root may end before its children). A model span is one model call
 (a turn begins with it; usage from ``gen_ai.usage.*`` or ``llm.token_count.*``);
 a tool span is one tool call attempt (arguments and result from
 ``gen_ai.tool.call.*`` or ``tool.id`` / ``tool.parameters`` / ``input.value`` /
@@ -39,7 +40,10 @@ context, so spans loopobs writes never nest under the app's.
 from __future__ import annotations
 
 import json
+import logging
+import math
 import threading
+import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
@@ -55,14 +59,17 @@ try:
 except ModuleNotFoundError as exc:  # pragma: no cover - exercised in a subprocess test
     raise missing_extra("otel", "opentelemetry-sdk", "otel-adapter", exc) from exc
 
-from loopobs.adapters._run import AdapterRun, RunTracker, ToolCall, shielded
+from loopobs.adapters._run import AdapterRun, RunTracker, ToolCall, shielded, token_count
 from loopobs.contract.errors import Cancelled, LoopError, ModelError, ToolExecutionError
 from loopobs.contract.events import Usage
 from loopobs.contract.observer import LoopObserver, ObserverSet
+from loopobs.contract.token_counts import plausible_token_count
 from loopobs.cost.pricing import PricesArg
 from loopobs.exporters import catalog as c
 
 __all__ = ["GenAISpanProcessor"]
+
+logger = logging.getLogger("loopobs.adapters")
 
 _SESSION_NAMESPACE = uuid.UUID("0b5f8a52-3f0e-4d7c-8f7e-2a4f6c1d9e11")
 
@@ -95,7 +102,8 @@ _CHUNK_EVENT = "gen_ai.content.completion.chunk"
 
 _MODEL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
 _MAX_SPANS = 65536
-"""Open spans the processor follows; beyond it the oldest are forgotten (their runs end)."""
+"""Open spans the processor follows; beyond it the oldest are forgotten (as if they ended)."""
+_LOG_INTERVAL_S = 60.0
 
 Kind = Literal["agent", "model", "tool", "other"]
 
@@ -118,11 +126,33 @@ def _kind(attrs: Mapping[str, Any]) -> Kind:
     return "other"
 
 
-def _int(attrs: Mapping[str, Any], *names: str) -> int:
+class _Skipped:
+    """Attributes of one span that were malformed and skipped (counted by the processor)."""
+
+    __slots__ = ("names",)
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def add(self, name: str) -> None:
+        self.names.append(name)
+
+
+def _count(attrs: Mapping[str, Any], skipped: _Skipped, *names: str) -> Any:
+    """The first of ``names`` present, as a token count; 0 if none is.
+
+    A present count that is not plausible (NaN, infinite, fractional, negative,
+    absurd, not a number) is skipped here and passed on as it is, so that
+    :meth:`~loopobs.adapters.AdapterRun.model_end` makes it unknown (and the
+    call's cost with it), as for every adapter.
+    """
     for name in names:
-        value = attrs.get(name)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return int(value)
+        if name not in attrs:
+            continue
+        value = token_count(attrs[name])
+        if plausible_token_count(value) is None:
+            skipped.add(name)
+        return value
     return 0
 
 
@@ -134,15 +164,32 @@ def _str(attrs: Mapping[str, Any], *names: str) -> str:
     return ""
 
 
-def _json_object(text: str) -> dict[str, Any]:
+def _loads(text: str, name: str, skipped: _Skipped) -> Any:
+    """``text`` parsed as JSON; None (and skipped) if it is not JSON or nests too deep."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        skipped.add(name)
+        return None
+
+
+def _arguments(text: str, name: str, skipped: _Skipped) -> dict[str, Any] | None:
+    """Tool arguments from their JSON text: an object as is, another value as ``input``.
+
+    Text that is not JSON is the ``input`` itself; JSON nested too deep to parse
+    is skipped (no arguments).
+    """
     try:
         value = json.loads(text)
+    except RecursionError:
+        skipped.add(name)
+        return None
     except ValueError:
         return {"input": text}
     return value if isinstance(value, dict) else {"input": value}
 
 
-def _tool_output(text: str) -> tuple[str, str | None, bool]:
+def _tool_output(text: str, skipped: _Skipped) -> tuple[str, str | None, bool]:
     """(result, call id, failed) of a tool span's output.
 
     A serialized message (LangChain's ``ToolMessage``, as OpenInference records it)
@@ -155,47 +202,63 @@ def _tool_output(text: str) -> tuple[str, str | None, bool]:
         value = json.loads(text)
     except ValueError:
         return text, None, False
+    except RecursionError:
+        skipped.add(OI_OUTPUT)
+        return text, None, False
     data = value.get("data") if isinstance(value, dict) else None
     if not isinstance(data, dict) or "content" not in data:
         return text, None, False
     content = data["content"]
     call_id = data.get("tool_call_id")
-    return (content if isinstance(content, str) else json.dumps(content),
-            call_id if isinstance(call_id, str) else None, data.get("status") == "error")
+    if not isinstance(content, str):
+        try:
+            content = json.dumps(content)
+        except (TypeError, ValueError, RecursionError):
+            skipped.add(OI_OUTPUT)
+            return text, None, False
+    return content, call_id if isinstance(call_id, str) else None, data.get("status") == "error"
 
 
-def _usage(attrs: Mapping[str, Any]) -> Usage | None:
+def _usage(attrs: Mapping[str, Any], skipped: _Skipped) -> Usage | None:
     names = (c.GEN_AI_USAGE_INPUT_TOKENS, c.GEN_AI_USAGE_OUTPUT_TOKENS, _LEGACY_INPUT_TOKENS,
              _LEGACY_OUTPUT_TOKENS, OI_PROMPT_TOKENS, OI_COMPLETION_TOKENS)
     if not any(n in attrs for n in names):
         return None
     return Usage(
-        input_tokens=_int(attrs, c.GEN_AI_USAGE_INPUT_TOKENS, _LEGACY_INPUT_TOKENS,
-                          OI_PROMPT_TOKENS),
-        output_tokens=_int(attrs, c.GEN_AI_USAGE_OUTPUT_TOKENS, _LEGACY_OUTPUT_TOKENS,
-                           OI_COMPLETION_TOKENS),
-        cache_read_input_tokens=_int(attrs, c.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
-                                     OI_CACHE_READ),
-        cache_write_input_tokens=_int(attrs, c.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS,
-                                      OI_CACHE_WRITE),
-        reasoning_output_tokens=_int(attrs, c.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS,
-                                     OI_REASONING),
+        input_tokens=_count(attrs, skipped, c.GEN_AI_USAGE_INPUT_TOKENS, _LEGACY_INPUT_TOKENS,
+                            OI_PROMPT_TOKENS),
+        output_tokens=_count(attrs, skipped, c.GEN_AI_USAGE_OUTPUT_TOKENS, _LEGACY_OUTPUT_TOKENS,
+                             OI_COMPLETION_TOKENS),
+        cache_read_input_tokens=_count(attrs, skipped, c.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
+                                       OI_CACHE_READ),
+        cache_write_input_tokens=_count(attrs, skipped,
+                                        c.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS,
+                                        OI_CACHE_WRITE),
+        reasoning_output_tokens=_count(attrs, skipped, c.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS,
+                                       OI_REASONING),
     )
 
 
-def _output(attrs: Mapping[str, Any]) -> tuple[str, list[ToolCall]]:
-    """The response text and the tool calls it asks for, from either convention."""
+def _output(attrs: Mapping[str, Any], skipped: _Skipped) -> tuple[str, list[ToolCall]]:
+    """The response text and the tool calls it asks for, from either convention.
+
+    Messages or parts of an unexpected shape are skipped (counted once per span).
+    """
     text: list[str] = []
     calls: list[ToolCall] = []
-    raw = attrs.get(c.GEN_AI_OUTPUT_MESSAGES)
+    name = c.GEN_AI_OUTPUT_MESSAGES
+    raw = attrs.get(name)
     if isinstance(raw, str):
-        try:
-            messages = json.loads(raw)
-        except ValueError:
-            messages = []
+        messages = _loads(raw, name, skipped)
+        malformed = not isinstance(messages, list)
         for message in messages if isinstance(messages, list) else []:
-            for part in message.get("parts", []) if isinstance(message, dict) else []:
+            parts = message.get("parts") if isinstance(message, dict) else None
+            if not isinstance(parts, list):
+                malformed = True
+                continue
+            for part in parts:
                 if not isinstance(part, dict):
+                    malformed = True
                     continue
                 if part.get("type") == "text":
                     text.append(str(part.get("content") or ""))
@@ -204,7 +267,10 @@ def _output(attrs: Mapping[str, Any]) -> tuple[str, list[ToolCall]]:
                     calls.append(ToolCall(
                         str(part.get("id") or ""), str(part.get("name") or ""),
                         args if isinstance(args, dict)
-                        else _json_object(args) if isinstance(args, str) else {}))
+                        else (_arguments(args, name, skipped) or {}) if isinstance(args, str)
+                        else {}))
+        if malformed and messages is not None:
+            skipped.add(name)
         return "".join(text), calls
     prefix = f"{OI_OUTPUT_MESSAGES}.0.message."
     content = attrs.get(prefix + "content")
@@ -213,12 +279,14 @@ def _output(attrs: Mapping[str, Any]) -> tuple[str, list[ToolCall]]:
     index = 0
     while True:
         call = f"{prefix}tool_calls.{index}.tool_call."
-        name = attrs.get(call + "function.name")
-        if name is None:
+        call_name = attrs.get(call + "function.name")
+        if call_name is None:
             break
         args = attrs.get(call + "function.arguments")
-        calls.append(ToolCall(str(attrs.get(call + "id") or ""), str(name),
-                              _json_object(args) if isinstance(args, str) else {}))
+        arguments = _arguments(args, call + "function.arguments", skipped) \
+            if isinstance(args, str) else None
+        calls.append(ToolCall(str(attrs.get(call + "id") or ""), str(call_name),
+                              arguments or {}))
         index += 1
     return "".join(text), calls
 
@@ -238,11 +306,14 @@ def _error(span: ReadableSpan) -> str | None:
     return "Error"
 
 
-def _first_chunk_ms(span: ReadableSpan) -> float | None:
+def _first_chunk_ms(span: ReadableSpan, skipped: _Skipped) -> float | None:
     attrs = span.attributes or {}
-    seconds = attrs.get(c.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK)
-    if isinstance(seconds, (int, float)):
-        return float(seconds) * 1000.0
+    name = c.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK
+    seconds = attrs.get(name)
+    if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
+        if math.isfinite(seconds) and seconds >= 0:
+            return float(seconds) * 1000.0
+        skipped.add(name)
     start = span.start_time or 0
     for event in span.events:
         if event.name in (OI_FIRST_TOKEN_EVENT, _CHUNK_EVENT):
@@ -258,6 +329,23 @@ class _Node:
     agent: int | None  # span id of the nearest agent span (itself for an agent span)
     root: int  # span id of the trace's local root
     start_ns: int
+    holds_run: bool = True  # whether the run waits for this span's end
+
+    @property
+    def owner(self) -> int:
+        """The span whose run this span reports into: its agent, else its trace's local root."""
+        return self.agent if self.agent is not None else self.root
+
+
+@dataclass(slots=True, eq=False)
+class _Owner:
+    """An agent span or a local root, and the spans of its run that have not ended yet."""
+
+    start_ns: int
+    open_spans: int = 0
+    ended: bool = False
+    error_type: str | None = None
+    end_ns: int | None = None
 
 
 class GenAISpanProcessor(SpanProcessor):
@@ -273,6 +361,18 @@ class GenAISpanProcessor(SpanProcessor):
         prices: how model calls are priced (``cost_usd``), as ``AgentLoop(prices=...)``.
         tracker: share a :class:`~loopobs.adapters.RunTracker` (then ``observers``,
             ``detectors`` and ``prices`` are ignored).
+
+    A run ends when its agent span (or its trace's local root) and every span
+    reported into it have ended, whichever ends last, so a root that ends before
+    its children (a request handler returning while the model call finishes)
+    neither loses them nor leaves the run open. At most 65,536 open spans are
+    followed; past that the oldest is forgotten as if it had ended, so a trace
+    whose spans never end cannot keep runs open without bound.
+
+    Attributes of an unexpected shape (a NaN or negative token count, ``parts``
+    that is not a list, arguments nested too deep to parse) are skipped, counted
+    in :attr:`skipped_attributes` and logged (at most once a minute); the span
+    is still reported with what could be read, and its run still ends.
 
     Thread-safe; its hooks never raise into the instrumented app. ``shutdown()``
     ends any run still open (status ``cancelled``), so no run stays counted active,
@@ -290,7 +390,10 @@ class GenAISpanProcessor(SpanProcessor):
         self.group_by = group_by
         self._lock = threading.RLock()
         self._nodes: OrderedDict[int, _Node] = OrderedDict()
+        self._owners: dict[int, _Owner] = {}  # agent or local-root span id → its open spans
         self._runs: dict[int, AdapterRun] = {}  # agent or local-root span id → run
+        self._skipped = 0
+        self._last_log = float("-inf")
 
     @property
     def observers(self) -> ObserverSet:
@@ -301,6 +404,11 @@ class GenAISpanProcessor(SpanProcessor):
     def open_runs(self) -> int:
         """Runs started and not yet ended."""
         return len(self._runs)
+
+    @property
+    def skipped_attributes(self) -> int:
+        """Span attributes skipped because their values were malformed (see the class doc)."""
+        return self._skipped
 
     # -- SpanProcessor ---------------------------------------------------------------------
     @shielded
@@ -319,16 +427,24 @@ class GenAISpanProcessor(SpanProcessor):
                          parent.root if parent else sid, start)
             if kind == "agent":
                 node.agent = sid
+            # A run waits for its own span and its model and tool spans; the app's other
+            # spans (one it never ends, say) must not keep it open.
+            node.holds_run = kind != "other" or node.owner == sid
             self._nodes[sid] = node
+            if node.holds_run:
+                owner = self._owners.get(node.owner)
+                if owner is None:
+                    owner = self._owners[node.owner] = _Owner(start)
+                owner.open_spans += 1
             if len(self._nodes) > _MAX_SPANS:
-                old_id, _ = self._nodes.popitem(last=False)
-                self._end_run(old_id, None, None)
+                old_id, old = self._nodes.popitem(last=False)
+                self._release(old_id, old, None, None)
             if kind == "agent":
                 self._start_run(sid, span, attrs, start, agent=True)
 
     @shielded
     def on_end(self, span: ReadableSpan) -> None:
-        """Report a model or tool span; an agent span or a trace's local root ends its run."""
+        """Report a model or tool span; the last span of a run to end ends the run."""
         span_context = span.get_span_context()
         if span_context is None:  # a ReadableSpan may lack one
             return
@@ -337,21 +453,17 @@ class GenAISpanProcessor(SpanProcessor):
             node = self._nodes.pop(sid, None)
             if node is None:
                 return
-            attrs = span.attributes or {}
-            kind = _kind(attrs) if node.kind == "other" else node.kind
             token = otel_context.attach(otel_context.Context())
             try:
+                attrs = span.attributes or {}
+                kind = _kind(attrs) if node.kind == "other" else node.kind
                 if kind in ("model", "tool"):
-                    run = self._run_for(node, sid, span)
-                    if run is not None:
-                        if kind == "model":
-                            self._model(run, sid, span, attrs)
-                        else:
-                            self._tool(run, sid, span, attrs)
-                if kind == "agent" or node.root == sid:
-                    self._end_run(sid, _error(span), span.end_time)
+                    self._report(kind, node, sid, span, attrs)
             finally:
-                otel_context.detach(token)
+                try:
+                    self._release(sid, node, _error(span), span.end_time)
+                finally:
+                    otel_context.detach(token)
 
     @shielded
     def shutdown(self) -> None:
@@ -363,6 +475,7 @@ class GenAISpanProcessor(SpanProcessor):
             for key in list(self._runs):
                 self._runs.pop(key).end(status="cancelled")
             self._nodes.clear()
+            self._owners.clear()
         self.tracker.observers.force_flush()
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
@@ -387,64 +500,122 @@ class GenAISpanProcessor(SpanProcessor):
         self._runs[key] = run
         return run
 
-    def _run_for(self, node: _Node, sid: int, span: ReadableSpan) -> AdapterRun | None:
+    def _run_for(self, node: _Node, span: ReadableSpan) -> AdapterRun | None:
+        """The run ``node`` reports into; for spans outside agents, opened on first use."""
         if node.agent is not None:
             return self._runs.get(node.agent)
         if self.group_by == "agent":
             return None
         run = self._runs.get(node.root)
         if run is None:
-            root = self._nodes.get(node.root)
-            start = root.start_ns if root is not None else node.start_ns
+            owner = self._owners.get(node.root)
+            start = owner.start_ns if owner is not None else node.start_ns
             run = self._start_run(node.root, span, {}, start, agent=False)
         return run
 
-    def _end_run(self, key: int, error_type: str | None, end_ns: int | None) -> None:
+    def _release(self, sid: int, node: _Node, error_type: str | None,
+                 end_ns: int | None) -> None:
+        """``sid`` ended (or was forgotten); its run ends once nothing of it is open."""
+        key = node.owner
+        owner = self._owners.get(key)
+        if owner is None:
+            # Everything the run waited for was over before this span (it became a model
+            # or tool span only at its end): a run its report opened ends with it.
+            self._end_run(key, None, end_ns)
+            return
+        if not node.holds_run:
+            return
+        if sid == key:
+            owner.ended, owner.error_type = True, error_type
+        if end_ns is not None and (owner.end_ns is None or end_ns > owner.end_ns):
+            owner.end_ns = end_ns
+        owner.open_spans -= 1
+        if owner.open_spans > 0:
+            return
+        del self._owners[key]
+        # The owner's own span is counted too, so nothing open means it ended as well
+        # (or was forgotten, its end never seen: then the run ends cancelled).
+        self._end_run(key, owner.error_type, owner.end_ns, seen=owner.ended)
+
+    def _end_run(self, key: int, error_type: str | None, end_ns: int | None, *,
+                 seen: bool = True) -> None:
         run = self._runs.pop(key, None)
         if run is None:
             return
         error: LoopError | None = None
-        if error_type in ("CancelledError", "KeyboardInterrupt"):
+        if not seen:
+            error = Cancelled("the processor stopped following the span before it ended")
+        elif error_type in ("CancelledError", "KeyboardInterrupt"):
             error = Cancelled("the agent span ended cancelled")
         elif error_type:
             error = LoopError(f"the agent span ended with an error: {error_type}")
         run.end(error=error, time_ns=end_ns)
 
+    def _skip(self, span: ReadableSpan, skipped: _Skipped) -> None:
+        """Count (and now and then log) what ``span`` had malformed."""
+        self._skipped += len(skipped.names)
+        now = time.monotonic()
+        if now - self._last_log >= _LOG_INTERVAL_S:
+            self._last_log = now
+            logger.warning(
+                "span %r had malformed attributes (%s); they were skipped (%d so far)",
+                span.name, ", ".join(sorted(set(skipped.names))), self._skipped)
+
     # -- model and tool spans --------------------------------------------------------------
+    def _report(self, kind: Kind, node: _Node, sid: int, span: ReadableSpan,
+                attrs: Mapping[str, Any]) -> None:
+        run = self._run_for(node, span)
+        if run is None:
+            return
+        skipped = _Skipped()
+        if kind == "model":
+            self._model(run, sid, span, attrs, skipped)
+        else:
+            self._tool(run, sid, span, attrs, skipped)
+        if skipped.names:
+            self._skip(span, skipped)
+
     def _model(self, run: AdapterRun, sid: int, span: ReadableSpan,
-               attrs: Mapping[str, Any]) -> None:
+               attrs: Mapping[str, Any], skipped: _Skipped) -> None:
+        # Everything is read before the call is reported, so a span read halfway never
+        # leaves its call open (to be ended as cancelled with the run).
         model = _str(attrs, c.GEN_AI_REQUEST_MODEL, OI_MODEL, c.GEN_AI_RESPONSE_MODEL)
         provider = _str(attrs, c.GEN_AI_PROVIDER_NAME, _LEGACY_SYSTEM, OI_PROVIDER, OI_SYSTEM)
-        if not run.model_start(sid, model=model, provider=provider, time_ns=span.start_time):
-            return
         error_type = _error(span)
         if error_type is not None:
-            run.model_error(sid, ModelError(error_type, provider=provider or None),
-                            time_ns=span.end_time)
+            if run.model_start(sid, model=model, provider=provider, time_ns=span.start_time):
+                run.model_error(sid, ModelError(error_type, provider=provider or None),
+                                time_ns=span.end_time)
             return
-        text, calls = _output(attrs)
+        text, calls = _output(attrs, skipped)
         reasons = attrs.get(c.GEN_AI_RESPONSE_FINISH_REASONS)
         finish = reasons[0] if isinstance(reasons, (tuple, list)) and reasons else \
             _str(attrs, OI_FINISH_REASON) or None
-        run.model_end(sid, usage=_usage(attrs), text=text, tool_calls=calls,
+        usage = _usage(attrs, skipped)
+        first_chunk_ms = _first_chunk_ms(span, skipped)
+        if not run.model_start(sid, model=model, provider=provider, time_ns=span.start_time):
+            return
+        run.model_end(sid, usage=usage, text=text, tool_calls=calls,
                       finish_reason=str(finish) if finish else None,
                       response_id=_str(attrs, c.GEN_AI_RESPONSE_ID) or None,
                       response_model=_str(attrs, c.GEN_AI_RESPONSE_MODEL) or None,
-                      time_to_first_token_ms=_first_chunk_ms(span), time_ns=span.end_time)
+                      time_to_first_token_ms=first_chunk_ms, time_ns=span.end_time)
 
     def _tool(self, run: AdapterRun, sid: int, span: ReadableSpan,
-              attrs: Mapping[str, Any]) -> None:
+              attrs: Mapping[str, Any], skipped: _Skipped) -> None:
         name = _str(attrs, c.GEN_AI_TOOL_NAME, OI_TOOL_NAME) or \
             span.name.removeprefix(c.SPAN_EXECUTE_TOOL).strip() or "tool"
-        raw_args = _str(attrs, c.GEN_AI_TOOL_CALL_ARGUMENTS, OI_TOOL_PARAMETERS, OI_INPUT)
+        args_name = next((n for n in (c.GEN_AI_TOOL_CALL_ARGUMENTS, OI_TOOL_PARAMETERS, OI_INPUT)
+                          if _str(attrs, n)), "")
+        raw_args = _str(attrs, args_name) if args_name else ""
+        arguments = _arguments(raw_args, args_name, skipped) if raw_args else None
         result, output_call_id, failed = _tool_output(
-            _str(attrs, c.GEN_AI_TOOL_CALL_RESULT, OI_OUTPUT))
-        run.tool_start(sid, tool=name,
-                       call_id=_str(attrs, c.GEN_AI_TOOL_CALL_ID, OI_TOOL_ID,
-                                    OI_TOOL_CALL_ID) or output_call_id,
-                       arguments=_json_object(raw_args) if raw_args else None,
-                       time_ns=span.start_time)
+            _str(attrs, c.GEN_AI_TOOL_CALL_RESULT, OI_OUTPUT), skipped)
         error_type = _error(span) or ("ToolException" if failed else None)
         error = ToolExecutionError(f"the tool span ended with an error: {error_type}",
                                    tool=name, error_type=error_type) if error_type else None
+        run.tool_start(sid, tool=name,
+                       call_id=_str(attrs, c.GEN_AI_TOOL_CALL_ID, OI_TOOL_ID,
+                                    OI_TOOL_CALL_ID) or output_call_id,
+                       arguments=arguments, time_ns=span.start_time)
         run.tool_end(sid, result=result or None, error=error, time_ns=span.end_time)

@@ -76,7 +76,7 @@ try:
 except ModuleNotFoundError as _exc:  # tested with the framework hidden
     raise missing_extra("pydantic_ai", "pydantic-ai-slim", "pydantic-ai", _exc) from _exc
 
-from loopobs.adapters import AdapterRun, RunTracker, ToolCall, shielded
+from loopobs.adapters import AdapterRun, RunTracker, ToolCall, shielded, token_count
 from loopobs.contract.errors import ModelError, ToolExecutionError
 from loopobs.contract.events import FallbackContext, ModelSwitchedContext, SuspendedContext, Usage
 from loopobs.contract.observer import LoopObserver, ObserverSet
@@ -92,21 +92,21 @@ def _usage(usage: RequestUsage) -> Usage:
     """pydantic-ai's usage of one request in the contract's counting (the same: cached tokens
     inside input, reasoning tokens inside output)."""
     return Usage(
-        input_tokens=usage.input_tokens,
-        output_tokens=usage.output_tokens,
-        cache_read_input_tokens=usage.cache_read_tokens,
-        cache_write_input_tokens=usage.cache_write_tokens,
+        input_tokens=token_count(usage.input_tokens),
+        output_tokens=token_count(usage.output_tokens),
+        cache_read_input_tokens=token_count(usage.cache_read_tokens),
+        cache_write_input_tokens=token_count(usage.cache_write_tokens),
         reasoning_output_tokens=_reasoning_tokens(usage),
     )
 
 
-def _reasoning_tokens(usage: RequestUsage) -> int:
+def _reasoning_tokens(usage: RequestUsage) -> Any:
     # A field of its own in recent releases; before, only the provider's ``details``.
     value = getattr(usage, "output_reasoning_tokens", None)
-    if isinstance(value, int):
-        return value
+    if value is not None:
+        return token_count(value)
     details = usage.details or {}
-    return int(details.get("reasoning_tokens", 0))
+    return token_count(details.get("reasoning_tokens"))
 
 
 def _text(value: Any) -> str:

@@ -15,11 +15,14 @@ same objects in ``StreamFailureContext.error``, ``TurnEndContext.error`` and
     │   ├── InvalidToolInput        the arguments failed the tool's schema
     │   ├── ToolExecutionError      the tool raised
     │   ├── ToolTimeout             the tool ran past its timeout
+    │   ├── ToolWorkersExhausted    every thread for sync tools is still busy (tools hanging)
     │   └── McpError                an MCP server could not answer the call (``kind`` says why)
     ├── ContextExceeded             the conversation cannot be brought under the context window
     ├── MaxTurnsExceeded            the run used its turn budget
     ├── LoopDetected                a detector stopped a runaway loop or converged answers
     ├── BudgetExceeded              a budget limit (USD, tokens, calls, wall time) was crossed
+    ├── StoreUnavailable            a shared store (Redis …) failed or passed its deadline
+    │   └── BudgetUnavailable       a shared budget could not be checked (``fail_closed``)
     ├── Cancelled                   the run was cancelled
     ├── SessionBusy                 a second run was started on a session that is running
     ├── ToolNameClash               two tools have one name (also a ``ValueError``)
@@ -29,6 +32,7 @@ same objects in ``StreamFailureContext.error``, ``TurnEndContext.error`` and
     ├── Interrupted                 ``AgentSession.interrupt()`` ended the run
     └── ResumeError                 a parked run cannot be resumed as asked
         ├── InvalidResumeInput      the input fails the parked tool's JSON Schema
+        ├── CheckpointAlreadyResumed  the checkpoint was resumed before (here or elsewhere)
         └── NotYetAwake             a sleeping run was resumed before its ``wake_at``
 
 Errors are values as well as exceptions: :meth:`LoopError.to_dict` and
@@ -51,6 +55,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BudgetExceeded",
+    "BudgetUnavailable",
     "Cancelled",
     "CheckpointAlreadyResumed",
     "ContextExceeded",
@@ -70,6 +75,7 @@ __all__ = [
     "ResumeError",
     "SessionBusy",
     "SessionClosed",
+    "StoreUnavailable",
     "StreamError",
     "ToolError",
     "ToolExecutionError",
@@ -78,79 +84,7 @@ __all__ = [
     "ToolTimeout",
     "ToolWorkersExhausted",
 ]
-# The text helpers below (redact, shorten, check_secret) are for the model clients and
-# other code building error messages; they are not part of the exception tree above.
-
 _REGISTRY: dict[str, type[LoopError]] = {}
-
-REDACTED = "***"
-"""What :func:`redact` puts where a secret was."""
-
-#: The shortest prefix of a secret that :func:`redact` masks on its own (a cut-off echo).
-MIN_SECRET_PREFIX = 8
-
-
-def _secret_forms(secret: str) -> list[str]:
-    """``secret`` as it may appear in text: raw, and as repr, JSON and URL encodings write it."""
-    import json
-    import urllib.parse
-
-    forms = [secret]
-    for form in (
-        secret.encode("unicode_escape").decode("ascii"),
-        repr(secret)[1:-1],
-        repr(secret.encode("utf-8", "backslashreplace"))[2:-1],
-        json.dumps(secret)[1:-1],
-        json.dumps(secret, ensure_ascii=False)[1:-1],
-        urllib.parse.quote(secret, safe=""),
-        urllib.parse.quote_plus(secret, safe=""),
-    ):
-        if form not in forms:
-            forms.append(form)
-    return forms
-
-
-def redact(text: str, secret: str | None) -> str:
-    """``text`` with ``secret`` masked: whole, escaped, and any cut-off prefix of it.
-
-    Every occurrence of the secret is replaced by :data:`REDACTED`, in the
-    forms text takes when an exception or a server echoes it (repr and
-    ``bytes`` repr escapes, JSON escapes, percent-encoding), and so is every
-    run of at least :data:`MIN_SECRET_PREFIX` characters that starts like
-    one of those forms (a key cut off by some other component's shortening).
-    Redact before shortening: :func:`shorten` after this never reveals more.
-    """
-    if not secret or not text:
-        return text
-    spans: list[tuple[int, int]] = []
-    for form in _secret_forms(secret):
-        if len(form) < MIN_SECRET_PREFIX:
-            text = text.replace(form, REDACTED)
-            continue
-        head = form[:MIN_SECRET_PREFIX]
-        at = text.find(head)
-        while at >= 0:
-            end = at + MIN_SECRET_PREFIX
-            limit = min(len(text), at + len(form))
-            while end < limit and text[end] == form[end - at]:
-                end += 1
-            spans.append((at, end))
-            at = text.find(head, at + 1)
-    if not spans:
-        return text
-    # Overlapping matches of different forms mask their union.
-    out: list[str] = []
-    done = 0
-    spans.sort()
-    start, end = spans[0]
-    for s, e in spans[1:]:
-        if s <= end:
-            end = max(end, e)
-            continue
-        out += [text[done:start], REDACTED]
-        done, (start, end) = end, (s, e)
-    out += [text[done:start], REDACTED, text[end:]]
-    return "".join(out)
 
 
 def shorten(text: str, limit: int) -> str:
@@ -162,31 +96,6 @@ def shorten(text: str, limit: int) -> str:
         return text
     suffix = f"… ({len(text)} chars)"
     return text[: max(0, limit - len(suffix))] + suffix
-
-
-def check_secret(value: str | None, what: str) -> str | None:
-    """A credential ready for an HTTP header: surrounding whitespace stripped, ``""`` as None.
-
-    Keys read from files often end in a newline; that is stripped. A key
-    that still holds a control character or a non-ASCII character cannot be
-    sent in a header, and would otherwise surface in the HTTP library's
-    error (and its logs) with the key in it; it is refused here.
-
-    Raises:
-        ValueError: naming ``what`` and the position of the first bad character,
-            never the value.
-    """
-    if value is None:
-        return None
-    cleaned = value.strip()
-    for i, ch in enumerate(cleaned):
-        if not (" " <= ch <= "~"):
-            kind = "a control character" if ch < " " or ch == "\x7f" else "a non-ASCII character"
-            raise ValueError(
-                f"{what} contains {kind} at position {i} of {len(cleaned)}; "
-                "it cannot be sent in an HTTP header (the value is not shown)"
-            )
-    return cleaned or None
 
 
 class LoopError(Exception):
@@ -638,6 +547,26 @@ class BudgetExceeded(LoopError):
         self.value = value
         self.budget = budget
         self.scope = scope
+
+
+class StoreUnavailable(LoopError):
+    """A shared store (Redis, a database) did not answer in time or failed: ``store`` names it.
+
+    Raised by the fleet parts (shared budgets, session stores, checkpoint claims);
+    ``reason`` says what failed, never a password.
+    """
+
+    _fields: ClassVar[tuple[str, ...]] = ("store", "reason")
+
+    def __init__(self, message: str = "", *, store: str = "", reason: str = "") -> None:
+        super().__init__(message or f"store {store} unavailable: {reason}")
+        self.store = store
+        self.reason = reason
+
+
+class BudgetUnavailable(StoreUnavailable):
+    """A shared budget could not be checked (its store is down or slow) and the policy is
+    ``fail_closed``: the model call was refused rather than made unguarded."""
 
 
 class Cancelled(LoopError):

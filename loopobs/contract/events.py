@@ -282,6 +282,11 @@ class RunStartContext(EventContext):
     instructions: str = ""
     """The system prompt, if any. Content: exporters leave it out of telemetry unless
     content capture is on."""
+    attribution: Mapping[str, str] = field(default_factory=dict)
+    """Who the run is for (addition), e.g. ``{"tenant": "acme", "user": "u-17"}``
+    (``Session(attribution=...)``); a shared budget counts the run's calls against each.
+    Values are unbounded ids: exporters put them on spans and the event log, and on
+    metric labels only when allow-listed."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -737,17 +742,21 @@ class BudgetExceededContext(EventContext):
 
     ``limit`` names the limit, ``value`` is what was used (for a check before a
     model call: used plus the call's estimate), ``budget`` is the limit's
-    setting, ``scope`` is ``run`` or ``session``. A ``stop`` ends the run with
-    status ``budget_exceeded``; a ``warn`` (the budget's ``warn_at`` share was
-    reached) changes nothing.
+    setting, ``scope`` is ``run``, ``session`` or ``shared`` (a budget shared across
+    processes, whose key — ``"tenant:acme"`` — is ``scope_key``). A ``stop`` ends the
+    run with status ``budget_exceeded``; a ``warn`` (the budget's ``warn_at`` share
+    was reached) changes nothing.
     """
 
     hook: ClassVar[HookName] = "on_budget_exceeded"
     limit: BudgetLimit
     value: float
     budget: float
-    scope: Literal["run", "session"] = "run"
+    scope: Literal["run", "session", "shared"] = "run"
     action: Literal["stop", "warn"] = "stop"
+    scope_key: str = ""
+    """For a shared budget, the scope that had no room (``session:<id>``, ``tenant:acme``);
+    an id, so exporters keep it off metric labels."""
 
 
 CONTEXT_TYPES: Mapping[str, type[EventContext]] = {

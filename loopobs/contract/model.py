@@ -189,7 +189,10 @@ class LlmClient(Protocol):
     """A model backend.
 
     A client that calls a server may also have ``server_address`` (the host)
-    and ``server_port`` attributes; the loop reports them on its events.
+    and ``server_port`` attributes; the loop reports them on its events. A
+    client that adds options of its own to every request (Anthropic's
+    ``max_tokens``) lists them in a ``default_options`` mapping, so the loop
+    reports the options really sent (the request's own win).
 
     ``stream(request)`` returns an async iterator of :data:`StreamEvent`. It
     ends after a :class:`Finish`; a stream that ends without one is broken.

@@ -13,11 +13,10 @@ A verdict is a :class:`~loopobs.contract.events.BudgetExceededContext` to emit:
 ``action="stop"`` once when a limit is crossed (value over the limit), and
 ``action="warn"`` once when the budget's ``warn_at`` share of a limit is reached.
 
-``AgentLoop(budget=...)`` and ``Session(budget=...)`` apply budgets to our loop.
-:class:`BudgetGuard` applies one to any loop that emits events — by hand or
-through an adapter: it tracks spend from the events, emits
-``on_budget_exceeded`` into the sets it is attached to, and keeps the verdict
-for the caller to read (:meth:`BudgetGuard.exceeded`) and act on.
+Trackers are driven by one path, :class:`~loopobs.cost.spending.RunSpending`:
+``AgentLoop(budget=...)`` and ``Session(budget=...)`` drive it from the loop's
+phases, and :class:`~loopobs.cost.spending.BudgetGuard` from the events of a loop
+that is not ours (by hand or through an adapter).
 
 USD counts priced model calls only: a call whose model has no known price adds
 no dollars (the run's cost is then unknown, and the call is counted in
@@ -26,29 +25,17 @@ no dollars (the run's cost is then unknown, and the call is counted in
 
 from __future__ import annotations
 
-import threading
+import math
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import Final, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Literal
 from uuid import UUID
 
 from loopobs.contract.errors import BudgetExceeded
-from loopobs.contract.events import (
-    BudgetExceededContext,
-    BudgetLimit,
-    RunEndContext,
-    RunStartContext,
-    StreamStartContext,
-    StreamSuccessContext,
-    ToolPostContext,
-    Usage,
-)
-from loopobs.contract.observer import LoopObserver, ObserverSet
-from loopobs.cost.pricing import PriceLookup, PricesArg, price_lookup, safe_cost
+from loopobs.contract.events import BudgetExceededContext, BudgetLimit, Usage
 
-__all__ = ["Budget", "BudgetGuard", "BudgetTracker", "Spend"]
+__all__ = ["DEFAULT_MAX_RUNS", "Budget", "BudgetGuard", "BudgetTracker", "Spend", "error_of"]
 
 Scope = Literal["run", "session"]
 
@@ -57,10 +44,6 @@ _LIMITS: Final[tuple[BudgetLimit, ...]] = (
     "wall_time_s",
 )
 
-_T = TypeVar("_T")
-
-DEFAULT_MAX_RUNS: Final = 4096
-"""Runs (and sessions) a :class:`BudgetGuard` tracks at once; the oldest go first."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -71,7 +54,9 @@ class Budget:
     when that share of it is used, without stopping.
 
     Raises:
-        ValueError: a limit is negative, or ``warn_at`` is outside (0, 1).
+        ValueError: a limit is negative, NaN or infinite (which would silently disable
+            it), or ``warn_at`` is outside (0, 1).
+        TypeError: a limit is not a number.
     """
 
     usd: float | None = None
@@ -84,10 +69,20 @@ class Budget:
     warn_at: float | None = None
 
     def __post_init__(self) -> None:
-        for name, limit in self.limits():
-            if limit < 0:
-                raise ValueError(f"Budget: {name} must not be negative")
-        if self.warn_at is not None and not 0 < self.warn_at < 1:
+        for name in _LIMITS:
+            limit = getattr(self, name)
+            if limit is None:
+                continue
+            if isinstance(limit, bool) or not isinstance(limit, (int, float)):
+                raise TypeError(f"Budget: {name} must be a number, got {limit!r}")
+            # NaN compares false with everything: a NaN limit would never be crossed.
+            if not math.isfinite(limit) or limit < 0:
+                raise ValueError(f"Budget: {name} must be a finite, non-negative number, "
+                                 f"got {limit!r}")
+        warn_at = self.warn_at
+        if warn_at is not None and (isinstance(warn_at, bool)
+                                    or not isinstance(warn_at, (int, float))
+                                    or not 0 < warn_at < 1):
             raise ValueError("Budget: warn_at must be a share between 0 and 1")
 
     def limits(self) -> Iterator[tuple[BudgetLimit, float]]:
@@ -154,20 +149,31 @@ class BudgetTracker:
     spend: Spend = field(default_factory=Spend)
     clock: Callable[[], float] = time.monotonic
     _started: float | None = None
+    _running: int = 0
     _base_wall_s: float = 0.0
     _warned: set[str] = field(default_factory=set)
     _stopped: BudgetExceededContext | None = None
     _stopped_runs: set[UUID] = field(default_factory=set)
 
     def start(self) -> None:
-        """Start the wall clock (a session's runs add up)."""
-        self._started = self.clock()
-        self._base_wall_s = self.spend.wall_time_s
+        """A run of the scope starts: the wall clock runs while any run of it runs.
+
+        Runs that overlap (branches of one run, concurrent runs of one session)
+        count the time they overlap once; runs one after another add up.
+        """
+        if self._running == 0:
+            self._started = self.clock()
+            self._base_wall_s = self.spend.wall_time_s
+        self._running += 1
 
     def stop(self) -> None:
-        """Stop the wall clock, keeping the time so far in the spend."""
-        self._tick()
-        self._started = None
+        """A run of the scope ends; the clock stops, keeping the time, when none is left."""
+        if self._running == 0:
+            return
+        self._running -= 1
+        if self._running == 0:
+            self._tick()
+            self._started = None
 
     def _tick(self) -> None:
         if self._started is not None:
@@ -231,183 +237,20 @@ class BudgetTracker:
 def error_of(verdict: BudgetExceededContext) -> BudgetExceeded:
     """The error a stop verdict ends the run with."""
     return BudgetExceeded(limit=verdict.limit, value=verdict.value, budget=verdict.budget,
-                          scope=verdict.scope)
+                          scope=verdict.scope_key or verdict.scope)
 
 
-class BudgetGuard(LoopObserver):
-    """Applies budgets to a loop that emits events itself (by hand, or through an adapter).
+if TYPE_CHECKING:
+    from loopobs.cost.spending import DEFAULT_MAX_RUNS, BudgetGuard
 
-    Spend is tracked per run (``budget``) and per session across its runs
-    (``session_budget``) from ``on_stream_start`` (model calls),
-    ``on_stream_success`` (tokens and cost) and ``on_tool_post`` (tool calls).
-    A call's cost is the event's ``cost_usd``, or — when the emitter left it
-    out — the guard's own price lookup (``prices``, as for ``AgentLoop``).
-
-    On a verdict the guard emits ``on_budget_exceeded`` into every set it is
-    attached to (while that set is still delivering the event that caused it,
-    as detectors do: attach the guard last), and keeps the stop for the caller:
-    check :meth:`exceeded` after each step and stop the loop when it returns
-    the verdict (its :meth:`error` is the ``BudgetExceeded`` to report). For a
-    check before a model call, call :meth:`before_call` with the request's
-    estimated usage.
-    """
-
-    def __init__(self, budget: Budget | None = None, *, session_budget: Budget | None = None,
-                 prices: PricesArg = None, max_runs: int = DEFAULT_MAX_RUNS,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        if budget is None and session_budget is None:
-            raise ValueError("BudgetGuard needs a budget or a session_budget")
-        self.budget = budget
-        self.session_budget = session_budget
-        self._prices: PriceLookup = price_lookup(prices)
-        self._max_runs = max_runs
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._targets: tuple[ObserverSet, ...] = ()
-        self._runs: OrderedDict[UUID, BudgetTracker] = OrderedDict()
-        self._sessions: OrderedDict[UUID, BudgetTracker] = OrderedDict()
-        self._run_sessions: dict[UUID, UUID] = {}
-        self._stops: OrderedDict[UUID, BudgetExceededContext] = OrderedDict()
-
-    # -- attachment ------------------------------------------------------------------------
-    def on_attach(self, observers: ObserverSet) -> None:
-        """Remember ``observers``: verdicts are emitted into it."""
-        with self._lock:
-            self._targets = (*self._targets, observers)
-
-    def on_detach(self, observers: ObserverSet) -> None:
-        """Stop emitting into ``observers``."""
-        with self._lock:
-            self._targets = tuple(t for t in self._targets if t is not observers)
-
-    # -- the verdict, for the caller ---------------------------------------------------------
-    def exceeded(self, run_id: UUID) -> BudgetExceededContext | None:
-        """The stop verdict of ``run_id`` (its run or its session crossed a limit), if any."""
-        return self._stops.get(run_id)
-
-    def error(self, run_id: UUID) -> BudgetExceeded | None:
-        """The ``BudgetExceeded`` error of ``run_id``'s stop, if any."""
-        stop = self._stops.get(run_id)
-        return None if stop is None else error_of(stop)
-
-    def spend(self, run_id: UUID) -> Spend | None:
-        """What ``run_id`` has used so far (None for a run the guard does not track)."""
-        tracker = self._runs.get(run_id)
-        return None if tracker is None else tracker.spend
-
-    def session_spend(self, session_id: UUID) -> Spend | None:
-        """What the session has used over its runs (when a session budget is set)."""
-        tracker = self._sessions.get(session_id)
-        return None if tracker is None else tracker.spend
-
-    def before_call(self, run_id: UUID, model: str, provider: str,
-                    estimate: Usage) -> BudgetExceededContext | None:
-        """Check one more model call of ``estimate`` usage; the stop verdict if it may not run.
-
-        Emits the verdicts like the other checks.
-        """
-        cost = safe_cost(self._prices, model, provider, estimate)
-        with self._lock:
-            verdicts = [v for t in self._trackers(run_id)
-                        for v in t.before_call(run_id, estimate, cost)]
-        self._deliver(run_id, verdicts)
-        return self._stops.get(run_id)
-
-    # -- events ----------------------------------------------------------------------------
-    def on_run_start(self, ctx: RunStartContext) -> None:
-        """Start tracking the run (and its session, which carries over from earlier runs)."""
-        with self._lock:
-            if self.budget is not None:
-                tracker = BudgetTracker(self.budget, "run", clock=self._clock)
-                tracker.start()
-                _put(self._runs, ctx.run_id, tracker, self._max_runs)
-            if self.session_budget is not None:
-                self._run_sessions[ctx.run_id] = ctx.session_id
-                session = self._sessions.get(ctx.session_id)
-                if session is None:
-                    session = BudgetTracker(self.session_budget, "session", clock=self._clock)
-                _put(self._sessions, ctx.session_id, session, self._max_runs)
-                session.start()
-
-    def on_stream_start(self, ctx: StreamStartContext) -> None:
-        """Count a model call attempt."""
-        with self._lock:
-            for tracker in self._trackers(ctx.run_id):
-                tracker.spend.model_calls += 1
-
-    def on_stream_success(self, ctx: StreamSuccessContext) -> None:
-        """Add the call's tokens and cost, then check the limits."""
-        cost = ctx.cost_usd
-        usage = Usage(input_tokens=ctx.input_tokens, output_tokens=ctx.output_tokens,
-                      cache_read_input_tokens=ctx.cache_read_input_tokens,
-                      cache_write_input_tokens=ctx.cache_write_input_tokens,
-                      reasoning_output_tokens=ctx.reasoning_output_tokens)
-        if cost is None:
-            cost = safe_cost(self._prices, ctx.model, ctx.provider, usage,
-                             response_model=ctx.response_model)
-        with self._lock:
-            verdicts = []
-            for tracker in self._trackers(ctx.run_id):
-                tracker.spend.add_call(usage, cost)
-                verdicts += tracker.check(ctx.run_id)
-        self._deliver(ctx.run_id, verdicts)
-
-    def on_tool_post(self, ctx: ToolPostContext) -> None:
-        """Count a tool call attempt, then check the limits."""
-        with self._lock:
-            verdicts = []
-            for tracker in self._trackers(ctx.run_id):
-                tracker.spend.tool_calls += 1
-                verdicts += tracker.check(ctx.run_id)
-        self._deliver(ctx.run_id, verdicts)
-
-    def on_run_end(self, ctx: RunEndContext) -> None:
-        """Stop the run's clocks and forget the run (the session's spend stays)."""
-        with self._lock:
-            self._runs.pop(ctx.run_id, None)
-            self._stops.pop(ctx.run_id, None)
-            session_id = self._run_sessions.pop(ctx.run_id, None)
-            session = self._sessions.get(session_id) if session_id is not None else None
-            if session is not None:
-                session.stop()
-
-    def reset(self) -> None:
-        """Forget every run and session."""
-        with self._lock:
-            self._runs.clear()
-            self._sessions.clear()
-            self._run_sessions.clear()
-            self._stops.clear()
-
-    # -- plumbing --------------------------------------------------------------------------
-    def _trackers(self, run_id: UUID) -> list[BudgetTracker]:
-        """The run's trackers; lock held."""
-        found = []
-        run = self._runs.get(run_id)
-        if run is not None:
-            found.append(run)
-        session_id = self._run_sessions.get(run_id)
-        if session_id is not None:
-            session = self._sessions.get(session_id)
-            if session is not None:
-                found.append(session)
-        return found
-
-    def _deliver(self, run_id: UUID, verdicts: list[BudgetExceededContext]) -> None:
-        if not verdicts:
-            return
-        with self._lock:
-            for verdict in verdicts:
-                if verdict.action == "stop" and run_id not in self._stops:
-                    _put(self._stops, run_id, verdict, self._max_runs)
-            targets = self._targets
-        for verdict in verdicts:
-            for target in targets:
-                target.on_budget_exceeded(verdict)
+_MOVED_TO_SPENDING: Final = ("BudgetGuard", "DEFAULT_MAX_RUNS")
 
 
-def _put(store: OrderedDict[UUID, _T], key: UUID, value: _T, limit: int) -> None:
-    store[key] = value
-    store.move_to_end(key)
-    while len(store) > limit:
-        store.popitem(last=False)
+def __getattr__(name: str) -> Any:
+    # BudgetGuard moved to loopobs.cost.spending (it runs on RunSpending, the one budget
+    # path); these names keep ``from loopobs.cost.budget import BudgetGuard`` working.
+    if name in _MOVED_TO_SPENDING:
+        from loopobs.cost import spending
+
+        return getattr(spending, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

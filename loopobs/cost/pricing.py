@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from loopobs.contract.events import Usage
+from loopobs.contract.token_counts import plausible_token_count
 
 __all__ = [
     "GenAIPrices",
@@ -38,11 +39,15 @@ __all__ = [
     "PriceLookup",
     "PricesArg",
     "default_prices",
+    "known_cost",
     "price_lookup",
     "safe_cost",
 ]
 
 logger = logging.getLogger("loopobs.pricing")
+
+_COUNTS = ("input_tokens", "output_tokens", "cache_read_input_tokens",
+           "cache_write_input_tokens", "reasoning_output_tokens")
 
 
 @runtime_checkable
@@ -75,6 +80,13 @@ class ModelRates:
     cache_write_per_mtok: float | None = None
     reasoning_per_mtok: float | None = None
 
+    def __post_init__(self) -> None:
+        for name in ("input_per_mtok", "output_per_mtok", "cache_read_per_mtok",
+                     "cache_write_per_mtok", "reasoning_per_mtok"):
+            rate = getattr(self, name)
+            if rate is not None:
+                _check_rate(f"ModelRates.{name}", rate)
+
     def usd(self, usage: Usage) -> float:
         """USD for ``usage`` at these rates."""
         cached_read = usage.cache_read_input_tokens if self.cache_read_per_mtok is not None else 0
@@ -87,6 +99,22 @@ class ModelRates:
                  + (usage.output_tokens - reasoning) * self.output_per_mtok
                  + reasoning * (self.reasoning_per_mtok or 0.0))
         return max(0.0, total) / 1_000_000
+
+
+def _check_rate(name: str, rate: object) -> None:
+    """Refuse a rate that is not a finite, non-negative number (a NaN would disable budgets)."""
+    if isinstance(rate, bool) or not isinstance(rate, (int, float)):
+        raise TypeError(f"{name} must be a number, got {rate!r}")
+    if not math.isfinite(rate) or rate < 0:
+        raise ValueError(f"{name} must be a finite, non-negative number, got {rate!r}")
+
+
+def known_cost(cost: object) -> float | None:
+    """``cost`` as USD if it is a finite, non-negative number; else None (unknown)."""
+    if isinstance(cost, bool) or not isinstance(cost, (int, float)):
+        return None
+    value = float(cost)
+    return value if math.isfinite(value) and value >= 0 else None
 
 
 PriceFunction = Callable[[str, str, Usage], float | None]
@@ -309,6 +337,8 @@ class _Overrides:
         for name, rate in rates.items():
             if not isinstance(rate, (ModelRates, int, float)) or isinstance(rate, bool):
                 raise TypeError(f"prices[{name!r}] must be ModelRates or a USD figure per call")
+            if not isinstance(rate, ModelRates):
+                _check_rate(f"prices[{name!r}]", rate)
         self._rates = dict(rates)
         self._fallback = fallback
 
@@ -358,15 +388,27 @@ def default_prices() -> GenAIPrices:
 
 def safe_cost(prices: PriceLookup, model: str, provider: str, usage: Usage, *,
               response_model: str | None = None) -> float | None:
-    """``prices.cost_usd(...)``, with a lookup that raises (or returns a non-number) read as
-    unknown: a user's price lookup never breaks the run it prices."""
+    """``prices.cost_usd(...)``, or None (unknown) when the price cannot be trusted.
+
+    A lookup that raises, or answers anything but a finite, non-negative number
+    (NaN, infinity, a string), is read as unknown, and so is a usage with an
+    implausible token count (:func:`~loopobs.contract.token_counts.plausible_usage`):
+    a user's price lookup never breaks the run it prices, and an unknown cost is
+    never a number that would disable a USD budget or poison a counter.
+    """
+    if not _plausible(usage):
+        return None
     try:
         cost = prices.cost_usd(model, provider, usage, response_model=response_model)
-        return None if cost is None else float(cost)
+        return known_cost(cost)
     except Exception as exc:
         logger.warning("the price lookup raised for %s at %s: %s: %s", model, provider,
                        type(exc).__name__, exc)
         return None
+
+
+def _plausible(usage: Usage) -> bool:
+    return all(plausible_token_count(getattr(usage, name)) is not None for name in _COUNTS)
 
 
 def price_lookup(prices: PricesArg = None) -> PriceLookup:

@@ -286,7 +286,7 @@ class Showcase:
         loop = AgentLoop(client, model="gpt-4o-mini", tools=showcase_tools(),
                          system_prompt=SYSTEM_PROMPT, observers=self.observers,
                          agent_name=self.agent_name, context_providers=providers,
-                         mcp_servers=[McpStdio(sys.executable, ["-m", "loopobs.demo.mcp_server"],
+                         tool_sources=[McpStdio(sys.executable, ["-m", "loopobs.demo.mcp_server"],
                                                name="travel-facts", env=_import_path())])
         # An inbox of one message: the first send fills it (a "saturated" event).
         async with loop, AgentSession(loop, queue_size=1) as session:

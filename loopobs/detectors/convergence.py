@@ -27,6 +27,7 @@ SKETCH_SIZE: Final = 128
 
 _WORD: Final = re.compile(r"\w+")
 _NUMBER: Final = re.compile(r"\b\d+(?:[.,]\d+)*\b")
+_NUMBER_OR_WORD: Final = re.compile(r"\b(\d+(?:[.,]\d+)*)\b|(\w+)")
 _MASK64: Final = (1 << 64) - 1
 _GOLDEN: Final = 0x9E3779B97F4A7C15
 _SALT: Final = 0x5BD1E995
@@ -47,8 +48,9 @@ def _tokens(text: str) -> tuple[list[str], tuple[str, ...]]:
     """Case-folded words with dates and times masked and numbers as ``#``; and the
     numbers themselves (durations stay: in an answer "p95 is 120 ms" is a figure)."""
     masked = mask_dates(text[:_MAX_CHARS].casefold())
-    numbers = tuple(_NUMBER.findall(masked)[:_MAX_NUMBERS])
-    words = ["#" if w.isdigit() else w for w in _WORD.findall(_NUMBER.sub(" 0 ", masked))]
+    pairs = _NUMBER_OR_WORD.findall(masked)  # one pass: (number, "") or ("", word)
+    words = ["#" if number else word for number, word in pairs]
+    numbers = tuple([number for number, _ in pairs if number][:_MAX_NUMBERS])
     return words, numbers
 
 
@@ -59,17 +61,25 @@ def _word_hash(word: str) -> int:
     return zlib.crc32(data) << 32 | zlib.crc32(data, _SALT)
 
 
-def _sketch(words: list[str], k: int) -> frozenset[int]:
+def _sketch(words: list[str], k: int, stable: bool = True) -> frozenset[int]:
     """Bottom-``k`` MinHash of the *multiset* of ``words``: the i-th repeat of a word is an
-    element of its own, so one changed word in a long answer is a small change."""
-    hashes: list[int] = []
-    for word, count in Counter(words).items():
-        h = _word_hash(word)
-        hashes.append(h)
-        for n in range(1, count):
-            hashes.append((h + n * _GOLDEN) & _MASK64)
+    element of its own, so one changed word in a long answer is a small change. ``stable``:
+    CRC-32 word hashes (the same in every process); else Python's string hash, for
+    sketches that never leave the process (a tenth of the cost)."""
+    counts = Counter(words)
+    if stable:
+        hashes = [_word_hash(word) for word in counts]
+    else:
+        hashes = [hash(word) & _MASK64 for word in counts]
+    if len(hashes) < len(words):
+        for h, count in zip(list(hashes), counts.values(), strict=True):
+            for n in range(1, count):
+                hashes.append((h + n * _GOLDEN) & _MASK64)
     if len(hashes) <= k:
         return frozenset(hashes)
+    if len(hashes) <= 8 * k:
+        hashes.sort()  # one C sort beats heapq.nsmallest's loop for a few hundred
+        return frozenset(hashes[:k])
     return frozenset(heapq.nsmallest(k, hashes))
 
 
@@ -100,11 +110,12 @@ def sketch_similarity(a: frozenset[int], b: frozenset[int], k: int = SKETCH_SIZE
 
 
 class _Answer:
-    __slots__ = ("numbers", "question", "size", "sketch")
+    __slots__ = ("count", "numbers", "question", "size", "sketch")
 
     def __init__(self, sketch: frozenset[int], size: int, numbers: tuple[str, ...],
                  question: tuple[frozenset[int], int] | None) -> None:
         self.sketch, self.size, self.numbers, self.question = sketch, size, numbers, question
+        self.count = 1  # this answer and the earlier ones it repeats, through the window
 
 
 class _Answers:
@@ -141,11 +152,13 @@ class ConvergenceDetector(SessionDetector[_Answers]):
     A new answer is compared with the session's last ``history`` answers, nearest
     first: alike to one of them (at least ``similarity``) extends the streak, else
     it restarts at 1; an empty answer clears it. Two drafts alternating are alike
-    to the answer two back. At ``consecutive`` the detector emits
-    ``on_convergence_detected`` with ``action``; at ``stop_after`` (if the streak
-    goes on, and ``action`` did not already end the run) with ``action="stop"``.
-    Each fires once per streak. The event says why: ``signal`` (``same_answer`` or
-    ``alternating``), ``reason`` and ``compared_with``. For ``stop`` and
+    to the answer two back. The same answer with others between (A A B A) counts
+    too: an answer counts one more than the alike answer in the window that counted
+    most. At ``consecutive`` (streak or count) the detector emits
+    ``on_convergence_detected`` with ``action``; at ``stop_after`` (if it goes on,
+    and ``action`` did not already end the run) with ``action="stop"``. Each fires
+    once per streak. The event says why: ``signal`` (``same_answer``,
+    ``alternating`` or ``repeated_answer``), ``reason`` and ``compared_with``. For ``stop`` and
     ``ask_user``, which end the run, the session's state is cleared.
 
     Args:
@@ -168,7 +181,7 @@ class ConvergenceDetector(SessionDetector[_Answers]):
         action: ConvergenceAction = "warn",
         *,
         stop_after: int = 5,
-        history: int = 4,
+        history: int = 6,
         max_sessions: int = DEFAULT_MAX_SESSIONS,
     ) -> None:
         if not 0.0 < similarity <= 1.0:
@@ -206,14 +219,17 @@ class ConvergenceDetector(SessionDetector[_Answers]):
         if ctx.query:
             # Numbers kept: "close issue 101" and "close issue 102" are different requests.
             words = _WORD.findall(ctx.query[:_MAX_CHARS].casefold())
-            question = (_sketch(words, SKETCH_SIZE), len(words))
+            question = (_sketch(words, SKETCH_SIZE, stable=False), len(words))
         with self._lock:
             _, s = self._state(ctx.run_id)
             s.question = question
 
     def _alike(self, old: _Answer, new: _Answer, back: int) -> float | None:
         """The similarity of two answers if they are the same answer, else ``None``."""
-        score = sketch_similarity(old.sketch, new.sketch)
+        small, large = sorted((old.size, new.size))
+        if large - small > 2.5 and small < large * self.similarity:
+            return None  # no word multisets this far apart in size are alike enough
+        score = 1.0 if old.sketch == new.sketch else sketch_similarity(old.sketch, new.sketch)
         same = score >= self.similarity
         if not same and min(old.size, new.size) >= _LONG_ANSWER_TOKENS and score > 0:
             # Tokens in one answer and not the other, from the Jaccard estimate and the sizes.
@@ -243,7 +259,7 @@ class ConvergenceDetector(SessionDetector[_Answers]):
         if ctx.tool_calls:
             return
         words, numbers = _tokens(ctx.text)
-        sketch = _sketch(words, SKETCH_SIZE)
+        sketch = _sketch(words, SKETCH_SIZE, stable=False)
         with self._lock:
             key, s = self._state(ctx.run_id)
             if not sketch:
@@ -255,14 +271,18 @@ class ConvergenceDetector(SessionDetector[_Answers]):
             for i, old in enumerate(reversed(s.history), 1):
                 alike = self._alike(old, answer, i)
                 if alike is not None:
-                    score, back = alike, i
-                    break
+                    if not back:
+                        score, back = alike, i
+                    # The same answer with others between (A A B A) still counts.
+                    answer.count = max(answer.count, old.count + 1)
             if back:
                 s.streak += 1
             else:
-                s.streak, s.level = 1, _NONE
+                s.streak = 1
+            if max(s.streak, answer.count) < self.consecutive:
+                s.level = _NONE
             s.history.append(answer)
-            streak = s.streak
+            streak = max(s.streak, answer.count)
             action: ConvergenceAction
             if self.stop_after and streak >= self.stop_after and s.level < _STOPPED \
                     and self.action not in ("stop", "ask_user"):
@@ -274,9 +294,15 @@ class ConvergenceDetector(SessionDetector[_Answers]):
             if action in ("stop", "ask_user"):
                 self._clear_session(key)
             targets = self._targets
-        signal = "same_answer" if back == 1 else "alternating"
-        reason = (f"{streak} answers in a row each repeat one of the last {self.history} "
-                  f"(similarity {score:.2f} with the answer {back} back)")
+        if s.streak >= streak:
+            signal = "same_answer" if back == 1 else "alternating"
+            reason = (f"{streak} answers in a row each repeat one of the last {self.history} "
+                      f"(similarity {score:.2f} with the answer {back} back)")
+        else:
+            signal = "repeated_answer"
+            reason = (f"the same answer {streak} times within the last {self.history + 1} "
+                      f"answers, others between (similarity {score:.2f} with the answer "
+                      f"{back} back)")
         event = ConvergenceDetectedContext(
             run_id=ctx.run_id,
             time_ns=ctx.time_ns,

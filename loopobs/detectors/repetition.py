@@ -7,6 +7,7 @@ import re
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any, Final, NamedTuple
+from uuid import UUID
 
 from loopobs.contract.events import (
     CompactionContext,
@@ -18,6 +19,13 @@ from loopobs.contract.events import (
 )
 from loopobs.contract.hashing import arguments_hash, canonical_json, result_hash, stable_hash64
 from loopobs.detectors._session import DEFAULT_MAX_SESSIONS, SessionDetector
+from loopobs.detectors.commands import (
+    CallEffect,
+    ToolRole,
+    call_effect,
+    failed_output,
+    tool_role,
+)
 from loopobs.detectors.normalise import Normaliser
 
 __all__ = ["RepetitionDetector"]
@@ -31,6 +39,7 @@ _ID_SCAN: Final = 64
 _MAX_CANDIDATES: Final = 4
 _LONG_CYCLE_STEPS: Final = 6
 _PATTERN_STEPS: Final = 6
+_SHORT_CYCLE: Final = 4
 
 _NONE: Final = 0
 _WARN: Final = 1
@@ -39,8 +48,8 @@ _ACTIONS: Final[dict[int, LoopAction]] = {_WARN: "warn", _STOP: "stop"}
 
 _OpKey = tuple[str, int | None, int | None]  # tool, normalised arguments hash, result hash
 _CallKey = tuple[str, int | None]
-# (side_effecting, read_only, waits)
-_Kind = tuple[bool, bool, bool]
+# (side_effecting, read_only, waits, inert: a thinking tool, never new work)
+_Kind = tuple[bool, bool, bool, bool]
 
 
 class _Pending(NamedTuple):
@@ -53,6 +62,10 @@ class _Pending(NamedTuple):
     applied: frozenset[str]
     page: str | None
     canonical: str
+    parsed: bool
+    """The effect was read from the command (or editor command): its output tells failure."""
+    target: int | None
+    """What a parsed write acts on (its identity as progress), else ``None``."""
 
 
 # tuple.__new__ directly: a NamedTuple's own constructor is Python code, and this runs per call.
@@ -60,9 +73,18 @@ _new_pending = tuple.__new__
 
 
 _UNKNOWN_CALL_ARGS: Final[Mapping[str, Any]] = {}
+_UNKNOWN_ROLE: Final[Any] = object()
+_EFFECT_CACHE: Final = 1024
+_EFFECT_CACHE_CHARS: Final = 2048
+"""Command lines (up to this long) whose effect is remembered per detector."""
 _MISSING: Final = -1
 _RESULT_CACHE: Final = 4096
 """Normalised result hashes remembered per detector (raw hash → normalised)."""
+_EAGER_RESULT_CHARS: Final = 512
+"""Results up to this long are always normalised; a longer one only when its call was seen
+before (masking costs about 16 ns a character, and only a repeat needs it)."""
+_SAME_ARGS: Final = 16
+"""Arguments remembered per same-result streak, to tell a recurring call from new ones."""
 
 
 class _OpStat:
@@ -70,34 +92,42 @@ class _OpStat:
 
     __slots__ = ("count", "epoch", "first_ns", "first_pos", "gen", "last_gap",
                  "last_ns", "last_pos", "level", "level_pos", "novel_mark", "paced", "polls",
-                 "wait_mark")
+                 "start_epoch", "wait_mark")
 
     def __init__(self) -> None:
         self.count = self.polls = self.level = self.level_pos = self.novel_mark = 0
-        self.epoch = self.gen = self.first_pos = self.last_pos = 0
+        self.epoch = self.gen = self.first_pos = self.last_pos = self.start_epoch = 0
         self.first_ns = self.last_ns = self.last_gap = self.wait_mark = 0
         self.paced = False
 
 
 class _SameStat:
-    """One (tool, result) pair: how many different arguments gave it."""
+    """One (tool, result) pair: how many different arguments gave it, and how often one of
+    them came back."""
 
-    __slots__ = ("args", "distinct", "epoch", "first_pos", "last_pos", "level")
+    __slots__ = ("args", "changed", "distinct", "epoch", "first", "first_pos", "last_pos",
+                 "level", "recurred", "seen")
 
     def __init__(self) -> None:
         self.args: int | None = None
+        self.first = ""  # the first arguments' canonical text, keyed once a second comes
         self.distinct = self.epoch = self.first_pos = self.last_pos = self.level = 0
+        self.recurred = 0
+        self.changed = False  # the arguments differed at least once
+        self.seen: set[int | None] = set()
 
 
 class _Repetitions:
     """One session's bounded memory: operation streaks, calls, same results, a ring for cycles."""
 
     __slots__ = ("calls", "cands", "cycle_level", "cycle_period", "cycle_start", "epoch",
-                 "floor", "novel", "ops", "pos", "ring", "ring_calls", "same", "wait_ns",
-                 "written")
+                 "floor", "last_end", "novel", "ops", "pos", "ring", "ring_calls", "run",
+                 "run_pos", "same", "wait_ns", "wait_pos", "written")
 
     def __init__(self, ring: int) -> None:
-        self.pos = self.epoch = self.floor = self.wait_ns = self.novel = 0
+        self.pos = self.epoch = self.floor = self.wait_ns = self.novel = self.wait_pos = 0
+        self.last_end = 0
+        self.run = self.run_pos = 0  # the current run, and the position it began at
         self.ops: OrderedDict[_OpKey, _OpStat] = OrderedDict()
         # call → [latest result key, generation]; the generation moves when the result changes.
         self.calls: OrderedDict[_CallKey, list[Any]] = OrderedDict()
@@ -135,8 +165,19 @@ _READ_VERBS: Final = frozenset(
     ]
 )
 _WAIT_VERBS: Final = frozenset({"sleep", "wait"})
+# Tools where the model thinks aloud: a different thought between two repeats is no new work.
+_THINK_WORDS: Final = frozenset({"think", "thought", "thoughts", "reflect", "reflection",
+                                 "scratchpad"})
 # Words of a tool name: snake_case, kebab-case and camelCase alike.
 _NAME_PARTS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
+
+
+_DIGITS: Final = re.compile(r"\d+")
+
+
+def _loose(canonical: str) -> int:
+    """An in-process key of arguments up to their digits and letter case."""
+    return hash(_DIGITS.sub("#", canonical).casefold())
 
 
 def _truncate(text: str) -> str:
@@ -178,16 +219,25 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
 
     - ``repeat``: the same operation again. Identical errors warn one repeat later
       (``warn_after + 1``: a retry budget of three is not a loop). A repeat after more
-      than ``novelty`` operations never seen before starts the count over: a re-read
-      amid new work, where a loop's steps are themselves repeats.
+      than ``novelty`` operations never seen before starts the count over (for a
+      read-only call, after more than ``read_novelty``: any new read between): a
+      re-read amid new work, where a loop's steps are themselves repeats. A thinking
+      tool (``think``, ``reflect``) is never new work. The same call with the same
+      result and nothing side-effecting since is unambiguous: it stops at
+      ``sure_stop_after`` (5) repeats, before ``stop_after``.
     - ``cycle``: a sequence of 2 to ``max_period`` steps repeated in a row. Up to 4
-      steps it warns after ``warn_after`` cycles; a longer one as soon as
-      ``min(period, 6)`` steps match the previous pass. It stops after
-      ``max(warn cycles + 1, ceil(stop_after / period))`` cycles, so a long loop
-      stops after about ``stop_after`` looping steps.
+      steps it warns after two passes and stops after three (unambiguous); a longer
+      one warns as soon as ``min(period, 6)`` steps match the previous pass and stops
+      after ``max(3, ceil(stop_after / period))`` passes, so a long loop stops after
+      about ``stop_after`` looping steps. A cycle with a wait in it (a waiting tool,
+      or an idle ``poll_gap_s`` between two of its steps) is polling.
     - ``same_result``: a tool that is not side-effecting returns the same result
-      (at least ``same_result_min_chars`` long, not an error) for different arguments:
-      a reworded search, a page past the last one.
+      (at least ``same_result_min_chars`` long, not an error) for different arguments
+      *and* arguments come back (equal up to digits and case: a reworded search run
+      again, "draft v3" after "draft v2"). The same result for new arguments only
+      (empty, "OK", a fixed failure after each real fix) is constant feedback, not a
+      loop. It stops at ``stop_after`` calls, or at ``sure_stop_after`` once arguments
+      came back twice.
     - ``poll_budget``: a repeat that is *paced* does not count as a repeat: a waiting
       tool ran ``min_wait_s`` or more since the previous one (``waits`` annotation, or
       ``sleep``/``wait`` in the name), the idle gap since the previous one was
@@ -205,9 +255,24 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
     from ``annotations``, else (``infer_annotations``) from verbs in its name
     (``write_file``, ``git_commit`` …).
 
+    Command, code and editor tools are judged per call (:mod:`.commands`): a
+    ``bash``/``shell``/``execute_bash``/``run_command``/``terminal`` tool (or an MCP
+    shell tool) with a ``command``/``cmd`` argument, or a tool declared in
+    ``command_tools``, has its command line parsed (pipelines, ``&&``/``;`` chains,
+    ``cd X &&``, wrappers, heredocs, redirections) into a read (``cat``, ``grep``,
+    ``sed -n``, ``git diff`` …), a run (``pytest``, ``python x.py``) or a write
+    (``sed -i``, ``> file``, ``rm``, ``git commit``, installs …); ``python`` tools'
+    code likewise; ``str_replace_editor``-style tools by their ``command`` (``view``
+    reads, ``str_replace``/``create``/``insert`` write). A parsed call's effect beats
+    its tool's annotations; an unparseable command falls back to them. A parsed write
+    whose output says it failed (a non-zero ``<returncode>``, ``ERROR:``, "No such
+    file or directory" …) is no progress, and spellings of one write (``rm -f X``,
+    ``rm -rf X``) are one operation.
+
     Memory per session is bounded, whatever the session's length: at most
     ``memory`` operations, calls, results and writes (the oldest first in are
-    forgotten) and a ring of ``2 × max_period + 2`` steps. An operation not seen
+    forgotten) and a ring of ``2 × max_period + 2`` steps; per detector, the effects
+    of at most 1,024 command lines. An operation not seen
     for ``horizon`` calls starts over. Cycle search keeps at most four candidate
     periods (found from the distance to an operation's previous occurrence), so
     each call costs the same whatever ``max_period`` is. A stop clears the
@@ -232,6 +297,11 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
             starts over.
         primary_params: tool name → the argument shown in the pattern.
         max_sessions: sessions remembered; the least recently active are dropped.
+        sure_stop_after: repeats of the same call and result with nothing changed
+            since that stop (0: only ``stop_after``; nothing stops if that is 0).
+        command_tools: tool name → the argument holding the command line it runs.
+        infer_commands: recognise command, code and editor tools by name.
+        read_novelty: ``novelty`` for read-only calls.
         window: deprecated alias of ``horizon``.
     """
 
@@ -257,7 +327,11 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         backoff_min_s: float = 3.0,
         poll_gap_s: float = 30.0,
         novelty: int = 3,
+        read_novelty: int = 0,
         max_sessions: int = DEFAULT_MAX_SESSIONS,
+        sure_stop_after: int = 5,
+        command_tools: Mapping[str, str] | None = None,
+        infer_commands: bool = True,
     ) -> None:
         if window is not None:
             horizon = window
@@ -271,6 +345,9 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
             raise ValueError("max_period must be at least 1")
         if memory < 1:
             raise ValueError("memory must be at least 1")
+        if sure_stop_after and sure_stop_after < warn_after:
+            raise ValueError("sure_stop_after must be 0 (only stop_after) or at least "
+                             "warn_after")
         if poll_stop_s and poll_stop_s < poll_warn_s:
             raise ValueError("poll_stop_s must be 0 (never stop) or at least poll_warn_s")
         super().__init__(max_sessions=max_sessions)
@@ -289,10 +366,16 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         self.backoff_min_ns = int(backoff_min_s * 1e9)
         self.poll_gap_ns = int(poll_gap_s * 1e9)
         self.novelty = novelty
+        self.read_novelty = read_novelty
         self.primary_params: Mapping[str, str] = dict(primary_params or {})
+        self.sure_stop_after = sure_stop_after
+        self.command_tools: Mapping[str, str] = dict(command_tools or {})
+        self.infer_commands = infer_commands
         self._ring = 2 * max_period + 2
         self._pending: OrderedDict[int, dict[str, _Pending]] = OrderedDict()
         self._kinds: dict[str, _Kind] = {}
+        self._roles: dict[str, ToolRole | None] = {}
+        self._effects: dict[tuple[str, str], CallEffect | None] = {}
         self._normalised: dict[tuple[str, int | None, str | None], int | None] = {}
 
     @property
@@ -314,6 +397,7 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         with self._lock:
             self._pending.clear()
             self._normalised.clear()
+            self._effects.clear()
         super().reset()
 
     def _run_ended(self, run_id: int) -> None:
@@ -337,7 +421,8 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         return f"{tool}({_truncate(primary)})"
 
     def _kind(self, tool: str, given: ToolAnnotations | None) -> _Kind:
-        """(side_effecting, read_only, waits) of ``tool``: event, then settings, then name."""
+        """(side_effecting, read_only, waits, inert) of ``tool``: event, then settings, then
+        name."""
         on_event = given is not None
         if given is None:
             cached = self._kinds.get(tool)
@@ -356,7 +441,9 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
                 ro = not side and bool(parts & _READ_VERBS)
             if waits is None:
                 waits = bool(parts & _WAIT_VERBS)
-        kind = (bool(side), bool(ro), bool(waits))
+        inert = bool(self.infer_annotations and not side
+                     and {w.lower() for w in _NAME_PARTS.findall(tool)} & _THINK_WORDS)
+        kind = (bool(side), bool(ro), bool(waits), inert)
         if not on_event and len(self._kinds) < 4096:
             self._kinds[tool] = kind
         return kind
@@ -366,12 +453,46 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         """Normalise and hash the call's arguments, to pair with its result at ``on_tool_post``."""
         args = ctx.input
         tool = ctx.tool
-        ahash, applied, page, canonical = self.normaliser.arguments_key(tool, args)
         annotations = ctx.annotations
         kind = self._kinds.get(tool) if annotations is None else None
         if kind is None:
             kind = self._kind(tool, annotations)
-        entry = _new_pending(_Pending, (tool, ahash, args, kind, applied, page, canonical))
+        parsed = False
+        target = None
+        effect = None
+        declared = self.command_tools.get(tool)
+        if declared is not None:
+            effect = call_effect(tool, args, declared)
+        elif self.infer_commands:
+            role = self._roles.get(tool, _UNKNOWN_ROLE)
+            if role is _UNKNOWN_ROLE:
+                role = tool_role(tool)
+                if len(self._roles) < 4096:
+                    self._roles[tool] = role
+            if role is not None:
+                effect = self._effect(tool, args, role)
+        if effect is not None and effect.key is not None:
+            # A command line is keyed on its tokens (whitespace and quoting folded), the
+            # other arguments (a working directory, a timeout) on their canonical JSON.
+            applied: frozenset[str] = frozenset()
+            page: str | None = None
+            canonical = effect.key
+            if len(args) > 1:
+                canonical += "\x1d" + canonical_json(
+                    {k: v for k, v in args.items() if k != effect.arg})
+            ahash = hash(canonical)
+        else:
+            ahash, applied, page, canonical = self.normaliser.arguments_key(tool, args)
+        if effect is not None:
+            # The command says what this call does, whatever the tool's name says.
+            parsed = True
+            kind = (effect.effect == "write", effect.effect == "read", kind[2], False)
+            if effect.target is not None:
+                # Spellings of one write (rm -f X, rm -rf X) are one operation.
+                target = hash(effect.target)
+                ahash = target
+        entry = _new_pending(_Pending, (tool, ahash, args, kind, applied, page, canonical,
+                                        parsed, target))
         rid = ctx.run_id.int
         calls = self._pending.get(rid)
         if calls is None:
@@ -383,6 +504,20 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         calls[ctx.tool_call_id] = entry
         if len(calls) > _MAX_PENDING_CALLS:
             calls.pop(next(iter(calls)), None)
+
+    def _effect(self, tool: str, args: Mapping[str, Any], role: ToolRole) -> CallEffect | None:
+        """:func:`call_effect`, remembered per command line: agents re-run their commands."""
+        command = args.get("command") if role != "editor" else None
+        if type(command) is not str or len(command) > _EFFECT_CACHE_CHARS:
+            return call_effect(tool, args, None, role)
+        key = (role, command)
+        found = self._effects.get(key, _UNKNOWN_ROLE)
+        if found is _UNKNOWN_ROLE:
+            found = call_effect(tool, args, None, role)
+            if len(self._effects) >= _EFFECT_CACHE:
+                self._effects.clear()
+            self._effects[key] = found
+        return found  # type: ignore[no-any-return]
 
     def on_compaction(self, ctx: CompactionContext) -> None:
         """The conversation lost context: re-reading from here on is not a repeat."""
@@ -404,9 +539,9 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         pending = calls.pop(ctx.tool_call_id, None) if calls is not None else None
         if pending is None:
             pending = _Pending(ctx.tool, None, _UNKNOWN_CALL_ARGS,
-                               self._kind(ctx.tool, None), frozenset(), None, "")
+                               self._kind(ctx.tool, None), frozenset(), None, "", False, None)
         rkey = raw
-        if text:
+        if text and (len(text) <= _EAGER_RESULT_CHARS or self._seen(ctx.run_id, pending)):
             # The same text again (a re-read, a loop) normalises as before: look it up.
             cache_key = (pending.tool, raw, pending.page)
             cached = self._normalised.get(cache_key, _MISSING)
@@ -421,14 +556,22 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
                 rkey = cached
         duration_ns = int(ctx.duration_ms * 1e6) if ctx.duration_ms > 0 else 0
         # A write is new work only if it differs in more than its numbers (a revision
-        # counter or a timestamp in an otherwise identical write is not progress).
-        shape = (self.normaliser.shape_key(pending.canonical)
-                 if pending.kind[0] and not ctx.is_error else None)
+        # counter or a timestamp in an otherwise identical write is not progress), and
+        # only if it worked: a command or an edit whose output says it failed changed nothing.
+        failed = ctx.is_error or bool(pending.parsed and pending.kind[0] and text
+                                      and failed_output(text))
+        shape = None
+        if pending.kind[0] and not failed:
+            shape = (pending.target if pending.target is not None
+                     else self.normaliser.shape_key(pending.canonical))
         with self._lock:
             key, state = self._state(ctx.run_id)
-            detection = self._record(state, pending, rkey, ctx.tool_call_id, ctx.time_ns,
-                                     duration_ns, ctx.is_error, len(text) if text else 0,
-                                     shape)
+            if state.run != ctx.run_id.int:
+                # A new run is a new request: surer stops need their evidence within one run.
+                state.run, state.run_pos = ctx.run_id.int, state.pos + 1
+            detection = self._record(state, pending, rkey, raw, ctx.tool_call_id, ctx.time_ns,
+                                     duration_ns, ctx.is_error, failed,
+                                     len(text) if text else 0, shape)
             if detection is not None and detection[4] == _STOP:
                 self._clear_session(key)
             targets = self._targets
@@ -461,30 +604,47 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         for target in targets:
             target.on_loop_detected(event)
 
+    def _seen(self, run_id: UUID, p: _Pending) -> bool:
+        """Whether the session already made this call (a peek without the lock: a stale
+        answer only decides whether a long result is normalised)."""
+        rid = run_id.int
+        state = self._sessions.get(self._run_sessions.get(rid, rid))
+        return state is not None and (p.tool, p.ahash) in state.calls
+
     # -- the session's memory --------------------------------------------------------------
     def _record(
-        self, s: _Repetitions, p: _Pending, rkey: int | None, call_id: str, time_ns: int,
-        duration_ns: int, is_error: bool, result_len: int, shape: int | None,
+        self, s: _Repetitions, p: _Pending, rkey: int | None, raw: int | None, call_id: str,
+        time_ns: int, duration_ns: int, is_error: bool, failed: bool, result_len: int,
+        shape: int | None,
     ) -> tuple[str, str, int, str | None, int, list[str], str] | None:
         """Add one operation; the detection it completes, if any. Lock held."""
         s.pos += 1
         pos = s.pos
         tool = p.tool
-        side, _, waits = p.kind
+        side, read_only, waits, inert = p.kind
         if waits:
             s.wait_ns += duration_ns
+            if duration_ns >= self.min_wait_ns:
+                s.wait_pos = pos
+        start = time_ns - duration_ns
+        if s.last_end and start - s.last_end >= self.poll_gap_ns:
+            s.wait_pos = pos  # idle before this step: the agent waited
+        s.last_end = time_ns
         memory = self.memory
 
         call = (tool, p.ahash)
         c = s.calls.get(call)
         if c is None:
-            c = s.calls[call] = [rkey, 0]
+            c = s.calls[call] = [rkey, 0, raw]
             if len(s.calls) > memory:
                 s.calls.popitem(last=False)
+        elif c[2] == raw:
+            rkey = c[0]  # the same text: the same key, normalised or not
         elif c[0] != rkey:
-            c[0] = rkey
+            c[0], c[2] = rkey, raw
             c[1] += 1
-        if side and not is_error:
+        epoch_before = s.epoch
+        if side and not failed:
             written = (tool, shape)
             if written not in s.written:
                 s.written[written] = None
@@ -500,18 +660,20 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
             if len(s.ops) > memory:
                 s.ops.popitem(last=False)
             fresh = True
+            if not inert and (not side or (shape is not None and s.epoch != epoch_before)):
+                s.novel += 1  # new work; a write only if it was progress
         else:
             prev_pos = st.last_pos
             # Seen again, but after more than a few operations never seen before: a
             # re-read amid new work, not a loop (a loop's steps are themselves repeats).
             fresh = (st.gen != c[1] or (not side and st.epoch != s.epoch)
                      or pos - st.last_pos > self.horizon
-                     or s.novel - st.novel_mark > self.novelty)
+                     or s.novel - st.novel_mark > (self.read_novelty if read_only
+                                                   else self.novelty))
         paced = False
         if fresh:
-            s.novel += 1
             st.count, st.polls, st.level, st.last_gap, st.paced = 1, 0, _NONE, 0, False
-            st.first_ns, st.first_pos = time_ns, pos
+            st.first_ns, st.first_pos, st.start_epoch = time_ns, pos, s.epoch
         else:
             paced = self._paced(s, st, time_ns, duration_ns)
             if paced:
@@ -522,18 +684,19 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
             c[1], s.epoch, pos, time_ns, s.wait_ns, s.novel)
 
         cycle = self._cycle(s, op, (tool, p.args, call_id), pos, prev_pos)
-        if cycle is not None and not paced:
+        # A cycle with a wait in it (poll, sleep, poll …; or an idle gap between two of its
+        # steps) is polling: its steps answer to the budget.
+        if cycle is not None and s.wait_pos <= pos - cycle[0]:
             return self._cycle_detection(s, cycle[0], cycle[1], pos)
         if cycle is None:
             s.cycle_period = 0
             s.cycle_level = _NONE
-        # A paced cycle (poll, sleep, poll …) is polling: its steps answer to the budget.
 
         if st.count >= self.warn_after or st.polls:
             detection = self._repeat_detection(s, st, p, rkey, is_error, time_ns)
             if detection is not None:
                 return detection
-        if side or is_error or rkey is None or result_len < self.same_result_min_chars:
+        if side or failed or rkey is None or result_len < self.same_result_min_chars:
             return None
         return self._same_result(s, p, rkey, call_id, pos)
 
@@ -564,6 +727,12 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
     ) -> tuple[str, str, int, str | None, int, list[str], str] | None:
         warn_at = self.warn_after + 1 if is_error else self.warn_after
         level = self._level(st.count, warn_at)
+        sure = self.sure_stop_after
+        if (sure and self.stop_after and level == _WARN and not st.polls
+                and st.count >= max(sure, warn_at) and st.start_epoch == s.epoch
+                and st.first_pos >= s.run_pos):
+            # The same call, the same result, nothing changed since: no need to wait longer.
+            level = _STOP
         signal = "repeat"
         if st.polls:
             elapsed = time_ns - st.first_ns
@@ -603,20 +772,42 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
             fresh = sr.epoch != s.epoch or pos - sr.last_pos > self.horizon
         if fresh:
             sr.args, sr.distinct, sr.level, sr.epoch = p.ahash, 1, _NONE, s.epoch
-            sr.first_pos = pos
+            sr.first_pos, sr.recurred, sr.first, sr.changed = pos, 0, p.canonical, False
+            sr.seen.clear()
         elif sr.args != p.ahash:
-            sr.args = p.ahash
-            sr.distinct += 1
+            # Arguments come back when they were seen in the streak up to their digits and
+            # case ("Draft v2 (round 1)" → "Draft v3 (round 2)" is the same message).
+            if not sr.seen:
+                sr.seen.add(_loose(sr.first))
+            shape = _loose(p.canonical)
+            sr.args, sr.changed = p.ahash, True
+            if shape in sr.seen:
+                sr.recurred += 1
+            else:
+                sr.distinct += 1
+                if len(sr.seen) < _SAME_ARGS:
+                    sr.seen.add(shape)
+        else:
+            sr.recurred += 1
         sr.last_pos = pos
-        level = self._level(sr.distinct, self.warn_after)
+        # The same result for new arguments each time (empty, "OK", a fixed failure) is
+        # constant feedback, not a loop: it counts once arguments come back as well.
+        if not sr.recurred or not sr.changed:
+            return None  # new arguments only: constant feedback; one only: a plain repeat
+        calls = sr.distinct + sr.recurred
+        level = self._level(calls, self.warn_after)
+        if (level == _WARN and self.sure_stop_after and self.stop_after and sr.recurred >= 2
+                and calls >= self.sure_stop_after and sr.first_pos >= s.run_pos):
+            level = _STOP  # calls came back twice with the same result, nothing changed since
         if level <= sr.level:
             return None
         sr.level = level
         label = self.label(p.tool, p.args)
-        reason = (f"{p.tool} returned the same result for {sr.distinct} different arguments "
-                  f"in a row of calls, latest {label}")
+        reason = (f"{p.tool} returned the same result {sr.distinct + sr.recurred} times in a "
+                  f"row of calls, for {sr.distinct} kinds of arguments that came back "
+                  f"{sr.recurred} times (the same up to digits and case), latest {label}")
         ids = _recent_ids(s, self._ring, sr.first_pos, p.tool, False, rkey)
-        return "same_result", label, sr.distinct, p.tool, level, ids, reason
+        return "same_result", label, sr.distinct + sr.recurred, p.tool, level, ids, reason
 
     # -- cycles ----------------------------------------------------------------------------
     def _cycle(
@@ -655,9 +846,12 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
             return None
         return best, cands[best]
 
-    def _cycle_levels(self, period: int) -> tuple[int, int]:
+    def _cycle_levels(self, period: int, one_run: bool = True) -> tuple[int, int]:
         """Cycles that warn and cycles that stop (0: never) for ``period``."""
-        warn = self.warn_after if period <= 4 else 2
+        if period <= _SHORT_CYCLE and one_run:
+            # Two passes of a short cycle within one run warn, three stop: unambiguous.
+            return 2, 3 if self.stop_after else 0
+        warn = 2
         stop = max(warn + 1, math.ceil(self.stop_after / period)) if self.stop_after else 0
         return warn, stop
 
@@ -669,7 +863,7 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
             s.cycle_level = _NONE
             s.cycle_start = pos - period + 1
         cycles = (run + period) // period
-        warn, stop = self._cycle_levels(period)
+        warn, stop = self._cycle_levels(period, pos - run - period + 1 >= s.run_pos)
         if stop and cycles >= stop:
             level = _STOP
         elif cycles >= warn or (period > 4 and run >= min(period, _LONG_CYCLE_STEPS)):

@@ -137,6 +137,14 @@ LOOPOBS_RUN_ID = "loopobs.run.id"
 LOOPOBS_RUN_STATUS = "loopobs.run.status"
 LOOPOBS_RUN_TOTAL_TURNS = "loopobs.run.total_turns"
 LOOPOBS_RUN_RESUMED_FROM = "loopobs.run.resumed_from"
+LOOPOBS_RUN_LOOP_DETECTED = "loopobs.run.loop_detected"
+"""On the root span at its end: a detector warned or stopped the run (for tail sampling)."""
+LOOPOBS_RUN_BUDGET_STOPPED = "loopobs.run.budget_stopped"
+"""On the root span at its end: a budget stopped the run (for tail sampling)."""
+LOOPOBS_ATTRIBUTION_PREFIX = "loopobs.attribution."
+"""``loopobs.attribution.<name>``: the run's attribution entries (``Session(attribution=)``)."""
+USER_ID = "user.id"
+"""The conventions' user id: the run's ``user`` attribution entry."""
 LOOPOBS_TURN_INDEX = "loopobs.turn.index"
 LOOPOBS_TURN_INPUT_TOKENS = "loopobs.turn.input_tokens"
 """Input tokens of a turn's successful model call (on loopobs's own ``turn`` span)."""
@@ -585,12 +593,15 @@ def metrics_for(latest: bool) -> tuple[MetricSpec, ...]:
 OVERFLOW_VALUE = "_other"
 """The label value that absorbs values past a label's limit."""
 
-# -- Prometheus only (not in METRICS: the OpenTelemetry path has no such failure) ---------------
+# -- not in METRICS: recorded only when a label value needs repair -----------------------------
 MULTIPROCESS_DAMAGED_FILES = "loopobs_multiprocess_damaged_files"
-"""Gauge: multi-process files a scrape skipped because they could not be read."""
+"""Gauge (Prometheus only): multi-process files a scrape skipped because they could not be
+read."""
 LABEL_SANITISED = MetricSpec(
     "loopobs.label_sanitised", "counter", "{value}",
-    "Label values whose unencodable characters (lone surrogates) were replaced with U+FFFD.",
+    "Label values repaired: cut to the length bound, or (Prometheus) unencodable characters "
+    "(lone surrogates) replaced with U+FFFD.",
     (LOOPOBS_LABEL,),
 )
-"""A label value that cannot be encoded would fail every scrape; it is repaired and counted."""
+"""A label value that cannot be encoded would fail every scrape, and a huge one bloats every
+scrape; each is repaired and counted (length cuts on both metric paths)."""

@@ -18,6 +18,13 @@ Messages follow the v1.41 schema (``gen-ai-input-messages.json`` /
 ``gen-ai-output-messages.json``): ``{"role", "parts": [...]}`` with ``text``,
 ``reasoning``, ``tool_call`` and ``tool_call_response`` parts; output messages
 add ``finish_reason``.
+
+Sizes: each captured value (an attribute's JSON string, each string of a
+log record's structured content) is cut to :data:`DEFAULT_MAX_CONTENT_LENGTH`
+characters by default, or to ``OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT`` /
+``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT`` when lower (:func:`attribute_length_limit`),
+ending in :data:`TRUNCATED_MARKER`: an 11 MB tool result must not become an
+11 MB attribute that makes a collector drop the whole batch.
 """
 
 from __future__ import annotations
@@ -31,8 +38,14 @@ from typing import Any
 
 __all__ = [
     "CAPTURE_CONTENT_ENV",
+    "DEFAULT_MAX_CONTENT_LENGTH",
+    "LENGTH_LIMIT_ENVS",
+    "TRUNCATED_MARKER",
     "ContentMode",
     "assistant_message",
+    "attribute_length_limit",
+    "cut",
+    "cut_strings",
     "dumps",
     "finish_reason",
     "output_message",
@@ -47,6 +60,15 @@ __all__ = [
 logger = logging.getLogger("loopobs.exporters.content")
 
 CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+
+DEFAULT_MAX_CONTENT_LENGTH = 32_768
+"""Characters one captured content value may have by default (``TracingObserver``'s
+``max_content_length``)."""
+TRUNCATED_MARKER = "…[truncated]"
+"""The end of a value that was cut."""
+LENGTH_LIMIT_ENVS = ("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT")
+"""The standard variables bounding an attribute value's length, the span one first (as the
+OpenTelemetry SDK reads them)."""
 
 
 class ContentMode(enum.Enum):
@@ -107,6 +129,61 @@ def parse_content_mode(
             value,
         )
         return ContentMode.NO_CONTENT
+
+
+def attribute_length_limit(environ: Mapping[str, str] | None = None) -> int | None:
+    """The attribute value length limit the environment sets, or None.
+
+    The first of :data:`LENGTH_LIMIT_ENVS` that is set wins; a value that is not
+    a non-negative integer is ignored (logged).
+    """
+    env = os.environ if environ is None else environ
+    for name in LENGTH_LIMIT_ENVS:
+        raw = env.get(name, "").strip()
+        if not raw:
+            continue
+        try:
+            limit = int(raw)
+        except ValueError:
+            limit = -1
+        if limit >= 0:
+            return limit
+        logger.warning("%s=%r is not a non-negative integer; ignored", name, raw)
+    return None
+
+
+def cut(text: str, limit: int | None) -> str | None:
+    """``text`` cut to ``limit`` characters, ending in :data:`TRUNCATED_MARKER`; None if it fits."""
+    if limit is None or len(text) <= limit:
+        return None
+    if limit <= len(TRUNCATED_MARKER):
+        return text[:limit]
+    return text[:limit - len(TRUNCATED_MARKER)] + TRUNCATED_MARKER
+
+
+def cut_strings(value: Any, limit: int | None) -> tuple[Any, int]:
+    """``value`` with every string in it (in dicts, lists, tuples) :func:`cut`; how many were."""
+    if limit is None:
+        return value, 0
+    if isinstance(value, str):
+        short = cut(value, limit)
+        return (value, 0) if short is None else (short, 1)
+    if isinstance(value, Mapping):
+        out: dict[Any, Any] = {}
+        total = 0
+        for key, item in value.items():
+            out[key], count = cut_strings(item, limit)
+            total += count
+        return (out, total) if total else (value, 0)
+    if isinstance(value, list | tuple):
+        items = []
+        total = 0
+        for item in value:
+            short_item, count = cut_strings(item, limit)
+            items.append(short_item)
+            total += count
+        return (items, total) if total else (value, 0)
+    return value, 0
 
 
 def dumps(value: Any) -> str:

@@ -10,7 +10,8 @@ the table names is heard by the recorders without a method of its own.
 Labels are attribute keys of the catalog; the value ``""`` means the attribute
 is absent (OpenTelemetry leaves it out; Prometheus, which needs every label,
 stores ``""``, which it treats as absent). Every present value passes the
-backend's bound, so no label takes more than ``max_label_values`` values.
+backend's bound, so no label takes more than ``max_label_values`` values, nor a
+value longer than :data:`MAX_LABEL_LENGTH` characters.
 """
 
 from __future__ import annotations
@@ -37,12 +38,29 @@ __all__ = [
     "Recorder",
     "Sink",
     "Recording",
+    "MAX_LABEL_LENGTH",
+    "TRUNCATED_MARKER",
     "error_type",
     "event_metrics_for",
+    "truncated_label",
 ]
 
 DEFAULT_MAX_LABEL_VALUES = 100
 """Distinct values one label key may take before new ones fold into ``_other``."""
+
+MAX_LABEL_LENGTH = 256
+"""Characters one label value may have, on both metric paths; a longer value (a 50,000-char
+tool name from model output) is cut to this length, ending in :data:`TRUNCATED_MARKER`, and
+counted in ``loopobs.label_sanitised``."""
+TRUNCATED_MARKER = "…"
+
+
+def truncated_label(value: str) -> str | None:
+    """``value`` cut to :data:`MAX_LABEL_LENGTH` characters (the marker last); None if it fits."""
+    if len(value) <= MAX_LABEL_LENGTH:
+        return None
+    return value[:MAX_LABEL_LENGTH - len(TRUNCATED_MARKER)] + TRUNCATED_MARKER
+
 
 def error_type(error: LoopError | None, default: str = c.ERROR_TYPE_OTHER) -> str:
     """The ``error.type`` value of ``error``: its class name (``default`` for None)."""

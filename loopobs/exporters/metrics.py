@@ -8,7 +8,9 @@ low-cardinality keys only — model, provider, tool, agent, status, error type,
 token type — never ids or content. A label that sees more than
 ``max_label_values`` distinct values folds the rest into ``_other`` and counts
 the fold in ``loopobs.label_overflow`` (by the label's Prometheus name), so a
-misbehaving caller cannot mint unbounded series.
+misbehaving caller cannot mint unbounded series; a value longer than
+:data:`~loopobs.exporters.event_metrics.MAX_LABEL_LENGTH` is cut and counted in
+``loopobs.label_sanitised``, as on the Prometheus path.
 
 ``loopobs.observer.errors`` is an observable counter: its callback reads the
 failure counts of every :class:`~loopobs.contract.observer.ObserverSet` this
@@ -36,6 +38,7 @@ from loopobs.exporters.event_metrics import (
     MetricRecorder,
     Recorder,
     Recording,
+    truncated_label,
 )
 from loopobs.exporters.providers import flush_provider
 
@@ -91,6 +94,7 @@ class MetricsObserver(MetricRecorder):
                 self._instruments[spec.name] = _create(meter, spec)
         self._runs_active = self._instruments[c.RUNS_ACTIVE.name]
         self._label_overflow = self._instruments[c.LABEL_OVERFLOW.name]
+        self._label_sanitised = _create(meter, c.LABEL_SANITISED)
         self._compile()
 
     # -- recording ------------------------------------------------------------------------
@@ -99,6 +103,10 @@ class MetricsObserver(MetricRecorder):
         seen = self._seen.get(key)
         if seen is not None and value in seen:
             return value
+        cut = truncated_label(value)
+        if cut is not None:
+            self._label_sanitised.add(1, {c.LOOPOBS_LABEL: c.prometheus_label(key)})
+            value = cut
         with self._lock:
             seen = self._seen.setdefault(key, set())
             if value in seen:

@@ -14,8 +14,9 @@ Bounded labels: model and tool names come from model output. Each label name
 admits at most ``max_label_values`` distinct values; later values are recorded
 as ``_other`` and each such event is counted in
 ``loopobs_label_overflow_total{loopobs_label="<label name>"}``. A value that
-cannot be encoded (a lone surrogate) is repaired first and counted in
-``loopobs_label_sanitised_total``, so no value can break a scrape.
+cannot be encoded (a lone surrogate) is repaired first, and one longer than 256
+characters cut, each counted in ``loopobs_label_sanitised_total``, so no value
+can break a scrape or bloat it.
 
 Series at zero: label sets known in advance (detections per action; runs per
 status for each agent, stream failures per error type for each model, calls per
@@ -63,6 +64,7 @@ from loopobs.exporters.event_metrics import (
     MetricRecorder,
     Recorder,
     Recording,
+    truncated_label,
 )
 
 __all__ = ["BoundedLabel", "PrometheusObserver", "multiprocess_enabled"]
@@ -129,7 +131,10 @@ class BoundedLabel:
     label name, bound at the first overflow so that no zero series shows up
     before). A value that cannot be encoded (a lone surrogate, as a model's
     stream can split one) would fail every later scrape: its bad characters
-    become U+FFFD first, each time counted in ``sanitised`` when given.
+    become U+FFFD first; a value longer than
+    :data:`~loopobs.exporters.event_metrics.MAX_LABEL_LENGTH` is cut to it (a
+    50,000-character tool name would make every scrape huge); each repair is
+    counted in ``sanitised`` when given.
     Thread-safe; an admitted value costs one set lookup.
     """
 
@@ -157,6 +162,9 @@ class BoundedLabel:
         if value in self._values:
             return value
         clean = _sanitised(value)
+        cut = truncated_label(value if clean is None else clean)
+        if cut is not None:
+            clean = cut
         if clean is not None:
             value = clean
             if self._sanitised_metric is not None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import importlib
 import logging
 import os
 import threading
@@ -192,16 +193,21 @@ class Telemetry:
 
 
 def _bounded(work: Any, timeout_s: float) -> bool:
+    """Run ``work`` on a daemon thread; True if it finished, without raising, in ``timeout_s``."""
     done = threading.Event()
+    succeeded: list[bool] = []
 
     def run() -> None:
         try:
             work()
+            succeeded.append(True)
+        except Exception as exc:  # e.g. a reader past the deadline: logged, never a crash
+            _logger.warning("loopobs: flushing or shutting down telemetry failed: %s", exc)
         finally:
             done.set()
 
     threading.Thread(target=run, name="loopobs-otel-shutdown", daemon=True).start()
-    return done.wait(timeout_s)
+    return done.wait(timeout_s) and bool(succeeded)
 
 
 def _choice(name: str, value: str | None, env: Sequence[str], default: str,
@@ -279,6 +285,29 @@ def _metric_exporter(kind: str, protocol: str, endpoint: str | None,
     return OTLPMetricExporter(
         endpoint=_signal_url(endpoint, "metrics") if endpoint else None,
         headers=headers, timeout=timeout_s)
+
+
+def _require_otel(exports: Sequence[tuple[str, str, str]]) -> None:
+    """Import what ``exports`` (signal, exporter kind, protocol) need, before anything is built.
+
+    Raises:
+        ImportError: a package of the ``otel`` extra is missing; the message says
+            what to install.
+    """
+    modules = ["opentelemetry.sdk.trace", "opentelemetry.sdk.metrics"]
+    for signal, kind, protocol in exports:
+        if kind == "otlp":
+            transport = "grpc" if protocol == "grpc" else "http"
+            name = "trace" if signal == "traces" else "metric"
+            modules.append(f"opentelemetry.exporter.otlp.proto.{transport}.{name}_exporter")
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            raise ImportError(
+                f"loopobs.configure() needs the OpenTelemetry SDK and OTLP exporters "
+                f"({exc.name} is not installed): pip install 'loopobs[otel]'",
+                name=exc.name) from exc
 
 
 def _disabled() -> bool:
@@ -383,6 +412,7 @@ def configure(
         ValueError: an exporter, protocol or tuning value is not supported, or a
             header variable is malformed; the message names the argument or the
             variable. Nothing is left running after an error.
+        ImportError: the ``otel`` extra is not installed (the message says so).
     """
     if _disabled():
         tp_noop = trace.NoOpTracerProvider()
@@ -428,6 +458,8 @@ def configure(
             "OTEL_EXPORTER_OTLP_ENDPOINT or pass endpoint=; OTEL_TRACES_EXPORTER=otlp "
             "sends to the OTLP default, localhost:4318)", " and ".join(unset))
 
+    _require_otel([("traces", k, trace_protocol) for k in trace_kinds]
+                  + [("metrics", k, metric_protocol) for k in metric_kinds])
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
     from opentelemetry.sdk.resources import SERVICE_NAME, Resource

@@ -65,6 +65,7 @@ from loopobs.contract.events import (
     ResponseContext,
     RunEndContext,
     RunStartContext,
+    RunStatus,
     SessionResetContext,
     SleepContext,
     StreamFailureContext,
@@ -182,6 +183,8 @@ class _Open:
     end_ns: int = 0
     finish_reason: str | None = None
     input_json: str = ""
+    input_on_span: bool = False
+    """The input content still to be set on the span (at its end, after the usage)."""
     input_messages: list[dict[str, Any]] = field(default_factory=list)
     attrs: dict[str, Any] = field(default_factory=dict)
     """The call's GenAI attributes, repeated on its log-record events."""
@@ -204,6 +207,7 @@ class _Run:
     reported: set[str] = field(default_factory=set)
     cost_usd: float = 0.0
     unpriced: bool = False
+    loop_detected: bool = False
     # content capture only
     instructions: str = ""
     history: list[dict[str, Any]] = field(default_factory=list)
@@ -236,6 +240,17 @@ class TracingObserver(LoopObserver):
         latest_semconv: use the newest GenAI names (``cache_write``, the renamed
             exception event, no provider on ``invoke_agent``); ``None`` reads
             ``OTEL_SEMCONV_STABILITY_OPT_IN`` (``gen_ai_latest_experimental``).
+        max_content_length: characters one captured content value may have
+            (default :data:`~loopobs.exporters.content.DEFAULT_MAX_CONTENT_LENGTH`,
+            32,768; ``None``: no bound of the observer's own).
+
+    Sizes: a captured content value longer than ``max_content_length`` — or than
+    ``OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT`` / ``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT``,
+    or than the tracer provider's ``SpanLimits`` (learnt from the first value the
+    SDK cut: read back through the span's public ``attributes``) — is cut, ending
+    in ``…[truncated]``, and counted in :attr:`truncated_attributes`. On ``chat``
+    spans the content attributes are set last, after the usage ones, so a
+    backend or collector that keeps only the first attributes keeps the usage.
 
     When a run's span is not recording (sampled out, or no SDK), the observer
     still keeps the span structure (so children are consistently dropped) but
@@ -252,8 +267,16 @@ class TracingObserver(LoopObserver):
         logger_provider: otel_logs.LoggerProvider | None = None,
         redact: Redactor | None = None,
         latest_semconv: bool | None = None,
+        max_content_length: int | None = content.DEFAULT_MAX_CONTENT_LENGTH,
     ) -> None:
         from loopobs._version import __version__
+
+        if max_content_length is not None and max_content_length < 0:
+            raise ValueError("max_content_length must be None or at least 0")
+        limits = [n for n in (max_content_length, content.attribute_length_limit())
+                  if n is not None]
+        self._content_limit = min(limits) if limits else None
+        self._truncated = 0
 
         self._provider = tracer_provider
         provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
@@ -288,6 +311,16 @@ class TracingObserver(LoopObserver):
         """Runs started and not yet ended (0 between runs: no per-run state leaks)."""
         return len(self._runs)
 
+    @property
+    def truncated_attributes(self) -> int:
+        """Captured content values cut to the length bound (by the observer or the SDK)."""
+        return self._truncated
+
+    @property
+    def content_length_limit(self) -> int | None:
+        """The characters one content value may have now (None: unbounded)."""
+        return self._content_limit
+
     def open_spans(self) -> int:
         """Spans started by this observer and not yet ended."""
         return sum(
@@ -303,6 +336,48 @@ class TracingObserver(LoopObserver):
     def _dumps(self, value: Any) -> str:
         """Captured content as the JSON string spans carry, redacted."""
         return content.dumps(self._content(value))
+
+    def _capped(self, text: str) -> str:
+        """``text`` within the content length bound (cut and counted when it is not)."""
+        short = content.cut(text, self._content_limit)
+        if short is None:
+            return text
+        self._truncated += 1
+        return short
+
+    def _learn_limit(self, span: Span, name: str, sent: str) -> None:
+        """Count a content value the SDK cut (its ``SpanLimits``), and cut to that from now.
+
+        An SDK span shows what it kept through its public ``attributes``; other
+        spans (the API's non-recording ones) have none, and nothing is learnt.
+        """
+        kept = getattr(span, "attributes", None)
+        value = kept.get(name) if isinstance(kept, Mapping) else None
+        if isinstance(value, str) and len(value) < len(sent):
+            self._truncated += 1
+            self._content_limit = len(value)
+
+    def _set_content(self, span: Span, name: str, text: str) -> None:
+        value = self._capped(text)
+        span.set_attribute(name, value)
+        self._learn_limit(span, name, value)
+
+    def _set_input(self, run: _Run, chat: _Open) -> None:
+        """The call's input content, on its span just before it ends (after the usage)."""
+        if not chat.input_on_span:
+            return
+        chat.input_on_span = False
+        self._set_content(chat.span, c.GEN_AI_INPUT_MESSAGES, chat.input_json)
+        if run.instructions:
+            self._set_content(chat.span, c.GEN_AI_SYSTEM_INSTRUCTIONS, self._dumps(
+                content.system_instructions(run.instructions)))
+
+    def _end_chat_span(self, run: _Run, chat: _Open, end_ns: int) -> None:
+        """End a ``chat`` span, its input content set first; it ends even if that fails."""
+        try:
+            self._set_input(run, chat)
+        finally:
+            chat.span.end(end_time=end_ns)
 
     def _emit(self, span: Span, name: str, attributes: Mapping[str, Any], time_ns: int,
               severity: otel_logs.SeverityNumber | None = None) -> None:
@@ -334,30 +409,38 @@ class TracingObserver(LoopObserver):
             otel_context.detach(token)  # type: ignore[arg-type]
 
     def _end_chat(self, run: _Run, chat: _Open, end_ns: int) -> None:
-        if run.recording and self._capture:
-            text = "".join(chat.text)
-            messages = self._content([content.output_message(
-                text, chat.tool_calls, chat.finish_reason, "".join(chat.reasoning))])
-            output = content.dumps(messages)
-            if self.content_mode.on_span:
-                chat.span.set_attribute(c.GEN_AI_OUTPUT_MESSAGES, output)
-            if self.content_mode.on_event:
-                attrs = {c.GEN_AI_INPUT_MESSAGES: chat.input_json,
-                         c.GEN_AI_OUTPUT_MESSAGES: output}
-                # The log record carries the structured content, as the conventions ask.
-                record: dict[str, Any] = {
-                    **chat.attrs,
-                    c.GEN_AI_INPUT_MESSAGES: self._content(chat.input_messages),
-                    c.GEN_AI_OUTPUT_MESSAGES: messages,
-                }
-                if run.instructions:
-                    instructions = self._content(content.system_instructions(run.instructions))
-                    attrs[c.GEN_AI_SYSTEM_INSTRUCTIONS] = content.dumps(instructions)
-                    record[c.GEN_AI_SYSTEM_INSTRUCTIONS] = instructions
-                chat.span.add_event(c.EVENT_INFERENCE_DETAILS, attrs, timestamp=end_ns)
-                self._emit(chat.span, c.EVENT_INFERENCE_DETAILS, record, end_ns)
-            run.history.append(content.assistant_message(text, chat.tool_calls))
-        chat.span.end(end_time=end_ns)
+        try:
+            if run.recording and self._capture:
+                self._chat_content(run, chat, end_ns)
+        finally:
+            self._end_chat_span(run, chat, end_ns)
+
+    def _chat_content(self, run: _Run, chat: _Open, end_ns: int) -> None:
+        """A completed call's content: output messages, the details event, the history."""
+        text = "".join(chat.text)
+        run.history.append(content.assistant_message(text, chat.tool_calls))
+        messages = self._content([content.output_message(
+            text, chat.tool_calls, chat.finish_reason, "".join(chat.reasoning))])
+        output = content.dumps(messages)
+        if self.content_mode.on_span:
+            self._set_input(run, chat)
+            self._set_content(chat.span, c.GEN_AI_OUTPUT_MESSAGES, output)
+        if self.content_mode.on_event:
+            attrs = {c.GEN_AI_INPUT_MESSAGES: self._capped(chat.input_json),
+                     c.GEN_AI_OUTPUT_MESSAGES: self._capped(output)}
+            # The log record carries the structured content, as the conventions ask.
+            record: dict[str, Any] = {
+                c.GEN_AI_INPUT_MESSAGES: self._content(chat.input_messages),
+                c.GEN_AI_OUTPUT_MESSAGES: messages,
+            }
+            if run.instructions:
+                instructions = self._content(content.system_instructions(run.instructions))
+                attrs[c.GEN_AI_SYSTEM_INSTRUCTIONS] = self._capped(content.dumps(instructions))
+                record[c.GEN_AI_SYSTEM_INSTRUCTIONS] = instructions
+            record, cut = content.cut_strings(record, self._content_limit)
+            self._truncated += cut
+            chat.span.add_event(c.EVENT_INFERENCE_DETAILS, attrs, timestamp=end_ns)
+            self._emit(chat.span, c.EVENT_INFERENCE_DETAILS, {**chat.attrs, **record}, end_ns)
 
     def _flush_pending(self, run: _Run) -> None:
         pending, run.pending = run.pending, None
@@ -381,6 +464,10 @@ class TracingObserver(LoopObserver):
         }
         if ctx.model:
             attrs[c.GEN_AI_REQUEST_MODEL] = ctx.model
+        for name, value in ctx.attribution.items():
+            attrs[c.LOOPOBS_ATTRIBUTION_PREFIX + name] = value
+        if "user" in ctx.attribution:
+            attrs[c.USER_ID] = ctx.attribution["user"]
         links: list[Link] = []
         if ctx.resumed_from is not None:
             attrs[c.LOOPOBS_RUN_RESUMED_FROM] = str(ctx.resumed_from)
@@ -424,6 +511,9 @@ class TracingObserver(LoopObserver):
             attrs: dict[str, Any] = {
                 c.LOOPOBS_RUN_STATUS: str(ctx.status),
                 c.LOOPOBS_RUN_TOTAL_TURNS: ctx.total_turns,
+                # What a Collector's tail sampling keeps runs by (grafana/collector/).
+                c.LOOPOBS_RUN_LOOP_DETECTED: run.loop_detected,
+                c.LOOPOBS_RUN_BUDGET_STOPPED: ctx.status is RunStatus.BUDGET_EXCEEDED,
                 c.GEN_AI_USAGE_INPUT_TOKENS: inp,
                 c.GEN_AI_USAGE_OUTPUT_TOKENS: out,
             }
@@ -452,7 +542,7 @@ class TracingObserver(LoopObserver):
             self._detach(item)
             if failed and run.recording:
                 _fail(item.span, error)
-            item.span.end(end_time=end_ns)
+            self._end_chat_span(run, item, end_ns)
         run.tools.clear()
         run.chats.clear()
         for span in list(run.turns.values()):
@@ -493,7 +583,7 @@ class TracingObserver(LoopObserver):
         for key in [k for k, v in run.chats.items() if v.turn == ctx.turn]:
             item = run.chats.pop(key)
             self._detach(item)
-            item.span.end(end_time=ctx.time_ns)
+            self._end_chat_span(run, item, ctx.time_ns)
         for tool_key in [k for k, v in run.tools.items() if v.turn == ctx.turn]:
             item = run.tools.pop(tool_key)
             self._detach(item)
@@ -547,16 +637,12 @@ class TracingObserver(LoopObserver):
         if run.recording and self._capture:
             item.input_messages = list(run.history)
             item.input_json = self._dumps(item.input_messages)
-            if self.content_mode.on_span:
-                span.set_attribute(c.GEN_AI_INPUT_MESSAGES, item.input_json)
-                if run.instructions:
-                    span.set_attribute(c.GEN_AI_SYSTEM_INSTRUCTIONS, self._dumps(
-                        content.system_instructions(run.instructions)))
+            item.input_on_span = self.content_mode.on_span
             run.streaming[ctx.turn] = item
         old = run.chats.pop((ctx.turn, ctx.attempt), None)
         run.chats[(ctx.turn, ctx.attempt)] = item
         if old is not None:
-            old.span.end(end_time=ctx.time_ns)
+            self._end_chat_span(run, old, ctx.time_ns)
         self._attach(item)
 
     def on_text_delta(self, ctx: TextDeltaContext) -> None:
@@ -659,7 +745,7 @@ class TracingObserver(LoopObserver):
                            c.EXCEPTION_TYPE: _error_type(ctx.error),
                            c.EXCEPTION_MESSAGE: str(ctx.error),
                        }, ctx.time_ns, otel_logs.SeverityNumber.WARN)
-        item.span.end(end_time=ctx.time_ns)
+        self._end_chat_span(run, item, ctx.time_ns)
 
     def on_response(self, ctx: ResponseContext) -> None:
         """With content capture on, complete the pending output message with the final text."""
@@ -703,13 +789,16 @@ class TracingObserver(LoopObserver):
         }
         if ctx.tool_description:
             attrs[c.GEN_AI_TOOL_DESCRIPTION] = ctx.tool_description
+        arguments = None
         if run.recording and self._capture and \
                 (args := run.tool_args.get(ctx.tool_call_id)) is not None:
-            attrs[c.GEN_AI_TOOL_CALL_ARGUMENTS] = self._dumps(args)
+            arguments = attrs[c.GEN_AI_TOOL_CALL_ARGUMENTS] = self._capped(self._dumps(args))
         span = self._tracer.start_span(
             f"{c.SPAN_EXECUTE_TOOL} {ctx.tool}",
             context=trace.set_span_in_context(self._parent(run, ctx.turn)),
             kind=SpanKind.INTERNAL, attributes=attrs, start_time=ctx.time_ns)
+        if arguments is not None:
+            self._learn_limit(span, c.GEN_AI_TOOL_CALL_ARGUMENTS, arguments)
         item = _Open(span=span, turn=ctx.turn)
         key = (ctx.tool_call_id, ctx.attempt)
         old = run.tools.pop(key, None)
@@ -732,10 +821,11 @@ class TracingObserver(LoopObserver):
             attrs: dict[str, Any] = {c.LOOPOBS_TOOL_OUTCOME: ctx.outcome}
             if ctx.result_hash is not None:
                 attrs[c.LOOPOBS_TOOL_RESULT_HASH] = f"{ctx.result_hash:016x}"
+            result = None
             if self._capture and ctx.result is not None:
                 if not ctx.is_error:
-                    attrs[c.GEN_AI_TOOL_CALL_RESULT] = ctx.result if self._redact is None \
-                        else self._redact(ctx.result)
+                    result = attrs[c.GEN_AI_TOOL_CALL_RESULT] = self._capped(
+                        ctx.result if self._redact is None else self._redact(ctx.result))
                 index = run.tool_results.get(ctx.tool_call_id)
                 message = content.tool_message(ctx.tool_call_id, ctx.result)
                 if index is None:
@@ -746,6 +836,8 @@ class TracingObserver(LoopObserver):
             if ctx.mcp is not None:
                 attrs.update(_mcp_attributes(ctx.mcp))
             span.set_attributes(attrs)
+            if result is not None:
+                self._learn_limit(span, c.GEN_AI_TOOL_CALL_RESULT, result)
             if ctx.is_error:
                 _fail(span, ctx.error, None if ctx.error is not None else c.ERROR_TYPE_TOOL)
                 if ctx.mcp is not None and ctx.mcp.error_type:
@@ -764,7 +856,7 @@ class TracingObserver(LoopObserver):
             c.LOOPOBS_CONTEXT_PROVIDER_CHARS: ctx.chars,
         }
         if self._capture and ctx.text is not None and self.content_mode.on_span:
-            attrs[c.LOOPOBS_CONTEXT_PROVIDER_TEXT] = ctx.text
+            attrs[c.LOOPOBS_CONTEXT_PROVIDER_TEXT] = self._capped(ctx.text)
         start = ctx.time_ns - int(ctx.duration_ms * 1e6)
         span = self._tracer.start_span(
             f"{c.SPAN_CONTEXT_PROVIDER} {ctx.provider}",
@@ -830,16 +922,24 @@ class TracingObserver(LoopObserver):
         """Add a ``loopobs.loop_detected`` event (to the open turn, else the run span)."""
         attrs: dict[str, Any] = {
             # The pattern quotes tool arguments: content, so only with capture on.
-            c.LOOPOBS_DETECTION_PATTERN: ctx.pattern if self._capture else ctx.summary(),
+            c.LOOPOBS_DETECTION_PATTERN: self._capped(ctx.pattern) if self._capture
+            else ctx.summary(),
             c.LOOPOBS_DETECTION_REPETITIONS: ctx.repetitions,
             c.LOOPOBS_DETECTION_ACTION: ctx.action,
         }
         if ctx.tool is not None:
             attrs[c.GEN_AI_TOOL_NAME] = ctx.tool
+        self._note_detection(ctx.run_id)
         self._event(ctx.run_id, c.EVENT_LOOP_DETECTED, attrs, ctx.time_ns)
+
+    def _note_detection(self, run_id: UUID) -> None:
+        run = self._runs.get(run_id)
+        if run is not None:
+            run.loop_detected = True
 
     def on_convergence_detected(self, ctx: ConvergenceDetectedContext) -> None:
         """Add a ``loopobs.convergence_detected`` event (to the open turn, else the run span)."""
+        self._note_detection(ctx.run_id)
         self._event(ctx.run_id, c.EVENT_CONVERGENCE_DETECTED, {
             c.LOOPOBS_DETECTION_ACTION: ctx.action,
             c.LOOPOBS_DETECTION_SIMILARITY: ctx.similarity,

@@ -54,17 +54,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 import httpx
 
-from loopobs.contract.errors import (
-    LoopError,
-    ModelError,
-    RateLimited,
-    StreamError,
-    check_secret,
-    redact,
-    shorten,
-)
+from loopobs.contract.errors import LoopError, ModelError, RateLimited, StreamError, shorten
 from loopobs.contract.model import ModelRequest, StreamEvent
 from loopobs.llm._sse import DEFAULT_MAX_LINE_CHARS, LineTooLong, SSEDecoder
+from loopobs.llm.secrets import check_secret, redact
 
 if TYPE_CHECKING:
     from typing_extensions import Self

@@ -35,13 +35,14 @@ thinking works together with tool use.
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
-from loopobs.contract.errors import ModelError, StreamError, redact, shorten
+from loopobs.contract.errors import ModelError, StreamError, shorten
 from loopobs.contract.events import Usage, UsageDetail
 from loopobs.contract.model import (
     AssistantMessage,
@@ -73,6 +74,7 @@ from loopobs.llm._http import (
     json_body,
 )
 from loopobs.llm._text import SurrogateJoiner, fix_surrogates, fix_surrogates_in
+from loopobs.llm.secrets import redact
 
 __all__ = ["AnthropicClient"]
 
@@ -96,9 +98,11 @@ class AnthropicClient(HttpModelClient):
     """Streams responses from Anthropic's Messages API (``POST /v1/messages``).
 
     Args:
+        base_url: the API root (without ``/v1``); the only positional argument, as for
+            every client (a first argument without ``://`` is taken as the API key, with
+            a ``DeprecationWarning``: it used to be one).
         api_key: sent as ``x-api-key``; defaults to the ``ANTHROPIC_API_KEY``
             environment variable.
-        base_url: the API root (without ``/v1``).
         http_client: an ``httpx.AsyncClient`` to send through. Without one
             the client makes its own, closed by :meth:`aclose`.
         timeout: httpx's per-operation timeout (each connect, each read: a
@@ -129,9 +133,9 @@ class AnthropicClient(HttpModelClient):
 
     def __init__(
         self,
-        api_key: str | None = None,
-        *,
         base_url: str = "https://api.anthropic.com",
+        *,
+        api_key: str | None = None,
         http_client: httpx.AsyncClient | None = None,
         timeout: httpx.Timeout | float | None = None,
         max_tokens: int = 4096,
@@ -142,6 +146,14 @@ class AnthropicClient(HttpModelClient):
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         max_line_chars: int = DEFAULT_MAX_LINE_CHARS,
     ) -> None:
+        if "://" not in base_url:
+            # The first argument used to be the API key: take it as one (never as a URL, which
+            # would put a secret into request errors) and say how to write it now.
+            warnings.warn("AnthropicClient(api_key): pass api_key= by keyword; the first "
+                          "argument is the base URL, as for every client (the old form goes "
+                          "away in loopobs 0.3)", DeprecationWarning, stacklevel=2)
+            api_key = api_key if api_key is not None else base_url
+            base_url = "https://api.anthropic.com"
         super().__init__(
             base_url=base_url,
             api_key=api_key,
@@ -156,6 +168,14 @@ class AnthropicClient(HttpModelClient):
         self.max_tokens = max_tokens
         self.anthropic_version = anthropic_version
         self._encoded: EncodedMessages[bytes] = EncodedMessages(_encode_message, len)
+
+    @property
+    def default_options(self) -> Mapping[str, Any]:
+        """Options every request sends unless its own options set them: ``max_tokens``.
+
+        The loop reports them with the request's options (``gen_ai.request.max_tokens``).
+        """
+        return {"max_tokens": self.max_tokens}
 
     def build_content(self, request: ModelRequest) -> bytes:
         """``json_body(self.build_body(request))``, byte for byte, encoding only new messages.

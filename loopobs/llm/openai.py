@@ -33,13 +33,14 @@ Only choice 0 is read: the loop asks for one completion.
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
-from loopobs.contract.errors import ModelError, RateLimited, StreamError, redact, shorten
+from loopobs.contract.errors import ModelError, RateLimited, StreamError, shorten
 from loopobs.contract.events import Usage, UsageDetail
 from loopobs.contract.model import (
     AssistantMessage,
@@ -68,6 +69,7 @@ from loopobs.llm._http import (
     json_body,
 )
 from loopobs.llm._text import SurrogateJoiner, fix_surrogates, fix_surrogates_in
+from loopobs.llm.secrets import redact
 
 __all__ = ["OpenAIClient"]
 
@@ -80,7 +82,8 @@ class OpenAIClient(HttpModelClient):
             for Ollama, ``http://localhost:8000/v1`` for vLLM).
         api_key: sent as ``Authorization: Bearer``; defaults to the
             ``OPENAI_API_KEY`` environment variable. Servers that need no
-            key get no header.
+            key get no header. Keyword only, as for every client (a second
+            positional argument is still taken as the key, with a ``DeprecationWarning``).
         http_client: an ``httpx.AsyncClient`` to send through (its
             connection pool, proxies and timeout are used). Without one the
             client makes its own, closed by :meth:`aclose`.
@@ -111,8 +114,8 @@ class OpenAIClient(HttpModelClient):
     def __init__(
         self,
         base_url: str = "https://api.openai.com/v1",
+        *legacy_key: str,
         api_key: str | None = None,
-        *,
         http_client: httpx.AsyncClient | None = None,
         timeout: httpx.Timeout | float | None = None,
         provider: str = "openai",
@@ -121,6 +124,13 @@ class OpenAIClient(HttpModelClient):
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         max_line_chars: int = DEFAULT_MAX_LINE_CHARS,
     ) -> None:
+        if legacy_key:
+            if len(legacy_key) > 1:
+                raise TypeError("OpenAIClient takes one positional argument (base_url)")
+            warnings.warn("OpenAIClient(base_url, api_key): pass api_key= by keyword, as every "
+                          "client takes it; the positional form goes away in loopobs 0.3",
+                          DeprecationWarning, stacklevel=2)
+            api_key = api_key if api_key is not None else legacy_key[0]
         super().__init__(
             base_url=base_url,
             api_key=api_key,

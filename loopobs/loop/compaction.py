@@ -79,7 +79,7 @@ def compact_if_needed(deps: RunDeps, run_id: uuid.UUID, session: Session) -> Non
         session.messages = compacted
         session.last_input_tokens = None
         after = round(estimate_tokens(compacted) * scale)
-        em = deps.emit
+        em = deps.observers
         if em.listens("on_compaction"):
             em.on_compaction(CompactionContext(
                 run_id=run_id, time_ns=time.time_ns(), tokens_before=before,

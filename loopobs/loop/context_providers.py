@@ -5,8 +5,9 @@ text, or ``""``/None for nothing. Before every model call of a run the loop
 runs all providers concurrently, each under its own timeout; the texts of
 those that answered go into that call's request as system messages (after the
 conversation, in the order the providers were given), and are not kept in the
-session's history. A provider that raises or runs past its timeout is skipped
-(cancelled if still running); the call goes on without it. Every provider's
+session's history. A provider that raises (``CancelledError`` too, when nothing
+cancelled it) or runs past its timeout is skipped (cancelled if still running);
+the call goes on without it. Every provider's
 outcome is an ``on_context_provider`` event, emitted in provider order after
 ``on_turn_start`` and before the turn's ``on_stream_start``.
 """
@@ -73,6 +74,15 @@ async def _run_one(spec: ProviderSpec, query: str, timeout: float | None) -> _Re
         return _Result("timeout", None, (time.perf_counter() - started) * 1000.0, ProviderFailed(
             f"context provider {spec.name!r} ran past its timeout of {timeout:g}s",
             context_provider=spec.name, error_type="timeout"))
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is None or task.cancelling():
+            raise  # the run is cancelled: every provider is
+        # Nothing cancelled this provider: it raised CancelledError itself, and that is
+        # its own failure, not the run's cancellation.
+        return _Result("error", None, (time.perf_counter() - started) * 1000.0, ProviderFailed(
+            f"context provider {spec.name!r} failed: it raised CancelledError itself",
+            context_provider=spec.name, error_type="CancelledError"))
     except Exception as exc:
         return _Result("error", None, (time.perf_counter() - started) * 1000.0, ProviderFailed(
             f"context provider {spec.name!r} failed: {type(exc).__name__}",
@@ -87,7 +97,7 @@ async def _run_one(spec: ProviderSpec, query: str, timeout: float | None) -> _Re
     return _Result("ok", text, duration)
 
 
-async def gather_context(providers: Sequence[ProviderSpec], emit: ObserverSet,
+async def gather_context(providers: Sequence[ProviderSpec], observers: ObserverSet,
                          run_id: uuid.UUID, turn: int, query: str,
                          timeout: float | None) -> list[str]:
     """Run ``providers`` concurrently; emit each outcome; return the texts to inject.
@@ -100,12 +110,12 @@ async def gather_context(providers: Sequence[ProviderSpec], emit: ObserverSet,
     results = await asyncio.gather(*(
         _run_one(p, query, p.timeout if p.timeout is not None else timeout) for p in providers))
     texts: list[str] = []
-    listening = emit.listens("on_context_provider")
+    listening = observers.listens("on_context_provider")
     for spec, result in zip(providers, results, strict=True):
         if result.text is not None:
             texts.append(result.text)
         if listening and not (result.outcome == "empty" and spec.quiet_when_empty):
-            emit.on_context_provider(ContextProviderContext(
+            observers.on_context_provider(ContextProviderContext(
                 run_id=run_id, time_ns=time.time_ns(), turn=turn, provider=spec.name,
                 outcome=result.outcome, duration_ms=result.duration_ms,
                 chars=len(result.text or ""), error=result.error, text=result.text))

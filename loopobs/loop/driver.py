@@ -31,11 +31,13 @@ from loopobs.contract.events import (
 from loopobs.contract.model import AssistantMessage, ToolResultMessage, UserMessage
 from loopobs.cost.spending import RunSpending
 from loopobs.loop import parking
-from loopobs.loop.compaction import compact_if_needed, estimate_request
+from loopobs.loop.compaction import compact_if_needed
 from loopobs.loop.context_providers import gather_context
 from loopobs.loop.model_call import ModelCall, ModelResponse, note_model
+from loopobs.loop.policy import Stopped
 from loopobs.loop.run import RunResult, Session
 from loopobs.loop.runtime import RunDeps, now_ns, perf
+from loopobs.loop.shared_spend import SharedSpend
 from loopobs.loop.tool_phase import ToolAttempt, ToolPhase
 
 if TYPE_CHECKING:
@@ -92,9 +94,13 @@ class RunDriver:
         deps = self.deps
         self.spending = RunSpending(run_id=self.run_id, prices=deps.prices,
                                     budget=deps.settings.budget, session=self.session,
-                                    emit=deps.emit)
-        self.model_call = ModelCall(deps, self.run_id, self.session, spending=self.spending)
-        self.tool_phase = ToolPhase(deps, self.run_id, spending=self.spending)
+                                    emit=deps.observers.on_budget_exceeded)
+        shared = (SharedSpend(deps.shared_budget, session_id=self.session.id,
+                              attribution=self.session.attribution, prices=deps.prices)
+                  if deps.shared_budget is not None else None)
+        self.model_call = ModelCall(deps, self.run_id, self.session, spending=self.spending,
+                                    shared=shared)
+        self.tool_phase = ToolPhase(deps, self.run_id, spending=self.spending, shared=shared)
 
     # -- the run ---------------------------------------------------------------------------
     async def execute(self, checkpoint: Checkpoint | None, resume_input: Any) -> RunResult:
@@ -104,7 +110,7 @@ class RunDriver:
         are re-raised after ``on_run_end``.
         """
         deps = self.deps
-        em = deps.emit
+        em = deps.observers
         deps.policy.open(self.run_id)
         self.started = perf()
         if checkpoint is not None:
@@ -120,6 +126,7 @@ class RunDriver:
                     agent=deps.settings.agent_name, model=deps.model(),
                     resumed_from=checkpoint.run_id if checkpoint else None,
                     instructions=deps.settings.system_prompt or "",
+                    attribution=dict(self.session.attribution),
                 ))
             if checkpoint is not None:
                 await self._resume(checkpoint, resume_input)
@@ -147,7 +154,7 @@ class RunDriver:
     def _finish(self) -> None:
         outcome = self.outcome
         assert outcome is not None
-        em = self.deps.emit
+        em = self.deps.observers
         if outcome.checkpoint is not None:
             outcome.checkpoint = parking.with_trace_context(
                 outcome.checkpoint, self.deps.links, self.run_id)
@@ -183,16 +190,13 @@ class RunDriver:
         await self._turn(model)
 
     def _over_budget(self, model: str) -> bool:
-        """Check the budgets for the next model call; True when a stop ended the run.
+        """Check the budgets before opening a turn for a call; True when a stop ended the run.
 
-        The check emits its verdicts; the policy applies them, as any other.
+        The model call checks again before each attempt, on the request it really
+        sends (with the turn's context texts); this check spares opening a turn
+        (and running the context providers) for a run already over its budget.
         """
-        if not self.spending.budgeted:
-            return False
-        deps = self.deps
-        self.spending.before_call(model, getattr(deps.client, "provider", ""),
-                                  estimate_request(self.session, deps.tool_definitions))
-        stop = deps.policy.apply(self.run_id, self.session)
+        stop = self.model_call.check_budget(model)
         if stop is None:
             return False
         self.outcome = _Outcome(stop.status, stop.error)
@@ -214,7 +218,7 @@ class RunDriver:
         The body records success, error and usage on the state it is given; an
         exception escaping the body becomes the turn's error and goes on up.
         """
-        em = self.deps.emit
+        em = self.deps.observers
         session = self.session
         state = _TurnState(session.turn)
         session.turn += 1
@@ -252,10 +256,14 @@ class RunDriver:
             deps = self.deps
             if deps.providers:
                 self.session.context_texts = await gather_context(
-                    deps.providers, deps.emit, self.run_id, state.turn, self._query(),
+                    deps.providers, deps.observers, self.run_id, state.turn, self._query(),
                     deps.settings.context_provider_timeout)
             try:
                 response = await self.model_call(state.turn, model)
+            except Stopped as stopped:
+                self.outcome = _Outcome(stopped.stop.status, stopped.stop.error)
+                state.ok, state.error = False, stopped.stop.error
+                return
             finally:
                 self.session.context_texts = []
             if response.usage is not None:
@@ -299,7 +307,8 @@ class RunDriver:
     def _park(self, turn: int, outcomes: Sequence[ToolAttempt],
               wave_results: Sequence[ToolResultMessage | None] | None = None) -> bool:
         """If a call parked, end the run with the checkpoint; return whether one did."""
-        parked = parking.park(self.deps.emit, self.run_id, self.session, turn, self.deps.model(),
+        deps = self.deps
+        parked = parking.park(deps.observers, self.run_id, self.session, turn, deps.model(),
                               outcomes, wave_results)
         if parked is None:
             return False

@@ -26,6 +26,7 @@ import contextlib
 import datetime as _dt
 import inspect
 import logging
+import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +39,7 @@ from loopobs.contract.tools import tool as make_tool
 from loopobs.contract.trace_links import LINKS, TraceLinks
 from loopobs.cost.budget import Budget
 from loopobs.cost.pricing import PriceLookup, PricesArg, price_lookup
+from loopobs.cost.shared import SharedBudget
 from loopobs.loop import parking
 from loopobs.loop.context_providers import ContextProvider, ProviderSpec, provider_spec
 from loopobs.loop.driver import RunDriver
@@ -88,6 +90,10 @@ class AgentLoop:
             client passes them to the provider); reported on the ``chat`` spans.
         budget: limits for each run (USD, tokens, calls, wall time); a session's own
             budget is ``Session(budget=...)``. See :class:`~loopobs.cost.budget.Budget`.
+        shared_budget: limits shared by every process that uses the same ledger
+            (``loopobs.redis.RedisLedger``): each model call reserves its worst case
+            before it is made, in the session's scope and each ``Session(scope=...)``
+            entry. See :class:`~loopobs.cost.shared.SharedBudget` and the fleet guide.
         prices: how model calls are priced: None for ``genai-prices``, a mapping of
             model name to :class:`~loopobs.cost.pricing.ModelRates` (or USD per call),
             a function ``(model, provider, usage) -> USD | None``, or a
@@ -100,13 +106,13 @@ class AgentLoop:
             checkpoint store implement it as an atomic "claim this run id" (a unique
             row, a compare-and-set); this process alone already resumes a
             checkpoint at most once without it.
-        mcp_servers: MCP servers whose tools join the loop's
-            (``loopobs.mcp.McpStdio``, ``loopobs.mcp.McpHttp``,
-            ``loopobs.mcp.McpSse``; needs the ``mcp`` extra). They connect when
-            a run starts and close when it ends, unless the loop is open
-            (``async with loop:`` or :meth:`open`): then they connect once and
-            stay open for every run until :meth:`aclose`.
-        tool_sources: other :class:`~loopobs.loop.tool_sources.ToolSource` s, likewise.
+        tool_sources: sources of more tools (:class:`~loopobs.loop.tool_sources.ToolSource`),
+            such as MCP servers (``loopobs.mcp.McpStdio``, ``loopobs.mcp.McpHttp``,
+            ``loopobs.mcp.McpSse``; the ``mcp`` extra). They connect when a run starts
+            and close when it ends, unless the loop is open (``async with loop:`` or
+            :meth:`open`): then they connect once and stay open for every run until
+            :meth:`aclose`.
+        mcp_servers: deprecated: the same as ``tool_sources`` (it warns; use that).
         context_providers: async ``provider(query) -> str | None`` functions (or
             :class:`~loopobs.loop.context_providers.ProviderSpec`); their text is
             added as system messages to each model call.
@@ -131,6 +137,7 @@ class AgentLoop:
         detectors: Iterable[LoopObserver] | None = None,
         agent_name: str = "agent",
         budget: Budget | None = None,
+        shared_budget: SharedBudget | None = None,
         prices: PricesArg = None,
         sync_tool_workers: int = DEFAULT_TOOL_WORKERS,
         claim_checkpoint: ClaimHook | None = None,
@@ -164,6 +171,7 @@ class AgentLoop:
         self.compactor: Compactor = compactor or TruncatingCompactor()
         self.agent_name = agent_name
         self.budget = budget
+        self.shared_budget = shared_budget
         self.prices: PriceLookup = price_lookup(prices)
         self._observers = ObserverSet(observers)
         # Detectors sit after the user's observers, so every user observer has seen an
@@ -179,6 +187,10 @@ class AgentLoop:
         self.claim_checkpoint = claim_checkpoint
         self.request_options: dict[str, Any] = dict(request_options or {})
         self._claims: parking.ResumeClaims = parking.CLAIMS
+        if mcp_servers:
+            warnings.warn("AgentLoop(mcp_servers=...) is tool_sources=...: MCP servers are tool "
+                          "sources like any other (mcp_servers goes away in loopobs 0.3)",
+                          DeprecationWarning, stacklevel=2)
         self.tool_sources: tuple[ToolSource, ...] = (*mcp_servers, *tool_sources)
         self.context_providers: tuple[ProviderSpec, ...] = tuple(
             provider_spec(p) for p in context_providers)
@@ -250,10 +262,10 @@ class AgentLoop:
         """What one run works with: a snapshot of the settings, the live model and tools."""
         tools: Mapping[str, Tool] = LiveTools(self.tools, sources) if sources else dict(self.tools)
         return RunDeps(
-            client=self.client, tools=tools, emit=self._emit, policy=self._policy,
+            client=self.client, tools=tools, observers=self._emit, policy=self._policy,
             providers=self.context_providers,
             compactor=self.compactor, links=self._links, workers=self.workers,
-            model=lambda: self.model, prices=self.prices,
+            model=lambda: self.model, prices=self.prices, shared_budget=self.shared_budget,
             settings=LoopSettings(
                 max_turns=self.max_turns, tool_timeout=self.tool_timeout,
                 parallel_tool_calls=self.parallel_tool_calls,
@@ -387,11 +399,11 @@ _log = logging.getLogger("loopobs.loop")
 
 
 async def _connect_all(sources: Sequence[ToolSource],
-                       emit: ObserverSet) -> list[ConnectedSource]:
+                       observers: ObserverSet) -> list[ConnectedSource]:
     """Connect every source, concurrently; if one fails, close the others and raise."""
     if not sources:
         return []
-    results = await asyncio.gather(*(s.connect(emit) for s in sources), return_exceptions=True)
+    results = await asyncio.gather(*(s.connect(observers) for s in sources), return_exceptions=True)
     connected = [r for r in results if not isinstance(r, BaseException)]
     failed = [r for r in results if isinstance(r, BaseException)]
     if failed:

@@ -6,9 +6,17 @@ Each attempt emits ``on_stream_start`` and then exactly one of
 ``on_stream_success`` / ``on_stream_failure`` (also when cancelled), from the
 task that iterates the stream; deltas are emitted as they arrive. A successful
 attempt is followed by ``on_response`` and updates the session's token
-bookkeeping; the detector notes it carried are then spent. Each attempt counts
-in the run's spending; a successful one is priced (``cost_usd`` on its
-``on_stream_success``), and the budgets are checked after its ``on_response``.
+bookkeeping; the detector notes it carried are then spent.
+
+Budgets: before every attempt — the first and each fallback — the request that
+attempt really sends (the conversation, this turn's context texts and pending
+notes) is estimated and checked (:meth:`ModelCall.check_budget`); a stop means
+the attempt is not made (:class:`~loopobs.loop.policy.Stopped` is raised, and no
+``on_fallback`` is emitted for a refused fallback). Each attempt counts in the
+run's spending; an attempt that reported its usage is priced — also when the
+stream was then cut off: what was reported is what it cost — and a successful
+one carries the cost on its ``on_stream_success``. The budgets are checked after
+the ``on_response``. A reported count that is implausible makes the cost unknown.
 """
 
 from __future__ import annotations
@@ -16,11 +24,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from loopobs.contract.compaction import estimate_tokens
 from loopobs.contract.errors import (
+    BudgetExceeded,
     Cancelled,
     FallbackExhausted,
     LoopError,
@@ -28,6 +38,7 @@ from loopobs.contract.errors import (
     StreamError,
 )
 from loopobs.contract.events import (
+    BudgetExceededContext,
     FallbackContext,
     ModelSwitchedContext,
     ResponseContext,
@@ -53,9 +64,13 @@ from loopobs.contract.model import (
     UserMessage,
 )
 from loopobs.contract.token_counts import plausible_usage
+from loopobs.cost.shared import Reservation
 from loopobs.cost.spending import RunSpending
+from loopobs.loop.compaction import estimate_request
+from loopobs.loop.policy import Stop, Stopped
 from loopobs.loop.run import Session
 from loopobs.loop.runtime import RunDeps, now_ns, perf
+from loopobs.loop.shared_spend import SharedSpend
 
 __all__ = ["ModelCall", "ModelResponse", "distinct_call_ids", "note_model"]
 
@@ -72,7 +87,8 @@ class ModelResponse:
     """As the provider reported it; None when it reported nothing."""
     blocks: tuple[ThinkingBlock, ...] = ()
     cost_usd: float | None = None
-    """USD of the call; None when its price is unknown."""
+    """USD of the turn's attempts that reported usage (the cut-off ones too); None when
+    some price is unknown."""
 
 
 def distinct_call_ids(calls: Sequence[ToolCallPart]) -> list[ToolCallPart]:
@@ -109,12 +125,20 @@ def _server(client: object) -> tuple[str | None, int | None]:
             port if isinstance(port, int) and not isinstance(port, bool) else None)
 
 
+def _sent_options(client: object, options: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The options a call sends: the client's ``default_options`` under the request's own."""
+    defaults = getattr(client, "default_options", None)
+    if not isinstance(defaults, Mapping) or not defaults:
+        return options
+    return {**defaults, **options}
+
+
 def note_model(deps: RunDeps, run_id: uuid.UUID, session: Session, model: str) -> None:
     """Record ``model`` as the session's current one; emit ``on_model_switched`` if it changed."""
     previous = session.last_model
     session.last_model = model
     if previous is not None and previous != model:
-        em = deps.emit
+        em = deps.observers
         if em.listens("on_model_switched"):
             em.on_model_switched(ModelSwitchedContext(
                 run_id=run_id, time_ns=now_ns(), from_model=previous, to_model=model))
@@ -126,15 +150,85 @@ class ModelCall:
     ``spending`` is the run's (without one, calls are priced but no budget applies).
     """
 
-    __slots__ = ("_deps", "_run_id", "_session", "_spending")
+    __slots__ = ("_costs", "_deps", "_run_id", "_session", "_shared", "_spending")
 
     def __init__(self, deps: RunDeps, run_id: uuid.UUID, session: Session, *,
-                 spending: RunSpending | None = None) -> None:
+                 spending: RunSpending | None = None, shared: SharedSpend | None = None) -> None:
         self._deps = deps
+        self._shared = shared
         self._run_id = run_id
         self._session = session
         self._spending = spending if spending is not None else RunSpending(
-            run_id=run_id, prices=deps.prices, budget=None, session=session, emit=deps.emit)
+            run_id=run_id, prices=deps.prices, budget=None, session=session,
+            emit=deps.observers.on_budget_exceeded)
+        self._costs: list[float | None] = []
+        """The priced attempts of the current turn's call."""
+
+    def estimate(self) -> int:
+        """The input tokens of the request the next attempt sends, estimated.
+
+        The conversation as :func:`~loopobs.loop.compaction.estimate_request` counts
+        it (the provider's last count stood for that call's context texts and
+        notes too: those are taken out), plus this turn's context texts and notes.
+        """
+        session = self._session
+        extra = self._extra_tokens()
+        base = estimate_request(session, self._deps.tool_definitions)
+        if session.last_input_tokens is not None:
+            base = max(0, base - session.extra_tokens_at_last_usage)
+        return base + extra
+
+    def _extra_tokens(self) -> int:
+        session = self._session
+        extra: list[Message] = [SystemMessage(content=t) for t in session.context_texts]
+        extra.extend(UserMessage(content=n) for n in session.pending_notes)
+        return estimate_tokens(extra) if extra else 0
+
+    def check_budget(self, model: str) -> Stop | None:
+        """Check the budgets for one more call to ``model``; the stop if it must not be made.
+
+        The check emits its verdicts, and the policy applies them, as any other.
+        """
+        spending = self._spending
+        if not spending.budgeted:
+            return None
+        provider = getattr(self._deps.client, "provider", "")
+        spending.before_call(model, provider, spending.estimate(self.estimate()))
+        return self._deps.policy.apply(self._run_id, self._session)
+
+    async def _reserve_shared(self, model: str, provider: str,
+                              request: ModelRequest) -> Reservation | None:
+        """Reserve the attempt's worst case in the shared budget (None: none to settle).
+
+        A scope without room becomes a ``stop`` verdict (``scope="shared"``), applied by
+        the policy as any budget stop.
+
+        Raises:
+            Stopped: a shared scope has no room for the call.
+            BudgetUnavailable: the ledger did not answer and the policy is ``fail_closed``.
+        """
+        shared = self._shared
+        if shared is None:
+            return None
+        try:
+            return await shared.reserve_model_call(model, provider, self.estimate(),
+                                                   request.options)
+        except BudgetExceeded as refused:
+            em = self._deps.observers
+            if em.listens("on_budget_exceeded"):
+                em.on_budget_exceeded(BudgetExceededContext(
+                    run_id=self._run_id, time_ns=now_ns(), limit=refused.limit,  # type: ignore[arg-type]
+                    value=refused.value, budget=refused.budget, scope="shared",
+                    scope_key=refused.scope))
+            stop = self._deps.policy.apply(self._run_id, self._session)
+            if stop is None:  # nobody applies verdicts: the call still must not be made
+                raise
+            raise Stopped(stop) from None
+
+    def _refuse_over_budget(self, model: str) -> None:
+        stop = self.check_budget(model)
+        if stop is not None:
+            raise Stopped(stop)
 
     async def __call__(self, turn: int, model: str) -> ModelResponse:
         """Call ``model``, then the fallbacks; the first successful response wins.
@@ -142,11 +236,14 @@ class ModelCall:
         Raises:
             ModelError: a non-retryable failure (no fallback is tried), or the only
                 model's failure when there are no fallbacks.
+            Stopped: a budget refused the attempt (the first or a fallback).
             FallbackExhausted: every model of the chain failed with a retryable error;
                 it carries each attempt's error.
         """
         chain = [model, *(m for m in self._deps.settings.fallback_models if m != model)]
         failures: list[ModelError] = []
+        self._costs = []
+        self._refuse_over_budget(model)
         for attempt, current in enumerate(chain):
             try:
                 return await self._stream(turn, current, attempt)
@@ -158,7 +255,8 @@ class ModelCall:
                     raise FallbackExhausted(models=chain, failures=failures,
                                             provider=exc.provider) from exc
                 following = chain[attempt + 1]
-                em = self._deps.emit
+                self._refuse_over_budget(following)
+                em = self._deps.observers
                 if em.listens("on_fallback"):
                     em.on_fallback(FallbackContext(run_id=self._run_id, time_ns=now_ns(),
                                                    from_model=current, to_model=following,
@@ -179,19 +277,21 @@ class ModelCall:
 
     async def _stream(self, turn: int, model: str, attempt: int) -> ModelResponse:
         deps = self._deps
-        em = deps.emit
+        em = deps.observers
         client = deps.client
         provider = getattr(client, "provider", "")
         server = _server(client)
         run_id = self._run_id
         request = self.request(model)
         sent_messages = len(self._session.messages)
+        sent_extra = self._extra_tokens()
+        held = await self._reserve_shared(model, provider, request)
         spending = self._spending
         spending.model_call()
         if em.listens("on_stream_start"):
             em.on_stream_start(StreamStartContext(
                 run_id=run_id, time_ns=now_ns(), turn=turn, model=model, provider=provider,
-                attempt=attempt, request_options=request.options,
+                attempt=attempt, request_options=_sent_options(client, request.options),
                 server_address=server[0], server_port=server[1]))
         started = perf()
         first: float | None = None
@@ -200,6 +300,7 @@ class ModelCall:
         calls: list[ToolCallPart] = []
         blocks: list[ThinkingBlock] = []
         usage: Usage | None = None
+        usage_known = True
         finish: Finish | None = None
         stream: Any = None
         try:
@@ -224,7 +325,8 @@ class ModelCall:
                     elif isinstance(event, ThinkingBlockReady):
                         blocks.append(event.block)
                     elif isinstance(event, UsageReport):
-                        usage, _ = plausible_usage(event.usage)
+                        usage, dropped = plausible_usage(event.usage)
+                        usage_known = dropped == 0
                     elif isinstance(event, Finish):
                         finish = event
                 if finish is None:
@@ -234,13 +336,23 @@ class ModelCall:
                 aclose = getattr(stream, "aclose", None)
                 if aclose is not None:
                     await aclose()
-        except asyncio.CancelledError:
-            self._failed(turn, model, provider, attempt, started, Cancelled(), server)
-            raise
-        except LoopError as exc:
-            self._failed(turn, model, provider, attempt, started, exc, server)
-            raise
-        except Exception as exc:
+        except BaseException as exc:
+            cut_cost = None
+            if usage is not None:
+                # The provider reported what the call used before it was cut off: it is
+                # billed for that, so the budget and the run's cost count it.
+                cut_cost = spending.price(model, provider, usage, known=usage_known)
+                self._costs.append(cut_cost)
+            if self._shared is not None:
+                await self._shared.settle(held, usage, cut_cost)
+            if isinstance(exc, asyncio.CancelledError):
+                self._failed(turn, model, provider, attempt, started, Cancelled(), server)
+                raise
+            if isinstance(exc, LoopError):
+                self._failed(turn, model, provider, attempt, started, exc, server)
+                raise
+            if not isinstance(exc, Exception):
+                raise
             err = ModelError(f"the model client raised {type(exc).__name__}: {exc}",
                              retryable=False, provider=provider)
             self._failed(turn, model, provider, attempt, started, err, server)
@@ -250,9 +362,13 @@ class ModelCall:
         if usage is not None and usage.input_tokens > 0:
             session.last_input_tokens = usage.input_tokens
             session.messages_at_last_usage = sent_messages
+            session.extra_tokens_at_last_usage = sent_extra
         session.pending_notes.clear()
         response_text = "".join(text)
-        cost = spending.price(model, provider, usage, finish.response_model)
+        cost = spending.price(model, provider, usage, finish.response_model, known=usage_known)
+        self._costs.append(cost)
+        if self._shared is not None:
+            await self._shared.settle(held, usage, cost)
         if em.listens("on_stream_success"):
             u = usage or Usage()
             em.on_stream_success(StreamSuccessContext(
@@ -273,13 +389,15 @@ class ModelCall:
                                            text=response_text, usage=usage,
                                            tool_calls=len(calls)))
         spending.check()
+        costs = self._costs
+        turn_cost = None if None in costs else sum(c for c in costs if c is not None)
         return ModelResponse(response_text, "".join(thinking) if thinking is not None else None,
-                             distinct_call_ids(calls), usage, tuple(blocks), cost)
+                             distinct_call_ids(calls), usage, tuple(blocks), turn_cost)
 
     def _failed(self, turn: int, model: str, provider: str, attempt: int,
                 started: float, error: LoopError,
                 server: tuple[str | None, int | None]) -> None:
-        em = self._deps.emit
+        em = self._deps.observers
         if em.listens("on_stream_failure"):
             em.on_stream_failure(StreamFailureContext(
                 run_id=self._run_id, time_ns=now_ns(), turn=turn, model=model, error=error,

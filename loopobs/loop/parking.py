@@ -56,7 +56,7 @@ class Parked:
     checkpoint: Checkpoint
 
 
-def park(emit: ObserverSet, run_id: uuid.UUID, session: Session, turn: int, model: str,
+def park(observers: ObserverSet, run_id: uuid.UUID, session: Session, turn: int, model: str,
          outcomes: Sequence[ToolAttempt],
          wave_results: Sequence[ToolResultMessage | None] | None = None) -> Parked | None:
     """If a call of ``outcomes`` parked, emit the park event and return the checkpoint.
@@ -87,16 +87,16 @@ def park(emit: ObserverSet, run_id: uuid.UUID, session: Session, turn: int, mode
     }
     how = first.park
     if isinstance(how, Suspend):
-        if emit.listens("on_suspended"):
-            emit.on_suspended(SuspendedContext(
+        if observers.listens("on_suspended"):
+            observers.on_suspended(SuspendedContext(
                 run_id=run_id, time_ns=now_ns(), turn=turn, tool=parked.name,
                 tool_call_id=parked.id, reason=how.reason,
                 input_schema=dict(how.input_schema), kind=how.kind))
         return Parked(RunStatus.SUSPENDED, Checkpoint(
             kind="suspend", reason=how.reason, input_schema=dict(how.input_schema),
             suspension_kind=how.kind, **common))
-    if emit.listens("on_sleep"):
-        emit.on_sleep(SleepContext(run_id=run_id, time_ns=now_ns(), turn=turn,
+    if observers.listens("on_sleep"):
+        observers.on_sleep(SleepContext(run_id=run_id, time_ns=now_ns(), turn=turn,
                                    tool=parked.name, tool_call_id=parked.id,
                                    wake_at=how.wake_at))
     return Parked(RunStatus.SLEEPING, Checkpoint(kind="sleep", wake_at=how.wake_at, **common))

@@ -8,6 +8,7 @@ that importing this module does not load pydantic.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +23,38 @@ if TYPE_CHECKING:
 __all__ = ["Checkpoint", "ParkedCall", "RunResult", "RunStatus", "Session"]
 
 
+MAX_ATTRIBUTION_ENTRIES = 16
+"""How many attribution names (``tenant``, ``user`` …) a conversation may carry."""
+MAX_ATTRIBUTION_TEXT = 256
+"""The longest attribution name or value, in characters."""
+
+
+def _checked_attribution(attribution: Mapping[str, str] | None) -> dict[str, str]:
+    """A copy of ``attribution``, refused unless it is a small mapping of short strings.
+
+    Raises:
+        TypeError: a name or value is not a ``str``.
+        ValueError: too many entries, an empty or over-long name or value, or a name with
+            ``:`` (shared budget scopes are ``name:value``).
+    """
+    if not attribution:
+        return {}
+    if len(attribution) > MAX_ATTRIBUTION_ENTRIES:
+        raise ValueError(f"attribution: at most {MAX_ATTRIBUTION_ENTRIES} entries, "
+                         f"not {len(attribution)}")
+    out: dict[str, str] = {}
+    for name, value in attribution.items():
+        if not isinstance(name, str) or not isinstance(value, str):
+            raise TypeError("attribution: names and values are strings")
+        if not name or not value or max(len(name), len(value)) > MAX_ATTRIBUTION_TEXT:
+            raise ValueError("attribution: names and values are 1 to "
+                             f"{MAX_ATTRIBUTION_TEXT} characters")
+        if ":" in name:
+            raise ValueError(f"attribution: a name may not contain ':' ({name!r})")
+        out[name] = value
+    return out
+
+
 class Session:
     """One conversation: its id, its messages, its turn counter and what it spent.
 
@@ -29,6 +62,8 @@ class Session:
     one run at a time; runs on different sessions share nothing. ``budget``
     limits the session's runs together (:attr:`spend` adds up over them); a
     session that crossed it stops every later run before its first model call.
+    ``attribution`` says who the conversation is for (``{"tenant": "acme", "user":
+    "u-17"}``): on every run's telemetry, and the scopes of a shared budget.
     """
 
     def __init__(
@@ -38,9 +73,13 @@ class Session:
         messages: list[Message] | None = None,
         turn: int = 0,
         budget: Budget | None = None,
+        attribution: Mapping[str, str] | None = None,
     ) -> None:
         self.id = id or uuid.uuid4()
         self.budget = budget
+        self.attribution: dict[str, str] = _checked_attribution(attribution)
+        """Who the conversation is for (``{"tenant": …, "user": …}``): on every run's
+        ``on_run_start``, and the scopes a shared budget counts its calls against."""
         self.spend = Spend()
         """Tokens, calls, USD and running time over the session's runs."""
         self._budget_tracker: BudgetTracker | None = None
@@ -50,6 +89,8 @@ class Session:
         self.last_input_tokens: int | None = None
         """Input tokens the provider reported for the last call, and the message count then."""
         self.messages_at_last_usage = 0
+        self.extra_tokens_at_last_usage = 0
+        """Estimated tokens of that call's context texts and notes (not in the history)."""
         self.pending_notes: list[str] = []
         """Detector notes for the next model request (kept across runs of the session)."""
         self.context_texts: list[str] = []

@@ -21,6 +21,7 @@ from loopobs.contract.tools import Tool
 from loopobs.contract.trace_links import TraceLinks
 from loopobs.cost.budget import Budget
 from loopobs.cost.pricing import PriceLookup, default_prices
+from loopobs.cost.shared import SharedBudget
 from loopobs.loop.context_providers import ProviderSpec
 from loopobs.loop.policy import RunPolicy
 from loopobs.loop.workers import ToolWorkers
@@ -58,7 +59,7 @@ class RunDeps:
 
     client: LlmClient
     tools: Mapping[str, Tool]
-    emit: ObserverSet
+    observers: ObserverSet
     """Where events go: the user's observers, then the detectors, then :attr:`policy`."""
     policy: RunPolicy
     compactor: Compactor
@@ -72,6 +73,8 @@ class RunDeps:
     """Context providers, run before each model call."""
     prices: PriceLookup = field(default_factory=default_prices)
     """How model calls are priced (default: ``genai-prices``)."""
+    shared_budget: SharedBudget | None = None
+    """Limits shared with other processes (reserved before each call); None: none."""
 
     @property
     def tool_definitions(self) -> tuple[ToolDefinition, ...]:

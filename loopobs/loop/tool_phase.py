@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from loopobs.contract import hashing
 from loopobs.contract.errors import (
+    BudgetExceeded,
     Cancelled,
     InvalidToolInput,
     LoopError,
@@ -29,6 +30,7 @@ from loopobs.contract.errors import (
     ToolTimeout,
 )
 from loopobs.contract.events import (
+    BudgetExceededContext,
     ToolCallReceivedContext,
     ToolOutcomeKind,
     ToolPostContext,
@@ -45,8 +47,10 @@ from loopobs.contract.tools import (
     enter_tool_call,
     render_result,
 )
+from loopobs.cost.shared import Reservation
 from loopobs.cost.spending import RunSpending
 from loopobs.loop.runtime import RunDeps, now_ns, perf
+from loopobs.loop.shared_spend import SharedSpend
 
 __all__ = ["ToolAttempt", "ToolPhase"]
 
@@ -70,13 +74,34 @@ class ToolPhase:
     its ``on_tool_post``.
     """
 
-    __slots__ = ("_deps", "_run_id", "_spending")
+    __slots__ = ("_deps", "_run_id", "_shared", "_spending")
 
     def __init__(self, deps: RunDeps, run_id: uuid.UUID, *,
-                 spending: RunSpending | None = None) -> None:
+                 spending: RunSpending | None = None, shared: SharedSpend | None = None) -> None:
         self._deps = deps
         self._run_id = run_id
         self._spending = spending
+        self._shared = shared
+
+    async def _reserve_tool_call(self) -> Reservation | None:
+        """Reserve one tool call in the shared budget when a scope limits tool calls.
+
+        A scope without room becomes a ``stop`` verdict (the run ends after this tool
+        phase) and the call is not run: its result is the refusal.
+        """
+        shared = self._shared
+        if shared is None:
+            return None
+        try:
+            return await shared.reserve_tool_call()
+        except BudgetExceeded as refused:
+            em = self._deps.observers
+            if em.listens("on_budget_exceeded"):
+                em.on_budget_exceeded(BudgetExceededContext(
+                    run_id=self._run_id, time_ns=now_ns(), limit="tool_calls",
+                    value=refused.value, budget=refused.budget, scope="shared",
+                    scope_key=refused.scope))
+            raise
 
     async def __call__(self, turn: int, calls: Sequence[ToolCallPart], *, received: bool,
                        attempts: Sequence[int] | None = None) -> list[ToolAttempt]:
@@ -87,7 +112,7 @@ class ToolPhase:
         attempt number (default 0).
         """
         deps = self._deps
-        em = deps.emit
+        em = deps.observers
         if received and em.listens("on_tool_call_received"):
             for call in calls:
                 known = deps.tools.get(call.name)
@@ -120,7 +145,7 @@ class ToolPhase:
     async def _execute(self, turn: int, found: Tool, call: ToolCallPart,
                        attempt: int) -> ToolAttempt:
         """One tool call attempt; runs in its own task, which emits its pre and post events."""
-        em = self._deps.emit
+        em = self._deps.observers
         if em.listens("on_tool_pre"):
             em.on_tool_pre(ToolPreContext(run_id=self._run_id, time_ns=now_ns(), turn=turn,
                                           tool=found.name, tool_call_id=call.id, attempt=attempt,
@@ -132,7 +157,9 @@ class ToolPhase:
         returned: ToolReturn | None = None
         timeout = found.timeout if found.timeout is not None else self._deps.settings.tool_timeout
         text: str | None = None
+        held: Reservation | None = None
         try:
+            held = await self._reserve_tool_call()
             if call.raw_arguments is not None:
                 # The raw text is content: the model sees it in the result text below, but
                 # the error (whose message reaches span statuses and logs) never holds it.
@@ -164,6 +191,9 @@ class ToolPhase:
         except Exception as exc:
             error = ToolExecutionError(f"{type(exc).__name__}: {exc}", tool=found.name,
                                        error_type=type(exc).__name__)
+        finally:
+            if held is not None and self._shared is not None:
+                await self._shared.settle(held, None, None, tool_calls=1)
         if error is not None:
             text = f"Error: {error}"
             if call.raw_arguments is not None and isinstance(error, InvalidToolInput):
@@ -191,7 +221,7 @@ class ToolPhase:
     def _emit_post(self, turn: int, name: str, call_id: str, attempt: int, started: float,
                    text: str | None, error: LoopError | None,
                    returned: ToolReturn | None, scope: ToolCallScope) -> None:
-        em = self._deps.emit
+        em = self._deps.observers
         if not em.listens("on_tool_post"):
             return
         outcome: ToolOutcomeKind

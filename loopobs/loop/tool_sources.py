@@ -48,7 +48,7 @@ class ConnectedSource(Protocol):
 class ToolSource(Protocol):
     """A description of a tool source; connecting it gives a :class:`ConnectedSource`."""
 
-    async def connect(self, emit: ObserverSet) -> ConnectedSource:
+    async def connect(self, observers: ObserverSet) -> ConnectedSource:
         """Connect (start processes, handshake, list tools); raise if that fails."""
 
 

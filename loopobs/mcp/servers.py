@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from loopobs.mcp.source import McpToolSource
 
 # The SDK's transports are imported when a server is first connected, so that describing
-# servers (``AgentLoop(mcp_servers=[...])``) costs no import of the ``mcp`` package.
+# servers (``AgentLoop(tool_sources=[...])``) costs no import of the ``mcp`` package.
 
 __all__ = ["McpHttp", "McpServer", "McpSse", "McpStdio"]
 
@@ -28,7 +28,7 @@ class _Common:
     timeout: float = 30.0
     """Seconds a request (a tool call, a listing) may take before it fails with ``timeout``."""
     connect_timeout: float = 15.0
-    """Seconds to start the server and finish the handshake."""
+    """Seconds to start (or reach) the server, finish the handshake and list its tools."""
     restarts: int = 3
     """How many times a server that went away is started again (at its next call)."""
 
@@ -36,7 +36,7 @@ class _Common:
         """The name the model sees for the server's tool ``remote``."""
         return f"{self.prefix}_{remote}" if self.prefix else remote
 
-    async def connect(self, emit: ObserverSet) -> McpToolSource:
+    async def connect(self, observers: ObserverSet) -> McpToolSource:
         """Start (or reach) the server, handshake and list its tools.
 
         Raises:
@@ -138,8 +138,8 @@ class McpHttp(_Remote):
         async def note_session(response: httpx2.Response) -> None:
             on_session(response.headers.get("mcp-session-id"))
 
-        client = httpx2.AsyncClient(headers=dict(self.headers or {}),
-                                    timeout=httpx2.Timeout(self.timeout, read=300.0),
+        timeout = httpx2.Timeout(self.timeout, connect=self.connect_timeout, read=300.0)
+        client = httpx2.AsyncClient(headers=dict(self.headers or {}), timeout=timeout,
                                     event_hooks={"response": [note_session]})
         stack.push_async_callback(client.aclose)
         return streamable_http_client(self.url, http_client=client)

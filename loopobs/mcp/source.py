@@ -110,6 +110,15 @@ class _WriteTap:
         return await self._inner.__aexit__(*exc)
 
 
+MAX_LIST_PAGES = 1_000
+"""Pages of ``tools/list`` one listing may take; a server that paginates past it fails."""
+MAX_TOOLS = 50_000
+"""Tools one listing may hold; a server that lists more fails."""
+CLOSE_GRACE_S = 10.0
+"""Seconds a closing connection is given to end on its own (the SDK ends a stdio process
+within about 7 s), then again after it is cancelled; past both it is abandoned, logged."""
+
+
 class _Connection:
     """One live connection, held open by its owner task until :meth:`close`."""
 
@@ -121,31 +130,44 @@ class _Connection:
         self.tools: list[mt.Tool] = []
         self.down: str | None = None
         self.request_ids: dict[str, str] = {}
+        self.listings = 0
+        """``tools/list`` listings started (the connect's and the refreshes')."""
         self._on_tools = on_tools
         self._ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._stop = asyncio.Event()
-        self._refreshing: set[asyncio.Task[None]] = set()
+        self._refresher: asyncio.Task[None] | None = None
+        self._refresh_wanted = False
+        self._closer: asyncio.Task[None] | None = None
         self._task = asyncio.create_task(self._own(), name=f"mcp:{spec.label}")
 
     async def wait_ready(self) -> None:
+        """Wait for the handshake and the first listing, within ``connect_timeout``.
+
+        On a timeout, an error or a cancellation of the caller, the connection is
+        closed (its task cancelled, within a bound) before this returns.
+        """
         try:
             await asyncio.wait_for(asyncio.shield(self._ready), self.spec.connect_timeout)
         except asyncio.TimeoutError:
             await self.close()
-            raise McpError(f"MCP server {self.spec.label!r} did not answer the handshake "
-                           f"within {self.spec.connect_timeout:g}s",
+            raise McpError(f"MCP server {self.spec.label!r} did not answer the handshake and "
+                           f"its tool listing within {self.spec.connect_timeout:g}s",
                            server=self.spec.label, kind="server_down") from None
+        except BaseException:
+            await self.close()
+            raise
 
     async def _own(self) -> None:
         try:
             async with contextlib.AsyncExitStack() as stack:
                 read, write = await stack.enter_async_context(self._transport(stack))
+                # The handshake is bounded by connect_timeout alone (it waits for the process
+                # to start); each listing page by timeout (_list_all).
                 session = await stack.enter_async_context(ClientSession(
-                    read, _WriteTap(write, self.request_ids),
-                    message_handler=self._on_message))
+                    read, _WriteTap(write, self.request_ids), message_handler=self._on_message))
                 await session.initialize()
                 self.protocol_version = session.protocol_version
-                self.tools = await _list_all(session)
+                self.tools = await self._list(session)
                 self.session = session
                 if not self._ready.done():
                     self._ready.set_result(None)
@@ -153,7 +175,7 @@ class _Connection:
         except BaseException as exc:  # the owner must end quietly; the reason is kept
             cause = _root_cause(exc)
             if not self._ready.done():
-                self._ready.set_exception(McpError(
+                self._ready.set_exception(cause if isinstance(cause, McpError) else McpError(
                     f"MCP server {self.spec.label!r} could not be started or reached: "
                     f"{type(cause).__name__}: {cause}", server=self.spec.label,
                     kind="server_down"))
@@ -164,8 +186,8 @@ class _Connection:
         finally:
             self.session = None
             self.down = self.down or "closed"
-            for task in self._refreshing:
-                task.cancel()
+            if self._refresher is not None:
+                self._refresher.cancel()
 
     def _transport(self, stack: contextlib.AsyncExitStack) -> Any:
         return self.spec.open_transport(stack, self._note_session)
@@ -174,29 +196,67 @@ class _Connection:
         if session_id:
             self.session_id = session_id
 
+    async def _list(self, session: ClientSession) -> list[mt.Tool]:
+        self.listings += 1
+        return await _list_all(session, self.spec)
+
     async def _on_message(self, message: Any) -> None:
+        # A flood of notifications coalesces: one refresh runs, and at most one more is
+        # wanted after it (which then reads the newest list).
         if isinstance(message, mt.ToolListChangedNotification):
-            task = asyncio.create_task(self._refresh())
-            self._refreshing.add(task)
-            task.add_done_callback(self._refreshing.discard)
+            self._refresh_wanted = True
+            if self._refresher is None or self._refresher.done():
+                self._refresher = asyncio.create_task(self._refresh(),
+                                                      name=f"mcp-refresh:{self.spec.label}")
 
     async def _refresh(self) -> None:
-        session = self.session
-        if session is None:
-            return
-        try:
-            self.tools = await _list_all(session)
-        except Exception as exc:  # keep the old list; the next notification tries again
-            logger.warning("MCP server %r: refreshing its tools failed: %r", self.spec.label, exc)
-            return
-        self._on_tools()
+        while self._refresh_wanted:
+            self._refresh_wanted = False
+            session = self.session
+            if session is None:
+                return
+            try:
+                async with asyncio.timeout(self.spec.timeout):
+                    tools = await self._list(session)
+            except Exception as exc:  # the old list stays; a later notification tries again
+                logger.warning("MCP server %r: refreshing its tools failed: %s",
+                               self.spec.label, _describe(exc, self.spec))
+                continue
+            self.tools = tools
+            self._on_tools()
+
+    async def refreshed(self) -> None:
+        """Wait until no refresh of the tool list runs or is wanted (each is timed out)."""
+        while self._refresher is not None and not self._refresher.done():
+            await asyncio.wait({self._refresher})
 
     async def close(self) -> None:
-        """End the owner task (closing the session and the process); never raises."""
+        """End the owner task (closing the session and the process); raises nothing of its own.
+
+        Bounded: the task gets :data:`CLOSE_GRACE_S` to end on its own (at once
+        cancelled if it never got ready: it may be stuck in the handshake), then is
+        cancelled and gets as long again; past that it is abandoned, with a warning.
+        A caller cancelled meanwhile gets its ``CancelledError`` at once; the close
+        goes on in a task of its own.
+        """
         self._stop.set()
-        if not self._task.done():
-            # Shielded: a cancelled caller still waits for the process to be gone.
-            await asyncio.gather(asyncio.shield(self._task), return_exceptions=True)
+        if self._task.done():
+            return
+        if self._closer is None:
+            self._closer = asyncio.create_task(self._end_owner(),
+                                               name=f"mcp-close:{self.spec.label}")
+        await asyncio.wait({self._closer})
+
+    async def _end_owner(self) -> None:
+        task = self._task
+        if self._ready.done() and self._ready.exception() is None:
+            await asyncio.wait({task}, timeout=CLOSE_GRACE_S)
+        if not task.done():
+            task.cancel()
+            await asyncio.wait({task}, timeout=CLOSE_GRACE_S)
+        if not task.done():
+            logger.warning("MCP server %r: its connection did not close within %gs; abandoned",
+                           self.spec.label, 2 * CLOSE_GRACE_S)
 
 
 def _root_cause(exc: BaseException) -> BaseException:
@@ -208,16 +268,41 @@ def _root_cause(exc: BaseException) -> BaseException:
     return exc
 
 
-async def _list_all(session: ClientSession) -> list[mt.Tool]:
+def _describe(exc: BaseException, spec: ServerSpec) -> str:
+    if isinstance(exc, asyncio.TimeoutError):
+        return f"no complete listing within {spec.timeout:g}s"
+    return f"{type(exc).__name__}: {exc}"
+
+
+async def _list_all(session: ClientSession, spec: ServerSpec) -> list[mt.Tool]:
+    """Every page of the server's tool list, within :data:`MAX_LIST_PAGES` and :data:`MAX_TOOLS`.
+
+    Raises:
+        McpError: a page was not answered within ``timeout`` (``timeout``), or the
+            listing ran past a bound (``protocol``).
+    """
     tools: list[mt.Tool] = []
     cursor: str | None = None
-    while True:
+    for _ in range(MAX_LIST_PAGES):
         params = mt.PaginatedRequestParams(cursor=cursor) if cursor else None
-        page = await session.list_tools(params=params)
+        deadline = asyncio.timeout(spec.timeout)
+        try:
+            async with deadline:
+                page = await session.list_tools(params=params)
+        except TimeoutError:
+            if not deadline.expired():
+                raise
+            raise McpError(f"MCP server {spec.label!r} did not answer tools/list within "
+                           f"{spec.timeout:g}s", server=spec.label, kind="timeout") from None
         tools.extend(page.tools)
+        if len(tools) > MAX_TOOLS:
+            raise McpError(f"MCP server {spec.label!r} lists more than {MAX_TOOLS} tools",
+                           server=spec.label, kind="protocol")
         cursor = page.next_cursor
         if not cursor:
             return tools
+    raise McpError(f"MCP server {spec.label!r} still had another page of tools after "
+                   f"{MAX_LIST_PAGES} pages", server=spec.label, kind="protocol")
 
 
 class McpToolSource:

@@ -3,7 +3,10 @@
 The fold reads events only (never live state), so a report of a log is the same
 whatever process recorded it. Times are milliseconds from the run's first event;
 a run whose log stops before ``on_run_end`` (the recorder crashed, the process was
-killed) is closed at its last recorded event and marked ``incomplete``.
+killed) is closed at its last recorded event and marked ``incomplete``. Session
+events (``on_backpressure``, ``on_session_reset``: their ``run_id`` is the
+session's id) are no run: they are folded into a :class:`SessionRecord`, which
+the page shows with the session's runs.
 """
 
 from __future__ import annotations
@@ -13,9 +16,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from loopobs.contract.events import EventContext
+from loopobs.contract.events import SESSION_HOOKS, EventContext
 
-__all__ = ["RunRecord", "fold_runs"]
+__all__ = ["FoldedLog", "RunRecord", "SessionRecord", "fold_log", "fold_runs"]
 
 # Token order in every ``tok`` array: input, output, cache read, cache write, reasoning.
 _TOKEN_FIELDS = ("input_tokens", "output_tokens", "cache_read_input_tokens",
@@ -34,6 +37,7 @@ _MARKERS = {
 }
 
 _MAX_CONTENT = 4_000  # characters of one content value kept in the report
+_MAX_SESSION_EVENTS = 200  # session events kept per session (all are counted)
 
 
 def _field(ctx: EventContext, *names: str, default: Any = None) -> Any:
@@ -72,6 +76,7 @@ class RunRecord:
 
     run_id: str
     t0_ns: int
+    session: str = ""
     agent: str = ""
     model: str = ""
     status: str = "incomplete"
@@ -104,7 +109,8 @@ class RunRecord:
     def to_json(self) -> dict[str, Any]:
         """The record as the page's script reads it (short keys keep large reports small)."""
         return {
-            "id": self.run_id, "t0": self.t0_ns // 1_000_000, "agent": self.agent,
+            "id": self.run_id, "t0": self.t0_ns // 1_000_000, "session": self.session,
+            "agent": self.agent,
             "model": self.model, "status": self.status, "error": self.error,
             "dur": self.end_ms, "turns": self.turns, "tok": self.tokens, "cost": self.cost,
             "tools": self.tool_calls, "toolErr": self.tool_errors, "bars": self.bars,
@@ -114,12 +120,48 @@ class RunRecord:
         }
 
 
+@dataclass
+class SessionRecord:
+    """One session's own events (backpressure, resets), as the report shows them.
+
+    ``events``: ``[time_ms, kind, text]`` (epoch milliseconds), the first
+    :data:`_MAX_SESSION_EVENTS`; ``counts`` counts every one by kind.
+    """
+
+    session_id: str
+    events: list[list[Any]] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as the page's script reads it."""
+        return {"id": self.session_id, "events": self.events, "counts": self.counts}
+
+
+@dataclass(frozen=True, slots=True)
+class FoldedLog:
+    """A log folded for the report: its runs and the sessions that have events of their own."""
+
+    runs: list[RunRecord]
+    sessions: list[SessionRecord]
+
+
+def _session_event(ctx: Any) -> tuple[str, str]:
+    if ctx.hook == "on_session_reset":
+        return "reset", f"epoch {ctx.epoch}, {ctx.discarded} discarded"
+    return (f"{ctx.queue} {ctx.outcome}",
+            f"{ctx.queue} queue {ctx.outcome} (capacity {ctx.capacity}, policy {ctx.policy})")
+
+
 class _Fold:
     def __init__(self, *, content: bool) -> None:
         self.content = content
         self.runs: dict[Any, RunRecord] = {}
+        self.sessions: dict[Any, SessionRecord] = {}
 
     def add(self, ctx: EventContext) -> None:
+        if ctx.hook in SESSION_HOOKS:
+            self._add_session_event(ctx)
+            return
         run = self.runs.get(ctx.run_id)
         if run is None:
             run = self.runs[ctx.run_id] = RunRecord(run_id=str(ctx.run_id), t0_ns=ctx.time_ns)
@@ -131,9 +173,19 @@ class _Fold:
         if label is not None:
             run.marks.append([label, at, self._mark_text(ctx)])
 
+    def _add_session_event(self, ctx: EventContext) -> None:
+        record = self.sessions.get(ctx.run_id)
+        if record is None:
+            record = self.sessions[ctx.run_id] = SessionRecord(session_id=str(ctx.run_id))
+        kind, text = _session_event(ctx)
+        record.counts[kind] = record.counts.get(kind, 0) + 1
+        if len(record.events) < _MAX_SESSION_EVENTS:
+            record.events.append([ctx.time_ns // 1_000_000, kind, text])
+
     # -- run and turn ------------------------------------------------------------------------
     def _on_run_start(self, run: RunRecord, ctx: Any, at: float) -> None:
         run.agent, run.model = ctx.agent, ctx.model
+        run.session = str(ctx.session_id) if ctx.session_id is not None else ""
         instructions: str = getattr(ctx, "instructions", "")
         if self.content and instructions:
             run.content.append(["instructions", _content(instructions)])
@@ -261,8 +313,9 @@ class _Fold:
         return list(self.runs.values())
 
 
-def fold_runs(events: Iterable[EventContext], *, content: bool = True) -> list[RunRecord]:
-    """The runs of ``events`` (in log order), each folded into one :class:`RunRecord`.
+def fold_log(events: Iterable[EventContext], *, content: bool = True) -> FoldedLog:
+    """``events`` folded: each run into a :class:`RunRecord` (in log order), and each
+    session with events of its own into a :class:`SessionRecord`.
 
     ``content=False`` leaves prompts, answers, tool arguments and results out even
     where the log has them.
@@ -270,4 +323,10 @@ def fold_runs(events: Iterable[EventContext], *, content: bool = True) -> list[R
     fold = _Fold(content=content)
     for ctx in events:
         fold.add(ctx)
-    return fold.finish()
+    return FoldedLog(fold.finish(), list(fold.sessions.values()))
+
+
+def fold_runs(events: Iterable[EventContext], *, content: bool = True) -> list[RunRecord]:
+    """The runs of ``events`` (in log order), each folded into one :class:`RunRecord`
+    (session events are left out: see :func:`fold_log`)."""
+    return fold_log(events, content=content).runs

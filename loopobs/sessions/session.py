@@ -36,7 +36,13 @@ Persistence: after each run (whatever its end) the messages the run added are
 appended to the store once, and flushed; a user message is persisted by the run
 that carried it, never again (an interrupted run's messages are persisted too;
 a reset run's are not). The store is an append log: compaction shortens the
-live history, not the store.
+live history, not the store. Store calls are serialised (a reset's ``clear``
+waits for an append in flight, so it never comes back) and each is bounded by
+``store_timeout``. A store that fails (raises or runs past it) fails what needed
+it with :class:`~loopobs.sessions.stores.StoreFailed`: the send whose run could
+not be saved (its ``result`` holds the run's result; the messages are written
+again at the next flush), or ``close`` (after subscribers got ``closed``); the
+session goes on serving.
 """
 
 from __future__ import annotations
@@ -45,10 +51,12 @@ import asyncio
 import collections
 import contextlib
 import contextvars
+import logging
+import math
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
@@ -67,7 +75,7 @@ from loopobs.loop.context_providers import ProviderSpec
 from loopobs.loop.driver import INTERRUPT
 from loopobs.loop.loop import AgentLoop
 from loopobs.loop.run import RunResult, Session
-from loopobs.sessions.stores import MemoryStore, SessionStore
+from loopobs.sessions.stores import MemoryStore, SessionStore, StoreCorrupt, StoreFailed
 
 __all__ = ["ASK_USER", "AgentSession", "BoundedQueue", "QueuePolicy", "SessionUpdate"]
 
@@ -75,6 +83,7 @@ QueuePolicy = Literal["block", "drop_oldest", "reject"]
 """What a full queue does with a new item: wait for room, drop the oldest, refuse it."""
 
 _T = TypeVar("_T")
+logger = logging.getLogger("loopobs.sessions")
 
 
 class BoundedQueue(Generic[_T]):
@@ -295,12 +304,23 @@ class AgentSession:
         queue_policy: what a full inbox does with one more (:data:`QueuePolicy`).
         subscriber_queue_size: updates buffered per subscriber (oldest dropped).
         ask_user_timeout: seconds ``ask_user`` waits for :meth:`reply`.
+        store_timeout: seconds one store call may take before it counts as failed.
+        attribution: who the conversation is for (``{"tenant": …, "user": …}``), on
+            every run (see ``Session(attribution=...)``).
+
+    Raises:
+        ValueError: ``store_timeout`` is not a positive, finite number, or
+            ``attribution`` is not a small mapping of short strings.
     """
 
     def __init__(self, loop: AgentLoop, *, store: SessionStore | None = None,
                  session_id: uuid.UUID | None = None, queue_size: int = 16,
                  queue_policy: QueuePolicy = "block", subscriber_queue_size: int = 256,
-                 ask_user_timeout: float = 300.0) -> None:
+                 ask_user_timeout: float = 300.0, store_timeout: float = 30.0,
+                 attribution: Mapping[str, str] | None = None) -> None:
+        if not (isinstance(store_timeout, (int, float)) and 0 < store_timeout < math.inf):
+            raise ValueError(f"store_timeout must be a positive number of seconds, "
+                             f"not {store_timeout!r}")
         ask_user = _ask_user_tool()
         existing = loop.tools.get("ask_user")
         if existing is not None and existing is not ask_user:
@@ -312,12 +332,16 @@ class AgentSession:
         self.store: SessionStore = store if store is not None else MemoryStore()
         self.id = session_id or uuid.uuid4()
         self.ask_user_timeout = ask_user_timeout
+        self.store_timeout = store_timeout
+        self._store_lock = asyncio.Lock()
         self.subscriber_queue_size = subscriber_queue_size
         self.epoch = 0
         self._emit: ObserverSet = loop.observers
         self._inbox: BoundedQueue[_Sent] = BoundedQueue(
             "inbox", queue_size, queue_policy, self._emit, self.id, on_drop=self._discard)
-        self._session = Session(id=self.id)
+        self.attribution: dict[str, str] = dict(attribution or {})
+        """Who the conversation is for (on every run's ``on_run_start``)."""
+        self._session = Session(id=self.id, attribution=self.attribution)
         self._persisted: list[Message] = []  # strong refs: their ids stay unique
         self._persisted_ids: set[int] = set()
         self._pending_users: list[str] = []
@@ -330,11 +354,15 @@ class AgentSession:
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> AgentSession:
-        """Load the history from the store and start the worker."""
+        """Load the history from the store and start the worker.
+
+        Raises:
+            StoreFailed: the store's ``load`` failed (``StoreCorrupt``: a malformed line).
+        """
         if self._worker is not None:
             return self
-        history = await self.store.load(self.id)
-        self._session = Session(id=self.id, messages=history)
+        history = await self._store_call("load", self.store.load(self.id))
+        self._session = Session(id=self.id, messages=history, attribution=self.attribution)
         self._remember(history)
         self._worker = asyncio.create_task(self._work())
         return self
@@ -348,7 +376,11 @@ class AgentSession:
     async def close(self) -> None:
         """Interrupt the run in progress, discard queued messages, persist, flush, close the store.
 
-        Idempotent. The interrupted run's messages are persisted.
+        Idempotent. The interrupted run's messages are persisted. Subscribers get
+        ``closed`` whatever the store does.
+
+        Raises:
+            StoreFailed: persisting or closing the store failed (the session is closed).
         """
         if self._closed:
             return
@@ -357,16 +389,31 @@ class AgentSession:
             self._discard(sent)
         self._inbox.close()
         self._stop_current()
-        if self._worker is not None:
-            await asyncio.gather(self._worker, return_exceptions=True)
-        await self._persist(self._session)
-        await self.store.close()
-        self._publish(SessionUpdate("closed", self.epoch))
-        for queue in self._subscribers:
-            queue.close()
+        failure: StoreFailed | None = None
+        try:
+            if self._worker is not None:
+                await asyncio.gather(self._worker, return_exceptions=True)
+            failure = await self._persist(self._session)
+            try:
+                await self._store_call("close", self.store.close())
+            except StoreFailed as exc:
+                failure = failure or exc
+        finally:
+            self._publish(SessionUpdate("closed", self.epoch))
+            for queue in self._subscribers:
+                queue.close()
+        if failure is not None:
+            raise failure
 
     async def reset(self) -> None:
-        """Start a new epoch: discard the run in progress and queued messages, clear the store."""
+        """Start a new epoch: discard the run in progress and queued messages, clear the store.
+
+        The clear waits for a store call in flight (an append of the old epoch never
+        outlives it). ``on_session_reset`` and the ``reset`` update come first.
+
+        Raises:
+            StoreFailed: the store's ``clear`` failed (the old messages may load again).
+        """
         self._check_open()
         self.epoch += 1
         discarded = self._inbox.clear()
@@ -375,28 +422,31 @@ class AgentSession:
         self._pending_users.clear()
         self._hints.clear()
         old = self._session
-        self._session = Session(id=self.id)
+        self._session = Session(id=self.id, attribution=self.attribution)
         self._persisted.clear()
         self._persisted_ids.clear()
         current = self._stop_current()
         if current is not None:
             await asyncio.wait({current})
         del old
-        await self.store.clear(self.id)
         if self._emit.listens("on_session_reset"):
             self._emit.on_session_reset(SessionResetContext(
                 run_id=self.id, time_ns=time.time_ns(), epoch=self.epoch,
                 discarded=len(discarded) + (current is not None)))
         self._publish(SessionUpdate("reset", self.epoch))
+        async with self._store_lock:
+            await self._store_call("clear", self.store.clear(self.id))
 
     # -- the ops channel -------------------------------------------------------------------
     async def send(self, text: str) -> asyncio.Future[RunResult]:
         """Queue ``text`` as a user message; the future resolves with its run's result.
 
         Raises:
+            TypeError: ``text`` is not a string.
             QueueFull: the inbox is full and its policy is ``reject``.
             SessionClosed: the session is closed.
         """
+        _check_text(text)
         self._check_open()
         future: asyncio.Future[RunResult] = asyncio.get_running_loop().create_future()
         await self._inbox.put(_Sent(text, self.epoch, future))
@@ -408,7 +458,11 @@ class AgentSession:
         A hint reaches the next model call (the current run's next turn, if one is
         running) as a system message, and is not kept in the history; a user
         message is added to the history just before the next sent message.
+
+        Raises:
+            TypeError: ``text`` is not a string.
         """
+        _check_text(text)
         self._check_open()
         if kind == "hint":
             self._hints.append(text)
@@ -490,14 +544,36 @@ class AgentSession:
                 self._persisted_ids.add(id(message))
                 self._persisted.append(message)
 
-    async def _persist(self, session: Session) -> None:
-        if session is not self._session:
-            return  # a run of an old epoch: discarded
-        new = [m for m in session.messages if id(m) not in self._persisted_ids]
-        if new:
-            await self.store.append(self.id, new)
-            self._remember(new)
-        await self.store.flush()
+    async def _store_call(self, operation: str, call: Awaitable[_T]) -> _T:
+        """``call`` under ``store_timeout``; its failure as :class:`StoreFailed`."""
+        deadline = asyncio.timeout(self.store_timeout)
+        try:
+            async with deadline:
+                return await call
+        except (StoreFailed, StoreCorrupt):
+            raise
+        except Exception as exc:
+            if isinstance(exc, TimeoutError) and deadline.expired():
+                raise StoreFailed(f"the session store's {operation} did not finish within "
+                                  f"{self.store_timeout:g}s", operation=operation) from None
+            raise StoreFailed(f"the session store's {operation} failed: "
+                              f"{type(exc).__name__}: {exc}", operation=operation) from exc
+
+    async def _persist(self, session: Session) -> StoreFailed | None:
+        """Append the messages ``session`` added and flush; the store's failure, if any."""
+        async with self._store_lock:
+            if session is not self._session:
+                return None  # a run of an old epoch (checked again: a reset may have waited)
+            try:
+                new = [m for m in session.messages if id(m) not in self._persisted_ids]
+                if new:
+                    await self._store_call("append", self.store.append(self.id, new))
+                    if session is self._session:  # a reset meanwhile forgot the old epoch
+                        self._remember(new)  # appended: the store holds them until flushed
+                await self._store_call("flush", self.store.flush())
+            except StoreFailed as exc:
+                return exc
+            return None
 
     async def _ask(self, call_id: str, question: str) -> str:
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
@@ -522,7 +598,12 @@ class AgentSession:
             if sent.epoch != self.epoch:
                 self._discard(sent)
                 continue
-            await self._run(sent)
+            try:
+                await self._run(sent)
+            except Exception as exc:  # the worker must go on serving
+                if not sent.future.done():
+                    sent.future.set_exception(exc)
+                    sent.future.exception()
 
     async def _run(self, sent: _Sent) -> None:
         session = self._session
@@ -545,7 +626,7 @@ class AgentSession:
         _close_open_calls(session)
         for message in session.messages[before:] if epoch == self.epoch else ():
             self._publish(SessionUpdate("message", epoch, message=message))
-        await self._persist(session)
+        failure = await self._persist(session)
         outcome: RunResult | BaseException
         if task.cancelled():
             discarded = epoch != self.epoch or self._closed
@@ -557,6 +638,11 @@ class AgentSession:
         else:
             outcome = task.result()
             status = outcome.status
+        if failure is not None and isinstance(outcome, RunResult):
+            failure.result = outcome
+            outcome = failure
+        elif failure is not None:  # the run's own end says more; the store's is logged
+            logger.warning("session %s: %s", self.id, failure)
         if not sent.future.done():
             if isinstance(outcome, BaseException):
                 sent.future.set_exception(outcome)
@@ -564,6 +650,11 @@ class AgentSession:
             else:
                 sent.future.set_result(outcome)
         self._publish(SessionUpdate("run_end", epoch, status=status))
+
+
+def _check_text(text: object) -> None:
+    if not isinstance(text, str):
+        raise TypeError(f"a session message must be text (str), not {type(text).__name__}")
 
 
 def _close_open_calls(session: Session) -> None:

@@ -6,7 +6,10 @@ checks it matches this script). Each class of the issue on detection quality
 has several variants: runaway loops an agent really falls into (cosmetically
 different arguments, volatile results, long repeats, paraphrased calls,
 repeated answers) and productive sessions that must not be flagged (polling with
-back-off, reads between writes, long sessions, retry budgets, acknowledgements).
+back-off, reads between writes, long sessions, retry budgets, acknowledgements). Shell,
+editor and conversational agents are written the way real ones work (one ``bash`` tool
+whose edits print nothing, ``str_replace_editor`` views and edits, replies to a user),
+productive and runaway, so each class is guarded without third-party data.
 Times follow a model's pace: 1–4 s between steps, tool calls of 0.05–0.5 s.
 """
 
@@ -686,6 +689,168 @@ def reports_with_figures(rng: random.Random) -> Trace:
     return s.trace("hourly reports whose figures change", "classic_ok", "ok")
 
 
+# -- shell agents: everything through one bash tool -------------------------------------------
+
+def shell_result(rng: random.Random, output: str = "", code_: int = 0) -> str:
+    """An observation as a mini-SWE-agent-style harness wraps it."""
+    return f"<returncode>{code_}</returncode>\n<output>\n{output}</output>"
+
+
+def shell_prefix(s: Session) -> str:
+    """A shell agent finding its way: listings, greps and reads through ``bash``."""
+    rng = s.rng
+    module = f"src/{rng.choice(WORDS)}_{rng.randint(1, 99)}.py"
+    s.call("bash", {"command": f"cd {WORKSPACE} && ls -la src"},
+           shell_result(rng, "\n".join(f"-rw-r--r-- 1 root root {rng.randint(100, 9000)} "
+                                       f"{w}.py" for w in rng.sample(WORDS, 5))))
+    s.call("bash", {"command": f"grep -rn 'def {rng.choice(WORDS)}' src | head -20"},
+           shell_result(rng, f"{module}:{rng.randint(1, 200)}:def handler(x):"))
+    s.call("bash", {"command": f"sed -n '1,60p' {module}"}, shell_result(rng, code(rng, 4)))
+    return module
+
+
+def shell_agent_fixing(rng: random.Random) -> Trace:
+    # Silent edits (sed -i, heredocs) between test runs whose failure message stays the
+    # same for a while: constant feedback, not a loop. Resolves in the end.
+    s = Session(rng)
+    module = shell_prefix(s)
+    s.call("bash", {"command": "cat <<'EOF' > reproduce.py\nfrom app import handler\n"
+                               f"print(handler({rng.randint(1, 9)}))\nEOF"}, shell_result(rng))
+    failure = shell_result(rng, "Traceback (most recent call last):\n  File \"reproduce.py\","
+                                " line 2\nTypeError: unsupported operand", 1)
+    for i in range(rng.randint(10, 14)):
+        line = rng.randint(10, 90)
+        s.call("bash", {"command": f"sed -i '{line}s/x + {i}/x + {i + 1}/' {module}"},
+               shell_result(rng))
+        s.call("bash", {"command": f"sed -n '{line - 3},{line + 3}p' {module}"},
+               shell_result(rng, code(rng, 2)))
+        s.call("python", {"command": "python reproduce.py"}, failure)
+    s.call("python", {"command": "python reproduce.py"}, shell_result(rng, "42"))
+    s.call("bash", {"command": "cd /workspace/repo && python -m pytest -q tests"},
+           shell_result(rng, f"{rng.randint(20, 90)} passed in 1.2s"))
+    s.call("bash", {"command": "git status && git diff"}, shell_result(rng, f" M {module}"))
+    return s.trace("a shell agent editing through sed and heredocs", "shell_agents_ok", "ok")
+
+
+def shell_agent_rerunning(rng: random.Random) -> Trace:
+    # The same failing test run again and again with only reads between: nothing changed.
+    s = Session(rng)
+    module = shell_prefix(s)
+    failure = shell_result(rng, f"FAILED tests/test_app.py::test_{rng.choice(WORDS)} - "
+                                f"assert {rng.randint(1, 9)} == 0\n1 failed", 1)
+    s.call("bash", {"command": "python -m pytest -q tests/test_app.py"}, failure)
+    s.looping(1)
+    for i in range(12):
+        if i % 2:
+            s.call("bash", {"command": f"cat {module}"}, shell_result(rng, "def handler(x): ..."))
+        s.call("bash", {"command": "python -m pytest -q tests/test_app.py"}, failure)
+    return s.trace("a shell agent re-running a failing test with nothing changed",
+                   "shell_agents", "loop")
+
+
+def shell_agent_redeleting(rng: random.Random) -> Trace:
+    # Trivially varied spellings of one delete, each printing nothing.
+    s = Session(rng)
+    shell_prefix(s)
+    target = f"/data/{rng.choice(WORDS)}"
+    spellings = [f"find {target} -name '*.tmp' -type f -delete",
+                 f"find {target} -name '*.tmp' -type f -exec rm {{}} \\;",
+                 f"find {target} -name '*.tmp' -type f -exec rm -f {{}} \\;",
+                 f"find {target} -name '*.tmp' -type f -exec rm -rf {{}} \\;",
+                 f"find {target} -name '*.tmp' -type f -exec rm -rf -- {{}} \\;"]
+    s.call("bash", {"command": spellings[0]}, "")
+    s.looping(2)
+    for i in range(1, 16):
+        s.call("bash", {"command": spellings[1 + i % 4]}, "")
+    return s.trace("a shell agent deleting the same files again in other spellings",
+                   "shell_agents", "loop")
+
+
+# -- editor agents: view / str_replace tools --------------------------------------------------
+
+def editor_view(s: Session, path: str, start: int, text: str) -> None:
+    s.call("str_replace_editor", {"command": "view", "path": path,
+                                  "view_range": [start, start + 20]},
+           f"Here's the result of running `cat -n` on {path}:\n{text}")
+
+
+def editor_agent_fixing(rng: random.Random) -> Trace:
+    # Views, successful edits, the same range viewed again after each edit, builds.
+    s = Session(rng)
+    path = f"{WORKSPACE}/src/{rng.choice(WORDS)}.c"
+    s.call("bash", {"command": f"grep -n 'match' {path}"}, f"{rng.randint(100, 400)}: match")
+    start = rng.randint(100, 300)
+    for i in range(rng.randint(4, 8)):
+        editor_view(s, path, start, code(rng, 3))
+        s.call("str_replace_editor", {"command": "str_replace", "path": path,
+                                      "old_str": f"alias(x, {i})", "new_str": f"alias(x, {i + 1})"},
+               f"The file {path} has been edited. Here's the result of running `cat -n` on "
+               f"a snippet of {path}: ...")
+        editor_view(s, path, start, code(rng, 3))
+        s.call("bash", {"command": "cd /workspace/repo && make -j4 2>&1 | tail -5"},
+               f"error: {rng.choice(WORDS)}.c:{rng.randint(1, 400)}: expected ';'")
+    s.call("bash", {"command": "cd /workspace/repo && make -j4 2>&1 | tail -5"}, "Build OK")
+    return s.trace("an editor agent viewing, editing and rebuilding", "editor_agents_ok", "ok")
+
+
+def editor_agent_failing_edits(rng: random.Random) -> Trace:
+    # str_replace rejected again and again (line numbers pasted into old_str), the same
+    # range viewed between: a failed edit changes nothing.
+    s = Session(rng)
+    path = f"{WORKSPACE}/src/{rng.choice(WORDS)}.c"
+    start = rng.randint(100, 300)
+    text = code(rng, 3)
+    editor_view(s, path, start, text)
+    s.looping(3)
+    for i in range(10):
+        s.call("str_replace_editor", {"command": "str_replace", "path": path,
+                                      "old_str": f"{start + i}\t    case TK_MATCH:",
+                                      "new_str": "    case TK_MATCH_CAPTURE:"},
+               f"ERROR:\nNo replacement was performed, old_str `{start + i}\t    case "
+               f"TK_MATCH:` did not appear verbatim in {path}.")
+        editor_view(s, path, start, text)
+    return s.trace("an editor agent whose edits keep failing", "editor_agents", "loop")
+
+
+# -- conversations: the loop is in what the agent says ----------------------------------------
+
+def conversation_repeating(rng: random.Random) -> Trace:
+    # The same reply with another one between each time (A X A Y A …): never three alike in
+    # a row, yet the same request over and over.
+    s = Session(rng)
+    ask = (f"To change the reservation I need its six-letter reservation ID. Could you "
+           f"please share it? It is on the confirmation e-mail from {rng.choice(WORDS)} air.")
+    others = ["I understand this is frustrating.",
+              "Unfortunately I cannot look reservations up by name.",
+              "Basic economy fares cannot be modified.",
+              "I can only change a booking once I can see it.",
+              "Our policy does not let me search by passenger.",
+              "I am sorry for the inconvenience this causes."]
+    rng.shuffle(others)
+    s.answer("Happy to help with your trip. Which reservation would you like to change?")
+    s.looping(4)
+    for other in others:
+        s.answer(ask)
+        s.answer(other)
+    return s.trace("a support agent asking for the same ID again and again", "conversations",
+                   "converged")
+
+
+def conversation_helping(rng: random.Random) -> Trace:
+    # Replies that share their politeness but say new things each time.
+    s = Session(rng)
+    flights = [f"HAT{rng.randint(100, 999)}" for _ in range(6)]
+    for i, flight in enumerate(flights):
+        s.answer(f"Thank you! Flight {flight} on May {10 + i} departs at "
+                 f"{rng.randint(6, 21)}:{rng.choice(['05', '20', '45'])} from "
+                 f"{rng.choice(['JFK', 'SFO', 'SEA', 'ORD'])}; the fare is "
+                 f"{rng.randint(90, 900)} USD in {rng.choice(['economy', 'business'])}.")
+    s.answer("Your new reservation is confirmed. Is there anything else I can help with?")
+    s.answer("You're welcome, have a great trip!")
+    return s.trace("a support agent answering new questions", "conversations_ok", "ok")
+
+
+
 BUILDERS: tuple[Callable[[random.Random], Trace], ...] = (
     path_spellings, query_whitespace_case, nonce_cache_buster, since_now, rising_timeout,
     page_past_end, poll_with_server_timestamp, stuck_job_paced, failing_test_duration,
@@ -697,7 +862,9 @@ BUILDERS: tuple[Callable[[random.Random], Trace], ...] = (
     tests_green_after_edits, schema_before_insert, annotated_writes, long_healthy_session,
     long_research_session, retry_budget, acknowledgements, coding_progressing, search_paging,
     different_greps, evolving_answers, reports_with_figures, flaky_test_rerun,
-    one_page_past_the_end,
+    one_page_past_the_end, shell_agent_fixing, shell_agent_rerunning, shell_agent_redeleting,
+    editor_agent_fixing, editor_agent_failing_edits, conversation_repeating,
+    conversation_helping,
 )
 
 

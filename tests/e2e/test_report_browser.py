@@ -11,13 +11,26 @@ from __future__ import annotations
 import datetime as dt
 import os
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
-from loopobs.report import fold_runs, render_report, write_report
+from loopobs.contract.events import (
+    EventContext,
+    RunEndContext,
+    RunStartContext,
+    RunStatus,
+    StreamStartContext,
+    StreamSuccessContext,
+    ToolPostContext,
+    ToolPreContext,
+    TurnEndContext,
+    TurnStartContext,
+)
+from loopobs.report import fold_log, fold_runs, render_report, write_report
 from tests._report_logs import write_synthetic_log
 from tests.e2e._backends import require_binary
 from tests.test_report import DEMO_LOG, _events
@@ -179,3 +192,80 @@ def test_ten_thousand_runs_stay_interactive(browser: Browser, tmp_path: Path,
     with capsys.disabled():
         print(f"\nreport of {stats.runs} runs / {stats.events} events "
               f"({stats.bytes / 1e6:.1f} MB): interactive after {ready_s:.2f} s in Chromium")
+
+
+def _long_run(turns: int) -> list[EventContext]:
+    """One run of ``turns`` turns, each a model call and a tool call (3 bars a turn)."""
+    run = uuid.uuid4()
+    t = 1_700_000_000_000_000_000
+    ms = 1_000_000
+    events: list[EventContext] = [RunStartContext(run_id=run, time_ns=t, session_id=run,
+                                                  agent="long", model="m")]
+    for turn in range(turns):
+        base = t + turn * 10 * ms
+        call = f"c{turn}"
+        events += [
+            TurnStartContext(run_id=run, time_ns=base + 1, turn=turn),
+            StreamStartContext(run_id=run, time_ns=base + ms, turn=turn, model="m"),
+            StreamSuccessContext(run_id=run, time_ns=base + 4 * ms, turn=turn, model="m",
+                                 input_tokens=10, output_tokens=2,
+                                 time_to_first_token_ms=1.0),
+            ToolPreContext(run_id=run, time_ns=base + 5 * ms, turn=turn, tool="t",
+                           tool_call_id=call),
+            ToolPostContext(run_id=run, time_ns=base + 8 * ms, turn=turn, tool="t",
+                            tool_call_id=call, result_hash=0, is_error=False,
+                            duration_ms=3.0),
+            TurnEndContext(run_id=run, time_ns=base + 9 * ms, turn=turn, success=True),
+        ]
+    events.append(RunEndContext(run_id=run, time_ns=t + turns * 10 * ms, success=True,
+                                status=RunStatus.COMPLETED, total_turns=turns))
+    return events
+
+
+def test_a_ten_thousand_turn_run_draws_its_waterfall_in_windows(
+        browser: Browser, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    runs = fold_runs(_long_run(10_000))
+    assert len(runs[0].bars) == 30_000
+    out = tmp_path / "long.html"
+    out.write_text(render_report(runs, source="long.jsonl"), encoding="utf-8")
+    loaded = _open(browser, out)
+    page = loaded.page
+    started = time.monotonic()
+    page.locator("tr.run-row").first.click()
+    page.wait_for_selector("#waterfall svg g.bar-tool")
+    opened_s = time.monotonic() - started
+    assert page.locator("#waterfall svg g.bar").count() == 200  # a window, not 30,000 bars
+    info = page.locator("#wf-info")
+    assert info.inner_text() == "bars 1–200 of 30,000 · turns 0–66"
+    assert page.locator("#wf-prev").is_disabled()
+    assert page.locator("#turn-table tr").count() == 1 + 67  # the window's turns
+    page.locator("#wf-next").click()
+    assert info.inner_text() == "bars 201–400 of 30,000 · turns 66–133"
+    assert page.locator("#waterfall svg g.bar").count() == 200
+    assert page.locator("#waterfall svg line.ttft").count() >= 66
+    assert not page.locator("#wf-prev").is_disabled()
+    assert loaded.errors == []
+    with capsys.disabled():
+        print(f"\nwaterfall of a 10,000-turn run: open after {opened_s:.2f} s in Chromium")
+
+
+def test_session_events_show_on_their_session(browser: Browser, tmp_path: Path) -> None:
+    from tests.test_report import _session_log
+
+    session, events = _session_log()
+    out = tmp_path / "sessions.html"
+    folded = fold_log(events)
+    out.write_text(render_report(folded.runs, sessions=folded.sessions), encoding="utf-8")
+    loaded = _open(browser, out)
+    page = loaded.page
+    assert page.locator("tr.run-row").count() == 1
+    assert page.locator("#totals [data-total=incomplete]").count() == 0
+    assert page.locator("#sessions").is_visible()
+    row = page.locator("tr.session-row")
+    assert row.count() == 1
+    assert "reset ×1" in row.inner_text()
+    page.locator("tr.run-row").first.click()
+    assert page.locator("#session-events").is_visible()
+    assert page.locator("#session-table tr").count() == 3
+    assert str(session) in page.locator("#session-events-meta").inner_text()
+    assert loaded.errors == []

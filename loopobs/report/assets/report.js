@@ -4,11 +4,16 @@
   const data = JSON.parse(document.getElementById("report-data").textContent);
   const runs = data.runs;
   const PAGE = 100;
+  const WF_PAGE = 200;  // waterfall bars drawn at once: a long run is windowed as runs are paged
+  const CONTENT_MAX = 500;  // content entries listed for one run
   const SVGNS = "http://www.w3.org/2000/svg";
   const BAD = new Set(["failed", "loop_detected", "max_turns", "budget_exceeded", "cancelled", "incomplete"]);
   const WARN = new Set(["suspended", "sleeping", "parked"]);
   let sortKey = "t0", sortDir = 1, statusFilter = "", page = 0, selected = null;
+  let wfStart = 0, contentOf = null;
   let view = runs.slice();
+  const sessions = data.sessions || [];
+  const sessionsById = new Map(sessions.map((s) => [s.id, s]));
 
   function el(tag, attrs, text) {
     const node = document.createElement(tag);
@@ -115,8 +120,33 @@
   document.getElementById("prev").addEventListener("click", () => { page -= 1; renderTable(); });
   document.getElementById("next").addEventListener("click", () => { page += 1; renderTable(); });
   showContent.addEventListener("change", () => {
+    if (showContent.checked && selected && contentOf !== selected) renderContent(selected);
     document.getElementById("content-list").hidden = !showContent.checked;
   });
+
+  // -- sessions with events of their own (backpressure, resets) ------------------------------
+  function fmtTime(ms) { return new Date(ms).toISOString().replace("T", " ").slice(0, 23); }
+  function countsText(s) {
+    return Object.keys(s.counts).sort().map((k) => k + " ×" + fmtInt(s.counts[k])).join(", ");
+  }
+  if (sessions.length) {
+    const runsOf = {};
+    for (const r of runs) if (r.session) runsOf[r.session] = (runsOf[r.session] || 0) + 1;
+    const list = document.getElementById("session-list");
+    const head = el("tr");
+    for (const h of ["session", "runs", "session events"]) head.appendChild(el("th", null, h));
+    list.appendChild(head);
+    for (const s of sessions.slice(0, PAGE)) {
+      const tr = el("tr", {class: "session-row", "data-id": s.id});
+      tr.appendChild(el("td", null, s.id));
+      tr.appendChild(el("td", {class: "num"}, fmtInt(runsOf[s.id] || 0)));
+      tr.appendChild(el("td", null, countsText(s)));
+      list.appendChild(tr);
+    }
+    if (sessions.length > PAGE) document.getElementById("session-note").textContent =
+      "the first " + PAGE + " of " + fmtInt(sessions.length) + " sessions";
+    document.getElementById("sessions").hidden = false;
+  }
 
   // -- one run: waterfall, turns, content ----------------------------------------------------
   const COLORS = {turn: "var(--turn)", chat: "var(--chat)", tool: "var(--tool)"};
@@ -131,28 +161,79 @@
       " / out " + fmtInt(r.tok[1]) + " / cache read " + fmtInt(r.tok[2]) + " / cache write " +
       fmtInt(r.tok[3]) + " / reasoning " + fmtInt(r.tok[4]) + " · cost " + fmtCost(r.cost);
     document.getElementById("detail-error").textContent = r.error || "";
+    wfStart = 0;
     drawWaterfall(r);
     drawTurns(r);
+    drawSessionEvents(r);
     const list = document.getElementById("content-list");
     list.replaceChildren();
-    for (const [label, text] of r.content) {
-      list.appendChild(el("dt", null, label));
-      list.appendChild(el("dd", null, text));
-    }
+    contentOf = null;
+    if (showContent.checked) renderContent(r);  // else built when the toggle asks for it
     list.hidden = !showContent.checked;
     detail.scrollIntoView({block: "nearest"});
+  }
+  function renderContent(r) {
+    const list = document.getElementById("content-list");
+    const rows = document.createDocumentFragment();
+    for (const [label, text] of r.content.slice(0, CONTENT_MAX)) {
+      rows.appendChild(el("dt", null, label));
+      rows.appendChild(el("dd", null, text));
+    }
+    if (r.content.length > CONTENT_MAX) {
+      rows.appendChild(el("dt", {class: "muted"}, "… " + fmtInt(r.content.length - CONTENT_MAX) + " more entries not shown"));
+    }
+    list.replaceChildren(rows);
+    contentOf = r;
+  }
+  function drawSessionEvents(r) {
+    const box = document.getElementById("session-events");
+    const s = r.session ? sessionsById.get(r.session) : undefined;
+    box.hidden = !s;
+    if (!s) return;
+    document.getElementById("session-events-meta").textContent = "session " + s.id + ": " + countsText(s);
+    const table = document.getElementById("session-table");
+    table.replaceChildren();
+    for (const [at, kind, text] of s.events) {
+      const tr = el("tr");
+      tr.appendChild(el("td", null, fmtTime(at)));
+      tr.appendChild(el("td", null, kind));
+      tr.appendChild(el("td", null, text));
+      table.appendChild(tr);
+    }
+  }
+  // The bars the waterfall draws now: the whole run, or a window of WF_PAGE bars.
+  function barWindow(r) {
+    const from = Math.min(wfStart, Math.max(0, r.bars.length - 1));
+    return [from, Math.min(r.bars.length, from + WF_PAGE)];
   }
   function drawWaterfall(r) {
     const host = document.getElementById("waterfall");
     const labelW = 230, width = Math.max(720, host.clientWidth || 900), plotW = width - labelW - 16;
-    const rowH = 18, top = 30, bars = r.bars;
+    const [from, to] = barWindow(r);
+    const windowed = r.bars.length > WF_PAGE;
+    const rowH = 18, top = 30, bars = r.bars.slice(from, to);
     const height = top + Math.max(1, bars.length) * rowH + 10;
-    const span = Math.max(r.dur, 0.001);
-    const x = (ms) => labelW + (Math.min(Math.max(ms, 0), span) / span) * plotW;
+    // A window spans its own bars' time, so its bars stay readable.
+    let lo = 0, hi = r.dur;
+    if (windowed && bars.length) {
+      lo = Math.min(...bars.map((b) => b[2]));
+      hi = Math.max(...bars.map((b) => b[3]));
+    }
+    const span = Math.max(hi - lo, 0.001);
+    const x = (ms) => labelW + (Math.min(Math.max(ms - lo, 0), span) / span) * plotW;
+    const pager = document.getElementById("wf-pager");
+    pager.hidden = !windowed;
+    if (windowed) {
+      const turns = bars.map((b) => b[4]);
+      document.getElementById("wf-info").textContent = "bars " + fmtInt(from + 1) + "–" + fmtInt(to) +
+        " of " + fmtInt(r.bars.length) + " · turns " + Math.min(...turns) + "–" + Math.max(...turns);
+      document.getElementById("wf-prev").disabled = from === 0;
+      document.getElementById("wf-next").disabled = to >= r.bars.length;
+    }
     const root = svg("svg", {width, height, viewBox: "0 0 " + width + " " + height, role: "img",
                              "aria-label": "waterfall of run " + r.id});
     for (let i = 0; i <= 5; i += 1) {
-      const t = (span * i) / 5, gx = x(t);
+      const t = lo + (span * i) / 5, gx = x(t);
       root.appendChild(svg("line", {x1: gx, x2: gx, y1: top - 6, y2: height, stroke: "#eef0f3"}));
       root.appendChild(svg("text", {x: gx, y: 12, "text-anchor": i === 0 ? "start" : i === 5 ? "end" : "middle", class: "axis"}, fmtMs(t)));
     }
@@ -165,7 +246,7 @@
       const fill = status === "error" ? "var(--err)" : status === "open" ? "var(--open)" : COLORS[kind];
       const x0 = x(start), x1 = Math.max(x(end), x0 + 2);
       g.appendChild(svg("rect", {x: x0, y: y + 3, width: x1 - x0, height: rowH - 6, rx: 2, fill, opacity: kind === "turn" ? 0.7 : 1}));
-      const ttft = r.ttft[String(i)];
+      const ttft = r.ttft[String(from + i)];
       if (kind === "chat" && ttft !== undefined) {
         const tx = x(start + ttft);
         g.appendChild(svg("line", {class: "ttft", x1: tx, x2: tx, y1: y + 1, y2: y + rowH - 1, stroke: "#0b1f44", "stroke-width": 2}));
@@ -174,6 +255,7 @@
       root.appendChild(g);
     });
     for (const [label, at, text] of r.marks) {
+      if (at < lo || at > lo + span) continue;  // outside the window drawn
       const mx = x(at);
       const g = svg("g", {class: "mark"});
       g.appendChild(svg("line", {x1: mx, x2: mx, y1: top - 6, y2: height, stroke: "#7c3aed", "stroke-dasharray": "3 3"}));
@@ -191,7 +273,11 @@
       head.appendChild(el("th", h === "turn" ? null : {class: "num"}, h));
     }
     table.appendChild(head);
+    // Windowed with the waterfall: the turns of the bars drawn.
+    const [from, to] = barWindow(r);
+    const shown = r.bars.length > WF_PAGE ? new Set(r.bars.slice(from, to).map((b) => String(b[4]))) : null;
     for (const [turn, t] of Object.entries(r.turnTot)) {
+      if (shown && !shown.has(turn)) continue;
       const tr = el("tr");
       tr.appendChild(el("td", null, turn));
       for (let i = 0; i < 5; i += 1) tr.appendChild(el("td", {class: "num"}, fmtInt(t[i])));
@@ -199,6 +285,15 @@
       table.appendChild(tr);
     }
   }
+
+  function moveWindow(by) {
+    if (!selected) return;
+    wfStart = Math.max(0, wfStart + by);
+    drawWaterfall(selected);
+    drawTurns(selected);
+  }
+  document.getElementById("wf-prev").addEventListener("click", () => moveWindow(-WF_PAGE));
+  document.getElementById("wf-next").addEventListener("click", () => moveWindow(WF_PAGE));
 
   let resizeTimer = 0;
   window.addEventListener("resize", () => {

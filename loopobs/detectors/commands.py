@@ -1,0 +1,526 @@
+"""What a command line does: reads, writes or runs something, told from the parsed command.
+
+Coding agents do most of their work through one generic shell tool (``bash``), so the
+tool's name says nothing about a call's side effects. :func:`classify_command` parses
+the command line with the standard library's :mod:`shlex` (quoting, escapes and the
+operators ``|``, ``&&``, ``||``, ``;``, ``&``, newlines and redirections), cuts
+heredoc bodies out first (their content is part of the call's identity), and judges
+each simple command of the line after its prefixes (``cd X &&``, ``VAR=value``, and
+the wrappers ``timeout``, ``sudo``, ``nohup``, ``env``, ``time``, ``nice``, ``xargs`` …):
+
+- ``write``: ``sed -i``, ``perl -i``, a ``>``/``>>`` redirection or ``tee`` into a file,
+  ``cp``/``mv``/``rm``/``mkdir``/``touch`` …, ``git add|commit|apply|checkout`` …,
+  ``patch``, ``find -delete`` or ``-exec rm``, ``tar x``, package installs, and code run
+  with ``python -c`` / a heredoc that opens a file for writing;
+- ``run``: a program whose effects cannot be told (``python script.py``, ``pytest``,
+  ``make``, an unknown program): re-running it with nothing changed is a repeat;
+- ``read``: ``cat``, ``ls``, ``grep``, ``find``, ``head``, ``sed -n``, ``git status``,
+  ``git diff`` … only, and ``cd``/``echo`` without a redirection.
+
+A line is the strongest effect of its parts (write over run over read). A command that
+cannot be parsed (an unclosed quote) yields ``None``: the caller falls back to its rules
+for the tool. :func:`classify_code` judges a code-execution tool's code the same way.
+Neither ever raises, whatever the text.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any, Final, Literal, NamedTuple
+
+__all__ = ["CallEffect", "CommandEffect", "CommandInfo", "ToolRole", "call_effect",
+           "classify_code", "classify_command", "command_text", "failed_output", "tool_role"]
+
+CommandEffect = Literal["read", "run", "write"]
+
+_MAX_CHARS: Final = 20_000
+"""Characters of a command line that are parsed; a longer one is judged on its start."""
+
+_OPERATORS: Final = frozenset({"|", "||", "&&", ";", "&", "\n", ";;", "|&", "(", ")", "{", "}"})
+_REDIRECT_OUT: Final = frozenset({">", ">>", "&>", "&>>", ">|", ">&"})
+_REDIRECT_IN: Final = frozenset({"<", "<<<", "<>", "<&"})
+_NULL_TARGETS: Final = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
+_ASSIGNMENT: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+_HEREDOC: Final = re.compile(r"<<(-?)[ \t]*(['\"]?)([A-Za-z_][A-Za-z0-9_.-]*)\2")
+_DIGITS: Final = re.compile(r"\d+")
+
+def _set(words: str) -> frozenset[str]:
+    return frozenset(words.split())
+
+
+_KEYWORDS: Final = frozenset({"then", "do", "else", "elif", "if", "while", "until", "!",
+                              "time", "exec", "command", "builtin", "done", "fi", "esac"})
+# Wrappers: the program they run comes after their own options (and a value for some).
+_WRAPPERS: Final = frozenset({"sudo", "timeout", "nohup", "env", "nice", "ionice", "stdbuf",
+                              "xargs", "doas", "chronic", "unbuffer", "gtimeout", "caffeinate"})
+_WRAPPER_VALUE_OPTS: Final = frozenset({"-u", "-g", "-n", "-s", "-k", "-I", "-d", "-P", "-L",
+                                        "-E", "-o", "-e", "-i", "-c", "-C", "-a"})
+_NEUTRAL: Final = frozenset({"cd", "pushd", "popd", "export", "set", "unset", "source", ".",
+                             "true", "false", ":", "echo", "printf", "read", "sleep", "wait",
+                             "alias", "shopt", "trap", "return", "exit", "local", "declare",
+                             "eval", "hash", "ulimit", "umask", "clear", "history"})
+_READERS: Final = _set(
+    "cat tac ls ll dir tree grep egrep fgrep rg ag ack find fd locate head tail less more nl "
+    "wc sort uniq cut tr awk gawk mawk column paste join comm diff cmp sdiff colordiff file "
+    "stat du df pwd which whereis type readlink realpath dirname basename od xxd hexdump "
+    "strings jq yq xmllint md5sum sha1sum sha256sum cksum ps top pgrep id whoami groups "
+    "hostname uname date cal env printenv test [ [[ lsof free uptime man help info "
+    "zcat zgrep zless bzcat xzcat unzip-l lscpu lsblk nproc getent dpkg-query rpm-q "
+    "git-status ping curl-head wget-spider")
+_WRITERS: Final = _set(
+    "rm rmdir mv cp mkdir touch ln chmod chown chgrp install patch truncate dd shred rsync "
+    "kill pkill killall unlink mkfifo mknod mktemp useradd userdel chattr setfacl "
+    "systemctl service crontab")
+_RUNNERS_READ_ONLY_FLAGS: Final = frozenset({"--version", "-V", "--help", "-h"})
+_GIT_READS: Final = _set(
+    "status diff log show blame grep ls-files ls-tree rev-parse describe shortlog reflog "
+    "cat-file show-ref whatchanged name-rev rev-list merge-base count-objects help version "
+    "--version")
+_GIT_LISTS: Final = frozenset({"branch", "tag", "remote", "stash", "config", "worktree"})
+_GIT_LIST_WORDS: Final = frozenset({"list", "show", "-l", "--list", "-a", "-r", "-v", "-vv",
+                                    "--get", "--get-all", "-n", "--show-current"})
+_INSTALLERS: Final = frozenset({"pip", "pip3", "uv", "npm", "yarn", "pnpm", "apt", "apt-get",
+                                "conda", "mamba", "gem", "cargo", "go", "brew", "poetry",
+                                "pipx", "dnf", "yum", "apk", "pacman", "bundle", "composer"})
+_INSTALL_VERBS: Final = frozenset({"install", "uninstall", "remove", "add", "update", "upgrade",
+                                   "i", "get", "sync", "purge", "ci", "rm", "link"})
+_INTERPRETERS: Final = re.compile(r"(?:python|pypy|ipython)[0-9.]*")
+_SPECIAL_WORDS: Final = frozenset({"{}", ";", "+", "\\;", "--", "-", "{", "}"})
+
+# Code that writes: files opened for writing, pathlib writes, removals, subprocesses.
+_CODE_WRITES: Final = re.compile(
+    r"""open\([^)]*['"][^'"]*[wax+][^'"]*['"]|\.write_(?:text|bytes)\(|os\.(?:remove|unlink|"""
+    r"""rename|replace|makedirs|mkdir|rmdir)\(|shutil\.|\.unlink\(|\.mkdir\(|\.rename\(|"""
+    r"""\.touch\(|subprocess\.|os\.system\(|\.to_csv\(|\.savefig\(|json\.dump\(""")
+
+_FAILURE: Final = re.compile(
+    r"^\s*(?:<returncode>[1-9]\d*</returncode>|error\b|fatal\b|usage:)|command not found|"
+    r"no such file or directory|permission denied|cannot (?:open|create|stat|remove|move)|"
+    r"not permitted|no replacement was performed|did not appear verbatim|traceback \(most "
+    r"recent call last\)|hunks? failed|is not unique",
+    re.IGNORECASE)
+_FAILURE_SCAN: Final = 2_000
+
+
+ToolRole = Literal["command", "code", "editor"]
+
+
+class CommandInfo(NamedTuple):
+    """What one command line does, and what a write acts on.
+
+    ``effect``: ``read``, ``run`` or ``write``. ``programs``: the programs of its simple
+    commands, in order (wrappers and prefixes removed). ``target``: what a ``write`` acts
+    on, order-free: its programs, the operands that are not options, the files it writes
+    into and its heredoc bodies (``sed -i`` with another script is another target,
+    ``rm -f X`` and ``rm -rf X`` are one); empty for other effects.
+    """
+
+    effect: CommandEffect
+    programs: tuple[str, ...]
+    target: frozenset[str]
+    key: str
+    """The command in a canonical spelling: its tokens (whitespace and quoting do not
+    matter) and heredoc bodies."""
+
+
+def _cut_heredocs(command: str) -> tuple[str, list[str]]:
+    """The command without its heredoc bodies (each replaced by a marker word), and the
+    bodies."""
+    if "<<" not in command:
+        return command, []
+    lines = command.split("\n")
+    out: list[str] = []
+    bodies: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        i += 1
+        pending: list[tuple[str, bool]] = []
+        for m in _HEREDOC.finditer(line):
+            pending.append((m.group(3), m.group(1) == "-"))
+        if not pending:
+            out.append(line)
+            continue
+        for word, strip_tabs in pending:
+            body: list[str] = []
+            while i < len(lines):
+                text = lines[i]
+                i += 1
+                if (text.lstrip("\t") if strip_tabs else text).strip() == word:
+                    break
+                body.append(text)
+            bodies.append("\n".join(body))
+        first = len(bodies) - len(pending)
+        # Each body becomes an input word, like a herestring's: "<<< __heredoc0__".
+        parts = _HEREDOC.split(line)
+        rebuilt = parts[0]
+        for n, k in enumerate(range(1, len(parts), 4)):
+            rebuilt += f"<<< __heredoc{first + n}__" + parts[k + 3]
+        out.append(rebuilt)
+    return "\n".join(out), bodies
+
+
+def shlex_tokens(command: str) -> list[str] | None:
+    """The tokens :mod:`shlex` makes of ``command`` (POSIX rules, whitespace split, the
+    shell's operator characters as punctuation, no comments); ``None`` where it raises
+    (an unclosed quote, a trailing backslash). The reference for :func:`tokens`."""
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=";&|()<>\n")
+    lexer.whitespace = " \t\r"
+    lexer.whitespace_split = True
+    lexer.commenters = ""
+    try:
+        return list(lexer)
+    except ValueError:
+        return None
+
+
+# shlex's rules in one pattern: a word is a run of unquoted characters, '…' (literal),
+# "…" (a backslash escapes only " and \) and \x (escaped); operators are runs of the
+# punctuation characters. The last alternative catches what shlex refuses.
+_TOKEN: Final = re.compile(
+    r"""((?:[^ \t\r'"\\;&|()<>\n]+|'[^']*'|"[^"\\]*(?:\\.[^"\\]*)*"|\\.)+)"""
+    r"""|([;&|()<>\n]+)|[ \t\r]+|(.)""",
+    re.DOTALL)
+_PLAIN: Final = re.compile(r"[;&|()<>\n]+|[^ \t\r;&|()<>\n]+")
+_QUOTING: Final = re.compile(r"""['"\\]""")
+_PART: Final = re.compile(r"""'([^']*)'|"([^"\\]*(?:\\.[^"\\]*)*)"|\\(.)""", re.DOTALL)
+_DQ_ESCAPE: Final = re.compile(r'\\(["\\])')
+
+
+def _unquote(m: re.Match[str]) -> str:
+    single, double, escaped = m.groups()
+    if single is not None:
+        return single
+    if double is not None:
+        return _DQ_ESCAPE.sub(r"\1", double) if "\\" in double else double
+    return escaped
+
+
+def tokens(command: str) -> list[str] | None:
+    """:func:`shlex_tokens`, done by one regular expression: shlex reads a character at a
+    time in Python (about 40 µs for a typical agent command), this costs a few."""
+    out: list[str] = []
+    append = out.append
+    for word, operator, refused in _TOKEN.findall(command):
+        if word:
+            append(_PART.sub(_unquote, word) if ("'" in word or '"' in word
+                                                 or "\\" in word) else word)
+        elif operator:
+            append(operator)
+        elif refused:
+            return None
+    return out
+
+
+def _simple_commands(tokens: list[str]) -> list[tuple[list[str], list[str]]]:
+    """Each simple command: its words, and the files it writes by redirection."""
+    commands: list[tuple[list[str], list[str]]] = []
+    words: list[str] = []
+    written: list[str] = []
+    i, n = 0, len(tokens)
+    while i < n:
+        tok = tokens[i]
+        i += 1
+        if tok in _OPERATORS:
+            if words or written:
+                commands.append((words, written))
+                words, written = [], []
+            continue
+        if tok in _REDIRECT_OUT or tok in _REDIRECT_IN or tok == "<<":
+            # A file descriptor before it ("2>") stays a word: the tokens cannot tell
+            # "echo 2 > f" from "echo 2>f", and a digit more changes no judgement.
+            target = tokens[i] if i < n else ""
+            i += 1
+            if tok in _REDIRECT_OUT and target and target not in _NULL_TARGETS and (
+                    target != "-" and not _DIGITS.fullmatch(target)):
+                written.append(target)
+            continue
+        words.append(tok)
+    if words or written:
+        commands.append((words, written))
+    return commands
+
+
+def _strip_prefixes(words: list[str]) -> list[str]:
+    """The words from the program on: assignments, keywords and wrappers removed."""
+    i, n = 0, len(words)
+    while i < n:
+        w = words[i]
+        if w in _KEYWORDS or _ASSIGNMENT.match(w) or w.isdigit():
+            i += 1  # a leading number is a file descriptor left by a split: "\; 2>"
+            continue
+        if w in _WRAPPERS:
+            wrapper = w
+            i += 1
+            while i < n and (words[i].startswith("-") or _ASSIGNMENT.match(words[i])):
+                opt = words[i]
+                i += 1
+                if opt in _WRAPPER_VALUE_OPTS and i < n:
+                    i += 1
+            if wrapper in ("timeout", "gtimeout") and i < n:
+                i += 1  # the duration
+            elif wrapper == "nice" and i < n and words[i].lstrip("-").isdigit():
+                i += 1
+            continue
+        break
+    return words[i:]
+
+
+def _program(word: str) -> str:
+    return word.rsplit("/", 1)[-1] if "/" in word and not word.endswith("/") else word
+
+
+def _git(words: list[str]) -> CommandEffect:
+    i = 1
+    while i < len(words) and words[i].startswith("-"):
+        i += 2 if words[i] in ("-C", "-c") else 1
+    if i >= len(words):
+        return "read"
+    sub = words[i]
+    rest = words[i + 1:]
+    if sub in _GIT_READS:
+        return "read"
+    if sub in _GIT_LISTS:
+        if not rest or all(w in _GIT_LIST_WORDS or w.startswith("--format") for w in rest):
+            return "read"
+        return "write"
+    return "write"
+
+
+def _judge(words: list[str], bodies: list[str]) -> tuple[str, CommandEffect]:
+    """(program, effect) of one simple command (prefixes already stripped)."""
+    program = _program(words[0])
+    plain = _PLAIN_EFFECTS.get(program)
+    if plain is not None:
+        return program, plain  # the common case: a program whose options do not matter
+    args = words[1:]
+    if program == "sed":
+        inplace = any(a == "--in-place" or a.startswith("--in-place=") or (
+            a.startswith("-") and not a.startswith("--") and "i" in a) for a in args)
+        return program, "write" if inplace else "read"
+    if program == "perl":
+        return program, "write" if any(
+            a.startswith("-") and not a.startswith("--") and "i" in a for a in args
+        ) else "run"
+    if program in ("awk", "gawk"):
+        return program, "write" if "inplace" in args else "read"
+    if program == "find":
+        if "-delete" in args:
+            return program, "write"
+        for j, a in enumerate(args):
+            if a in ("-exec", "-execdir", "-ok", "-okdir") and j + 1 < len(args):
+                sub = _strip_prefixes(args[j + 1:])
+                if sub and _judge(sub, bodies)[1] == "write":
+                    return program, "write"
+        return program, "read"
+    if program == "tee":
+        files = [a for a in args if not a.startswith("-") and a not in _NULL_TARGETS]
+        return program, "write" if files else "read"
+    if program == "git":
+        return program, _git(words)
+    if program == "tar":
+        mode = next((a for a in args if not a.startswith("--")), "")
+        return program, "write" if ("x" in mode or "c" in mode or "r" in mode
+                                    or "u" in mode) else "read"
+    if program in ("unzip", "gunzip", "gzip", "bunzip2", "xz", "zip", "7z"):
+        return program, "read" if "-l" in args or "-t" in args else "write"
+    if program in _WRITERS:
+        return program, "write"
+    if program in _READERS:
+        return program, "read"
+    if program in _INSTALLERS:
+        verb = next((a for a in args if not a.startswith("-")), "")
+        return program, "write" if verb in _INSTALL_VERBS else "run"
+    if _INTERPRETERS.fullmatch(program):
+        if len(args) >= 2 and args[0] == "-m" and args[1] in ("pip", "ensurepip"):
+            verb = next((a for a in args[2:] if not a.startswith("-")), "")
+            return program, "write" if verb in _INSTALL_VERBS else "run"
+        if "-c" in args:
+            j = args.index("-c")
+            code = args[j + 1] if j + 1 < len(args) else ""
+            return program, "write" if _CODE_WRITES.search(code) else "run"
+        if (not args or args[0] == "-") and bodies:
+            return program, "write" if any(_CODE_WRITES.search(b) for b in bodies) else "run"
+        if args and all(a in _RUNNERS_READ_ONLY_FLAGS for a in args):
+            return program, "read"
+        return program, "run"
+    return program, "run"
+
+
+_RANK: Final[dict[CommandEffect, int]] = {"read": 0, "run": 1, "write": 2}
+_SPECIAL: Final = frozenset({"sed", "perl", "awk", "gawk", "find", "tee", "git", "tar", "unzip",
+                             "gunzip", "gzip", "bunzip2", "xz", "zip", "7z"})
+_READ: Final[CommandEffect] = "read"
+_WRITE: Final[CommandEffect] = "write"
+_PLAIN_EFFECTS: Final[dict[str, CommandEffect]] = {
+    **dict.fromkeys(_READERS - _SPECIAL, _READ), **dict.fromkeys(_WRITERS - _SPECIAL, _WRITE),
+    **dict.fromkeys(_NEUTRAL, _READ)}
+
+
+def classify_command(command: str) -> CommandInfo | None:
+    """What ``command`` (a shell command line) does; ``None`` if it cannot be parsed.
+
+    Never raises: any string is either judged or ``None``.
+    """
+    text, bodies = _cut_heredocs(command if len(command) <= _MAX_CHARS
+                                 else command[:_MAX_CHARS])
+    split = tokens(text)
+    if not split:
+        return None
+    effect: CommandEffect = "read"
+    programs: list[str] = []
+    target: set[str] = set()
+    for simple, written in _simple_commands(split):
+        words = _strip_prefixes(simple)
+        judged: CommandEffect = "read"
+        if words:
+            program, judged = _judge(words, bodies)
+            programs.append(program)
+        if written:
+            judged = "write"  # into a file: what is written is part of the target
+            target.update(written)
+        if _RANK[judged] > _RANK[effect]:
+            effect = judged
+        if judged == "write" and words:
+            target.add(programs[-1])
+            target.update(w for w in words[1:] if w not in _SPECIAL_WORDS and not (
+                w.startswith("-") and len(w) > 1))
+    if not programs and not target:
+        return None
+    if effect == "write":
+        target.update(f"<<{hash(b)}" for b in bodies)
+    key = "\x1f".join(split)
+    if bodies:
+        key += "\x1e" + "\x1e".join(bodies)
+    return CommandInfo(effect, tuple(programs),
+                       frozenset(target) if effect == "write" else frozenset(), key)
+
+
+def classify_code(code: str) -> CommandEffect:
+    """``write`` if ``code`` (Python run by a code-execution tool) visibly writes files or
+    runs processes, else ``run``. Never raises."""
+    return "write" if _CODE_WRITES.search(code[:_MAX_CHARS]) else "run"
+
+
+def failed_output(result: str) -> bool:
+    """Whether a command's or an editor's output says it failed (a non-zero
+    ``<returncode>``, ``ERROR:``, "No such file or directory", "command not found",
+    "No replacement was performed" …): a failed write changed nothing."""
+    return bool(result) and _FAILURE.search(result[:_FAILURE_SCAN]) is not None
+
+
+# -- which tools run commands, code or edits ---------------------------------------------------
+
+_COMMAND_NAMES: Final = frozenset({
+    "bash", "shell", "sh", "zsh", "terminal", "console", "execute_bash", "run_command",
+    "exec_command", "execute_command", "run_shell_command", "run_terminal_cmd", "shell_exec",
+    "run_shell", "execute_shell", "run_bash", "bash_tool", "local_shell", "container_exec",
+    "run_in_terminal", "cmd"})
+_COMMAND_WORDS: Final = frozenset({"bash", "shell", "sh", "zsh", "terminal", "console"})
+_COMMAND_ARGS: Final = ("command", "cmd")
+_CODE_WORDS: Final = frozenset({"python", "ipython", "jupyter", "notebook", "interpreter"})
+_CODE_ARGS: Final = ("code", "source", "script")
+_EDITOR_WORDS: Final = frozenset({"editor", "str_replace_editor", "str_replace_based_edit_tool",
+                                  "edit_file", "file_editor", "apply_patch", "text_editor"})
+_EDITOR_READS: Final = frozenset({"view", "read", "show", "cat", "open", "list"})
+_EDITOR_WRITES: Final = frozenset({"create", "str_replace", "insert", "undo_edit", "write",
+                                   "append", "replace", "edit", "delete", "patch", "apply"})
+_CODE_NAMES: Final = frozenset({"execute_python", "run_python", "python_exec",
+                                "code_interpreter", "execute_code", "run_code"})
+_NAME_WORDS: Final = re.compile(r"[a-z0-9]+")
+_LAST_SEGMENT: Final = re.compile(r"^.*(?:__|[./:])")
+
+
+def _words(tool: str) -> tuple[str, set[str]]:
+    """The tool's own name (an MCP server's prefix dropped: ``mcp__shell__run_command``,
+    ``shell.exec``) in lower case, and its words."""
+    name = tool.strip().lower()
+    first = name.split(" ", 1)[0]
+    own = _LAST_SEGMENT.sub("", first) or first
+    return own, set(_NAME_WORDS.findall(name))
+
+
+def command_text(value: Any) -> str | None:
+    """A command argument as one command line: a string, or an argv list (``["bash",
+    "-lc", "make test"]`` is ``make test``)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value):
+        if len(value) >= 3 and _program(value[0]) in ("bash", "sh", "zsh") and value[1] in (
+                "-c", "-lc", "-ic", "-cl"):
+            return str(value[2])
+        return shlex.join(value)
+    return None
+
+
+class CallEffect(NamedTuple):
+    """What one call of a command, code or editor tool does: ``effect``; for a ``write``
+    its ``target`` (order-free; ``None``: the arguments are the target); for a command
+    line its canonical ``key`` and the argument it came from (``arg``)."""
+
+    effect: CommandEffect
+    target: frozenset[str] | None
+    key: str | None = None
+    arg: str | None = None
+
+
+def tool_role(tool: str) -> ToolRole | None:
+    """Whether ``tool``, by its name, runs commands (``bash``, ``shell``, ``execute_bash``,
+    ``run_command``, ``terminal``, an MCP shell server's tool …), runs code (``python``,
+    ``execute_python``) or edits files (``str_replace_editor``, ``apply_patch`` …)."""
+    own, words = _words(tool)
+    if own in _EDITOR_WORDS or "editor" in words:
+        return "editor"
+    if own in _CODE_WORDS or words & _CODE_WORDS or own in _CODE_NAMES:
+        return "code"
+    if own in _COMMAND_NAMES or words & _COMMAND_WORDS:
+        return "command"
+    return None
+
+
+def call_effect(tool: str, args: object, command_arg: str | None = None,
+                role: ToolRole | None = None) -> CallEffect | None:
+    """The effect of one call of a command, code or editor tool (``role``, else
+    :func:`tool_role`): a command line in a ``command`` or ``cmd`` argument (or the
+    declared ``command_arg``) is parsed, a code tool's ``code`` scanned, an editor's
+    ``command`` (``view``, ``str_replace``, ``create`` …) read. ``None`` for other tools,
+    and when the command cannot be parsed: the caller's rules for the tool apply.
+    Never raises.
+    """
+    if not isinstance(args, dict):
+        return None
+    if command_arg is not None:
+        declared = command_text(args.get(command_arg))
+        return _shell(declared, command_arg) if declared is not None else None
+    if role is None:
+        role = tool_role(tool)
+        if role is None:
+            return None
+    if role == "editor":
+        sub = args.get("command")
+        if not isinstance(sub, str):
+            sub = tool.strip().rsplit(" ", 1)[-1].lower()
+        if sub in _EDITOR_READS:
+            return CallEffect("read", None)
+        if sub in _EDITOR_WRITES or "patch" in tool.lower():
+            return CallEffect("write", None)
+        return None
+    for name in _COMMAND_ARGS:
+        text = command_text(args.get(name))
+        if text is not None:
+            return _shell(text, name)
+    if role == "code":
+        for name in _CODE_ARGS:
+            source = args.get(name)
+            if isinstance(source, str):
+                return CallEffect(classify_code(source), None)
+    return None
+
+
+def _shell(text: str, arg: str) -> CallEffect | None:
+    info = classify_command(text)
+    if info is None:
+        return None
+    return CallEffect(info.effect, info.target if info.effect == "write" else None,
+                      info.key, arg)

@@ -1,0 +1,189 @@
+"""The command classifier: what a shell command line, a code cell or an editor call does."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from loopobs.detectors.commands import (
+    call_effect,
+    classify_code,
+    classify_command,
+    command_text,
+    failed_output,
+    shlex_tokens,
+    tokens,
+    tool_role,
+)
+
+FUZZ = settings(deadline=None, max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+SHELLISH = st.text(alphabet=" \t\r\n'\"\\;&|()<>{}$#=*-_./abcxyz019", max_size=40)
+
+
+def effect(command: str) -> str | None:
+    info = classify_command(command)
+    return info.effect if info is not None else None
+
+
+@pytest.mark.parametrize("command", [
+    "ls -la", "cat src/app.py", "grep -rn TODO src | head -20", "find . -name '*.py'",
+    "head -n 40 README.md", "sed -n '18,50p' django/db/models/constraints.py", "git status",
+    "git diff HEAD~1 -- src", "git log --oneline | head", "git -C repo show HEAD",
+    "cd /testbed && ls", "wc -l *.py 2>/dev/null", "echo $PATH", "git branch",
+    "FOO=1 timeout 10 grep -c x f", "tail -f log.txt | grep ERROR", "ls > /dev/null 2>&1",
+    "find /testbed -type f -name \"*.gz\" -exec zcat {} \\; 2>/dev/null | wc -l",
+])
+def test_reading_commands_are_reads(command: str) -> None:
+    assert effect(command) == "read"
+
+
+@pytest.mark.parametrize("command", [
+    "sed -i 's/a/b/' src/app.py", "sed -i.bak -e 's/x/y/' f", "perl -pi -e 's/a/b/' f",
+    "echo hi > out.txt", "printf 'x' >> log", "cat f | tee copy.txt", "cp a b", "mv a b",
+    "rm -rf build", "mkdir -p out/x", "touch marker", "git add -A", "git commit -m 'fix'",
+    "git apply fix.patch", "git checkout -b topic", "patch -p1 < fix.diff",
+    "pip install -e .", "python -m pip install requests", "npm install", "apt-get install jq",
+    "cd /repo && sed -i '3d' setup.py", "sudo -u app rm /tmp/x", "nohup touch x &",
+    "find . -name '*.pyc' -delete", "find . -name '*.pyc' -exec rm -f {} +", "tar -xzf a.tgz",
+    "cat <<'EOF' > reproduce.py\nprint(1)\nEOF", "timeout 5 chmod +x run.sh",
+    "python -c \"open('out.txt', 'w').write('x')\"",
+    "python - <<EOF\nimport os\nos.remove('x')\nEOF",
+])
+def test_side_effecting_commands_are_writes(command: str) -> None:
+    assert effect(command) == "write"
+
+
+@pytest.mark.parametrize("command", [
+    "python reproduce_issue.py", "pytest -x tests/test_app.py", "make", "./run.sh",
+    "cd /testbed && python -m pytest tests", "npm test", "node index.js", "cargo build",
+    "python -c 'print(1 + 1)'", "some_unknown_tool --flag",
+])
+def test_programs_whose_effects_cannot_be_told_run(command: str) -> None:
+    assert effect(command) == "run"
+
+
+def test_a_line_is_its_strongest_part() -> None:
+    """A write anywhere in a chain makes the line a write; a run beats reads."""
+    assert effect("ls && cat a.py; grep x b.py || true") == "read"
+    assert effect("ls && python t.py") == "run"
+    assert effect("python t.py && git commit -am wip") == "write"
+
+
+def test_prefixes_and_wrappers_are_seen_through() -> None:
+    info = classify_command("cd /repo && LANG=C sudo -u bob timeout -s KILL 30 nice -n 5 rm x")
+    assert info is not None
+    assert info.programs == ("cd", "rm")
+    assert info.effect == "write"
+
+
+def test_heredoc_bodies_are_cut_out_and_tell_writes_apart() -> None:
+    """A heredoc's body is not parsed as commands (an unbalanced quote in it is fine) and is
+    part of the write's target: another body is another write."""
+    one = classify_command("cat <<'EOF' > t.py\nprint(\"it's\")\nEOF\npython t.py")
+    two = classify_command("cat <<'EOF' > t.py\nprint('other')\nEOF\npython t.py")
+    assert one is not None
+    assert two is not None
+    assert one.programs == ("cat", "python")
+    assert one.effect == two.effect == "write"
+    assert one.target != two.target
+    assert "t.py" in one.target
+
+
+def test_spellings_of_one_write_share_a_target() -> None:
+    """Options do not change what a write acts on; another operand does."""
+    targets = {classify_command(c).target for c in (  # type: ignore[union-attr]
+        "rm -f build/x", "rm -rf build/x", "rm -r -f -- build/x")}
+    assert len(targets) == 1
+    assert classify_command("rm -f build/y").target not in targets  # type: ignore[union-attr]
+
+
+def test_the_key_folds_whitespace_and_quoting() -> None:
+    a, b = classify_command("grep  -n 'def x'  f.py"), classify_command('grep -n "def x" f.py')
+    assert a is not None
+    assert b is not None
+    assert a.key == b.key
+
+
+@pytest.mark.parametrize("command", ["echo \"unclosed", "ls 'open", "trailing \\", "", "  "])
+def test_unparseable_or_empty_commands_are_none(command: str) -> None:
+    assert classify_command(command) is None
+
+
+def test_tokens_are_shlexs_on_real_looking_commands() -> None:
+    for command in ("grep -rn \"a b\" . | head", "echo 'it''s' \"q\\\"x\" a\\ b",
+                    "a&&b||c;d&e|f", "cat <f >g 2>&1", "x=1 y='2 3' cmd",
+                    "find . -exec rm {} \\;", "printf '%s\\n' x"):
+        assert tokens(command) == shlex_tokens(command)
+
+
+@FUZZ
+@given(SHELLISH)
+def test_tokens_equal_shlex_on_any_string(text: str) -> None:
+    """The regex tokenizer is shlex's rules: the same tokens, and None where shlex raises."""
+    assert tokens(text) == shlex_tokens(text)
+
+
+@FUZZ
+@given(st.one_of(SHELLISH, st.text(max_size=200)))
+def test_classifiers_never_raise(text: str) -> None:
+    info = classify_command(text)
+    assert info is None or info.effect in ("read", "run", "write")
+    assert classify_code(text) in ("run", "write")
+    assert isinstance(failed_output(text), bool)
+    for tool in ("bash", "python", "str_replace_editor", "mcp__shell__run_command"):
+        found = call_effect(tool, {"command": text, "code": text})
+        assert found is None or found.effect in ("read", "run", "write")
+
+
+def test_tools_are_recognised_by_name() -> None:
+    assert [tool_role(t) for t in (
+        "bash", "execute_bash", "run_command", "terminal", "shell", "mcp__shell__exec",
+        "desktop-commander.run_shell", "python", "execute_python", "str_replace_editor",
+        "str_replace_editor view", "apply_patch", "get_weather", "read_file")] == [
+        "command", "command", "command", "command", "command", "command", "command", "code",
+        "code", "editor", "editor", "editor", None, None]
+
+
+def kind_of(tool: str, args: dict[str, object], declared: str | None = None) -> str | None:
+    found = call_effect(tool, args, declared)
+    return found.effect if found is not None else None
+
+
+def test_call_effects_of_command_code_and_editor_tools() -> None:
+    read = call_effect("bash", {"command": "cat a.py"})
+    assert read is not None
+    assert (read.effect, read.arg) == ("read", "command")
+    write = call_effect("run_command", {"cmd": ["bash", "-lc", "rm -rf build"]})
+    assert write is not None
+    assert write.effect == "write"
+    assert "build" in (write.target or ())
+    assert kind_of("python", {"code": "print(1)"}) == "run"
+    assert kind_of("python", {"code": "open('x', 'w')"}) == "write"
+    assert kind_of("str_replace_editor", {"command": "view", "path": "a"}) == "read"
+    assert kind_of("str_replace_editor", {"command": "str_replace", "path": "a",
+                                          "old_str": "x", "new_str": "y"}) == "write"
+    assert kind_of("str_replace_editor insert", {"path": "a"}) == "write"
+    assert kind_of("get_weather", {"command": "rm -rf /"}) is None
+    assert kind_of("bash", {"command": "echo 'open"}) is None
+    assert kind_of("deploy_box", {"script": "git push"}, "script") == "write"
+
+
+def test_command_text_takes_strings_and_argv_lists() -> None:
+    assert command_text("ls") == "ls"
+    assert command_text(["bash", "-lc", "make test"]) == "make test"
+    assert command_text(["git", "commit", "-m", "a b"]) == "git commit -m 'a b'"
+    assert command_text(3) is None
+    assert command_text(["ok", 3]) is None
+
+
+@pytest.mark.parametrize(("output", "failed"), [
+    ("<returncode>1</returncode>\n<output>\n</output>", True),
+    ("<returncode>0</returncode>\n<output>\n</output>", False),
+    ("ERROR:\nNo replacement was performed, old_str `x` did not appear verbatim", True),
+    ("sed: can't read x.py: No such file or directory", True),
+    ("bash: ponyc: command not found", True),
+    ("The file a.c has been edited.", False), ("", False),
+])
+def test_failed_output(output: str, failed: bool) -> None:
+    assert failed_output(output) is failed

@@ -1,0 +1,142 @@
+"""RepetitionDetector on command, code and editor tools: the call's effect is read from the
+command, not from the tool's name."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from loopobs import LoopDetectedContext, RepetitionDetector, ToolAnnotations
+from tests.test_detectors_signals import Feed
+
+OK = "<returncode>0</returncode>\n<output>\n</output>"
+FAILING = "<returncode>1</returncode>\n<output>\nFAILED tests/test_app.py::test_total - 7 != 6\n"
+
+
+def signals(fired: Sequence[Sequence[LoopDetectedContext]]) -> list[tuple[str | None, str]]:
+    return [(e.signal, e.action) for batch in fired for e in batch]
+
+
+def test_silent_edits_through_bash_are_progress_not_the_same_result() -> None:
+    """``sed -i`` edits print nothing: each new one is progress, never ``same_result``, and
+    the test run after each edit is no repeat (before: a stop at the tenth edit)."""
+    d = Feed(RepetitionDetector())
+    fired = []
+    for line in range(20, 40):
+        fired.append(d.call("bash", {"command": f"sed -i '{line}s/a/b/' src/app.py"}, OK))
+        fired.append(d.call("bash", {"command": "cd /testbed && python -m pytest -q"},
+                            FAILING))
+    assert signals(fired) == []
+
+
+def test_re_running_a_failing_test_with_nothing_changed_is_a_loop() -> None:
+    """The same failing command again and again with no write between warns, then stops."""
+    d = Feed(RepetitionDetector())
+    fired = [d.call("bash", {"command": "python -m pytest tests/test_app.py"}, FAILING)
+             for _ in range(5)]
+    assert signals(fired) == [("repeat", "warn"), ("repeat", "stop")]
+
+
+def test_reads_do_not_count_as_progress() -> None:
+    """``cat``/``grep``/``git status`` between the runs change nothing: still a loop."""
+    d = Feed(RepetitionDetector())
+    fired = []
+    for _ in range(5):
+        fired.append(d.call("bash", {"command": "python run_checks.py"}, FAILING))
+        fired.append(d.call("bash", {"command": "git status"}, "nothing to commit"))
+    assert ("cycle", "warn") in signals(fired)
+
+
+def test_spellings_of_one_delete_are_one_operation() -> None:
+    """``rm -f X``, ``rm -rf X``, ``find … -delete`` again: the same write, the same (empty)
+    output, so no progress: it repeats."""
+    d = Feed(RepetitionDetector())
+    spellings = ["find /data -name '*.txt' -type f -exec rm {} \\;",
+                 "find /data -name '*.txt' -type f -exec rm -f {} \\;",
+                 "find /data -name '*.txt' -type f -exec rm -rf {} \\;",
+                 "find /data -name '*.txt' -type f -exec rm -rf -- {} \\;",
+                 "find /data -name '*.txt' -type f -exec rm -f -- {} \\;"]
+    fired = [d.call("bash", {"command": c}, "") for c in spellings]
+    assert signals(fired) == [("repeat", "warn"), ("repeat", "stop")]
+
+
+def test_a_failed_edit_is_not_progress() -> None:
+    """An editor's or a command's output that says it failed changed nothing."""
+    d = Feed(RepetitionDetector())
+    fired = []
+    for i in range(4):
+        fired.append(d.call("str_replace_editor", {
+            "command": "str_replace", "path": "/repo/a.c", "old_str": f"{i}: x;",
+            "new_str": "y;"}, "ERROR:\nNo replacement was performed, old_str did not appear "
+                           "verbatim in /repo/a.c."))
+        fired.append(d.call("str_replace_editor", {"command": "view", "path": "/repo/a.c",
+                                                   "view_range": [10, 20]}, "10\tx;\n11\ty;"))
+    assert ("repeat", "warn") in signals(fired)
+
+
+def test_viewing_a_range_again_after_an_edit_is_not_a_repeat() -> None:
+    """Editor views are reads: the same range again with nothing changed repeats, after a
+    successful edit it does not."""
+    view = {"command": "view", "path": "/repo/a.c", "view_range": [10, 20]}
+    d = Feed(RepetitionDetector())
+    fired = [d.call("str_replace_editor", view, "10\tx;\n11\ty;") for _ in range(3)]
+    assert signals(fired) == [("repeat", "warn")]
+    d = Feed(RepetitionDetector())
+    fired = []
+    for i in range(6):
+        fired.append(d.call("str_replace_editor", view, "10\tx;\n11\ty;"))
+        fired.append(d.call("str_replace_editor", {
+            "command": "str_replace", "path": "/repo/a.c", "old_str": f"v{i}",
+            "new_str": f"v{i + 1}"}, "The file /repo/a.c has been edited."))
+    assert signals(fired) == []
+
+
+def test_a_declared_command_tool_is_parsed() -> None:
+    """``command_tools`` names a tool's command argument: its writes are progress."""
+    d = Feed(RepetitionDetector(command_tools={"box": "script"}))
+    fired = []
+    for i in range(8):
+        fired.append(d.call("box", {"script": f"echo {i} > state.txt"}, "done"))
+        fired.append(d.call("box", {"script": "cat state.txt"}, "same text every time"))
+    assert signals(fired) == []
+    undeclared = Feed(RepetitionDetector(infer_commands=False))
+    fired = []
+    for _ in range(3):
+        fired.append(undeclared.call("bash", {"command": "sed -i 's/a/b/' f"}, OK))
+    assert signals(fired) == [("repeat", "warn")]
+
+
+def test_unparseable_commands_fall_back_to_the_tools_rules() -> None:
+    """An unclosed quote cannot be judged: the tool's annotations decide, as before."""
+    d = Feed(RepetitionDetector())
+    side = ToolAnnotations(side_effecting=True)
+    fired = [d.call("bash", {"command": f"echo 'unclosed {i}"}, "ok", annotations=side)
+             for i in range(6)]
+    assert signals(fired) == []
+
+
+def test_thinking_between_repeats_is_no_new_work() -> None:
+    """A different thought between the same fruitless calls does not hide the loop."""
+    d = Feed(RepetitionDetector())
+    fired = []
+    for i in range(5):
+        fired.append(d.call("think", {"thought": f"maybe the payment split is wrong ({i})"},
+                            "Your thought has been logged."))
+        fired.append(d.call("book_reservation", {"payment": "split"}, "Error: the payment "
+                            "amount does not add up"))
+    assert ("repeat", "warn") in signals(fired)
+
+
+def test_the_surer_stop_needs_its_evidence_within_one_run() -> None:
+    """The same call once per run of a session (a new request each time) warns but does not
+    stop at ``sure_stop_after``: a new request is a change; within one run it stops."""
+    from tests.detection_corpus.harness import Trace, play
+
+    steps: list[dict[str, object]] = []
+    for i in range(6):
+        steps += [{"run": f"request {i}", "t": 10 * i},
+                  {"call": "hold", "args": {}, "result": "released", "t": 10 * i + 1}]
+    actions = [d[2] for d in play(Trace("across runs", "x", "ok", tuple(steps))).detections]
+    assert actions == ["warn"]
+    within = tuple({"call": "hold", "args": {}, "result": "released", "t": i} for i in range(6))
+    actions = [d[2] for d in play(Trace("one run", "x", "loop", within, 1)).detections]
+    assert actions == ["warn", "stop"]
