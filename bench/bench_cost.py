@@ -34,11 +34,11 @@ from bench._util import Timing, fmt_ns, fmt_ratio, print_table, time_callable
 from loopobs import (
     Budget,
     BudgetGuard,
+    Conversation,
     GenAIPrices,
     ModelRates,
     ObserverSet,
     RunStartContext,
-    Session,
     StreamSuccessContext,
     Usage,
     price_lookup,
@@ -62,7 +62,7 @@ def rows(repeats: int, target_s: float) -> list[dict[str, Any]]:
     gp_usage = genai_prices.Usage(input_tokens=12_000, output_tokens=800, cache_read_tokens=4_000)
 
     spending = RunSpending(run_id=uuid.uuid4(), prices=prices, budget=Budget(usd=1e9),
-                           session=Session(), emit=ObserverSet().on_budget_exceeded)
+                           session=Conversation(), emit=ObserverSet().on_budget_exceeded)
 
     def per_call() -> None:
         spending.price("gpt-4o", "openai", USAGE)

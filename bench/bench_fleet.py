@@ -93,7 +93,7 @@ def _load_worker(port: int, tenant: str, runs: int, out: Any) -> None:
     async def main() -> int:
         import redis.asyncio as redis_asyncio
 
-        from loopobs import AgentLoop, ModelRates, RunStatus, Session, Usage
+        from loopobs import AgentLoop, Conversation, ModelRates, RunStatus, Usage
         from loopobs.llm import Reply, ScriptedClient
         from loopobs.redis import RedisLedger
 
@@ -106,7 +106,7 @@ def _load_worker(port: int, tenant: str, runs: int, out: Any) -> None:
             reply = Reply(text="ok", usage=Usage(input_tokens=1, output_tokens=1))
             loop = AgentLoop(ScriptedClient([reply]), model="m", detectors=[], prices=prices,
                              shared_budget=shared, request_options={"max_tokens": 40})
-            result = await loop.run("q", session=Session(attribution={"tenant": tenant}))
+            result = await loop.run("q", session=Conversation(attribution={"tenant": tenant}))
             return result.status is RunStatus.COMPLETED
 
         made = sum(await asyncio.gather(*(one() for _ in range(runs))))

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._util import print_table
 from bench.bench_stack import all_observers, lookup
-from loopobs import AgentLoop, Session, Usage
+from loopobs import AgentLoop, Conversation, Usage
 from loopobs.contract.compaction import estimate_tokens
 from loopobs.contract.model import ModelRequest, ToolResultMessage
 from loopobs.exporters import MetricsObserver, PrometheusObserver, TracingObserver
@@ -67,7 +67,7 @@ async def soak(turns: int) -> dict[str, Any]:
         client = ScriptedClient(script(), chunk_size=64)
         loop = AgentLoop(client, model="m1", tools=[lookup], observers=stack.observers,
                          context_window=WINDOW, max_turns=TURNS_PER_RUN + 5)
-        session = Session()
+        session = Conversation()
         runs = turns // TURNS_PER_RUN
         marks: dict[str, float] = {}
         start = time.perf_counter()

@@ -143,7 +143,7 @@ from loopobs.contract.tools import (
     current_tool_call,
     tool,
 )
-from loopobs.loop.run import RunResult, Session
+from loopobs.loop.run import Conversation, RunResult
 from loopobs.loop.tool_sources import ConnectedSource, ToolSource
 from loopobs.sessions.session import AgentSession, QueuePolicy, SessionUpdate
 from loopobs.sessions.stores import (
@@ -188,6 +188,7 @@ __all__ = [
     "ConvergenceAction",
     "ConvergenceDetectedContext",
     "ConvergenceDetector",
+    "Conversation",
     "DisplayHint",
     "DisplayKind",
     "EventContext",
@@ -240,7 +241,6 @@ __all__ = [
     "RunStatus",
     "SESSION_HOOKS",
     "ScopeLimit",
-    "Session",
     "SessionBusy",
     "SessionClosed",
     "SessionResetContext",
@@ -327,6 +327,11 @@ def __getattr__(name: str) -> Any:
         value = getattr(importlib.import_module(module), name)
         globals()[name] = value
         return value
+    if name == "Session":
+        from loopobs.loop.run import RENAMED_SESSION
+
+        warnings.warn(RENAMED_SESSION, DeprecationWarning, stacklevel=2)
+        return Conversation
     new = RENAMED_CONTEXTS.get(name)
     if new is not None:
         # A renamed class still resolves for a while, with a pointer to its new name.

@@ -6,19 +6,19 @@ import uuid
 
 import pytest
 
-from loopobs import AssistantMessage, ContextExceeded, Message, Session, UserMessage
+from loopobs import AssistantMessage, ContextExceeded, Conversation, Message, UserMessage
 from loopobs.contract.compaction import estimate_tokens
 from loopobs.loop.compaction import compact_if_needed, estimate_request
 from loopobs.testing import RecordingObserver
 from tests._core_deps import make_deps
 
 
-def long_session(messages: int = 20) -> Session:
+def long_session(messages: int = 20) -> Conversation:
     history: list[Message] = [UserMessage(content="start")]
     for i in range(messages):
         history.append(AssistantMessage(content=f"answer {i} " + "x" * 400))
         history.append(UserMessage(content=f"question {i} " + "y" * 400))
-    return Session(messages=history)
+    return Conversation(messages=history)
 
 
 def test_without_a_window_or_a_request_nothing_happens() -> None:
@@ -68,6 +68,6 @@ def test_the_providers_count_is_the_base_of_the_estimate() -> None:
 
 def test_a_conversation_that_cannot_fit_fails_the_run() -> None:
     """Still over the window after compaction: ContextExceeded."""
-    session = Session(messages=[UserMessage(content="z" * 4000)])
+    session = Conversation(messages=[UserMessage(content="z" * 4000)])
     with pytest.raises(ContextExceeded):
         compact_if_needed(make_deps(context_window=100), uuid.uuid4(), session)

@@ -8,12 +8,12 @@ from collections.abc import AsyncIterator
 import pytest
 
 from loopobs import (
+    Conversation,
     FallbackExhausted,
     LlmClient,
     ModelError,
     ModelRequest,
     RateLimited,
-    Session,
     StreamError,
     StreamEvent,
     TextDelta,
@@ -26,10 +26,10 @@ from loopobs.testing import RecordingObserver
 from tests._core_deps import make_deps
 
 
-def call_for(client: LlmClient, *fallbacks: str) -> tuple[ModelCall, Session,
+def call_for(client: LlmClient, *fallbacks: str) -> tuple[ModelCall, Conversation,
                                                           RecordingObserver]:
     rec = RecordingObserver()
-    session = Session(messages=[UserMessage(content="hi")])
+    session = Conversation(messages=[UserMessage(content="hi")])
     deps = make_deps(client, observers=[rec], fallback_models=fallbacks)
     return ModelCall(deps, uuid.uuid4(), session), session, rec
 
@@ -142,7 +142,7 @@ async def test_a_client_that_raises_becomes_a_model_error() -> None:
 def test_note_model_reports_changes_only() -> None:
     """The first model and a repeat are silent; a change emits on_model_switched."""
     rec = RecordingObserver()
-    deps, session, run = make_deps(observers=[rec]), Session(), uuid.uuid4()
+    deps, session, run = make_deps(observers=[rec]), Conversation(), uuid.uuid4()
     note_model(deps, run, session, "m1")
     note_model(deps, run, session, "m1")
     note_model(deps, run, session, "m2")

@@ -9,10 +9,10 @@ import pytest
 
 from loopobs import (
     AssistantMessage,
+    Conversation,
     InvalidResumeInput,
     NotYetAwake,
     RunStatus,
-    Session,
     Sleep,
     Suspend,
     ToolCallPart,
@@ -30,11 +30,11 @@ WAKE = dt.datetime(2030, 1, 1, tzinfo=UTC)
 SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
 
 
-def wave_session() -> Session:
+def wave_session() -> Conversation:
     calls = (ToolCallPart(id="c1", name="approve", arguments={"n": 1}),
              ToolCallPart(id="c2", name="add", arguments={}),
              ToolCallPart(id="c3", name="wait", arguments={}))
-    return Session(messages=[UserMessage(content="pay"), AssistantMessage(tool_calls=calls)],
+    return Conversation(messages=[UserMessage(content="pay"), AssistantMessage(tool_calls=calls)],
                    turn=4)
 
 
@@ -115,7 +115,7 @@ def test_the_resumed_session_is_the_parked_one() -> None:
     assert rebuilt.messages == session.messages
     assert parking.resumed_session(parked.checkpoint, session) is session
     with pytest.raises(ValueError, match="session"):
-        parking.resumed_session(parked.checkpoint, Session())
+        parking.resumed_session(parked.checkpoint, Conversation())
 
 
 def test_the_plan_fills_the_suspended_call_and_reruns_the_rest() -> None:

@@ -7,11 +7,11 @@ import uuid
 from loopobs import (
     ConvergenceAction,
     ConvergenceDetectedContext,
+    Conversation,
     LoopAction,
     LoopDetected,
     LoopDetectedContext,
     RunStatus,
-    Session,
 )
 from loopobs.loop.policy import NOTE_PREFIX, RunPolicy
 
@@ -43,7 +43,7 @@ def test_only_open_runs_collect_verdicts() -> None:
 
 def test_a_stop_ends_the_run_with_the_detector_status() -> None:
     """stop and ask_user stop the run: loop_detected for loops, converged for answers."""
-    policy, run, session = RunPolicy(), uuid.uuid4(), Session()
+    policy, run, session = RunPolicy(), uuid.uuid4(), Conversation()
     policy.open(run)
     policy.on_loop_detected(loop_verdict(run, "stop"))
     stop = policy.apply(run, session)
@@ -60,7 +60,7 @@ def test_a_stop_ends_the_run_with_the_detector_status() -> None:
 
 def test_the_first_stop_wins_and_later_verdicts_still_apply() -> None:
     """Two stops: the first is the run's; a compaction request queued after still lands."""
-    policy, run, session = RunPolicy(), uuid.uuid4(), Session()
+    policy, run, session = RunPolicy(), uuid.uuid4(), Conversation()
     policy.open(run)
     policy.on_convergence_detected(convergence(run, "stop"))
     policy.on_loop_detected(loop_verdict(run, "stop"))
@@ -73,7 +73,7 @@ def test_the_first_stop_wins_and_later_verdicts_still_apply() -> None:
 
 def test_warnings_become_notes_for_the_next_request() -> None:
     """warn and switch_phase add a note each; nothing stops; compact only sets the flag."""
-    policy, run, session = RunPolicy(), uuid.uuid4(), Session()
+    policy, run, session = RunPolicy(), uuid.uuid4(), Conversation()
     policy.open(run)
     policy.on_loop_detected(loop_verdict(run, "warn"))
     policy.on_convergence_detected(convergence(run, "switch_phase"))

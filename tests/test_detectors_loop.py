@@ -5,10 +5,10 @@ from __future__ import annotations
 from loopobs import (
     AgentLoop,
     ConvergenceDetector,
+    Conversation,
     LoopDetected,
     RepetitionDetector,
     RunStatus,
-    Session,
     tool,
 )
 from loopobs.contract.model import UserMessage
@@ -91,7 +91,7 @@ async def test_converged_answers_across_runs_of_one_session() -> None:
         observers=[rec],
         detectors=[RepetitionDetector(), ConvergenceDetector(action="stop")],
     )
-    session = Session()
+    session = Conversation()
     first = await loop.run("what is it?", session=session)
     second = await loop.run("are you sure?", session=session)
     third = await loop.run("really?", session=session)

@@ -14,9 +14,9 @@ from loopobs import (
     Budget,
     BudgetExceeded,
     BudgetExceededContext,
+    Conversation,
     ModelRates,
     RunStatus,
-    Session,
     StreamSuccessContext,
     Usage,
 )
@@ -86,7 +86,7 @@ async def test_every_call_and_turn_carries_genai_prices_cost() -> None:
                    usage=Usage(input_tokens=4000, output_tokens=120, cache_read_input_tokens=3000)),
              Reply(text="done", usage=Usage(input_tokens=4500, output_tokens=40))]
     loop, rec, _ = loop_over(steps)
-    session = Session()
+    session = Conversation()
     result = await loop.run("q", session=session)
     assert result.ok
     expected = [gpt4o_cost(s.usage) for s in steps if s.usage is not None]
@@ -184,11 +184,11 @@ async def test_warn_at_warns_once_and_the_run_completes() -> None:
 
 
 async def test_a_session_budget_spans_runs_and_stops_later_runs_at_once() -> None:
-    """Session(budget=...) adds up over runs; once crossed, a new run ends before any turn."""
+    """Conversation(budget=...) adds up over runs; once crossed, a new run ends before any turn."""
     steps = [Reply(text=f"a{i}", usage=Usage(input_tokens=100, output_tokens=10))
              for i in range(5)]
     loop, rec, client = loop_over(steps)
-    session = Session(budget=Budget(model_calls=2))
+    session = Conversation(budget=Budget(model_calls=2))
     first = await loop.run("one", session=session)
     second = await loop.run("two", session=session)
     third = await loop.run("three", session=session)

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from loopobs import AgentLoop, Cancelled, RunStatus, Session, tool
+from loopobs import AgentLoop, Cancelled, Conversation, RunStatus, tool
 from loopobs.contract.model import Finish, ModelRequest, StreamEvent, TextDelta
 from loopobs.llm import Reply, ToolCall
 from loopobs.testing import RecordingObserver, assert_contract
@@ -36,7 +36,7 @@ class HangingClient:
             self.closed = True
 
 
-def _assert_cancelled_cleanly(rec: RecordingObserver, session: Session) -> None:
+def _assert_cancelled_cleanly(rec: RecordingObserver, session: Conversation) -> None:
     assert_contract(rec.events)
     turn_end = rec.of("on_turn_end")[-1]
     assert turn_end.success is False
@@ -52,7 +52,7 @@ async def test_cancel_during_a_stream() -> None:
     """Cancelling mid-stream: on_stream_failure(Cancelled), turn and run end, CancelledError."""
     client = HangingClient()
     loop, rec, _ = make_loop(client)
-    session = Session()
+    session = Conversation()
     task = asyncio.create_task(loop.run("q", session=session))
     await asyncio.wait_for(client.waiting.wait(), 5)
     task.cancel()
@@ -95,7 +95,7 @@ async def test_cancel_during_tools(parallel: bool) -> None:
              ToolCall("stuck", {"n": 2}, id="s2"))
     loop, rec, _ = make_loop([Reply(tool_calls=calls, usage=u(3, 1))], tools=tools,
                              parallel_tool_calls=parallel)
-    session = Session()
+    session = Conversation()
     task = asyncio.create_task(loop.run("q", session=session))
     await asyncio.wait_for(started.wait(), 5)
     task.cancel()
@@ -131,7 +131,7 @@ async def test_cancel_during_a_sync_tool() -> None:
 
     client_steps = [Reply(tool_calls=(ToolCall("blocking", {}, id="b"),))]
     loop, rec, _ = make_loop(client_steps, tools=[blocking])
-    session = Session()
+    session = Conversation()
     task = asyncio.create_task(loop.run("q", session=session))
     assert await asyncio.to_thread(entered.wait, 5)
     task.cancel()
@@ -149,7 +149,7 @@ async def test_the_session_runs_again_after_a_cancelled_run() -> None:
     client = HangingClient()
     rec = RecordingObserver()
     loop = AgentLoop(client, model="m1", observers=[rec], detectors=[])
-    session = Session()
+    session = Conversation()
     task = asyncio.create_task(loop.run("q", session=session))
     await asyncio.wait_for(client.waiting.wait(), 5)
     task.cancel()

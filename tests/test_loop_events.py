@@ -10,10 +10,10 @@ import pytest
 
 from loopobs import (
     AgentLoop,
+    Conversation,
     LoopObserver,
     RunEndContext,
     RunStatus,
-    Session,
     SessionBusy,
     ToolPreContext,
 )
@@ -119,7 +119,7 @@ async def test_a_busy_session_refuses_a_second_run() -> None:
     """A second concurrent run on the same session raises SessionBusy; the first completes."""
     client = ScriptedClient([ANSWER], latency_s=0.01)
     loop = AgentLoop(client, model="m1", detectors=[])
-    session = Session()
+    session = Conversation()
     first = asyncio.create_task(loop.run("a", session=session))
     await asyncio.sleep(0)
     with pytest.raises(SessionBusy, match="already has a run in progress"):

@@ -15,10 +15,10 @@ import pytest
 from loopobs import (
     AgentLoop,
     Checkpoint,
+    Conversation,
     InvalidResumeInput,
     NotYetAwake,
     RunStatus,
-    Session,
     SleepContext,
     SuspendedContext,
 )
@@ -168,7 +168,7 @@ async def test_resume_on_the_live_session_and_a_wrong_session() -> None:
     parked = await loop.run("pay")
     assert parked.checkpoint is not None
     with pytest.raises(ValueError, match="not the parked run's session"):
-        await loop.resume(parked.checkpoint, input={"approved": True}, session=Session())
+        await loop.resume(parked.checkpoint, input={"approved": True}, session=Conversation())
     result = await loop.resume(parked.checkpoint, input={"approved": True},
                                session=parked.session)
     assert result.session is parked.session

@@ -13,10 +13,10 @@ from loopobs import (
     Amounts,
     Budget,
     BudgetUnavailable,
+    Conversation,
     InProcessLedger,
     ModelRates,
     RunStatus,
-    Session,
     SharedBudget,
     StoreUnavailable,
     Usage,
@@ -48,7 +48,8 @@ async def test_workers_sharing_a_ledger_stay_under_the_tenant_limit() -> None:
     for _ in range(2):
         loop = _loop(shared, [_answer(), _answer()])
         for _ in range(2):
-            results.append(await loop.run("q", session=Session(attribution={"tenant": "acme"})))
+            acme = Conversation(attribution={"tenant": "acme"})
+            results.append(await loop.run("q", session=acme))
     assert [r.status for r in results] == [RunStatus.COMPLETED] * 3 + [RunStatus.BUDGET_EXCEEDED]
     assert results[-1].error.scope == "tenant:acme"  # type: ignore[union-attr]
     assert (await ledger.spent("tenant:acme")).model_calls == 3
@@ -67,7 +68,7 @@ async def test_the_worst_case_is_reserved_and_the_rest_released() -> None:
         return await original(scopes, amounts, ttl_s=ttl_s)
 
     ledger.reserve = spy  # type: ignore[method-assign]
-    session = Session()
+    session = Conversation()
     loop = _loop(shared, [_answer((10, 5))], request_options={"max_tokens": 100})
     result = await loop.run("hello", session=session)
     assert result.ok
@@ -99,7 +100,7 @@ async def test_a_failed_or_cancelled_call_gives_its_reservation_back() -> None:
     """A failed attempt counts as a call but spends no tokens; a cancelled one likewise."""
     ledger = InProcessLedger()
     shared = SharedBudget(ledger, scopes={"tenant": Budget(usd=10_000.0)})
-    session = Session(attribution={"tenant": "t"})
+    session = Conversation(attribution={"tenant": "t"})
     failing = _loop(shared, [Fail(ModelError("boom", retryable=False))])
     assert (await failing.run("q", session=session)).status is RunStatus.FAILED
     spent = await ledger.spent("tenant:t")
@@ -114,7 +115,7 @@ async def test_a_failed_or_cancelled_call_gives_its_reservation_back() -> None:
 
     hanging = AgentLoop(Hanging([]), model="m", detectors=[], shared_budget=shared,
                         prices=PRICES)
-    task = asyncio.create_task(hanging.run("q", session=Session(attribution={"tenant": "t"})))
+    task = asyncio.create_task(hanging.run("q", session=Conversation(attribution={"tenant": "t"})))
     for _ in range(50):
         await asyncio.sleep(0)
         if (await ledger.reserved("tenant:t")).model_calls:
@@ -156,15 +157,15 @@ async def test_without_a_shared_budget_nothing_is_reserved() -> None:
 async def test_attribution_reaches_run_start_and_is_checked() -> None:
     recorder = RecordingObserver()
     loop = AgentLoop(ScriptedClient([_answer()]), model="m", detectors=[], observers=[recorder])
-    await loop.run("q", session=Session(attribution={"tenant": "acme", "user": "u-1"}))
+    await loop.run("q", session=Conversation(attribution={"tenant": "acme", "user": "u-1"}))
     [start] = recorder.of("on_run_start")
     assert start.attribution == {"tenant": "acme", "user": "u-1"}
     with pytest.raises(TypeError):
-        Session(attribution={"tenant": 5})  # type: ignore[dict-item]
+        Conversation(attribution={"tenant": 5})  # type: ignore[dict-item]
     with pytest.raises(ValueError, match="':'"):
-        Session(attribution={"a:b": "x"})
+        Conversation(attribution={"a:b": "x"})
     with pytest.raises(ValueError, match="at most"):
-        Session(attribution={str(i): "x" for i in range(17)})
+        Conversation(attribution={str(i): "x" for i in range(17)})
 
 
 async def test_shared_tool_call_limits_refuse_the_call_and_stop_the_run() -> None:
@@ -182,7 +183,7 @@ async def test_shared_tool_call_limits_refuse_the_call_and_stop_the_run() -> Non
     calls = (ToolCall("look", {"q": "a"}, id="c1"), ToolCall("look", {"q": "b"}, id="c2"))
     loop = _loop(shared, [Reply(tool_calls=calls, usage=Usage(input_tokens=1, output_tokens=1)),
                           _answer()], tools=[look], parallel_tool_calls=False)
-    result = await loop.run("q", session=Session(attribution={"tenant": str(uuid.uuid4())}))
+    result = await loop.run("q", session=Conversation(attribution={"tenant": str(uuid.uuid4())}))
     assert ran == ["a"]
     assert result.status is RunStatus.BUDGET_EXCEEDED
 

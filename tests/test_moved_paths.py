@@ -54,3 +54,14 @@ def test_nothing_in_the_package_uses_an_old_path() -> None:
     """``import loopobs`` and every layer load without a single deprecation warning."""
     _run("import warnings\nwarnings.simplefilter('error')\nimport loopobs, loopobs.exporters, "
          "loopobs.llm, loopobs.adapters, loopobs.report, loopobs.sessions, loopobs.detectors\n")
+
+
+def test_session_is_conversation_under_its_old_name() -> None:
+    """``Session`` (from ``loopobs`` or ``loopobs.loop.run``) is ``Conversation``, and warns."""
+    stderr = _run("import loopobs\nfrom loopobs.loop import run\n"
+                  "assert loopobs.Session is loopobs.Conversation\n"
+                  "assert run.Session is run.Conversation\n"
+                  "from loopobs import Session\nassert Session is loopobs.Conversation\n")
+    lines = {line.split(":")[1] for line in stderr.splitlines()
+             if "Session was renamed Conversation" in line}
+    assert lines == {"3", "4", "5"}, stderr

@@ -16,10 +16,10 @@ import pytest
 from loopobs import (
     AgentLoop,
     Cancelled,
+    Conversation,
     LoopObserver,
     RunEndContext,
     RunStartContext,
-    Session,
     tool,
 )
 from loopobs.contract.events import EventContext
@@ -163,7 +163,7 @@ async def test_cancelled_session_runs_again_cleanly() -> None:
     stack = make_stack([InTool()])
     loop = AgentLoop(YieldingClient(), model="m1", tools=[napping_lookup],
                      observers=stack.observers, max_turns=TOOL_TURNS + 5)
-    session = Session()
+    session = Conversation()
     task = asyncio.create_task(loop.run("first", session=session))
     await asyncio.wait_for(in_tool.wait(), 10)
     task.cancel()

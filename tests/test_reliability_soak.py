@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from prometheus_client import CollectorRegistry
 
-from loopobs import AgentLoop, Session
+from loopobs import AgentLoop, Conversation
 from loopobs.contract import trace_links
 from loopobs.detectors import RepetitionDetector
 from loopobs.exporters import (
@@ -73,7 +73,7 @@ async def test_long_session_keeps_memory_flat_and_leaves_no_run_state(
     loop = AgentLoop(client, model="m1", tools=[lookup],
                      observers=[tracing, metrics, prom, jsonl],
                      context_window=WINDOW, max_turns=TURNS_PER_RUN + 5)
-    session = Session()
+    session = Conversation()
 
     async def runs(n: int) -> None:
         for _ in range(n):

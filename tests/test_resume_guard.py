@@ -15,9 +15,9 @@ from loopobs import (
     AgentLoop,
     Checkpoint,
     CheckpointAlreadyResumed,
+    Conversation,
     InvalidResumeInput,
     RunStatus,
-    Session,
     SessionBusy,
     Sleep,
     Suspend,
@@ -195,7 +195,7 @@ async def test_refusals_before_the_run_do_not_use_the_checkpoint() -> None:
     cp = await parked(loop)
     with pytest.raises(InvalidResumeInput):
         await loop.resume(cp, {"ok": "yes"})
-    session = Session(id=cp.session_id, messages=list(cp.messages), turn=cp.turn)
+    session = Conversation(id=cp.session_id, messages=list(cp.messages), turn=cp.turn)
     session.busy = True
     with pytest.raises(SessionBusy):
         await loop.resume(cp, {"ok": True}, session=session)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from loopobs import AgentLoop, Budget, ModelRates, RunStatus, Session, Usage, tool
+from loopobs import AgentLoop, Budget, Conversation, ModelRates, RunStatus, Usage, tool
 from loopobs.detectors import RepetitionDetector
 from loopobs.exporters import catalog as c
 from loopobs.exporters.tracing import TracingObserver
@@ -29,9 +29,9 @@ async def test_a_looping_run_says_so_on_its_root(tracer_provider: TracerProvider
     loop = AgentLoop(ScriptedClient([same] * 12 + [Reply(text="gave up")]), model="m",
                      tools=[ping], observers=[TracingObserver(tracer_provider)],
                      detectors=[RepetitionDetector(warn_after=2, stop_after=100)])
-    result = await loop.run("ping a", session=Session(attribution={"tenant": "acme",
-                                                                    "user": "u-9"}))
-    assert result.ok
+    result = await loop.run("ping a", session=Conversation(attribution={"tenant": "acme",
+                                                                         "user": "u-9"}))
+    assert result.status is RunStatus.LOOP_DETECTED
     root = _root(span_exporter)
     assert root[c.LOOPOBS_RUN_LOOP_DETECTED] is True
     assert root[c.LOOPOBS_RUN_BUDGET_STOPPED] is False

@@ -284,7 +284,7 @@ class RunStartContext(EventContext):
     content capture is on."""
     attribution: Mapping[str, str] = field(default_factory=dict)
     """Who the run is for (addition), e.g. ``{"tenant": "acme", "user": "u-17"}``
-    (``Session(attribution=...)``); a shared budget counts the run's calls against each.
+    (``Conversation(attribution=...)``); a shared budget counts the run's calls against each.
     Values are unbounded ids: exporters put them on spans and the event log, and on
     metric labels only when allow-listed."""
 

@@ -14,7 +14,7 @@ A verdict is a :class:`~loopobs.contract.events.BudgetExceededContext` to emit:
 ``action="warn"`` once when the budget's ``warn_at`` share of a limit is reached.
 
 Trackers are driven by one path, :class:`~loopobs.cost.spending.RunSpending`:
-``AgentLoop(budget=...)`` and ``Session(budget=...)`` drive it from the loop's
+``AgentLoop(budget=...)`` and ``Conversation(budget=...)`` drive it from the loop's
 phases, and :class:`~loopobs.cost.spending.BudgetGuard` from the events of a loop
 that is not ours (by hand or through an adapter).
 

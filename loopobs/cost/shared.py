@@ -305,7 +305,7 @@ class SharedBudget:
 
     A call counts against its session (``"session:<id>"``, limited by ``session``) and
     against one scope per entry of the conversation's attribution
-    (``Session(attribution={"tenant": "acme"})`` → ``"tenant:acme"``, limited by
+    (``Conversation(attribution={"tenant": "acme"})`` → ``"tenant:acme"``, limited by
     ``scopes["tenant"]``); an entry without a limit only counts.
 
     ``on_unavailable`` decides what a ledger that fails or passes its deadline means:

@@ -63,7 +63,7 @@ _COUNTS: Final = ("input_tokens", "output_tokens", "cache_read_input_tokens",
 
 
 class SpendingAccount(Protocol):
-    """What a run's spending needs of its conversation (``loopobs.loop.run.Session`` is one)."""
+    """What a run's spending needs of its conversation (``loopobs.Conversation`` is one)."""
 
     @property
     def spend(self) -> Spend:

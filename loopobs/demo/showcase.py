@@ -32,7 +32,7 @@ from loopobs.contract.tools import Output, Sleep, Suspend, Tool, tool
 from loopobs.cost.budget import Budget
 from loopobs.llm.scripted import Fail, Reply, ScriptedClient, Step, ToolCall
 from loopobs.loop.loop import AgentLoop
-from loopobs.loop.run import RunResult, Session
+from loopobs.loop.run import Conversation, RunResult
 
 __all__ = ["SCENARIOS", "Scenario", "Showcase", "showcase_tools"]
 
@@ -214,7 +214,7 @@ class Showcase:
                              for i in range(4)]
         loop = self.loop(steps)
         results: list[RunResult] = []
-        session = Session()
+        session = Conversation()
         for _ in range(4):
             results.append(await loop.run("What is my limit, really?", session=session))
         return results

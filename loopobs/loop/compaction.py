@@ -22,13 +22,13 @@ from loopobs.contract.events import CompactionContext
 from loopobs.contract.model import ToolDefinition
 
 if TYPE_CHECKING:
-    from loopobs.loop.run import Session
+    from loopobs.loop.run import Conversation
     from loopobs.loop.runtime import RunDeps
 
 __all__ = ["compact_if_needed", "estimate_request"]
 
 
-def estimate_request(session: Session, tools: Sequence[ToolDefinition] = ()) -> int:
+def estimate_request(session: Conversation, tools: Sequence[ToolDefinition] = ()) -> int:
     """The estimated input tokens of the session's next request.
 
     The provider's count for the last call plus the heuristic for the messages
@@ -41,7 +41,7 @@ def estimate_request(session: Session, tools: Sequence[ToolDefinition] = ()) -> 
     return estimate_tokens(session.messages, tools)
 
 
-def compact_if_needed(deps: RunDeps, run_id: uuid.UUID, session: Session) -> None:
+def compact_if_needed(deps: RunDeps, run_id: uuid.UUID, session: Conversation) -> None:
     """Compact ``session`` before a model call if its estimate reaches the threshold.
 
     Also compacts (to half its size) when a detector asked for it. Emits

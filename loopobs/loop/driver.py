@@ -35,7 +35,7 @@ from loopobs.loop.compaction import compact_if_needed
 from loopobs.loop.context_providers import gather_context
 from loopobs.loop.model_call import ModelCall, ModelResponse, note_model
 from loopobs.loop.policy import Stopped
-from loopobs.loop.run import RunResult, Session
+from loopobs.loop.run import Conversation, RunResult
 from loopobs.loop.runtime import RunDeps, now_ns, perf
 from loopobs.loop.shared_spend import SharedSpend
 from loopobs.loop.tool_phase import ToolAttempt, ToolPhase
@@ -79,7 +79,7 @@ class RunDriver:
     """The state of one run; lives for one ``run()`` or ``resume()`` call."""
 
     deps: RunDeps
-    session: Session
+    session: Conversation
     run_id: uuid.UUID = field(default_factory=uuid.uuid4)
     usage: Usage = field(default_factory=Usage)
     turns: int = 0

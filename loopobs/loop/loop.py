@@ -44,7 +44,7 @@ from loopobs.loop import parking
 from loopobs.loop.context_providers import ContextProvider, ProviderSpec, provider_spec
 from loopobs.loop.driver import RunDriver
 from loopobs.loop.policy import RunPolicy
-from loopobs.loop.run import RunResult, Session
+from loopobs.loop.run import Conversation, RunResult
 from loopobs.loop.runtime import LoopSettings, RunDeps
 from loopobs.loop.tool_sources import ConnectedSource, LiveTools, ToolSource, merge
 from loopobs.loop.workers import DEFAULT_TOOL_WORKERS, ToolWorkers
@@ -89,10 +89,10 @@ class AgentLoop:
             (``max_tokens``, ``temperature``, ``top_p``, ``stop``, ``seed``, …; the
             client passes them to the provider); reported on the ``chat`` spans.
         budget: limits for each run (USD, tokens, calls, wall time); a session's own
-            budget is ``Session(budget=...)``. See :class:`~loopobs.cost.budget.Budget`.
+            budget is ``Conversation(budget=...)``. See :class:`~loopobs.cost.budget.Budget`.
         shared_budget: limits shared by every process that uses the same ledger
             (``loopobs.redis.RedisLedger``): each model call reserves its worst case
-            before it is made, in the session's scope and each ``Session(scope=...)``
+            before it is made, in the session's scope and each ``Conversation(scope=...)``
             entry. See :class:`~loopobs.cost.shared.SharedBudget` and the fleet guide.
         prices: how model calls are priced: None for ``genai-prices``, a mapping of
             model name to :class:`~loopobs.cost.pricing.ModelRates` (or USD per call),
@@ -278,7 +278,7 @@ class AgentLoop:
             ),
         )
 
-    async def run(self, input: str | Sequence[Message], *, session: Session | None = None,
+    async def run(self, input: str | Sequence[Message], *, session: Conversation | None = None,
                   ) -> RunResult:
         """Run the agent on ``input`` (a question, or messages to append) and return the result.
 
@@ -289,7 +289,7 @@ class AgentLoop:
         Raises:
             SessionBusy: ``session`` has a run in progress.
         """
-        session = session if session is not None else Session()
+        session = session if session is not None else Conversation()
         if session.busy:
             raise SessionBusy(session_id=str(session.id))
         session.busy = True
@@ -319,7 +319,7 @@ class AgentLoop:
             await asyncio.shield(_close_all(connected))
 
     def run_sync(self, input: str | Sequence[Message], *,
-                 session: Session | None = None) -> RunResult:
+                 session: Conversation | None = None) -> RunResult:
         """:meth:`run` for code without an event loop.
 
         Raises:
@@ -336,7 +336,7 @@ class AgentLoop:
         checkpoint: Checkpoint,
         input: Any = None,
         *,
-        session: Session | None = None,
+        session: Conversation | None = None,
         now: _dt.datetime | None = None,
     ) -> RunResult:
         """Continue a parked run as a new run on the same session.

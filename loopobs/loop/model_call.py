@@ -68,7 +68,7 @@ from loopobs.cost.shared import Reservation
 from loopobs.cost.spending import RunSpending
 from loopobs.loop.compaction import estimate_request
 from loopobs.loop.policy import Stop, Stopped
-from loopobs.loop.run import Session
+from loopobs.loop.run import Conversation
 from loopobs.loop.runtime import RunDeps, now_ns, perf
 from loopobs.loop.shared_spend import SharedSpend
 
@@ -133,7 +133,7 @@ def _sent_options(client: object, options: Mapping[str, Any]) -> Mapping[str, An
     return {**defaults, **options}
 
 
-def note_model(deps: RunDeps, run_id: uuid.UUID, session: Session, model: str) -> None:
+def note_model(deps: RunDeps, run_id: uuid.UUID, session: Conversation, model: str) -> None:
     """Record ``model`` as the session's current one; emit ``on_model_switched`` if it changed."""
     previous = session.last_model
     session.last_model = model
@@ -152,7 +152,7 @@ class ModelCall:
 
     __slots__ = ("_costs", "_deps", "_run_id", "_session", "_shared", "_spending")
 
-    def __init__(self, deps: RunDeps, run_id: uuid.UUID, session: Session, *,
+    def __init__(self, deps: RunDeps, run_id: uuid.UUID, session: Conversation, *,
                  spending: RunSpending | None = None, shared: SharedSpend | None = None) -> None:
         self._deps = deps
         self._shared = shared

@@ -27,7 +27,7 @@ from loopobs.contract.model import AssistantMessage, ToolResultMessage
 from loopobs.contract.observer import ObserverSet
 from loopobs.contract.tools import Suspend, render_result
 from loopobs.contract.trace_links import TraceLinks
-from loopobs.loop.run import Session
+from loopobs.loop.run import Conversation
 from loopobs.loop.runtime import now_ns
 from loopobs.loop.tool_phase import ToolAttempt
 
@@ -56,7 +56,7 @@ class Parked:
     checkpoint: Checkpoint
 
 
-def park(observers: ObserverSet, run_id: uuid.UUID, session: Session, turn: int, model: str,
+def park(observers: ObserverSet, run_id: uuid.UUID, session: Conversation, turn: int, model: str,
          outcomes: Sequence[ToolAttempt],
          wave_results: Sequence[ToolResultMessage | None] | None = None) -> Parked | None:
     """If a call of ``outcomes`` parked, emit the park event and return the checkpoint.
@@ -190,14 +190,14 @@ def _schema_errors(schema: dict[str, Any], value: Any) -> list[str]:
         return [f"input_schema: cannot be used ({type(exc).__name__})"]
 
 
-def resumed_session(checkpoint: Checkpoint, session: Session | None) -> Session:
+def resumed_session(checkpoint: Checkpoint, session: Conversation | None) -> Conversation:
     """The session the resumed run continues: ``session``, or one rebuilt from the checkpoint.
 
     Raises:
         ValueError: ``session`` is not the parked run's session.
     """
     if session is None:
-        session = Session(id=checkpoint.session_id, messages=list(checkpoint.messages),
+        session = Conversation(id=checkpoint.session_id, messages=list(checkpoint.messages),
                           turn=checkpoint.turn)
         session.last_model = checkpoint.model
     elif session.id != checkpoint.session_id:

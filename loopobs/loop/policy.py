@@ -30,7 +30,7 @@ from loopobs.contract.events import (
 )
 from loopobs.contract.observer import LoopObserver
 from loopobs.cost.budget import error_of
-from loopobs.loop.run import Session
+from loopobs.loop.run import Conversation
 
 __all__ = ["NOTE_PREFIX", "Decision", "RunPolicy", "Stop", "Stopped", "Verdict", "decide"]
 
@@ -180,7 +180,7 @@ class RunPolicy(LoopObserver):
             if run_id in self._queues:
                 self._stops.setdefault(run_id, stop)
 
-    def apply(self, run_id: uuid.UUID, session: Session) -> Stop | None:
+    def apply(self, run_id: uuid.UUID, session: Conversation) -> Stop | None:
         """Apply the queued verdicts to ``session``: notes, compaction requests; or a stop.
 
         Returns the stop a verdict taken now decided (the first one wins), if any.

@@ -8,6 +8,7 @@ that importing this module does not load pydantic.
 from __future__ import annotations
 
 import uuid
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -20,7 +21,7 @@ from loopobs.cost.budget import Budget, BudgetTracker, Spend
 if TYPE_CHECKING:
     from loopobs.loop.checkpoint import Checkpoint, ParkedCall
 
-__all__ = ["Checkpoint", "ParkedCall", "RunResult", "RunStatus", "Session"]
+__all__ = ["Checkpoint", "Conversation", "ParkedCall", "RunResult", "RunStatus"]
 
 
 MAX_ATTRIBUTION_ENTRIES = 16
@@ -55,7 +56,7 @@ def _checked_attribution(attribution: Mapping[str, str] | None) -> dict[str, str
     return out
 
 
-class Session:
+class Conversation:
     """One conversation: its id, its messages, its turn counter and what it spent.
 
     Turn numbers keep counting across the runs of a session. A session runs
@@ -116,7 +117,7 @@ class Session:
         return tracker
 
     def __repr__(self) -> str:
-        return f"Session(id={self.id}, messages={len(self.messages)}, turn={self.turn})"
+        return f"Conversation(id={self.id}, messages={len(self.messages)}, turn={self.turn})"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -132,7 +133,7 @@ class RunResult:
     """Token usage summed over the run's successful model calls."""
     error: LoopError | None
     checkpoint: Checkpoint | None
-    session: Session
+    session: Conversation
     run_id: uuid.UUID
     spend: Spend = field(default_factory=Spend)
     """What the run used: tokens, model and tool calls, USD, wall time."""
@@ -150,6 +151,9 @@ class RunResult:
 
 _LAZY = ("Checkpoint", "ParkedCall")
 
+RENAMED_SESSION = ("Session was renamed Conversation (it is one conversation's history; "
+                   "AgentSession is the long-lived session): the old name goes away in loopobs 0.3")
+
 
 def __getattr__(name: str) -> Any:
     # The checkpoint classes are pydantic models: loading them only when asked for
@@ -158,6 +162,9 @@ def __getattr__(name: str) -> Any:
         from loopobs.loop import checkpoint
 
         return getattr(checkpoint, name)
+    if name == "Session":
+        warnings.warn(RENAMED_SESSION, DeprecationWarning, stacklevel=2)
+        return Conversation
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

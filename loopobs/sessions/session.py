@@ -1,6 +1,6 @@
 """``AgentSession``: a long-lived conversation that runs turns as messages arrive.
 
-The session owns its history (a :class:`~loopobs.loop.run.Session` loaded from
+The session owns its history (a :class:`~loopobs.loop.run.Conversation` loaded from
 and persisted to a :class:`~loopobs.sessions.stores.SessionStore`) and a
 background worker that takes sent messages from a bounded inbox, one run at a
 time. The ops channel:
@@ -74,7 +74,7 @@ from loopobs.contract.tools import Tool, current_tool_call
 from loopobs.loop.context_providers import ProviderSpec
 from loopobs.loop.driver import INTERRUPT
 from loopobs.loop.loop import AgentLoop
-from loopobs.loop.run import RunResult, Session
+from loopobs.loop.run import Conversation, RunResult
 from loopobs.sessions.stores import MemoryStore, SessionStore, StoreCorrupt, StoreFailed
 
 __all__ = ["ASK_USER", "AgentSession", "BoundedQueue", "QueuePolicy", "SessionUpdate"]
@@ -306,7 +306,7 @@ class AgentSession:
         ask_user_timeout: seconds ``ask_user`` waits for :meth:`reply`.
         store_timeout: seconds one store call may take before it counts as failed.
         attribution: who the conversation is for (``{"tenant": …, "user": …}``), on
-            every run (see ``Session(attribution=...)``).
+            every run (see ``Conversation(attribution=...)``).
 
     Raises:
         ValueError: ``store_timeout`` is not a positive, finite number, or
@@ -341,7 +341,7 @@ class AgentSession:
             "inbox", queue_size, queue_policy, self._emit, self.id, on_drop=self._discard)
         self.attribution: dict[str, str] = dict(attribution or {})
         """Who the conversation is for (on every run's ``on_run_start``)."""
-        self._session = Session(id=self.id, attribution=self.attribution)
+        self._session = Conversation(id=self.id, attribution=self.attribution)
         self._persisted: list[Message] = []  # strong refs: their ids stay unique
         self._persisted_ids: set[int] = set()
         self._pending_users: list[str] = []
@@ -362,7 +362,7 @@ class AgentSession:
         if self._worker is not None:
             return self
         history = await self._store_call("load", self.store.load(self.id))
-        self._session = Session(id=self.id, messages=history, attribution=self.attribution)
+        self._session = Conversation(id=self.id, messages=history, attribution=self.attribution)
         self._remember(history)
         self._worker = asyncio.create_task(self._work())
         return self
@@ -422,7 +422,7 @@ class AgentSession:
         self._pending_users.clear()
         self._hints.clear()
         old = self._session
-        self._session = Session(id=self.id, attribution=self.attribution)
+        self._session = Conversation(id=self.id, attribution=self.attribution)
         self._persisted.clear()
         self._persisted_ids.clear()
         current = self._stop_current()
@@ -559,7 +559,7 @@ class AgentSession:
             raise StoreFailed(f"the session store's {operation} failed: "
                               f"{type(exc).__name__}: {exc}", operation=operation) from exc
 
-    async def _persist(self, session: Session) -> StoreFailed | None:
+    async def _persist(self, session: Conversation) -> StoreFailed | None:
         """Append the messages ``session`` added and flush; the store's failure, if any."""
         async with self._store_lock:
             if session is not self._session:
@@ -657,7 +657,7 @@ def _check_text(text: object) -> None:
         raise TypeError(f"a session message must be text (str), not {type(text).__name__}")
 
 
-def _close_open_calls(session: Session) -> None:
+def _close_open_calls(session: Conversation) -> None:
     """Give every tool call of an interrupted turn an error result, so the history stays valid.
 
     Models require a result for each call of an assistant message; a run stopped in

@@ -41,7 +41,7 @@ def _spend_worker(url: str, tenant: str, limit: float, runs: int, max_tokens: in
     each, every call priced at $0.01 a token, under the tenant's shared ``usd`` limit."""
 
     async def main() -> tuple[int, int]:
-        from loopobs import ModelRates, RunStatus, Session, Usage
+        from loopobs import Conversation, ModelRates, RunStatus, Usage
         from loopobs.redis import RedisLedger
 
         client = _client(url, 5.0)
@@ -53,7 +53,7 @@ def _spend_worker(url: str, tenant: str, limit: float, runs: int, max_tokens: in
             reply = Reply(text="ok", usage=Usage(input_tokens=1, output_tokens=1))
             loop = AgentLoop(ScriptedClient([reply]), model="m", detectors=[], prices=prices,
                              shared_budget=shared, request_options={"max_tokens": max_tokens})
-            result = await loop.run("q", session=Session(attribution={"tenant": tenant}))
+            result = await loop.run("q", session=Conversation(attribution={"tenant": tenant}))
             return result.status
 
         statuses = await asyncio.gather(*(one() for _ in range(runs)))
