@@ -9,7 +9,7 @@ transport, with ``TracingObserver`` + ``MetricsObserver`` on SDK providers
 with bare runs. "Added" is the median time per turn instrumented minus bare.
 "Inside the SDK" is the time spent in the SDK's entry points the observers call
 (``start_span``, ``Span.end``/``set_attribute(s)``/``set_status``/``add_event``,
-the instruments' ``record``/``add``, bound records into the aggregations, context
+the instruments' ``record``/``add``, context
 attach/detach), summed per turn with a clock around each call (about 0.1 µs of
 timing per call is included). The rest is loopobs: building and delivering
 events, the observers' own work, and whatever the run pays for the SDK's work
@@ -76,15 +76,12 @@ def _sdk_timed(clock: _Clock) -> Iterator[None]:
     from opentelemetry.sdk import trace as sdk_trace
     from opentelemetry.sdk.metrics._internal import instrument
 
-    from loopobs.exporters import bound_metrics
-
     targets: list[tuple[Any, str]] = [
         (sdk_trace.Tracer, "start_span"),
         *((sdk_trace.Span, name) for name in ("end", "set_attribute", "set_attributes",
                                               "set_status", "add_event", "record_exception")),
         (instrument.Histogram, "record"), (instrument.Counter, "add"),
         (instrument.UpDownCounter, "add"),
-        (bound_metrics.BoundRecord, "__call__"), (bound_metrics.BoundRecord, "many"),
         (otel_context, "attach"), (otel_context, "detach"),
     ]
     saved = [(owner, name, owner.__dict__[name] if name in vars(owner) else None)

@@ -215,8 +215,11 @@ def loop_step(request: Any) -> Any:
                  usage=Usage(input_tokens=LOOP_INPUT[0], output_tokens=LOOP_OUTPUT[0]))
 
 
-def make_loop(*observers: LoopObserver, agent: str = AGENT) -> Any:
-    """An ``AgentLoop`` on a ``ScriptedClient`` playing :func:`loop_step`, tool ``search``."""
+def make_loop(*observers: LoopObserver, agent: str = AGENT, **options: Any) -> Any:
+    """An ``AgentLoop`` on a ``ScriptedClient`` playing :func:`loop_step`, tool ``search``.
+
+    ``options`` go to ``AgentLoop`` as they are.
+    """
     from loopobs import AgentLoop, tool
     from loopobs.llm import ScriptedClient
 
@@ -226,4 +229,4 @@ def make_loop(*observers: LoopObserver, agent: str = AGENT) -> Any:
         return f"results for {q}"
 
     return AgentLoop(ScriptedClient(loop_step), model="m1", tools=[search],
-                     observers=observers, agent_name=agent)
+                     observers=observers, agent_name=agent, **options)

@@ -40,6 +40,7 @@ def _lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+@pytest.mark.slow  # one of the longest of the suite: `make unit-fast` leaves it out
 def test_replay_waits_for_a_slow_receiver_and_loses_nothing(
     sink: OtlpSink, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

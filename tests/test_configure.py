@@ -21,6 +21,7 @@ from loopobs.exporters import setup
 from loopobs.exporters.setup import Telemetry, configure
 from loopobs.testing import metric_points
 from tests._emit import full_run
+from tests._sdk_internals import otlp_endpoint
 from tests.e2e._backends import free_port
 
 OTEL_VARS = [
@@ -158,7 +159,7 @@ def test_real_exporters_are_built_per_protocol() -> None:
 
     http = setup._span_exporter("otlp", "http/protobuf", "http://h:4318/", None, 1.0)
     assert isinstance(http, OTLPSpanExporter)
-    assert http._endpoint == "http://h:4318/v1/traces"
+    assert otlp_endpoint(http) == "http://h:4318/v1/traces"
     grpc = setup._span_exporter("otlp", "grpc", "http://h:4317", {"k": "v"}, 1.0)
     assert isinstance(grpc, GrpcExporter)
     http.shutdown()  # type: ignore[no-untyped-call]

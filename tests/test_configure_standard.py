@@ -1,8 +1,9 @@
 """configure() honours the standard OTEL_* tuning variables as the SDK does, and fails cleanly.
 
 Precedence everywhere: an explicit argument, then the variable, then the SDK's
-default. The SDK objects configure() builds are inspected directly: they are
-what decides timeouts, queue sizes and intervals at run time.
+default. The SDK objects configure() builds are inspected (through
+``tests._sdk_internals``, the SDK having no public way to read them back): they
+are what decides timeouts, queue sizes and intervals at run time.
 """
 
 from __future__ import annotations
@@ -24,6 +25,17 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from loopobs.exporters import setup
 from loopobs.exporters.setup import Telemetry, configure
+from tests._sdk_internals import (
+    BatchSettings,
+    batch_settings,
+    metric_readers,
+    otlp_endpoint,
+    otlp_headers,
+    otlp_timeout_s,
+    reader_interval_ms,
+    reader_timeout_ms,
+    span_processors,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 ENDPOINT = "http://127.0.0.1:9"  # never contacted: nothing is exported in these tests
@@ -46,24 +58,14 @@ def handles() -> Iterator[list[Telemetry]]:
         handle.shutdown(timeout_s=2.0)
 
 
-def _batch_processors(t: Telemetry) -> list[Any]:
-    processors = t.tracer_provider._active_span_processor._span_processors  # type: ignore[attr-defined]
-    return [p._batch_processor for p in processors if isinstance(p, BatchSpanProcessor)]
+def _batch_processors(t: Telemetry) -> list[BatchSettings]:
+    return [batch_settings(p) for p in span_processors(t.tracer_provider)
+            if isinstance(p, BatchSpanProcessor)]
 
 
 def _readers(t: Telemetry) -> list[PeriodicExportingMetricReader]:
-    # SDK internals, read by these tests only: 1.45 keeps the readers on the provider,
-    # 1.42 (the lowest release admitted, make test-adapters-min) in its configuration.
-    provider: Any = t.meter_provider
-    readers = getattr(provider, "_metric_readers", None)
-    if readers is None:
-        readers = provider._sdk_config.metric_readers
-    return [r for r in readers if isinstance(r, PeriodicExportingMetricReader)]
-
-
-def _transport(exporter: Any) -> Any:
-    """Where an OTLP/HTTP exporter keeps its timeout and headers: its client (1.45) or itself."""
-    return getattr(exporter, "_client", exporter)
+    return [r for r in metric_readers(t.meter_provider)
+            if isinstance(r, PeriodicExportingMetricReader)]
 
 
 def _otlp(t: Telemetry, cls: type[Any]) -> Any:
@@ -85,77 +87,77 @@ def test_otlp_timeout_variable_sets_both_exporters(monkeypatch: pytest.MonkeyPat
     """OTEL_EXPORTER_OTLP_TIMEOUT (seconds, as the Python SDK reads it) reaches both exporters."""
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "3")
     t = build(handles)
-    assert _transport(_otlp(t, OTLPSpanExporter))._timeout == 3.0
-    assert _transport(_otlp(t, OTLPMetricExporter))._timeout == 3.0
+    assert otlp_timeout_s(_otlp(t, OTLPSpanExporter)) == 3.0
+    assert otlp_timeout_s(_otlp(t, OTLPMetricExporter)) == 3.0
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "7")
     t = build(handles)
-    assert _transport(_otlp(t, OTLPSpanExporter))._timeout == 7.0  # the per-signal variable first
-    assert _transport(_otlp(t, OTLPMetricExporter))._timeout == 3.0
+    assert otlp_timeout_s(_otlp(t, OTLPSpanExporter)) == 7.0  # the per-signal variable first
+    assert otlp_timeout_s(_otlp(t, OTLPMetricExporter)) == 3.0
     t = build(handles, export_timeout_s=1.5)
-    assert _transport(_otlp(t, OTLPSpanExporter))._timeout == 1.5
-    assert _transport(_otlp(t, OTLPMetricExporter))._timeout == 1.5
+    assert otlp_timeout_s(_otlp(t, OTLPSpanExporter)) == 1.5
+    assert otlp_timeout_s(_otlp(t, OTLPMetricExporter)) == 1.5
 
 
 def test_default_otlp_timeout_is_the_sdks(handles: list[Telemetry]) -> None:
     t = build(handles)
-    assert _transport(_otlp(t, OTLPSpanExporter))._timeout == 10.0
+    assert otlp_timeout_s(_otlp(t, OTLPSpanExporter)) == 10.0
 
 
 def test_metric_export_interval_variable(monkeypatch: pytest.MonkeyPatch,
                                          handles: list[Telemetry]) -> None:
     monkeypatch.setenv("OTEL_METRIC_EXPORT_INTERVAL", "1234")
     (reader,) = _readers(build(handles))
-    assert reader._export_interval_millis == 1234
+    assert reader_interval_ms(reader) == 1234
     (reader,) = _readers(build(handles, metric_export_interval_s=2.0))
-    assert reader._export_interval_millis == 2000
+    assert reader_interval_ms(reader) == 2000
 
 
 def test_metric_export_timeout_variable(monkeypatch: pytest.MonkeyPatch,
                                         handles: list[Telemetry]) -> None:
     monkeypatch.setenv("OTEL_METRIC_EXPORT_TIMEOUT", "4321")
     (reader,) = _readers(build(handles))
-    assert reader._export_timeout_millis == 4321
+    assert reader_timeout_ms(reader) == 4321
     (reader,) = _readers(build(handles, metric_export_timeout_s=1.0))
-    assert reader._export_timeout_millis == 1000
+    assert reader_timeout_ms(reader) == 1000
 
 
 def test_bsp_max_queue_size_variable(monkeypatch: pytest.MonkeyPatch,
                                      handles: list[Telemetry]) -> None:
     monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "4096")
     (bsp,) = _batch_processors(build(handles, metrics_exporter="none"))
-    assert bsp._max_queue_size == 4096
+    assert bsp.max_queue_size == 4096
     (bsp,) = _batch_processors(build(handles, metrics_exporter="none", max_queue_size=100))
-    assert bsp._max_queue_size == 100
-    assert bsp._max_export_batch_size == 100  # the default batch shrinks to fit the queue
+    assert bsp.max_queue_size == 100
+    assert bsp.max_export_batch_size == 100  # the default batch shrinks to fit the queue
 
 
 def test_bsp_max_export_batch_size_variable(monkeypatch: pytest.MonkeyPatch,
                                             handles: list[Telemetry]) -> None:
     monkeypatch.setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "64")
     (bsp,) = _batch_processors(build(handles, metrics_exporter="none"))
-    assert bsp._max_export_batch_size == 64
+    assert bsp.max_export_batch_size == 64
     (bsp,) = _batch_processors(build(handles, metrics_exporter="none",
                                      max_export_batch_size=32))
-    assert bsp._max_export_batch_size == 32
+    assert bsp.max_export_batch_size == 32
 
 
 def test_bsp_schedule_delay_variable(monkeypatch: pytest.MonkeyPatch,
                                      handles: list[Telemetry]) -> None:
     monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "250")
     (bsp,) = _batch_processors(build(handles, metrics_exporter="none"))
-    assert bsp._schedule_delay_millis == 250
+    assert bsp.schedule_delay_ms == 250
     (bsp,) = _batch_processors(build(handles, metrics_exporter="none", schedule_delay_s=0.5))
-    assert bsp._schedule_delay_millis == 500
+    assert bsp.schedule_delay_ms == 500
 
 
 def test_bsp_export_timeout_variable(monkeypatch: pytest.MonkeyPatch,
                                      handles: list[Telemetry]) -> None:
     monkeypatch.setenv("OTEL_BSP_EXPORT_TIMEOUT", "1500")
     (bsp,) = _batch_processors(build(handles, metrics_exporter="none"))
-    assert bsp._export_timeout_millis == 1500
+    assert bsp.export_timeout_ms == 1500
     (bsp,) = _batch_processors(build(handles, metrics_exporter="none",
                                      batch_export_timeout_s=2.0))
-    assert bsp._export_timeout_millis == 2000
+    assert bsp.export_timeout_ms == 2000
 
 
 @pytest.mark.parametrize(("name", "value"), [
@@ -266,7 +268,7 @@ def test_well_formed_headers_reach_the_exporter(monkeypatch: pytest.MonkeyPatch,
                                                 handles: list[Telemetry]) -> None:
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "Authorization=Bearer%20abc , x-team=agents")
     t = build(handles, metrics_exporter="none")
-    headers = _transport(_otlp(t, OTLPSpanExporter))._headers
+    headers = otlp_headers(_otlp(t, OTLPSpanExporter))
     assert headers["authorization"] == "Bearer abc"
     assert headers["x-team"] == "agents"
 
@@ -349,7 +351,7 @@ def test_no_endpoint_anywhere_says_so_once_and_exports_nothing(
 def test_explicit_otlp_without_endpoint_uses_the_otlp_default(handles: list[Telemetry]) -> None:
     t = configure(traces_exporter="otlp", metrics_exporter="none")
     handles.append(t)
-    assert _otlp(t, OTLPSpanExporter)._endpoint == "http://localhost:4318/v1/traces"
+    assert otlp_endpoint(_otlp(t, OTLPSpanExporter)) == "http://localhost:4318/v1/traces"
 
 
 @pytest.mark.parametrize(("source", "value"), [

@@ -9,12 +9,12 @@ package itself, and the deprecated ``loopobs.core`` paths).
 from __future__ import annotations
 
 import ast
-import gc
 from pathlib import Path
 
 import pytest
 
 import loopobs
+from tests._ast import parse
 
 PACKAGE = Path(loopobs.__file__).parent
 
@@ -51,26 +51,9 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def _parse(source: str) -> ast.Module:
-    """``ast.parse`` with the garbage collector held off.
-
-    CPython 3.11.7 raised ``SystemError: AST constructor recursion depth mismatch`` here
-    when a garbage collection ran finalizers while the tree was being built (seen after the
-    framework adapters' test files; held off, it never happens): which test leaves such
-    garbage depends on the test order, so the check must not depend on it.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        return ast.parse(source)
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def _imports(source: str, package: str) -> set[str]:
     """Every loopobs module ``source`` imports, at module level, in functions or for types."""
-    tree = _parse(source)
+    tree = parse(source)
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):

@@ -65,6 +65,7 @@ def _grow(client: HttpModelClient, history: list[Message], options: dict[str, An
         assert client.build_content(request) == json_body(client.build_body(request))
 
 
+@pytest.mark.slow  # one of the longest of the suite: `make unit-fast` leaves it out
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 5), _text), max_size=14),
        st.sampled_from([{}, {"temperature": 0.5, "stream": False},

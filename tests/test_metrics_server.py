@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,7 +12,6 @@ from pathlib import Path
 import httpx
 import pytest
 from prometheus_client import CollectorRegistry
-from prometheus_client.multiprocess import MultiProcessCollector
 
 from loopobs.contract import trace_links
 from loopobs.exporters import MetricsServer, PrometheusObserver, start_metrics_server
@@ -109,9 +110,10 @@ def test_multiprocess_dir_serves_a_multiprocess_collector(
 ) -> None:
     """With PROMETHEUS_MULTIPROC_DIR set and no registry, the workers' files are served."""
     monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
+    worker = "from prometheus_client import Counter\nCounter('worker_jobs', 'jobs').inc(3)\n"
+    subprocess.run([sys.executable, "-c", worker], check=True, timeout=60)
     with start_metrics_server(0) as srv:
         assert isinstance(srv.registry, CollectorRegistry)
-        collectors = list(srv.registry._collector_to_names)
-        assert len(collectors) == 1
-        assert isinstance(collectors[0], MultiProcessCollector)
-        assert httpx.get(srv.url).status_code == 200
+        response = httpx.get(srv.url)
+        assert response.status_code == 200
+        assert "worker_jobs_total 3.0" in response.text

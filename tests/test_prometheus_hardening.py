@@ -161,6 +161,7 @@ def _idle(server: MetricsServer, count: int) -> list[socket.socket]:
     return sockets
 
 
+@pytest.mark.slow  # one of the longest of the suite: `make unit-fast` leaves it out
 def test_idle_connections_hold_a_bounded_number_of_threads() -> None:
     """100 idle sockets: never more than max_connections served (one thread each), and every
     one of them is dropped in the end (evicted by a newer one, or timed out)."""

@@ -22,6 +22,7 @@ import loopobs.detectors
 import loopobs.loop
 import loopobs.sessions
 from loopobs.contract import errors, events, observer
+from tests._ast import parse
 
 CORE_PACKAGES = (loopobs.contract, loopobs.cost, loopobs.detectors, loopobs.loop,
                  loopobs.sessions)
@@ -94,7 +95,7 @@ def test_core_imports_without_heavy_extras() -> None:
 
 
 def _imported_modules(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = parse(path.read_text(encoding="utf-8"))
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -133,7 +134,7 @@ def test_private_helpers_stay_in_their_module() -> None:
     root = Path(loopobs.__path__[0])
     offenders: list[str] = []
     for path in sorted(root.rglob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("loopobs"):
                 offenders.extend(f"{path.name}: {node.module}.{a.name}" for a in node.names

@@ -41,6 +41,7 @@ import loopobs
 from loopobs import AgentLoop, RateLimited
 from loopobs.exporters import catalog as c
 from loopobs.llm import Fail, OpenAIClient, Reply, ScriptedClient
+from tests._ast import parse
 from tests._llm_replay import PLANTED_KEY, Replay, get_weather, local_time
 from tests._otel_capture import Capture
 
@@ -287,7 +288,7 @@ def _package_deprecations() -> frozenset[str]:
     """
     found: set[str] = set()
     for module in (gen_ai_attributes, openai_attributes, gen_ai_metrics):
-        tree = ast.parse(inspect.getsource(module))
+        tree = parse(inspect.getsource(module))
         body = tree.body
         for node, following in itertools.pairwise(body):
             if not (isinstance(node, ast.AnnAssign) and isinstance(node.value, ast.Constant)
@@ -496,7 +497,7 @@ def test_every_catalog_name_with_a_package_constant_uses_it() -> None:
     """No hand-typed duplicate: a catalog value the package defines is the package's constant."""
     package: dict[str, str] = {}
     for module in (gen_ai_attributes, openai_attributes, gen_ai_metrics):
-        tree = ast.parse(inspect.getsource(module))
+        tree = parse(inspect.getsource(module))
         for node in tree.body:
             if isinstance(node, ast.AnnAssign) and isinstance(node.value, ast.Constant) and \
                     isinstance(node.target, ast.Name):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import Iterator
@@ -208,12 +209,11 @@ def test_the_switch_is_read_from_the_standard_variable() -> None:
     assert not c.latest_experimental({})
 
 
-@pytest.mark.parametrize("end", ["success", "failure", "run_end", "reset"])
-def test_time_per_output_chunk_is_recorded_between_chunks(cap: Capture, end: str) -> None:
+def test_time_per_output_chunk_is_recorded_between_chunks_as_they_arrive(cap: Capture) -> None:
     """Three chunks 10 ms and 30 ms apart: two intervals, none for the first chunk.
 
-    They are recorded when the attempt ends, however it ends: successfully, with
-    a failure, with its run (no attempt end came), or when the observer is reset.
+    Each interval is recorded when its chunk arrives, so a reader sees a call's
+    gaps while it still streams; the attempt's end adds none.
     """
     from loopobs.contract import events as ev
 
@@ -222,27 +222,36 @@ def test_time_per_output_chunk_is_recorded_between_chunks(cap: Capture, end: str
     metrics.on_stream_start(ev.StreamStartContext(run_id=rid, time_ns=0, turn=0, model="m",
                                                   provider="p", server_address="h",
                                                   server_port=8080))
-    for t_ms in (5, 15, 45):
+    metrics.on_text_delta(ev.TextDeltaContext(run_id=rid, time_ns=5_000_000, turn=0, delta="x"))
+    assert c.TIME_PER_OUTPUT_CHUNK.name not in cap.metrics()
+    for t_ms in (15, 45):
         metrics.on_text_delta(ev.TextDeltaContext(run_id=rid, time_ns=t_ms * 1_000_000, turn=0,
                                                   delta="x"))
-    assert c.TIME_PER_OUTPUT_CHUNK.name not in cap.metrics()
-    if end == "success":
-        metrics.on_stream_success(ev.StreamSuccessContext(
-            run_id=rid, time_ns=50_000_000, turn=0, model="m", provider="p"))
-    elif end == "failure":
-        metrics.on_stream_failure(ev.StreamFailureContext(
-            run_id=rid, time_ns=50_000_000, turn=0, model="m", provider="p",
-            error=RateLimited("busy")))
-    elif end == "run_end":
-        metrics.on_run_end(ev.RunEndContext(run_id=rid, time_ns=50_000_000, success=False))
-    else:
-        metrics.reset()
     (point,) = cap.metrics()[c.TIME_PER_OUTPUT_CHUNK.name]
     assert point.count == 2
     assert point.sum == pytest.approx(0.04)
     assert dict(point.attributes) == {c.GEN_AI_OPERATION_NAME: "chat", c.GEN_AI_PROVIDER_NAME: "p",
                                       c.GEN_AI_REQUEST_MODEL: "m", c.SERVER_ADDRESS: "h",
                                       c.SERVER_PORT: 8080}
+    metrics.on_stream_success(ev.StreamSuccessContext(
+        run_id=rid, time_ns=50_000_000, turn=0, model="m", provider="p"))
+    metrics.on_text_delta(ev.TextDeltaContext(run_id=rid, time_ns=60_000_000, turn=0, delta="x"))
+    (point,) = cap.metrics()[c.TIME_PER_OUTPUT_CHUNK.name]
+    assert point.count == 2  # a chunk after the attempt's end times nothing
+
+
+def test_chunk_gap_exemplars_link_to_the_chat_span_they_timed(cap: Capture) -> None:
+    """Under the loop, each gap is recorded while its chat span is current."""
+    observers = cap.observers()
+    loop = AgentLoop(ScriptedClient([Reply(text="a reply of a few chunks")], chunk_size=4),
+                     model="m", detectors=[], observers=observers)
+    with cap.tracer_provider.get_tracer("app").start_as_current_span("request"):
+        assert asyncio.run(loop.run("hi")).ok
+    chats = {s.context.span_id for s in cap.all_spans() if s.name.startswith("chat")}
+    (point,) = cap.metrics()[c.TIME_PER_OUTPUT_CHUNK.name]
+    assert point.count >= 2
+    assert point.exemplars
+    assert {e.span_id for e in point.exemplars} <= chats
 
 
 # -- redaction ------------------------------------------------------------------------------

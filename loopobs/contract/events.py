@@ -19,14 +19,12 @@ cached ones (read and written), output tokens include reasoning ones.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as _dt
 import enum
-import types
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, get_args
 from uuid import UUID
 
 from loopobs.contract.errors import LoopError
@@ -762,79 +760,17 @@ class BudgetExceededContext(EventContext):
 
 
 CONTEXT_TYPES: Mapping[str, type[EventContext]] = {
-    cls.hook: cls
-    for cls in (
-        RunStartContext,
-        RunEndContext,
-        TurnStartContext,
-        TurnEndContext,
-        StreamStartContext,
-        StreamSuccessContext,
-        StreamFailureContext,
-        ResponseContext,
-        TextDeltaContext,
-        ThinkingDeltaContext,
-        ToolCallReceivedContext,
-        ToolPreContext,
-        ToolPostContext,
-        CompactionContext,
-        FallbackContext,
-        ModelSwitchedContext,
-        LoopDetectedContext,
-        ConvergenceDetectedContext,
-        SuspendedContext,
-        SleepContext,
-        ContextProviderContext,
-        BackpressureContext,
-        SessionResetContext,
-        BudgetExceededContext,
-    )
+    value.hook: value for value in list(globals().values())
+    if isinstance(value, type) and issubclass(value, EventContext) and value is not EventContext
 }
-"""Hook name → context class, for every hook of the contract."""
+"""Hook name → context class, for every hook of the contract: the context classes of this
+module, in the order they are defined."""
 
-HOOKS: tuple[HookName, ...] = tuple(CONTEXT_TYPES)  # type: ignore[arg-type]
+HOOKS: tuple[HookName, ...] = get_args(HookName)
 """Every hook name, in contract order."""
 
-
-def _slot_init(cls: type) -> Any:
-    """An ``__init__`` for the frozen slots dataclass ``cls`` that assigns through its slots.
-
-    The one dataclasses generates for a frozen class assigns each field with
-    ``object.__setattr__``; calling the slot descriptors instead saves about 40 % of
-    building a context, which the loop does for every event. Same keyword-only
-    signature and defaults; None (keep the generated one) for a class with a field
-    factory, a positional field or ``__post_init__``.
-    """
-    fields = dataclasses.fields(cls)
-    if hasattr(cls, "__post_init__") or any(
-            f.default_factory is not dataclasses.MISSING or not f.kw_only or not f.init
-            for f in fields):
-        return None
-    # The module's names, so the string annotations resolve (typing.get_type_hints).
-    namespace: dict[str, Any] = dict(globals())
-    params, body = [], []
-    for f in fields:
-        slot = next((vars(k)[f.name] for k in cls.__mro__ if f.name in vars(k)), None)
-        if not isinstance(slot, types.MemberDescriptorType):
-            return None
-        namespace[f"_set_{f.name}"] = slot.__set__
-        if f.default is dataclasses.MISSING:
-            params.append(f.name)
-        else:
-            namespace[f"_default_{f.name}"] = f.default
-            params.append(f"{f.name}=_default_{f.name}")
-        body.append(f"    _set_{f.name}(self, {f.name})")
-    exec(f"def __init__(self, *, {', '.join(params)}):\n" + "\n".join(body), namespace)
-    init = namespace["__init__"]
-    init.__qualname__ = f"{cls.__qualname__}.__init__"
-    init.__module__ = cls.__module__
-    init.__annotations__ = {f.name: f.type for f in fields} | {"return": "None"}
-    return init
-
-
-for _cls in CONTEXT_TYPES.values():
-    if (_init := _slot_init(_cls)) is not None:
-        _cls.__init__ = _init  # type: ignore[method-assign]
+if tuple(CONTEXT_TYPES) != HOOKS:  # a new hook is its name in HookName and its context class
+    raise TypeError(f"HookName and the context classes disagree: {HOOKS} != {tuple(CONTEXT_TYPES)}")
 
 
 RENAMED_CONTEXTS: Mapping[str, str] = {

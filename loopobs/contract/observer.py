@@ -26,38 +26,11 @@ import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 from uuid import UUID
 
-from loopobs.contract.events import (
-    HOOKS,
-    BackpressureContext,
-    BudgetExceededContext,
-    CompactionContext,
-    ContextProviderContext,
-    ConvergenceDetectedContext,
-    EventContext,
-    FallbackContext,
-    HookName,
-    LoopDetectedContext,
-    ModelSwitchedContext,
-    ResponseContext,
-    RunEndContext,
-    RunStartContext,
-    SessionResetContext,
-    SleepContext,
-    StreamFailureContext,
-    StreamStartContext,
-    StreamSuccessContext,
-    SuspendedContext,
-    TextDeltaContext,
-    ThinkingDeltaContext,
-    ToolCallReceivedContext,
-    ToolPostContext,
-    ToolPreContext,
-    TurnEndContext,
-    TurnStartContext,
-)
+from loopobs.contract import events as ev
+from loopobs.contract.events import HOOKS, EventContext, HookName
 
 if sys.version_info >= (3, 11):  # pragma: no cover - version switch
     from builtins import ExceptionGroup as _ExceptionGroup
@@ -126,84 +99,85 @@ class LoopObserver:
         """Flush and release resources; the observer receives no events afterwards."""
 
     # -- runs and turns -------------------------------------------------------------------
-    def on_run_start(self, ctx: RunStartContext) -> None:
+    def on_run_start(self, ctx: ev.RunStartContext) -> None:
         """A run begins: first event of every run, exactly one per run."""
 
-    def on_run_end(self, ctx: RunEndContext) -> None:
+    def on_run_end(self, ctx: ev.RunEndContext) -> None:
         """A run ends: last event of every run, exactly once per ``on_run_start``.
 
         Fires whatever happened (error, cancellation, parking); ``ctx.status`` says which.
         """
 
-    def on_turn_start(self, ctx: TurnStartContext) -> None:
+    def on_turn_start(self, ctx: ev.TurnStartContext) -> None:
         """A turn begins, before its first model call attempt."""
 
-    def on_turn_end(self, ctx: TurnEndContext) -> None:
+    def on_turn_end(self, ctx: ev.TurnEndContext) -> None:
         """A turn ends: exactly once per ``on_turn_start``, after its tool phase."""
 
     # -- model calls ----------------------------------------------------------------------
-    def on_stream_start(self, ctx: StreamStartContext) -> None:
+    def on_stream_start(self, ctx: ev.StreamStartContext) -> None:
         """A model call attempt begins; exactly one success or failure follows."""
 
-    def on_stream_success(self, ctx: StreamSuccessContext) -> None:
+    def on_stream_success(self, ctx: ev.StreamSuccessContext) -> None:
         """A model call attempt completed, with its token usage."""
 
-    def on_stream_failure(self, ctx: StreamFailureContext) -> None:
+    def on_stream_failure(self, ctx: ev.StreamFailureContext) -> None:
         """A model call attempt failed (``ctx.error``), including cancellation."""
 
-    def on_response(self, ctx: ResponseContext) -> None:
+    def on_response(self, ctx: ev.ResponseContext) -> None:
         """The turn's model response is complete: after ``on_stream_success``, before tools."""
 
-    def on_text_delta(self, ctx: TextDeltaContext) -> None:
+    def on_text_delta(self, ctx: ev.TextDeltaContext) -> None:
         """A chunk of visible text arrived; only between stream start and its end."""
 
-    def on_thinking_delta(self, ctx: ThinkingDeltaContext) -> None:
+    def on_thinking_delta(self, ctx: ev.ThinkingDeltaContext) -> None:
         """A chunk of reasoning arrived (``""`` = redacted); only inside a stream."""
 
     # -- tools ----------------------------------------------------------------------------
-    def on_tool_call_received(self, ctx: ToolCallReceivedContext) -> None:
+    def on_tool_call_received(self, ctx: ev.ToolCallReceivedContext) -> None:
         """The model asked for a tool call: once per call, in the model's order.
 
         Fires for unknown tools too, which then get no ``on_tool_pre`` / ``on_tool_post``.
         """
 
-    def on_tool_pre(self, ctx: ToolPreContext) -> None:
+    def on_tool_pre(self, ctx: ev.ToolPreContext) -> None:
         """A tool call attempt begins; calls of one turn may run in parallel."""
 
-    def on_tool_post(self, ctx: ToolPostContext) -> None:
+    def on_tool_post(self, ctx: ev.ToolPostContext) -> None:
         """A tool call attempt ended: exactly once per ``on_tool_pre``, same id and attempt."""
 
     # -- loop control ---------------------------------------------------------------------
-    def on_compaction(self, ctx: CompactionContext) -> None:
+    def on_compaction(self, ctx: ev.CompactionContext) -> None:
         """The conversation was compacted, before a model call."""
 
-    def on_fallback(self, ctx: FallbackContext) -> None:
+    def on_fallback(self, ctx: ev.FallbackContext) -> None:
         """A retryable failure moves the turn to the next model of the chain."""
 
-    def on_model_switched(self, ctx: ModelSwitchedContext) -> None:
+    def on_model_switched(self, ctx: ev.ModelSwitchedContext) -> None:
         """The next model call uses a different model than the previous one."""
 
-    def on_loop_detected(self, ctx: LoopDetectedContext) -> None:
+    def on_loop_detected(self, ctx: ev.LoopDetectedContext) -> None:
         """A repetition detector escalated (once per escalation)."""
 
-    def on_convergence_detected(self, ctx: ConvergenceDetectedContext) -> None:
+    def on_convergence_detected(self, ctx: ev.ConvergenceDetectedContext) -> None:
         """Final answers converged (once per escalation)."""
 
-    def on_suspended(self, ctx: SuspendedContext) -> None:
+    def on_suspended(self, ctx: ev.SuspendedContext) -> None:
         """A tool parked the run on a human or signal gate; the run ends ``suspended``."""
 
-    def on_sleep(self, ctx: SleepContext) -> None:
+    def on_sleep(self, ctx: ev.SleepContext) -> None:
         """A tool parked the run until an instant; the run ends ``sleeping``."""
 
-    def on_context_provider(self, ctx: ContextProviderContext) -> None:
+    def on_context_provider(self, ctx: ev.ContextProviderContext) -> None:
         """A context provider finished (or was skipped) before the turn's model call."""
 
-    def on_backpressure(self, ctx: BackpressureContext) -> None:
+    def on_backpressure(self, ctx: ev.BackpressureContext) -> None:
         """A session's bounded queue saturated, dropped or rejected an item."""
 
-    def on_session_reset(self, ctx: SessionResetContext) -> None:
+    def on_session_reset(self, ctx: ev.SessionResetContext) -> None:
         """A session was reset to a new epoch."""
-    def on_budget_exceeded(self, ctx: BudgetExceededContext) -> None:
+
+    def on_budget_exceeded(self, ctx: ev.BudgetExceededContext) -> None:
         """A budget limit was crossed (``action="stop"``) or its warning share reached (``"warn"``).
 
         A run's stop fires once, before the model call it refuses or after the response or
@@ -242,9 +216,21 @@ def listened_hooks(observer: LoopObserver) -> frozenset[HookName]:
 
 
 _Dispatch = Callable[[Any], None]
+_Hook = TypeVar("_Hook", bound=Callable[..., None])
 
 
-def _fan_out(hook: HookName) -> Any:  # typed by the LoopObserver method it replaces
+def _fan_out(declared: _Hook) -> _Hook:
+    """The hook ``declared`` on ``ObserverSet`` (by name and context type), as its fan-out.
+
+    The fan-out delivers the context to every member that listens, in registration order,
+    on the emitting task and without taking a lock; a member's failure is isolated (see
+    :class:`ObserverSet`). The run's start and end also keep the bookkeeping that lets an
+    observer removed mid-run still get the rest of the runs it saw start.
+    """
+    hook: HookName = declared.__name__  # type: ignore[assignment]
+    if hook not in HOOKS:
+        raise TypeError(f"{hook} is not a hook of the contract")
+
     def deliver(self: ObserverSet, routes: _Routes, ctx: Any) -> None:
         members, draining = routes
         for fn in members:
@@ -291,8 +277,9 @@ def _fan_out(hook: HookName) -> Any:  # typed by the LoopObserver method it repl
     chosen = {"on_run_start": dispatch_start, "on_run_end": dispatch_end}.get(hook, dispatch)
     chosen.__name__ = hook
     chosen.__qualname__ = f"ObserverSet.{hook}"
-    chosen.__doc__ = f"Deliver ``{hook}`` to every member that overrides it, in order."
-    return chosen
+    chosen.__doc__ = f"Deliver ``{hook}`` to every member that listens to it, in order."
+    chosen.__annotations__ = declared.__annotations__
+    return chosen  # type: ignore[return-value]
 
 
 _RUN_BOUNDS: frozenset[HookName] = frozenset(("on_run_start", "on_run_end"))
@@ -620,58 +607,66 @@ class ObserverSet(LoopObserver):
         """Deliver ``ctx`` to the hook its type belongs to (used by replay)."""
         getattr(self, ctx.hook)(ctx)
 
-    # -- the hooks: one fan-out per hook ----------------------------------------------------
-    # Type checkers see each hook with its context type, so an emitter passing the wrong
-    # context is caught; at run time each is the fan-out closure built by _fan_out.
-    if TYPE_CHECKING:
+    # -- the hooks: each declaration is replaced by its fan-out (the contract's order) ------
+    @_fan_out
+    def on_run_start(self, ctx: ev.RunStartContext) -> None: ...
+    @_fan_out
+    def on_run_end(self, ctx: ev.RunEndContext) -> None: ...
+    @_fan_out
+    def on_turn_start(self, ctx: ev.TurnStartContext) -> None: ...
+    @_fan_out
+    def on_turn_end(self, ctx: ev.TurnEndContext) -> None: ...
+    @_fan_out
+    def on_stream_start(self, ctx: ev.StreamStartContext) -> None: ...
+    @_fan_out
+    def on_stream_success(self, ctx: ev.StreamSuccessContext) -> None: ...
+    @_fan_out
+    def on_stream_failure(self, ctx: ev.StreamFailureContext) -> None: ...
+    @_fan_out
+    def on_response(self, ctx: ev.ResponseContext) -> None: ...
+    @_fan_out
+    def on_text_delta(self, ctx: ev.TextDeltaContext) -> None: ...
+    @_fan_out
+    def on_thinking_delta(self, ctx: ev.ThinkingDeltaContext) -> None: ...
+    @_fan_out
+    def on_tool_call_received(self, ctx: ev.ToolCallReceivedContext) -> None: ...
+    @_fan_out
+    def on_tool_pre(self, ctx: ev.ToolPreContext) -> None: ...
+    @_fan_out
+    def on_tool_post(self, ctx: ev.ToolPostContext) -> None: ...
+    @_fan_out
+    def on_compaction(self, ctx: ev.CompactionContext) -> None: ...
+    @_fan_out
+    def on_fallback(self, ctx: ev.FallbackContext) -> None: ...
+    @_fan_out
+    def on_model_switched(self, ctx: ev.ModelSwitchedContext) -> None: ...
+    @_fan_out
+    def on_loop_detected(self, ctx: ev.LoopDetectedContext) -> None: ...
+    @_fan_out
+    def on_convergence_detected(self, ctx: ev.ConvergenceDetectedContext) -> None: ...
+    @_fan_out
+    def on_suspended(self, ctx: ev.SuspendedContext) -> None: ...
+    @_fan_out
+    def on_sleep(self, ctx: ev.SleepContext) -> None: ...
+    @_fan_out
+    def on_context_provider(self, ctx: ev.ContextProviderContext) -> None: ...
+    @_fan_out
+    def on_backpressure(self, ctx: ev.BackpressureContext) -> None: ...
+    @_fan_out
+    def on_session_reset(self, ctx: ev.SessionResetContext) -> None: ...
+    @_fan_out
+    def on_budget_exceeded(self, ctx: ev.BudgetExceededContext) -> None: ...
 
-        def on_run_start(self, ctx: RunStartContext) -> None: ...
-        def on_run_end(self, ctx: RunEndContext) -> None: ...
-        def on_turn_start(self, ctx: TurnStartContext) -> None: ...
-        def on_turn_end(self, ctx: TurnEndContext) -> None: ...
-        def on_stream_start(self, ctx: StreamStartContext) -> None: ...
-        def on_stream_success(self, ctx: StreamSuccessContext) -> None: ...
-        def on_stream_failure(self, ctx: StreamFailureContext) -> None: ...
-        def on_response(self, ctx: ResponseContext) -> None: ...
-        def on_text_delta(self, ctx: TextDeltaContext) -> None: ...
-        def on_thinking_delta(self, ctx: ThinkingDeltaContext) -> None: ...
-        def on_tool_call_received(self, ctx: ToolCallReceivedContext) -> None: ...
-        def on_tool_pre(self, ctx: ToolPreContext) -> None: ...
-        def on_tool_post(self, ctx: ToolPostContext) -> None: ...
-        def on_compaction(self, ctx: CompactionContext) -> None: ...
-        def on_fallback(self, ctx: FallbackContext) -> None: ...
-        def on_model_switched(self, ctx: ModelSwitchedContext) -> None: ...
-        def on_loop_detected(self, ctx: LoopDetectedContext) -> None: ...
-        def on_convergence_detected(self, ctx: ConvergenceDetectedContext) -> None: ...
-        def on_suspended(self, ctx: SuspendedContext) -> None: ...
-        def on_sleep(self, ctx: SleepContext) -> None: ...
-        def on_context_provider(self, ctx: ContextProviderContext) -> None: ...
-        def on_backpressure(self, ctx: BackpressureContext) -> None: ...
-        def on_session_reset(self, ctx: SessionResetContext) -> None: ...
-        def on_budget_exceeded(self, ctx: BudgetExceededContext) -> None: ...
 
-    else:
-        on_run_start = _fan_out("on_run_start")
-        on_run_end = _fan_out("on_run_end")
-        on_turn_start = _fan_out("on_turn_start")
-        on_turn_end = _fan_out("on_turn_end")
-        on_stream_start = _fan_out("on_stream_start")
-        on_stream_success = _fan_out("on_stream_success")
-        on_stream_failure = _fan_out("on_stream_failure")
-        on_response = _fan_out("on_response")
-        on_text_delta = _fan_out("on_text_delta")
-        on_thinking_delta = _fan_out("on_thinking_delta")
-        on_tool_call_received = _fan_out("on_tool_call_received")
-        on_tool_pre = _fan_out("on_tool_pre")
-        on_tool_post = _fan_out("on_tool_post")
-        on_compaction = _fan_out("on_compaction")
-        on_fallback = _fan_out("on_fallback")
-        on_model_switched = _fan_out("on_model_switched")
-        on_loop_detected = _fan_out("on_loop_detected")
-        on_convergence_detected = _fan_out("on_convergence_detected")
-        on_suspended = _fan_out("on_suspended")
-        on_sleep = _fan_out("on_sleep")
-        on_context_provider = _fan_out("on_context_provider")
-        on_backpressure = _fan_out("on_backpressure")
-        on_session_reset = _fan_out("on_session_reset")
-        on_budget_exceeded = _fan_out("on_budget_exceeded")
+def _check_fan_outs() -> None:
+    """Fail at import if a hook of the contract has no fan-out, or one under another name.
+
+    A hook missing here would be LoopObserver's no-op on a set: its events would vanish.
+    """
+    for hook in HOOKS:
+        dispatch = vars(ObserverSet).get(hook)
+        if getattr(dispatch, "__name__", None) != hook:
+            raise TypeError(f"ObserverSet declares no fan-out for {hook}")
+
+
+_check_fan_outs()

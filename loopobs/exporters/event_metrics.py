@@ -4,7 +4,8 @@
 which labels. ``MetricsObserver`` (OpenTelemetry) and ``PrometheusObserver``
 (prometheus-client) both derive from :class:`MetricRecorder`, which walks the
 table; they differ only in how a value is recorded and how a label is bounded.
-A new metric is one :class:`Recording` here plus its spec in the catalog.
+A new metric is one :class:`Recording` here plus its spec in the catalog; a hook
+the table names is heard by the recorders without a method of its own.
 
 Labels are attribute keys of the catalog; the value ``""`` means the attribute
 is absent (OpenTelemetry leaves it out; Prometheus, which needs every label,
@@ -350,15 +351,12 @@ class _Step(NamedTuple):
 
 @dataclass(slots=True)
 class _Chunks:
-    """An attempt's chunk timing: its label values and the gaps not yet recorded."""
+    """An open attempt's chunk timing: its label values, its last chunk, its recorder."""
 
     labels: tuple[str, ...]
     last_ns: int | None = None
-    gaps: list[float] = field(default_factory=list)
-    times: list[int] = field(default_factory=list)
-    """When each gap ended (ns): its measurement's time."""
-    context: object = None
-    """What the backend captured at the first gap (see ``MetricRecorder._chunk_context``)."""
+    record: Recorder | None = None
+    """Bound at the attempt's first gap: an attempt without one creates no series."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -425,16 +423,6 @@ class MetricRecorder(LoopObserver):
     def _binder(self, recording: Recording) -> Binder:
         """How this backend records ``recording``'s metric for one set of label values."""
         raise NotImplementedError
-
-    def _chunk_context(self) -> object:
-        """Captured at an attempt's first chunk gap, handed to :meth:`_record_gaps`."""
-        return None
-
-    def _record_gaps(self, record: Recorder, gaps: list[float], times: list[int],
-                     context: object, run_id: UUID) -> None:
-        """Record an attempt's chunk gaps, ended at ``times`` (a backend may batch them)."""
-        for gap in gaps:
-            record(gap, run_id)
 
     def _memo(self, recording: Recording) -> Binder:
         """The backend's binder of ``recording``, keeping each label set's recorder."""
@@ -541,12 +529,24 @@ class MetricRecorder(LoopObserver):
         self._agents.clear()
         self._models.clear()
         self._calls.clear()
-        for run_id in list(self._chunks):
-            self._end_run_chunks(run_id)
+        self._chunks.clear()
         self._picked.clear()  # bounds forget their values too
         return agents
 
     # -- the hooks -------------------------------------------------------------------------
+    def _record_event(self, ctx: ev.EventContext) -> None:
+        """Record what :data:`EVENT_METRICS` says ``ctx``'s hook records.
+
+        Every hook of the table that needs no more than that (the turn's end, fallbacks,
+        detections, compactions, budgets …) is this method: a row that asks for the
+        run's agent gets the agent and model remembered since ``on_run_start``.
+        """
+        if self._plans[ctx.hook].with_agent:
+            run_id = ctx.run_id
+            self._apply(ctx, self._agents.get(run_id), self._models.get(run_id, ""))
+        else:
+            self._apply(ctx, None)
+
     def on_run_start(self, ctx: ev.RunStartContext) -> None:
         """``runs.active`` +1 for the run's agent, remembered until the run ends."""
         agent = self._agent_bound(ctx.agent)
@@ -559,10 +559,9 @@ class MetricRecorder(LoopObserver):
     def on_run_end(self, ctx: ev.RunEndContext) -> None:
         """``runs`` by status, the run's duration, ``runs.active`` −1; the run is forgotten.
 
-        With the newest conventions, also the run's model and tool call counts. An
-        attempt of the run still open (its end never came) records its chunk gaps.
+        With the newest conventions, also the run's model and tool call counts.
         """
-        self._end_run_chunks(ctx.run_id)
+        self._chunks.pop(ctx.run_id, None)
         agent = self._agents.pop(ctx.run_id, None)
         model = self._models.pop(ctx.run_id, "")
         self._apply(ctx, agent, model)
@@ -572,10 +571,6 @@ class MetricRecorder(LoopObserver):
                       "" if ctx.error is None else error_type(ctx.error))
             for sink, count in zip(self._per_run_sinks, calls, strict=True):
                 sink(count, labels, ctx.run_id)
-
-    def on_turn_end(self, ctx: ev.TurnEndContext) -> None:
-        """``turns`` +1."""
-        self._apply(ctx, self._agents.get(ctx.run_id), self._models.get(ctx.run_id, ""))
 
     def on_stream_start(self, ctx: ev.StreamStartContext) -> None:
         """Start timing the attempt's chunks (and count the run's model calls)."""
@@ -592,9 +587,6 @@ class MetricRecorder(LoopObserver):
         turns = self._chunks.get(ctx.run_id)
         if turns is None:
             turns = self._chunks[ctx.run_id] = {}
-        old = turns.get(ctx.turn)
-        if old is not None:  # a second start without an end: keep what the first measured
-            self._flush_chunks(ctx.run_id, old)
         turns[ctx.turn] = _Chunks(labels)
 
     def _chunk(self, run_id: UUID, turn: int, time_ns: int) -> None:
@@ -605,36 +597,23 @@ class MetricRecorder(LoopObserver):
         last = chunks.last_ns
         chunks.last_ns = time_ns
         if last is not None:
-            if not chunks.gaps:
-                chunks.context = self._chunk_context()
-            chunks.gaps.append(max(0, time_ns - last) / 1e9)
-            chunks.times.append(time_ns)
-
-    def _flush_chunks(self, run_id: UUID, chunks: _Chunks) -> None:
-        gaps, times = chunks.gaps, chunks.times
-        chunks.gaps, chunks.times = [], []
-        if gaps:  # bound only now: an attempt without a gap creates no series
-            self._record_gaps(self._chunk_bind(chunks.labels), gaps, times, chunks.context,
-                              run_id)
+            record = chunks.record
+            if record is None:
+                record = chunks.record = self._chunk_bind(chunks.labels)
+            record(max(0, time_ns - last) / 1e9, run_id)
 
     def _end_chunks(self, run_id: UUID, turn: int) -> None:
         turns = self._chunks.get(run_id)
-        chunks = None if turns is None else turns.pop(turn, None)
-        if turns is not None and not turns:
-            self._chunks.pop(run_id, None)
-        if chunks is not None:
-            self._flush_chunks(run_id, chunks)
-
-    def _end_run_chunks(self, run_id: UUID) -> None:
-        turns = self._chunks.pop(run_id, None)
-        for chunks in (turns or {}).values():
-            self._flush_chunks(run_id, chunks)
+        if turns is not None:
+            turns.pop(turn, None)
+            if not turns:
+                del self._chunks[run_id]
 
     def on_text_delta(self, ctx: ev.TextDeltaContext) -> None:
-        """The time since the attempt's previous chunk (from the second chunk on).
+        """The time since the attempt's previous chunk (from the second chunk on), recorded now.
 
-        The gaps are kept with the attempt and recorded when it ends (succeeds,
-        fails, or its run ends): one record per gap, as if recorded one by one.
+        Recorded in the emitter's context: under the loop, the chat span it timed is current,
+        so an exemplar links to it.
         """
         self._chunk(ctx.run_id, ctx.turn, ctx.time_ns)
 
@@ -643,12 +622,12 @@ class MetricRecorder(LoopObserver):
         self._chunk(ctx.run_id, ctx.turn, ctx.time_ns)
 
     def on_stream_success(self, ctx: ev.StreamSuccessContext) -> None:
-        """The call's chunk gaps, duration, time to first chunk and tokens."""
+        """The call's duration, time to first chunk and tokens; its chunk timing ends."""
         self._end_chunks(ctx.run_id, ctx.turn)
         self._apply(ctx, self._agents.get(ctx.run_id))
 
     def on_stream_failure(self, ctx: ev.StreamFailureContext) -> None:
-        """The failed attempt's chunk gaps and duration (with ``error.type``), a stream failure."""
+        """The failed attempt's duration (with ``error.type``) and a stream failure."""
         self._end_chunks(ctx.run_id, ctx.turn)
         self._apply(ctx, self._agents.get(ctx.run_id))
 
@@ -659,34 +638,12 @@ class MetricRecorder(LoopObserver):
             calls[1] += 1
         self._apply(ctx, self._agents.get(ctx.run_id))
 
-    def on_fallback(self, ctx: ev.FallbackContext) -> None:
-        """``fallbacks`` +1 by from/to model."""
-        self._apply(ctx, None)
 
-    def on_model_switched(self, ctx: ev.ModelSwitchedContext) -> None:
-        """``model_switches`` +1 by from/to model."""
-        self._apply(ctx, None)
+def _bind_table_hooks() -> None:
+    """Every hook the table names and ``MetricRecorder`` does not define records its row."""
+    for hook in {**EVENT_METRICS, **EVENT_METRICS_LATEST}:
+        if hook not in vars(MetricRecorder):
+            setattr(MetricRecorder, hook, MetricRecorder._record_event)
 
-    def on_compaction(self, ctx: ev.CompactionContext) -> None:
-        """``compactions`` +1 and the tokens saved, by reason."""
-        self._apply(ctx, None)
 
-    def on_loop_detected(self, ctx: ev.LoopDetectedContext) -> None:
-        """``loop_detections`` +1 by tool and action."""
-        self._apply(ctx, None)
-
-    def on_convergence_detected(self, ctx: ev.ConvergenceDetectedContext) -> None:
-        """``convergence_detections`` +1 by action."""
-        self._apply(ctx, None)
-
-    def on_context_provider(self, ctx: ev.ContextProviderContext) -> None:
-        """The provider's duration by provider and outcome."""
-        self._apply(ctx, None)
-
-    def on_backpressure(self, ctx: ev.BackpressureContext) -> None:
-        """``session.queue.events`` +1 by queue and outcome."""
-        self._apply(ctx, None)
-
-    def on_budget_exceeded(self, ctx: ev.BudgetExceededContext) -> None:
-        """``budget.exceeded`` +1 by limit, scope and action (stop or warn)."""
-        self._apply(ctx, self._agents.get(ctx.run_id))
+_bind_table_hooks()

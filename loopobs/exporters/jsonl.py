@@ -29,9 +29,8 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from typing import IO, Any
 from uuid import UUID
@@ -39,12 +38,7 @@ from uuid import UUID
 from pydantic import TypeAdapter, ValidationError
 from pydantic_core import PydanticSerializationError
 
-from loopobs.contract.events import (
-    CONTEXT_TYPES,
-    EventContext,
-    TextDeltaContext,
-    ThinkingDeltaContext,
-)
+from loopobs.contract.events import CONTEXT_TYPES, EventContext
 from loopobs.contract.observer import EventSink, LoopObserver
 
 __all__ = [
@@ -85,9 +79,6 @@ def _adapter(cls: type[EventContext]) -> TypeAdapter[Any]:
 
 def encode_event(ctx: EventContext) -> str:
     """One event as its JSONL line (without the newline)."""
-    fast = _FAST.get(type(ctx))
-    if fast is not None and (line := fast(ctx)) is not None:
-        return line
     encoder = _ENCODERS.get(ctx.hook)
     if encoder is None:
         encoder = _ENCODERS[ctx.hook] = (_adapter(type(ctx)).dump_json, _head(ctx.hook).encode())
@@ -111,47 +102,8 @@ _ENCODERS: dict[str, tuple[Any, bytes]] = {}
 """Per hook: its adapter's ``dump_json`` and its line's head (``{"hook":...,"version":3,``)."""
 
 
-_DELTA_FIELDS = ("run_id", "time_ns", "turn", "delta")
-_last_run: tuple[UUID | None, str] = (None, "")
-
-
-def _delta_encoder(cls: type[EventContext]) -> Callable[[Any], str | None] | None:
-    """A direct encoder of ``cls``'s lines when its text is ASCII (None: keep the general one).
-
-    Streamed chunks are most of a log's lines. Their line is the head, the run
-    id, two integers and the text as a JSON string: written here without the
-    adapter, byte for byte as it writes them (the tests compare both). Text that
-    is not ASCII (line breaks to escape, lone surrogates) or holds DEL takes the
-    general path.
-    """
-    if tuple(f.name for f in dataclasses.fields(cls)) != _DELTA_FIELDS:
-        return None
-    head = _head(cls.hook)
-
-    def encode(ctx: Any) -> str | None:
-        global _last_run
-        delta, time_ns, turn = ctx.delta, ctx.time_ns, ctx.turn
-        if not delta.isascii() or "\x7f" in delta or type(time_ns) is not int or \
-                type(turn) is not int:  # json escapes DEL, the adapter does not
-            return None
-        run_id, text = _last_run
-        if run_id is not ctx.run_id:  # a run's chunks share its id: format it once
-            text = str(ctx.run_id)
-            _last_run = (ctx.run_id, text)
-        return (f'{head}"run_id":"{text}","time_ns":{time_ns:d},"turn":{turn:d},'
-                f'"delta":{encode_basestring_ascii(delta)}}}')
-
-    return encode
-
-
 def _head(hook: str) -> str:
     return f'{{"hook":"{hook}","version":{LOG_VERSION},'
-
-
-_FAST: dict[type[Any], Callable[[Any], str | None]] = {
-    cls: encoder for cls in (TextDeltaContext, ThinkingDeltaContext)
-    if (encoder := _delta_encoder(cls)) is not None}
-"""Context types with a direct encoder (the exact type: a subclass takes the general path)."""
 
 
 def _with_hook(ctx: EventContext, body: str) -> str:

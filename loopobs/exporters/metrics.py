@@ -21,20 +21,16 @@ from __future__ import annotations
 
 import functools
 import threading
+import warnings
 import weakref
 from collections.abc import Callable, Iterable
-from typing import Any, cast
-from uuid import UUID
+from typing import Any
 
 from opentelemetry import metrics
-from opentelemetry.context import Context, get_current
 from opentelemetry.metrics import CallbackOptions, Observation
 
 from loopobs.contract.observer import ObserverSet
 from loopobs.exporters import catalog as c
-from loopobs.exporters.bound_metrics import PublicRecord
-from loopobs.exporters.bound_metrics import Recorder as BoundOrPublic
-from loopobs.exporters.bound_metrics import bind as bind_record
 from loopobs.exporters.catalog import MetricSpec
 from loopobs.exporters.event_metrics import (
     DEFAULT_MAX_LABEL_VALUES,
@@ -61,10 +57,8 @@ class MetricsObserver(MetricRecorder):
         max_label_values: cap on distinct values per label key.
         latest_semconv: record the newest GenAI metric names; ``None`` reads
             ``OTEL_SEMCONV_STABILITY_OPT_IN`` (``gen_ai_latest_experimental``).
-        bound_instruments: on an SDK version it was verified against, record each
-            label set straight into the SDK's aggregations (the same exported data,
-            a fraction of the cost: :mod:`loopobs.exporters.bound_metrics`); False
-            always uses the public API.
+        bound_instruments: deprecated, ignored: values are always recorded through the
+            instruments' public ``record``/``add`` (passing it warns).
 
     Per-run state is the agent name of each open run, dropped at ``on_run_end``.
     """
@@ -75,14 +69,15 @@ class MetricsObserver(MetricRecorder):
         *,
         max_label_values: int = DEFAULT_MAX_LABEL_VALUES,
         latest_semconv: bool | None = None,
-        bound_instruments: bool = True,
+        bound_instruments: bool | None = None,
     ) -> None:
         from loopobs._version import __version__
 
+        if bound_instruments is not None:
+            warnings.warn("MetricsObserver(bound_instruments=...) has no effect and will be "
+                          "removed in 0.3: values always go through the public OpenTelemetry API",
+                          DeprecationWarning, stacklevel=2)
         super().__init__(max_label_values, latest_semconv=latest_semconv)
-        self.bound_instruments = bound_instruments
-        """Whether values go straight to the SDK's aggregations (see :mod:`.bound_metrics`);
-        fixed at construction."""
         self._provider = meter_provider
         provider = meter_provider if meter_provider is not None else metrics.get_meter_provider()
         meter = provider.get_meter(c.SCOPE_NAME, __version__, schema_url=c.SCHEMA_URL)
@@ -130,29 +125,19 @@ class MetricsObserver(MetricRecorder):
     def _binder(self, recording: Recording) -> Binder:
         spec = recording.metric
         instrument = self._instruments[spec.name]
-        record = instrument.record if spec.kind == "histogram" else instrument.add
         attributes = spec.attributes
-        fast = self.bound_instruments and spec.kind != "updown_counter"
+        histogram = spec.kind == "histogram"
 
         def bind(values: tuple[str, ...]) -> Recorder:
-            # The label row is strings; OTel attributes keep the convention's int type.
+            # The label row is strings; OTel attributes keep the convention's int type. Built
+            # once per label set: each record hands the SDK the same dict.
             labels = {key: int(v) if key in c.INT_ATTRIBUTES else v
                       for key, v in zip(attributes, values, strict=True) if v}
-            # Bound to the SDK's aggregations for these attributes when it can be.
-            return bind_record(instrument, labels, record) if fast \
-                else PublicRecord(record, labels)
+            if histogram:
+                return lambda value, run_id: instrument.record(value, labels)
+            return lambda value, run_id: instrument.add(value, labels)
 
         return bind
-
-    def _chunk_context(self) -> object:
-        # The context of the first gap (the chat span while it streams): each gap's
-        # exemplar links to it, as if recorded then.
-        return get_current()
-
-    def _record_gaps(self, record: Recorder, gaps: list[float], times: list[int],
-                     context: object, run_id: UUID) -> None:
-        # Every recorder this observer binds is a bound_metrics one, with `many`.
-        cast(BoundOrPublic, record).many(gaps, times, cast(Context, context))
 
     # -- observer errors ------------------------------------------------------------------
     def on_attach(self, observers: ObserverSet) -> None:

@@ -7,8 +7,7 @@ serves a direct scrape and an OTLP → Collector → Prometheus pipeline.
 
 Recording is cheap: each label value passes a bound (a set lookup), and the
 label children of each metric are cached by their value tuple, so a repeated
-label set costs a dict lookup plus prometheus-client's own ``inc`` /
-``observe``. Serve the registry with
+label set costs a dict lookup plus the child's public ``inc`` / ``observe``. Serve the registry with
 :func:`loopobs.exporters.metrics_server.start_metrics_server`.
 
 Bounded labels: model and tool names come from model output. Each label name
@@ -40,16 +39,13 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 import weakref
-from bisect import bisect_left
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, get_args
 from uuid import UUID
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client import values as _prom_values
-from prometheus_client.samples import Exemplar
+from prometheus_client import values as prometheus_values
 
 from loopobs.contract import trace_links
 from loopobs.contract.errors import ModelError, RateLimited, StreamError
@@ -101,7 +97,7 @@ def multiprocess_enabled() -> bool:
 
     prometheus-client decides this once, when it is first imported.
     """
-    return bool(getattr(_prom_values.ValueClass, "_multiprocess", False))
+    return prometheus_values.ValueClass is not prometheus_values.MutexValue
 
 
 def _check_multiprocess_dir() -> None:
@@ -436,63 +432,16 @@ ExemplarOf = Callable[[UUID], "dict[str, str] | None"]
 
 
 def _recorder(child: Any, kind: str, exemplar: ExemplarOf | None) -> Callable[[float, UUID], None]:
-    """Records one value (with the run's exemplar) on ``child``, as its ``inc``/``observe`` would.
-
-    prometheus-client's ``inc``/``observe`` check per sample what is invariant
-    here: that the child is a labelled one, and the exemplar's label names and
-    length (ours are the fixed ``trace_id``/``span_id`` with hex ids). So the
-    recorder updates the child's values directly, finding a histogram's bucket by
-    bisection. Values those methods treat specially (negative counts, NaN) and
-    children without the expected values (another prometheus-client) go through
-    the public methods, so what is recorded, or raised, is the same.
-    """
-    value_of = getattr(child, "_value", None)
-    sum_of = getattr(child, "_sum", None)
-    buckets = getattr(child, "_buckets", None)
-    bounds = getattr(child, "_upper_bounds", None)
+    """Records one value on ``child`` through its ``inc``/``observe``, with the run's exemplar."""
     if kind == "histogram":
         observe = child.observe
-        if sum_of is None or buckets is None or bounds is None or len(buckets) != len(bounds):
-            if exemplar is None:
-                return lambda value, run_id: observe(value)
-            return lambda value, run_id: observe(value, exemplar(run_id))
-        sum_inc = sum_of.inc
-        incs = [bucket.inc for bucket in buckets]
-        last = len(bounds) - 1
-
-        def observe_fast(value: float, run_id: UUID) -> None:
-            index = bisect_left(bounds, value)
-            if index > last or not value <= bounds[index]:  # NaN: as prometheus-client does
-                observe(value, exemplar(run_id) if exemplar else None)
-                return
-            sum_inc(value)
-            incs[index](1)
-            if exemplar is not None:
-                labels = exemplar(run_id)
-                if labels:
-                    buckets[index].set_exemplar(Exemplar(labels, value, time.time()))
-
-        return observe_fast
-    inc = child.inc
-    if value_of is None or getattr(child, "_is_most_recent", False):
         if exemplar is None:
-            return lambda value, run_id: inc(value)
-        return lambda value, run_id: inc(value, exemplar(run_id))
-    value_inc = value_of.inc
-    if kind == "updown_counter":
-        return lambda value, run_id: value_inc(value)
-
-    def inc_fast(value: float, run_id: UUID) -> None:
-        if not value >= 0:  # negative or NaN: prometheus-client raises or decides
-            inc(value, exemplar(run_id) if exemplar else None)
-            return
-        value_inc(value)
-        if exemplar is not None:
-            labels = exemplar(run_id)
-            if labels:
-                value_of.set_exemplar(Exemplar(labels, value, time.time()))
-
-    return inc_fast
+            return lambda value, run_id: observe(value)
+        return lambda value, run_id: observe(value, exemplar(run_id))
+    inc = child.inc
+    if exemplar is None:
+        return lambda value, run_id: inc(value)
+    return lambda value, run_id: inc(value, exemplar(run_id))
 
 
 _SHARED: dict[str, Any] = {}
