@@ -77,7 +77,7 @@ MIN_PINS  := scripts/adapters-min-constraints.txt
 ADAPTER_TESTS := $(sort $(wildcard tests/test_adapters_*.py)) tests/test_docs_adapters.py
 OTEL_FLOOR_TESTS := tests/test_tracing.py tests/test_metrics_otel.py tests/test_semconv_conformance.py \
 	tests/test_telemetry_semconv.py tests/test_configure.py tests/test_configure_standard.py \
-	tests/test_bound_metrics.py tests/test_cost_telemetry.py
+	tests/test_cost_telemetry.py
 
 $(MIN_STAMP): pyproject.toml $(MIN_PINS) scripts/adapters-min-requirements.txt
 	rm -rf $(MIN_VENV)
