@@ -541,7 +541,10 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
             pending = _Pending(ctx.tool, None, _UNKNOWN_CALL_ARGS,
                                self._kind(ctx.tool, None), frozenset(), None, "", False, None)
         rkey = raw
-        if text and (len(text) <= _EAGER_RESULT_CHARS or self._seen(ctx.run_id, pending)):
+        last = self._last_result(ctx.run_id, pending) if text else None
+        if last is not None and last[2] == raw:
+            rkey = last[0]  # the call's text as last time: its key, without normalising again
+        elif text and (len(text) <= _EAGER_RESULT_CHARS or last is not None):
             # The same text again (a re-read, a loop) normalises as before: look it up.
             cache_key = (pending.tool, raw, pending.page)
             cached = self._normalised.get(cache_key, _MISSING)
@@ -604,12 +607,13 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         for target in targets:
             target.on_loop_detected(event)
 
-    def _seen(self, run_id: UUID, p: _Pending) -> bool:
-        """Whether the session already made this call (a peek without the lock: a stale
-        answer only decides whether a long result is normalised)."""
+    def _last_result(self, run_id: UUID, p: _Pending) -> list[Any] | None:
+        """The session's entry for this call (its latest result key, generation and raw
+        hash), if it made the call before: a peek without the lock, as a stale answer only
+        decides whether a result is normalised again."""
         rid = run_id.int
         state = self._sessions.get(self._run_sessions.get(rid, rid))
-        return state is not None and (p.tool, p.ahash) in state.calls
+        return state.calls.get((p.tool, p.ahash)) if state is not None else None
 
     # -- the session's memory --------------------------------------------------------------
     def _record(
