@@ -599,9 +599,11 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
                             if pending.args is not _UNKNOWN_CALL_ARGS else None),
             raw_arguments_hash=(arguments_hash(pending.args)
                                 if pending.args is not _UNKNOWN_CALL_ARGS else None),
+            # The key used was the raw text's (nothing masked, or not normalised): no need
+            # to mask a long result again for the event.
             result_hash=(result_hash(self.normaliser.result_text(pending.tool, text,
                                                                  pending.page))
-                         if text else raw),
+                         if text and rkey != raw else raw),
             raw_result_hash=raw,
         )
         for target in targets:
