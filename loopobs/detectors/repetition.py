@@ -40,6 +40,8 @@ _MAX_CANDIDATES: Final = 4
 _LONG_CYCLE_STEPS: Final = 6
 _PATTERN_STEPS: Final = 6
 _SHORT_CYCLE: Final = 4
+_THIRD_PASS_STEPS: Final = 2
+"""Steps of a short cycle's third pass that stop it (a 2-step cycle: the whole pass)."""
 
 _NONE: Final = 0
 _WARN: Final = 1
@@ -226,7 +228,8 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
       result and nothing side-effecting since is unambiguous: it stops at
       ``sure_stop_after`` (5) repeats, before ``stop_after``.
     - ``cycle``: a sequence of 2 to ``max_period`` steps repeated in a row. Up to 4
-      steps it warns after two passes and stops after three (unambiguous); a longer
+      steps it warns after two passes and stops at the second step of the third
+      (unambiguous; a 2-step cycle after three passes) within one run; a longer
       one warns as soon as ``min(period, 6)`` steps match the previous pass and stops
       after ``max(3, ceil(stop_after / period))`` passes, so a long loop stops after
       about ``stop_after`` looping steps. A cycle with a wait in it (a waiting tool,
@@ -869,8 +872,12 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
             s.cycle_level = _NONE
             s.cycle_start = pos - period + 1
         cycles = (run + period) // period
-        warn, stop = self._cycle_levels(period, pos - run - period + 1 >= s.run_pos)
-        if stop and cycles >= stop:
+        one_run = pos - run - period + 1 >= s.run_pos
+        warn, stop = self._cycle_levels(period, one_run)
+        if stop and (cycles >= stop or (
+                period <= _SHORT_CYCLE and one_run and run >= period + _THIRD_PASS_STEPS)):
+            # A short cycle's third pass need not finish: two of its steps repeating the
+            # two passes before, nothing changed since, is as sure (A B C D A B C D A B).
             level = _STOP
         elif cycles >= warn or (period > 4 and run >= min(period, _LONG_CYCLE_STEPS)):
             level = _WARN
