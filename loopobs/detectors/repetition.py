@@ -85,6 +85,9 @@ _RESULT_CACHE: Final = 4096
 _EAGER_RESULT_CHARS: Final = 512
 """Results up to this long are always normalised; a longer one only when its call was seen
 before (masking costs about 16 ns a character, and only a repeat needs it)."""
+_NEW_CONTENT: Final = frozenset({"new_str", "file_text", "content", "new_content", "replacement",
+                                 "replacement_text"})
+"""Arguments of an editor call that hold the text it would write."""
 _SAME_ARGS: Final = 16
 """Arguments remembered per same-result streak, to tell a recurring call from new ones."""
 
@@ -566,6 +569,9 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         # only if it worked: a command or an edit whose output says it failed changed nothing.
         failed = ctx.is_error or bool(pending.parsed and pending.kind[0] and text
                                       and failed_output(text))
+        if (failed and pending.parsed and pending.kind[0] and pending.target is None
+                and not _NEW_CONTENT.isdisjoint(pending.args)):
+            pending = self._rejected_edit(pending)
         shape = None
         if pending.kind[0] and not failed:
             shape = (pending.target if pending.target is not None
@@ -611,6 +617,14 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         )
         for target in targets:
             target.on_loop_detected(event)
+
+    def _rejected_edit(self, p: _Pending) -> _Pending:
+        """A rejected edit keyed on where it would have written, not on what: an editor
+        refuses a ``str_replace`` for its ``old_str`` (not found, not unique), so a retry
+        with the same ``old_str`` and other new text is the same failed call."""
+        where = {k: v for k, v in p.args.items() if k not in _NEW_CONTENT}
+        ahash, _, _, canonical = self.normaliser.arguments_key(p.tool, where)
+        return p._replace(ahash=ahash, canonical=canonical)
 
     def _last_result(self, run_id: UUID, p: _Pending) -> list[Any] | None:
         """The session's entry for this call (its latest result key, generation and raw
