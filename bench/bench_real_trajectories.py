@@ -202,8 +202,10 @@ def _contexts(records: Sequence[Record]) -> tuple[list[_Calls], list[list[Respon
     return calls, answers
 
 
-def time_calls(calls: Sequence[_Calls], repeats: int) -> float:
-    """Best CPU ns per tool call over the whole set, fresh detectors each repeat."""
+def time_calls(calls: Sequence[_Calls], repeats: int,
+               samples: list[float] | None = None) -> float:
+    """Best CPU ns per tool call over the whole set, fresh detectors each repeat (each
+    repeat's figure appended to ``samples``, to show the noise)."""
     n = sum(len(c) for c in calls)
     best = float("inf")
     for _ in range(repeats):
@@ -214,12 +216,17 @@ def time_calls(calls: Sequence[_Calls], repeats: int) -> float:
             for pre, done in session:
                 received(pre)
                 post(done)
-        best = min(best, time.process_time_ns() - start)
+        elapsed = time.process_time_ns() - start
+        best = min(best, elapsed)
+        if samples is not None and n:
+            samples.append(elapsed / n)
     return best / n if n else 0.0
 
 
-def time_answers(answers: Sequence[list[ResponseContext]], repeats: int) -> float:
-    """Best CPU ns per final answer over the whole set, fresh detectors each repeat."""
+def time_answers(answers: Sequence[list[ResponseContext]], repeats: int,
+                 samples: list[float] | None = None) -> float:
+    """Best CPU ns per final answer over the whole set, fresh detectors each repeat (each
+    repeat's figure appended to ``samples``)."""
     n = sum(len(a) for a in answers)
     best = float("inf")
     for _ in range(repeats):
@@ -229,7 +236,10 @@ def time_answers(answers: Sequence[list[ResponseContext]], repeats: int) -> floa
             respond = detector.on_response
             for ctx in session:
                 respond(ctx)
-        best = min(best, time.process_time_ns() - start)
+        elapsed = time.process_time_ns() - start
+        best = min(best, elapsed)
+        if samples is not None and n:
+            samples.append(elapsed / n)
     return best / n if n else 0.0
 
 
@@ -241,6 +251,14 @@ def _pct(values: Sequence[int]) -> str:
     ordered = sorted(values)
     p90 = ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
     return f"median {statistics.median(ordered):g}, p90 {p90}, max {ordered[-1]}"
+
+
+def _spread(samples: Sequence[float]) -> str:
+    """The repeats' median and worst, in µs: how noisy the machine was."""
+    if not samples:
+        return "no repeats"
+    return (f"median {statistics.median(samples) / 1000:.1f}, "
+            f"worst {max(samples) / 1000:.1f} of {len(samples)} repeats")
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
@@ -290,8 +308,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
 
     calls, answers = _contexts(records)
     repeats = 3 if args.quick else 15
-    call_ns = time_calls(calls, repeats)
-    answer_ns = time_answers(answers, repeats)
+    call_samples: list[float] = []
+    answer_samples: list[float] = []
+    call_ns = time_calls(calls, repeats, call_samples)
+    answer_ns = time_answers(answers, repeats, answer_samples)
     n_calls = sum(len(c) for c in calls)
     n_answers = sum(len(a) for a in answers)
     sizes = sorted(len(op.get("result") or "") for r in records for op in r.ops
@@ -299,9 +319,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
     print(f"\ncost (CPU time, best of {repeats}; results median {statistics.median(sizes):g} "
           f"chars, max {sizes[-1]}):")
     print(f"  per tool call:    {call_ns / 1000:.1f} µs over {n_calls} calls "
-          f"(target ≤ {CALL_TARGET_NS / 1000:.0f} µs)")
+          f"(target ≤ {CALL_TARGET_NS / 1000:.0f} µs; {_spread(call_samples)})")
     print(f"  per final answer: {answer_ns / 1000:.1f} µs over {n_answers} answers "
-          f"(target ≤ {ANSWER_TARGET_NS / 1000:.0f} µs)")
+          f"(target ≤ {ANSWER_TARGET_NS / 1000:.0f} µs; {_spread(answer_samples)})")
     return {"warn_precision": q.warn_p, "warn_recall": q.warn_r, "stop_precision": q.stop_p,
             "stop_recall": q.stop_r, "productive_warned": q.productive_warned,
             "productive_stopped": q.productive_stopped, "call_ns": call_ns,

@@ -73,6 +73,30 @@ def test_a_failed_edit_is_not_progress() -> None:
     assert ("repeat", "warn") in signals(fired)
 
 
+NOT_UNIQUE = ("ERROR:\nNo replacement was performed. Multiple occurrences of old_str "
+              "`return t;` in lines [317, 449]. Please ensure it is unique.")
+
+
+def test_an_edit_rejected_for_its_old_text_repeats_whatever_its_new_text() -> None:
+    """A ``str_replace`` refused for its ``old_str`` is the same failed call when retried
+    with the same ``old_str`` and new text reworded, even with edits and views between."""
+    d = Feed(RepetitionDetector())
+    fired = []
+    for i in range(3):
+        fired.append(d.call("str_replace_editor", {
+            "command": "str_replace", "path": "/repo/a.c", "old_str": "return t;",
+            "new_str": f"if (x) t = f(t{' ' * i});"}, NOT_UNIQUE))
+        fired.append(d.call("str_replace_editor", {"command": "view", "path": "/repo/a.c",
+                                                   "view_range": [310 + i, 318]}, f"{i}\tx;"))
+    assert signals(fired) == [("repeat", "warn")]
+    # Other old text each time: every rejection is a call of its own.
+    d = Feed(RepetitionDetector())
+    fired = [d.call("str_replace_editor", {
+        "command": "str_replace", "path": "/repo/a.c", "old_str": f"return t{i};",
+        "new_str": "x"}, NOT_UNIQUE) for i in range(5)]
+    assert signals(fired) == []
+
+
 def test_viewing_a_range_again_after_an_edit_is_not_a_repeat() -> None:
     """Editor views are reads: the same range again with nothing changed repeats, after a
     successful edit it does not."""

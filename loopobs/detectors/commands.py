@@ -43,7 +43,6 @@ _REDIRECT_IN: Final = frozenset({"<", "<<<", "<>", "<&"})
 _NULL_TARGETS: Final = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
 _ASSIGNMENT: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 _HEREDOC: Final = re.compile(r"<<(-?)[ \t]*(['\"]?)([A-Za-z_][A-Za-z0-9_.-]*)\2")
-_DIGITS: Final = re.compile(r"\d+")
 
 def _set(words: str) -> frozenset[str]:
     return frozenset(words.split())
@@ -86,6 +85,7 @@ _INSTALLERS: Final = frozenset({"pip", "pip3", "uv", "npm", "yarn", "pnpm", "apt
 _INSTALL_VERBS: Final = frozenset({"install", "uninstall", "remove", "add", "update", "upgrade",
                                    "i", "get", "sync", "purge", "ci", "rm", "link"})
 _INTERPRETERS: Final = re.compile(r"(?:python|pypy|ipython)[0-9.]*")
+_INTERPRETER_PREFIXES: Final = ("python", "pypy", "ipython")
 _SPECIAL_WORDS: Final = frozenset({"{}", ";", "+", "\\;", "--", "-", "{", "}"})
 
 # Code that writes: files opened for writing, pathlib writes, removals, subprocesses.
@@ -98,8 +98,9 @@ _FAILURE: Final = re.compile(
     r"^\s*(?:<returncode>[1-9]\d*</returncode>|error\b|fatal\b|usage:)|command not found|"
     r"no such file or directory|permission denied|cannot (?:open|create|stat|remove|move)|"
     r"not permitted|no replacement was performed|did not appear verbatim|traceback \(most "
-    r"recent call last\)|hunks? failed|is not unique",
-    re.IGNORECASE)
+    r"recent call last\)|hunks? failed|is not unique")
+"""Matched against the lower-cased output: a case-insensitive search of these alternatives
+costs five times as much."""
 _FAILURE_SCAN: Final = 2_000
 
 
@@ -177,10 +178,11 @@ def shlex_tokens(command: str) -> list[str] | None:
 
 # shlex's rules in one pattern: a word is a run of unquoted characters, '…' (literal),
 # "…" (a backslash escapes only " and \) and \x (escaped); operators are runs of the
-# punctuation characters. The last alternative catches what shlex refuses.
+# punctuation characters. Whitespace before a token is part of its match (one match per
+# token); the last alternative catches what shlex refuses.
 _TOKEN: Final = re.compile(
-    r"""((?:[^ \t\r'"\\;&|()<>\n]+|'[^']*'|"[^"\\]*(?:\\.[^"\\]*)*"|\\.)+)"""
-    r"""|([;&|()<>\n]+)|[ \t\r]+|(.)""",
+    r"""[ \t\r]*+(?:((?:[^ \t\r'"\\;&|()<>\n]+|'[^']*'|"[^"\\]*(?:\\.[^"\\]*)*"|\\.)+)"""
+    r"""|([;&|()<>\n]+)|([^ \t\r]))""",
     re.DOTALL)
 _PLAIN: Final = re.compile(r"[;&|()<>\n]+|[^ \t\r;&|()<>\n]+")
 _QUOTING: Final = re.compile(r"""['"\\]""")
@@ -197,20 +199,46 @@ def _unquote(m: re.Match[str]) -> str:
     return escaped
 
 
+def _unquoted(word: str) -> str:
+    """A word with its quotes and escapes removed."""
+    if "\\" not in word:
+        quotes = word.count("'") + word.count('"')
+        if quotes == 0:
+            return word
+        if quotes == 2 and word[0] == word[-1] and word[0] in "'\"":
+            return word[1:-1]  # the common case: one quoted word, 'x' or "x"
+    return _PART.sub(_unquote, word)
+
+
 def tokens(command: str) -> list[str] | None:
-    """:func:`shlex_tokens`, done by one regular expression: shlex reads a character at a
+    """:func:`shlex_tokens`, done by regular expressions: shlex reads a character at a
     time in Python (about 40 µs for a typical agent command), this costs a few."""
+    if _QUOTING.search(command) is None:
+        # No quoting (a third of agents' commands): words and operators are plain runs.
+        return _PLAIN.findall(command)
     out: list[str] = []
     append = out.append
-    for word, operator, refused in _TOKEN.findall(command):
+    # Trailing whitespace would make a failed attempt at each of its characters; one is
+    # kept after a backslash, which may escape it.
+    text = command.rstrip(" \t\r")
+    if text.endswith("\\") and len(text) < len(command):
+        text = command[: len(text) + 1]
+    for word, operator, _refused in _TOKEN.findall(text):
         if word:
-            append(_PART.sub(_unquote, word) if ("'" in word or '"' in word
-                                                 or "\\" in word) else word)
+            append(_unquoted(word))
         elif operator:
             append(operator)
-        elif refused:
-            return None
+        else:
+            return None  # refused: an unclosed quote, a trailing backslash
     return out
+
+
+_OPERATOR: Final = 1
+_TO_FILE: Final = 2
+_FROM_FILE: Final = 3
+_TOKEN_KINDS: Final[dict[str, int]] = {
+    **dict.fromkeys(_OPERATORS, _OPERATOR), **dict.fromkeys(_REDIRECT_OUT, _TO_FILE),
+    **dict.fromkeys((*_REDIRECT_IN, "<<"), _FROM_FILE)}
 
 
 def _simple_commands(tokens: list[str]) -> list[tuple[list[str], list[str]]]:
@@ -218,32 +246,37 @@ def _simple_commands(tokens: list[str]) -> list[tuple[list[str], list[str]]]:
     commands: list[tuple[list[str], list[str]]] = []
     words: list[str] = []
     written: list[str] = []
-    i, n = 0, len(tokens)
-    while i < n:
-        tok = tokens[i]
-        i += 1
-        if tok in _OPERATORS:
+    kind_of = _TOKEN_KINDS.get
+    rest = iter(tokens)
+    for tok in rest:
+        kind = kind_of(tok)
+        if kind is None:
+            words.append(tok)
+        elif kind == _OPERATOR:
             if words or written:
                 commands.append((words, written))
                 words, written = [], []
-            continue
-        if tok in _REDIRECT_OUT or tok in _REDIRECT_IN or tok == "<<":
+        else:
             # A file descriptor before it ("2>") stays a word: the tokens cannot tell
             # "echo 2 > f" from "echo 2>f", and a digit more changes no judgement.
-            target = tokens[i] if i < n else ""
-            i += 1
-            if tok in _REDIRECT_OUT and target and target not in _NULL_TARGETS and (
-                    target != "-" and not _DIGITS.fullmatch(target)):
+            target = next(rest, "")
+            if kind == _TO_FILE and target and target not in _NULL_TARGETS and (
+                    target != "-" and not target.isdecimal()):
                 written.append(target)
-            continue
-        words.append(tok)
     if words or written:
         commands.append((words, written))
     return commands
 
 
+_PREFIX_WORDS: Final = _KEYWORDS | _WRAPPERS
+
+
 def _strip_prefixes(words: list[str]) -> list[str]:
     """The words from the program on: assignments, keywords and wrappers removed."""
+    if words:
+        first = words[0]
+        if first not in _PREFIX_WORDS and "=" not in first and not first.isdigit():
+            return words  # the common case: the program comes first
     i, n = 0, len(words)
     while i < n:
         w = words[i]
@@ -295,6 +328,13 @@ def _judge(words: list[str], bodies: list[str]) -> tuple[str, CommandEffect]:
     if plain is not None:
         return program, plain  # the common case: a program whose options do not matter
     args = words[1:]
+    if program not in _SPECIAL:
+        if program in _INSTALLERS:
+            verb = next((a for a in args if not a.startswith("-")), "")
+            return program, "write" if verb in _INSTALL_VERBS else "run"
+        if program.startswith(_INTERPRETER_PREFIXES) and _INTERPRETERS.fullmatch(program):
+            return program, _interpreted(args, bodies)
+        return program, "run"
     if program == "sed":
         inplace = any(a == "--in-place" or a.startswith("--in-place=") or (
             a.startswith("-") and not a.startswith("--") and "i" in a) for a in args)
@@ -323,29 +363,24 @@ def _judge(words: list[str], bodies: list[str]) -> tuple[str, CommandEffect]:
         mode = next((a for a in args if not a.startswith("--")), "")
         return program, "write" if ("x" in mode or "c" in mode or "r" in mode
                                     or "u" in mode) else "read"
-    if program in ("unzip", "gunzip", "gzip", "bunzip2", "xz", "zip", "7z"):
-        return program, "read" if "-l" in args or "-t" in args else "write"
-    if program in _WRITERS:
-        return program, "write"
-    if program in _READERS:
-        return program, "read"
-    if program in _INSTALLERS:
-        verb = next((a for a in args if not a.startswith("-")), "")
-        return program, "write" if verb in _INSTALL_VERBS else "run"
-    if _INTERPRETERS.fullmatch(program):
-        if len(args) >= 2 and args[0] == "-m" and args[1] in ("pip", "ensurepip"):
-            verb = next((a for a in args[2:] if not a.startswith("-")), "")
-            return program, "write" if verb in _INSTALL_VERBS else "run"
-        if "-c" in args:
-            j = args.index("-c")
-            code = args[j + 1] if j + 1 < len(args) else ""
-            return program, "write" if _CODE_WRITES.search(code) else "run"
-        if (not args or args[0] == "-") and bodies:
-            return program, "write" if any(_CODE_WRITES.search(b) for b in bodies) else "run"
-        if args and all(a in _RUNNERS_READ_ONLY_FLAGS for a in args):
-            return program, "read"
-        return program, "run"
-    return program, "run"
+    # unzip, gunzip, gzip, bunzip2, xz, zip, 7z
+    return program, "read" if "-l" in args or "-t" in args else "write"
+
+
+def _interpreted(args: list[str], bodies: list[str]) -> CommandEffect:
+    """The effect of a Python interpreter run with ``args`` (heredoc ``bodies`` as input)."""
+    if len(args) >= 2 and args[0] == "-m" and args[1] in ("pip", "ensurepip"):
+        verb = next((a for a in args[2:] if not a.startswith("-")), "")
+        return "write" if verb in _INSTALL_VERBS else "run"
+    if "-c" in args:
+        j = args.index("-c")
+        code = args[j + 1] if j + 1 < len(args) else ""
+        return "write" if _CODE_WRITES.search(code) else "run"
+    if (not args or args[0] == "-") and bodies:
+        return "write" if any(_CODE_WRITES.search(b) for b in bodies) else "run"
+    if args and all(a in _RUNNERS_READ_ONLY_FLAGS for a in args):
+        return "read"
+    return "run"
 
 
 _RANK: Final[dict[CommandEffect, int]] = {"read": 0, "run": 1, "write": 2}
@@ -407,7 +442,7 @@ def failed_output(result: str) -> bool:
     """Whether a command's or an editor's output says it failed (a non-zero
     ``<returncode>``, ``ERROR:``, "No such file or directory", "command not found",
     "No replacement was performed" …): a failed write changed nothing."""
-    return bool(result) and _FAILURE.search(result[:_FAILURE_SCAN]) is not None
+    return bool(result) and _FAILURE.search(result[:_FAILURE_SCAN].lower()) is not None
 
 
 # -- which tools run commands, code or edits ---------------------------------------------------

@@ -361,8 +361,10 @@ class Normaliser:
         if special:
             if key in rules.free_text:
                 # Masked whole (dates span words) and word by word ("0h" after a ".").
-                words = sorted({_stem(mask_volatile(w)) for w in _QUERY_WORD.findall(
-                    mask_volatile(value.casefold())) if w not in _STOP_WORDS})
+                # A word of letters only, shorter than a hex id, has nothing to mask.
+                words = sorted({_stem(w if w.isalpha() and len(w) < 15 else mask_volatile(w))
+                                for w in _QUERY_WORD.findall(mask_volatile(value.casefold()))
+                                if w not in _STOP_WORDS})
                 # "|" between words: a space could join "0" and "h" into a duration.
                 folded = "|".join(words) if words else _SPACES.sub(" ", value.strip())
                 if folded != value:

@@ -40,6 +40,8 @@ _MAX_CANDIDATES: Final = 4
 _LONG_CYCLE_STEPS: Final = 6
 _PATTERN_STEPS: Final = 6
 _SHORT_CYCLE: Final = 4
+_THIRD_PASS_STEPS: Final = 2
+"""Steps of a short cycle's third pass that stop it (a 2-step cycle: the whole pass)."""
 
 _NONE: Final = 0
 _WARN: Final = 1
@@ -83,6 +85,9 @@ _RESULT_CACHE: Final = 4096
 _EAGER_RESULT_CHARS: Final = 512
 """Results up to this long are always normalised; a longer one only when its call was seen
 before (masking costs about 16 ns a character, and only a repeat needs it)."""
+_NEW_CONTENT: Final = frozenset({"new_str", "file_text", "content", "new_content", "replacement",
+                                 "replacement_text"})
+"""Arguments of an editor call that hold the text it would write."""
 _SAME_ARGS: Final = 16
 """Arguments remembered per same-result streak, to tell a recurring call from new ones."""
 
@@ -226,7 +231,8 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
       result and nothing side-effecting since is unambiguous: it stops at
       ``sure_stop_after`` (5) repeats, before ``stop_after``.
     - ``cycle``: a sequence of 2 to ``max_period`` steps repeated in a row. Up to 4
-      steps it warns after two passes and stops after three (unambiguous); a longer
+      steps it warns after two passes and stops at the second step of the third
+      (unambiguous; a 2-step cycle after three passes) within one run; a longer
       one warns as soon as ``min(period, 6)`` steps match the previous pass and stops
       after ``max(3, ceil(stop_after / period))`` passes, so a long loop stops after
       about ``stop_after`` looping steps. A cycle with a wait in it (a waiting tool,
@@ -541,7 +547,10 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
             pending = _Pending(ctx.tool, None, _UNKNOWN_CALL_ARGS,
                                self._kind(ctx.tool, None), frozenset(), None, "", False, None)
         rkey = raw
-        if text and (len(text) <= _EAGER_RESULT_CHARS or self._seen(ctx.run_id, pending)):
+        last = self._last_result(ctx.run_id, pending) if text else None
+        if last is not None and last[2] == raw:
+            rkey = last[0]  # the call's text as last time: its key, without normalising again
+        elif text and (len(text) <= _EAGER_RESULT_CHARS or last is not None):
             # The same text again (a re-read, a loop) normalises as before: look it up.
             cache_key = (pending.tool, raw, pending.page)
             cached = self._normalised.get(cache_key, _MISSING)
@@ -560,6 +569,9 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         # only if it worked: a command or an edit whose output says it failed changed nothing.
         failed = ctx.is_error or bool(pending.parsed and pending.kind[0] and text
                                       and failed_output(text))
+        if (failed and pending.parsed and pending.kind[0] and pending.target is None
+                and not _NEW_CONTENT.isdisjoint(pending.args)):
+            pending = self._rejected_edit(pending)
         shape = None
         if pending.kind[0] and not failed:
             shape = (pending.target if pending.target is not None
@@ -596,20 +608,31 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
                             if pending.args is not _UNKNOWN_CALL_ARGS else None),
             raw_arguments_hash=(arguments_hash(pending.args)
                                 if pending.args is not _UNKNOWN_CALL_ARGS else None),
+            # The key used was the raw text's (nothing masked, or not normalised): no need
+            # to mask a long result again for the event.
             result_hash=(result_hash(self.normaliser.result_text(pending.tool, text,
                                                                  pending.page))
-                         if text else raw),
+                         if text and rkey != raw else raw),
             raw_result_hash=raw,
         )
         for target in targets:
             target.on_loop_detected(event)
 
-    def _seen(self, run_id: UUID, p: _Pending) -> bool:
-        """Whether the session already made this call (a peek without the lock: a stale
-        answer only decides whether a long result is normalised)."""
+    def _rejected_edit(self, p: _Pending) -> _Pending:
+        """A rejected edit keyed on where it would have written, not on what: an editor
+        refuses a ``str_replace`` for its ``old_str`` (not found, not unique), so a retry
+        with the same ``old_str`` and other new text is the same failed call."""
+        where = {k: v for k, v in p.args.items() if k not in _NEW_CONTENT}
+        ahash, _, _, canonical = self.normaliser.arguments_key(p.tool, where)
+        return p._replace(ahash=ahash, canonical=canonical)
+
+    def _last_result(self, run_id: UUID, p: _Pending) -> list[Any] | None:
+        """The session's entry for this call (its latest result key, generation and raw
+        hash), if it made the call before: a peek without the lock, as a stale answer only
+        decides whether a result is normalised again."""
         rid = run_id.int
         state = self._sessions.get(self._run_sessions.get(rid, rid))
-        return state is not None and (p.tool, p.ahash) in state.calls
+        return state.calls.get((p.tool, p.ahash)) if state is not None else None
 
     # -- the session's memory --------------------------------------------------------------
     def _record(
@@ -863,8 +886,12 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
             s.cycle_level = _NONE
             s.cycle_start = pos - period + 1
         cycles = (run + period) // period
-        warn, stop = self._cycle_levels(period, pos - run - period + 1 >= s.run_pos)
-        if stop and cycles >= stop:
+        one_run = pos - run - period + 1 >= s.run_pos
+        warn, stop = self._cycle_levels(period, one_run)
+        if stop and (cycles >= stop or (
+                period <= _SHORT_CYCLE and one_run and run >= period + _THIRD_PASS_STEPS)):
+            # A short cycle's third pass need not finish: two of its steps repeating the
+            # two passes before, nothing changed since, is as sure (A B C D A B C D A B).
             level = _STOP
         elif cycles >= warn or (period > 4 and run >= min(period, _LONG_CYCLE_STEPS)):
             level = _WARN
