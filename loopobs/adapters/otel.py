@@ -86,9 +86,10 @@ OI_REASONING = "llm.token_count.completion_details.reasoning"
 OI_FINISH_REASON = "llm.finish_reason"
 OI_OUTPUT_MESSAGES = "llm.output_messages"
 OI_TOOL_NAME = "tool.name"
-OI_TOOL_PARAMETERS = "tool.parameters"
+OI_TOOL_PARAMETERS = "tool.parameters"  # the tool's JSON schema: never read as arguments
 OI_TOOL_ID = "tool.id"
 OI_TOOL_CALL_ID = "tool_call.id"
+OI_TOOL_CALL_ARGUMENTS = "tool_call.function.arguments"
 OI_INPUT = "input.value"
 OI_OUTPUT = "output.value"
 OI_AGENT_NAME = "agent.name"
@@ -100,7 +101,21 @@ _LEGACY_OUTPUT_TOKENS = "gen_ai.usage.completion_tokens"
 _LEGACY_SYSTEM = "gen_ai.system"
 _CHUNK_EVENT = "gen_ai.content.completion.chunk"
 
+# Attributes of the native emitters, read where the conventions' own are absent.
+ADK_LLM_SPAN = "call_llm"  # Google ADK 1.x: its model span has no gen_ai.operation.name
+ADK_TOOL_ARGS = "gcp.vertex.agent.tool_call_args"
+ADK_TOOL_RESPONSE = "gcp.vertex.agent.tool_response"
+ADK_SESSION = "gcp.vertex.agent.session_id"
+ANTHROPIC_TOOL_RESULT = "anthropic.tool_result.content"
+ANTHROPIC_SESSION = "anthropic.session.id"
+
 _MODEL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
+_ARGUMENT_ATTRIBUTES = (c.GEN_AI_TOOL_CALL_ARGUMENTS, OI_TOOL_CALL_ARGUMENTS, OI_INPUT,
+                        ADK_TOOL_ARGS)
+_RESULT_ATTRIBUTES = (c.GEN_AI_TOOL_CALL_RESULT, OI_OUTPUT, ANTHROPIC_TOOL_RESULT,
+                      ADK_TOOL_RESPONSE)
+_MAX_RESPONSE_IDS = 1024
+"""Response ids remembered per run, to count a call described by two spans once."""
 _MAX_SPANS = 65536
 """Open spans the processor follows; beyond it the oldest are forgotten (as if they ended)."""
 _LOG_INTERVAL_S = 60.0
@@ -108,7 +123,8 @@ _LOG_INTERVAL_S = 60.0
 Kind = Literal["agent", "model", "tool", "other"]
 
 
-def _kind(attrs: Mapping[str, Any]) -> Kind:
+def _kind(attrs: Mapping[str, Any], name: str = "") -> Kind:
+    """What a span is, from its attributes (and, for ADK 1.x's ``call_llm``, its name)."""
     op = attrs.get(c.GEN_AI_OPERATION_NAME)
     if op == c.OP_INVOKE_AGENT:
         return "agent"
@@ -123,6 +139,8 @@ def _kind(attrs: Mapping[str, Any]) -> Kind:
         return "model"
     if oi == "TOOL":
         return "tool"
+    if name == ADK_LLM_SPAN and op is None:
+        return "model"
     return "other"
 
 
@@ -232,6 +250,7 @@ def _usage(attrs: Mapping[str, Any], skipped: _Skipped) -> Usage | None:
         cache_read_input_tokens=_count(attrs, skipped, c.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
                                        OI_CACHE_READ),
         cache_write_input_tokens=_count(attrs, skipped,
+                                        c.GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS,
                                         c.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS,
                                         OI_CACHE_WRITE),
         reasoning_output_tokens=_count(attrs, skipped, c.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS,
@@ -330,6 +349,11 @@ class _Node:
     root: int  # span id of the trace's local root
     start_ns: int
     holds_run: bool = True  # whether the run waits for this span's end
+    parent: int | None = None  # span id of its parent, when the processor follows it
+    # The live span while its kind may still change: frameworks (ADK, Strands, MAF)
+    # set gen_ai.operation.name and gen_ai.agent.name just after the span starts.
+    span: Span | None = None
+    covered: bool = False  # a model span nested in it was reported as the call
 
     @property
     def owner(self) -> int:
@@ -394,6 +418,13 @@ class GenAISpanProcessor(SpanProcessor):
         self._runs: dict[int, AdapterRun] = {}  # agent or local-root span id → run
         self._skipped = 0
         self._last_log = float("-inf")
+        self._closed = False
+        # response ids reported per run (agent or local-root span id): a call two spans
+        # describe (a framework's and its provider SDK's) is reported once
+        self._responses: dict[int, OrderedDict[str, None]] = {}
+        # the session of runs whose trace is one GenAI span (an app with no span of its
+        # own around its calls): such runs share it, so the detectors see them together
+        self._lone_session = uuid.uuid4()
 
     @property
     def observers(self) -> ObserverSet:
@@ -417,14 +448,21 @@ class GenAISpanProcessor(SpanProcessor):
         if span.instrumentation_scope is not None and \
                 span.instrumentation_scope.name == c.SCOPE_NAME:
             return
+        if self._closed:
+            return
         sid = span.get_span_context().span_id
         attrs = span.attributes or {}
-        kind = _kind(attrs)
+        kind = _kind(attrs, span.name)
         start = span.start_time or 0
         with self._lock:
-            parent = self._nodes.get(span.parent.span_id) if span.parent is not None else None
+            parent_id = span.parent.span_id if span.parent is not None else None
+            parent = self._nodes.get(parent_id) if parent_id is not None else None
+            if parent is not None and parent.kind == "other" and parent_id is not None:
+                self._classify_late(parent_id, parent)
             node = _Node(kind, parent.agent if parent else None,
-                         parent.root if parent else sid, start)
+                         parent.root if parent else sid, start,
+                         parent=parent_id if parent is not None else None,
+                         span=span if kind == "other" else None)
             if kind == "agent":
                 node.agent = sid
             # A run waits for its own span and its model and tool spans; the app's other
@@ -440,23 +478,28 @@ class GenAISpanProcessor(SpanProcessor):
                 old_id, old = self._nodes.popitem(last=False)
                 self._release(old_id, old, None, None)
             if kind == "agent":
-                self._start_run(sid, span, attrs, start, agent=True)
+                self._start_run(sid, span.name, attrs, start, agent=True)
 
     @shielded
     def on_end(self, span: ReadableSpan) -> None:
         """Report a model or tool span; the last span of a run to end ends the run."""
+        if self._closed:
+            return
         span_context = span.get_span_context()
         if span_context is None:  # a ReadableSpan may lack one
             return
         sid = span_context.span_id
         with self._lock:
-            node = self._nodes.pop(sid, None)
+            node = self._nodes.get(sid)
             if node is None:
                 return
             token = otel_context.attach(otel_context.Context())
             try:
                 attrs = span.attributes or {}
-                kind = _kind(attrs) if node.kind == "other" else node.kind
+                # A span that says it is an agent only at its end (OpenInference sets its
+                # attributes then) stays what it was: its children were reported already.
+                kind = _kind(attrs, span.name) if node.kind == "other" else node.kind
+                del self._nodes[sid]
                 if kind in ("model", "tool"):
                     self._report(kind, node, sid, span, attrs)
             finally:
@@ -469,13 +512,17 @@ class GenAISpanProcessor(SpanProcessor):
     def shutdown(self) -> None:
         """End every run still open (status ``cancelled``) and flush the observers.
 
-        The observers are not shut down: they may serve other sources too.
+        From then on the processor ignores spans (``provider.shutdown()`` calls this;
+        spans that end after it feed no observer). The observers are not shut down:
+        they may serve other sources too.
         """
         with self._lock:
+            self._closed = True
             for key in list(self._runs):
                 self._runs.pop(key).end(status="cancelled")
             self._nodes.clear()
             self._owners.clear()
+            self._responses.clear()
         self.tracker.observers.force_flush()
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
@@ -487,21 +534,53 @@ class GenAISpanProcessor(SpanProcessor):
         return True
 
     # -- runs ------------------------------------------------------------------------------
-    def _start_run(self, key: int, span: ReadableSpan, attrs: Mapping[str, Any], start: int,
-                   *, agent: bool) -> AdapterRun:
-        session = _str(attrs, c.GEN_AI_CONVERSATION_ID, OI_SESSION)
+    def _start_run(self, key: int, span_name: str, attrs: Mapping[str, Any], start: int,
+                   *, agent: bool, session_attrs: Mapping[str, Any] | None = None,
+                   lone: bool = False) -> AdapterRun:
+        session = _str(attrs if session_attrs is None else session_attrs,
+                       c.GEN_AI_CONVERSATION_ID, OI_SESSION, ADK_SESSION, ANTHROPIC_SESSION)
         name = _str(attrs, c.GEN_AI_AGENT_NAME, OI_AGENT_NAME)
         if not name and agent:
-            name = span.name.removeprefix(c.SPAN_INVOKE_AGENT).strip() or span.name
+            name = span_name.removeprefix(c.SPAN_INVOKE_AGENT).strip() or span_name
         run = self.tracker.start_run(
             agent=name or None, model=_str(attrs, c.GEN_AI_REQUEST_MODEL, OI_MODEL),
-            session_id=uuid.uuid5(_SESSION_NAMESPACE, session) if session else None,
+            session_id=uuid.uuid5(_SESSION_NAMESPACE, session) if session
+            else self._lone_session if lone else None,
             time_ns=start)
         self._runs[key] = run
         return run
 
-    def _run_for(self, node: _Node, span: ReadableSpan) -> AdapterRun | None:
-        """The run ``node`` reports into; for spans outside agents, opened on first use."""
+    def _classify_late(self, sid: int, node: _Node) -> None:
+        """``node``, followed as another span, is an agent span if its attributes now say so.
+
+        ADK, Strands and Microsoft Agent Framework set ``gen_ai.operation.name`` and
+        ``gen_ai.agent.name`` (and the conversation id) just after the span starts:
+        this is asked, of the live span, each time a child of it starts, so the run
+        starts before anything is reported under it.
+        """
+        span = node.span
+        if span is None:
+            return
+        name = span.name
+        attrs = span.attributes or {}
+        if _kind(attrs, name) != "agent":
+            return
+        node.kind, node.agent, node.span = "agent", sid, None
+        if not node.holds_run:
+            # It waited for nothing (another span of its run); now its own run waits for it.
+            node.holds_run = True
+            self._owners[sid] = _Owner(node.start_ns, open_spans=1)
+        if sid not in self._runs:
+            self._start_run(sid, name, attrs, node.start_ns, agent=True)
+
+    def _run_for(self, node: _Node, sid: int, span: ReadableSpan,
+                 attrs: Mapping[str, Any]) -> AdapterRun | None:
+        """The run ``node`` reports into; for spans outside agents, opened on first use.
+
+        A run of a trace that is this one span (an app with no span of its own around
+        its calls) joins the processor's one session for such runs, unless the span
+        names a conversation: the detectors then see its calls one after another.
+        """
         if node.agent is not None:
             return self._runs.get(node.agent)
         if self.group_by == "agent":
@@ -510,8 +589,44 @@ class GenAISpanProcessor(SpanProcessor):
         if run is None:
             owner = self._owners.get(node.root)
             start = owner.start_ns if owner is not None else node.start_ns
-            run = self._start_run(node.root, span, {}, start, agent=False)
+            run = self._start_run(node.root, span.name, {}, start, agent=False,
+                                  session_attrs=attrs, lone=node.root == sid)
         return run
+
+    def _cover(self, node: _Node) -> None:
+        """A model span ended: its nearest model ancestor describes the same call.
+
+        A framework's model span holding its provider SDK's (Strands, MAF, AG2 with
+        an instrumented client; the Anthropic SDK under OpenLLMetry) is one call: the
+        inner span, which ends first, reports it, and the outer one is skipped.
+        """
+        parent = node.parent
+        while parent is not None:
+            above = self._nodes.get(parent)
+            if above is None or above.kind == "agent":
+                return
+            kind = above.kind
+            if kind == "other" and above.span is not None:
+                kind = _kind(above.span.attributes or {}, above.span.name)
+            if kind == "model":
+                above.covered = True
+                return
+            parent = above.parent
+
+    def _seen_response(self, key: int, attrs: Mapping[str, Any]) -> bool:
+        """Whether a model span of run ``key`` with this response id was already reported."""
+        response_id = _str(attrs, c.GEN_AI_RESPONSE_ID)
+        if not response_id:
+            return False
+        seen = self._responses.get(key)
+        if seen is None:
+            seen = self._responses[key] = OrderedDict()
+        if response_id in seen:
+            return True
+        seen[response_id] = None
+        if len(seen) > _MAX_RESPONSE_IDS:
+            seen.popitem(last=False)
+        return False
 
     def _release(self, sid: int, node: _Node, error_type: str | None,
                  end_ns: int | None) -> None:
@@ -539,6 +654,7 @@ class GenAISpanProcessor(SpanProcessor):
 
     def _end_run(self, key: int, error_type: str | None, end_ns: int | None, *,
                  seen: bool = True) -> None:
+        self._responses.pop(key, None)
         run = self._runs.pop(key, None)
         if run is None:
             return
@@ -564,7 +680,11 @@ class GenAISpanProcessor(SpanProcessor):
     # -- model and tool spans --------------------------------------------------------------
     def _report(self, kind: Kind, node: _Node, sid: int, span: ReadableSpan,
                 attrs: Mapping[str, Any]) -> None:
-        run = self._run_for(node, span)
+        if kind == "model":
+            self._cover(node)
+            if node.covered or self._seen_response(node.owner, attrs):
+                return  # the same call as a model span already reported
+        run = self._run_for(node, sid, span, attrs)
         if run is None:
             return
         skipped = _Skipped()
@@ -605,12 +725,13 @@ class GenAISpanProcessor(SpanProcessor):
               attrs: Mapping[str, Any], skipped: _Skipped) -> None:
         name = _str(attrs, c.GEN_AI_TOOL_NAME, OI_TOOL_NAME) or \
             span.name.removeprefix(c.SPAN_EXECUTE_TOOL).strip() or "tool"
-        args_name = next((n for n in (c.GEN_AI_TOOL_CALL_ARGUMENTS, OI_TOOL_PARAMETERS, OI_INPUT)
-                          if _str(attrs, n)), "")
+        # Never OpenInference's tool.parameters: that is the tool's JSON schema, the same
+        # for every call of the tool.
+        args_name = next((n for n in _ARGUMENT_ATTRIBUTES if _str(attrs, n)), "")
         raw_args = _str(attrs, args_name) if args_name else ""
         arguments = _arguments(raw_args, args_name, skipped) if raw_args else None
         result, output_call_id, failed = _tool_output(
-            _str(attrs, c.GEN_AI_TOOL_CALL_RESULT, OI_OUTPUT), skipped)
+            _str(attrs, *_RESULT_ATTRIBUTES), skipped)
         error_type = _error(span) or ("ToolException" if failed else None)
         error = ToolExecutionError(f"the tool span ended with an error: {error_type}",
                                    tool=name, error_type=error_type) if error_type else None
