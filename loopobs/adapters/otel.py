@@ -237,6 +237,22 @@ def _tool_output(text: str, skipped: _Skipped) -> tuple[str, str | None, bool]:
     return content, call_id if isinstance(call_id, str) else None, data.get("status") == "error"
 
 
+def _blocks_text(text: str) -> str:
+    """The text of a result written as content blocks (the Anthropic SDK's
+    ``anthropic.tool_result.content``: ``[{"type": "text", "text": ...}]``), else ``text``."""
+    if not text.startswith("[{"):
+        return text
+    try:
+        blocks = json.loads(text)
+    except (ValueError, RecursionError):
+        return text
+    if not isinstance(blocks, list) or not all(
+            isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+            for b in blocks):
+        return text
+    return "".join(b["text"] for b in blocks)
+
+
 def _usage(attrs: Mapping[str, Any], skipped: _Skipped) -> Usage | None:
     names = (c.GEN_AI_USAGE_INPUT_TOKENS, c.GEN_AI_USAGE_OUTPUT_TOKENS, _LEGACY_INPUT_TOKENS,
              _LEGACY_OUTPUT_TOKENS, OI_PROMPT_TOKENS, OI_COMPLETION_TOKENS)
@@ -732,6 +748,8 @@ class GenAISpanProcessor(SpanProcessor):
         arguments = _arguments(raw_args, args_name, skipped) if raw_args else None
         result, output_call_id, failed = _tool_output(
             _str(attrs, *_RESULT_ATTRIBUTES), skipped)
+        if result and c.GEN_AI_TOOL_CALL_RESULT not in attrs and OI_OUTPUT not in attrs:
+            result = _blocks_text(result)
         error_type = _error(span) or ("ToolException" if failed else None)
         error = ToolExecutionError(f"the tool span ended with an error: {error_type}",
                                    tool=name, error_type=error_type) if error_type else None
