@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test test-adapters-min lint typecheck unit unit-fast backends bench bench-peers docs docs-build clean
+.PHONY: demo test test-adapters-min bridge-venvs lint typecheck unit unit-fast backends bench bench-peers docs docs-build clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,7 +33,7 @@ unit: $(STAMP)
 unit-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not slow and not e2e" -p no:cacheprovider
 
-test: $(STAMP) backends lint typecheck
+test: $(STAMP) backends bridge-venvs lint typecheck
 	. scripts/backends.env && $(PY) -m pytest
 	$(MAKE) test-adapters-min
 
@@ -58,6 +58,20 @@ test-adapters-min: $(MIN_STAMP)
 	$(MIN_VENV)/bin/python scripts/check_adapter_min_pins.py
 	$(MIN_VENV)/bin/python -m pytest -q -p no:cacheprovider \
 		-W "ignore:AgentStatePydantic has been moved:DeprecationWarning" $(ADAPTER_TESTS)
+
+# Frameworks whose OpenTelemetry pins clash with the dev venv's, each in a venv of its own
+# for the span bridge's tests (tests/test_otel_bridge_*.py run them in a subprocess).
+BRIDGE_VENVS := build/bridge-venvs
+STRANDS_STAMP := $(BRIDGE_VENVS)/strands/.installed-stamp
+
+$(STRANDS_STAMP): scripts/bridge-strands-requirements.txt
+	rm -rf $(BRIDGE_VENVS)/strands
+	$(PYTHON) -m venv $(BRIDGE_VENVS)/strands
+	$(BRIDGE_VENVS)/strands/bin/python -m pip install -q --disable-pip-version-check \
+		-r scripts/bridge-strands-requirements.txt
+	touch $@
+
+bridge-venvs: $(STRANDS_STAMP)
 
 # The documentation site: `make docs` serves it on http://127.0.0.1:8000 with live reload;
 # `make docs-build` builds it in strict mode into build/site (tests/test_docs.py does too).

@@ -147,6 +147,30 @@ def test_spans_without_an_agent_span_are_one_run_per_trace(stack: Stack,
                     tools=2, runs=2)
 
 
+def test_two_instrumentors_on_one_client_count_each_call_once(
+        stack: Stack, instrumentation: Instrumented) -> None:
+    """OpenLLMetry's and OpenInference's OpenAI instrumentations both on: each request has
+    two model spans, one nested in the other; the call is reported once (it was twice)."""
+    if instrumentation.convention != "genai":
+        pytest.skip("OpenInference's instrumentor is added on top of OpenLLMetry's")
+    from openinference.instrumentation.openai import OpenAIInstrumentor
+
+    second = OpenAIInstrumentor()
+    second.instrument(tracer_provider=instrumentation.provider)
+    try:
+        for app in _app(stack, instrumentation):
+            with ScriptedServer(SCRIPT) as server:
+                client = openai.OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
+                assert run_agent(client, app.tracer, app.convention, "add") == "3 and 7"
+            scopes = {s.instrumentation_scope.name for s in app.spans.get_finished_spans()
+                      if s.instrumentation_scope is not None}
+            assert "openinference.instrumentation.openai" in scopes
+    finally:
+        second.uninstrument()
+    stack.check_run(usage=Usage(input_tokens=42, output_tokens=11), chats=2, tools=2)
+    assert len(server.requests) == 2
+
+
 def test_group_by_agent_ignores_spans_outside_agents(stack: Stack,
                                                      instrumentation: Instrumented) -> None:
     """group_by="agent": model spans with no agent ancestor are not reported."""

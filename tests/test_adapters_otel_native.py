@@ -45,7 +45,6 @@ def _run_tool_runner(processor: GenAISpanProcessor, script: list[Message], mode:
 
     looked_up: list[str] = []
 
-    @anthropic.beta_tool
     def lookup(order: str) -> str:
         """Look an order up."""
         looked_up.append(order)
@@ -60,7 +59,7 @@ def _run_tool_runner(processor: GenAISpanProcessor, script: list[Message], mode:
                 open_telemetry={"tracer_provider": provider, "conversation_id": conversation,
                                 "traces": {"content_mode": mode}})
             runner = client.beta.messages.tool_runner(
-                model="claude-test", max_tokens=100, tools=[lookup],
+                model="claude-test", max_tokens=100, tools=[anthropic.beta_tool(lookup)],
                 messages=[{"role": "user", "content": "where are my orders"}])
             messages = list(runner)
     finally:

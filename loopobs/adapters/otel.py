@@ -107,6 +107,12 @@ ADK_TOOL_ARGS = "gcp.vertex.agent.tool_call_args"
 ADK_TOOL_RESPONSE = "gcp.vertex.agent.tool_response"
 ADK_SESSION = "gcp.vertex.agent.session_id"
 ANTHROPIC_TOOL_RESULT = "anthropic.tool_result.content"
+# Strands: content on span events. Its legacy (default) shape puts a tool's arguments on
+# gen_ai.tool.message (content) and its result on gen_ai.choice (message); the latest
+# shape puts messages on the conventions' details event, not on the span.
+STRANDS_TOOL_MESSAGE = "gen_ai.tool.message"
+STRANDS_CHOICE = "gen_ai.choice"
+DETAILS_EVENT = "gen_ai.client.inference.operation.details"
 ANTHROPIC_SESSION = "anthropic.session.id"
 
 _MODEL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
@@ -238,8 +244,8 @@ def _tool_output(text: str, skipped: _Skipped) -> tuple[str, str | None, bool]:
 
 
 def _blocks_text(text: str) -> str:
-    """The text of a result written as content blocks (the Anthropic SDK's
-    ``anthropic.tool_result.content``: ``[{"type": "text", "text": ...}]``), else ``text``."""
+    """The text of a result written as text blocks (the Anthropic SDK's
+    ``[{"type": "text", "text": ...}]``, Strands' ``[{"text": ...}]``), else ``text``."""
     if not text.startswith("[{"):
         return text
     try:
@@ -247,10 +253,20 @@ def _blocks_text(text: str) -> str:
     except (ValueError, RecursionError):
         return text
     if not isinstance(blocks, list) or not all(
-            isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
-            for b in blocks):
+            isinstance(b, dict) and b.get("type", "text") == "text"
+            and isinstance(b.get("text"), str) for b in blocks):
         return text
     return "".join(b["text"] for b in blocks)
+
+
+def _event_str(span: ReadableSpan, event: str, name: str) -> str:
+    """The first non-empty string attribute ``name`` of an event ``event`` of ``span``."""
+    for item in span.events:
+        if item.name == event:
+            value = (item.attributes or {}).get(name)
+            if isinstance(value, str) and value:
+                return value
+    return ""
 
 
 def _usage(attrs: Mapping[str, Any], skipped: _Skipped) -> Usage | None:
@@ -274,7 +290,8 @@ def _usage(attrs: Mapping[str, Any], skipped: _Skipped) -> Usage | None:
     )
 
 
-def _output(attrs: Mapping[str, Any], skipped: _Skipped) -> tuple[str, list[ToolCall]]:
+def _output(attrs: Mapping[str, Any], skipped: _Skipped,
+            span: ReadableSpan | None = None) -> tuple[str, list[ToolCall]]:
     """The response text and the tool calls it asks for, from either convention.
 
     Messages or parts of an unexpected shape are skipped (counted once per span).
@@ -283,6 +300,8 @@ def _output(attrs: Mapping[str, Any], skipped: _Skipped) -> tuple[str, list[Tool
     calls: list[ToolCall] = []
     name = c.GEN_AI_OUTPUT_MESSAGES
     raw = attrs.get(name)
+    if raw is None and span is not None:
+        raw = _event_str(span, DETAILS_EVENT, name) or None
     if isinstance(raw, str):
         messages = _loads(raw, name, skipped)
         malformed = not isinstance(messages, list)
@@ -621,7 +640,7 @@ class GenAISpanProcessor(SpanProcessor):
             above = self._nodes.get(parent)
             if above is None or above.kind == "agent":
                 return
-            kind = above.kind
+            kind: Kind = above.kind
             if kind == "other" and above.span is not None:
                 kind = _kind(above.span.attributes or {}, above.span.name)
             if kind == "model":
@@ -723,7 +742,7 @@ class GenAISpanProcessor(SpanProcessor):
                 run.model_error(sid, ModelError(error_type, provider=provider or None),
                                 time_ns=span.end_time)
             return
-        text, calls = _output(attrs, skipped)
+        text, calls = _output(attrs, skipped, span)
         reasons = attrs.get(c.GEN_AI_RESPONSE_FINISH_REASONS)
         finish = reasons[0] if isinstance(reasons, (tuple, list)) and reasons else \
             _str(attrs, OI_FINISH_REASON) or None
@@ -745,10 +764,14 @@ class GenAISpanProcessor(SpanProcessor):
         # for every call of the tool.
         args_name = next((n for n in _ARGUMENT_ATTRIBUTES if _str(attrs, n)), "")
         raw_args = _str(attrs, args_name) if args_name else ""
+        if not raw_args:
+            args_name = STRANDS_TOOL_MESSAGE
+            raw_args = _event_str(span, STRANDS_TOOL_MESSAGE, "content")
         arguments = _arguments(raw_args, args_name, skipped) if raw_args else None
-        result, output_call_id, failed = _tool_output(
-            _str(attrs, *_RESULT_ATTRIBUTES), skipped)
-        if result and c.GEN_AI_TOOL_CALL_RESULT not in attrs and OI_OUTPUT not in attrs:
+        raw_result = _str(attrs, *_RESULT_ATTRIBUTES) or \
+            _event_str(span, STRANDS_CHOICE, "message")
+        result, output_call_id, failed = _tool_output(raw_result, skipped)
+        if result and OI_OUTPUT not in attrs:
             result = _blocks_text(result)
         error_type = _error(span) or ("ToolException" if failed else None)
         error = ToolExecutionError(f"the tool span ended with an error: {error_type}",
