@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import subprocess
 import sys
@@ -28,7 +29,16 @@ from loopobs.llm.scripted import Reply as LoopReply
 from loopobs.llm.scripted import ToolCall as LoopCall
 from loopobs.testing import assert_contract
 from tests._adapter_checks import Stack, agent_loop_sums
-from tests._instrumented_app import Convention, instrumented, run_agent, run_agent_async
+from tests._instrumented_app import (
+    TOOL_SCHEMAS,
+    TOOLS,
+    Convention,
+    _result_attr,
+    _tool_attrs,
+    instrumented,
+    run_agent,
+    run_agent_async,
+)
 from tests._openai_server import Reply, ScriptedServer
 
 CONVENTIONS: list[Convention] = ["openinference", "genai"]
@@ -171,6 +181,52 @@ def test_two_instrumentors_on_one_client_count_each_call_once(
     assert len(server.requests) == 2
 
 
+def _bare_calls(client: openai.OpenAI, tracer: Tracer, convention: Convention,
+                turns: int) -> None:
+    """An app with no span of its own: each model and tool span is a trace by itself."""
+    messages: list[object] = [{"role": "user", "content": "go"}]
+    for _ in range(turns):
+        reply = client.chat.completions.create(model="gpt-test", messages=messages,  # type: ignore[arg-type]
+                                               tools=TOOL_SCHEMAS)
+        message = reply.choices[0].message
+        if not message.tool_calls:
+            return
+        messages.append(message.model_dump(exclude_none=True))
+        for call in message.tool_calls:
+            fn = call.function  # type: ignore[union-attr]
+            with tracer.start_as_current_span(
+                    f"execute_tool {fn.name}",
+                    attributes=_tool_attrs(convention, fn.name, call.id, fn.arguments)) as span:
+                result = str(TOOLS[fn.name](**json.loads(fn.arguments)))
+                span.set_attribute(_result_attr(convention), result)
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+
+
+def test_spans_that_are_traces_of_their_own_are_detected_together(
+        stack: Stack, instrumentation: Instrumented) -> None:
+    """No span around the calls: one run per span (one trace each), all in one session,
+    so a poll of the same job again and again is detected (it never was: each run's
+    detector state was its own), and polls of different jobs are not."""
+    different = [Reply(calls=[(f"p{i}", "poll", {"job": str(i)})], usage=(3, 1))
+                 for i in range(5)]
+    same = [Reply(calls=[(f"q{i}", "poll", {"job": "42"})], usage=(3, 1)) for i in range(5)]
+    for app in _app(stack, instrumentation,
+                    detectors=[RepetitionDetector(warn_after=3, stop_after=5)]):
+        with ScriptedServer([*different, Reply("done", usage=(3, 1))]) as server:
+            client = openai.OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
+            _bare_calls(client, app.tracer, app.convention, 6)
+        assert stack.recorder.of("on_loop_detected") == []
+        with ScriptedServer([*same, Reply("done", usage=(3, 1))]) as server:
+            client = openai.OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
+            _bare_calls(client, app.tracer, app.convention, 6)
+    assert [d.action for d in stack.recorder.of("on_loop_detected")] == ["warn", "stop"]
+    starts = stack.recorder.of("on_run_start")
+    assert len(starts) == 6 + 5 + 6 + 5  # a run per model span and per tool span
+    assert len({s.session_id for s in starts}) == 1
+    assert_contract(stack.recorder.events)
+    stack.check_nothing_open()
+
+
 def test_group_by_agent_ignores_spans_outside_agents(stack: Stack,
                                                      instrumentation: Instrumented) -> None:
     """group_by="agent": model spans with no agent ancestor are not reported."""
@@ -269,6 +325,15 @@ def test_shutdown_ends_runs_still_open(stack: Stack) -> None:
     assert processor.open_runs == 0
     assert stack.recorder.of("on_run_end")[0].status == "cancelled"
     assert_contract(stack.recorder.events)
+    # spans of the shut-down provider feed no observer any more (they did)
+    count = len(stack.recorder.events)
+    tracer = provider.get_tracer("app")
+    with tracer.start_as_current_span("invoke_agent y", attributes={
+            "gen_ai.operation.name": "invoke_agent"}), \
+            tracer.start_as_current_span("chat m", attributes=_CHAT):
+        pass
+    assert len(stack.recorder.events) == count
+    assert processor.open_runs == 0
 
 
 class _Broken(EventSink):
