@@ -71,7 +71,16 @@ $(STRANDS_STAMP): scripts/bridge-strands-requirements.txt
 		-r scripts/bridge-strands-requirements.txt
 	touch $@
 
-bridge-venvs: $(STRANDS_STAMP)
+ADK_STAMP := $(BRIDGE_VENVS)/adk/.installed-stamp
+
+$(ADK_STAMP): scripts/bridge-adk-requirements.txt
+	rm -rf $(BRIDGE_VENVS)/adk
+	$(PYTHON) -m venv $(BRIDGE_VENVS)/adk
+	$(BRIDGE_VENVS)/adk/bin/python -m pip install -q --disable-pip-version-check \
+		-r scripts/bridge-adk-requirements.txt
+	touch $@
+
+bridge-venvs: $(STRANDS_STAMP) $(ADK_STAMP)
 
 # The documentation site: `make docs` serves it on http://127.0.0.1:8000 with live reload;
 # `make docs-build` builds it in strict mode into build/site (tests/test_docs.py does too).

@@ -15,15 +15,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 from typing import Any
 
-from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
-
-from loopobs import RepetitionDetector
-from loopobs.adapters.otel import GenAISpanProcessor
-from loopobs.testing import RecordingObserver, assert_contract
+from tests._bridge_app import Bridge
 from tests._openai_server import Reply, ScriptedServer
 
 SCENARIOS: dict[str, list[Reply]] = {
@@ -47,13 +41,7 @@ def main() -> None:
     parser.add_argument("--group-by", default="agent", choices=["agent", "trace"])
     args = parser.parse_args()
 
-    recorder = RecordingObserver()
-    processor = GenAISpanProcessor(
-        [recorder], group_by=args.group_by,
-        detectors=[RepetitionDetector(warn_after=3, stop_after=5)])
-    provider = TracerProvider()
-    provider.add_span_processor(processor)
-    trace.set_tracer_provider(provider)  # Strands' tracer writes to the global provider
+    bridge = Bridge(args.group_by)
 
     # imported by name: strands is not in the dev venv that type-checks this file
     strands: Any = importlib.import_module("strands")
@@ -62,7 +50,7 @@ def main() -> None:
     if args.instrument_openai:
         from openinference.instrumentation.openai import OpenAIInstrumentor
 
-        OpenAIInstrumentor().instrument(tracer_provider=provider)
+        OpenAIInstrumentor().instrument(tracer_provider=bridge.provider)
 
     def add(a: int, b: int) -> int:
         """Add two numbers."""
@@ -79,24 +67,7 @@ def main() -> None:
                               name="calc", callback_handler=None)
         answer = str(agent("go")).strip()
         served = len(server.requests)
-    provider.shutdown()
-    assert_contract(recorder.events)
-    summary: dict[str, Any] = {
-        "answer": answer,
-        "served": served,
-        "agents": [c.agent for c in recorder.of("on_run_start")],
-        "runs_ended": [c.status for c in recorder.of("on_run_end")],
-        "model_calls": len(recorder.of("on_stream_success")),
-        "input_tokens": sum(c.input_tokens for c in recorder.of("on_run_end")),
-        "output_tokens": sum(c.output_tokens for c in recorder.of("on_run_end")),
-        "tools": [c.tool for c in recorder.of("on_tool_post")],
-        "arguments": [dict(c.input) for c in recorder.of("on_tool_call_received")],
-        "results": [c.result for c in recorder.of("on_tool_post")],
-        "detections": [d.action for d in recorder.of("on_loop_detected")],
-        "open_runs": processor.open_runs,
-    }
-    print(json.dumps(summary))
-
+    print(bridge.summary(answer=answer, served=served))
 
 if __name__ == "__main__":
     main()

@@ -11,42 +11,28 @@ Both span shapes are run: the legacy one (Strands' default: content on span even
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-PYTHON = ROOT / "build" / "bridge-venvs" / "strands" / "bin" / "python"
-VERIFIED_STRANDS = "1.62.0"
+from tests._bridge_app import installed_version, run_app, venv_python
 
+VERIFIED_STRANDS = "1.62.0"
 SHAPES = {"legacy": "", "latest": "gen_ai_latest_experimental"}
 
 pytestmark = pytest.mark.skipif(
-    not PYTHON.exists() and not os.environ.get("CI"),
+    not venv_python("strands").exists() and not os.environ.get("CI"),
     reason="Strands' venv is not built (make bridge-venvs)")
 
 
 def _run(scenario: str, shape: str, *flags: str) -> dict[str, Any]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OTEL_SEMCONV_STABILITY_OPT_IN": SHAPES[shape]}
-    for name in ("OTEL_TRACES_EXPORTER", "OTEL_METRICS_EXPORTER"):
-        env.pop(name, None)
-    done = subprocess.run([str(PYTHON), str(ROOT / "tests" / "_strands_app.py"), scenario,
-                           *flags], capture_output=True, text=True, env=env, cwd=ROOT,
-                          timeout=240, check=False)
-    assert done.returncode == 0, done.stderr[-4000:]
-    summary: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return summary
+    return run_app("strands", "_strands_app.py", scenario, *flags,
+                   OTEL_SEMCONV_STABILITY_OPT_IN=SHAPES[shape])
 
 
 def test_the_venv_has_the_verified_strands_release() -> None:
-    out = subprocess.run([str(PYTHON), "-c", "import importlib.metadata as m; "
-                          "print(m.version('strands-agents'))"],
-                         capture_output=True, text=True, check=True, timeout=60).stdout
-    assert out.strip() == VERIFIED_STRANDS
+    assert installed_version("strands", "strands-agents") == VERIFIED_STRANDS
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))

@@ -106,6 +106,8 @@ ADK_LLM_SPAN = "call_llm"  # Google ADK 1.x: its model span has no gen_ai.operat
 ADK_TOOL_ARGS = "gcp.vertex.agent.tool_call_args"
 ADK_TOOL_RESPONSE = "gcp.vertex.agent.tool_response"
 ADK_SESSION = "gcp.vertex.agent.session_id"
+# what ADK writes in its tool attributes when content is off (or not applicable): no content
+ADK_PLACEHOLDERS = frozenset({"{}", "N/A", "<not specified>"})
 ANTHROPIC_TOOL_RESULT = "anthropic.tool_result.content"
 # Strands: content on span events. Its legacy (default) shape puts a tool's arguments on
 # gen_ai.tool.message (content) and its result on gen_ai.choice (message); the latest
@@ -183,7 +185,8 @@ def _count(attrs: Mapping[str, Any], skipped: _Skipped, *names: str) -> Any:
 def _str(attrs: Mapping[str, Any], *names: str) -> str:
     for name in names:
         value = attrs.get(name)
-        if isinstance(value, str) and value:
+        if isinstance(value, str) and value and not (
+                name in (ADK_TOOL_ARGS, ADK_TOOL_RESPONSE) and value in ADK_PLACEHOLDERS):
             return value
     return ""
 
@@ -375,6 +378,19 @@ def _first_chunk_ms(span: ReadableSpan, skipped: _Skipped) -> float | None:
     return None
 
 
+def _seen(table: dict[int, OrderedDict[str, None]], key: int, item: str) -> bool:
+    """Whether run ``key`` already had ``item`` in ``table``; remembers it (bounded)."""
+    seen = table.get(key)
+    if seen is None:
+        seen = table[key] = OrderedDict()
+    if item in seen:
+        return True
+    seen[item] = None
+    if len(seen) > _MAX_RESPONSE_IDS:
+        seen.popitem(last=False)
+    return False
+
+
 @dataclass(slots=True, eq=False)
 class _Node:
     """A started span the processor follows until it ends."""
@@ -457,6 +473,9 @@ class GenAISpanProcessor(SpanProcessor):
         # response ids reported per run (agent or local-root span id): a call two spans
         # describe (a framework's and its provider SDK's) is reported once
         self._responses: dict[int, OrderedDict[str, None]] = {}
+        # call ids of the tool spans reported per run: ADK 2.x ends a model span after the
+        # tools it asked for, and a call must not be received again when it ends
+        self._tool_ids: dict[int, OrderedDict[str, None]] = {}
         # the session of runs whose trace is one GenAI span (an app with no span of its
         # own around its calls): such runs share it, so the detectors see them together
         self._lone_session = uuid.uuid4()
@@ -558,6 +577,7 @@ class GenAISpanProcessor(SpanProcessor):
             self._nodes.clear()
             self._owners.clear()
             self._responses.clear()
+            self._tool_ids.clear()
         self.tracker.observers.force_flush()
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
@@ -651,17 +671,7 @@ class GenAISpanProcessor(SpanProcessor):
     def _seen_response(self, key: int, attrs: Mapping[str, Any]) -> bool:
         """Whether a model span of run ``key`` with this response id was already reported."""
         response_id = _str(attrs, c.GEN_AI_RESPONSE_ID)
-        if not response_id:
-            return False
-        seen = self._responses.get(key)
-        if seen is None:
-            seen = self._responses[key] = OrderedDict()
-        if response_id in seen:
-            return True
-        seen[response_id] = None
-        if len(seen) > _MAX_RESPONSE_IDS:
-            seen.popitem(last=False)
-        return False
+        return bool(response_id) and _seen(self._responses, key, response_id)
 
     def _release(self, sid: int, node: _Node, error_type: str | None,
                  end_ns: int | None) -> None:
@@ -690,6 +700,7 @@ class GenAISpanProcessor(SpanProcessor):
     def _end_run(self, key: int, error_type: str | None, end_ns: int | None, *,
                  seen: bool = True) -> None:
         self._responses.pop(key, None)
+        self._tool_ids.pop(key, None)
         run = self._runs.pop(key, None)
         if run is None:
             return
@@ -724,14 +735,14 @@ class GenAISpanProcessor(SpanProcessor):
             return
         skipped = _Skipped()
         if kind == "model":
-            self._model(run, sid, span, attrs, skipped)
+            self._model(run, sid, span, attrs, skipped, node.owner)
         else:
-            self._tool(run, sid, span, attrs, skipped)
+            self._tool(run, sid, span, attrs, skipped, node.owner)
         if skipped.names:
             self._skip(span, skipped)
 
     def _model(self, run: AdapterRun, sid: int, span: ReadableSpan,
-               attrs: Mapping[str, Any], skipped: _Skipped) -> None:
+               attrs: Mapping[str, Any], skipped: _Skipped, key: int) -> None:
         # Everything is read before the call is reported, so a span read halfway never
         # leaves its call open (to be ended as cancelled with the run).
         model = _str(attrs, c.GEN_AI_REQUEST_MODEL, OI_MODEL, c.GEN_AI_RESPONSE_MODEL)
@@ -743,6 +754,9 @@ class GenAISpanProcessor(SpanProcessor):
                                 time_ns=span.end_time)
             return
         text, calls = _output(attrs, skipped, span)
+        ran = self._tool_ids.get(key)
+        if ran:
+            calls = [call for call in calls if not call.id or call.id not in ran]
         reasons = attrs.get(c.GEN_AI_RESPONSE_FINISH_REASONS)
         finish = reasons[0] if isinstance(reasons, (tuple, list)) and reasons else \
             _str(attrs, OI_FINISH_REASON) or None
@@ -757,7 +771,7 @@ class GenAISpanProcessor(SpanProcessor):
                       time_to_first_token_ms=first_chunk_ms, time_ns=span.end_time)
 
     def _tool(self, run: AdapterRun, sid: int, span: ReadableSpan,
-              attrs: Mapping[str, Any], skipped: _Skipped) -> None:
+              attrs: Mapping[str, Any], skipped: _Skipped, key: int) -> None:
         name = _str(attrs, c.GEN_AI_TOOL_NAME, OI_TOOL_NAME) or \
             span.name.removeprefix(c.SPAN_EXECUTE_TOOL).strip() or "tool"
         # Never OpenInference's tool.parameters: that is the tool's JSON schema, the same
@@ -776,8 +790,10 @@ class GenAISpanProcessor(SpanProcessor):
         error_type = _error(span) or ("ToolException" if failed else None)
         error = ToolExecutionError(f"the tool span ended with an error: {error_type}",
                                    tool=name, error_type=error_type) if error_type else None
-        run.tool_start(sid, tool=name,
-                       call_id=_str(attrs, c.GEN_AI_TOOL_CALL_ID, OI_TOOL_ID,
-                                    OI_TOOL_CALL_ID) or output_call_id,
-                       arguments=arguments, time_ns=span.start_time)
+        call_id = _str(attrs, c.GEN_AI_TOOL_CALL_ID, OI_TOOL_ID, OI_TOOL_CALL_ID) or \
+            output_call_id
+        if call_id:
+            _seen(self._tool_ids, key, call_id)
+        run.tool_start(sid, tool=name, call_id=call_id, arguments=arguments,
+                       time_ns=span.start_time)
         run.tool_end(sid, result=result or None, error=error, time_ns=span.end_time)
