@@ -80,7 +80,16 @@ $(ADK_STAMP): scripts/bridge-adk-requirements.txt
 		-r scripts/bridge-adk-requirements.txt
 	touch $@
 
-bridge-venvs: $(STRANDS_STAMP) $(ADK_STAMP)
+MAF_STAMP := $(BRIDGE_VENVS)/maf/.installed-stamp
+
+$(MAF_STAMP): scripts/bridge-maf-requirements.txt
+	rm -rf $(BRIDGE_VENVS)/maf
+	$(PYTHON) -m venv $(BRIDGE_VENVS)/maf
+	$(BRIDGE_VENVS)/maf/bin/python -m pip install -q --disable-pip-version-check \
+		-r scripts/bridge-maf-requirements.txt
+	touch $@
+
+bridge-venvs: $(STRANDS_STAMP) $(ADK_STAMP) $(MAF_STAMP)
 
 # The documentation site: `make docs` serves it on http://127.0.0.1:8000 with live reload;
 # `make docs-build` builds it in strict mode into build/site (tests/test_docs.py does too).
