@@ -112,3 +112,43 @@ def test_a_runaway_is_detected_with_content_on(stack: Stack) -> None:
     assert {c.result for c in stack.recorder.of("on_tool_post")} == {"order A: shipped"}
     assert_contract(stack.recorder.events)
     stack.check_nothing_open()
+
+
+def test_with_openllmetrys_anthropic_instrumentor_each_call_counts_once(stack: Stack) -> None:
+    """OpenLLMetry's Anthropic instrumentor beside the SDK's own spans: each request has two
+    sibling model spans with one ``gen_ai.response.id``, inside the tool runner's run and
+    for a bare ``messages.create`` (each span then a trace by itself); one call each (it
+    was two)."""
+    pytest.importorskip("opentelemetry.instrumentation.anthropic")
+    from opentelemetry.instrumentation.anthropic import AnthropicInstrumentor
+    from opentelemetry.sdk.trace import TracerProvider
+
+    def lookup(order: str) -> str:
+        """Look an order up."""
+        return f"order {order}: shipped"
+
+    provider = TracerProvider()
+    provider.add_span_processor(GenAISpanProcessor(stack.observers))
+    instrumentor = AnthropicInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    script = [Message(calls=[("t1", "lookup", {"order": "A"})], usage=(10, 5, 0, 0)),
+              Message("A has shipped", usage=(20, 3, 0, 0)), Message("hi", usage=(7, 1, 0, 0))]
+    try:
+        with ScriptedMessages(script) as server:
+            client = anthropic.Anthropic(base_url=server.base_url, api_key="k", max_retries=0,
+                                         open_telemetry={"tracer_provider": provider})
+            list(client.beta.messages.tool_runner(
+                model="claude-test", max_tokens=100, tools=[anthropic.beta_tool(lookup)],
+                messages=[{"role": "user", "content": "where is A"}]))
+            client.messages.create(model="claude-test", max_tokens=10,
+                                   messages=[{"role": "user", "content": "hi"}])
+            served = len(server.requests)
+    finally:
+        instrumentor.uninstrument()
+        provider.shutdown()
+    assert served == 3
+    successes = stack.recorder.of("on_stream_success")
+    assert [c.response_id for c in successes] == ["msg_0", "msg_1", "msg_2"]
+    assert sum(c.input_tokens for c in successes) == 10 + 20 + 7
+    assert_contract(stack.recorder.events)
+    stack.check_nothing_open()

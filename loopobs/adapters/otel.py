@@ -122,6 +122,8 @@ _ARGUMENT_ATTRIBUTES = (c.GEN_AI_TOOL_CALL_ARGUMENTS, OI_TOOL_CALL_ARGUMENTS, OI
                         ADK_TOOL_ARGS)
 _RESULT_ATTRIBUTES = (c.GEN_AI_TOOL_CALL_RESULT, OI_OUTPUT, ANTHROPIC_TOOL_RESULT,
                       ADK_TOOL_RESPONSE)
+_LONE = -1
+"""The key under which the runs of one-span traces remember response ids (span ids are > 0)."""
 _MAX_RESPONSE_IDS = 1024
 """Response ids remembered per run, to count a call described by two spans once."""
 _MAX_SPANS = 65536
@@ -728,7 +730,9 @@ class GenAISpanProcessor(SpanProcessor):
                 attrs: Mapping[str, Any]) -> None:
         if kind == "model":
             self._cover(node)
-            if node.covered or self._seen_response(node.owner, attrs):
+            # Runs of one-span traces share their response ids, as they share a session.
+            key = _LONE if node.agent is None and node.root == sid else node.owner
+            if node.covered or self._seen_response(key, attrs):
                 return  # the same call as a model span already reported
         run = self._run_for(node, sid, span, attrs)
         if run is None:
