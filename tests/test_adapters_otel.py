@@ -212,12 +212,12 @@ def test_spans_that_are_traces_of_their_own_are_detected_together(
     same = [Reply(calls=[(f"q{i}", "poll", {"job": "42"})], usage=(3, 1)) for i in range(5)]
     for app in _app(stack, instrumentation,
                     detectors=[RepetitionDetector(warn_after=3, stop_after=5)]):
-        with ScriptedServer([*different, Reply("done", usage=(3, 1))]) as server:
+        # one server for both: its response ids stay unique, as a provider's are
+        with ScriptedServer([*different, Reply("done", usage=(3, 1)),
+                             *same, Reply("done", usage=(3, 1))]) as server:
             client = openai.OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
             _bare_calls(client, app.tracer, app.convention, 6)
-        assert stack.recorder.of("on_loop_detected") == []
-        with ScriptedServer([*same, Reply("done", usage=(3, 1))]) as server:
-            client = openai.OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
+            assert stack.recorder.of("on_loop_detected") == []
             _bare_calls(client, app.tracer, app.convention, 6)
     assert [d.action for d in stack.recorder.of("on_loop_detected")] == ["warn", "stop"]
     starts = stack.recorder.of("on_run_start")
