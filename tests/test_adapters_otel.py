@@ -227,6 +227,23 @@ def test_spans_that_are_traces_of_their_own_are_detected_together(
     stack.check_nothing_open()
 
 
+def test_a_server_answering_with_one_id_loses_no_call(stack: Stack,
+                                                      instrumentation: Instrumented) -> None:
+    """Every response with the same id (a mock, some local servers): separate requests are
+    separate calls, inside a trace and as traces of one span (dropping by id lost them)."""
+    script = [Reply(calls=[("c1", "add", {"a": 1, "b": 2})], usage=(5, 1), response_id="x"),
+              Reply("3", usage=(7, 2), response_id="x")]
+    for app in _app(stack, instrumentation):
+        with ScriptedServer(script) as server:
+            client = openai.OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
+            run_agent(client, app.tracer, app.convention, "add")
+            _bare_calls(client, app.tracer, app.convention, 2)
+            served = len(server.requests)
+    assert served == 3  # two in the agent, one bare (answered without tools)
+    assert len(stack.recorder.of("on_stream_success")) == 3
+    assert_contract(stack.recorder.events)
+
+
 def test_group_by_agent_ignores_spans_outside_agents(stack: Stack,
                                                      instrumentation: Instrumented) -> None:
     """group_by="agent": model spans with no agent ancestor are not reported."""

@@ -474,7 +474,7 @@ class GenAISpanProcessor(SpanProcessor):
         self._closed = False
         # response ids reported per run (agent or local-root span id): a call two spans
         # describe (a framework's and its provider SDK's) is reported once
-        self._responses: dict[int, OrderedDict[str, None]] = {}
+        self._responses: dict[int, OrderedDict[str, tuple[int, int]]] = {}
         # call ids of the tool spans reported per run: ADK 2.x ends a model span after the
         # tools it asked for, and a call must not be received again when it ends
         self._tool_ids: dict[int, OrderedDict[str, None]] = {}
@@ -670,10 +670,28 @@ class GenAISpanProcessor(SpanProcessor):
                 return
             parent = above.parent
 
-    def _seen_response(self, key: int, attrs: Mapping[str, Any]) -> bool:
-        """Whether a model span of run ``key`` with this response id was already reported."""
+    def _seen_response(self, key: int, span: ReadableSpan, attrs: Mapping[str, Any]) -> bool:
+        """Whether a model span of run ``key`` with this response id, overlapping this one
+        in time, was already reported: two spans of one request.
+
+        Spans that do not overlap are two requests, even with one id (a server or a mock
+        that answers every request with the same id must not lose calls).
+        """
         response_id = _str(attrs, c.GEN_AI_RESPONSE_ID)
-        return bool(response_id) and _seen(self._responses, key, response_id)
+        if not response_id:
+            return False
+        start, end = span.start_time or 0, span.end_time or 0
+        seen = self._responses.get(key)
+        if seen is None:
+            seen = self._responses[key] = OrderedDict()
+        before = seen.get(response_id)
+        if before is not None and start <= before[1] and before[0] <= end:
+            return True
+        seen[response_id] = (start, end)
+        seen.move_to_end(response_id)
+        if len(seen) > _MAX_RESPONSE_IDS:
+            seen.popitem(last=False)
+        return False
 
     def _release(self, sid: int, node: _Node, error_type: str | None,
                  end_ns: int | None) -> None:
@@ -732,7 +750,7 @@ class GenAISpanProcessor(SpanProcessor):
             self._cover(node)
             # Runs of one-span traces share their response ids, as they share a session.
             key = _LONE if node.agent is None and node.root == sid else node.owner
-            if node.covered or self._seen_response(key, attrs):
+            if node.covered or self._seen_response(key, span, attrs):
                 return  # the same call as a model span already reported
         run = self._run_for(node, sid, span, attrs)
         if run is None:
