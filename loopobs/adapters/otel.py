@@ -406,7 +406,7 @@ class _Node:
     # The live span while its kind may still change: frameworks (ADK, Strands, MAF)
     # set gen_ai.operation.name and gen_ai.agent.name just after the span starts.
     span: Span | None = None
-    covered: bool = False  # a model span nested in it was reported as the call
+    covered: bool = False  # a model span nested in it was reported (so it is no call itself)
 
     @property
     def owner(self) -> int:
@@ -651,23 +651,20 @@ class GenAISpanProcessor(SpanProcessor):
         return run
 
     def _cover(self, node: _Node) -> None:
-        """A model span ended: its nearest model ancestor describes the same call.
+        """A model span ended: a model span around it describes the same call.
 
         A framework's model span holding its provider SDK's (Strands, MAF, AG2 with
-        an instrumented client; the Anthropic SDK under OpenLLMetry) is one call: the
-        inner span, which ends first, reports it, and the outer one is skipped.
+        an instrumented client; OpenInference's LangChain span around its OpenAI one)
+        is one call: the inner span, which ends first, reports it, and the outer one is
+        skipped. Every ancestor up to the agent is marked, because an ancestor may say
+        it is a model span only at its end (OpenInference sets its attributes then).
         """
         parent = node.parent
         while parent is not None:
             above = self._nodes.get(parent)
             if above is None or above.kind == "agent":
                 return
-            kind: Kind = above.kind
-            if kind == "other" and above.span is not None:
-                kind = _kind(above.span.attributes or {}, above.span.name)
-            if kind == "model":
-                above.covered = True
-                return
+            above.covered = True
             parent = above.parent
 
     def _seen_response(self, key: int, span: ReadableSpan, attrs: Mapping[str, Any]) -> bool:
