@@ -89,7 +89,16 @@ $(MAF_STAMP): scripts/bridge-maf-requirements.txt
 		-r scripts/bridge-maf-requirements.txt
 	touch $@
 
-bridge-venvs: $(STRANDS_STAMP) $(ADK_STAMP) $(MAF_STAMP)
+ADK1_STAMP := $(BRIDGE_VENVS)/adk1/.installed-stamp
+
+$(ADK1_STAMP): scripts/bridge-adk1-requirements.txt
+	rm -rf $(BRIDGE_VENVS)/adk1
+	$(PYTHON) -m venv $(BRIDGE_VENVS)/adk1
+	$(BRIDGE_VENVS)/adk1/bin/python -m pip install -q --disable-pip-version-check \
+		-r scripts/bridge-adk1-requirements.txt
+	touch $@
+
+bridge-venvs: $(STRANDS_STAMP) $(ADK_STAMP) $(ADK1_STAMP) $(MAF_STAMP)
 
 # The documentation site: `make docs` serves it on http://127.0.0.1:8000 with live reload;
 # `make docs-build` builds it in strict mode into build/site (tests/test_docs.py does too).

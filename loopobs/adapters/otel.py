@@ -103,6 +103,7 @@ _CHUNK_EVENT = "gen_ai.content.completion.chunk"
 
 # Attributes of the native emitters, read where the conventions' own are absent.
 ADK_LLM_SPAN = "call_llm"  # Google ADK 1.x: its model span has no gen_ai.operation.name
+ADK_AGENT_SPAN = "agent_run ["  # Google ADK 1.x: "agent_run [NAME]", with no attributes
 ADK_TOOL_ARGS = "gcp.vertex.agent.tool_call_args"
 ADK_TOOL_RESPONSE = "gcp.vertex.agent.tool_response"
 ADK_SESSION = "gcp.vertex.agent.session_id"
@@ -149,8 +150,11 @@ def _kind(attrs: Mapping[str, Any], name: str = "") -> Kind:
         return "model"
     if oi == "TOOL":
         return "tool"
-    if name == ADK_LLM_SPAN and op is None:
-        return "model"
+    if op is None and oi is None:
+        if name == ADK_LLM_SPAN:
+            return "model"
+        if name.startswith(ADK_AGENT_SPAN) and name.endswith("]"):
+            return "agent"
     return "other"
 
 
@@ -598,7 +602,10 @@ class GenAISpanProcessor(SpanProcessor):
                        c.GEN_AI_CONVERSATION_ID, OI_SESSION, ADK_SESSION, ANTHROPIC_SESSION)
         name = _str(attrs, c.GEN_AI_AGENT_NAME, OI_AGENT_NAME)
         if not name and agent:
-            name = span_name.removeprefix(c.SPAN_INVOKE_AGENT).strip() or span_name
+            if span_name.startswith(ADK_AGENT_SPAN) and span_name.endswith("]"):
+                name = span_name[len(ADK_AGENT_SPAN):-1]
+            else:
+                name = span_name.removeprefix(c.SPAN_INVOKE_AGENT).strip() or span_name
         run = self.tracker.start_run(
             agent=name or None, model=_str(attrs, c.GEN_AI_REQUEST_MODEL, OI_MODEL),
             session_id=uuid.uuid5(_SESSION_NAMESPACE, session) if session
