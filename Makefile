@@ -98,7 +98,16 @@ $(ADK1_STAMP): scripts/bridge-adk1-requirements.txt
 		-r scripts/bridge-adk1-requirements.txt
 	touch $@
 
-bridge-venvs: $(STRANDS_STAMP) $(ADK_STAMP) $(ADK1_STAMP) $(MAF_STAMP)
+AG2_STAMP := $(BRIDGE_VENVS)/ag2/.installed-stamp
+
+$(AG2_STAMP): scripts/bridge-ag2-requirements.txt
+	rm -rf $(BRIDGE_VENVS)/ag2
+	$(PYTHON) -m venv $(BRIDGE_VENVS)/ag2
+	$(BRIDGE_VENVS)/ag2/bin/python -m pip install -q --disable-pip-version-check \
+		-r scripts/bridge-ag2-requirements.txt
+	touch $@
+
+bridge-venvs: $(STRANDS_STAMP) $(ADK_STAMP) $(ADK1_STAMP) $(MAF_STAMP) $(AG2_STAMP)
 
 # The documentation site: `make docs` serves it on http://127.0.0.1:8000 with live reload;
 # `make docs-build` builds it in strict mode into build/site (tests/test_docs.py does too).

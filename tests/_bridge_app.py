@@ -47,6 +47,7 @@ class Bridge:
             "results": [c.result for c in recorder.of("on_tool_post")],
             "detections": [d.action for d in recorder.of("on_loop_detected")],
             "open_runs": self.processor.open_runs,
+            "skipped_attributes": self.processor.skipped_attributes,
         })
 
 

@@ -316,6 +316,11 @@ def _output(attrs: Mapping[str, Any], skipped: _Skipped,
         malformed = not isinstance(messages, list)
         for message in messages if isinstance(messages, list) else []:
             parts = message.get("parts") if isinstance(message, dict) else None
+            if parts is None and isinstance(message, dict) and (
+                    "content" in message or "tool_calls" in message):
+                # OpenAI-style messages (AG2 writes them so): content and tool_calls
+                malformed |= not _openai_message(message, text, calls, name, skipped)
+                continue
             if not isinstance(parts, list):
                 malformed = True
                 continue
@@ -352,6 +357,29 @@ def _output(attrs: Mapping[str, Any], skipped: _Skipped,
                               arguments or {}))
         index += 1
     return "".join(text), calls
+
+
+def _openai_message(message: dict[str, Any], text: list[str], calls: list[ToolCall],
+                    name: str, skipped: _Skipped) -> bool:
+    """Read an OpenAI-style message's text and tool calls; False if it is malformed."""
+    content = message.get("content")
+    if isinstance(content, str):
+        text.append(content)
+    elif content is not None:
+        return False
+    raw_calls = message.get("tool_calls") or []
+    if not isinstance(raw_calls, list):
+        return False
+    for call in raw_calls:
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict):
+            return False
+        args = function.get("arguments")
+        calls.append(ToolCall(
+            str(call.get("id") or ""), str(function.get("name") or ""),
+            args if isinstance(args, dict)
+            else (_arguments(args, name, skipped) or {}) if isinstance(args, str) else {}))
+    return True
 
 
 def _error(span: ReadableSpan) -> str | None:
