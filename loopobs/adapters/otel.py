@@ -12,7 +12,10 @@ It reads spans in two conventions:
   OpenLLMetry, the contrib instrumentations, Logfire, pydantic-ai, the OpenAI
   Agents SDK exporters…;
 - OpenInference (``openinference.span.kind``: ``AGENT``, ``LLM``, ``TOOL``; ``llm.*``,
-  ``tool.*``), as written by every OpenInference instrumentation.
+  ``tool.*``), as written by every OpenInference instrumentation;
+- the frameworks' own spans: Google ADK (1.x ``agent_run [NAME]`` / ``call_llm`` and 2.x),
+  Strands Agents (legacy and latest shapes), Microsoft Agent Framework, AG2 and the
+  Anthropic SDK (``anthropic.*``), with their own content attributes and events.
 
 What becomes what: an agent span is a run (nested agent spans are runs of their
 own); model and tool spans belong to the run of their nearest agent ancestor, or,
@@ -21,18 +24,22 @@ which ends when the trace's local root span ends (or, if later, the last of its
 model and tool spans: a root may end before its children). A model span is one model call
 (a turn begins with it; usage from ``gen_ai.usage.*`` or ``llm.token_count.*``);
 a tool span is one tool call attempt (arguments and result from
-``gen_ai.tool.call.*`` or ``tool.id`` / ``tool.parameters`` / ``input.value`` /
-``output.value``).
+``gen_ai.tool.call.*`` or ``input.value`` / ``output.value``; never
+``tool.parameters``, the tool's schema). A model span nested in another model span,
+or sharing an overlapping span's response id, is the same call, counted once.
 Spans reach a processor when they end, children before parents, so each model or
 tool span is reported, with its own start and end times, when it ends; the run
-starts with its agent span (or the trace's first GenAI span).
+starts with its agent span (classified again when its first child starts, for
+frameworks that name it just after it starts) or the trace's first GenAI span.
+A trace that is one GenAI span (an app with no span around its calls) is a run
+of its own, in a session shared by all such runs, so the detectors see them together.
 
 Limits, by construction: the processor cannot stop a run (span processors only
 watch; detector verdicts are still reported to every observer, and metrics,
 Prometheus and the dashboards work), and it sees no streamed deltas (spans carry
 no chunks). Repetition detection needs the tool spans to carry arguments or
-results (content capture on in the instrumentation): without them every call of a
-tool looks the same. Spans of loopobs's own tracing observer are ignored, so it
+results (content capture on in the instrumentation): a call with neither is not
+counted by the repetition detector (no false alarm, no detection). Spans of loopobs's own tracing observer are ignored, so it
 may share the provider; the processor's events are emitted in an empty OTel
 context, so spans loopobs writes never nest under the app's.
 """
