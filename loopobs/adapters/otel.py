@@ -39,9 +39,10 @@ watch; detector verdicts are still reported to every observer, and metrics,
 Prometheus and the dashboards work), and it sees no streamed deltas (spans carry
 no chunks). Repetition detection needs the tool spans to carry arguments or
 results (content capture on in the instrumentation): a call with neither is not
-counted by the repetition detector (no false alarm, no detection). Spans of loopobs's own tracing observer are ignored, so it
-may share the provider; the processor's events are emitted in an empty OTel
-context, so spans loopobs writes never nest under the app's.
+counted by the repetition detector (no false alarm, no detection). Spans of
+loopobs's own tracing observer are ignored, so it may share the provider; the
+processor's events are emitted in an empty OTel context, so spans loopobs writes
+never nest under the app's.
 """
 
 from __future__ import annotations
