@@ -26,6 +26,8 @@ from tests._bridge_app import installed_version, run_app, venv_python
 VERIFIED_ADK = "2.13.0"
 SCHEMAS = {"aligned": "", "legacy": "1"}
 
+pytestmark = pytest.mark.slow  # each test runs a framework in a subprocess
+
 _NO_ADK2 = pytest.mark.skipif(
     not venv_python("adk").exists() and not os.environ.get("CI"),
     reason="ADK's venv is not built (make bridge-venvs)")

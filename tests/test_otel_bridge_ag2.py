@@ -19,9 +19,9 @@ from tests._bridge_app import installed_version, run_app, venv_python
 
 VERIFIED_AG2 = "1.2.1"
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(
     not venv_python("ag2").exists() and not os.environ.get("CI"),
-    reason="AG2's venv is not built (make bridge-venvs)")
+    reason="AG2's venv is not built (make bridge-venvs)")]
 
 
 def _run(scenario: str, *flags: str) -> dict[str, Any]:

@@ -20,9 +20,9 @@ from tests._bridge_app import installed_version, run_app, venv_python
 
 VERIFIED = {"agent-framework-core": "1.23.0", "agent-framework-openai": "1.17.0"}
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(
     not venv_python("maf").exists() and not os.environ.get("CI"),
-    reason="the framework's venv is not built (make bridge-venvs)")
+    reason="the framework's venv is not built (make bridge-venvs)")]
 
 
 def _run(scenario: str, *flags: str, sensitive: bool = False) -> dict[str, Any]:

@@ -21,9 +21,9 @@ from tests._bridge_app import installed_version, run_app, venv_python
 VERIFIED_STRANDS = "1.62.0"
 SHAPES = {"legacy": "", "latest": "gen_ai_latest_experimental"}
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(
     not venv_python("strands").exists() and not os.environ.get("CI"),
-    reason="Strands' venv is not built (make bridge-venvs)")
+    reason="Strands' venv is not built (make bridge-venvs)")]
 
 
 def _run(scenario: str, shape: str, *flags: str) -> dict[str, Any]:
