@@ -107,7 +107,17 @@ $(AG2_STAMP): scripts/bridge-ag2-requirements.txt
 		-r scripts/bridge-ag2-requirements.txt
 	touch $@
 
-bridge-venvs: $(STRANDS_STAMP) $(ADK_STAMP) $(ADK1_STAMP) $(MAF_STAMP) $(AG2_STAMP)
+LLAMAINDEX_STAMP := $(BRIDGE_VENVS)/llamaindex/.installed-stamp
+
+$(LLAMAINDEX_STAMP): scripts/bridge-llamaindex-requirements.txt
+	rm -rf $(BRIDGE_VENVS)/llamaindex
+	$(PYTHON) -m venv $(BRIDGE_VENVS)/llamaindex
+	$(BRIDGE_VENVS)/llamaindex/bin/python -m pip install -q --disable-pip-version-check \
+		-r scripts/bridge-llamaindex-requirements.txt
+	touch $@
+
+bridge-venvs: $(STRANDS_STAMP) $(ADK_STAMP) $(ADK1_STAMP) $(MAF_STAMP) $(AG2_STAMP) \
+	$(LLAMAINDEX_STAMP)
 
 # The documentation site: `make docs` serves it on http://127.0.0.1:8000 with live reload;
 # `make docs-build` builds it in strict mode into build/site (tests/test_docs.py does too).

@@ -133,6 +133,8 @@ _RESULT_ATTRIBUTES = (c.GEN_AI_TOOL_CALL_RESULT, OI_OUTPUT, ANTHROPIC_TOOL_RESUL
                       ADK_TOOL_RESPONSE)
 _LONE = -1
 """The key under which the runs of one-span traces remember response ids (span ids are > 0)."""
+_MAX_ASKED = 256
+"""Tool calls asked for and not yet run that a run remembers (the latest)."""
 _MAX_RESPONSE_IDS = 1024
 """Response ids remembered per run, to count a call described by two spans once."""
 _MAX_SPANS = 65536
@@ -258,6 +260,15 @@ def _tool_output(text: str, skipped: _Skipped) -> tuple[str, str | None, bool]:
             skipped.add(OI_OUTPUT)
             return text, None, False
     return content, call_id if isinstance(call_id, str) else None, data.get("status") == "error"
+
+
+def _sends_no_request(name: str, attrs: Mapping[str, Any]) -> bool:
+    """Whether an LLM span only prepares a request: OpenInference's LlamaIndex
+    instrumentation writes ``OpenAI._prepare_chat_with_tools`` (kind ``LLM``, no usage,
+    no messages) beside the span of the call itself."""
+    return "._prepare_" in name and attrs.get(OI_SPAN_KIND) == "LLM" and not any(
+        n in attrs for n in (OI_PROMPT_TOKENS, OI_COMPLETION_TOKENS, OI_FINISH_REASON,
+                             c.GEN_AI_USAGE_INPUT_TOKENS))
 
 
 def _blocks_text(text: str) -> str:
@@ -518,6 +529,9 @@ class GenAISpanProcessor(SpanProcessor):
         # call ids of the tool spans reported per run: ADK 2.x ends a model span after the
         # tools it asked for, and a call must not be received again when it ends
         self._tool_ids: dict[int, OrderedDict[str, None]] = {}
+        # calls the model asked for per run, (id, tool) in order, not yet seen run: a tool
+        # span without a call id (OpenInference's LlamaIndex spans) is the first of its tool
+        self._asked: dict[int, list[tuple[str, str]]] = {}
         # the session of runs whose trace is one GenAI span (an app with no span of its
         # own around its calls): such runs share it, so the detectors see them together
         self._lone_session = uuid.uuid4()
@@ -620,6 +634,7 @@ class GenAISpanProcessor(SpanProcessor):
             self._owners.clear()
             self._responses.clear()
             self._tool_ids.clear()
+            self._asked.clear()
         self.tracker.observers.force_flush()
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
@@ -761,6 +776,7 @@ class GenAISpanProcessor(SpanProcessor):
                  seen: bool = True) -> None:
         self._responses.pop(key, None)
         self._tool_ids.pop(key, None)
+        self._asked.pop(key, None)
         run = self._runs.pop(key, None)
         if run is None:
             return
@@ -787,6 +803,8 @@ class GenAISpanProcessor(SpanProcessor):
     def _report(self, kind: Kind, node: _Node, sid: int, span: ReadableSpan,
                 attrs: Mapping[str, Any]) -> None:
         if kind == "model":
+            if _sends_no_request(span.name, attrs):
+                return
             self._cover(node)
             # Runs of one-span traces share their response ids, as they share a session.
             key = _LONE if node.agent is None and node.root == sid else node.owner
@@ -819,6 +837,10 @@ class GenAISpanProcessor(SpanProcessor):
         ran = self._tool_ids.get(key)
         if ran:
             calls = [call for call in calls if not call.id or call.id not in ran]
+        if calls:
+            asked = self._asked.setdefault(key, [])
+            asked.extend((call.id, call.name) for call in calls if call.id)
+            del asked[:-_MAX_ASKED]
         reasons = attrs.get(c.GEN_AI_RESPONSE_FINISH_REASONS)
         finish = reasons[0] if isinstance(reasons, (tuple, list)) and reasons else \
             _str(attrs, OI_FINISH_REASON) or None
@@ -854,6 +876,13 @@ class GenAISpanProcessor(SpanProcessor):
                                    tool=name, error_type=error_type) if error_type else None
         call_id = _str(attrs, c.GEN_AI_TOOL_CALL_ID, OI_TOOL_ID, OI_TOOL_CALL_ID) or \
             output_call_id
+        asked = self._asked.get(key)
+        if asked:
+            # the model's call this span runs: its own id, else the first of its tool
+            index = next((i for i, (cid, tool) in enumerate(asked)
+                          if cid == call_id or (not call_id and tool == name)), None)
+            if index is not None:
+                call_id = asked.pop(index)[0]
         if call_id:
             _seen(self._tool_ids, key, call_id)
         run.tool_start(sid, tool=name, call_id=call_id, arguments=arguments,
