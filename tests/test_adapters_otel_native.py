@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pytest
+from opentelemetry.sdk.trace.export import SpanExporter
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from loopobs import RepetitionDetector, Usage
-from loopobs.adapters.otel import GenAISpanProcessor
+from loopobs.adapters.otel import ContentStrippingExporter, GenAISpanProcessor
 from loopobs.testing import assert_contract
 from tests._adapter_checks import Stack
 from tests._anthropic_server import Message, ScriptedMessages
@@ -39,9 +41,12 @@ def test_the_pinned_anthropic_release_is_the_one_verified() -> None:
 
 
 def _run_tool_runner(processor: GenAISpanProcessor, script: list[Message], mode: Mode,
-                     conversation: str = "conv-1") -> list[Any]:
-    """The SDK's own tool runner, its spans going to ``processor``; the orders looked up."""
+                     conversation: str = "conv-1",
+                     exporter: SpanExporter | None = None) -> list[Any]:
+    """The SDK's own tool runner, its spans going to ``processor`` (and to ``exporter``
+    after it); the orders looked up."""
     from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
     looked_up: list[str] = []
 
@@ -52,6 +57,8 @@ def _run_tool_runner(processor: GenAISpanProcessor, script: list[Message], mode:
 
     provider = TracerProvider()
     provider.add_span_processor(processor)
+    if exporter is not None:
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
     try:
         with ScriptedMessages(script) as server:
             client = anthropic.Anthropic(
@@ -112,6 +119,33 @@ def test_a_runaway_is_detected_with_content_on(stack: Stack) -> None:
     assert {c.result for c in stack.recorder.of("on_tool_post")} == {"order A: shipped"}
     assert_contract(stack.recorder.events)
     stack.check_nothing_open()
+
+
+def test_content_captured_in_process_is_hashed_and_stripped_before_export(
+        stack: Stack) -> None:
+    """Content on in the SDK, the app's exporter wrapped in ContentStrippingExporter: the
+    detectors see the arguments and results (the runaway is reported), the exported spans
+    carry none of them."""
+    exported = InMemorySpanExporter()
+    detector = RepetitionDetector(warn_after=3, stop_after=5)
+    _run_tool_runner(GenAISpanProcessor(stack.observers, detectors=[detector]),
+                     _orders(["A"] * 6), "content", exporter=ContentStrippingExporter(exported))
+    assert [d.action for d in stack.recorder.of("on_loop_detected")] == ["warn", "stop"]
+    spans = exported.get_finished_spans()
+    tools = [s for s in spans if (s.attributes or {}).get("gen_ai.operation.name")
+             == "execute_tool"]
+    assert len(tools) == 6
+    content = ("gen_ai.tool.call.arguments", "anthropic.tool_result.content",
+               "gen_ai.input.messages", "gen_ai.output.messages")
+    for span in spans:
+        attrs = span.attributes or {}
+        assert not [name for name in content if name in attrs], span.name
+    assert all((s.attributes or {}).get("loopobs.content.stripped") for s in tools)
+    # what is not content stays: names, ids, usage
+    assert {(s.attributes or {}).get("gen_ai.tool.name") for s in tools} == {"lookup"}
+    chats = [s for s in spans if (s.attributes or {}).get("gen_ai.operation.name") == "chat"]
+    outputs = [(s.attributes or {}).get("gen_ai.usage.output_tokens") for s in chats]
+    assert outputs == [2] * 7
 
 
 def test_with_openllmetrys_anthropic_instrumentor_each_call_counts_once(stack: Stack) -> None:

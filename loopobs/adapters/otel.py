@@ -54,7 +54,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -62,7 +62,8 @@ from loopobs.adapters._extras import missing_extra
 
 try:
     from opentelemetry import context as otel_context
-    from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+    from opentelemetry.sdk.trace import Event, ReadableSpan, Span, SpanProcessor
+    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
     from opentelemetry.trace import StatusCode
 except ModuleNotFoundError as exc:  # pragma: no cover - exercised in a subprocess test
     raise missing_extra("otel", "opentelemetry-sdk", "otel-adapter", exc) from exc
@@ -75,7 +76,7 @@ from loopobs.contract.token_counts import plausible_token_count
 from loopobs.cost.pricing import PricesArg
 from loopobs.exporters import catalog as c
 
-__all__ = ["GenAISpanProcessor"]
+__all__ = ["ContentStrippingExporter", "GenAISpanProcessor"]
 
 logger = logging.getLogger("loopobs.adapters")
 
@@ -888,3 +889,75 @@ class GenAISpanProcessor(SpanProcessor):
         run.tool_start(sid, tool=name, call_id=call_id, arguments=arguments,
                        time_ns=span.start_time)
         run.tool_end(sid, result=result or None, error=error, time_ns=span.end_time)
+
+
+CONTENT_ATTRIBUTES: frozenset[str] = frozenset({
+    c.GEN_AI_INPUT_MESSAGES, c.GEN_AI_OUTPUT_MESSAGES, "gen_ai.system_instructions",
+    c.GEN_AI_TOOL_CALL_ARGUMENTS, c.GEN_AI_TOOL_CALL_RESULT, OI_INPUT, OI_OUTPUT,
+    ANTHROPIC_TOOL_RESULT, ADK_TOOL_ARGS, ADK_TOOL_RESPONSE, "gcp.vertex.agent.llm_request",
+    "gcp.vertex.agent.llm_response", "gen_ai.prompt", "gen_ai.completion",
+})
+"""Span attributes that hold message content, in the conventions the processor reads."""
+CONTENT_PREFIXES: tuple[str, ...] = ("llm.input_messages.", "llm.output_messages.",
+                                     "gen_ai.prompt.", "gen_ai.completion.")
+"""Prefixes of flattened content attributes (OpenInference's, OpenLLMetry's)."""
+CONTENT_EVENTS: frozenset[str] = frozenset({
+    DETAILS_EVENT, STRANDS_TOOL_MESSAGE, STRANDS_CHOICE, "gen_ai.user.message",
+    "gen_ai.assistant.message", "gen_ai.system.message",
+})
+"""Span events that carry message content (the latest conventions' and the legacy ones)."""
+
+
+class ContentStrippingExporter(SpanExporter):
+    """Wraps the app's span exporter: spans leave the process without message content.
+
+    With content capture on in the instrumentation, a :class:`GenAISpanProcessor` on the
+    same provider hashes tool arguments and results for the detectors as the spans end;
+    this exporter then removes the content attributes (:data:`CONTENT_ATTRIBUTES`, the
+    flattened :data:`CONTENT_PREFIXES`) and content events (:data:`CONTENT_EVENTS`) from
+    the copies it hands to ``exporter``, so nothing of it is exported::
+
+        provider.add_span_processor(GenAISpanProcessor(observers))
+        provider.add_span_processor(BatchSpanProcessor(ContentStrippingExporter(OTLPSpanExporter())))
+
+    Spans themselves are never changed (other processors see them as they are); a
+    stripped span gets ``loopobs.content.stripped = true``.
+    """
+
+    def __init__(self, exporter: SpanExporter, *,
+                 attributes: Iterable[str] = CONTENT_ATTRIBUTES,
+                 prefixes: Iterable[str] = CONTENT_PREFIXES,
+                 events: Iterable[str] = CONTENT_EVENTS) -> None:
+        self.exporter = exporter
+        self._attributes = frozenset(attributes)
+        self._prefixes = tuple(prefixes)
+        self._events = frozenset(events)
+
+    def _content(self, name: str) -> bool:
+        return name in self._attributes or name.startswith(self._prefixes)
+
+    def strip(self, span: ReadableSpan) -> ReadableSpan:
+        """``span`` without its content (``span`` itself when it has none)."""
+        attrs = span.attributes or {}
+        events = [e for e in span.events if e.name not in self._events]
+        if len(events) == len(span.events) and not any(self._content(k) for k in attrs):
+            return span
+        kept = {k: v for k, v in attrs.items() if not self._content(k)}
+        kept["loopobs.content.stripped"] = True
+        return ReadableSpan(
+            name=span.name, context=span.context, parent=span.parent, resource=span.resource,
+            attributes=kept,
+            events=[Event(e.name, {k: v for k, v in (e.attributes or {}).items()
+                                   if not self._content(k)}, e.timestamp) for e in events],
+            links=span.links, kind=span.kind, status=span.status,
+            start_time=span.start_time, end_time=span.end_time,
+            instrumentation_scope=span.instrumentation_scope)
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        return self.exporter.export([self.strip(span) for span in spans])
+
+    def shutdown(self) -> None:
+        self.exporter.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.exporter.force_flush(timeout_millis)
