@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test test-adapters-min test-frameworks test-pythons lint typecheck unit unit-fast backends bench \
+.PHONY: demo test test-adapters-min test-frameworks test-pythons bridge-venvs lint typecheck unit unit-fast backends bench \
 	bench-peers docs docs-build clean
 
 # The fast suite: every unit test but the long ones (marked slow: soak, load, bounded shutdowns,
@@ -44,7 +44,7 @@ unit: $(STAMP)
 unit-fast: $(STAMP)
 	$(PY) -m pytest $(FAST_TESTS)
 
-test: $(STAMP) backends lint typecheck
+test: $(STAMP) backends bridge-venvs lint typecheck
 	. scripts/backends.env && $(PY) -m pytest --cov --cov-report=term:skip-covered \
 		--cov-fail-under=$(COVERAGE_FLOOR)
 	$(MAKE) test-adapters-min
@@ -119,6 +119,66 @@ test-frameworks: $(FW_STAMP)
 	$(FW_VENV)/bin/python -m mypy --cache-dir $(FW_VENV)/.mypy_cache --follow-imports=silent \
 		$(FRAMEWORK_ADAPTERS) $(FRAMEWORK_TESTS)
 	$(FW_VENV)/bin/python -m pytest -q -p no:cacheprovider $(FRAMEWORK_TESTS)
+
+# Frameworks whose OpenTelemetry pins clash with the dev venv's, each in a venv of its own
+# for the span bridge's tests (tests/test_otel_bridge_*.py run them in a subprocess).
+BRIDGE_VENVS := build/bridge-venvs
+STRANDS_STAMP := $(BRIDGE_VENVS)/strands/.installed-stamp
+
+$(STRANDS_STAMP): scripts/bridge-strands-requirements.txt
+	rm -rf $(BRIDGE_VENVS)/strands
+	$(PYTHON) -m venv $(BRIDGE_VENVS)/strands
+	$(BRIDGE_VENVS)/strands/bin/python -m pip install -q --disable-pip-version-check \
+		-r scripts/bridge-strands-requirements.txt
+	touch $@
+
+ADK_STAMP := $(BRIDGE_VENVS)/adk/.installed-stamp
+
+$(ADK_STAMP): scripts/bridge-adk-requirements.txt
+	rm -rf $(BRIDGE_VENVS)/adk
+	$(PYTHON) -m venv $(BRIDGE_VENVS)/adk
+	$(BRIDGE_VENVS)/adk/bin/python -m pip install -q --disable-pip-version-check \
+		-r scripts/bridge-adk-requirements.txt
+	touch $@
+
+MAF_STAMP := $(BRIDGE_VENVS)/maf/.installed-stamp
+
+$(MAF_STAMP): scripts/bridge-maf-requirements.txt
+	rm -rf $(BRIDGE_VENVS)/maf
+	$(PYTHON) -m venv $(BRIDGE_VENVS)/maf
+	$(BRIDGE_VENVS)/maf/bin/python -m pip install -q --disable-pip-version-check \
+		-r scripts/bridge-maf-requirements.txt
+	touch $@
+
+ADK1_STAMP := $(BRIDGE_VENVS)/adk1/.installed-stamp
+
+$(ADK1_STAMP): scripts/bridge-adk1-requirements.txt
+	rm -rf $(BRIDGE_VENVS)/adk1
+	$(PYTHON) -m venv $(BRIDGE_VENVS)/adk1
+	$(BRIDGE_VENVS)/adk1/bin/python -m pip install -q --disable-pip-version-check \
+		-r scripts/bridge-adk1-requirements.txt
+	touch $@
+
+AG2_STAMP := $(BRIDGE_VENVS)/ag2/.installed-stamp
+
+$(AG2_STAMP): scripts/bridge-ag2-requirements.txt
+	rm -rf $(BRIDGE_VENVS)/ag2
+	$(PYTHON) -m venv $(BRIDGE_VENVS)/ag2
+	$(BRIDGE_VENVS)/ag2/bin/python -m pip install -q --disable-pip-version-check \
+		-r scripts/bridge-ag2-requirements.txt
+	touch $@
+
+LLAMAINDEX_STAMP := $(BRIDGE_VENVS)/llamaindex/.installed-stamp
+
+$(LLAMAINDEX_STAMP): scripts/bridge-llamaindex-requirements.txt
+	rm -rf $(BRIDGE_VENVS)/llamaindex
+	$(PYTHON) -m venv $(BRIDGE_VENVS)/llamaindex
+	$(BRIDGE_VENVS)/llamaindex/bin/python -m pip install -q --disable-pip-version-check \
+		-r scripts/bridge-llamaindex-requirements.txt
+	touch $@
+
+bridge-venvs: $(STRANDS_STAMP) $(ADK_STAMP) $(ADK1_STAMP) $(MAF_STAMP) $(AG2_STAMP) \
+	$(LLAMAINDEX_STAMP)
 
 # The documentation site: `make docs` serves it on http://127.0.0.1:8000 with live reload;
 # `make docs-build` builds it in strict mode into build/site (tests/test_docs.py does too).

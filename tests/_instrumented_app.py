@@ -58,8 +58,10 @@ def _agent_attrs(convention: Convention, name: str) -> dict[str, Any]:
 
 def _tool_attrs(convention: Convention, name: str, call_id: str, args: str) -> dict[str, Any]:
     if convention == "openinference":
+        # as OpenInference's instrumentors write them: the arguments in input.value, the
+        # tool's JSON schema in tool.parameters
         return {"openinference.span.kind": "TOOL", "tool.name": name, "tool.id": call_id,
-                "tool.parameters": args}
+                "input.value": args, "tool.parameters": json.dumps(TOOL_SCHEMAS[0])}
     return {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name,
             "gen_ai.tool.call.id": call_id, "gen_ai.tool.call.arguments": args}
 

@@ -25,6 +25,7 @@ class Reply:
     usage: tuple[int, int] = (0, 0)
     model: str = "gpt-test"
     extra: dict[str, Any] = field(default_factory=dict)
+    response_id: str = ""  # the id to answer with (default: chatcmpl-<request number>)
 
     def tool_calls(self) -> list[dict[str, Any]]:
         return [{"id": i, "type": "function",
@@ -34,7 +35,8 @@ class Reply:
         message: dict[str, Any] = {"role": "assistant", "content": self.text or None}
         if self.calls:
             message["tool_calls"] = self.tool_calls()
-        return {"id": f"chatcmpl-{n}", "object": "chat.completion", "created": 1700000000,
+        return {"id": self.response_id or f"chatcmpl-{n}", "object": "chat.completion",
+                "created": 1700000000,
                 "model": self.model,
                 "choices": [{"index": 0, "message": message,
                              "finish_reason": "tool_calls" if self.calls else "stop"}],
@@ -45,7 +47,7 @@ class Reply:
                 "total_tokens": sum(self.usage)}
 
     def chunks(self, n: int) -> Iterator[dict[str, Any]]:
-        base = {"id": f"chatcmpl-{n}", "object": "chat.completion.chunk",
+        base = {"id": self.response_id or f"chatcmpl-{n}", "object": "chat.completion.chunk",
                 "created": 1700000000, "model": self.model}
         yield {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
                                     "finish_reason": None}]}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import subprocess
 import sys
@@ -28,7 +29,16 @@ from loopobs.llm.scripted import Reply as LoopReply
 from loopobs.llm.scripted import ToolCall as LoopCall
 from loopobs.testing import assert_contract
 from tests._adapter_checks import Stack, agent_loop_sums
-from tests._instrumented_app import Convention, instrumented, run_agent, run_agent_async
+from tests._instrumented_app import (
+    TOOL_SCHEMAS,
+    TOOLS,
+    Convention,
+    _result_attr,
+    _tool_attrs,
+    instrumented,
+    run_agent,
+    run_agent_async,
+)
 from tests._openai_server import Reply, ScriptedServer
 
 CONVENTIONS: list[Convention] = ["openinference", "genai"]
@@ -147,6 +157,93 @@ def test_spans_without_an_agent_span_are_one_run_per_trace(stack: Stack,
                     tools=2, runs=2)
 
 
+def test_two_instrumentors_on_one_client_count_each_call_once(
+        stack: Stack, instrumentation: Instrumented) -> None:
+    """OpenLLMetry's and OpenInference's OpenAI instrumentations both on: each request has
+    two model spans, one nested in the other; the call is reported once (it was twice)."""
+    if instrumentation.convention != "genai":
+        pytest.skip("OpenInference's instrumentor is added on top of OpenLLMetry's")
+    from openinference.instrumentation.openai import OpenAIInstrumentor
+
+    second = OpenAIInstrumentor()
+    second.instrument(tracer_provider=instrumentation.provider)
+    try:
+        for app in _app(stack, instrumentation):
+            with ScriptedServer(SCRIPT) as server:
+                client = openai.OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
+                assert run_agent(client, app.tracer, app.convention, "add") == "3 and 7"
+            scopes = {s.instrumentation_scope.name for s in app.spans.get_finished_spans()
+                      if s.instrumentation_scope is not None}
+            assert "openinference.instrumentation.openai" in scopes
+    finally:
+        second.uninstrument()
+    stack.check_run(usage=Usage(input_tokens=42, output_tokens=11), chats=2, tools=2)
+    assert len(server.requests) == 2
+
+
+def _bare_calls(client: openai.OpenAI, tracer: Tracer, convention: Convention,
+                turns: int) -> None:
+    """An app with no span of its own: each model and tool span is a trace by itself."""
+    messages: list[object] = [{"role": "user", "content": "go"}]
+    for _ in range(turns):
+        reply = client.chat.completions.create(model="gpt-test", messages=messages,  # type: ignore[arg-type]
+                                               tools=TOOL_SCHEMAS)
+        message = reply.choices[0].message
+        if not message.tool_calls:
+            return
+        messages.append(message.model_dump(exclude_none=True))
+        for call in message.tool_calls:
+            fn = call.function  # type: ignore[union-attr]
+            with tracer.start_as_current_span(
+                    f"execute_tool {fn.name}",
+                    attributes=_tool_attrs(convention, fn.name, call.id, fn.arguments)) as span:
+                result = str(TOOLS[fn.name](**json.loads(fn.arguments)))
+                span.set_attribute(_result_attr(convention), result)
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+
+
+def test_spans_that_are_traces_of_their_own_are_detected_together(
+        stack: Stack, instrumentation: Instrumented) -> None:
+    """No span around the calls: one run per span (one trace each), all in one session,
+    so a poll of the same job again and again is detected (it never was: each run's
+    detector state was its own), and polls of different jobs are not."""
+    different = [Reply(calls=[(f"p{i}", "poll", {"job": str(i)})], usage=(3, 1))
+                 for i in range(5)]
+    same = [Reply(calls=[(f"q{i}", "poll", {"job": "42"})], usage=(3, 1)) for i in range(5)]
+    for app in _app(stack, instrumentation,
+                    detectors=[RepetitionDetector(warn_after=3, stop_after=5)]):
+        # one server for both: its response ids stay unique, as a provider's are
+        with ScriptedServer([*different, Reply("done", usage=(3, 1)),
+                             *same, Reply("done", usage=(3, 1))]) as server:
+            client = openai.OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
+            _bare_calls(client, app.tracer, app.convention, 6)
+            assert stack.recorder.of("on_loop_detected") == []
+            _bare_calls(client, app.tracer, app.convention, 6)
+    assert [d.action for d in stack.recorder.of("on_loop_detected")] == ["warn", "stop"]
+    starts = stack.recorder.of("on_run_start")
+    assert len(starts) == 6 + 5 + 6 + 5  # a run per model span and per tool span
+    assert len({s.session_id for s in starts}) == 1
+    assert_contract(stack.recorder.events)
+    stack.check_nothing_open()
+
+
+def test_a_server_answering_with_one_id_loses_no_call(stack: Stack,
+                                                      instrumentation: Instrumented) -> None:
+    """Every response with the same id (a mock, some local servers): separate requests are
+    separate calls, inside a trace and as traces of one span (dropping by id lost them)."""
+    script = [Reply(calls=[("c1", "add", {"a": 1, "b": 2})], usage=(5, 1), response_id="x"),
+              Reply("3", usage=(7, 2), response_id="x")]
+    for app in _app(stack, instrumentation):
+        with ScriptedServer(script) as server:
+            client = openai.OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
+            run_agent(client, app.tracer, app.convention, "add")
+            _bare_calls(client, app.tracer, app.convention, 2)
+            served = len(server.requests)
+    assert served == 3  # two in the agent, one bare (answered without tools)
+    assert len(stack.recorder.of("on_stream_success")) == 3
+    assert_contract(stack.recorder.events)
+
+
 def test_group_by_agent_ignores_spans_outside_agents(stack: Stack,
                                                      instrumentation: Instrumented) -> None:
     """group_by="agent": model spans with no agent ancestor are not reported."""
@@ -245,6 +342,15 @@ def test_shutdown_ends_runs_still_open(stack: Stack) -> None:
     assert processor.open_runs == 0
     assert stack.recorder.of("on_run_end")[0].status == "cancelled"
     assert_contract(stack.recorder.events)
+    # spans of the shut-down provider feed no observer any more (they did)
+    count = len(stack.recorder.events)
+    tracer = provider.get_tracer("app")
+    with tracer.start_as_current_span("invoke_agent y", attributes={
+            "gen_ai.operation.name": "invoke_agent"}), \
+            tracer.start_as_current_span("chat m", attributes=_CHAT):
+        pass
+    assert len(stack.recorder.events) == count
+    assert processor.open_runs == 0
 
 
 class _Broken(EventSink):

@@ -12,7 +12,10 @@ It reads spans in two conventions:
   OpenLLMetry, the contrib instrumentations, Logfire, pydantic-ai, the OpenAI
   Agents SDK exporters…;
 - OpenInference (``openinference.span.kind``: ``AGENT``, ``LLM``, ``TOOL``; ``llm.*``,
-  ``tool.*``), as written by every OpenInference instrumentation.
+  ``tool.*``), as written by every OpenInference instrumentation;
+- the frameworks' own spans: Google ADK (1.x ``agent_run [NAME]`` / ``call_llm`` and 2.x),
+  Strands Agents (legacy and latest shapes), Microsoft Agent Framework, AG2 and the
+  Anthropic SDK (``anthropic.*``), with their own content attributes and events.
 
 What becomes what: an agent span is a run (nested agent spans are runs of their
 own); model and tool spans belong to the run of their nearest agent ancestor, or,
@@ -21,20 +24,25 @@ which ends when the trace's local root span ends (or, if later, the last of its
 model and tool spans: a root may end before its children). A model span is one model call
 (a turn begins with it; usage from ``gen_ai.usage.*`` or ``llm.token_count.*``);
 a tool span is one tool call attempt (arguments and result from
-``gen_ai.tool.call.*`` or ``tool.id`` / ``tool.parameters`` / ``input.value`` /
-``output.value``).
+``gen_ai.tool.call.*`` or ``input.value`` / ``output.value``; never
+``tool.parameters``, the tool's schema). A model span nested in another model span,
+or sharing an overlapping span's response id, is the same call, counted once.
 Spans reach a processor when they end, children before parents, so each model or
 tool span is reported, with its own start and end times, when it ends; the run
-starts with its agent span (or the trace's first GenAI span).
+starts with its agent span (classified again when its first child starts, for
+frameworks that name it just after it starts) or the trace's first GenAI span.
+A trace that is one GenAI span (an app with no span around its calls) is a run
+of its own, in a session shared by all such runs, so the detectors see them together.
 
 Limits, by construction: the processor cannot stop a run (span processors only
 watch; detector verdicts are still reported to every observer, and metrics,
 Prometheus and the dashboards work), and it sees no streamed deltas (spans carry
 no chunks). Repetition detection needs the tool spans to carry arguments or
-results (content capture on in the instrumentation): without them every call of a
-tool looks the same. Spans of loopobs's own tracing observer are ignored, so it
-may share the provider; the processor's events are emitted in an empty OTel
-context, so spans loopobs writes never nest under the app's.
+results (content capture on in the instrumentation): a call with neither is not
+counted by the repetition detector (no false alarm, no detection). Spans of
+loopobs's own tracing observer are ignored, so it may share the provider; the
+processor's events are emitted in an empty OTel context, so spans loopobs writes
+never nest under the app's.
 """
 
 from __future__ import annotations
@@ -46,7 +54,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -54,7 +62,8 @@ from loopobs.adapters._extras import missing_extra
 
 try:
     from opentelemetry import context as otel_context
-    from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+    from opentelemetry.sdk.trace import Event, ReadableSpan, Span, SpanProcessor
+    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
     from opentelemetry.trace import StatusCode
 except ModuleNotFoundError as exc:  # pragma: no cover - exercised in a subprocess test
     raise missing_extra("otel", "opentelemetry-sdk", "otel-adapter", exc) from exc
@@ -67,7 +76,7 @@ from loopobs.contract.token_counts import plausible_token_count
 from loopobs.cost.pricing import PricesArg
 from loopobs.exporters import catalog as c
 
-__all__ = ["GenAISpanProcessor"]
+__all__ = ["ContentStrippingExporter", "GenAISpanProcessor"]
 
 logger = logging.getLogger("loopobs.adapters")
 
@@ -86,9 +95,10 @@ OI_REASONING = "llm.token_count.completion_details.reasoning"
 OI_FINISH_REASON = "llm.finish_reason"
 OI_OUTPUT_MESSAGES = "llm.output_messages"
 OI_TOOL_NAME = "tool.name"
-OI_TOOL_PARAMETERS = "tool.parameters"
+OI_TOOL_PARAMETERS = "tool.parameters"  # the tool's JSON schema: never read as arguments
 OI_TOOL_ID = "tool.id"
 OI_TOOL_CALL_ID = "tool_call.id"
+OI_TOOL_CALL_ARGUMENTS = "tool_call.function.arguments"
 OI_INPUT = "input.value"
 OI_OUTPUT = "output.value"
 OI_AGENT_NAME = "agent.name"
@@ -100,7 +110,34 @@ _LEGACY_OUTPUT_TOKENS = "gen_ai.usage.completion_tokens"
 _LEGACY_SYSTEM = "gen_ai.system"
 _CHUNK_EVENT = "gen_ai.content.completion.chunk"
 
+# Attributes of the native emitters, read where the conventions' own are absent.
+ADK_LLM_SPAN = "call_llm"  # Google ADK 1.x: its model span has no gen_ai.operation.name
+ADK_AGENT_SPAN = "agent_run ["  # Google ADK 1.x: "agent_run [NAME]", with no attributes
+ADK_TOOL_ARGS = "gcp.vertex.agent.tool_call_args"
+ADK_TOOL_RESPONSE = "gcp.vertex.agent.tool_response"
+ADK_SESSION = "gcp.vertex.agent.session_id"
+# what ADK writes in its tool attributes when content is off (or not applicable): no content
+ADK_PLACEHOLDERS = frozenset({"{}", "N/A", "<not specified>"})
+ANTHROPIC_TOOL_RESULT = "anthropic.tool_result.content"
+# Strands: content on span events. Its legacy (default) shape puts a tool's arguments on
+# gen_ai.tool.message (content) and its result on gen_ai.choice (message); the latest
+# shape puts messages on the conventions' details event, not on the span.
+STRANDS_TOOL_MESSAGE = "gen_ai.tool.message"
+STRANDS_CHOICE = "gen_ai.choice"
+DETAILS_EVENT = "gen_ai.client.inference.operation.details"
+ANTHROPIC_SESSION = "anthropic.session.id"
+
 _MODEL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
+_ARGUMENT_ATTRIBUTES = (c.GEN_AI_TOOL_CALL_ARGUMENTS, OI_TOOL_CALL_ARGUMENTS, OI_INPUT,
+                        ADK_TOOL_ARGS)
+_RESULT_ATTRIBUTES = (c.GEN_AI_TOOL_CALL_RESULT, OI_OUTPUT, ANTHROPIC_TOOL_RESULT,
+                      ADK_TOOL_RESPONSE)
+_LONE = -1
+"""The key under which the runs of one-span traces remember response ids (span ids are > 0)."""
+_MAX_ASKED = 256
+"""Tool calls asked for and not yet run that a run remembers (the latest)."""
+_MAX_RESPONSE_IDS = 1024
+"""Response ids remembered per run, to count a call described by two spans once."""
 _MAX_SPANS = 65536
 """Open spans the processor follows; beyond it the oldest are forgotten (as if they ended)."""
 _LOG_INTERVAL_S = 60.0
@@ -108,7 +145,8 @@ _LOG_INTERVAL_S = 60.0
 Kind = Literal["agent", "model", "tool", "other"]
 
 
-def _kind(attrs: Mapping[str, Any]) -> Kind:
+def _kind(attrs: Mapping[str, Any], name: str = "") -> Kind:
+    """What a span is, from its attributes (and, for ADK 1.x's ``call_llm``, its name)."""
     op = attrs.get(c.GEN_AI_OPERATION_NAME)
     if op == c.OP_INVOKE_AGENT:
         return "agent"
@@ -123,6 +161,11 @@ def _kind(attrs: Mapping[str, Any]) -> Kind:
         return "model"
     if oi == "TOOL":
         return "tool"
+    if op is None and oi is None:
+        if name == ADK_LLM_SPAN:
+            return "model"
+        if name.startswith(ADK_AGENT_SPAN) and name.endswith("]"):
+            return "agent"
     return "other"
 
 
@@ -159,7 +202,8 @@ def _count(attrs: Mapping[str, Any], skipped: _Skipped, *names: str) -> Any:
 def _str(attrs: Mapping[str, Any], *names: str) -> str:
     for name in names:
         value = attrs.get(name)
-        if isinstance(value, str) and value:
+        if isinstance(value, str) and value and not (
+                name in (ADK_TOOL_ARGS, ADK_TOOL_RESPONSE) and value in ADK_PLACEHOLDERS):
             return value
     return ""
 
@@ -219,6 +263,41 @@ def _tool_output(text: str, skipped: _Skipped) -> tuple[str, str | None, bool]:
     return content, call_id if isinstance(call_id, str) else None, data.get("status") == "error"
 
 
+def _sends_no_request(name: str, attrs: Mapping[str, Any]) -> bool:
+    """Whether an LLM span only prepares a request: OpenInference's LlamaIndex
+    instrumentation writes ``OpenAI._prepare_chat_with_tools`` (kind ``LLM``, no usage,
+    no messages) beside the span of the call itself."""
+    return "._prepare_" in name and attrs.get(OI_SPAN_KIND) == "LLM" and not any(
+        n in attrs for n in (OI_PROMPT_TOKENS, OI_COMPLETION_TOKENS, OI_FINISH_REASON,
+                             c.GEN_AI_USAGE_INPUT_TOKENS))
+
+
+def _blocks_text(text: str) -> str:
+    """The text of a result written as text blocks (the Anthropic SDK's
+    ``[{"type": "text", "text": ...}]``, Strands' ``[{"text": ...}]``), else ``text``."""
+    if not text.startswith("[{"):
+        return text
+    try:
+        blocks = json.loads(text)
+    except (ValueError, RecursionError):
+        return text
+    if not isinstance(blocks, list) or not all(
+            isinstance(b, dict) and b.get("type", "text") == "text"
+            and isinstance(b.get("text"), str) for b in blocks):
+        return text
+    return "".join(b["text"] for b in blocks)
+
+
+def _event_str(span: ReadableSpan, event: str, name: str) -> str:
+    """The first non-empty string attribute ``name`` of an event ``event`` of ``span``."""
+    for item in span.events:
+        if item.name == event:
+            value = (item.attributes or {}).get(name)
+            if isinstance(value, str) and value:
+                return value
+    return ""
+
+
 def _usage(attrs: Mapping[str, Any], skipped: _Skipped) -> Usage | None:
     names = (c.GEN_AI_USAGE_INPUT_TOKENS, c.GEN_AI_USAGE_OUTPUT_TOKENS, _LEGACY_INPUT_TOKENS,
              _LEGACY_OUTPUT_TOKENS, OI_PROMPT_TOKENS, OI_COMPLETION_TOKENS)
@@ -232,6 +311,7 @@ def _usage(attrs: Mapping[str, Any], skipped: _Skipped) -> Usage | None:
         cache_read_input_tokens=_count(attrs, skipped, c.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
                                        OI_CACHE_READ),
         cache_write_input_tokens=_count(attrs, skipped,
+                                        c.GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS,
                                         c.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS,
                                         OI_CACHE_WRITE),
         reasoning_output_tokens=_count(attrs, skipped, c.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS,
@@ -239,7 +319,8 @@ def _usage(attrs: Mapping[str, Any], skipped: _Skipped) -> Usage | None:
     )
 
 
-def _output(attrs: Mapping[str, Any], skipped: _Skipped) -> tuple[str, list[ToolCall]]:
+def _output(attrs: Mapping[str, Any], skipped: _Skipped,
+            span: ReadableSpan | None = None) -> tuple[str, list[ToolCall]]:
     """The response text and the tool calls it asks for, from either convention.
 
     Messages or parts of an unexpected shape are skipped (counted once per span).
@@ -248,11 +329,18 @@ def _output(attrs: Mapping[str, Any], skipped: _Skipped) -> tuple[str, list[Tool
     calls: list[ToolCall] = []
     name = c.GEN_AI_OUTPUT_MESSAGES
     raw = attrs.get(name)
+    if raw is None and span is not None:
+        raw = _event_str(span, DETAILS_EVENT, name) or None
     if isinstance(raw, str):
         messages = _loads(raw, name, skipped)
         malformed = not isinstance(messages, list)
         for message in messages if isinstance(messages, list) else []:
             parts = message.get("parts") if isinstance(message, dict) else None
+            if parts is None and isinstance(message, dict) and (
+                    "content" in message or "tool_calls" in message):
+                # OpenAI-style messages (AG2 writes them so): content and tool_calls
+                malformed |= not _openai_message(message, text, calls, name, skipped)
+                continue
             if not isinstance(parts, list):
                 malformed = True
                 continue
@@ -291,6 +379,29 @@ def _output(attrs: Mapping[str, Any], skipped: _Skipped) -> tuple[str, list[Tool
     return "".join(text), calls
 
 
+def _openai_message(message: dict[str, Any], text: list[str], calls: list[ToolCall],
+                    name: str, skipped: _Skipped) -> bool:
+    """Read an OpenAI-style message's text and tool calls; False if it is malformed."""
+    content = message.get("content")
+    if isinstance(content, str):
+        text.append(content)
+    elif content is not None:
+        return False
+    raw_calls = message.get("tool_calls") or []
+    if not isinstance(raw_calls, list):
+        return False
+    for call in raw_calls:
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict):
+            return False
+        args = function.get("arguments")
+        calls.append(ToolCall(
+            str(call.get("id") or ""), str(function.get("name") or ""),
+            args if isinstance(args, dict)
+            else (_arguments(args, name, skipped) or {}) if isinstance(args, str) else {}))
+    return True
+
+
 def _error(span: ReadableSpan) -> str | None:
     """The error type of a failed span, or None when it did not fail."""
     if span.status.status_code is not StatusCode.ERROR:
@@ -321,6 +432,19 @@ def _first_chunk_ms(span: ReadableSpan, skipped: _Skipped) -> float | None:
     return None
 
 
+def _seen(table: dict[int, OrderedDict[str, None]], key: int, item: str) -> bool:
+    """Whether run ``key`` already had ``item`` in ``table``; remembers it (bounded)."""
+    seen = table.get(key)
+    if seen is None:
+        seen = table[key] = OrderedDict()
+    if item in seen:
+        return True
+    seen[item] = None
+    if len(seen) > _MAX_RESPONSE_IDS:
+        seen.popitem(last=False)
+    return False
+
+
 @dataclass(slots=True, eq=False)
 class _Node:
     """A started span the processor follows until it ends."""
@@ -330,6 +454,11 @@ class _Node:
     root: int  # span id of the trace's local root
     start_ns: int
     holds_run: bool = True  # whether the run waits for this span's end
+    parent: int | None = None  # span id of its parent, when the processor follows it
+    # The live span while its kind may still change: frameworks (ADK, Strands, MAF)
+    # set gen_ai.operation.name and gen_ai.agent.name just after the span starts.
+    span: Span | None = None
+    covered: bool = False  # a model span nested in it was reported (so it is no call itself)
 
     @property
     def owner(self) -> int:
@@ -394,6 +523,19 @@ class GenAISpanProcessor(SpanProcessor):
         self._runs: dict[int, AdapterRun] = {}  # agent or local-root span id → run
         self._skipped = 0
         self._last_log = float("-inf")
+        self._closed = False
+        # response ids reported per run (agent or local-root span id): a call two spans
+        # describe (a framework's and its provider SDK's) is reported once
+        self._responses: dict[int, OrderedDict[str, tuple[int, int]]] = {}
+        # call ids of the tool spans reported per run: ADK 2.x ends a model span after the
+        # tools it asked for, and a call must not be received again when it ends
+        self._tool_ids: dict[int, OrderedDict[str, None]] = {}
+        # calls the model asked for per run, (id, tool) in order, not yet seen run: a tool
+        # span without a call id (OpenInference's LlamaIndex spans) is the first of its tool
+        self._asked: dict[int, list[tuple[str, str]]] = {}
+        # the session of runs whose trace is one GenAI span (an app with no span of its
+        # own around its calls): such runs share it, so the detectors see them together
+        self._lone_session = uuid.uuid4()
 
     @property
     def observers(self) -> ObserverSet:
@@ -417,14 +559,21 @@ class GenAISpanProcessor(SpanProcessor):
         if span.instrumentation_scope is not None and \
                 span.instrumentation_scope.name == c.SCOPE_NAME:
             return
+        if self._closed:
+            return
         sid = span.get_span_context().span_id
         attrs = span.attributes or {}
-        kind = _kind(attrs)
+        kind = _kind(attrs, span.name)
         start = span.start_time or 0
         with self._lock:
-            parent = self._nodes.get(span.parent.span_id) if span.parent is not None else None
+            parent_id = span.parent.span_id if span.parent is not None else None
+            parent = self._nodes.get(parent_id) if parent_id is not None else None
+            if parent is not None and parent.kind == "other" and parent_id is not None:
+                self._classify_late(parent_id, parent)
             node = _Node(kind, parent.agent if parent else None,
-                         parent.root if parent else sid, start)
+                         parent.root if parent else sid, start,
+                         parent=parent_id if parent is not None else None,
+                         span=span if kind == "other" else None)
             if kind == "agent":
                 node.agent = sid
             # A run waits for its own span and its model and tool spans; the app's other
@@ -440,23 +589,28 @@ class GenAISpanProcessor(SpanProcessor):
                 old_id, old = self._nodes.popitem(last=False)
                 self._release(old_id, old, None, None)
             if kind == "agent":
-                self._start_run(sid, span, attrs, start, agent=True)
+                self._start_run(sid, span.name, attrs, start, agent=True)
 
     @shielded
     def on_end(self, span: ReadableSpan) -> None:
         """Report a model or tool span; the last span of a run to end ends the run."""
+        if self._closed:
+            return
         span_context = span.get_span_context()
         if span_context is None:  # a ReadableSpan may lack one
             return
         sid = span_context.span_id
         with self._lock:
-            node = self._nodes.pop(sid, None)
+            node = self._nodes.get(sid)
             if node is None:
                 return
             token = otel_context.attach(otel_context.Context())
             try:
                 attrs = span.attributes or {}
-                kind = _kind(attrs) if node.kind == "other" else node.kind
+                # A span that says it is an agent only at its end (OpenInference sets its
+                # attributes then) stays what it was: its children were reported already.
+                kind = _kind(attrs, span.name) if node.kind == "other" else node.kind
+                del self._nodes[sid]
                 if kind in ("model", "tool"):
                     self._report(kind, node, sid, span, attrs)
             finally:
@@ -469,13 +623,19 @@ class GenAISpanProcessor(SpanProcessor):
     def shutdown(self) -> None:
         """End every run still open (status ``cancelled``) and flush the observers.
 
-        The observers are not shut down: they may serve other sources too.
+        From then on the processor ignores spans (``provider.shutdown()`` calls this;
+        spans that end after it feed no observer). The observers are not shut down:
+        they may serve other sources too.
         """
         with self._lock:
+            self._closed = True
             for key in list(self._runs):
                 self._runs.pop(key).end(status="cancelled")
             self._nodes.clear()
             self._owners.clear()
+            self._responses.clear()
+            self._tool_ids.clear()
+            self._asked.clear()
         self.tracker.observers.force_flush()
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
@@ -487,21 +647,56 @@ class GenAISpanProcessor(SpanProcessor):
         return True
 
     # -- runs ------------------------------------------------------------------------------
-    def _start_run(self, key: int, span: ReadableSpan, attrs: Mapping[str, Any], start: int,
-                   *, agent: bool) -> AdapterRun:
-        session = _str(attrs, c.GEN_AI_CONVERSATION_ID, OI_SESSION)
+    def _start_run(self, key: int, span_name: str, attrs: Mapping[str, Any], start: int,
+                   *, agent: bool, session_attrs: Mapping[str, Any] | None = None,
+                   lone: bool = False) -> AdapterRun:
+        session = _str(attrs if session_attrs is None else session_attrs,
+                       c.GEN_AI_CONVERSATION_ID, OI_SESSION, ADK_SESSION, ANTHROPIC_SESSION)
         name = _str(attrs, c.GEN_AI_AGENT_NAME, OI_AGENT_NAME)
         if not name and agent:
-            name = span.name.removeprefix(c.SPAN_INVOKE_AGENT).strip() or span.name
+            if span_name.startswith(ADK_AGENT_SPAN) and span_name.endswith("]"):
+                name = span_name[len(ADK_AGENT_SPAN):-1]
+            else:
+                name = span_name.removeprefix(c.SPAN_INVOKE_AGENT).strip() or span_name
         run = self.tracker.start_run(
             agent=name or None, model=_str(attrs, c.GEN_AI_REQUEST_MODEL, OI_MODEL),
-            session_id=uuid.uuid5(_SESSION_NAMESPACE, session) if session else None,
+            session_id=uuid.uuid5(_SESSION_NAMESPACE, session) if session
+            else self._lone_session if lone else None,
             time_ns=start)
         self._runs[key] = run
         return run
 
-    def _run_for(self, node: _Node, span: ReadableSpan) -> AdapterRun | None:
-        """The run ``node`` reports into; for spans outside agents, opened on first use."""
+    def _classify_late(self, sid: int, node: _Node) -> None:
+        """``node``, followed as another span, is an agent span if its attributes now say so.
+
+        ADK, Strands and Microsoft Agent Framework set ``gen_ai.operation.name`` and
+        ``gen_ai.agent.name`` (and the conversation id) just after the span starts:
+        this is asked, of the live span, each time a child of it starts, so the run
+        starts before anything is reported under it.
+        """
+        span = node.span
+        if span is None:
+            return
+        name = span.name
+        attrs = span.attributes or {}
+        if _kind(attrs, name) != "agent":
+            return
+        node.kind, node.agent, node.span = "agent", sid, None
+        if not node.holds_run:
+            # It waited for nothing (another span of its run); now its own run waits for it.
+            node.holds_run = True
+            self._owners[sid] = _Owner(node.start_ns, open_spans=1)
+        if sid not in self._runs:
+            self._start_run(sid, name, attrs, node.start_ns, agent=True)
+
+    def _run_for(self, node: _Node, sid: int, span: ReadableSpan,
+                 attrs: Mapping[str, Any]) -> AdapterRun | None:
+        """The run ``node`` reports into; for spans outside agents, opened on first use.
+
+        A run of a trace that is this one span (an app with no span of its own around
+        its calls) joins the processor's one session for such runs, unless the span
+        names a conversation: the detectors then see its calls one after another.
+        """
         if node.agent is not None:
             return self._runs.get(node.agent)
         if self.group_by == "agent":
@@ -510,8 +705,49 @@ class GenAISpanProcessor(SpanProcessor):
         if run is None:
             owner = self._owners.get(node.root)
             start = owner.start_ns if owner is not None else node.start_ns
-            run = self._start_run(node.root, span, {}, start, agent=False)
+            run = self._start_run(node.root, span.name, {}, start, agent=False,
+                                  session_attrs=attrs, lone=node.root == sid)
         return run
+
+    def _cover(self, node: _Node) -> None:
+        """A model span ended: a model span around it describes the same call.
+
+        A framework's model span holding its provider SDK's (Strands, MAF, AG2 with
+        an instrumented client; OpenInference's LangChain span around its OpenAI one)
+        is one call: the inner span, which ends first, reports it, and the outer one is
+        skipped. Every ancestor up to the agent is marked, because an ancestor may say
+        it is a model span only at its end (OpenInference sets its attributes then).
+        """
+        parent = node.parent
+        while parent is not None:
+            above = self._nodes.get(parent)
+            if above is None or above.kind == "agent":
+                return
+            above.covered = True
+            parent = above.parent
+
+    def _seen_response(self, key: int, span: ReadableSpan, attrs: Mapping[str, Any]) -> bool:
+        """Whether a model span of run ``key`` with this response id, overlapping this one
+        in time, was already reported: two spans of one request.
+
+        Spans that do not overlap are two requests, even with one id (a server or a mock
+        that answers every request with the same id must not lose calls).
+        """
+        response_id = _str(attrs, c.GEN_AI_RESPONSE_ID)
+        if not response_id:
+            return False
+        start, end = span.start_time or 0, span.end_time or 0
+        seen = self._responses.get(key)
+        if seen is None:
+            seen = self._responses[key] = OrderedDict()
+        before = seen.get(response_id)
+        if before is not None and start <= before[1] and before[0] <= end:
+            return True
+        seen[response_id] = (start, end)
+        seen.move_to_end(response_id)
+        if len(seen) > _MAX_RESPONSE_IDS:
+            seen.popitem(last=False)
+        return False
 
     def _release(self, sid: int, node: _Node, error_type: str | None,
                  end_ns: int | None) -> None:
@@ -539,6 +775,9 @@ class GenAISpanProcessor(SpanProcessor):
 
     def _end_run(self, key: int, error_type: str | None, end_ns: int | None, *,
                  seen: bool = True) -> None:
+        self._responses.pop(key, None)
+        self._tool_ids.pop(key, None)
+        self._asked.pop(key, None)
         run = self._runs.pop(key, None)
         if run is None:
             return
@@ -564,19 +803,27 @@ class GenAISpanProcessor(SpanProcessor):
     # -- model and tool spans --------------------------------------------------------------
     def _report(self, kind: Kind, node: _Node, sid: int, span: ReadableSpan,
                 attrs: Mapping[str, Any]) -> None:
-        run = self._run_for(node, span)
+        if kind == "model":
+            if _sends_no_request(span.name, attrs):
+                return
+            self._cover(node)
+            # Runs of one-span traces share their response ids, as they share a session.
+            key = _LONE if node.agent is None and node.root == sid else node.owner
+            if node.covered or self._seen_response(key, span, attrs):
+                return  # the same call as a model span already reported
+        run = self._run_for(node, sid, span, attrs)
         if run is None:
             return
         skipped = _Skipped()
         if kind == "model":
-            self._model(run, sid, span, attrs, skipped)
+            self._model(run, sid, span, attrs, skipped, node.owner)
         else:
-            self._tool(run, sid, span, attrs, skipped)
+            self._tool(run, sid, span, attrs, skipped, node.owner)
         if skipped.names:
             self._skip(span, skipped)
 
     def _model(self, run: AdapterRun, sid: int, span: ReadableSpan,
-               attrs: Mapping[str, Any], skipped: _Skipped) -> None:
+               attrs: Mapping[str, Any], skipped: _Skipped, key: int) -> None:
         # Everything is read before the call is reported, so a span read halfway never
         # leaves its call open (to be ended as cancelled with the run).
         model = _str(attrs, c.GEN_AI_REQUEST_MODEL, OI_MODEL, c.GEN_AI_RESPONSE_MODEL)
@@ -587,7 +834,14 @@ class GenAISpanProcessor(SpanProcessor):
                 run.model_error(sid, ModelError(error_type, provider=provider or None),
                                 time_ns=span.end_time)
             return
-        text, calls = _output(attrs, skipped)
+        text, calls = _output(attrs, skipped, span)
+        ran = self._tool_ids.get(key)
+        if ran:
+            calls = [call for call in calls if not call.id or call.id not in ran]
+        if calls:
+            asked = self._asked.setdefault(key, [])
+            asked.extend((call.id, call.name) for call in calls if call.id)
+            del asked[:-_MAX_ASKED]
         reasons = attrs.get(c.GEN_AI_RESPONSE_FINISH_REASONS)
         finish = reasons[0] if isinstance(reasons, (tuple, list)) and reasons else \
             _str(attrs, OI_FINISH_REASON) or None
@@ -602,20 +856,108 @@ class GenAISpanProcessor(SpanProcessor):
                       time_to_first_token_ms=first_chunk_ms, time_ns=span.end_time)
 
     def _tool(self, run: AdapterRun, sid: int, span: ReadableSpan,
-              attrs: Mapping[str, Any], skipped: _Skipped) -> None:
+              attrs: Mapping[str, Any], skipped: _Skipped, key: int) -> None:
         name = _str(attrs, c.GEN_AI_TOOL_NAME, OI_TOOL_NAME) or \
             span.name.removeprefix(c.SPAN_EXECUTE_TOOL).strip() or "tool"
-        args_name = next((n for n in (c.GEN_AI_TOOL_CALL_ARGUMENTS, OI_TOOL_PARAMETERS, OI_INPUT)
-                          if _str(attrs, n)), "")
+        # Never OpenInference's tool.parameters: that is the tool's JSON schema, the same
+        # for every call of the tool.
+        args_name = next((n for n in _ARGUMENT_ATTRIBUTES if _str(attrs, n)), "")
         raw_args = _str(attrs, args_name) if args_name else ""
+        if not raw_args:
+            args_name = STRANDS_TOOL_MESSAGE
+            raw_args = _event_str(span, STRANDS_TOOL_MESSAGE, "content")
         arguments = _arguments(raw_args, args_name, skipped) if raw_args else None
-        result, output_call_id, failed = _tool_output(
-            _str(attrs, c.GEN_AI_TOOL_CALL_RESULT, OI_OUTPUT), skipped)
+        raw_result = _str(attrs, *_RESULT_ATTRIBUTES) or \
+            _event_str(span, STRANDS_CHOICE, "message")
+        result, output_call_id, failed = _tool_output(raw_result, skipped)
+        if result and OI_OUTPUT not in attrs:
+            result = _blocks_text(result)
         error_type = _error(span) or ("ToolException" if failed else None)
         error = ToolExecutionError(f"the tool span ended with an error: {error_type}",
                                    tool=name, error_type=error_type) if error_type else None
-        run.tool_start(sid, tool=name,
-                       call_id=_str(attrs, c.GEN_AI_TOOL_CALL_ID, OI_TOOL_ID,
-                                    OI_TOOL_CALL_ID) or output_call_id,
-                       arguments=arguments, time_ns=span.start_time)
+        call_id = _str(attrs, c.GEN_AI_TOOL_CALL_ID, OI_TOOL_ID, OI_TOOL_CALL_ID) or \
+            output_call_id
+        asked = self._asked.get(key)
+        if asked:
+            # the model's call this span runs: its own id, else the first of its tool
+            index = next((i for i, (cid, tool) in enumerate(asked)
+                          if cid == call_id or (not call_id and tool == name)), None)
+            if index is not None:
+                call_id = asked.pop(index)[0]
+        if call_id:
+            _seen(self._tool_ids, key, call_id)
+        run.tool_start(sid, tool=name, call_id=call_id, arguments=arguments,
+                       time_ns=span.start_time)
         run.tool_end(sid, result=result or None, error=error, time_ns=span.end_time)
+
+
+CONTENT_ATTRIBUTES: frozenset[str] = frozenset({
+    c.GEN_AI_INPUT_MESSAGES, c.GEN_AI_OUTPUT_MESSAGES, "gen_ai.system_instructions",
+    c.GEN_AI_TOOL_CALL_ARGUMENTS, c.GEN_AI_TOOL_CALL_RESULT, OI_INPUT, OI_OUTPUT,
+    ANTHROPIC_TOOL_RESULT, ADK_TOOL_ARGS, ADK_TOOL_RESPONSE, "gcp.vertex.agent.llm_request",
+    "gcp.vertex.agent.llm_response", "gen_ai.prompt", "gen_ai.completion",
+})
+"""Span attributes that hold message content, in the conventions the processor reads."""
+CONTENT_PREFIXES: tuple[str, ...] = ("llm.input_messages.", "llm.output_messages.",
+                                     "gen_ai.prompt.", "gen_ai.completion.")
+"""Prefixes of flattened content attributes (OpenInference's, OpenLLMetry's)."""
+CONTENT_EVENTS: frozenset[str] = frozenset({
+    DETAILS_EVENT, STRANDS_TOOL_MESSAGE, STRANDS_CHOICE, "gen_ai.user.message",
+    "gen_ai.assistant.message", "gen_ai.system.message",
+})
+"""Span events that carry message content (the latest conventions' and the legacy ones)."""
+
+
+class ContentStrippingExporter(SpanExporter):
+    """Wraps the app's span exporter: spans leave the process without message content.
+
+    With content capture on in the instrumentation, a :class:`GenAISpanProcessor` on the
+    same provider hashes tool arguments and results for the detectors as the spans end;
+    this exporter then removes the content attributes (:data:`CONTENT_ATTRIBUTES`, the
+    flattened :data:`CONTENT_PREFIXES`) and content events (:data:`CONTENT_EVENTS`) from
+    the copies it hands to ``exporter``, so nothing of it is exported::
+
+        provider.add_span_processor(GenAISpanProcessor(observers))
+        provider.add_span_processor(BatchSpanProcessor(ContentStrippingExporter(OTLPSpanExporter())))
+
+    Spans themselves are never changed (other processors see them as they are); a
+    stripped span gets ``loopobs.content.stripped = true``.
+    """
+
+    def __init__(self, exporter: SpanExporter, *,
+                 attributes: Iterable[str] = CONTENT_ATTRIBUTES,
+                 prefixes: Iterable[str] = CONTENT_PREFIXES,
+                 events: Iterable[str] = CONTENT_EVENTS) -> None:
+        self.exporter = exporter
+        self._attributes = frozenset(attributes)
+        self._prefixes = tuple(prefixes)
+        self._events = frozenset(events)
+
+    def _content(self, name: str) -> bool:
+        return name in self._attributes or name.startswith(self._prefixes)
+
+    def strip(self, span: ReadableSpan) -> ReadableSpan:
+        """``span`` without its content (``span`` itself when it has none)."""
+        attrs = span.attributes or {}
+        events = [e for e in span.events if e.name not in self._events]
+        if len(events) == len(span.events) and not any(self._content(k) for k in attrs):
+            return span
+        kept = {k: v for k, v in attrs.items() if not self._content(k)}
+        kept["loopobs.content.stripped"] = True
+        return ReadableSpan(
+            name=span.name, context=span.context, parent=span.parent, resource=span.resource,
+            attributes=kept,
+            events=[Event(e.name, {k: v for k, v in (e.attributes or {}).items()
+                                   if not self._content(k)}, e.timestamp) for e in events],
+            links=span.links, kind=span.kind, status=span.status,
+            start_time=span.start_time, end_time=span.end_time,
+            instrumentation_scope=span.instrumentation_scope)
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        return self.exporter.export([self.strip(span) for span in spans])
+
+    def shutdown(self) -> None:
+        self.exporter.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.exporter.force_flush(timeout_millis)

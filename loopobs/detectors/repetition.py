@@ -216,7 +216,9 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
     queries in arguments; timestamps, durations and ids in results). Hooks read:
     ``on_tool_call_received`` (arguments and :class:`~loopobs.contract.events.ToolAnnotations`),
     ``on_tool_post`` (result, duration, error) and ``on_compaction``; a post whose
-    call was never received counts with unknown arguments.
+    call was never received counts with unknown arguments. A call with neither
+    arguments nor a result (content capture off, in a span-bridged app) is not
+    counted: its tool's name alone is no evidence of a loop.
 
     Signals, checked after every ``on_tool_post`` (each emits ``on_loop_detected``
     with ``action="warn"`` at ``warn_after`` and ``action="stop"`` at ``stop_after``,
@@ -546,6 +548,10 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         if pending is None:
             pending = _Pending(ctx.tool, None, _UNKNOWN_CALL_ARGS,
                                self._kind(ctx.tool, None), frozenset(), None, "", False, None)
+        if raw is None and not ctx.is_error and not pending.args:
+            # No arguments and no result to tell this call from the last (content capture
+            # off in a span-bridged app): the tool's name alone is no evidence of a loop.
+            return
         rkey = raw
         last = self._last_result(ctx.run_id, pending) if text else None
         if last is not None and last[2] == raw:
