@@ -179,10 +179,12 @@ def shlex_tokens(command: str) -> list[str] | None:
 # shlex's rules in one pattern: a word is a run of unquoted characters, '…' (literal),
 # "…" (a backslash escapes only " and \) and \x (escaped); operators are runs of the
 # punctuation characters. Whitespace before a token is part of its match (one match per
-# token); the last alternative catches what shlex refuses.
+# token); the last alternative catches what shlex refuses. One group for all three, so
+# findall hands back the tokens themselves: a refused character is a lone quote or
+# backslash, a token that neither a word (two characters at least) nor an operator can be.
 _TOKEN: Final = re.compile(
-    r"""[ \t\r]*+(?:((?:[^ \t\r'"\\;&|()<>\n]++|'[^']*+'|"[^"\\]*+(?:\\.[^"\\]*+)*+"|\\.)++)"""
-    r"""|([;&|()<>\n]++)|([^ \t\r]))""",
+    r"""[ \t\r]*+((?:[^ \t\r'"\\;&|()<>\n]++|'[^']*+'|"[^"\\]*+(?:\\.[^"\\]*+)*+"|\\.)++"""
+    r"""|[;&|()<>\n]++|[^ \t\r])""",
     re.DOTALL)
 _PLAIN: Final = re.compile(r"[;&|()<>\n]+|[^ \t\r;&|()<>\n]+")
 _QUOTING: Final = re.compile(r"""['"\\]""")
@@ -216,22 +218,17 @@ def tokens(command: str) -> list[str] | None:
     if _QUOTING.search(command) is None:
         # No quoting (a third of agents' commands): words and operators are plain runs.
         return _PLAIN.findall(command)
-    out: list[str] = []
-    append = out.append
     # Trailing whitespace would make a failed attempt at each of its characters; one is
     # kept after a backslash, which may escape it.
     text = command.rstrip(" \t\r")
     if text.endswith("\\") and len(text) < len(command):
         text = command[: len(text) + 1]
-    for word, operator, _refused in _TOKEN.findall(text):
-        if word:
-            # Most words of a quoted line are plain: three scans cost less than a call.
-            append(_unquoted(word) if "'" in word or '"' in word or "\\" in word else word)
-        elif operator:
-            append(operator)
-        else:
-            return None  # refused: an unclosed quote, a trailing backslash
-    return out
+    found = _TOKEN.findall(text)
+    if "'" in found or '"' in found or "\\" in found:
+        return None  # refused: an unclosed quote, a trailing backslash
+    # Most words of a quoted line are plain (and operators always): three scans of a
+    # token cost less than a call.
+    return [_unquoted(t) if "'" in t or '"' in t or "\\" in t else t for t in found]
 
 
 _OPERATOR: Final = 1
