@@ -70,8 +70,6 @@ class _Pending(NamedTuple):
     """What a parsed write acts on (its identity as progress), else ``None``."""
 
 
-# tuple.__new__ directly: a NamedTuple's own constructor is Python code, and this runs per call.
-_new_pending = tuple.__new__
 
 
 _UNKNOWN_CALL_ARGS: Final[Mapping[str, Any]] = {}
@@ -499,8 +497,7 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
                 # Spellings of one write (rm -f X, rm -rf X) are one operation.
                 target = hash(effect.target)
                 ahash = target
-        entry = _new_pending(_Pending, (tool, ahash, args, kind, applied, page, canonical,
-                                        parsed, target))
+        entry = _Pending(tool, ahash, args, kind, applied, page, canonical, parsed, target)
         rid = ctx.run_id.int
         calls = self._pending.get(rid)
         if calls is None:
