@@ -21,9 +21,9 @@ from loopobs import (
     Usage,
 )
 from loopobs.adapters import (
+    FrameworkToolCall,
     RunStopped,
     RunTracker,
-    ToolCall,
     missing_extra,
     shielded,
 )
@@ -46,7 +46,7 @@ def test_a_react_run_is_reported_in_contract_order() -> None:
     assert run.model_start("llm1", model="m", provider="p")
     run.text_delta("llm1", "thinking about it")
     run.model_end("llm1", usage=Usage(input_tokens=10, output_tokens=3), text="t",
-                  tool_calls=[ToolCall("c1", "add", {"a": 1}), ToolCall("c2", "add", {"a": 2})])
+                  tool_calls=[FrameworkToolCall("c1", "add", {"a": 1}), FrameworkToolCall("c2", "add", {"a": 2})])
     run.tool_start("t1", tool="add", call_id="c1", arguments={"a": 1})
     run.tool_start("t2", tool="add", call_id="c2", arguments={"a": 2})
     run.tool_end("t2", result="2")
@@ -122,7 +122,7 @@ def test_end_closes_everything_once_from_an_error_path() -> None:
     tracker, rec = _tracker(detectors=[])
     run = tracker.start_run()
     run.model_start("m1", model="m")
-    run.model_end("m1", tool_calls=[ToolCall("c", "slow")])
+    run.model_end("m1", tool_calls=[FrameworkToolCall("c", "slow")])
     run.tool_start("t", tool="slow", call_id="c")
     run.end(error=RuntimeError("boom"))
     run.end()
@@ -157,7 +157,7 @@ def test_parallel_threads_keep_the_contract() -> None:
     tracker, rec = _tracker(detectors=[])
     run = tracker.start_run()
     run.model_start("m", model="m")
-    run.model_end("m", tool_calls=[ToolCall(f"c{i}", "t") for i in range(40)])
+    run.model_end("m", tool_calls=[FrameworkToolCall(f"c{i}", "t") for i in range(40)])
 
     def one(i: int) -> None:
         run.tool_start(i, tool="t", call_id=f"c{i}")
@@ -191,7 +191,7 @@ def _loop(run: adapter_run.AdapterRun, calls: int) -> None:
     for i in range(calls):
         key = f"m{i}"
         run.model_start(key, model="m")
-        run.model_end(key, tool_calls=[ToolCall(f"c{i}", "poll", {"job": "1"})])
+        run.model_end(key, tool_calls=[FrameworkToolCall(f"c{i}", "poll", {"job": "1"})])
         run.tool_start(f"t{i}", tool="poll", call_id=f"c{i}", arguments={"job": "1"})
         run.tool_end(f"t{i}", result="queued")
 
@@ -358,7 +358,7 @@ def test_a_call_id_reused_by_a_later_response_is_a_new_call() -> None:
     run = tracker.start_run()
     for turn in range(2):
         run.model_start(f"m{turn}", model="m")
-        run.model_end(f"m{turn}", tool_calls=[ToolCall("same", "t"), ToolCall("same", "t")])
+        run.model_end(f"m{turn}", tool_calls=[FrameworkToolCall("same", "t"), FrameworkToolCall("same", "t")])
         run.tool_start(f"a{turn}", tool="t", call_id="same")
         run.tool_start(f"b{turn}", tool="t", call_id="same")
         run.tool_end(f"a{turn}", result="x")

@@ -25,13 +25,16 @@ This package imports no framework: only the adapter modules do.
 
 from __future__ import annotations
 
+import warnings
+from typing import Any
+
 from loopobs.adapters._extras import missing_extra
 from loopobs.adapters._run import (
     AdapterRun,
+    FrameworkToolCall,
     RunStopped,
     RunTracker,
     StopPolicy,
-    ToolCall,
     model_error,
     shielded,
     token_count,
@@ -40,13 +43,24 @@ from loopobs.adapters._run import (
 
 __all__ = [
     "AdapterRun",
+    "FrameworkToolCall",
     "RunStopped",
     "RunTracker",
     "StopPolicy",
-    "ToolCall",
     "missing_extra",
     "model_error",
     "shielded",
     "token_count",
     "tool_error",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ToolCall":
+        # The adapters' ToolCall shared its name with loopobs.llm.ToolCall (a scripted
+        # model's call); it is FrameworkToolCall now.
+        warnings.warn("loopobs.adapters.ToolCall was renamed FrameworkToolCall "
+                      "(loopobs.llm.ToolCall is the scripted model's); the old name goes away "
+                      "in loopobs 0.3", DeprecationWarning, stacklevel=2)
+        return FrameworkToolCall
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

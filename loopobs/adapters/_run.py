@@ -15,7 +15,7 @@ Building an adapter on it::
     run.before_model_call(model="gpt-4o")              # budgets; raises RunStopped if stopped
     run.model_start(key, model="gpt-4o")               # a model call (opens a turn)
     run.text_delta(key, "Hel")                         # streamed text, if any
-    run.model_end(key, usage=Usage(...), tool_calls=[ToolCall(...)])
+    run.model_end(key, usage=Usage(...), tool_calls=[FrameworkToolCall(...)])
     run.raise_if_stopped()                             # where the framework propagates
     run.tool_start(tool_key, tool="search", call_id="call_1", arguments={...})
     run.tool_end(tool_key, result="...")               # or error=exc
@@ -68,6 +68,7 @@ import logging
 import threading
 import time
 import uuid
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -111,7 +112,7 @@ __all__ = [
     "RunStopped",
     "RunTracker",
     "StopPolicy",
-    "ToolCall",
+    "FrameworkToolCall",
     "model_error",
     "shielded",
     "token_count",
@@ -158,7 +159,7 @@ class RunStopped(LoopDetected):
 
 
 @dataclass(frozen=True, slots=True)
-class ToolCall:
+class FrameworkToolCall:
     """A tool call the model asked for, as the adapter read it from the response."""
 
     id: str
@@ -305,14 +306,15 @@ class RunTracker:
         self._observers = ObserverSet(observers)
         # Detectors after the user's observers: every user observer has seen an event
         # before a detector reacts to it, and the verdicts reach everyone.
-        self.emit = ObserverSet([self._observers])
+        self.receivers = ObserverSet([self._observers])
+        """Everyone an event goes to: the user's observers, then the detectors, then the policy."""
         self.detectors = tuple(_default_detectors() if detectors is None else detectors)
         for detector in self.detectors:
-            self.emit.add(detector)
+            self.receivers.add(detector)
         self.guards = tuple(d for d in self.detectors if isinstance(d, BudgetGuard))
         """The budget guards among the detectors, asked before each model call."""
         self.policy = StopPolicy()
-        self.emit.add(self.policy)
+        self.receivers.add(self.policy)
         self._lock = threading.Lock()
         self._turns: OrderedDict[uuid.UUID, int] = OrderedDict()
         self._active: dict[uuid.UUID, AdapterRun] = {}
@@ -322,6 +324,13 @@ class RunTracker:
     def observers(self) -> ObserverSet:
         """The user's observers; attach and detach at any time, also while runs go on."""
         return self._observers
+
+    @property
+    def emit(self) -> ObserverSet:
+        """Deprecated: :attr:`receivers` (``emit`` is the verb of ``ObserverSet.emit``)."""
+        warnings.warn("RunTracker.emit is RunTracker.receivers; the old name goes away in "
+                      "loopobs 0.3", DeprecationWarning, stacklevel=2)
+        return self.receivers
 
     def attach(self, observer: LoopObserver) -> None:
         """Add an observer; it receives events from the next one emitted."""
@@ -474,7 +483,7 @@ class AdapterRun:
         if branch_of is not None:
             for guard in tracker.guards:
                 guard.branch(self.run_id, of=branch_of.run_id)
-        em = tracker.emit
+        em = tracker.receivers
         if em.listens("on_run_start"):
             em.on_run_start(RunStartContext(
                 run_id=self.run_id, time_ns=self._started_ns, session_id=session_id,
@@ -547,7 +556,7 @@ class AdapterRun:
         turn = _Turn(self.tracker._next_turn(self.session_id),
                      at if at is not None else _now_ns(), _perf())
         self._turn = turn
-        em = self.tracker.emit
+        em = self.tracker.receivers
         if em.listens("on_turn_start"):
             em.on_turn_start(TurnStartContext(run_id=self.run_id, time_ns=turn.started_ns,
                                               turn=turn.number, query=self.query))
@@ -566,7 +575,7 @@ class AdapterRun:
         self._turn = None
         self.turns += 1
         error = error or turn.error
-        em = self.tracker.emit
+        em = self.tracker.receivers
         if em.listens("on_turn_end"):
             usage = turn.usage
             em.on_turn_end(TurnEndContext(
@@ -604,7 +613,7 @@ class AdapterRun:
                              time_ns if time_ns is not None else _now_ns(), _perf())
             turn.attempts += 1
             self._stream_key, self._stream = key, stream
-            em = self.tracker.emit
+            em = self.tracker.receivers
             if em.listens("on_stream_start"):
                 em.on_stream_start(StreamStartContext(
                     run_id=self.run_id, time_ns=stream.started_ns, turn=turn.number,
@@ -619,7 +628,7 @@ class AdapterRun:
                 return
             if stream.first is None:
                 stream.first = _perf()
-            em = self.tracker.emit
+            em = self.tracker.receivers
             if em.listens("on_text_delta"):
                 em.on_text_delta(TextDeltaContext(
                     run_id=self.run_id, time_ns=time_ns if time_ns is not None else _now_ns(),
@@ -633,14 +642,14 @@ class AdapterRun:
                 return
             if stream.first is None:
                 stream.first = _perf()
-            em = self.tracker.emit
+            em = self.tracker.receivers
             if em.listens("on_thinking_delta"):
                 em.on_thinking_delta(ThinkingDeltaContext(
                     run_id=self.run_id, time_ns=time_ns if time_ns is not None else _now_ns(),
                     turn=turn.number, delta=delta))
 
     def model_end(self, key: Hashable, *, usage: Usage | None = None, text: str = "",
-                  tool_calls: Sequence[ToolCall] = (), finish_reason: str | None = None,
+                  tool_calls: Sequence[FrameworkToolCall] = (), finish_reason: str | None = None,
                   response_id: str | None = None, response_model: str | None = None,
                   time_to_first_token_ms: float | None = None,
                   time_ns: int | None = None) -> None:
@@ -672,7 +681,7 @@ class AdapterRun:
                                      response_model=response_model)
             self.spend.add_call(usage, cost)
             turn.answered, turn.usage, turn.cost_usd, turn.error = True, usage, cost, None
-            em = self.tracker.emit
+            em = self.tracker.receivers
             if time_to_first_token_ms is None and stream.first is not None:
                 time_to_first_token_ms = (stream.first - stream.started) * 1000.0
             if em.listens("on_stream_success"):
@@ -715,7 +724,7 @@ class AdapterRun:
         if stream is None or turn is None:
             return
         turn.error = error
-        em = self.tracker.emit
+        em = self.tracker.receivers
         if em.listens("on_stream_failure"):
             em.on_stream_failure(StreamFailureContext(
                 run_id=self.run_id, time_ns=at if at is not None else _now_ns(),
@@ -743,7 +752,7 @@ class AdapterRun:
             turn.tools_ran = True
             cid = call_id if call_id else str(key)
             at = time_ns if time_ns is not None else _now_ns()
-            em = self.tracker.emit
+            em = self.tracker.receivers
             if cid not in self._received:
                 self._received.add(cid)
                 if em.listens("on_tool_call_received"):
@@ -777,7 +786,7 @@ class AdapterRun:
         turn = self._turn
         if item is None or turn is None:
             return
-        em = self.tracker.emit
+        em = self.tracker.receivers
         if not em.listens("on_tool_post"):
             return
         text = result if error is None else (result or f"Error: {error}")
@@ -819,7 +828,7 @@ class AdapterRun:
                         status = RunStatus.FAILED
                 final = _status(status)
                 self._close_turn(time_ns, err)
-                em = self.tracker.emit
+                em = self.tracker.receivers
                 if em.listens("on_run_end"):
                     em.on_run_end(RunEndContext(
                         run_id=self.run_id, time_ns=time_ns if time_ns is not None else _now_ns(),

@@ -64,7 +64,7 @@ try:
 except ModuleNotFoundError as _exc:  # tested with the framework hidden
     raise missing_extra("adk", "google-adk", "adk", _exc) from _exc
 
-from loopobs.adapters import AdapterRun, RunTracker, ToolCall, shielded
+from loopobs.adapters import AdapterRun, FrameworkToolCall, RunTracker, shielded
 from loopobs.adapters._wrapped import stop_of
 from loopobs.contract.events import Usage
 from loopobs.contract.observer import LoopObserver, ObserverSet
@@ -110,16 +110,16 @@ def _usage(response: LlmResponse) -> Usage | None:
     )
 
 
-def _read(content: types.Content | None) -> tuple[str, list[ToolCall]]:
+def _read(content: types.Content | None) -> tuple[str, list[FrameworkToolCall]]:
     """The visible text and the function calls of a response's content, in order."""
     texts: list[str] = []
-    calls: list[ToolCall] = []
+    calls: list[FrameworkToolCall] = []
     for n, part in enumerate(content.parts or () if content is not None else ()):
         if part.text and not part.thought:
             texts.append(part.text)
         call = part.function_call
         if call is not None and call.name:
-            calls.append(ToolCall(call.id or f"{call.name}#{n}", call.name, dict(call.args or {})))
+            calls.append(FrameworkToolCall(call.id or f"{call.name}#{n}", call.name, dict(call.args or {})))
     return "".join(texts), calls
 
 

@@ -70,9 +70,9 @@ except ModuleNotFoundError as exc:  # pragma: no cover - exercised in a subproce
 
 from loopobs.adapters._run import (
     AdapterRun,
+    FrameworkToolCall,
     RunStopped,
     RunTracker,
-    ToolCall,
     shielded,
     token_count,
 )
@@ -290,7 +290,7 @@ class _Bridge:
         message = getattr(generation, "message", None)
         text = _text(message.content) if message is not None else \
             (generation.text if generation is not None else "")
-        calls = [ToolCall(str(c.get("id") or ""), str(c.get("name", "")), c.get("args") or {})
+        calls = [FrameworkToolCall(str(c.get("id") or ""), str(c.get("name", "")), c.get("args") or {})
                  for c in (getattr(message, "tool_calls", None) or [])]
         meta: Mapping[str, Any] = getattr(message, "response_metadata", None) or {}
         run.model_end(run_id, usage=_usage(message, response.llm_output), text=text,

@@ -48,7 +48,7 @@ try:
 except ModuleNotFoundError as _exc:  # tested with the framework hidden
     raise missing_extra("langchain_middleware", "langchain", "langchain-agents", _exc) from _exc
 
-from loopobs.adapters import AdapterRun, RunTracker, ToolCall, shielded
+from loopobs.adapters import AdapterRun, FrameworkToolCall, RunTracker, shielded
 from loopobs.contract.events import Usage
 from loopobs.contract.observer import LoopObserver, ObserverSet
 from loopobs.cost.pricing import PricesArg
@@ -226,7 +226,7 @@ class LoopobsMiddleware(AgentMiddleware[LoopobsState, Any, Any]):
             run.model_end(call)
             return
         text = message.content if isinstance(message.content, str) else message.text
-        calls = [ToolCall(str(c.get("id") or c["name"]), c["name"], dict(c.get("args") or {}))
+        calls = [FrameworkToolCall(str(c.get("id") or c["name"]), c["name"], dict(c.get("args") or {}))
                  for c in message.tool_calls]
         meta = message.response_metadata or {}
         finish = meta.get("finish_reason")

@@ -53,7 +53,7 @@ try:
 except ModuleNotFoundError as _exc:  # tested with the framework hidden
     raise missing_extra("maf", "agent-framework-core", "agent-framework", _exc) from _exc
 
-from loopobs.adapters import AdapterRun, RunTracker, ToolCall, shielded
+from loopobs.adapters import AdapterRun, FrameworkToolCall, RunTracker, shielded
 from loopobs.contract.events import Usage
 from loopobs.contract.observer import LoopObserver, ObserverSet
 from loopobs.cost.pricing import PricesArg
@@ -197,7 +197,7 @@ class _Chat(ChatMiddleware):
         current, key = opened
         response = context.result
         messages = getattr(response, "messages", None) or []
-        calls: list[ToolCall] = []
+        calls: list[FrameworkToolCall] = []
         texts: list[str] = []
         for message in messages:
             contents = getattr(message, "contents", None) or []
@@ -206,7 +206,7 @@ class _Chat(ChatMiddleware):
                 if getattr(content, "type", None) == "function_call":
                     name = str(getattr(content, "name", "") or "tool")
                     call_id = str(getattr(content, "call_id", "") or name)
-                    calls.append(ToolCall(call_id, name,
+                    calls.append(FrameworkToolCall(call_id, name,
                                           _arguments(getattr(content, "arguments", None))))
         finish = getattr(response, "finish_reason", None)
         current.run.model_end(

@@ -81,7 +81,7 @@ try:
 except ModuleNotFoundError as _exc:  # tested with the framework hidden
     raise missing_extra("openai_agents", "openai-agents", "openai-agents", _exc) from _exc
 
-from loopobs.adapters import AdapterRun, RunTracker, ToolCall, shielded, token_count
+from loopobs.adapters import AdapterRun, FrameworkToolCall, RunTracker, shielded, token_count
 from loopobs.contract.errors import LoopError, MaxTurnsExceeded, ToolExecutionError
 from loopobs.contract.events import ModelSwitchedContext, SuspendedContext, Usage
 from loopobs.contract.observer import LoopObserver, ObserverSet
@@ -146,15 +146,15 @@ def _arguments(text: str | None) -> Mapping[str, Any]:
     return value if isinstance(value, dict) else {"arguments": value}
 
 
-def _read_response(response: ModelResponse) -> tuple[str, list[ToolCall]]:
+def _read_response(response: ModelResponse) -> tuple[str, list[FrameworkToolCall]]:
     """The assistant text and the function calls of one model response, in order."""
     texts: list[str] = []
-    calls: list[ToolCall] = []
+    calls: list[FrameworkToolCall] = []
     for item in response.output:
         if isinstance(item, ResponseOutputMessage):
             texts.extend(part.text for part in item.content if isinstance(part, _OutputText))
         elif isinstance(item, ResponseFunctionToolCall):
-            calls.append(ToolCall(item.call_id, item.name, _arguments(item.arguments)))
+            calls.append(FrameworkToolCall(item.call_id, item.name, _arguments(item.arguments)))
     return "".join(texts), calls
 
 
@@ -220,7 +220,7 @@ class ObservedRunHooks(RunHooks[Any]):
         self._tools = 0
         self._tool_keys: dict[int, object] = {}
         self._started_ids: set[str] = set()
-        self._last_calls: list[ToolCall] = []
+        self._last_calls: list[FrameworkToolCall] = []
         self._model = run.model
 
     @shielded
@@ -240,7 +240,7 @@ class ObservedRunHooks(RunHooks[Any]):
     def _switch(self, model: str) -> None:
         previous, self._model = self._model, model
         if previous and previous != model:
-            em = self.run.tracker.emit
+            em = self.run.tracker.receivers
             if em.listens("on_model_switched"):
                 em.on_model_switched(ModelSwitchedContext(
                     run_id=self.run.run_id, time_ns=_now_ns(), from_model=previous,
@@ -317,7 +317,7 @@ class ObservedRunHooks(RunHooks[Any]):
         if self.inner is not None:
             await self.inner.on_tool_end(context, agent, tool, result)
 
-    def _handoff_call(self, to_agent: Agent[Any]) -> ToolCall | None:
+    def _handoff_call(self, to_agent: Agent[Any]) -> FrameworkToolCall | None:
         """The call of the last response that asked for this handoff (never a function tool's)."""
         unstarted = [c for c in self._last_calls if c.id not in self._started_ids]
         default = Handoff.default_tool_name(to_agent)
@@ -369,7 +369,7 @@ class ObservedRunHooks(RunHooks[Any]):
         raw = getattr(item, "raw_item", None)
         tool = getattr(item, "tool_name", None) or getattr(raw, "name", None) or "tool"
         call_id = getattr(raw, "call_id", None) or str(id(item))
-        em = run.tracker.emit
+        em = run.tracker.receivers
         if em.listens("on_suspended"):
             em.on_suspended(SuspendedContext(
                 run_id=run.run_id, time_ns=_now_ns(), turn=turn, tool=str(tool),

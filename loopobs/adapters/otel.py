@@ -68,7 +68,7 @@ try:
 except ModuleNotFoundError as exc:  # pragma: no cover - exercised in a subprocess test
     raise missing_extra("otel", "opentelemetry-sdk", "otel-adapter", exc) from exc
 
-from loopobs.adapters._run import AdapterRun, RunTracker, ToolCall, shielded, token_count
+from loopobs.adapters._run import AdapterRun, FrameworkToolCall, RunTracker, shielded, token_count
 from loopobs.contract.errors import Cancelled, LoopError, ModelError, ToolExecutionError
 from loopobs.contract.events import Usage
 from loopobs.contract.observer import LoopObserver, ObserverSet
@@ -320,13 +320,13 @@ def _usage(attrs: Mapping[str, Any], skipped: _Skipped) -> Usage | None:
 
 
 def _output(attrs: Mapping[str, Any], skipped: _Skipped,
-            span: ReadableSpan | None = None) -> tuple[str, list[ToolCall]]:
+            span: ReadableSpan | None = None) -> tuple[str, list[FrameworkToolCall]]:
     """The response text and the tool calls it asks for, from either convention.
 
     Messages or parts of an unexpected shape are skipped (counted once per span).
     """
     text: list[str] = []
-    calls: list[ToolCall] = []
+    calls: list[FrameworkToolCall] = []
     name = c.GEN_AI_OUTPUT_MESSAGES
     raw = attrs.get(name)
     if raw is None and span is not None:
@@ -352,7 +352,7 @@ def _output(attrs: Mapping[str, Any], skipped: _Skipped,
                     text.append(str(part.get("content") or ""))
                 elif part.get("type") == "tool_call":
                     args = part.get("arguments")
-                    calls.append(ToolCall(
+                    calls.append(FrameworkToolCall(
                         str(part.get("id") or ""), str(part.get("name") or ""),
                         args if isinstance(args, dict)
                         else (_arguments(args, name, skipped) or {}) if isinstance(args, str)
@@ -373,13 +373,13 @@ def _output(attrs: Mapping[str, Any], skipped: _Skipped,
         args = attrs.get(call + "function.arguments")
         arguments = _arguments(args, call + "function.arguments", skipped) \
             if isinstance(args, str) else None
-        calls.append(ToolCall(str(attrs.get(call + "id") or ""), str(call_name),
+        calls.append(FrameworkToolCall(str(attrs.get(call + "id") or ""), str(call_name),
                               arguments or {}))
         index += 1
     return "".join(text), calls
 
 
-def _openai_message(message: dict[str, Any], text: list[str], calls: list[ToolCall],
+def _openai_message(message: dict[str, Any], text: list[str], calls: list[FrameworkToolCall],
                     name: str, skipped: _Skipped) -> bool:
     """Read an OpenAI-style message's text and tool calls; False if it is malformed."""
     content = message.get("content")
@@ -395,7 +395,7 @@ def _openai_message(message: dict[str, Any], text: list[str], calls: list[ToolCa
         if not isinstance(function, dict):
             return False
         args = function.get("arguments")
-        calls.append(ToolCall(
+        calls.append(FrameworkToolCall(
             str(call.get("id") or ""), str(function.get("name") or ""),
             args if isinstance(args, dict)
             else (_arguments(args, name, skipped) or {}) if isinstance(args, str) else {}))

@@ -76,7 +76,7 @@ try:
 except ModuleNotFoundError as _exc:  # tested with the framework hidden
     raise missing_extra("pydantic_ai", "pydantic-ai-slim", "pydantic-ai", _exc) from _exc
 
-from loopobs.adapters import AdapterRun, RunTracker, ToolCall, shielded, token_count
+from loopobs.adapters import AdapterRun, FrameworkToolCall, RunTracker, shielded, token_count
 from loopobs.contract.errors import ModelError, ToolExecutionError
 from loopobs.contract.events import FallbackContext, ModelSwitchedContext, SuspendedContext, Usage
 from loopobs.contract.observer import LoopObserver, ObserverSet
@@ -121,10 +121,10 @@ def _text(value: Any) -> str:
         return str(value)
 
 
-def _read_response(response: ModelResponse, output_tools: set[str]) -> tuple[str, list[ToolCall]]:
+def _read_response(response: ModelResponse, output_tools: set[str]) -> tuple[str, list[FrameworkToolCall]]:
     """The response's text (or, for an output tool, its arguments) and its tool calls."""
     texts: list[str] = []
-    calls: list[ToolCall] = []
+    calls: list[FrameworkToolCall] = []
     for part in response.parts:
         if isinstance(part, TextPart):
             texts.append(part.content)
@@ -132,7 +132,7 @@ def _read_response(response: ModelResponse, output_tools: set[str]) -> tuple[str
             if part.tool_name in output_tools:
                 texts.append(part.args_as_json_str())
             else:
-                calls.append(ToolCall(part.tool_call_id, part.tool_name, part.args_as_dict()))
+                calls.append(FrameworkToolCall(part.tool_call_id, part.tool_name, part.args_as_dict()))
     return "".join(texts), calls
 
 
@@ -242,7 +242,7 @@ class _ObservedRun(AbstractCapability[Any]):
         if run is None or turn is None or not waiting:
             return False
         call, kind = waiting[0]
-        em = run.tracker.emit
+        em = run.tracker.receivers
         if em.listens("on_suspended"):
             em.on_suspended(SuspendedContext(
                 run_id=run.run_id, time_ns=time.time_ns(), turn=turn, tool=call.tool_name,
@@ -278,7 +278,7 @@ class _ObservedRun(AbstractCapability[Any]):
             f"attempt {open_key[1]} failed; pydantic-ai made another",
             retryable=True, provider=model.system or None))
         turn = run.turn
-        em = run.tracker.emit
+        em = run.tracker.receivers
         if previous != current and turn is not None:
             now = time.time_ns()
             if em.listens("on_fallback"):

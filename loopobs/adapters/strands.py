@@ -59,7 +59,7 @@ try:
 except ModuleNotFoundError as _exc:  # tested with the framework hidden
     raise missing_extra("strands", "strands-agents", "strands", _exc) from _exc
 
-from loopobs.adapters import AdapterRun, RunTracker, ToolCall, shielded
+from loopobs.adapters import AdapterRun, FrameworkToolCall, RunTracker, shielded
 from loopobs.adapters._wrapped import stop_of
 from loopobs.contract.errors import LoopError
 from loopobs.contract.events import Usage
@@ -121,13 +121,13 @@ def _usage(message: Mapping[str, Any]) -> Usage | None:
                  cache_write_input_tokens=int(usage.get("cacheWriteInputTokens") or 0))
 
 
-def _calls(message: Mapping[str, Any]) -> list[ToolCall]:
+def _calls(message: Mapping[str, Any]) -> list[FrameworkToolCall]:
     calls = []
     for block in message.get("content") or ():
         use = block.get("toolUse") if isinstance(block, Mapping) else None
         if isinstance(use, Mapping) and use.get("name"):
             arguments = use.get("input")
-            calls.append(ToolCall(str(use.get("toolUseId") or use["name"]), str(use["name"]),
+            calls.append(FrameworkToolCall(str(use.get("toolUseId") or use["name"]), str(use["name"]),
                                   dict(arguments) if isinstance(arguments, Mapping) else {}))
     return calls
 
