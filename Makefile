@@ -35,6 +35,7 @@ backends:
 
 lint: $(STAMP)
 	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 
 typecheck: $(STAMP)
 	$(PY) -m mypy

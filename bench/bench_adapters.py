@@ -74,9 +74,16 @@ def langgraph_runs(rounds: int, per_round: int) -> dict[str, float]:
 
     def script() -> list[AIMessage]:
         usage: Any = {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15}
-        calls = [AIMessage(content="", usage_metadata=usage, tool_calls=[
-            {"name": "lookup", "args": {"key": f"k{i}"}, "id": f"c{i}", "type": "tool_call"}])
-            for i in range(TURNS)]
+        calls = [
+            AIMessage(
+                content="",
+                usage_metadata=usage,
+                tool_calls=[
+                    {"name": "lookup", "args": {"key": f"k{i}"}, "id": f"c{i}", "type": "tool_call"}
+                ],
+            )
+            for i in range(TURNS)
+        ]
         return [*calls, AIMessage(content="done", usage_metadata=usage)]
 
     def graph() -> Any:
@@ -100,8 +107,9 @@ def langgraph_runs(rounds: int, per_round: int) -> dict[str, float]:
         "bare": None,
         "no-op LangChain handler": Nothing(),
         "LoopobsCallbackHandler + no-op observer": LoopobsCallbackHandler([NoOp()], detectors=[]),
-        "LoopobsCallbackHandler + no-op observer + default detectors":
-            LoopobsCallbackHandler([NoOp()]),
+        "LoopobsCallbackHandler + no-op observer + default detectors": LoopobsCallbackHandler(
+            [NoOp()]
+        ),
     }
 
     def run(handler: Any) -> Callable[[], object]:
@@ -136,21 +144,40 @@ def otel_runs(rounds: int, per_round: int) -> dict[str, float]:
 
         def run() -> None:
             with tracer.start_as_current_span(
-                    "invoke_agent a", attributes={"gen_ai.operation.name": "invoke_agent"}):
+                "invoke_agent a", attributes={"gen_ai.operation.name": "invoke_agent"}
+            ):
                 for i in range(TURNS):
-                    with tracer.start_as_current_span("chat m", attributes={
-                            "gen_ai.operation.name": "chat", "gen_ai.request.model": "m",
-                            "gen_ai.usage.input_tokens": 10, "gen_ai.usage.output_tokens": 5}):
+                    with tracer.start_as_current_span(
+                        "chat m",
+                        attributes={
+                            "gen_ai.operation.name": "chat",
+                            "gen_ai.request.model": "m",
+                            "gen_ai.usage.input_tokens": 10,
+                            "gen_ai.usage.output_tokens": 5,
+                        },
+                    ):
                         pass
-                    with tracer.start_as_current_span("execute_tool t", attributes={
-                            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t",
-                            "gen_ai.tool.call.id": f"c{i}"}):
+                    with tracer.start_as_current_span(
+                        "execute_tool t",
+                        attributes={
+                            "gen_ai.operation.name": "execute_tool",
+                            "gen_ai.tool.name": "t",
+                            "gen_ai.tool.call.id": f"c{i}",
+                        },
+                    ):
                         pass
+
         return run
 
-    return _best({"bare": app(bare),
-                  "SimpleSpanProcessor into a discarding exporter": app(exporting),
-                  "GenAISpanProcessor + no-op observer": app(fed)}, rounds, per_round)
+    return _best(
+        {
+            "bare": app(bare),
+            "SimpleSpanProcessor into a discarding exporter": app(exporting),
+            "GenAISpanProcessor + no-op observer": app(fed),
+        },
+        rounds,
+        per_round,
+    )
 
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
@@ -161,16 +188,24 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     rounds, per_round = (2, 3) if args.quick else (7, 10)
     rows: list[dict[str, Any]] = []
     for title, results in (
-            (f"LangGraph ReAct run ({TURNS} tool turns)", langgraph_runs(rounds, per_round)),
-            (f"OTel app run (1 agent, {TURNS} chat + {TURNS} tool spans)",
-             otel_runs(rounds, per_round * 10))):
+        (f"LangGraph ReAct run ({TURNS} tool turns)", langgraph_runs(rounds, per_round)),
+        (
+            f"OTel app run (1 agent, {TURNS} chat + {TURNS} tool spans)",
+            otel_runs(rounds, per_round * 10),
+        ),
+    ):
         bare = results["bare"]
         for name, seconds in results.items():
-            rows.append({"name": f"{title}: {name}", "best_ns": seconds * 1e9,
-                         "baseline_ns": bare * 1e9})
-    print_table(["benchmark", "best", "vs bare"],
-                [[r["name"], fmt_ns(r["best_ns"]), fmt_ratio(r["best_ns"], r["baseline_ns"])]
-                 for r in rows])
+            rows.append(
+                {"name": f"{title}: {name}", "best_ns": seconds * 1e9, "baseline_ns": bare * 1e9}
+            )
+    print_table(
+        ["benchmark", "best", "vs bare"],
+        [
+            [r["name"], fmt_ns(r["best_ns"]), fmt_ratio(r["best_ns"], r["baseline_ns"])]
+            for r in rows
+        ],
+    )
     return rows
 
 

@@ -58,18 +58,27 @@ def _observers() -> dict[str, Callable[[], list[LoopObserver]]]:
         def make() -> list[LoopObserver]:
             spans.clear()
             return observers
+
         return make
 
     traced_metrics = MetricsObserver(meter)
-    return {"none": clear([]), "TracingObserver": clear([tracing]),
-            "MetricsObserver": clear([metrics]),
-            "TracingObserver + MetricsObserver": clear([tracing, traced_metrics]),
-            "PrometheusObserver": clear([prometheus]), "JsonlRecorder": clear([jsonl])}
+    return {
+        "none": clear([]),
+        "TracingObserver": clear([tracing]),
+        "MetricsObserver": clear([metrics]),
+        "TracingObserver + MetricsObserver": clear([tracing, traced_metrics]),
+        "PrometheusObserver": clear([prometheus]),
+        "JsonlRecorder": clear([jsonl]),
+    }
 
 
 async def _run(observers: list[LoopObserver], chunk_size: int) -> float:
-    loop = AgentLoop(ScriptedClient([Reply(text=TEXT)], chunk_size=chunk_size), model="m",
-                     observers=observers, detectors=[])
+    loop = AgentLoop(
+        ScriptedClient([Reply(text=TEXT)], chunk_size=chunk_size),
+        model="m",
+        observers=observers,
+        detectors=[],
+    )
     started = time.process_time()
     result = await loop.run("go")
     elapsed = time.process_time() - started
@@ -94,8 +103,11 @@ async def measure(runs: int) -> list[dict[str, Any]]:
         return (med[(name, sizes[1])] - med[(name, sizes[0])]) / (CHUNKS - 1) * 1e9
 
     bare = per_chunk("none")
-    return [{"name": name, "ns_per_chunk": per_chunk(name) - bare, "baseline_ns": bare}
-            for name in stacks if name != "none"]
+    return [
+        {"name": name, "ns_per_chunk": per_chunk(name) - bare, "baseline_ns": bare}
+        for name in stacks
+        if name != "none"
+    ]
 
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
@@ -104,11 +116,22 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--quick", action="store_true", help="5 runs each, not 30")
     args = parser.parse_args(argv)
     rows = asyncio.run(measure(5 if args.quick else 30))
-    print(f"Per streamed chunk — Python {sys.version.split()[0]}; a {len(TEXT):,}-character "
-          f"reply in 1 vs {CHUNKS} chunks, medians")
-    print_table(["observer", "added per chunk", "the loop's own per chunk", "ratio"], [
-        [r["name"], fmt_ns(r["ns_per_chunk"]), fmt_ns(r["baseline_ns"]),
-         f"{r['ns_per_chunk'] / r['baseline_ns']:.2f}×"] for r in rows])
+    print(
+        f"Per streamed chunk — Python {sys.version.split()[0]}; a {len(TEXT):,}-character "
+        f"reply in 1 vs {CHUNKS} chunks, medians"
+    )
+    print_table(
+        ["observer", "added per chunk", "the loop's own per chunk", "ratio"],
+        [
+            [
+                r["name"],
+                fmt_ns(r["ns_per_chunk"]),
+                fmt_ns(r["baseline_ns"]),
+                f"{r['ns_per_chunk'] / r['baseline_ns']:.2f}×",
+            ]
+            for r in rows
+        ],
+    )
     return rows
 
 

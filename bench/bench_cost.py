@@ -61,8 +61,13 @@ def rows(repeats: int, target_s: float) -> list[dict[str, Any]]:
     rates = price_lookup({"house-model": ModelRates(input_per_mtok=0.2, output_per_mtok=0.8)})
     gp_usage = genai_prices.Usage(input_tokens=12_000, output_tokens=800, cache_read_tokens=4_000)
 
-    spending = RunSpending(run_id=uuid.uuid4(), prices=prices, budget=Budget(usd=1e9),
-                           session=Conversation(), emit=ObserverSet().on_budget_exceeded)
+    spending = RunSpending(
+        run_id=uuid.uuid4(),
+        prices=prices,
+        budget=Budget(usd=1e9),
+        session=Conversation(),
+        emit=ObserverSet().on_budget_exceeded,
+    )
 
     def per_call() -> None:
         spending.price("gpt-4o", "openai", USAGE)
@@ -72,30 +77,62 @@ def rows(repeats: int, target_s: float) -> list[dict[str, Any]]:
     guard = BudgetGuard(Budget(usd=1e9))
     ObserverSet([guard])
     guard.on_run_start(RunStartContext(run_id=run_id, time_ns=0, session_id=run_id))
-    unpriced_event = StreamSuccessContext(run_id=run_id, time_ns=0, turn=0, model="gpt-4o",
-                                   provider="openai", input_tokens=12_000, output_tokens=800,
-                                   cache_read_input_tokens=4_000)
-    priced_event = StreamSuccessContext(run_id=run_id, time_ns=0, turn=0, model="gpt-4o",
-                                 provider="openai", input_tokens=12_000, output_tokens=800,
-                                 cache_read_input_tokens=4_000, cost_usd=0.0265)
+    unpriced_event = StreamSuccessContext(
+        run_id=run_id,
+        time_ns=0,
+        turn=0,
+        model="gpt-4o",
+        provider="openai",
+        input_tokens=12_000,
+        output_tokens=800,
+        cache_read_input_tokens=4_000,
+    )
+    priced_event = StreamSuccessContext(
+        run_id=run_id,
+        time_ns=0,
+        turn=0,
+        model="gpt-4o",
+        provider="openai",
+        input_tokens=12_000,
+        output_tokens=800,
+        cache_read_input_tokens=4_000,
+        cost_usd=0.0265,
+    )
 
     timings = [
         bare,
-        timed("GenAIPrices: gpt-4o at openai, cache reads",
-              lambda: prices.cost_usd("gpt-4o", "openai", USAGE)),
-        timed("GenAIPrices: a model with no price",
-              lambda: prices.cost_usd("house-model-7b", "ollama", USAGE)),
+        timed(
+            "GenAIPrices: gpt-4o at openai, cache reads",
+            lambda: prices.cost_usd("gpt-4o", "openai", USAGE),
+        ),
+        timed(
+            "GenAIPrices: a model with no price",
+            lambda: prices.cost_usd("house-model-7b", "ollama", USAGE),
+        ),
         timed("ModelRates (user price)", lambda: rates.cost_usd("house-model", "local", USAGE)),
         timed("AgentLoop per call: price + spend + budget check", per_call),
-        timed("BudgetGuard.on_stream_success, event priced by its emitter",
-              lambda: guard.on_stream_success(priced_event)),
-        timed("BudgetGuard.on_stream_success, the guard prices it",
-              lambda: guard.on_stream_success(unpriced_event)),
-        timed("genai_prices.calc_price directly (reference)",
-              lambda: genai_prices.calc_price(gp_usage, "gpt-4o", provider_id="openai")),
+        timed(
+            "BudgetGuard.on_stream_success, event priced by its emitter",
+            lambda: guard.on_stream_success(priced_event),
+        ),
+        timed(
+            "BudgetGuard.on_stream_success, the guard prices it",
+            lambda: guard.on_stream_success(unpriced_event),
+        ),
+        timed(
+            "genai_prices.calc_price directly (reference)",
+            lambda: genai_prices.calc_price(gp_usage, "gpt-4o", provider_id="openai"),
+        ),
     ]
-    return [{"name": t.name, "best_ns": t.best_ns, "median_ns": t.median_ns,
-             "baseline_ns": bare.median_ns} for t in timings]
+    return [
+        {
+            "name": t.name,
+            "best_ns": t.best_ns,
+            "median_ns": t.median_ns,
+            "baseline_ns": bare.median_ns,
+        }
+        for t in timings
+    ]
 
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
@@ -104,9 +141,18 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--quick", action="store_true", help="fewer, shorter repeats")
     args = parser.parse_args(argv)
     out = rows(3 if args.quick else 7, 0.02 if args.quick else 0.2)
-    print_table(["per model call", "best", "median", "vs bare Counter.inc()"],
-                [[r["name"], fmt_ns(r["best_ns"]), fmt_ns(r["median_ns"]),
-                  fmt_ratio(r["median_ns"], r["baseline_ns"])] for r in out])
+    print_table(
+        ["per model call", "best", "median", "vs bare Counter.inc()"],
+        [
+            [
+                r["name"],
+                fmt_ns(r["best_ns"]),
+                fmt_ns(r["median_ns"]),
+                fmt_ratio(r["median_ns"], r["baseline_ns"]),
+            ]
+            for r in out
+        ],
+    )
     return out
 
 

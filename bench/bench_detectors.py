@@ -84,12 +84,14 @@ def quality(traces: Sequence[Trace], label: str) -> tuple[Scores, list[str]]:
     for o in outcomes:
         right = (o.trace.label == "ok") != bool(o.detections)
         by_class.setdefault(f"{o.trace.label:9} {o.trace.cls}", []).append(int(right))
-    lines = [f"{label}: {len(traces)} traces",
-             f"  warn precision {scores.warn_precision:.3f}  recall {scores.warn_recall:.3f}   "
-             f"stop precision {scores.stop_precision:.3f}  recall {scores.stop_recall:.3f}   "
-             f"median latency to warn {scores.median_latency:g} looping steps "
-             f"(p90 {_p90(scores.latencies)})",
-             f"  {scores.counts}"]
+    lines = [
+        f"{label}: {len(traces)} traces",
+        f"  warn precision {scores.warn_precision:.3f}  recall {scores.warn_recall:.3f}   "
+        f"stop precision {scores.stop_precision:.3f}  recall {scores.stop_recall:.3f}   "
+        f"median latency to warn {scores.median_latency:g} looping steps "
+        f"(p90 {_p90(scores.latencies)})",
+        f"  {scores.counts}",
+    ]
     lines += [f"    {cls:32} {sum(v)}/{len(v)} right" for cls, v in sorted(by_class.items())]
     return scores, lines
 
@@ -112,14 +114,29 @@ def session_calls(traces: Sequence[Trace], limit: int = 1000) -> _Calls:
             if "call" not in step or len(out) == limit:
                 continue
             i, t = len(out), int(step["t"] * 1e9)
-            out.append((
-                ToolCallReceivedContext(run_id=run, time_ns=t, turn=0, tool=step["call"],
-                                        tool_call_id=f"c{i}", input=step["args"]),
-                ToolPostContext(run_id=run, time_ns=t, turn=0, tool=step["call"],
-                                tool_call_id=f"c{i}", result_hash=result_hash(step["result"]),
-                                result=step["result"], is_error=bool(step.get("error")),
-                                duration_ms=step["duration"] * 1000.0),
-            ))
+            out.append(
+                (
+                    ToolCallReceivedContext(
+                        run_id=run,
+                        time_ns=t,
+                        turn=0,
+                        tool=step["call"],
+                        tool_call_id=f"c{i}",
+                        input=step["args"],
+                    ),
+                    ToolPostContext(
+                        run_id=run,
+                        time_ns=t,
+                        turn=0,
+                        tool=step["call"],
+                        tool_call_id=f"c{i}",
+                        result_hash=result_hash(step["result"]),
+                        result=step["result"],
+                        is_error=bool(step.get("error")),
+                        duration_ms=step["duration"] * 1000.0,
+                    ),
+                )
+            )
     return out
 
 
@@ -128,8 +145,9 @@ def cpu_ns_per_call(fn: Callable[[], object], calls: int, repeats: int) -> float
     return cpu_ns_interleaved([fn], calls, repeats)[0]
 
 
-def cpu_ns_interleaved(fns: Sequence[Callable[[], object]], calls: int,
-                       repeats: int) -> list[float]:
+def cpu_ns_interleaved(
+    fns: Sequence[Callable[[], object]], calls: int, repeats: int
+) -> list[float]:
     """Best CPU time per call of each of ``fns``, measured in turns (one session of each per
     round), so the baseline and the detectors see the same load on a shared machine."""
     for fn in fns:
@@ -173,8 +191,13 @@ def previous_detector() -> Callable[[], Any] | None:
     for name in ("hashing", "detectors"):
         try:
             sources[name] = subprocess.run(
-                ["git", "show", f"{PREVIOUS}:loopobs/core/{name}.py"], cwd=root,
-                capture_output=True, text=True, check=True, timeout=30).stdout
+                ["git", "show", f"{PREVIOUS}:loopobs/core/{name}.py"],
+                cwd=root,
+                capture_output=True,
+                text=True,
+                check=True,
+                timeout=30,
+            ).stdout
         except (OSError, subprocess.SubprocessError):
             return None
     modules = {}
@@ -182,9 +205,11 @@ def previous_detector() -> Callable[[], Any] | None:
         module = types.ModuleType(f"_previous_{name}")
         sys.modules[module.__name__] = module
         # Its own hashing module, and the event field renamed since (call_id).
-        code = (sources[name]
-                .replace("from loopobs.contract.hashing import", "from _previous_hashing import")
-                .replace("ctx.call_id", "ctx.tool_call_id"))
+        code = (
+            sources[name]
+            .replace("from loopobs.contract.hashing import", "from _previous_hashing import")
+            .replace("ctx.call_id", "ctx.tool_call_id")
+        )
         exec(compile(code, f"{PREVIOUS}:{name}.py", "exec"), module.__dict__)
         modules[name] = module
     factory: Callable[[], Any] = modules["detectors"].RepetitionDetector
@@ -207,13 +232,22 @@ def run_previous(factory: Callable[[], Any], calls: _Calls) -> Callable[[], obje
 def cost_rows(traces: Sequence[Trace], repeats: int) -> list[Row]:
     rows = []
     previous = previous_detector()
-    healthy = [t for t in traces if t.cls == "long_sessions" and "coding" not in t.name
-               and "healthy" in t.name]
+    healthy = [
+        t
+        for t in traces
+        if t.cls == "long_sessions" and "coding" not in t.name and "healthy" in t.name
+    ]
     # The corpus as the loop would run it: each trace ends at its first stop.
     _, outcomes = evaluate(traces)
-    played = [Trace(o.trace.name, o.trace.cls, o.trace.label,
-                    o.trace.steps[: (o.first_stop + 1) if o.first_stop is not None else None])
-              for o in outcomes]
+    played = [
+        Trace(
+            o.trace.name,
+            o.trace.cls,
+            o.trace.label,
+            o.trace.steps[: (o.first_stop + 1) if o.first_stop is not None else None],
+        )
+        for o in outcomes
+    ]
     for name, calls, note in (
         ("1,000-call healthy session", session_calls(healthy), "no detection"),
         ("1,000-call corpus stream", session_calls(played), "runaways until their stop"),
@@ -233,10 +267,10 @@ def answer_rows(repeats: int) -> list[Row]:
     rows = []
     for words in (50, 500):
         run = uuid.uuid4()
-        texts = [" ".join(f"word{(i + j) % (words * 2)}" for j in range(words)) + "."
-                 for i in range(2)]
-        ctxs = [ResponseContext(run_id=run, time_ns=i, turn=0, text=t)
-                for i, t in enumerate(texts)]
+        texts = [
+            " ".join(f"word{(i + j) % (words * 2)}" for j in range(words)) + "." for i in range(2)
+        ]
+        ctxs = [ResponseContext(run_id=run, time_ns=i, turn=0, text=t) for i, t in enumerate(texts)]
 
         def one(ctxs: list[ResponseContext] = ctxs) -> None:
             det = ConvergenceDetector()
@@ -244,8 +278,13 @@ def answer_rows(repeats: int) -> list[Row]:
                 det.on_response(ctxs[0])
                 det.on_response(ctxs[1])
 
-        rows.append(Row(f"final answer, {words} words", cpu_ns_per_call(one, 100, repeats),
-                        note="sketch + compare with the last 6"))
+        rows.append(
+            Row(
+                f"final answer, {words} words",
+                cpu_ns_per_call(one, 100, repeats),
+                note="sketch + compare with the last 6",
+            )
+        )
     return rows
 
 
@@ -268,19 +307,36 @@ def memory_rows(total: int) -> list[Row]:
     done = 0
     for checkpoint in sorted({1_000, 10_000, total // 10, total}):
         for i in range(done, checkpoint):
-            det.on_tool_call_received(ToolCallReceivedContext(
-                run_id=run, time_ns=i, turn=0, tool="read_file", tool_call_id=f"c{i}",
-                input={"path": f"src/file_{i % 5003}.py"}))
-            det.on_tool_post(ToolPostContext(
-                run_id=run, time_ns=i, turn=0, tool="read_file", tool_call_id=f"c{i}",
-                result=f"content {i % 7}"))
+            det.on_tool_call_received(
+                ToolCallReceivedContext(
+                    run_id=run,
+                    time_ns=i,
+                    turn=0,
+                    tool="read_file",
+                    tool_call_id=f"c{i}",
+                    input={"path": f"src/file_{i % 5003}.py"},
+                )
+            )
+            det.on_tool_post(
+                ToolPostContext(
+                    run_id=run,
+                    time_ns=i,
+                    turn=0,
+                    tool="read_file",
+                    tool_call_id=f"c{i}",
+                    result=f"content {i % 7}",
+                )
+            )
         done = checkpoint
         [state] = det._sessions.values()
-        sizes = (f"ops {len(state.ops)}, calls {len(state.calls)}, same {len(state.same)}, "
-                 f"written {len(state.written)}, ring {len(state.ring)}, "
-                 f"pending {sum(len(p) for p in det._pending.values())}")
-        rows.append(Row(f"memory after {checkpoint:,} calls: RSS {_rss_kib():,} KiB", 0.0,
-                        note=sizes))
+        sizes = (
+            f"ops {len(state.ops)}, calls {len(state.calls)}, same {len(state.same)}, "
+            f"written {len(state.written)}, ring {len(state.ring)}, "
+            f"pending {sum(len(p) for p in det._pending.values())}"
+        )
+        rows.append(
+            Row(f"memory after {checkpoint:,} calls: RSS {_rss_kib():,} KiB", 0.0, note=sizes)
+        )
     return rows
 
 
@@ -294,9 +350,11 @@ def print_table(rows: list[Row]) -> None:
     for r in rows:
         if r.name.startswith("repetition detector, 1,000-call"):
             verdict = "meets" if r.ns_per_op <= TARGET_NS else "misses"
-            print(f"{r.name}: {r.ns_per_op / 1000:.2f} µs per call "
-                  f"({r.ratio:.2f}× the fingerprint), {verdict} the "
-                  f"{TARGET_NS / 1000:.0f} µs target")
+            print(
+                f"{r.name}: {r.ns_per_op / 1000:.2f} µs per call "
+                f"({r.ratio:.2f}× the fingerprint), {verdict} the "
+                f"{TARGET_NS / 1000:.0f} µs target"
+            )
 
 
 def main(argv: list[str] | None = None) -> list[Row]:
@@ -306,8 +364,10 @@ def main(argv: list[str] | None = None) -> list[Row]:
     parser.add_argument("--seed", type=int, default=2021, help="seed of the held-out traces")
     args = parser.parse_args(argv)
     traces = load()
-    for label, sample in (("corpus", traces),
-                          (f"held out (seed {args.seed})", generate.build(seed=args.seed))):
+    for label, sample in (
+        ("corpus", traces),
+        (f"held out (seed {args.seed})", generate.build(seed=args.seed)),
+    ):
         for line in quality(sample, label)[1]:
             print(line)
     print()

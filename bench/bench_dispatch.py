@@ -55,8 +55,7 @@ class Elsewhere(LoopObserver):
 
 
 BUILD = (
-    "ToolPreContext(run_id=run_id, time_ns=time_ns(), turn=0, tool='search', "
-    "tool_call_id='call_1')"
+    "ToolPreContext(run_id=run_id, time_ns=time_ns(), turn=0, tool='search', tool_call_id='call_1')"
 )
 
 
@@ -66,8 +65,9 @@ def _namespace(observers: list[LoopObserver]) -> dict[str, object]:
         "ToolPreContext": ToolPreContext,
         "run_id": run_id,
         "time_ns": time.time_ns,
-        "ctx": ToolPreContext(run_id=run_id, time_ns=0, turn=0, tool="search",
-                              tool_call_id="call_1"),
+        "ctx": ToolPreContext(
+            run_id=run_id, time_ns=0, turn=0, tool="search", tool_call_id="call_1"
+        ),
         "plain": observers,
         "observers": ObserverSet(observers),
     }
@@ -83,39 +83,67 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
 
     def add(t: Timing, baseline: Timing | None, observers: int | None, **extra: Any) -> None:
-        rows.append({
-            "name": t.name, "observers": observers, "best_ns": t.best_ns,
-            "median_ns": t.median_ns,
-            "baseline_ns": baseline.best_ns if baseline else None,
-            "ratio": t.best_ns / baseline.best_ns if baseline and baseline.best_ns else None,
-            **extra,
-        })
+        rows.append(
+            {
+                "name": t.name,
+                "observers": observers,
+                "best_ns": t.best_ns,
+                "median_ns": t.median_ns,
+                "baseline_ns": baseline.best_ns if baseline else None,
+                "ratio": t.best_ns / baseline.best_ns if baseline and baseline.best_ns else None,
+                **extra,
+            }
+        )
 
     build = time_stmt("build ToolPreContext (with time.time_ns())", BUILD, _namespace([]), **opts)
     add(build, None, None)
     for n in COUNTS:
         ns = _namespace([NoOp() for _ in range(n)])
-        base = time_stmt(f"baseline: for o in {n} observers: o.on_tool_pre(ctx)",
-                         "for o in plain: o.on_tool_pre(ctx)", ns, **opts)
+        base = time_stmt(
+            f"baseline: for o in {n} observers: o.on_tool_pre(ctx)",
+            "for o in plain: o.on_tool_pre(ctx)",
+            ns,
+            **opts,
+        )
         add(base, None, n)
-        add(time_stmt(f"ObserverSet, pre-built ctx, {n} listeners",
-                      "observers.on_tool_pre(ctx)", ns, **opts), base, n)
-        built = time_stmt(f"baseline + build: ctx = ToolPreContext(...); for o in {n}: …",
-                          f"c = {BUILD}\nfor o in plain: o.on_tool_pre(c)", ns, **opts)
+        add(
+            time_stmt(
+                f"ObserverSet, pre-built ctx, {n} listeners",
+                "observers.on_tool_pre(ctx)",
+                ns,
+                **opts,
+            ),
+            base,
+            n,
+        )
+        built = time_stmt(
+            f"baseline + build: ctx = ToolPreContext(...); for o in {n}: …",
+            f"c = {BUILD}\nfor o in plain: o.on_tool_pre(c)",
+            ns,
+            **opts,
+        )
         add(built, None, n)
-        site = time_stmt(f"emit site: build ctx + dispatch, {n} listeners",
-                         f"if observers.listens('on_tool_pre'): observers.on_tool_pre({BUILD})",
-                         ns, **opts)
+        site = time_stmt(
+            f"emit site: build ctx + dispatch, {n} listeners",
+            f"if observers.listens('on_tool_pre'): observers.on_tool_pre({BUILD})",
+            ns,
+            **opts,
+        )
         limit = 2 * base.best_ns + build.best_ns
-        add(site, built, n, target_ns=limit if n == 3 else None,
-            met=site.best_ns <= limit if n == 3 else None)
+        add(
+            site,
+            built,
+            n,
+            target_ns=limit if n == 3 else None,
+            met=site.best_ns <= limit if n == 3 else None,
+        )
     unheard = time_stmt(
         "unheard hook at the emit site (3 members, none listens)",
         f"if observers.listens('on_tool_pre'): observers.on_tool_pre({BUILD})",
-        _namespace([Elsewhere() for _ in range(3)]), **opts,
+        _namespace([Elsewhere() for _ in range(3)]),
+        **opts,
     )
-    add(unheard, None, 0, target_ns=UNHEARD_TARGET_NS,
-        met=unheard.best_ns <= UNHEARD_TARGET_NS)
+    add(unheard, None, 0, target_ns=UNHEARD_TARGET_NS, met=unheard.best_ns <= UNHEARD_TARGET_NS)
 
     table = []
     for r in rows:
@@ -124,9 +152,11 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             target = f"≤ {fmt_ns(r['target_ns'])}: {'met' if r['met'] else 'MISSED'}"
         ratio = fmt_ratio(r["best_ns"], r["baseline_ns"]) if r["baseline_ns"] else ""
         table.append([r["name"], fmt_ns(r["best_ns"]), fmt_ns(r["median_ns"]), ratio, target])
-    print(f"ObserverSet dispatch — Python {sys.version.split()[0]}; best and median of the "
-          f"repeats, ns per event; ratio = best / best of the same-N baseline (for the emit "
-          f"site: of the same-N baseline that builds the context too)")
+    print(
+        f"ObserverSet dispatch — Python {sys.version.split()[0]}; best and median of the "
+        f"repeats, ns per event; ratio = best / best of the same-N baseline (for the emit "
+        f"site: of the same-N baseline that builds the context too)"
+    )
     print_table(["benchmark", "best", "median", "× baseline", "target"], table)
     return rows
 

@@ -48,8 +48,7 @@ def _free_port() -> int:
         return port
 
 
-async def _time(name: str, op: Callable[[], Awaitable[object]], calls: int,
-                repeats: int) -> Timing:
+async def _time(name: str, op: Callable[[], Awaitable[object]], calls: int, repeats: int) -> Timing:
     for _ in range(min(calls, 50)):
         await op()
     per_op = []
@@ -69,22 +68,32 @@ async def _measure(port: int, calls: int, repeats: int) -> list[Timing]:
     client = redis_asyncio.Redis(host="127.0.0.1", port=port)
     rows = [await _time("PING round trip (baseline)", client.ping, calls, repeats)]
     budget = Budget(usd=1e9, model_calls=10**12)
-    for label, ledger in (("RedisLedger", RedisLedger(client)),
-                          ("in-process ledger (default)", InProcessLedger())):
+    for label, ledger in (
+        ("RedisLedger", RedisLedger(client)),
+        ("in-process ledger (default)", InProcessLedger()),
+    ):
         shared = SharedBudget(ledger, session=budget, scopes={"tenant": budget, "user": budget})
-        for scopes in (shared.scopes_for("s1"),
-                       shared.scopes_for("s1", {"tenant": "acme", "user": "u1"})):
+        for scopes in (
+            shared.scopes_for("s1"),
+            shared.scopes_for("s1", {"tenant": "acme", "user": "u1"}),
+        ):
 
-            async def call(scopes: list[ScopeLimit] = scopes, shared: SharedBudget = shared
-                           ) -> None:
-                held = await shared.reserve(scopes, Amounts(usd=0.01, input_tokens=1200,
-                                                            output_tokens=512, model_calls=1))
+            async def call(
+                scopes: list[ScopeLimit] = scopes, shared: SharedBudget = shared
+            ) -> None:
+                held = await shared.reserve(
+                    scopes, Amounts(usd=0.01, input_tokens=1200, output_tokens=512, model_calls=1)
+                )
                 assert isinstance(held, Reservation)
-                await shared.commit(held, Amounts(usd=0.004, input_tokens=1100,
-                                                  output_tokens=90, model_calls=1))
+                await shared.commit(
+                    held, Amounts(usd=0.004, input_tokens=1100, output_tokens=90, model_calls=1)
+                )
 
-            rows.append(await _time(f"{label}, {len(scopes)} scope(s): reserve + commit", call,
-                                    calls, repeats))
+            rows.append(
+                await _time(
+                    f"{label}, {len(scopes)} scope(s): reserve + commit", call, calls, repeats
+                )
+            )
     await client.aclose()
     return rows
 
@@ -98,14 +107,21 @@ def _load_worker(port: int, tenant: str, runs: int, out: Any) -> None:
         from loopobs.redis import RedisLedger
 
         client = redis_asyncio.Redis(host="127.0.0.1", port=port, socket_timeout=5)
-        shared = SharedBudget(RedisLedger(client, timeout_s=5.0),
-                              scopes={"tenant": Budget(usd=LOAD_LIMIT_USD)})
+        shared = SharedBudget(
+            RedisLedger(client, timeout_s=5.0), scopes={"tenant": Budget(usd=LOAD_LIMIT_USD)}
+        )
         prices = {"m": ModelRates(input_per_mtok=10_000.0, output_per_mtok=10_000.0)}
 
         async def one() -> bool:
             reply = Reply(text="ok", usage=Usage(input_tokens=1, output_tokens=1))
-            loop = AgentLoop(ScriptedClient([reply]), model="m", detectors=[], prices=prices,
-                             shared_budget=shared, request_options={"max_tokens": 40})
+            loop = AgentLoop(
+                ScriptedClient([reply]),
+                model="m",
+                detectors=[],
+                prices=prices,
+                shared_budget=shared,
+                request_options={"max_tokens": 40},
+            )
             result = await loop.run("q", session=Conversation(attribution={"tenant": tenant}))
             return result.status is RunStatus.COMPLETED
 
@@ -129,8 +145,7 @@ def _load(port: int, repetitions: int) -> list[tuple[int, float, int]]:
     for repetition in range(repetitions):
         out = ctx.Queue()
         tenant = f"load-{repetition}"
-        workers = [ctx.Process(target=_load_worker, args=(port, tenant, 50, out))
-                   for _ in range(8)]
+        workers = [ctx.Process(target=_load_worker, args=(port, tenant, 50, out)) for _ in range(8)]
         for w in workers:
             w.start()
         made = sum(out.get(timeout=300) for _ in workers)
@@ -146,8 +161,13 @@ def _load(port: int, repetitions: int) -> list[tuple[int, float, int]]:
 def main(argv: list[str] | None = None) -> list[Timing]:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--load", type=int, default=None, metavar="N",
-                        help="repetitions of the 8-worker load scenario (default 20, 2 quick)")
+    parser.add_argument(
+        "--load",
+        type=int,
+        default=None,
+        metavar="N",
+        help="repetitions of the 8-worker load scenario (default 20, 2 quick)",
+    )
     args = parser.parse_args(argv)
     repetitions = args.load if args.load is not None else (2 if args.quick else 20)
     binary = shutil.which("redis-server")
@@ -156,14 +176,30 @@ def main(argv: list[str] | None = None) -> list[Timing]:
     except ImportError:
         binary = None
     if binary is None:
-        print("skipped: redis-server or the redis package is missing (run `make backends`; "
-              "pip install loopobs[redis])")
+        print(
+            "skipped: redis-server or the redis package is missing (run `make backends`; "
+            "pip install loopobs[redis])"
+        )
         return []
     port = _free_port()
     with tempfile.TemporaryDirectory() as workdir:
-        server = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1",
-                                   "--save", "", "--appendonly", "no", "--dir", workdir],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        server = subprocess.Popen(
+            [
+                binary,
+                "--port",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                workdir,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             deadline = time.monotonic() + 10
             while time.monotonic() < deadline:
@@ -178,17 +214,24 @@ def main(argv: list[str] | None = None) -> list[Timing]:
             server.kill()
             server.wait(10)
     base = rows[0].median_ns
-    print_table(["per model call", "best", "median", "vs PING"],
-                [[r.name, fmt_ns(r.best_ns), fmt_ns(r.median_ns), fmt_ratio(r.median_ns, base)]
-                 for r in rows])
+    print_table(
+        ["per model call", "best", "median", "vs PING"],
+        [
+            [r.name, fmt_ns(r.best_ns), fmt_ns(r.median_ns), fmt_ratio(r.median_ns, base)]
+            for r in rows
+        ],
+    )
     if load:
         print(f"\n8 workers × 50 concurrent runs, one tenant Budget(usd={LOAD_LIMIT_USD:g}):\n")
-        print_table(["repetition", "committed USD", "limit", "runs completed of 400"],
-                    [[str(n), f"{usd:.2f}", f"{LOAD_LIMIT_USD:.2f}", str(made)]
-                     for n, usd, made in load])
+        print_table(
+            ["repetition", "committed USD", "limit", "runs completed of 400"],
+            [[str(n), f"{usd:.2f}", f"{LOAD_LIMIT_USD:.2f}", str(made)] for n, usd, made in load],
+        )
         worst = max(usd for _, usd, _ in load)
-        print(f"\nhighest committed spend over {len(load)} repetitions: ${worst:.2f} "
-              f"of ${LOAD_LIMIT_USD:.2f}")
+        print(
+            f"\nhighest committed spend over {len(load)} repetitions: ${worst:.2f} "
+            f"of ${LOAD_LIMIT_USD:.2f}"
+        )
     return rows
 
 

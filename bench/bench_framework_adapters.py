@@ -76,8 +76,7 @@ def _agents_variants() -> dict[str, Variant]:
 
     def agent() -> Agent[Any]:
         steps: list[Any] = [[tool_call("lookup", {"step": i}, f"c{i}")] for i in range(TURNS)]
-        return Agent(name="bench", model=ScriptModel([*steps, [message("done")]]),
-                     tools=[lookup])
+        return Agent(name="bench", model=ScriptModel([*steps, [message("done")]]), tools=[lookup])
 
     plain = AgentsAdapter([NoOp()], detectors=[])
     detecting = AgentsAdapter([NoOp()])
@@ -98,8 +97,9 @@ def _pydantic_ai_variants() -> dict[str, Variant]:
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         step = len(messages) // 2
         if step < TURNS:
-            return ModelResponse(parts=[ToolCallPart("lookup", {"step": step},
-                                                     tool_call_id=f"c{step}")])
+            return ModelResponse(
+                parts=[ToolCallPart("lookup", {"step": step}, tool_call_id=f"c{step}")]
+            )
         return ModelResponse(parts=[TextPart("done")])
 
     def lookup(step: int) -> str:
@@ -107,8 +107,9 @@ def _pydantic_ai_variants() -> dict[str, Variant]:
         return f"step {step}"
 
     def agent(*capabilities: Any) -> Agent[None, str]:
-        a: Agent[None, str] = Agent(FunctionModel(respond), name="bench",
-                                    capabilities=list(capabilities))
+        a: Agent[None, str] = Agent(
+            FunctionModel(respond), name="bench", capabilities=list(capabilities)
+        )
         a.tool_plain(lookup)
         return a
 
@@ -133,12 +134,12 @@ def _pass_through() -> Any:
         async def wrap_run(self, ctx: Any, *, handler: Any) -> Any:
             return await handler()
 
-        async def wrap_model_request(self, ctx: Any, *, request_context: Any,
-                                     handler: Any) -> Any:
+        async def wrap_model_request(self, ctx: Any, *, request_context: Any, handler: Any) -> Any:
             return await handler(request_context)
 
-        async def wrap_tool_execute(self, ctx: Any, *, call: Any, tool_def: Any, args: Any,
-                                    handler: Any) -> Any:
+        async def wrap_tool_execute(
+            self, ctx: Any, *, call: Any, tool_def: Any, args: Any, handler: Any
+        ) -> Any:
             return await handler(args)
 
     return PassThrough()
@@ -172,11 +173,21 @@ def _agents_hooks_only() -> Variant:
     adapter = AgentsAdapter([NoOp()], detectors=[])
     agent: Agent[Any] = Agent(name="bench", model="m", tools=[lookup])
     context: RunContextWrapper[Any] = RunContextWrapper(context=None)
-    calls = [ModelResponse(output=[tool_call("lookup", {"step": i}, f"c{i}")],
-                           usage=usage_of_one_call(), response_id=None) for i in range(TURNS)]
+    calls = [
+        ModelResponse(
+            output=[tool_call("lookup", {"step": i}, f"c{i}")],
+            usage=usage_of_one_call(),
+            response_id=None,
+        )
+        for i in range(TURNS)
+    ]
     answer = ModelResponse(output=[message("done")], usage=usage_of_one_call(), response_id=None)
-    tools = [ToolContext(None, tool_name="lookup", tool_call_id=f"c{i}",
-                         tool_arguments=f'{{"step": {i}}}') for i in range(TURNS)]
+    tools = [
+        ToolContext(
+            None, tool_name="lookup", tool_call_id=f"c{i}", tool_arguments=f'{{"step": {i}}}'
+        )
+        for i in range(TURNS)
+    ]
 
     async def run() -> None:
         run = adapter.tracker.start_run(agent="bench", model="m")
@@ -207,10 +218,16 @@ def _pydantic_ai_hooks_only() -> Variant:
     capability = LoopobsCapability([NoOp()], detectors=[])
     model = TestModel()
     ctx: RunContext[None] = RunContext(deps=None, model=model, usage=RunUsage(), prompt="go")
-    request = ModelRequestContext(model=model, messages=[], model_settings=None,
-                                  model_request_parameters=ModelRequestParameters())
-    calls = [ModelResponse(parts=[ToolCallPart("lookup", {"step": i}, tool_call_id=f"c{i}")])
-             for i in range(TURNS)]
+    request = ModelRequestContext(
+        model=model,
+        messages=[],
+        model_settings=None,
+        model_request_parameters=ModelRequestParameters(),
+    )
+    calls = [
+        ModelResponse(parts=[ToolCallPart("lookup", {"step": i}, tool_call_id=f"c{i}")])
+        for i in range(TURNS)
+    ]
     answer = ModelResponse(parts=[TextPart("done")])
     tool_def = ToolDefinition(name="lookup")
 
@@ -219,17 +236,23 @@ def _pydantic_ai_hooks_only() -> Variant:
 
         async def body() -> Any:
             for i in range(TURNS):
+
                 async def respond(_: Any, i: int = i) -> Any:
                     return calls[i]
 
                 async def execute(args: Any, i: int = i) -> Any:
                     return f"step {i}"
 
-                response = await observed.wrap_model_request(ctx, request_context=request,
-                                                             handler=respond)
-                await observed.wrap_tool_execute(ctx, call=response.parts[0],
-                                                 tool_def=tool_def, args={"step": i},
-                                                 handler=execute)
+                response = await observed.wrap_model_request(
+                    ctx, request_context=request, handler=respond
+                )
+                await observed.wrap_tool_execute(
+                    ctx,
+                    call=response.parts[0],
+                    tool_def=tool_def,
+                    args={"step": i},
+                    handler=execute,
+                )
 
             async def final(_: Any) -> Any:
                 return answer
@@ -255,35 +278,82 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     args = parser.parse_args(argv)
     rounds = 3 if args.quick else 30
     rows: list[dict[str, Any]] = []
-    for framework, build in (("openai-agents", _agents_variants),
-                             ("pydantic-ai", _pydantic_ai_variants)):
+    for framework, build in (
+        ("openai-agents", _agents_variants),
+        ("pydantic-ai", _pydantic_ai_variants),
+    ):
         times = asyncio.run(_measure(build(), rounds))
         bare_best, bare_median = min(times["bare"]), statistics.median(times["bare"])
         for name, samples in times.items():
             best, median = min(samples), statistics.median(samples)
-            rows.append({"framework": framework, "name": name, "best_ns": best,
-                         "median_ns": median, "best_ratio": best / bare_best,
-                         "median_ratio": median / bare_median})
+            rows.append(
+                {
+                    "framework": framework,
+                    "name": name,
+                    "best_ns": best,
+                    "median_ns": median,
+                    "best_ratio": best / bare_best,
+                    "median_ratio": median / bare_median,
+                }
+            )
     print_table(
-        ["framework", f"run ({TURNS} tool turns + answer), CPU", "best", "median",
-         "best vs bare", "median vs bare"],
-        [[r["framework"], r["name"], fmt_ns(r["best_ns"]), fmt_ns(r["median_ns"]),
-          f"{r['best_ratio']:.2f}×", f"{r['median_ratio']:.2f}×"] for r in rows])
+        [
+            "framework",
+            f"run ({TURNS} tool turns + answer), CPU",
+            "best",
+            "median",
+            "best vs bare",
+            "median vs bare",
+        ],
+        [
+            [
+                r["framework"],
+                r["name"],
+                fmt_ns(r["best_ns"]),
+                fmt_ns(r["median_ns"]),
+                f"{r['best_ratio']:.2f}×",
+                f"{r['median_ratio']:.2f}×",
+            ]
+            for r in rows
+        ],
+    )
     print()
     alone: list[dict[str, Any]] = []
     hooks_only: tuple[tuple[str, Callable[[], Variant]], ...] = (
-        ("openai-agents", _agents_hooks_only), ("pydantic-ai", _pydantic_ai_hooks_only))
+        ("openai-agents", _agents_hooks_only),
+        ("pydantic-ai", _pydantic_ai_hooks_only),
+    )
     for framework, make in hooks_only:
         samples = asyncio.run(_measure({"hooks": make()}, rounds * 10))["hooks"]
         bare = next(r for r in rows if r["framework"] == framework and r["name"] == "bare")
-        alone.append({"framework": framework, "name": "adapter hooks alone",
-                      "best_ns": min(samples), "median_ns": statistics.median(samples),
-                      "share_of_bare": min(samples) / bare["best_ns"]})
+        alone.append(
+            {
+                "framework": framework,
+                "name": "adapter hooks alone",
+                "best_ns": min(samples),
+                "median_ns": statistics.median(samples),
+                "share_of_bare": min(samples) / bare["best_ns"],
+            }
+        )
     print_table(
-        ["framework", "the same run's hooks, no framework, CPU", "best", "median",
-         "best vs bare run's best"],
-        [[r["framework"], r["name"], fmt_ns(r["best_ns"]), fmt_ns(r["median_ns"]),
-          f"{100 * r['share_of_bare']:.1f} %"] for r in alone])
+        [
+            "framework",
+            "the same run's hooks, no framework, CPU",
+            "best",
+            "median",
+            "best vs bare run's best",
+        ],
+        [
+            [
+                r["framework"],
+                r["name"],
+                fmt_ns(r["best_ns"]),
+                fmt_ns(r["median_ns"]),
+                f"{100 * r['share_of_bare']:.1f} %",
+            ]
+            for r in alone
+        ],
+    )
     return rows + alone
 
 

@@ -23,8 +23,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench._util import fmt_ratio, print_table
 
 ROOT = Path(__file__).resolve().parents[1]
-HEAVY = ("loopobs.exporters", "opentelemetry", "opentelemetry.sdk", "jsonschema",
-         "prometheus_client", "pydantic")
+HEAVY = (
+    "loopobs.exporters",
+    "opentelemetry",
+    "opentelemetry.sdk",
+    "jsonschema",
+    "prometheus_client",
+    "pydantic",
+)
 
 _CHILD = """
 import json, sys, time
@@ -37,9 +43,14 @@ print(json.dumps({{"s": elapsed, "loaded": [m for m in {heavy!r} if m in sys.mod
 
 def import_time(module: str) -> tuple[float, list[str]]:
     """Seconds ``import module`` takes in a fresh interpreter, and the heavy modules it loaded."""
-    out = subprocess.run([sys.executable, "-c", _CHILD.format(module=module, heavy=HEAVY)],
-                         check=True, capture_output=True, text=True, cwd=ROOT,
-                         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", _CHILD.format(module=module, heavy=HEAVY)],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    ).stdout
     row = json.loads(out)
     return float(row["s"]), list(row["loaded"])
 
@@ -61,13 +72,28 @@ def main(argv: list[str] | None = None) -> list[dict[str, object]]:
     base = min(times["opentelemetry.sdk.trace"])
     rows: list[dict[str, object]] = []
     for module in modules:
-        rows.append({"name": f"import {module}", "best_ms": min(times[module]) * 1e3,
-                     "median_ms": statistics.median(times[module]) * 1e3,
-                     "ratio": min(times[module]) / base, "loaded": loaded[module]})
-    print_table(["import", "best", "median", "vs opentelemetry.sdk.trace", "loaded"],
-                [[str(r["name"]), f"{r['best_ms']:.1f} ms", f"{r['median_ms']:.1f} ms",
-                  fmt_ratio(min(times[m]), base), ", ".join(loaded[m]) or "-"]
-                 for r, m in zip(rows, modules, strict=True)])
+        rows.append(
+            {
+                "name": f"import {module}",
+                "best_ms": min(times[module]) * 1e3,
+                "median_ms": statistics.median(times[module]) * 1e3,
+                "ratio": min(times[module]) / base,
+                "loaded": loaded[module],
+            }
+        )
+    print_table(
+        ["import", "best", "median", "vs opentelemetry.sdk.trace", "loaded"],
+        [
+            [
+                str(r["name"]),
+                f"{r['best_ms']:.1f} ms",
+                f"{r['median_ms']:.1f} ms",
+                fmt_ratio(min(times[m]), base),
+                ", ".join(loaded[m]) or "-",
+            ]
+            for r, m in zip(rows, modules, strict=True)
+        ],
+    )
     return rows
 
 

@@ -52,9 +52,13 @@ async def load(runs: int, observed: bool) -> list[float]:
     """Latencies of ``runs`` concurrent runs, bare or with everything and a scraper."""
     with tempfile.TemporaryDirectory() as directory:
         stack = all_observers(directory) if observed else None
-        loop = AgentLoop(ScriptedClient(script(TURNS - 1), latency_s=0.001), model="m1",
-                         tools=[lookup], observers=stack.observers if stack else [],
-                         detectors=None if stack else [])
+        loop = AgentLoop(
+            ScriptedClient(script(TURNS - 1), latency_s=0.001),
+            model="m1",
+            tools=[lookup],
+            observers=stack.observers if stack else [],
+            detectors=None if stack else [],
+        )
         stop = threading.Event()
         scrapes = [0]
         server = None
@@ -116,11 +120,21 @@ async def outage(endpoint: str | None, runs: int) -> float:
     if endpoint is None:
         t = configure(traces_exporter="none", metrics_exporter="none")
     else:
-        t = configure(traces_exporter="otlp", metrics_exporter="otlp", endpoint=endpoint,
-                      export_timeout_s=10.0, metric_export_interval_s=0.2, max_queue_size=512)
+        t = configure(
+            traces_exporter="otlp",
+            metrics_exporter="otlp",
+            endpoint=endpoint,
+            export_timeout_s=10.0,
+            metric_export_interval_s=0.2,
+            max_queue_size=512,
+        )
         t.force_flush(timeout_s=0.01)  # start an export that fails or hangs
-    loop = AgentLoop(ScriptedClient(script(TURNS - 1), latency_s=0.001), model="m1",
-                     tools=[lookup], observers=t.observers)
+    loop = AgentLoop(
+        ScriptedClient(script(TURNS - 1), latency_s=0.001),
+        model="m1",
+        tools=[lookup],
+        observers=t.observers,
+    )
     times = [await _timed(loop, i) for i in range(runs)]
     t.shutdown(timeout_s=0.5)
     return statistics.mean(times)
@@ -136,11 +150,17 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     bare = asyncio.run(load(runs, False))
     full = asyncio.run(load(runs, True))
     rows: list[dict[str, Any]] = [
-        {"name": f"{runs} concurrent runs, no observers", "p50_ms": _pct(bare, 0.5) * 1e3,
-         "p99_ms": _pct(bare, 0.99) * 1e3},
-        {"name": f"{runs} concurrent runs, all observers + scrape/100 ms",
-         "p50_ms": _pct(full, 0.5) * 1e3, "p99_ms": _pct(full, 0.99) * 1e3,
-         "added_p99_ms": (_pct(full, 0.99) - _pct(bare, 0.99)) * 1e3},
+        {
+            "name": f"{runs} concurrent runs, no observers",
+            "p50_ms": _pct(bare, 0.5) * 1e3,
+            "p99_ms": _pct(bare, 0.99) * 1e3,
+        },
+        {
+            "name": f"{runs} concurrent runs, all observers + scrape/100 ms",
+            "p50_ms": _pct(full, 0.5) * 1e3,
+            "p99_ms": _pct(full, 0.99) * 1e3,
+            "added_p99_ms": (_pct(full, 0.99) - _pct(bare, 0.99)) * 1e3,
+        },
     ]
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -153,17 +173,26 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         hung = asyncio.run(outage(f"http://127.0.0.1:{silent.port}", outage_runs))
     finally:
         silent.close()
-    for name, value in (("no exporter", none), ("collector refusing connections", refused),
-                        ("collector accepting, never answering", hung)):
-        rows.append({"name": f"outage: {TURNS}-turn run, {name}", "mean_ms": value * 1e3,
-                     "ratio": value / none})
+    for name, value in (
+        ("no exporter", none),
+        ("collector refusing connections", refused),
+        ("collector accepting, never answering", hung),
+    ):
+        rows.append(
+            {
+                "name": f"outage: {TURNS}-turn run, {name}",
+                "mean_ms": value * 1e3,
+                "ratio": value / none,
+            }
+        )
 
     table = []
     for r in rows:
         if "p99_ms" in r:
             extra = f"+{r['added_p99_ms']:.1f} ms p99" if "added_p99_ms" in r else ""
-            table.append([r["name"], f"p50 {r['p50_ms']:.1f} ms", f"p99 {r['p99_ms']:.1f} ms",
-                          extra])
+            table.append(
+                [r["name"], f"p50 {r['p50_ms']:.1f} ms", f"p99 {r['p99_ms']:.1f} ms", extra]
+            )
         else:
             table.append([r["name"], f"mean {r['mean_ms']:.2f} ms", "", f"{r['ratio']:.2f}×"])
     print(f"Load and outage — Python {sys.version.split()[0]}; model latency 1 ms")

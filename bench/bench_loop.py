@@ -42,8 +42,14 @@ LOOKUP = tool(lookup)
 
 def script() -> list[Reply]:
     """TURNS tool turns with distinct arguments, then an answer."""
-    steps = [Reply(text="looking", tool_calls=(ToolCall("lookup", {"key": "k", "n": i}),),
-                   usage=Usage(input_tokens=100 + i, output_tokens=10)) for i in range(TURNS - 1)]
+    steps = [
+        Reply(
+            text="looking",
+            tool_calls=(ToolCall("lookup", {"key": "k", "n": i}),),
+            usage=Usage(input_tokens=100 + i, output_tokens=10),
+        )
+        for i in range(TURNS - 1)
+    ]
     steps.append(Reply(text="the answer", usage=Usage(input_tokens=200, output_tokens=20)))
     return steps
 
@@ -56,11 +62,28 @@ def _noop(self: NoOp, ctx: EventContext) -> None:
     return None
 
 
-for _hook in ("on_run_start", "on_run_end", "on_turn_start", "on_turn_end", "on_stream_start",
-              "on_stream_success", "on_stream_failure", "on_response", "on_text_delta",
-              "on_thinking_delta", "on_tool_call_received", "on_tool_pre", "on_tool_post",
-              "on_compaction", "on_fallback", "on_model_switched", "on_loop_detected",
-              "on_convergence_detected", "on_suspended", "on_sleep"):
+for _hook in (
+    "on_run_start",
+    "on_run_end",
+    "on_turn_start",
+    "on_turn_end",
+    "on_stream_start",
+    "on_stream_success",
+    "on_stream_failure",
+    "on_response",
+    "on_text_delta",
+    "on_thinking_delta",
+    "on_tool_call_received",
+    "on_tool_pre",
+    "on_tool_post",
+    "on_compaction",
+    "on_fallback",
+    "on_model_switched",
+    "on_loop_detected",
+    "on_convergence_detected",
+    "on_suspended",
+    "on_sleep",
+):
     setattr(NoOp, _hook, _noop)
 
 
@@ -87,12 +110,18 @@ async def by_hand() -> None:
 
 def _loop(observers: int, detectors: Any) -> Any:
     async def run() -> None:
-        loop = AgentLoop(ScriptedClient(script()), model="m1", tools=[LOOKUP],
-                         observers=[NoOp() for _ in range(observers)], detectors=detectors,
-                         max_turns=TURNS + 1)
+        loop = AgentLoop(
+            ScriptedClient(script()),
+            model="m1",
+            tools=[LOOKUP],
+            observers=[NoOp() for _ in range(observers)],
+            detectors=detectors,
+            max_turns=TURNS + 1,
+        )
         result = await loop.run("go")
         assert result.ok, result.error
         assert result.turns == TURNS
+
     return run
 
 
@@ -119,9 +148,15 @@ async def measure() -> list[dict[str, Any]]:
         for name, fn in cases:
             times[name].append(await _round(fn))
     base = min(times[cases[0][0]])
-    return [{"case": name, "us_per_turn": min(t) * 1e6,
-             "median_us_per_turn": statistics.median(t) * 1e6, "ratio": min(t) / base}
-            for name, t in times.items()]
+    return [
+        {
+            "case": name,
+            "us_per_turn": min(t) * 1e6,
+            "median_us_per_turn": statistics.median(t) * 1e6,
+            "ratio": min(t) / base,
+        }
+        for name, t in times.items()
+    ]
 
 
 def main() -> list[dict[str, Any]]:
@@ -129,8 +164,10 @@ def main() -> list[dict[str, Any]]:
     rows = asyncio.run(measure())
     print(f"{'case':<50} {'µs/turn':>9} {'median':>9} {'× baseline':>11}")
     for row in rows:
-        print(f"{row['case']:<50} {row['us_per_turn']:>9.1f} "
-              f"{row['median_us_per_turn']:>9.1f} {row['ratio']:>11.2f}")
+        print(
+            f"{row['case']:<50} {row['us_per_turn']:>9.1f} "
+            f"{row['median_us_per_turn']:>9.1f} {row['ratio']:>11.2f}"
+        )
     return rows
 
 

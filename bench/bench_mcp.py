@@ -61,8 +61,12 @@ class _Discard(SpanExporter):
 def _server() -> McpStdio:
     inherited = os.environ.get("PYTHONPATH")
     path = os.pathsep.join([str(ROOT), inherited] if inherited else [str(ROOT)])
-    return McpStdio(sys.executable, ["-m", "loopobs.demo.mcp_server"], name="travel-facts",
-                    env={"PYTHONPATH": path})
+    return McpStdio(
+        sys.executable,
+        ["-m", "loopobs.demo.mcp_server"],
+        name="travel-facts",
+        env={"PYTHONPATH": path},
+    )
 
 
 async def _per_call(fn: Callable[[], Awaitable[Any]], calls: int) -> float:
@@ -73,10 +77,22 @@ async def _per_call(fn: Callable[[], Awaitable[Any]], calls: int) -> float:
 
 
 def _loop(calls: int, observers: Sequence[Any]) -> AgentLoop:
-    steps = [Reply(tool_calls=tuple(ToolCall("visa_rules", ARGS) for _ in range(calls))),
-             Reply(text="done")] if calls else [Reply(text="done")]
-    return AgentLoop(ScriptedClient(steps), model="m", observers=observers,
-                     parallel_tool_calls=False, detectors=[], tool_sources=[_server()])
+    steps = (
+        [
+            Reply(tool_calls=tuple(ToolCall("visa_rules", ARGS) for _ in range(calls))),
+            Reply(text="done"),
+        ]
+        if calls
+        else [Reply(text="done")]
+    )
+    return AgentLoop(
+        ScriptedClient(steps),
+        model="m",
+        observers=observers,
+        parallel_tool_calls=False,
+        detectors=[],
+        tool_sources=[_server()],
+    )
 
 
 async def _measure(calls: int, rounds: int) -> dict[str, list[float]]:
@@ -101,8 +117,9 @@ async def _measure(calls: int, rounds: int) -> dict[str, list[float]]:
                 await session.call_tool("visa_rules", ARGS)
                 await found.invoke(ARGS)
             for _ in range(rounds):
-                times["raw"].append(await _per_call(
-                    lambda: session.call_tool("visa_rules", ARGS), calls))
+                times["raw"].append(
+                    await _per_call(lambda: session.call_tool("visa_rules", ARGS), calls)
+                )
                 times["invoke"].append(await _per_call(lambda: found.invoke(ARGS), calls))
         for _ in range(rounds):
             # Runs on their own kept-open loops, so connecting is outside the timing.
@@ -133,16 +150,34 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     times = asyncio.run(_measure(calls, rounds))
     raw = min(times["raw"])
     rows: list[dict[str, Any]] = []
-    for key, name in (("raw", "SDK ClientSession.call_tool (the baseline)"),
-                      ("invoke", "McpTool.invoke (our client path)"),
-                      ("attempt", "tool attempt in a run, traced + metered")):
+    for key, name in (
+        ("raw", "SDK ClientSession.call_tool (the baseline)"),
+        ("invoke", "McpTool.invoke (our client path)"),
+        ("attempt", "tool attempt in a run, traced + metered"),
+    ):
         best, median = min(times[key]), statistics.median(times[key])
-        rows.append({"name": name, "best_ns": best, "median_ns": median,
-                     "baseline_ns": raw, "added_ns": best - raw})
-    print_table(["per call", "best", "median", "vs SDK", "added"],
-                [[r["name"], fmt_ns(r["best_ns"]), fmt_ns(r["median_ns"]),
-                  fmt_ratio(r["best_ns"], raw), fmt_ns(max(0.0, r["added_ns"]))]
-                 for r in rows])
+        rows.append(
+            {
+                "name": name,
+                "best_ns": best,
+                "median_ns": median,
+                "baseline_ns": raw,
+                "added_ns": best - raw,
+            }
+        )
+    print_table(
+        ["per call", "best", "median", "vs SDK", "added"],
+        [
+            [
+                r["name"],
+                fmt_ns(r["best_ns"]),
+                fmt_ns(r["median_ns"]),
+                fmt_ratio(r["best_ns"], raw),
+                fmt_ns(max(0.0, r["added_ns"])),
+            ]
+            for r in rows
+        ],
+    )
     return rows
 
 

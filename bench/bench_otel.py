@@ -73,21 +73,41 @@ class Discard(SpanExporter):
 RUN = uuid.uuid4()
 SESSION = uuid.uuid4()
 T = 1_700_000_000_000_000_000
-STREAM_START = StreamStartContext(run_id=RUN, time_ns=T, turn=0, model="gpt-4o",
-                                  provider="openai", attempt=0)
+STREAM_START = StreamStartContext(
+    run_id=RUN, time_ns=T, turn=0, model="gpt-4o", provider="openai", attempt=0
+)
 STREAM_OK = StreamSuccessContext(
-    run_id=RUN, time_ns=T + 1, turn=0, model="gpt-4o", provider="openai", attempt=0,
-    input_tokens=1200, output_tokens=300, duration_ms=800.0, time_to_first_token_ms=150.0,
-    finish_reason="stop", response_id="resp_123", response_model="gpt-4o-2024-08-06")
+    run_id=RUN,
+    time_ns=T + 1,
+    turn=0,
+    model="gpt-4o",
+    provider="openai",
+    attempt=0,
+    input_tokens=1200,
+    output_tokens=300,
+    duration_ms=800.0,
+    time_to_first_token_ms=150.0,
+    finish_reason="stop",
+    response_id="resp_123",
+    response_model="gpt-4o-2024-08-06",
+)
 TOOL_PRE = ToolPreContext(run_id=RUN, time_ns=T, turn=0, tool="search", tool_call_id="call_1")
-TOOL_POST = ToolPostContext(run_id=RUN, time_ns=T + 1, tool_call_id="call_1", turn=0,
-                            tool="search", result_hash=0x1234, duration_ms=3.0)
+TOOL_POST = ToolPostContext(
+    run_id=RUN,
+    time_ns=T + 1,
+    tool_call_id="call_1",
+    turn=0,
+    tool="search",
+    result_hash=0x1234,
+    duration_ms=3.0,
+)
 TURN_END = TurnEndContext(run_id=RUN, time_ns=T + 2, turn=0, success=True)
 
 
 def open_run(obs: Any) -> None:
-    obs.on_run_start(RunStartContext(run_id=RUN, time_ns=T, session_id=SESSION, agent="bench",
-                                     model="gpt-4o"))
+    obs.on_run_start(
+        RunStartContext(run_id=RUN, time_ns=T, session_id=SESSION, agent="bench", model="gpt-4o")
+    )
     obs.on_turn_start(TurnStartContext(run_id=RUN, time_ns=T, turn=0))
 
 
@@ -96,26 +116,33 @@ def raw_chat(tracer: trace.Tracer, parent: trace.Span, attach: bool) -> Callable
     session = str(SESSION)
 
     def call() -> None:
-        span = tracer.start_span("chat gpt-4o", context=parent_ctx, kind=SpanKind.CLIENT,
-                                 attributes={
-                                     c.GEN_AI_OPERATION_NAME: c.OP_CHAT,
-                                     c.GEN_AI_REQUEST_MODEL: "gpt-4o",
-                                     c.GEN_AI_REQUEST_STREAM: True,
-                                     c.GEN_AI_CONVERSATION_ID: session,
-                                     c.LOOPOBS_ATTEMPT: 0,
-                                     c.GEN_AI_PROVIDER_NAME: "openai",
-                                 }, start_time=T)
+        span = tracer.start_span(
+            "chat gpt-4o",
+            context=parent_ctx,
+            kind=SpanKind.CLIENT,
+            attributes={
+                c.GEN_AI_OPERATION_NAME: c.OP_CHAT,
+                c.GEN_AI_REQUEST_MODEL: "gpt-4o",
+                c.GEN_AI_REQUEST_STREAM: True,
+                c.GEN_AI_CONVERSATION_ID: session,
+                c.LOOPOBS_ATTEMPT: 0,
+                c.GEN_AI_PROVIDER_NAME: "openai",
+            },
+            start_time=T,
+        )
         token = otel_context.attach(trace.set_span_in_context(span)) if attach else None
         if token is not None:
             otel_context.detach(token)
-        span.set_attributes({
-            c.GEN_AI_RESPONSE_MODEL: "gpt-4o-2024-08-06",
-            c.GEN_AI_USAGE_INPUT_TOKENS: 1200,
-            c.GEN_AI_USAGE_OUTPUT_TOKENS: 300,
-            c.GEN_AI_RESPONSE_ID: "resp_123",
-            c.GEN_AI_RESPONSE_FINISH_REASONS: ("stop",),
-            c.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: 0.15,
-        })
+        span.set_attributes(
+            {
+                c.GEN_AI_RESPONSE_MODEL: "gpt-4o-2024-08-06",
+                c.GEN_AI_USAGE_INPUT_TOKENS: 1200,
+                c.GEN_AI_USAGE_OUTPUT_TOKENS: 300,
+                c.GEN_AI_RESPONSE_ID: "resp_123",
+                c.GEN_AI_RESPONSE_FINISH_REASONS: ("stop",),
+                c.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: 0.15,
+            }
+        )
         span.end(end_time=T + 1)
 
     return call
@@ -125,19 +152,25 @@ def raw_tool(tracer: trace.Tracer, parent: trace.Span, attach: bool) -> Callable
     parent_ctx = trace.set_span_in_context(parent)
 
     def call() -> None:
-        span = tracer.start_span("execute_tool search", context=parent_ctx,
-                                 kind=SpanKind.INTERNAL, attributes={
-                                     c.GEN_AI_OPERATION_NAME: c.OP_EXECUTE_TOOL,
-                                     c.GEN_AI_TOOL_NAME: "search",
-                                     c.GEN_AI_TOOL_CALL_ID: "call_1",
-                                     c.GEN_AI_TOOL_TYPE: c.TOOL_TYPE_FUNCTION,
-                                     c.LOOPOBS_ATTEMPT: 0,
-                                 }, start_time=T)
+        span = tracer.start_span(
+            "execute_tool search",
+            context=parent_ctx,
+            kind=SpanKind.INTERNAL,
+            attributes={
+                c.GEN_AI_OPERATION_NAME: c.OP_EXECUTE_TOOL,
+                c.GEN_AI_TOOL_NAME: "search",
+                c.GEN_AI_TOOL_CALL_ID: "call_1",
+                c.GEN_AI_TOOL_TYPE: c.TOOL_TYPE_FUNCTION,
+                c.LOOPOBS_ATTEMPT: 0,
+            },
+            start_time=T,
+        )
         token = otel_context.attach(trace.set_span_in_context(span)) if attach else None
         if token is not None:
             otel_context.detach(token)
-        span.set_attributes({c.LOOPOBS_TOOL_OUTCOME: "output",
-                             c.LOOPOBS_TOOL_RESULT_HASH: f"{0x1234:016x}"})
+        span.set_attributes(
+            {c.LOOPOBS_TOOL_OUTCOME: "output", c.LOOPOBS_TOOL_RESULT_HASH: f"{0x1234:016x}"}
+        )
         span.end(end_time=T + 1)
 
     return call
@@ -182,8 +215,15 @@ def main(argv: Sequence[str] | None = None) -> list[Row]:
     rows: list[Row] = []
 
     def row(label: str, timing: Timing, base: Timing | None, note: str = "") -> None:
-        rows.append((label, fmt_ns(timing.best_ns), fmt_ns(timing.median_ns),
-                     fmt_ratio(timing.best_ns, base.best_ns) if base else "", note))
+        rows.append(
+            (
+                label,
+                fmt_ns(timing.best_ns),
+                fmt_ns(timing.median_ns),
+                fmt_ratio(timing.best_ns, base.best_ns) if base else "",
+                note,
+            )
+        )
 
     for propagate in (True, False):
         obs = TracingObserver(tp, propagate_context=propagate)
@@ -209,9 +249,9 @@ def main(argv: Sequence[str] | None = None) -> list[Row]:
     try:
         from opentelemetry.util.genai.handler import TelemetryHandler
     except ImportError as exc:
-        rows.append(("opentelemetry-util-genai", "skipped", "", "",
-                     f"not installed ({exc.name})"))
+        rows.append(("opentelemetry-util-genai", "skipped", "", "", f"not installed ({exc.name})"))
     else:
+
         def genai(handler: Any) -> Callable[[], None]:
             def call() -> None:
                 inv = handler.inference("openai", request_model="gpt-4o")
@@ -230,9 +270,13 @@ def main(argv: Sequence[str] | None = None) -> list[Row]:
         traced = TelemetryHandler(tracer_provider=tp, meter_provider=NoOpMeterProvider())
         full = TelemetryHandler(tracer_provider=tp, meter_provider=mp)
         g_trace = t("util-genai trace", genai(traced))
-        row("util-genai inference + tool record, SDK tracer, no-op meter", g_trace, raw_default,
+        row(
+            "util-genai inference + tool record, SDK tracer, no-op meter",
+            g_trace,
+            raw_default,
             f"TracingObserver is "
-            f"{g_trace.best_ns / (chat_default.best_ns + tool_default.best_ns):.1f}× cheaper")
+            f"{g_trace.best_ns / (chat_default.best_ns + tool_default.best_ns):.1f}× cheaper",
+        )
         both = TracingObserver(tp)
         open_run(both)
         chat_both, metric_chat = observer_chat(both), observer_chat(metrics_obs)
@@ -247,19 +291,29 @@ def main(argv: Sequence[str] | None = None) -> list[Row]:
 
         ours = t("ours", traced_and_metered)
         g_full = t("util-genai full", genai(full))
-        row("TracingObserver + MetricsObserver model call + tool call (SDK metrics)", ours,
-            raw_default)
-        row("util-genai inference + tool record, SDK tracer + SDK meter", g_full, raw_default,
-            f"ours is {g_full.best_ns / ours.best_ns:.1f}× cheaper")
+        row(
+            "TracingObserver + MetricsObserver model call + tool call (SDK metrics)",
+            ours,
+            raw_default,
+        )
+        row(
+            "util-genai inference + tool record, SDK tracer + SDK meter",
+            g_full,
+            raw_default,
+            f"ours is {g_full.best_ns / ours.best_ns:.1f}× cheaper",
+        )
         both.reset()
 
     for label, fn in (
-        ("MetricsObserver on_stream_success (2 hist + ttfc + 2 token hist + 2 counters)",
-         lambda: metrics_obs.on_stream_success(STREAM_OK)),
-        ("MetricsObserver on_tool_post (1 hist + 1 counter)",
-         lambda: metrics_obs.on_tool_post(TOOL_POST)),
-        ("MetricsObserver on_turn_end (1 counter)",
-         lambda: metrics_obs.on_turn_end(TURN_END)),
+        (
+            "MetricsObserver on_stream_success (2 hist + ttfc + 2 token hist + 2 counters)",
+            lambda: metrics_obs.on_stream_success(STREAM_OK),
+        ),
+        (
+            "MetricsObserver on_tool_post (1 hist + 1 counter)",
+            lambda: metrics_obs.on_tool_post(TOOL_POST),
+        ),
+        ("MetricsObserver on_turn_end (1 counter)", lambda: metrics_obs.on_turn_end(TURN_END)),
     ):
         row(label, t(label, fn), None)
 

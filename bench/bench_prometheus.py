@@ -70,42 +70,78 @@ def event_rows(number: int, repeats: int) -> list[Row]:
     base = measure(counter.inc, number, repeats)
     rows = [
         Row("bare Counter.inc()", base, baseline_ns=base),
-        Row("bare Histogram.observe(0.3)", measure(lambda: hist.observe(0.3), number, repeats),
-            baseline_ns=base),
+        Row(
+            "bare Histogram.observe(0.3)",
+            measure(lambda: hist.observe(0.3), number, repeats),
+            baseline_ns=base,
+        ),
         Row("bare pre-bound child.inc()", measure(child.inc, number, repeats), baseline_ns=base),
-        Row("bare Counter.labels(a, b).inc()",
+        Row(
+            "bare Counter.labels(a, b).inc()",
             measure(lambda: labelled.labels("search", "output").inc(), number, repeats),
-            baseline_ns=base),
+            baseline_ns=base,
+        ),
     ]
 
     obs = PrometheusObserver(exemplars=False)
     rid = uuid.uuid4()
     obs.on_run_start(RunStartContext(run_id=rid, time_ns=0, session_id=rid, agent="a"))
     turn_end = TurnEndContext(run_id=rid, time_ns=0, turn=0, success=True)
-    detected = LoopDetectedContext(run_id=rid, time_ns=0, pattern="p", repetitions=3,
-                                   tool="search", action="warn")
-    tool_post = ToolPostContext(run_id=rid, time_ns=0, tool_call_id="c", turn=0, tool="search",
-                                duration_ms=12.0)
-    stream = StreamSuccessContext(run_id=rid, time_ns=0, turn=0, model="m1", provider="p",
-                           input_tokens=1200, output_tokens=300, duration_ms=800.0,
-                           time_to_first_token_ms=150.0)
+    detected = LoopDetectedContext(
+        run_id=rid, time_ns=0, pattern="p", repetitions=3, tool="search", action="warn"
+    )
+    tool_post = ToolPostContext(
+        run_id=rid, time_ns=0, tool_call_id="c", turn=0, tool="search", duration_ms=12.0
+    )
+    stream = StreamSuccessContext(
+        run_id=rid,
+        time_ns=0,
+        turn=0,
+        model="m1",
+        provider="p",
+        input_tokens=1200,
+        output_tokens=300,
+        duration_ms=800.0,
+        time_to_first_token_ms=150.0,
+    )
     rows += [
-        Row("observer on_turn_end (1 counter)",
-            measure(lambda: obs.on_turn_end(turn_end), number, repeats), 1, base),
-        Row("observer on_loop_detected (1 counter, 2 bounded labels)",
-            measure(lambda: obs.on_loop_detected(detected), number, repeats), 1, base),
-        Row("observer on_tool_post (1 counter + 1 histogram)",
-            measure(lambda: obs.on_tool_post(tool_post), number, repeats), 2, base),
-        Row("observer on_stream_success (4 histograms + 2 counters)",
-            measure(lambda: obs.on_stream_success(stream), number, repeats), 6, base),
+        Row(
+            "observer on_turn_end (1 counter)",
+            measure(lambda: obs.on_turn_end(turn_end), number, repeats),
+            1,
+            base,
+        ),
+        Row(
+            "observer on_loop_detected (1 counter, 2 bounded labels)",
+            measure(lambda: obs.on_loop_detected(detected), number, repeats),
+            1,
+            base,
+        ),
+        Row(
+            "observer on_tool_post (1 counter + 1 histogram)",
+            measure(lambda: obs.on_tool_post(tool_post), number, repeats),
+            2,
+            base,
+        ),
+        Row(
+            "observer on_stream_success (4 histograms + 2 counters)",
+            measure(lambda: obs.on_stream_success(stream), number, repeats),
+            6,
+            base,
+        ),
     ]
 
     traced = PrometheusObserver(exemplars=True)
     trace_links.publish(rid, "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7")
     try:
-        rows.append(Row("observer on_stream_success, traced (6 exemplars)",
-                        measure(lambda: traced.on_stream_success(stream), number, repeats),
-                        6, base))
+        rows.append(
+            Row(
+                "observer on_stream_success, traced (6 exemplars)",
+                measure(lambda: traced.on_stream_success(stream), number, repeats),
+                6,
+                base,
+            )
+        )
     finally:
         trace_links.withdraw(rid)
 
@@ -116,8 +152,14 @@ def event_rows(number: int, repeats: int) -> list[Row]:
         obs.on_run_start(start)
         obs.on_run_end(end)
 
-    rows.append(Row("observer on_run_start + on_run_end (gauge ±1, histogram, counter)",
-                    measure(run_pair, number, repeats), 4, base))
+    rows.append(
+        Row(
+            "observer on_run_start + on_run_end (gauge ±1, histogram, counter)",
+            measure(run_pair, number, repeats),
+            4,
+            base,
+        )
+    )
     return rows
 
 
@@ -128,8 +170,11 @@ def scrape_rows(repeats: int) -> list[Row]:
         obs = PrometheusObserver(max_label_values=n, exemplars=False)
         rid = uuid.uuid4()
         for i in range(n):
-            obs.on_loop_detected(LoopDetectedContext(run_id=rid, time_ns=0, pattern="p",
-                                                     repetitions=3, tool=f"tool-{i}"))
+            obs.on_loop_detected(
+                LoopDetectedContext(
+                    run_id=rid, time_ns=0, pattern="p", repetitions=3, tool=f"tool-{i}"
+                )
+            )
         reg = CollectorRegistry()
         bare = Counter("bare_detections", "bare", ["tool", "action"], registry=reg)
         for i in range(n):
@@ -154,8 +199,10 @@ def print_table(rows: list[Row]) -> None:
     print(f"{'benchmark':<{width}}  {'per op':>10}  {'updates':>7}  {'per update':>10}  ratio")
     for r in rows:
         ratio = "" if r.ratio is None else f"{r.ratio:.2f}x"
-        print(f"{r.name:<{width}}  {fmt(r.ns_per_op):>10}  {r.updates:>7}  "
-              f"{fmt(r.ns_per_update):>10}  {ratio}")
+        print(
+            f"{r.name:<{width}}  {fmt(r.ns_per_op):>10}  {r.updates:>7}  "
+            f"{fmt(r.ns_per_update):>10}  {ratio}"
+        )
     print("ratio: events vs bare Counter.inc(); scrapes vs a bare Counter with as many series")
 
 

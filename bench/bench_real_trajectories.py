@@ -45,8 +45,9 @@ from loopobs.detectors import ConvergenceDetector, RepetitionDetector
 from tests.detection_corpus.harness import Outcome, Trace, play
 
 ENV_VAR = "LOOPOBS_REAL_TRAJECTORIES"
-DEFAULT_PATH = (Path(__file__).resolve().parents[2] / "shared" / "data" / "real-trajectories"
-                / "dev.jsonl")
+DEFAULT_PATH = (
+    Path(__file__).resolve().parents[2] / "shared" / "data" / "real-trajectories" / "dev.jsonl"
+)
 CALL_TARGET_NS = 15_000.0
 ANSWER_TARGET_NS = 100_000.0
 STEP_GAP_S = 2.0
@@ -76,8 +77,15 @@ def load(path: Path) -> list[Record]:
         for line in f:
             if line.strip():
                 r = json.loads(line)
-                records.append(Record(r["id"], r["label"] == "runaway", r.get("loop_start"),
-                                      bool(r.get("borderline")), tuple(r["ops"])))
+                records.append(
+                    Record(
+                        r["id"],
+                        r["label"] == "runaway",
+                        r.get("loop_start"),
+                        bool(r.get("borderline")),
+                        tuple(r["ops"]),
+                    )
+                )
     return records
 
 
@@ -87,12 +95,20 @@ def as_trace(record: Record) -> Trace:
     for i, op in enumerate(record.ops):
         t = i * STEP_GAP_S
         if op["op"] == "call":
-            steps.append({"call": op["tool"], "args": op.get("args") or {},
-                          "result": op.get("result") or "", "t": t, "duration": 0.1})
+            steps.append(
+                {
+                    "call": op["tool"],
+                    "args": op.get("args") or {},
+                    "result": op.get("result") or "",
+                    "t": t,
+                    "duration": 0.1,
+                }
+            )
         else:
             steps.append({"answer": op.get("text") or "", "t": t})
-    return Trace(record.id, "real", "loop" if record.runaway else "ok", tuple(steps),
-                 record.loop_start)
+    return Trace(
+        record.id, "real", "loop" if record.runaway else "ok", tuple(steps), record.loop_start
+    )
 
 
 @dataclass
@@ -187,23 +203,39 @@ def _contexts(records: Sequence[Record]) -> tuple[list[_Calls], list[list[Respon
             if op["op"] == "call":
                 text = op.get("result") or ""
                 call_id = f"call_{i}"
-                mine.append((
-                    ToolCallReceivedContext(run_id=run, time_ns=t, turn=0, tool=op["tool"],
-                                            tool_call_id=call_id, input=op.get("args") or {}),
-                    ToolPostContext(run_id=run, time_ns=t + 100_000_000, turn=0,
-                                    tool=op["tool"], tool_call_id=call_id,
-                                    result_hash=result_hash(text), result=text,
-                                    duration_ms=100.0, outcome="output")))
+                mine.append(
+                    (
+                        ToolCallReceivedContext(
+                            run_id=run,
+                            time_ns=t,
+                            turn=0,
+                            tool=op["tool"],
+                            tool_call_id=call_id,
+                            input=op.get("args") or {},
+                        ),
+                        ToolPostContext(
+                            run_id=run,
+                            time_ns=t + 100_000_000,
+                            turn=0,
+                            tool=op["tool"],
+                            tool_call_id=call_id,
+                            result_hash=result_hash(text),
+                            result=text,
+                            duration_ms=100.0,
+                            outcome="output",
+                        ),
+                    )
+                )
             else:
-                said.append(ResponseContext(run_id=run, time_ns=t, turn=0,
-                                            text=op.get("text") or ""))
+                said.append(
+                    ResponseContext(run_id=run, time_ns=t, turn=0, text=op.get("text") or "")
+                )
         calls.append(mine)
         answers.append(said)
     return calls, answers
 
 
-def time_calls(calls: Sequence[_Calls], repeats: int,
-               samples: list[float] | None = None) -> float:
+def time_calls(calls: Sequence[_Calls], repeats: int, samples: list[float] | None = None) -> float:
     """Best CPU ns per tool call over the whole set, fresh detectors each repeat (each
     repeat's figure appended to ``samples``, to show the noise)."""
     n = sum(len(c) for c in calls)
@@ -223,8 +255,9 @@ def time_calls(calls: Sequence[_Calls], repeats: int,
     return best / n if n else 0.0
 
 
-def time_answers(answers: Sequence[list[ResponseContext]], repeats: int,
-                 samples: list[float] | None = None) -> float:
+def time_answers(
+    answers: Sequence[list[ResponseContext]], repeats: int, samples: list[float] | None = None
+) -> float:
     """Best CPU ns per final answer over the whole set, fresh detectors each repeat (each
     repeat's figure appended to ``samples``)."""
     n = sum(len(a) for a in answers)
@@ -245,6 +278,7 @@ def time_answers(answers: Sequence[list[ResponseContext]], repeats: int,
 
 # -- report ----------------------------------------------------------------------------------
 
+
 def _pct(values: Sequence[int]) -> str:
     if not values:
         return "-"
@@ -257,8 +291,10 @@ def _spread(samples: Sequence[float]) -> str:
     """The repeats' median and worst, in µs: how noisy the machine was."""
     if not samples:
         return "no repeats"
-    return (f"median {statistics.median(samples) / 1000:.1f}, "
-            f"worst {max(samples) / 1000:.1f} of {len(samples)} repeats")
+    return (
+        f"median {statistics.median(samples) / 1000:.1f}, "
+        f"worst {max(samples) / 1000:.1f} of {len(samples)} repeats"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
@@ -269,18 +305,24 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
     args = parser.parse_args(argv)
     path = data_path(args.path)
     if not path.is_file():
-        print(f"skipped: no real trajectories at {path} (set {ENV_VAR} or --path to a "
-              f"JSONL set; the data is third-party and is not in the repository)")
+        print(
+            f"skipped: no real trajectories at {path} (set {ENV_VAR} or --path to a "
+            f"JSONL set; the data is third-party and is not in the repository)"
+        )
         return None
     records = load(path)
     q, outcomes = judge(records)
-    print(f"{path.name}: {len(records)} real trajectories, {q.runaways} runaway, "
-          f"{q.productive} productive\n")
+    print(
+        f"{path.name}: {len(records)} real trajectories, {q.runaways} runaway, "
+        f"{q.productive} productive\n"
+    )
     print("| | warn P | warn R | stop P | stop R | productive warned / stopped |")
     print("|---|---:|---:|---:|---:|---:|")
-    print(f"| default detectors | {q.warn_p:.2f} | {q.warn_r:.2f} | {q.stop_p:.2f} | "
-          f"{q.stop_r:.2f} | {len(q.productive_warned)} / {len(q.productive_stopped)} "
-          f"of {q.productive} |\n")
+    print(
+        f"| default detectors | {q.warn_p:.2f} | {q.warn_r:.2f} | {q.stop_p:.2f} | "
+        f"{q.stop_r:.2f} | {len(q.productive_warned)} / {len(q.productive_stopped)} "
+        f"of {q.productive} |\n"
+    )
     print(f"productive runs warned: {', '.join(q.productive_warned) or 'none'}")
     print(f"productive runs stopped: {', '.join(q.productive_stopped) or 'none'}")
     print(f"runaways missed: {', '.join(q.missed) or 'none'}")
@@ -295,8 +337,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
             sets[base].add(r.id)
             if action == "stop":
                 sets[base + 1].add(r.id)
-    print("| signal | productive warned | productive stopped | runaways warned | "
-          "runaways stopped |")
+    print(
+        "| signal | productive warned | productive stopped | runaways warned | runaways stopped |"
+    )
     print("|---|---:|---:|---:|---:|")
     for signal, sets in sorted(per_signal.items()):
         print(f"| {signal} | " + " | ".join(str(len(s)) for s in sets) + " |")
@@ -314,20 +357,33 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
     answer_ns = time_answers(answers, repeats, answer_samples)
     n_calls = sum(len(c) for c in calls)
     n_answers = sum(len(a) for a in answers)
-    sizes = sorted(len(op.get("result") or "") for r in records for op in r.ops
-                   if op["op"] == "call")
-    print(f"\ncost (CPU time, best of {repeats}; results median {statistics.median(sizes):g} "
-          f"chars, max {sizes[-1]}):")
-    print(f"  per tool call:    {call_ns / 1000:.1f} µs over {n_calls} calls "
-          f"(target ≤ {CALL_TARGET_NS / 1000:.0f} µs; {_spread(call_samples)})")
-    print(f"  per final answer: {answer_ns / 1000:.1f} µs over {n_answers} answers "
-          f"(target ≤ {ANSWER_TARGET_NS / 1000:.0f} µs; {_spread(answer_samples)})")
-    return {"warn_precision": q.warn_p, "warn_recall": q.warn_r, "stop_precision": q.stop_p,
-            "stop_recall": q.stop_r, "productive_warned": q.productive_warned,
-            "productive_stopped": q.productive_stopped, "call_ns": call_ns,
-            "answer_ns": answer_ns, "signals": {k: [len(s) for s in v]
-                                                for k, v in per_signal.items()},
-            "counts": Counter(r.runaway for r in records)}
+    sizes = sorted(
+        len(op.get("result") or "") for r in records for op in r.ops if op["op"] == "call"
+    )
+    print(
+        f"\ncost (CPU time, best of {repeats}; results median {statistics.median(sizes):g} "
+        f"chars, max {sizes[-1]}):"
+    )
+    print(
+        f"  per tool call:    {call_ns / 1000:.1f} µs over {n_calls} calls "
+        f"(target ≤ {CALL_TARGET_NS / 1000:.0f} µs; {_spread(call_samples)})"
+    )
+    print(
+        f"  per final answer: {answer_ns / 1000:.1f} µs over {n_answers} answers "
+        f"(target ≤ {ANSWER_TARGET_NS / 1000:.0f} µs; {_spread(answer_samples)})"
+    )
+    return {
+        "warn_precision": q.warn_p,
+        "warn_recall": q.warn_r,
+        "stop_precision": q.stop_p,
+        "stop_recall": q.stop_r,
+        "productive_warned": q.productive_warned,
+        "productive_stopped": q.productive_stopped,
+        "call_ns": call_ns,
+        "answer_ns": answer_ns,
+        "signals": {k: [len(s) for s in v] for k, v in per_signal.items()},
+        "counts": Counter(r.runaway for r in records),
+    }
 
 
 if __name__ == "__main__":

@@ -29,9 +29,15 @@ from loopobs.exporters.jsonl import replay
 from loopobs.report import write_report
 from tests._report_logs import write_synthetic_log
 
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def _best(fn: object, repeats: int) -> float:
@@ -88,17 +94,27 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         data_only = Path(tmp) / "data-only.html"
         data_only.write_text(
             head + "<script>JSON.parse(document.getElementById('report-data').textContent);"
-            "window.loopobsReport={ready:true};</script></body></html>", encoding="utf-8")
+            "window.loopobsReport={ready:true};</script></body></html>",
+            encoding="utf-8",
+        )
         browser = _browser_times(out, data_only, repeats)
     rows = [
         ["log", f"{runs:,} runs, {events:,} events", ""],
         ["decode only (replay into a no-op observer)", f"{decode_s:.2f} s", "1.00×"],
-        ["write_report (decode, fold, render, write)", f"{build_s:.2f} s",
-         f"{build_s / decode_s:.2f}×"],
+        [
+            "write_report (decode, fold, render, write)",
+            f"{build_s:.2f} s",
+            f"{build_s / decode_s:.2f}×",
+        ],
         ["report size", f"{size / 1e6:.1f} MB", ""],
     ]
-    result = {"runs": float(runs), "events": float(events), "decode_s": decode_s,
-              "build_s": build_s, "bytes": float(size)}
+    result = {
+        "runs": float(runs),
+        "events": float(events),
+        "decode_s": decode_s,
+        "build_s": build_s,
+        "bytes": float(size),
+    }
     if browser is None:
         rows.append(["Chromium", "not installed (make backends)", ""])
     else:

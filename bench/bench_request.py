@@ -35,16 +35,32 @@ from loopobs.llm._http import json_body
 
 
 def _requests(turns: int) -> list[ModelRequest]:
-    history: list[Message] = [SystemMessage(content="You are terse."),
-                              UserMessage(content="Look things up until done.")]
+    history: list[Message] = [
+        SystemMessage(content="You are terse."),
+        UserMessage(content="Look things up until done."),
+    ]
     out = []
     for turn in range(turns):
         out.append(ModelRequest(model="gpt-4o-mini", messages=tuple(history)))
-        history.append(AssistantMessage(content=f"step {turn}: looking it up", tool_calls=(
-            ToolCallPart(id=f"call_{turn:06d}", name="lookup",
-                         arguments={"step": turn, "query": "weather in Paris"}),)))
-        history.append(ToolResultMessage(tool_call_id=f"call_{turn:06d}", name="lookup",
-                                         content=f"step {turn}: 12 °C, light rain, wind 20 km/h"))
+        history.append(
+            AssistantMessage(
+                content=f"step {turn}: looking it up",
+                tool_calls=(
+                    ToolCallPart(
+                        id=f"call_{turn:06d}",
+                        name="lookup",
+                        arguments={"step": turn, "query": "weather in Paris"},
+                    ),
+                ),
+            )
+        )
+        history.append(
+            ToolResultMessage(
+                tool_call_id=f"call_{turn:06d}",
+                name="lookup",
+                content=f"step {turn}: 12 °C, light rain, wind 20 km/h",
+            )
+        )
     return out
 
 
@@ -70,11 +86,17 @@ def main(argv: list[str] | None = None) -> list[list[str]]:
         full = _per_turn(lambda r, c=full_client: json_body(c.build_body(r)), requests)
         cached = _per_turn(cached_client.build_content, requests)
         for name, times in (("whole history each turn", full), ("cached messages", cached)):
-            rows.append([f"{make.__name__}: {name}", f"{sum(times) * 1e3:.1f} ms",
-                         f"{sum(times) / len(times) * 1e6:.1f} µs",
-                         fmt_ratio(sum(times[-10:]), sum(times[:10]))])
-        rows.append([f"{make.__name__}: cached vs whole", "", "",
-                     fmt_ratio(sum(cached), sum(full))])
+            rows.append(
+                [
+                    f"{make.__name__}: {name}",
+                    f"{sum(times) * 1e3:.1f} ms",
+                    f"{sum(times) / len(times) * 1e6:.1f} µs",
+                    fmt_ratio(sum(times[-10:]), sum(times[:10])),
+                ]
+            )
+        rows.append(
+            [f"{make.__name__}: cached vs whole", "", "", fmt_ratio(sum(cached), sum(full))]
+        )
     print(f"{len(requests)} requests of a growing conversation")
     print_table(["request building", "total", "per turn", "last 10 / first 10 turns"], rows)
     return rows

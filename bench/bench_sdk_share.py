@@ -78,14 +78,27 @@ def _sdk_timed(clock: _Clock) -> Iterator[None]:
 
     targets: list[tuple[Any, str]] = [
         (sdk_trace.Tracer, "start_span"),
-        *((sdk_trace.Span, name) for name in ("end", "set_attribute", "set_attributes",
-                                              "set_status", "add_event", "record_exception")),
-        (instrument.Histogram, "record"), (instrument.Counter, "add"),
+        *(
+            (sdk_trace.Span, name)
+            for name in (
+                "end",
+                "set_attribute",
+                "set_attributes",
+                "set_status",
+                "add_event",
+                "record_exception",
+            )
+        ),
+        (instrument.Histogram, "record"),
+        (instrument.Counter, "add"),
         (instrument.UpDownCounter, "add"),
-        (otel_context, "attach"), (otel_context, "detach"),
+        (otel_context, "attach"),
+        (otel_context, "detach"),
     ]
-    saved = [(owner, name, owner.__dict__[name] if name in vars(owner) else None)
-             for owner, name in targets]
+    saved = [
+        (owner, name, owner.__dict__[name] if name in vars(owner) else None)
+        for owner, name in targets
+    ]
     try:
         for owner, name in targets:
             setattr(owner, name, clock.wrap(getattr(owner, name)))
@@ -128,9 +141,12 @@ def measure(runs: int) -> dict[str, float]:
 
     out = asyncio.run(rounds())
     added = statistics.median(out["full"]) - statistics.median(out["bare"])
-    return {"added_us": added * 1e6, "sdk_us": statistics.median(out["sdk"]) * 1e6,
-            "sdk_calls": statistics.median(out["calls"]),
-            "bare_us": statistics.median(out["bare"]) * 1e6}
+    return {
+        "added_us": added * 1e6,
+        "sdk_us": statistics.median(out["sdk"]) * 1e6,
+        "sdk_calls": statistics.median(out["calls"]),
+        "bare_us": statistics.median(out["bare"]) * 1e6,
+    }
 
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
@@ -140,16 +156,27 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     args = parser.parse_args(argv)
     result = measure(10 if args.quick else 40)
     own = result["added_us"] - result["sdk_us"]
-    print(f"Traces + OTel metrics per turn, and the SDK's share — Python "
-          f"{sys.version.split()[0]}; {peers.TURNS}-turn runs, medians")
-    print_table(["per turn", "time", "share"], [
-        ["added by TracingObserver + MetricsObserver", f"{result['added_us']:.0f} µs", "100 %"],
-        [f"inside the OpenTelemetry SDK ({result['sdk_calls']:.0f} calls)",
-         f"{result['sdk_us']:.0f} µs", f"{result['sdk_us'] / result['added_us'] * 100:.0f} %"],
-        ["loopobs (events, observers, and the rest)", f"{own:.0f} µs",
-         f"{own / result['added_us'] * 100:.0f} %"],
-        ["a bare turn (no observers)", f"{result['bare_us']:.0f} µs", ""],
-    ])
+    print(
+        f"Traces + OTel metrics per turn, and the SDK's share — Python "
+        f"{sys.version.split()[0]}; {peers.TURNS}-turn runs, medians"
+    )
+    print_table(
+        ["per turn", "time", "share"],
+        [
+            ["added by TracingObserver + MetricsObserver", f"{result['added_us']:.0f} µs", "100 %"],
+            [
+                f"inside the OpenTelemetry SDK ({result['sdk_calls']:.0f} calls)",
+                f"{result['sdk_us']:.0f} µs",
+                f"{result['sdk_us'] / result['added_us'] * 100:.0f} %",
+            ],
+            [
+                "loopobs (events, observers, and the rest)",
+                f"{own:.0f} µs",
+                f"{own / result['added_us'] * 100:.0f} %",
+            ],
+            ["a bare turn (no observers)", f"{result['bare_us']:.0f} µs", ""],
+        ],
+    )
     return [result]
 
 

@@ -54,8 +54,15 @@ def script() -> Any:
         done = int(last.content.split()[1]) if isinstance(last, ToolResultMessage) else 0
         usage = Usage(input_tokens=estimate_tokens(request.messages), output_tokens=10)
         if done < TURNS_PER_RUN - 1:
-            return Reply(text=f"working{pad}", usage=usage, tool_calls=(ToolCall(
-                "lookup", {"step": done + 1, "total": TURNS_PER_RUN, "n": next(counter)}),))
+            return Reply(
+                text=f"working{pad}",
+                usage=usage,
+                tool_calls=(
+                    ToolCall(
+                        "lookup", {"step": done + 1, "total": TURNS_PER_RUN, "n": next(counter)}
+                    ),
+                ),
+            )
         return Reply(text=f"answer number {next(counter)}{pad}", usage=usage)
 
     return step
@@ -65,8 +72,14 @@ async def soak(turns: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as directory:
         stack = all_observers(directory)
         client = ScriptedClient(script(), chunk_size=64)
-        loop = AgentLoop(client, model="m1", tools=[lookup], observers=stack.observers,
-                         context_window=WINDOW, max_turns=TURNS_PER_RUN + 5)
+        loop = AgentLoop(
+            client,
+            model="m1",
+            tools=[lookup],
+            observers=stack.observers,
+            context_window=WINDOW,
+            max_turns=TURNS_PER_RUN + 5,
+        )
         session = Conversation()
         runs = turns // TURNS_PER_RUN
         marks: dict[str, float] = {}
@@ -84,14 +97,23 @@ async def soak(turns: int) -> dict[str, Any]:
         assert isinstance(tracing, TracingObserver)
         assert isinstance(metrics, MetricsObserver)
         assert isinstance(prom, PrometheusObserver)
-        left = {"tracing open runs": tracing.open_runs, "open spans": tracing.open_spans(),
-                "metrics open runs": metrics.open_runs, "prometheus open runs": prom.open_runs,
-                "policy verdicts": loop._policy.open_runs,
-                "detector run maps": sum(len(getattr(d, "_run_sessions", ()))
-                                         for d in loop.detectors)}
+        left = {
+            "tracing open runs": tracing.open_runs,
+            "open spans": tracing.open_spans(),
+            "metrics open runs": metrics.open_runs,
+            "prometheus open runs": prom.open_runs,
+            "policy verdicts": loop._policy.open_runs,
+            "detector run maps": sum(len(getattr(d, "_run_sessions", ())) for d in loop.detectors),
+        }
         stack.close()
-    return {"turns": session.turn, "messages": len(session.messages), "seconds": elapsed,
-            "rss": marks, "left": left, "spans": stack.exporter.spans}
+    return {
+        "turns": session.turn,
+        "messages": len(session.messages),
+        "seconds": elapsed,
+        "rss": marks,
+        "left": left,
+        "spans": stack.exporter.spans,
+    }
 
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
@@ -101,15 +123,34 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     args = parser.parse_args(argv)
     out = asyncio.run(soak(10_000 if args.quick else 100_000))
     rss = out["rss"]
-    rows = [{"name": f"one session, {out['turns']:,} turns, all observers",
-             "rss_start_mib": rss["start"], "rss_middle_mib": rss["middle"],
-             "rss_end_mib": rss["end"], "seconds": out["seconds"],
-             "messages_at_end": out["messages"], "left": out["left"], "spans": out["spans"]}]
-    print(f"Soak — Python {sys.version.split()[0]}; {out['seconds']:.0f} s, "
-          f"{out['spans']:,} spans exported, {out['messages']} messages in the session at the end")
-    print_table(["case", "RSS start", "RSS middle", "RSS end", "per-run state left"], [[
-        rows[0]["name"], f"{rss['start']:.1f} MiB", f"{rss['middle']:.1f} MiB",
-        f"{rss['end']:.1f} MiB", ", ".join(f"{k} {v}" for k, v in out["left"].items())]])
+    rows = [
+        {
+            "name": f"one session, {out['turns']:,} turns, all observers",
+            "rss_start_mib": rss["start"],
+            "rss_middle_mib": rss["middle"],
+            "rss_end_mib": rss["end"],
+            "seconds": out["seconds"],
+            "messages_at_end": out["messages"],
+            "left": out["left"],
+            "spans": out["spans"],
+        }
+    ]
+    print(
+        f"Soak — Python {sys.version.split()[0]}; {out['seconds']:.0f} s, "
+        f"{out['spans']:,} spans exported, {out['messages']} messages in the session at the end"
+    )
+    print_table(
+        ["case", "RSS start", "RSS middle", "RSS end", "per-run state left"],
+        [
+            [
+                rows[0]["name"],
+                f"{rss['start']:.1f} MiB",
+                f"{rss['middle']:.1f} MiB",
+                f"{rss['end']:.1f} MiB",
+                ", ".join(f"{k} {v}" for k, v in out["left"].items()),
+            ]
+        ],
+    )
     return rows
 
 

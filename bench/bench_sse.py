@@ -39,15 +39,21 @@ def main(argv: list[str] | None = None) -> list[tuple[str, str, str, str]]:
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args(argv)
     rows: list[tuple[str, str, str, str]] = []
-    for megabytes in ((1, 4) if args.quick else (4, 40)):
+    for megabytes in (1, 4) if args.quick else (4, 40):
         size = megabytes * 1_000_000
         long_line = b"data: " + b"x" * size + b"\n\n"
         short = b'data: {"choices":[{"delta":{"content":"word"}}]}\n\n'
         short_lines = short * (len(long_line) // len(short))
         ours = min(_decode(long_line) for _ in range(3))
         base = min(_decode(short_lines) for _ in range(3))
-        rows.append((f"one {megabytes} MB line in 16 KiB chunks vs short events",
-                     f"{ours * 1000:.1f} ms", f"{base * 1000:.1f} ms", fmt_ratio(ours, base)))
+        rows.append(
+            (
+                f"one {megabytes} MB line in 16 KiB chunks vs short events",
+                f"{ours * 1000:.1f} ms",
+                f"{base * 1000:.1f} ms",
+                fmt_ratio(ours, base),
+            )
+        )
     print_table(("cost", "ours", "baseline", "ratio"), rows)
     return rows
 

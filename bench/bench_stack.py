@@ -82,11 +82,16 @@ def script(tool_turns: int) -> Any:
         if isinstance(last, ToolResultMessage) and last.content.startswith("step "):
             done = int(last.content.split()[1])
         if done < tool_turns:
-            return Reply(text="working on it", usage=Usage(input_tokens=100, output_tokens=10),
-                         tool_calls=(ToolCall("lookup", {"step": done + 1, "total": tool_turns,
-                                                         "n": next(counter)}),))
-        return Reply(text=f"answer {next(counter)}", usage=Usage(input_tokens=200,
-                                                                  output_tokens=20))
+            return Reply(
+                text="working on it",
+                usage=Usage(input_tokens=100, output_tokens=10),
+                tool_calls=(
+                    ToolCall("lookup", {"step": done + 1, "total": tool_turns, "n": next(counter)}),
+                ),
+            )
+        return Reply(
+            text=f"answer {next(counter)}", usage=Usage(input_tokens=200, output_tokens=20)
+        )
 
     return step
 
@@ -101,8 +106,11 @@ class Stack:
         self.meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
         self.jsonl = JsonlRecorder(Path(directory) / f"{uuid.uuid4().hex}.jsonl")
         self.observers: list[LoopObserver] = [
-            TracingObserver(self.tracer_provider), MetricsObserver(self.meter_provider),
-            PrometheusObserver(CollectorRegistry()), self.jsonl]
+            TracingObserver(self.tracer_provider),
+            MetricsObserver(self.meter_provider),
+            PrometheusObserver(CollectorRegistry()),
+            self.jsonl,
+        ]
 
     def close(self) -> None:
         self.jsonl.shutdown()
@@ -118,10 +126,14 @@ def all_observers(directory: str) -> Stack:
 async def _one_run(turns: int, latency_s: float, directory: str | None) -> float:
     """Seconds for one run of ``turns`` turns, bare (``directory`` None) or with everything."""
     stack = all_observers(directory) if directory is not None else None
-    loop = AgentLoop(ScriptedClient(script(turns - 1), chunk_size=64, latency_s=latency_s),
-                     model="m1", tools=[lookup], max_turns=turns + 1,
-                     observers=stack.observers if stack else [],
-                     detectors=None if stack else [])
+    loop = AgentLoop(
+        ScriptedClient(script(turns - 1), chunk_size=64, latency_s=latency_s),
+        model="m1",
+        tools=[lookup],
+        max_turns=turns + 1,
+        observers=stack.observers if stack else [],
+        detectors=None if stack else [],
+    )
     clock = time.perf_counter if latency_s else time.process_time
     start = clock()
     result = await loop.run("go")
@@ -143,8 +155,12 @@ async def stack_overhead(turns: int, rounds: int, latency_s: float) -> dict[str,
         for _ in range(rounds):
             bare.append(await _one_run(turns, latency_s, None))
             full.append(await _one_run(turns, latency_s, directory))
-    return {"bare_s": min(bare), "full_s": min(full), "bare_median_s": statistics.median(bare),
-            "full_median_s": statistics.median(full)}
+    return {
+        "bare_s": min(bare),
+        "full_s": min(full),
+        "bare_median_s": statistics.median(bare),
+        "full_median_s": statistics.median(full),
+    }
 
 
 def langchain_rows(opts: dict[str, Any]) -> list[dict[str, Any]]:
@@ -157,20 +173,36 @@ def langchain_rows(opts: dict[str, Any]) -> list[dict[str, Any]]:
     run_id = uuid.uuid4()
     # The same workload on both sides: LangChain builds its event inside on_tool_end, so
     # ours builds the context at the emit site, as the loop does, then dispatches it.
-    ours = time_stmt("ObserverSet: build a tool-post event, dispatch to 3 no-op observers",
-                     "observers.on_tool_post(ToolPostContext(run_id=run_id, time_ns=now(), "
-                     "tool_call_id='c', turn=0, tool='search', result='out'))",
-                     {"observers": ObserverSet([NoOp() for _ in range(3)]),
-                      "ToolPostContext": ToolPostContext, "run_id": run_id,
-                      "now": time.time_ns}, **opts)
-    rows = [{"name": ours.name, "best_ns": ours.best_ns, "median_ns": ours.median_ns,
-             "baseline_ns": None}]
+    ours = time_stmt(
+        "ObserverSet: build a tool-post event, dispatch to 3 no-op observers",
+        "observers.on_tool_post(ToolPostContext(run_id=run_id, time_ns=now(), "
+        "tool_call_id='c', turn=0, tool='search', result='out'))",
+        {
+            "observers": ObserverSet([NoOp() for _ in range(3)]),
+            "ToolPostContext": ToolPostContext,
+            "run_id": run_id,
+            "now": time.time_ns,
+        },
+        **opts,
+    )
+    rows = [
+        {
+            "name": ours.name,
+            "best_ns": ours.best_ns,
+            "median_ns": ours.median_ns,
+            "baseline_ns": None,
+        }
+    ]
     try:
         from langchain_core.callbacks import BaseCallbackHandler, CallbackManagerForToolRun
     except ImportError as exc:
-        rows.append({"name": "LangChain callback dispatch", "skipped":
-                     f"langchain-core not installed ({exc.name}); "
-                     "`.venv/bin/pip install langchain-core` for this row"})
+        rows.append(
+            {
+                "name": "LangChain callback dispatch",
+                "skipped": f"langchain-core not installed ({exc.name}); "
+                "`.venv/bin/pip install langchain-core` for this row",
+            }
+        )
         return rows
 
     class Handler(BaseCallbackHandler):
@@ -178,12 +210,18 @@ def langchain_rows(opts: dict[str, Any]) -> list[dict[str, Any]]:
             pass
 
     handlers: list[BaseCallbackHandler] = [Handler() for _ in range(3)]
-    manager = CallbackManagerForToolRun(run_id=uuid.uuid4(), handlers=handlers,
-                                        inheritable_handlers=handlers)
-    lc = time_stmt("LangChain run_manager.on_tool_end to 3 no-op handlers",
-                   "manager.on_tool_end('out')", {"manager": manager}, **opts)
-    rows.append({"name": lc.name, "best_ns": lc.best_ns, "median_ns": lc.median_ns,
-                 "baseline_ns": None})
+    manager = CallbackManagerForToolRun(
+        run_id=uuid.uuid4(), handlers=handlers, inheritable_handlers=handlers
+    )
+    lc = time_stmt(
+        "LangChain run_manager.on_tool_end to 3 no-op handlers",
+        "manager.on_tool_end('out')",
+        {"manager": manager},
+        **opts,
+    )
+    rows.append(
+        {"name": lc.name, "best_ns": lc.best_ns, "median_ns": lc.median_ns, "baseline_ns": None}
+    )
     rows[0]["baseline_ns"] = lc.best_ns
     return rows
 
@@ -201,14 +239,23 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     pct = (slow["full_s"] - slow["bare_s"]) / slow["bare_s"] * 100
     per_turn = (fast["full_s"] - fast["bare_s"]) / turns * 1e9
     rows: list[dict[str, Any]] = [
-        {"name": f"{turns}-turn run, 1 ms model latency, no observers",
-         "best_ns": slow["bare_s"] * 1e9, "median_ns": slow["bare_median_s"] * 1e9},
-        {"name": f"{turns}-turn run, 1 ms model latency, all observers + detectors",
-         "best_ns": slow["full_s"] * 1e9, "median_ns": slow["full_median_s"] * 1e9,
-         "overhead_pct": pct},
-        {"name": "all observers + detectors, added time per turn (zero-latency model)",
-         "best_ns": per_turn, "median_ns": (fast["full_median_s"] - fast["bare_median_s"])
-         / turns * 1e9, "bare_turn_ns": fast["bare_s"] / turns * 1e9},
+        {
+            "name": f"{turns}-turn run, 1 ms model latency, no observers",
+            "best_ns": slow["bare_s"] * 1e9,
+            "median_ns": slow["bare_median_s"] * 1e9,
+        },
+        {
+            "name": f"{turns}-turn run, 1 ms model latency, all observers + detectors",
+            "best_ns": slow["full_s"] * 1e9,
+            "median_ns": slow["full_median_s"] * 1e9,
+            "overhead_pct": pct,
+        },
+        {
+            "name": "all observers + detectors, added time per turn (zero-latency model)",
+            "best_ns": per_turn,
+            "median_ns": (fast["full_median_s"] - fast["bare_median_s"]) / turns * 1e9,
+            "bare_turn_ns": fast["bare_s"] / turns * 1e9,
+        },
     ]
     rows += langchain_rows(opts)
     table = []

@@ -58,21 +58,33 @@ OURS = {
 }
 
 # Content capture off for every peer (loopobs's default).
-CONTENT_OFF = {"TRACELOOP_TRACE_CONTENT": "false", "OPENINFERENCE_HIDE_INPUTS": "true",
-               "OPENINFERENCE_HIDE_OUTPUTS": "true", "TRACELOOP_METRICS_ENABLED": "true"}
+CONTENT_OFF = {
+    "TRACELOOP_TRACE_CONTENT": "false",
+    "OPENINFERENCE_HIDE_INPUTS": "true",
+    "OPENINFERENCE_HIDE_OUTPUTS": "true",
+    "TRACELOOP_METRICS_ENABLED": "true",
+}
 # (contrib openai-v2 and util-genai capture no content unless told to.)
 
 MODEL = "gpt-4o-mini"
-TOOL = {"type": "function", "function": {
-    "name": "lookup", "description": "Look a city up.",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}
+TOOL = {
+    "type": "function",
+    "function": {
+        "name": "lookup",
+        "description": "Look a city up.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    },
+}
 
 
 def _chunk(delta: dict[str, Any], finish: str | None = None, usage: Any = None) -> bytes:
     payload: dict[str, Any] = {
-        "id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1700000000,
+        "id": "chatcmpl-1",
+        "object": "chat.completion.chunk",
+        "created": 1700000000,
         "model": MODEL + "-2024-07-18",
-        "choices": [] if usage else [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        "choices": [] if usage else [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
     if usage:
         payload["usage"] = usage
     return b"data: " + json.dumps(payload).encode() + b"\n\n"
@@ -81,10 +93,20 @@ def _chunk(delta: dict[str, Any], finish: str | None = None, usage: Any = None) 
 SSE_BODY: list[bytes] = [
     _chunk({"role": "assistant", "content": ""}),
     *(_chunk({"content": word}) for word in ("Let ", "me ", "look ", "that ", "up.")),
-    _chunk({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
-                            "function": {"name": "lookup", "arguments": ""}}]}),
-    _chunk({"tool_calls": [{"index": 0, "function": {"arguments": "{\"city\": "}}]}),
-    _chunk({"tool_calls": [{"index": 0, "function": {"arguments": "\"Paris\"}"}}]}),
+    _chunk(
+        {
+            "tool_calls": [
+                {
+                    "index": 0,
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "lookup", "arguments": ""},
+                }
+            ]
+        }
+    ),
+    _chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"city": '}}]}),
+    _chunk({"tool_calls": [{"index": 0, "function": {"arguments": '"Paris"}'}}]}),
     _chunk({}, finish="tool_calls"),
     _chunk({}, usage={"prompt_tokens": 120, "completion_tokens": 30, "total_tokens": 150}),
     b"data: [DONE]\n\n",
@@ -104,8 +126,7 @@ def transport() -> Any:
     async def handle(request: httpx.Request) -> httpx.Response:
         await request.aread()
         await asyncio.sleep(0)
-        return httpx.Response(200, headers={"content-type": "text/event-stream"},
-                              stream=Body())
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=Body())
 
     return httpx.MockTransport(handle)
 
@@ -116,6 +137,7 @@ def lookup(city: str) -> str:
 
 
 # -- the stacks (each runs in its own venv) ------------------------------------------------
+
 
 class Telemetry:
     """SDK providers with in-memory sinks (fresh per stack; never installed globally)."""
@@ -159,12 +181,18 @@ def model_span(spans: Any) -> dict[str, Any] | None:
 
     for span in spans:
         attributes = dict(span.attributes or {})
-        if attributes.get("gen_ai.operation.name") == "chat" or \
-                attributes.get("openinference.span.kind") == "LLM":
+        if (
+            attributes.get("gen_ai.operation.name") == "chat"
+            or attributes.get("openinference.span.kind") == "LLM"
+        ):
             message = encode_spans([span]).resource_spans[0].scope_spans[0].spans[0]
-            return {"bytes": message.ByteSize(), "name": span.name,
-                    "attributes": {k: list(v) if isinstance(v, tuple) else v
-                                   for k, v in attributes.items()}}
+            return {
+                "bytes": message.ByteSize(),
+                "name": span.name,
+                "attributes": {
+                    k: list(v) if isinstance(v, tuple) else v for k, v in attributes.items()
+                },
+            }
     return None
 
 
@@ -173,8 +201,12 @@ def attribute_bytes(attributes: dict[str, Any]) -> int:
     from opentelemetry.exporter.otlp.proto.common._internal import _encode_attributes
 
     total = 0
-    for kv in _encode_attributes({k: tuple(v) if isinstance(v, list) else v
-                                  for k, v in attributes.items()}) or ():
+    for kv in (
+        _encode_attributes(
+            {k: tuple(v) if isinstance(v, list) else v for k, v in attributes.items()}
+        )
+        or ()
+    ):
         size = kv.ByteSize()
         total += 1 + len(_varint(size)) + size  # field tag, length, the key-value itself
     return total
@@ -193,13 +225,20 @@ def _openai_call() -> Callable[[], Awaitable[Any]]:
     import httpx
     import openai
 
-    client = openai.AsyncOpenAI(api_key="k", base_url="http://127.0.0.1:9/v1",
-                                http_client=httpx.AsyncClient(transport=transport()))
+    client = openai.AsyncOpenAI(
+        api_key="k",
+        base_url="http://127.0.0.1:9/v1",
+        http_client=httpx.AsyncClient(transport=transport()),
+    )
 
     async def call() -> Any:
         stream = await client.chat.completions.create(
-            model=MODEL, messages=[{"role": "user", "content": "Weather in Paris?"}],
-            tools=[TOOL], stream=True, stream_options={"include_usage": True})
+            model=MODEL,
+            messages=[{"role": "user", "content": "Weather in Paris?"}],
+            tools=[TOOL],
+            stream=True,
+            stream_options={"include_usage": True},
+        )
         arguments = ""
         async for chunk in stream:
             for choice in chunk.choices:
@@ -210,8 +249,9 @@ def _openai_call() -> Callable[[], Awaitable[Any]]:
     return call
 
 
-def _instrumentor_stack(name: str, tel: Telemetry) -> tuple[Callable[[], Awaitable[Any]],
-                                                            Callable[[bool], None]]:
+def _instrumentor_stack(
+    name: str, tel: Telemetry
+) -> tuple[Callable[[], Awaitable[Any]], Callable[[bool], None]]:
     call = _openai_call()
     if name == "openllmetry":
         from opentelemetry.instrumentation.openai import OpenAIInstrumentor as Instr
@@ -237,13 +277,15 @@ def _instrumentor_stack(name: str, tel: Telemetry) -> tuple[Callable[[], Awaitab
     return one, switch
 
 
-def _util_genai_stack(tel: Telemetry) -> tuple[Callable[[], Awaitable[Any]],
-                                               Callable[[bool], None]]:
+def _util_genai_stack(
+    tel: Telemetry,
+) -> tuple[Callable[[], Awaitable[Any]], Callable[[bool], None]]:
     from opentelemetry.util.genai.handler import TelemetryHandler
 
     call = _openai_call()
-    handler = TelemetryHandler(tracer_provider=tel.tracer_provider,
-                               meter_provider=tel.meter_provider)
+    handler = TelemetryHandler(
+        tracer_provider=tel.tracer_provider, meter_provider=tel.meter_provider
+    )
     state = {"on": False}
 
     async def one() -> None:
@@ -275,9 +317,14 @@ def _langchain_stack() -> tuple[Callable[[], Awaitable[Any]], Callable[[bool], N
     class NoOp(BaseCallbackHandler):
         pass
 
-    model = ChatOpenAI(model=MODEL, api_key="k", base_url="http://127.0.0.1:9/v1",
-                       http_async_client=httpx.AsyncClient(transport=transport()),
-                       streaming=True, stream_usage=True).bind_tools([TOOL])
+    model = ChatOpenAI(
+        model=MODEL,
+        api_key="k",
+        base_url="http://127.0.0.1:9/v1",
+        http_async_client=httpx.AsyncClient(transport=transport()),
+        streaming=True,
+        stream_usage=True,
+    ).bind_tools([TOOL])
     state: dict[str, Any] = {"config": {}}
 
     async def one() -> None:
@@ -296,8 +343,9 @@ def _langchain_stack() -> tuple[Callable[[], Awaitable[Any]], Callable[[bool], N
 TURNS = 20
 
 
-def _loopobs_stack(name: str, tel: Telemetry) -> tuple[Callable[[], Awaitable[Any]],
-                                                       Callable[[bool], None]]:
+def _loopobs_stack(
+    name: str, tel: Telemetry
+) -> tuple[Callable[[], Awaitable[Any]], Callable[[bool], None]]:
     import httpx
 
     sys.path.insert(0, str(ROOT))
@@ -311,16 +359,25 @@ def _loopobs_stack(name: str, tel: Telemetry) -> tuple[Callable[[], Awaitable[An
         return lookup(city)
 
     lookup_tool.name = "lookup"  # type: ignore[misc]
-    client = OpenAIClient("http://127.0.0.1:9/v1", api_key="k",
-                          http_client=httpx.AsyncClient(transport=transport()))
+    client = OpenAIClient(
+        "http://127.0.0.1:9/v1", api_key="k", http_client=httpx.AsyncClient(transport=transport())
+    )
     observers: list[LoopObserver] = (
         [TracingObserver(tel.tracer_provider), MetricsObserver(tel.meter_provider)]
-        if name == "loopobs" else [LoopObserver(), LoopObserver(), LoopObserver()])
+        if name == "loopobs"
+        else [LoopObserver(), LoopObserver(), LoopObserver()]
+    )
     state = {"on": False}
 
     async def one() -> None:
-        loop = AgentLoop(client, model=MODEL, tools=[lookup_tool], max_turns=TURNS,
-                         observers=observers if state["on"] else [], detectors=[])
+        loop = AgentLoop(
+            client,
+            model=MODEL,
+            tools=[lookup_tool],
+            max_turns=TURNS,
+            observers=observers if state["on"] else [],
+            detectors=[],
+        )
         result = await loop.run("Weather in Paris?")
         assert result.turns == TURNS, result
 
@@ -374,14 +431,21 @@ def child(name: str, mode: str, calls: int) -> dict[str, Any]:
             times[mode] = await timed(calls)
         spans, size, model = spans_of()
         measured = len(times["full"])
-        return {"name": name, "mode": mode, "bare": times["bare"], "full": times["full"],
-                "spans_per_call": spans / (measured * per) if measured else 0.0,
-                "bytes_per_span": size, "model_span": model}
+        return {
+            "name": name,
+            "mode": mode,
+            "bare": times["bare"],
+            "full": times["full"],
+            "spans_per_call": spans / (measured * per) if measured else 0.0,
+            "bytes_per_span": size,
+            "model_span": model,
+        }
 
     return asyncio.run(main())
 
 
 # -- the orchestrator ----------------------------------------------------------------------
+
 
 def _python_of(name: str) -> str | None:
     if name in OURS:
@@ -396,9 +460,13 @@ theirs run bare and instrumented in separate interpreters."""
 
 
 def _child_run(python: str, name: str, mode: str, calls: int) -> dict[str, Any]:
-    proc = subprocess.run([python, __file__, "--child", name, "--mode", mode,
-                           "--calls", str(calls)], capture_output=True, text=True,
-                          cwd=ROOT, check=False)
+    proc = subprocess.run(
+        [python, __file__, "--child", name, "--mode", mode, "--calls", str(calls)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
     if proc.returncode != 0:
         raise RuntimeError((proc.stderr.strip().splitlines() or ["?"])[-1][:200])
     row: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -411,8 +479,12 @@ def run(names: list[str], rounds: int, calls: int) -> list[dict[str, Any]]:
     for name in names:
         python = _python_of(name)
         if python is None:
-            rows.append({"name": name, "skipped": f"no venv at build/peers/{name} "
-                         "(`make bench-peers` makes it)"})
+            rows.append(
+                {
+                    "name": name,
+                    "skipped": f"no venv at build/peers/{name} (`make bench-peers` makes it)",
+                }
+            )
             continue
         bare: list[float] = []
         full: list[float] = []
@@ -432,11 +504,20 @@ def run(names: list[str], rounds: int, calls: int) -> list[dict[str, Any]]:
             rows.append({"name": name, "skipped": f"failed: {exc}"})
             continue
         bare_us, full_us = statistics.median(bare) * 1e6, statistics.median(full) * 1e6
-        rows.append({"name": name, "bare_us": bare_us, "full_us": full_us,
-                     "added_us": full_us - bare_us, "spans_per_call": spans,
-                     "bytes_per_span": size, "model_span": model})
-        print(f"  {name}: {rows[-1]['added_us']:.1f} µs added per call", file=sys.stderr,
-              flush=True)
+        rows.append(
+            {
+                "name": name,
+                "bare_us": bare_us,
+                "full_us": full_us,
+                "added_us": full_us - bare_us,
+                "spans_per_call": spans,
+                "bytes_per_span": size,
+                "model_span": model,
+            }
+        )
+        print(
+            f"  {name}: {rows[-1]['added_us']:.1f} µs added per call", file=sys.stderr, flush=True
+        )
     return rows
 
 
@@ -457,15 +538,21 @@ def same_attributes(rows: list[dict[str, Any]]) -> list[list[str]]:
         shared = sorted(set(ours["attributes"]) & set(theirs["attributes"]))
         only_ours = sorted(set(ours["attributes"]) - set(theirs["attributes"]))
         only_theirs = sorted(set(theirs["attributes"]) - set(ours["attributes"]))
+
         def size(side: dict[str, Any], keys: list[str]) -> int:
             return attribute_bytes({k: side["attributes"][k] for k in keys})
 
-        out.append([
-            r["name"], f"{len(shared)}", f"{size(ours, shared)} B", f"{size(theirs, shared)} B",
-            f"{len(only_ours)} ({size(ours, only_ours)} B)",
-            f"{len(only_theirs)} ({size(theirs, only_theirs)} B)",
-            f"{ours['bytes']} / {theirs['bytes']} B",
-        ])
+        out.append(
+            [
+                r["name"],
+                f"{len(shared)}",
+                f"{size(ours, shared)} B",
+                f"{size(theirs, shared)} B",
+                f"{len(only_ours)} ({size(ours, only_ours)} B)",
+                f"{len(only_theirs)} ({size(theirs, only_theirs)} B)",
+                f"{ours['bytes']} / {theirs['bytes']} B",
+            ]
+        )
     return out
 
 
@@ -478,11 +565,16 @@ def table(rows: list[dict[str, Any]]) -> list[list[str]]:
         if "skipped" in r:
             out.append([label, "skipped", "", "", r["skipped"]])
             continue
-        ratio = f"{r['added_us'] / ours['added_us']:.2f}×" if ours and ours["added_us"] > 0 \
-            else ""
-        out.append([label, f"{r['added_us']:,.0f} µs", f"{r['spans_per_call']:g}",
-                    f"{r['bytes_per_span']:,.0f}" if r["bytes_per_span"] else "",
-                    ratio])
+        ratio = f"{r['added_us'] / ours['added_us']:.2f}×" if ours and ours["added_us"] > 0 else ""
+        out.append(
+            [
+                label,
+                f"{r['added_us']:,.0f} µs",
+                f"{r['spans_per_call']:g}",
+                f"{r['bytes_per_span']:,.0f}" if r["bytes_per_span"] else "",
+                ratio,
+            ]
+        )
     return out
 
 
@@ -503,15 +595,29 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     rows = run(args.only or [*PEERS, *OURS], rounds, calls)
     from bench._util import print_table
 
-    print(f"\nPeers: added per model call (+ tool), medians of {rounds} rounds × {calls} calls, "
-          f"Python {sys.version.split()[0]}\n")
+    print(
+        f"\nPeers: added per model call (+ tool), medians of {rounds} rounds × {calls} calls, "
+        f"Python {sys.version.split()[0]}\n"
+    )
     print_table(["stack", "added per call", "spans", "bytes/span", "× loopobs"], table(rows))
     shared = same_attributes(rows)
     if shared:
-        print("\nThe model-call span, attribute by attribute: bytes of the attributes loopobs "
-              "and the peer both set (each with its own values), and of those only one sets\n")
-        print_table(["peer", "shared keys", "loopobs", "peer", "only loopobs", "only peer",
-                     "whole span: loopobs / peer"], shared)
+        print(
+            "\nThe model-call span, attribute by attribute: bytes of the attributes loopobs "
+            "and the peer both set (each with its own values), and of those only one sets\n"
+        )
+        print_table(
+            [
+                "peer",
+                "shared keys",
+                "loopobs",
+                "peer",
+                "only loopobs",
+                "only peer",
+                "whole span: loopobs / peer",
+            ],
+            shared,
+        )
     return rows
 
 

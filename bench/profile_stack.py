@@ -23,8 +23,13 @@ from loopobs.llm import ScriptedClient
 
 async def _run(turns: int, directory: str) -> None:
     stack = all_observers(directory)
-    loop = AgentLoop(ScriptedClient(script(turns - 1), chunk_size=64), model="m1",
-                     tools=[lookup], max_turns=turns + 1, observers=stack.observers)
+    loop = AgentLoop(
+        ScriptedClient(script(turns - 1), chunk_size=64),
+        model="m1",
+        tools=[lookup],
+        max_turns=turns + 1,
+        observers=stack.observers,
+    )
     result = await loop.run("go")
     assert result.ok, result.error
     stack.close()

@@ -64,8 +64,11 @@ def _caller_stacklevel() -> int:
     while frame is not None:
         name = frame.f_code.co_filename.replace("\\", "/")
         if not name.startswith("<frozen importlib"):
-            if not (name == __file__.replace("\\", "/") or "/loopobs/core/" in name
-                    or name.endswith("/exporters/trace_links.py")):
+            if not (
+                name == __file__.replace("\\", "/")
+                or "/loopobs/core/" in name
+                or name.endswith("/exporters/trace_links.py")
+            ):
                 return level
             level += 1
         frame = frame.f_back
@@ -75,8 +78,11 @@ def _caller_stacklevel() -> int:
 def alias(old: str) -> ModuleType:
     """Warn that ``old`` moved, import its new module, and make ``old`` name it."""
     new = MOVED[old]
-    warnings.warn(f"{old} moved to {new}; the old path goes away in loopobs {REMOVED_IN}",
-                  DeprecationWarning, stacklevel=_caller_stacklevel())
+    warnings.warn(
+        f"{old} moved to {new}; the old path goes away in loopobs {REMOVED_IN}",
+        DeprecationWarning,
+        stacklevel=_caller_stacklevel(),
+    )
     module = importlib.import_module(new)
     sys.modules[old] = module
     return module

@@ -93,41 +93,79 @@ def _build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     demo = sub.add_parser("demo", help="run the scripted showcase agent with every exporter")
-    demo.add_argument("--runs", type=_positive, default=None,
-                      help="rounds of the showcase scenarios to play, then exit (default: one "
-                           "round, then keep serving /metrics until Ctrl-C)")
-    demo.add_argument("--exit", action="store_true",
-                      help="exit after the runs instead of serving /metrics until Ctrl-C")
-    demo.add_argument("--forever", action="store_true",
-                      help="steady random traffic for dashboards, until Ctrl-C")
+    demo.add_argument(
+        "--runs",
+        type=_positive,
+        default=None,
+        help="rounds of the showcase scenarios to play, then exit (default: one "
+        "round, then keep serving /metrics until Ctrl-C)",
+    )
+    demo.add_argument(
+        "--exit",
+        action="store_true",
+        help="exit after the runs instead of serving /metrics until Ctrl-C",
+    )
+    demo.add_argument(
+        "--forever", action="store_true", help="steady random traffic for dashboards, until Ctrl-C"
+    )
     demo.add_argument("--seed", type=_int, default=None, help="seed for the randomness")
-    demo.add_argument("--metrics-port", type=_port, default=9464,
-                      help="port of /metrics (default 9464; 0 picks a free one)")
-    demo.add_argument("--metrics-addr", default="127.0.0.1",
-                      help="address /metrics binds to (default 127.0.0.1)")
-    demo.add_argument("--out", type=Path, default=Path("loopobs-demo"),
-                      help="folder for the event log and the HTML report (default ./loopobs-demo)")
-    demo.add_argument("--jsonl", type=Path, default=None,
-                      help="record the event log to FILE (default OUT/demo.jsonl)")
+    demo.add_argument(
+        "--metrics-port",
+        type=_port,
+        default=9464,
+        help="port of /metrics (default 9464; 0 picks a free one)",
+    )
+    demo.add_argument(
+        "--metrics-addr", default="127.0.0.1", help="address /metrics binds to (default 127.0.0.1)"
+    )
+    demo.add_argument(
+        "--out",
+        type=Path,
+        default=Path("loopobs-demo"),
+        help="folder for the event log and the HTML report (default ./loopobs-demo)",
+    )
+    demo.add_argument(
+        "--jsonl",
+        type=Path,
+        default=None,
+        help="record the event log to FILE (default OUT/demo.jsonl)",
+    )
     demo.add_argument("--no-live", action="store_true", help="no live status line")
     demo.add_argument("--quiet", action="store_true", help="no per-run trees")
-    demo.add_argument("--latency", type=_seconds, default=None,
-                      help="scripted model latency, seconds (default 0.02; 0.05 with --forever)")
-    demo.add_argument("--base-url", default=None,
-                      help="run against a real model server (OpenAI-compatible or Anthropic)")
+    demo.add_argument(
+        "--latency",
+        type=_seconds,
+        default=None,
+        help="scripted model latency, seconds (default 0.02; 0.05 with --forever)",
+    )
+    demo.add_argument(
+        "--base-url",
+        default=None,
+        help="run against a real model server (OpenAI-compatible or Anthropic)",
+    )
     demo.add_argument("--model", default=None, help="model name for --base-url")
-    demo.add_argument("--provider", choices=("openai", "anthropic"), default="openai",
-                      help="API of --base-url (default openai)")
-    demo.add_argument("--framework", choices=("loopobs", "langgraph"), default="loopobs",
-                      help="the agent to watch: loopobs's own loop (default) or a LangGraph "
-                           "ReAct graph through the LangChain adapter (needs loopobs[langchain])")
+    demo.add_argument(
+        "--provider",
+        choices=("openai", "anthropic"),
+        default="openai",
+        help="API of --base-url (default openai)",
+    )
+    demo.add_argument(
+        "--framework",
+        choices=("loopobs", "langgraph"),
+        default="loopobs",
+        help="the agent to watch: loopobs's own loop (default) or a LangGraph "
+        "ReAct graph through the LangChain adapter (needs loopobs[langchain])",
+    )
 
     replay = sub.add_parser("replay", help="re-emit a recorded event log into the exporters")
     replay.add_argument("file", type=Path)
     replay.add_argument("--skip-invalid", action="store_true", help="skip malformed lines")
-    replay.add_argument("--metrics", action="store_true",
-                        help="also export metrics (counted at replay time: replaying a log "
-                             "twice counts it twice)")
+    replay.add_argument(
+        "--metrics",
+        action="store_true",
+        help="also export metrics (counted at replay time: replaying a log twice counts it twice)",
+    )
 
     inspect = sub.add_parser("inspect", help="print each recorded run as a tree, and totals")
     inspect.add_argument("file", type=Path)
@@ -135,10 +173,18 @@ def _build_parser() -> argparse.ArgumentParser:
 
     report = sub.add_parser("report", help="write a self-contained HTML report of an event log")
     report.add_argument("file", type=Path)
-    report.add_argument("-o", "--output", type=Path, default=None,
-                        help="the HTML file to write (default: FILE with .html)")
-    report.add_argument("--no-content", action="store_true",
-                        help="leave prompts, answers and tool arguments out of the report")
+    report.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        default=None,
+        help="the HTML file to write (default: FILE with .html)",
+    )
+    report.add_argument(
+        "--no-content",
+        action="store_true",
+        help="leave prompts, answers and tool arguments out of the report",
+    )
     report.add_argument("--skip-invalid", action="store_true", help="skip malformed lines")
     return parser
 
@@ -162,17 +208,18 @@ class _Exporters:
         self.observers: list[LoopObserver] = []
         self._closers: list[Callable[[], object]] = []
 
-    def tracing(self, write: Callable[[str], None] | None, *, quiet: bool,
-                replaying: bool = False) -> None:
+    def tracing(
+        self, write: Callable[[str], None] | None, *, quiet: bool, replaying: bool = False
+    ) -> None:
         endpoint = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get(
-            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+        )
         if endpoint:
             _check_reachable(endpoint, "the OTLP endpoint (OTEL_EXPORTER_OTLP_ENDPOINT)")
             from loopobs.exporters.setup import configure
 
             # A replay emits every run from one task, so spans must not become current.
-            handle = configure(default_service_name="loopobs-demo",
-                               propagate_context=not replaying)
+            handle = configure(default_service_name="loopobs-demo", propagate_context=not replaying)
             self.observers.extend(handle.observers)
             self._closers.append(lambda: handle.shutdown(timeout_s=5.0))
         elif not quiet:
@@ -188,8 +235,9 @@ class _Exporters:
         try:
             server = start_metrics_server(port=port, addr=addr, registry=observer.registry)
         except OSError as exc:
-            raise CliError(f"cannot serve /metrics on {addr}:{port}: "
-                           f"{exc.strerror or exc}") from None
+            raise CliError(
+                f"cannot serve /metrics on {addr}:{port}: {exc.strerror or exc}"
+            ) from None
         self.observers.append(observer)
         self._closers.append(server.close)
         return int(server.port)
@@ -264,8 +312,10 @@ async def _demo(args: argparse.Namespace, log_path: Path) -> int:
         prometheus_yml = _prometheus_config(log_path.parent, metrics_url)
         print(_where_to_look(metrics_url, log_path, report, prometheus_yml))
         if stay:
-            print(f"loopobs demo: serving {metrics_url} until Ctrl-C "
-                  "(--exit stops after the runs)", flush=True)
+            print(
+                f"loopobs demo: serving {metrics_url} until Ctrl-C (--exit stops after the runs)",
+                flush=True,
+            )
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.Event().wait()
     finally:
@@ -309,14 +359,17 @@ def _demo_report(log_path: Path) -> Path | None:
     try:
         write_report(log_path, target, skip_invalid=True)
     except OSError as exc:
-        print(f"loopobs: warning: no report: cannot write {target}: {exc.strerror or exc}",
-              file=sys.stderr)
+        print(
+            f"loopobs: warning: no report: cannot write {target}: {exc.strerror or exc}",
+            file=sys.stderr,
+        )
         return None
     return target
 
 
-def _where_to_look(metrics_url: str, log_path: Path, report: Path | None,
-                   prometheus_yml: Path | None) -> str:
+def _where_to_look(
+    metrics_url: str, log_path: Path, report: Path | None, prometheus_yml: Path | None
+) -> str:
     lines = ["", "Where to look:", f"  metrics     {metrics_url}"]
     if report is not None:
         lines.append(f"  report      {report.resolve().as_uri()}  (open in a browser)")
@@ -338,10 +391,12 @@ def _prometheus_config(folder: Path, metrics_url: str) -> Path | None:
     """A minimal Prometheus configuration that scrapes this demo, beside its event log."""
     target = urllib.parse.urlsplit(metrics_url).netloc
     path = folder / "prometheus.yml"
-    text = ("# Written by `loopobs demo`: scrapes the demo's /metrics.\n"
-            "global:\n  scrape_interval: 5s\n"
-            "scrape_configs:\n  - job_name: loopobs\n"
-            f"    static_configs:\n      - targets: [\"{target}\"]\n")
+    text = (
+        "# Written by `loopobs demo`: scrapes the demo's /metrics.\n"
+        "global:\n  scrape_interval: 5s\n"
+        "scrape_configs:\n  - job_name: loopobs\n"
+        f'    static_configs:\n      - targets: ["{target}"]\n'
+    )
     try:
         path.write_text(text, encoding="utf-8")
     except OSError:
@@ -349,8 +404,9 @@ def _prometheus_config(folder: Path, metrics_url: str) -> Path | None:
     return path
 
 
-async def _real_model(args: argparse.Namespace, observers: Sequence[LoopObserver],
-                      live: Any, runs: int) -> None:
+async def _real_model(
+    args: argparse.Namespace, observers: Sequence[LoopObserver], live: Any, runs: int
+) -> None:
     from loopobs.demo.showcase import SYSTEM_PROMPT, showcase_tools
     from loopobs.loop.loop import AgentLoop
     from loopobs.loop.run import RunStatus
@@ -367,11 +423,19 @@ async def _real_model(args: argparse.Namespace, observers: Sequence[LoopObserver
         from loopobs.llm.openai import OpenAIClient
 
         client = OpenAIClient(base_url=args.base_url)
-    loop = AgentLoop(client, model=args.model, tools=showcase_tools(),
-                     system_prompt=SYSTEM_PROMPT, observers=observers,
-                     agent_name="travel-assistant", max_turns=8)
-    questions = ["Lisbon or Porto for a weekend? Use the search tool.",
-                 "What does the expenses config say? Read expenses/config.yaml."]
+    loop = AgentLoop(
+        client,
+        model=args.model,
+        tools=showcase_tools(),
+        system_prompt=SYSTEM_PROMPT,
+        observers=observers,
+        agent_name="travel-assistant",
+        max_turns=8,
+    )
+    questions = [
+        "Lisbon or Porto for a weekend? Use the search tool.",
+        "What does the expenses config say? Read expenses/config.yaml.",
+    ]
     rounds = 0
     while args.forever or rounds < runs:
         for question in questions:
@@ -460,8 +524,7 @@ class _Replayer(EventSink):
     them (a bounded flush), so a log of any length fits the batch queue.
     """
 
-    def __init__(self, target: LoopObserver, *, safe: bool,
-                 telemetry: Any = None) -> None:
+    def __init__(self, target: LoopObserver, *, safe: bool, telemetry: Any = None) -> None:
         self.target = target
         self.safe = safe
         self.telemetry = telemetry
@@ -495,37 +558,53 @@ class _Replayer(EventSink):
         if self.telemetry is None:
             return
         if not self.telemetry.flush_spans(self.flush_timeout_s):
-            raise CliError(f"the OTLP endpoint did not take the spans within "
-                           f"{self.flush_timeout_s:.0f} s (after {self.events} events)")
+            raise CliError(
+                f"the OTLP endpoint did not take the spans within "
+                f"{self.flush_timeout_s:.0f} s (after {self.events} events)"
+            )
         delivery = self.telemetry.span_delivery()
         if delivery.failed:
-            raise CliError(f"the OTLP endpoint refused {delivery.failed} of "
-                           f"{delivery.expected} spans (after {self.events} events); "
-                           "see the exporter's log line above")
+            raise CliError(
+                f"the OTLP endpoint refused {delivery.failed} of "
+                f"{delivery.expected} spans (after {self.events} events); "
+                "see the exporter's log line above"
+            )
 
     def close_open_runs(self) -> None:
         """End every run whose end the log lacks, at its last recorded event, as incomplete."""
         for run_id, last_ns in list(self.open_runs.items()):
             end = RunEndContext(
-                run_id=run_id, time_ns=last_ns, success=False, status=RunStatus.FAILED,
-                error=RunIncomplete("the event log ends before this run ended"))
+                run_id=run_id,
+                time_ns=last_ns,
+                success=False,
+                status=RunStatus.FAILED,
+                error=RunIncomplete("the event log ends before this run ended"),
+            )
             self.target.on_run_end(end)
             self.closed_incomplete += 1
         self.open_runs.clear()
 
 
 def _otlp_endpoint() -> str | None:
-    return (os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-            or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or None)
+    return (
+        os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+        or None
+    )
 
 
 def _check_scheme(endpoint: str) -> None:
-    protocol = (os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
-                or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "http/protobuf").strip()
+    protocol = (
+        os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+        or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+        or "http/protobuf"
+    ).strip()
     scheme = urllib.parse.urlsplit(endpoint).scheme
     if protocol != "grpc" and scheme not in ("http", "https"):
-        raise CliError(f"the OTLP endpoint {escape_for_terminal(endpoint)!r} needs a scheme "
-                       "(http:// or https://) for OTLP/HTTP")
+        raise CliError(
+            f"the OTLP endpoint {escape_for_terminal(endpoint)!r} needs a scheme "
+            "(http:// or https://) for OTLP/HTTP"
+        )
 
 
 REPLAY_EXPORT_TIMEOUT_S = 60.0
@@ -538,8 +617,10 @@ SDK's 10 s before calling a batch lost.
 
 
 def _replay_timeout() -> float | None:
-    if any(os.environ.get(name, "").strip() for name in (
-            "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT")):
+    if any(
+        os.environ.get(name, "").strip()
+        for name in ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT")
+    ):
         return None
     return REPLAY_EXPORT_TIMEOUT_S
 
@@ -558,15 +639,21 @@ def _replay(args: argparse.Namespace) -> int:
         # A replay emits every run from one task, so spans must not become current.
         # Metrics only on request: they would be stamped at replay time and count twice
         # when a log is replayed twice; spans keep their recorded timestamps.
-        telemetry = configure(default_service_name="loopobs-demo", propagate_context=False,
-                              metrics_exporter=None if args.metrics else "none",
-                              export_timeout_s=_replay_timeout())
+        telemetry = configure(
+            default_service_name="loopobs-demo",
+            propagate_context=False,
+            metrics_exporter=None if args.metrics else "none",
+            export_timeout_s=_replay_timeout(),
+        )
         observers.append(telemetry.tracing)
         if args.metrics:
             observers.append(telemetry.metrics)
     else:
-        print("loopobs replay: no exporter configured (set OTEL_EXPORTER_OTLP_ENDPOINT to send "
-              "the spans to a collector); showing the console view instead", file=sys.stderr)
+        print(
+            "loopobs replay: no exporter configured (set OTEL_EXPORTER_OTLP_ENDPOINT to send "
+            "the spans to a collector); showing the console view instead",
+            file=sys.stderr,
+        )
         from loopobs.exporters.console import ConsoleTreeObserver
 
         observers.append(ConsoleTreeObserver(writer=_print_safe))
@@ -585,8 +672,11 @@ def _replay(args: argparse.Namespace) -> int:
         if telemetry is not None:
             closed = telemetry.shutdown(timeout_s=replayer.flush_timeout_s)
     where = escape_for_terminal(str(args.file))
-    incomplete = (f", {replayer.closed_incomplete} unfinished runs closed at their last event"
-                  if replayer.closed_incomplete else "")
+    incomplete = (
+        f", {replayer.closed_incomplete} unfinished runs closed at their last event"
+        if replayer.closed_incomplete
+        else ""
+    )
     exported = ""
     if telemetry is not None:
         delivery = telemetry.span_delivery()
@@ -594,11 +684,14 @@ def _replay(args: argparse.Namespace) -> int:
             raise CliError(
                 f"replay lost spans: exported {delivery.exported} of {delivery.expected} "
                 f"(refused {delivery.failed}, dropped {delivery.dropped}) after "
-                f"{replayer.events} events of {where}")
+                f"{replayer.events} events of {where}"
+            )
         exported = f", {delivery.exported} spans exported"
     if interrupted:
-        print(f"loopobs: interrupted after {replayer.events} events of {where}{exported}"
-              f"{incomplete}", file=sys.stderr)
+        print(
+            f"loopobs: interrupted after {replayer.events} events of {where}{exported}{incomplete}",
+            file=sys.stderr,
+        )
         return 130
     assert stats is not None
     skipped = f", {stats.skipped} bad lines skipped" if stats.skipped else ""
@@ -642,8 +735,9 @@ def _report(args: argparse.Namespace) -> int:
     target = args.output if args.output is not None else args.file.with_suffix(".html")
     if target.resolve() == args.file.resolve():
         raise CliError(f"the report would overwrite the log {args.file}; name it with -o")
-    stats = write_report(args.file, target, content=not args.no_content,
-                         skip_invalid=args.skip_invalid)
+    stats = write_report(
+        args.file, target, content=not args.no_content, skip_invalid=args.skip_invalid
+    )
     skipped = f", {stats.skipped} malformed lines skipped" if stats.skipped else ""
     print(f"wrote {target}: {stats.runs} runs, {stats.events} events{skipped}")
     return 0
@@ -664,8 +758,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         _print_safe(f"loopobs: error: {exc}", file=sys.stderr)
         return 1
     except ImportError as exc:
-        print(f"loopobs: error: {exc.name or exc} is not installed; the command needs the "
-              "extras: pip install 'loopobs[all]'", file=sys.stderr)
+        print(
+            f"loopobs: error: {exc.name or exc} is not installed; the command needs the "
+            "extras: pip install 'loopobs[all]'",
+            file=sys.stderr,
+        )
         return 1
     except (OSError, ValueError) as exc:
         _print_safe(f"loopobs: error: {exc}", file=sys.stderr)

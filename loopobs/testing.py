@@ -98,19 +98,41 @@ def metric_points(reader: InMemoryMetricReader) -> dict[str, list[Any]]:
 
 # -- the event contract, checked on a recorded stream ---------------------------------------
 
-_TURN_SCOPED: frozenset[str] = frozenset({
-    "on_stream_start", "on_stream_success", "on_stream_failure", "on_response",
-    "on_text_delta", "on_thinking_delta", "on_tool_call_received", "on_tool_pre",
-    "on_tool_post", "on_fallback", "on_suspended", "on_sleep", "on_context_provider",
-})
+_TURN_SCOPED: frozenset[str] = frozenset(
+    {
+        "on_stream_start",
+        "on_stream_success",
+        "on_stream_failure",
+        "on_response",
+        "on_text_delta",
+        "on_thinking_delta",
+        "on_tool_call_received",
+        "on_tool_pre",
+        "on_tool_post",
+        "on_fallback",
+        "on_suspended",
+        "on_sleep",
+        "on_context_provider",
+    }
+)
 _PARKED_STATUS = {"on_suspended": "suspended", "on_sleep": "sleeping"}
 
 
 class _RunState:
     """What :func:`check_contract` knows about one run while it reads the stream."""
 
-    __slots__ = ("ended", "last_turn", "open_tools", "parks", "response", "started",
-                 "stream", "stream_done", "turn", "turns")
+    __slots__ = (
+        "ended",
+        "last_turn",
+        "open_tools",
+        "parks",
+        "response",
+        "started",
+        "stream",
+        "stream_done",
+        "turn",
+        "turns",
+    )
 
     def __init__(self) -> None:
         self.started = False

@@ -49,11 +49,16 @@ def _lower_bounds() -> dict[str, str]:
 
 def main() -> int:
     pins, bounds = _pins(), _lower_bounds()
-    problems = [f"{name}: installed {version(name)}, pinned {pinned}"
-                for name, pinned in pins.items() if version(name) != pinned]
-    problems += [f"{name}: pinned {pins[name]}, the extra's lower bound is {bound}"
-                 for name, bound in bounds.items()
-                 if name in pins and Version(pins[name]) != Version(bound)]
+    problems = [
+        f"{name}: installed {version(name)}, pinned {pinned}"
+        for name, pinned in pins.items()
+        if version(name) != pinned
+    ]
+    problems += [
+        f"{name}: pinned {pins[name]}, the extra's lower bound is {bound}"
+        for name, bound in bounds.items()
+        if name in pins and Version(pins[name]) != Version(bound)
+    ]
     for problem in problems:
         print(f"adapters-min: {problem}", file=sys.stderr)
     if not problems:

@@ -62,24 +62,39 @@ def _token_targets(target: dict[str, Any]) -> list[dict[str, Any]]:
     for kind, name in TOKEN_HISTOGRAMS.items():
         split = copy.deepcopy(target)
         split["refId"] = f"{target['refId']}_{kind}"
-        split["expr"] = re.sub(rf"\b{old}(?=_bucket|_sum|_count)", name,
-                               _without_token_type(target["expr"]))
+        split["expr"] = re.sub(
+            rf"\b{old}(?=_bucket|_sum|_count)", name, _without_token_type(target["expr"])
+        )
         legend = split.get("legendFormat", "")
         split["legendFormat"] = legend.replace("{{" + _TOKEN_TYPE + "}}", kind)
         out.append(split)
     return out
 
 
-def _panel(panel_id: int, title: str, description: str, unit: str, y: int, x: int,
-           targets: list[tuple[str, str]], template: dict[str, Any]) -> dict[str, Any]:
+def _panel(
+    panel_id: int,
+    title: str,
+    description: str,
+    unit: str,
+    y: int,
+    x: int,
+    targets: list[tuple[str, str]],
+    template: dict[str, Any],
+) -> dict[str, Any]:
     panel = copy.deepcopy(template)
-    panel.update(id=panel_id, title=title, description=description,
-                 gridPos={"h": 8, "w": 12, "x": x, "y": y})
+    panel.update(
+        id=panel_id, title=title, description=description, gridPos={"h": 8, "w": 12, "x": x, "y": y}
+    )
     panel["fieldConfig"]["defaults"]["unit"] = unit
     base = template["targets"][0]
     panel["targets"] = [
-        {**copy.deepcopy(base), "refId": chr(ord("A") + i), "expr": expr, "legendFormat": legend,
-         "exemplar": False}
+        {
+            **copy.deepcopy(base),
+            "refId": chr(ord("A") + i),
+            "expr": expr,
+            "legendFormat": legend,
+            "exemplar": False,
+        }
         for i, (expr, legend) in enumerate(targets)
     ]
     return panel
@@ -93,32 +108,55 @@ def _latest_row(dashboard: dict[str, Any]) -> list[dict[str, Any]]:
     y = max(p["gridPos"]["y"] + p["gridPos"]["h"] for p in panels)
     next_id = max(p["id"] for p in panels) + 1
     row = copy.deepcopy(row_template)
-    row.update(id=next_id, title="GenAI latest conventions",
-               gridPos={"h": 1, "w": 24, "x": 0, "y": y})
-    counters = (c.INFERENCE_INPUT_TOKENS, c.INFERENCE_OUTPUT_TOKENS,
-                c.INFERENCE_CACHE_READ_TOKENS, c.INFERENCE_CACHE_WRITE_TOKENS,
-                c.INFERENCE_REASONING_TOKENS)
+    row.update(
+        id=next_id, title="GenAI latest conventions", gridPos={"h": 1, "w": 24, "x": 0, "y": y}
+    )
+    counters = (
+        c.INFERENCE_INPUT_TOKENS,
+        c.INFERENCE_OUTPUT_TOKENS,
+        c.INFERENCE_CACHE_READ_TOKENS,
+        c.INFERENCE_CACHE_WRITE_TOKENS,
+        c.INFERENCE_REASONING_TOKENS,
+    )
     model = c.prometheus_label(c.GEN_AI_REQUEST_MODEL)
     agent = c.prometheus_label(c.GEN_AI_AGENT_NAME)
     tokens = _panel(
-        next_id + 1, "Token rate by type (inference usage counters)",
+        next_id + 1,
+        "Token rate by type (inference usage counters)",
         "gen_ai.client.inference.usage.* counters: tokens per second by model and type.",
-        "short", y + 1, 0,
-        [(f'sum by ({model}) (rate({spec.prometheus_name}{{{model}=~"$model"}}'
-          f"[$__rate_interval]))",
-          "{{" + model + "}} " + spec.name.removeprefix("gen_ai.client.inference.usage."))
-         for spec in counters],
-        template)
+        "short",
+        y + 1,
+        0,
+        [
+            (
+                f'sum by ({model}) (rate({spec.prometheus_name}{{{model}=~"$model"}}'
+                f"[$__rate_interval]))",
+                "{{" + model + "}} " + spec.name.removeprefix("gen_ai.client.inference.usage."),
+            )
+            for spec in counters
+        ],
+        template,
+    )
     calls = _panel(
-        next_id + 2, "Model and tool calls per run p95",
+        next_id + 2,
+        "Model and tool calls per run p95",
         "gen_ai.invoke_agent.inference_calls and gen_ai.invoke_agent.tool_calls.",
-        "short", y + 1, 12,
-        [(f"histogram_quantile(0.95, sum by (le, {agent}) (rate({spec.prometheus_name}_bucket"
-          f'{{{agent}=~"$agent"}}[$__rate_interval])))',
-          "{{" + agent + "}} " + label)
-         for spec, label in ((c.AGENT_INFERENCE_CALLS, "model calls"),
-                             (c.AGENT_TOOL_CALLS, "tool calls"))],
-        template)
+        "short",
+        y + 1,
+        12,
+        [
+            (
+                f"histogram_quantile(0.95, sum by (le, {agent}) (rate({spec.prometheus_name}_bucket"
+                f'{{{agent}=~"$agent"}}[$__rate_interval])))',
+                "{{" + agent + "}} " + label,
+            )
+            for spec, label in (
+                (c.AGENT_INFERENCE_CALLS, "model calls"),
+                (c.AGENT_TOOL_CALLS, "tool calls"),
+            )
+        ],
+        template,
+    )
     return [row, tokens, calls]
 
 
@@ -142,7 +180,8 @@ def latest_variant(dashboard: dict[str, Any]) -> dict[str, Any]:
             panel["targets"] = targets
         if isinstance(panel.get("description"), str):
             panel["description"] = panel["description"].replace(
-                c.TOKEN_USAGE.name, "gen_ai.client.inference.operation.*_tokens")
+                c.TOKEN_USAGE.name, "gen_ai.client.inference.operation.*_tokens"
+            )
     out["panels"].extend(_latest_row(out))
     return out
 
@@ -166,8 +205,7 @@ def main(argv: list[str]) -> int:
         else:
             target.write_text(text)
     if stale:
-        print(f"stale: {', '.join(stale)}; run python scripts/grafana_latest.py",
-              file=sys.stderr)
+        print(f"stale: {', '.join(stale)}; run python scripts/grafana_latest.py", file=sys.stderr)
         return 1
     return 0
 

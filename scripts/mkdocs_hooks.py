@@ -20,12 +20,16 @@ def metrics_table() -> str:
     """The catalog's metrics as a Markdown table."""
     from loopobs.exporters import catalog
 
-    rows = ["| OTel instrument | Prometheus name | kind | unit | attributes (labels) |",
-            "|---|---|---|---|---|"]
+    rows = [
+        "| OTel instrument | Prometheus name | kind | unit | attributes (labels) |",
+        "|---|---|---|---|---|",
+    ]
     for spec in catalog.METRICS:
         attributes = ", ".join(f"`{a}`" for a in spec.attributes) or "–"
-        rows.append(f"| `{spec.name}` | `{spec.prometheus_name}` | {spec.kind} | "
-                    f"`{spec.unit}` | {attributes} |")
+        rows.append(
+            f"| `{spec.name}` | `{spec.prometheus_name}` | {spec.kind} | "
+            f"`{spec.unit}` | {attributes} |"
+        )
     return "\n".join(rows)
 
 

@@ -73,8 +73,9 @@ class Stack:
         total = 0.0
         for family in self.prometheus.registry.collect():
             for sample in family.samples:
-                if sample.name == name and all(sample.labels.get(k) == v
-                                               for k, v in labels.items()):
+                if sample.name == name and all(
+                    sample.labels.get(k) == v for k, v in labels.items()
+                ):
                     total += sample.value
         return total
 
@@ -104,13 +105,14 @@ class Stack:
             for sample in family.samples:
                 # Durations differ between sources (their counts are compared, not their
                 # values); the chunk timings exist only when the model streams chunk by chunk.
-                if sample.name.endswith(("_created", "_bucket")) or "time_to_first" in \
-                        sample.name or "time_per_output_chunk" in sample.name or \
-                        ("seconds" in sample.name
-                                        and not sample.name.endswith("_count")):
+                if (
+                    sample.name.endswith(("_created", "_bucket"))
+                    or "time_to_first" in sample.name
+                    or "time_per_output_chunk" in sample.name
+                    or ("seconds" in sample.name and not sample.name.endswith("_count"))
+                ):
                     continue
-                labels = ",".join(f"{k}={sample.labels[k]}" for k in keep
-                                  if k in sample.labels)
+                labels = ",".join(f"{k}={sample.labels[k]}" for k in keep if k in sample.labels)
                 key = f"prometheus {sample.name}{{{labels}}}"
                 sums[key] = sums.get(key, 0.0) + sample.value
         for name, points in metric_points(self.reader).items():
@@ -118,9 +120,11 @@ class Stack:
                 continue
             for point in points:
                 attrs: Any = point.attributes or {}
-                labels = ",".join(f"{k}={attrs[k]}" for k in
-                                  ("gen_ai.token.type", "loopobs.tool.outcome",
-                                   "loopobs.run.status") if k in attrs)
+                labels = ",".join(
+                    f"{k}={attrs[k]}"
+                    for k in ("gen_ai.token.type", "loopobs.tool.outcome", "loopobs.run.status")
+                    if k in attrs
+                )
                 if hasattr(point, "count"):
                     values = {"count": float(point.count)}
                     if "duration" not in name:
@@ -160,12 +164,16 @@ class Stack:
         # token usage equal to what the model reported
         recorded = self.reported_usage()
         assert (recorded.input_tokens, recorded.output_tokens) == (
-            usage.input_tokens, usage.output_tokens)
+            usage.input_tokens,
+            usage.output_tokens,
+        )
         ends = self.recorder.of("on_run_end")
         assert sum(e.input_tokens for e in ends) == usage.input_tokens
         assert sum(e.output_tokens for e in ends) == usage.output_tokens
-        assert sum(_int_attribute(a, "gen_ai.usage.input_tokens") for a in agents) == \
-            usage.input_tokens
+        assert (
+            sum(_int_attribute(a, "gen_ai.usage.input_tokens") for a in agents)
+            == usage.input_tokens
+        )
         # Prometheus and OTel metric sums equal to the events
         for kind, expected in (("input", usage.input_tokens), ("output", usage.output_tokens)):
             assert self.prom("loopobs_tokens_total", gen_ai_token_type=kind) == expected
@@ -197,23 +205,28 @@ class Stack:
         for spec in catalog.METRICS:
             if spec in (catalog.OBSERVER_ERRORS, catalog.LABEL_OVERFLOW):
                 continue
-            otel = sum((p.sum if isinstance(p, HistogramDataPoint) else p.value)
-                       for p in points.get(spec.name, []))
+            otel = sum(
+                (p.sum if isinstance(p, HistogramDataPoint) else p.value)
+                for p in points.get(spec.name, [])
+            )
             name = spec.prometheus_name
             family = families.get(name.removesuffix("_total"))
             wanted = name + "_sum" if spec.kind == "histogram" else name
             prom = sum(s.value for s in family.samples if s.name == wanted) if family else 0.0
             assert abs(otel - prom) < 1e-6, (spec.name, otel, prom)
 
-def agent_loop_sums(tmp_path: Path, steps: Sequence[Step], tools: Sequence[Tool],
-                    question: str) -> dict[str, float]:
+
+def agent_loop_sums(
+    tmp_path: Path, steps: Sequence[Step], tools: Sequence[Tool], question: str
+) -> dict[str, float]:
     """The metric totals ``AgentLoop`` gives for the same script: what an adapter must match."""
     folder = tmp_path / "agent_loop"
     folder.mkdir()
     stack = Stack(folder)
     try:
-        loop = AgentLoop(ScriptedClient(steps), model="scripted", tools=tools,
-                         observers=stack.observers)
+        loop = AgentLoop(
+            ScriptedClient(steps), model="scripted", tools=tools, observers=stack.observers
+        )
         result = asyncio.run(loop.run(question))
         assert result.ok, result.error
         return stack.metric_sums()

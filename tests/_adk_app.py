@@ -25,13 +25,19 @@ from tests._bridge_app import Bridge
 Step = tuple[tuple[str, str, dict[str, Any]] | str, tuple[int, int]]
 
 SCENARIOS: dict[str, list[Step]] = {
-    "productive": [(("c1", "add", {"a": 1, "b": 2}), (12, 7)),
-                   (("c2", "add", {"a": 3, "b": 4}), (20, 5)),
-                   ("3 and 7", (30, 4))],
-    "six_jobs": [*(((f"p{i}", "poll", {"job": str(i)}), (3, 1)) for i in range(6)),
-                 ("all queued", (3, 1))],
-    "runaway": [*(((f"p{i}", "poll", {"job": "42"}), (3, 1)) for i in range(6)),
-                ("gave up", (3, 1))],
+    "productive": [
+        (("c1", "add", {"a": 1, "b": 2}), (12, 7)),
+        (("c2", "add", {"a": 3, "b": 4}), (20, 5)),
+        ("3 and 7", (30, 4)),
+    ],
+    "six_jobs": [
+        *(((f"p{i}", "poll", {"job": str(i)}), (3, 1)) for i in range(6)),
+        ("all queued", (3, 1)),
+    ],
+    "runaway": [
+        *(((f"p{i}", "poll", {"job": "42"}), (3, 1)) for i in range(6)),
+        ("gave up", (3, 1)),
+    ],
 }
 
 
@@ -54,21 +60,26 @@ def main() -> None:
     class ScriptedLlm(base_llm.BaseLlm):  # type: ignore[misc]
         """ADK's model interface, answering the next step of the script."""
 
-        async def generate_content_async(self, llm_request: Any,
-                                         stream: bool = False) -> AsyncIterator[Any]:
+        async def generate_content_async(
+            self, llm_request: Any, stream: bool = False
+        ) -> AsyncIterator[Any]:
             what, (tokens_in, tokens_out) = script[min(len(served), len(script) - 1)]
             served.append(1)
             if isinstance(what, str):
                 part = types.Part(text=what)
             else:
                 call_id, name, arguments = what
-                part = types.Part(function_call=types.FunctionCall(
-                    id=call_id, name=name, args=arguments))
+                part = types.Part(
+                    function_call=types.FunctionCall(id=call_id, name=name, args=arguments)
+                )
             yield llm_response.LlmResponse(
                 content=types.Content(role="model", parts=[part]),
                 usage_metadata=types.GenerateContentResponseUsageMetadata(
-                    prompt_token_count=tokens_in, candidates_token_count=tokens_out,
-                    total_token_count=tokens_in + tokens_out))
+                    prompt_token_count=tokens_in,
+                    candidates_token_count=tokens_out,
+                    total_token_count=tokens_in + tokens_out,
+                ),
+            )
 
     def add(a: int, b: int) -> int:
         """Add two numbers."""
@@ -78,16 +89,22 @@ def main() -> None:
         """Poll a job."""
         return f"job {job}: queued"
 
-    agent = agents.LlmAgent(name="calc", model=ScriptedLlm(model="scripted"),
-                            tools=[add, poll], instruction="Use the tools.")
+    agent = agents.LlmAgent(
+        name="calc",
+        model=ScriptedLlm(model="scripted"),
+        tools=[add, poll],
+        instruction="Use the tools.",
+    )
 
     async def run() -> str:
         runner = runners.InMemoryRunner(agent=agent, app_name="app")
         session = await runner.session_service.create_session(app_name="app", user_id="u")
         answer = ""
         async for event in runner.run_async(
-                user_id="u", session_id=session.id,
-                new_message=types.Content(role="user", parts=[types.Part(text="go")])):
+            user_id="u",
+            session_id=session.id,
+            new_message=types.Content(role="user", parts=[types.Part(text="go")]),
+        ):
             for part in (event.content.parts if event.content else None) or []:
                 if part.text:
                     answer = part.text

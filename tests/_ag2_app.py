@@ -34,8 +34,7 @@ def main() -> None:
     # imported by name: AG2 is not in the dev venv that type-checks this file
     ag2: Any = importlib.import_module("ag2")
     config_class: Any = importlib.import_module("ag2.config").OpenAIConfig
-    telemetry: Any = importlib.import_module(
-        "ag2.middleware.builtin.telemetry").TelemetryMiddleware
+    telemetry: Any = importlib.import_module("ag2.middleware.builtin.telemetry").TelemetryMiddleware
     if args.instrument_openai:
         from openinference.instrumentation.openai import OpenAIInstrumentor
 
@@ -50,11 +49,23 @@ def main() -> None:
         return f"job {job}: queued"
 
     with ScriptedServer(SCENARIOS[args.scenario]) as server:
-        config = config_class(model="gpt-test", api_key="k", base_url=server.base_url,
-                              max_retries=0)
-        agent = ag2.Agent("calc", config=config, tools=[add, poll], middleware=[telemetry(
-            tracer_provider=bridge.provider, capture_content=not args.no_content,
-            agent_name="calc", provider_name="openai", model_name="gpt-test")])
+        config = config_class(
+            model="gpt-test", api_key="k", base_url=server.base_url, max_retries=0
+        )
+        agent = ag2.Agent(
+            "calc",
+            config=config,
+            tools=[add, poll],
+            middleware=[
+                telemetry(
+                    tracer_provider=bridge.provider,
+                    capture_content=not args.no_content,
+                    agent_name="calc",
+                    provider_name="openai",
+                    model_name="gpt-test",
+                )
+            ],
+        )
         reply = asyncio.run(agent.ask("go"))
         answer = str(asyncio.run(reply.content()) if hasattr(reply, "content") else reply)
         served = len(server.requests)

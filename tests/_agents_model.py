@@ -41,25 +41,37 @@ REASONING_TOKENS = 2
 
 def tool_call(name: str, arguments: dict[str, Any], call_id: str) -> ResponseFunctionToolCall:
     """A function call item, as the model would emit it."""
-    return ResponseFunctionToolCall(type="function_call", name=name, call_id=call_id,
-                                    arguments=json.dumps(arguments), id=f"fc_{call_id}",
-                                    status="completed")
+    return ResponseFunctionToolCall(
+        type="function_call",
+        name=name,
+        call_id=call_id,
+        arguments=json.dumps(arguments),
+        id=f"fc_{call_id}",
+        status="completed",
+    )
 
 
 def message(text: str) -> ResponseOutputMessage:
     """An assistant message item."""
     return ResponseOutputMessage(
-        type="message", id="msg_1", role="assistant", status="completed",
-        content=[ResponseOutputText(type="output_text", text=text, annotations=[])])
+        type="message",
+        id="msg_1",
+        role="assistant",
+        status="completed",
+        content=[ResponseOutputText(type="output_text", text=text, annotations=[])],
+    )
 
 
 def usage_of_one_call() -> Usage:
     """What every scripted call reports."""
-    return Usage(requests=1, input_tokens=INPUT_TOKENS, output_tokens=OUTPUT_TOKENS,
-                 total_tokens=INPUT_TOKENS + OUTPUT_TOKENS,
-                 input_tokens_details=InputTokensDetails(cached_tokens=CACHED_TOKENS,
-                                                         cache_write_tokens=0),
-                 output_tokens_details=OutputTokensDetails(reasoning_tokens=REASONING_TOKENS))
+    return Usage(
+        requests=1,
+        input_tokens=INPUT_TOKENS,
+        output_tokens=OUTPUT_TOKENS,
+        total_tokens=INPUT_TOKENS + OUTPUT_TOKENS,
+        input_tokens_details=InputTokensDetails(cached_tokens=CACHED_TOKENS, cache_write_tokens=0),
+        output_tokens_details=OutputTokensDetails(reasoning_tokens=REASONING_TOKENS),
+    )
 
 
 class ScriptModel(Model):
@@ -100,8 +112,9 @@ class ScriptModel(Model):
         prompt: ResponsePromptParam | None,
     ) -> ModelResponse:
         output = await self._next()
-        return ModelResponse(output=list(output), usage=usage_of_one_call(),
-                             response_id=f"resp_{self.calls}")
+        return ModelResponse(
+            output=list(output), usage=usage_of_one_call(), response_id=f"resp_{self.calls}"
+        )
 
     async def stream_response(
         self,
@@ -126,18 +139,33 @@ class ScriptModel(Model):
                         for word in part.text.split(" "):
                             seq += 1
                             yield ResponseTextDeltaEvent(
-                                type="response.output_text.delta", item_id=item.id,
-                                output_index=0, content_index=0, delta=word + " ",
-                                logprobs=[], sequence_number=seq)
+                                type="response.output_text.delta",
+                                item_id=item.id,
+                                output_index=0,
+                                content_index=0,
+                                delta=word + " ",
+                                logprobs=[],
+                                sequence_number=seq,
+                            )
         usage = usage_of_one_call()
         response = Response(
-            id=f"resp_{self.calls}", created_at=0, model=self.model, object="response",
-            output=list(output), parallel_tool_calls=True, tool_choice="auto", tools=[],
+            id=f"resp_{self.calls}",
+            created_at=0,
+            model=self.model,
+            object="response",
+            output=list(output),
+            parallel_tool_calls=True,
+            tool_choice="auto",
+            tools=[],
             status="completed",
             usage=ResponseUsage(
-                input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
                 total_tokens=usage.total_tokens,
                 input_tokens_details=usage.input_tokens_details,
-                output_tokens_details=usage.output_tokens_details))
-        yield ResponseCompletedEvent(type="response.completed", response=response,
-                                     sequence_number=seq + 1)
+                output_tokens_details=usage.output_tokens_details,
+            ),
+        )
+        yield ResponseCompletedEvent(
+            type="response.completed", response=response, sequence_number=seq + 1
+        )

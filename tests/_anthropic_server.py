@@ -28,14 +28,25 @@ class Message:
 
     def body(self, n: int) -> dict[str, Any]:
         content: list[dict[str, Any]] = [{"type": "text", "text": self.text}] if self.text else []
-        content += [{"type": "tool_use", "id": i, "name": name, "input": args}
-                    for i, name, args in self.calls]
-        return {"id": f"msg_{n}", "type": "message", "role": "assistant", "model": self.model,
-                "content": content, "stop_reason": "tool_use" if self.calls else "end_turn",
-                "stop_sequence": None,
-                "usage": {"input_tokens": self.usage[0], "output_tokens": self.usage[1],
-                          "cache_creation_input_tokens": self.usage[2],
-                          "cache_read_input_tokens": self.usage[3]}}
+        content += [
+            {"type": "tool_use", "id": i, "name": name, "input": args}
+            for i, name, args in self.calls
+        ]
+        return {
+            "id": f"msg_{n}",
+            "type": "message",
+            "role": "assistant",
+            "model": self.model,
+            "content": content,
+            "stop_reason": "tool_use" if self.calls else "end_turn",
+            "stop_sequence": None,
+            "usage": {
+                "input_tokens": self.usage[0],
+                "output_tokens": self.usage[1],
+                "cache_creation_input_tokens": self.usage[2],
+                "cache_read_input_tokens": self.usage[3],
+            },
+        }
 
 
 class ScriptedMessages:

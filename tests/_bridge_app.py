@@ -24,8 +24,10 @@ class Bridge:
     def __init__(self, group_by: str = "agent") -> None:
         self.recorder = RecordingObserver()
         self.processor = GenAISpanProcessor(
-            [self.recorder], group_by="trace" if group_by == "trace" else "agent",
-            detectors=[RepetitionDetector(warn_after=3, stop_after=5)])
+            [self.recorder],
+            group_by="trace" if group_by == "trace" else "agent",
+            detectors=[RepetitionDetector(warn_after=3, stop_after=5)],
+        )
         self.provider = TracerProvider()
         self.provider.add_span_processor(self.processor)
         trace.set_tracer_provider(self.provider)
@@ -34,21 +36,23 @@ class Bridge:
         self.provider.shutdown()
         recorder = self.recorder
         assert_contract(recorder.events)
-        return json.dumps({
-            **extra,
-            "agents": [c.agent for c in recorder.of("on_run_start")],
-            "sessions": len({c.session_id for c in recorder.of("on_run_start")}),
-            "runs_ended": [c.status for c in recorder.of("on_run_end")],
-            "model_calls": len(recorder.of("on_stream_success")),
-            "input_tokens": sum(c.input_tokens for c in recorder.of("on_run_end")),
-            "output_tokens": sum(c.output_tokens for c in recorder.of("on_run_end")),
-            "tools": [c.tool for c in recorder.of("on_tool_post")],
-            "arguments": [dict(c.input) for c in recorder.of("on_tool_call_received")],
-            "results": [c.result for c in recorder.of("on_tool_post")],
-            "detections": [d.action for d in recorder.of("on_loop_detected")],
-            "open_runs": self.processor.open_runs,
-            "skipped_attributes": self.processor.skipped_attributes,
-        })
+        return json.dumps(
+            {
+                **extra,
+                "agents": [c.agent for c in recorder.of("on_run_start")],
+                "sessions": len({c.session_id for c in recorder.of("on_run_start")}),
+                "runs_ended": [c.status for c in recorder.of("on_run_end")],
+                "model_calls": len(recorder.of("on_stream_success")),
+                "input_tokens": sum(c.input_tokens for c in recorder.of("on_run_end")),
+                "output_tokens": sum(c.output_tokens for c in recorder.of("on_run_end")),
+                "tools": [c.tool for c in recorder.of("on_tool_post")],
+                "arguments": [dict(c.input) for c in recorder.of("on_tool_call_received")],
+                "results": [c.result for c in recorder.of("on_tool_post")],
+                "detections": [d.action for d in recorder.of("on_loop_detected")],
+                "open_runs": self.processor.open_runs,
+                "skipped_attributes": self.processor.skipped_attributes,
+            }
+        )
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,17 +68,31 @@ def run_app(venv: str, app: str, *args: str, **env: str) -> dict[str, Any]:
     environ = {**os.environ, "PYTHONPATH": str(ROOT), **env}
     for name in ("OTEL_TRACES_EXPORTER", "OTEL_METRICS_EXPORTER", "OTEL_LOGS_EXPORTER"):
         environ.pop(name, None)
-    done = subprocess.run([str(venv_python(venv)), str(ROOT / "tests" / app), *args],
-                          capture_output=True, text=True, env=environ, cwd=ROOT,
-                          timeout=240, check=False)
+    done = subprocess.run(
+        [str(venv_python(venv)), str(ROOT / "tests" / app), *args],
+        capture_output=True,
+        text=True,
+        env=environ,
+        cwd=ROOT,
+        timeout=240,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-4000:]
     summary: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return summary
 
 
 def installed_version(venv: str, distribution: str) -> str:
-    out = subprocess.run([str(venv_python(venv)), "-c",
-                          "import importlib.metadata as m, sys; "
-                          "print(m.version(sys.argv[1]))", distribution],
-                         capture_output=True, text=True, check=True, timeout=60).stdout
+    out = subprocess.run(
+        [
+            str(venv_python(venv)),
+            "-c",
+            "import importlib.metadata as m, sys; print(m.version(sys.argv[1]))",
+            distribution,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
     return out.strip()

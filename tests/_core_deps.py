@@ -26,16 +26,26 @@ def make_deps(
     policy = RunPolicy()
     emit = ObserverSet([*observers, policy])
     defaults: dict[str, Any] = {
-        "max_turns": 50, "tool_timeout": 30.0, "parallel_tool_calls": True,
-        "context_window": None, "compaction_threshold": 0.8, "fallback_models": (),
-        "agent_name": "agent", "system_prompt": None, "request_options": {},
+        "max_turns": 50,
+        "tool_timeout": 30.0,
+        "parallel_tool_calls": True,
+        "context_window": None,
+        "compaction_threshold": 0.8,
+        "fallback_models": (),
+        "agent_name": "agent",
+        "system_prompt": None,
+        "request_options": {},
     }
     defaults.update(settings)
     made = [t if isinstance(t, Tool) else tool(t) for t in tools]
     return RunDeps(
         client=client if client is not None else ScriptedClient([]),
-        tools={t.name: t for t in made}, observers=emit, policy=policy,
-        compactor=TruncatingCompactor(), links=links if links is not None else TraceLinks(),
+        tools={t.name: t for t in made},
+        observers=emit,
+        policy=policy,
+        compactor=TruncatingCompactor(),
+        links=links if links is not None else TraceLinks(),
         workers=ToolWorkers(),
-        settings=LoopSettings(**defaults), model=lambda: model,
+        settings=LoopSettings(**defaults),
+        model=lambda: model,
     )

@@ -33,21 +33,34 @@ class GeminiReply:
 
     def response(self, n: int) -> dict[str, Any]:
         body: dict[str, Any] = {
-            "candidates": [{"content": {"role": "model", "parts": self.parts()},
-                            "finishReason": "STOP", "index": 0}],
-            "modelVersion": self.model, "responseId": f"resp-{n}"}
+            "candidates": [
+                {
+                    "content": {"role": "model", "parts": self.parts()},
+                    "finishReason": "STOP",
+                    "index": 0,
+                }
+            ],
+            "modelVersion": self.model,
+            "responseId": f"resp-{n}",
+        }
         if self.usage is not None:
-            body["usageMetadata"] = {"promptTokenCount": self.usage[0],
-                                     "candidatesTokenCount": self.usage[1],
-                                     "totalTokenCount": sum(self.usage)}
+            body["usageMetadata"] = {
+                "promptTokenCount": self.usage[0],
+                "candidatesTokenCount": self.usage[1],
+                "totalTokenCount": sum(self.usage),
+            }
         return body
 
     def chunks(self, n: int) -> Iterator[dict[str, Any]]:
         words = self.text.split(" ") if self.text else []
         for word in words[:-1]:
-            yield {"candidates": [{"content": {"role": "model", "parts": [{"text": word + " "}]},
-                                   "index": 0}], "modelVersion": self.model,
-                   "responseId": f"resp-{n}"}
+            yield {
+                "candidates": [
+                    {"content": {"role": "model", "parts": [{"text": word + " "}]}, "index": 0}
+                ],
+                "modelVersion": self.model,
+                "responseId": f"resp-{n}",
+            }
         last = GeminiReply(words[-1] if words else "", self.calls, self.usage, self.model)
         yield last.response(n)
 

@@ -88,8 +88,11 @@ def _is_prometheus(ref: Any, dashboard: Mapping[str, Any]) -> bool:
     match = _VARIABLE.fullmatch(uid)
     if match:
         var = variables.get(next(g for g in match.groups() if g))
-        return var is not None and var.get("type") == "datasource" and (
-            var.get("query") == "prometheus")
+        return (
+            var is not None
+            and var.get("type") == "datasource"
+            and (var.get("query") == "prometheus")
+        )
     return False
 
 
@@ -101,11 +104,16 @@ def panel_queries(path: Path) -> list[PanelQuery]:
         for target in panel.get("targets", []):
             source = target.get("datasource", panel.get("datasource"))
             if "expr" in target and _is_prometheus(source, dashboard):
-                found.append(PanelQuery(
-                    path.name, int(panel["id"]), str(panel.get("title", "")),
-                    str(target.get("refId", "")), str(target["expr"]),
-                    bool(target.get("exemplar", False)),
-                ))
+                found.append(
+                    PanelQuery(
+                        path.name,
+                        int(panel["id"]),
+                        str(panel.get("title", "")),
+                        str(target.get("refId", "")),
+                        str(target["expr"]),
+                        bool(target.get("exemplar", False)),
+                    )
+                )
     return found
 
 

@@ -45,8 +45,10 @@ DASHBOARDS = REPO / "grafana" / "dashboards"
 
 _SCHEMA = "@grafana/schema/dist/esm/raw"
 _PANEL_OPTIONS = {
-    "timeseries": ("TimeSeriesOptions",
-                   "composable/timeseries/panelcfg/x/TimeSeriesPanelCfg_types.gen"),
+    "timeseries": (
+        "TimeSeriesOptions",
+        "composable/timeseries/panelcfg/x/TimeSeriesPanelCfg_types.gen",
+    ),
     "stat": ("StatOptions", "composable/stat/panelcfg/x/StatPanelCfg_types.gen"),
     "table": ("TableOptions", "composable/table/panelcfg/x/TablePanelCfg_types.gen"),
     "text": ("TextOptions", "composable/text/panelcfg/x/TextPanelCfg_types.gen"),
@@ -138,7 +140,10 @@ def ensure_toolchain(base: Path | None = None, *, install: bool = True) -> tuple
     specs = [f"{pkg}@{version}" for pkg, version in PINNED.items()]
     proc = subprocess.run(
         [npm, "install", "--prefix", str(base), "--no-audit", "--no-fund", "--no-save", *specs],
-        capture_output=True, text=True, timeout=300, check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     if proc.returncode != 0 or not _tsc(base).is_file():
         return None, f"npm install {' '.join(specs)} failed: {proc.stderr.strip()[-2000:]}"
@@ -169,12 +174,14 @@ def render_ts(dashboard: dict[str, Any]) -> str:
         tag = f"p{index}_{_ident(str(panel.get('id', index)))}"
         if kind in _PANEL_OPTIONS and "options" in panel:
             type_name = _PANEL_OPTIONS[str(kind)][0]
-            parts.append(f"export const options_{tag}: Json<{type_name}> = "
-                         f"{_literal(panel['options'])};\n")
+            parts.append(
+                f"export const options_{tag}: Json<{type_name}> = {_literal(panel['options'])};\n"
+            )
         custom = panel.get("fieldConfig", {}).get("defaults", {}).get("custom")
         if kind == "timeseries" and custom is not None:
-            parts.append(f"export const custom_{tag}: Json<TimeSeriesFieldConfig> = "
-                         f"{_literal(custom)};\n")
+            parts.append(
+                f"export const custom_{tag}: Json<TimeSeriesFieldConfig> = {_literal(custom)};\n"
+            )
     return "".join(parts)
 
 
@@ -194,7 +201,10 @@ def generate_project(dashboards: Sequence[Path], workdir: Path, base: Path) -> l
 
 
 def check_dashboards(
-    dashboards: Sequence[Path], tsc: Path, base: Path | None = None, workdir: Path | None = None,
+    dashboards: Sequence[Path],
+    tsc: Path,
+    base: Path | None = None,
+    workdir: Path | None = None,
 ) -> SchemaCheck:
     """Type-check ``dashboards`` with ``tsc``; diagnostics name the generated ``.ts`` lines."""
     base = schema_dir() if base is None else base
@@ -202,8 +212,12 @@ def check_dashboards(
         where = Path(tmp) if workdir is None else workdir
         files = generate_project(dashboards, where, base)
         proc = subprocess.run(
-            ["node", str(tsc), "-p", str(where)], capture_output=True, text=True,
-            timeout=300, check=False, cwd=where,
+            ["node", str(tsc), "-p", str(where)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+            cwd=where,
         )
         return SchemaCheck(proc.returncode, (proc.stdout + proc.stderr).strip(), files)
 

@@ -13,16 +13,24 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
 
-def ai(text: str = "", calls: Sequence[tuple[str, dict[str, Any], str]] = (),
-       usage: tuple[int, int] = (0, 0)) -> AIMessage:
+def ai(
+    text: str = "",
+    calls: Sequence[tuple[str, dict[str, Any], str]] = (),
+    usage: tuple[int, int] = (0, 0),
+) -> AIMessage:
     """A scripted model answer: text, tool calls ``(name, args, id)``, and the usage reported."""
     return AIMessage(
         content=text,
         tool_calls=[{"name": n, "args": a, "id": i, "type": "tool_call"} for n, a, i in calls],
-        usage_metadata={"input_tokens": usage[0], "output_tokens": usage[1],
-                        "total_tokens": usage[0] + usage[1]},
-        response_metadata={"finish_reason": "tool_calls" if calls else "stop",
-                           "model_name": "fake-model"},
+        usage_metadata={
+            "input_tokens": usage[0],
+            "output_tokens": usage[1],
+            "total_tokens": usage[0] + usage[1],
+        },
+        response_metadata={
+            "finish_reason": "tool_calls" if calls else "stop",
+            "model_name": "fake-model",
+        },
     )
 
 
@@ -30,8 +38,9 @@ def fake_model(answers: Iterable[AIMessage | str]) -> GenericFakeChatModel:
     return GenericFakeChatModel(messages=iter(list(answers)))
 
 
-def react_graph(model: Any, tools: Sequence[BaseTool | Any], *,
-                handle_tool_errors: bool | None = None) -> Any:
+def react_graph(
+    model: Any, tools: Sequence[BaseTool | Any], *, handle_tool_errors: bool | None = None
+) -> Any:
     """The ReAct graph: ``agent`` (the model) ⇄ ``tools`` (a ToolNode) until no tool call."""
 
     def agent(state: MessagesState) -> dict[str, Any]:
@@ -40,8 +49,11 @@ def react_graph(model: Any, tools: Sequence[BaseTool | Any], *,
     async def aagent(state: MessagesState) -> dict[str, Any]:
         return {"messages": [await model.ainvoke(state["messages"])]}
 
-    node = (ToolNode(list(tools)) if handle_tool_errors is None
-            else ToolNode(list(tools), handle_tool_errors=handle_tool_errors))
+    node = (
+        ToolNode(list(tools))
+        if handle_tool_errors is None
+        else ToolNode(list(tools), handle_tool_errors=handle_tool_errors)
+    )
     graph = StateGraph(MessagesState)
     graph.add_node("agent", RunnableLambda(agent, afunc=aagent))
     graph.add_node("tools", node)

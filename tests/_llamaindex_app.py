@@ -30,10 +30,10 @@ def main() -> None:
 
     # imported by name: LlamaIndex is not in the dev venv that type-checks this file
     instrumentor: Any = importlib.import_module(
-        "openinference.instrumentation.llama_index").LlamaIndexInstrumentor()
+        "openinference.instrumentation.llama_index"
+    ).LlamaIndexInstrumentor()
     instrumentor.instrument(tracer_provider=bridge.provider)
-    function_agent: Any = importlib.import_module(
-        "llama_index.core.agent.workflow").FunctionAgent
+    function_agent: Any = importlib.import_module("llama_index.core.agent.workflow").FunctionAgent
     llm_class: Any = importlib.import_module("llama_index.llms.openai").OpenAI
 
     def add(a: int, b: int) -> int:
@@ -45,8 +45,7 @@ def main() -> None:
         return f"job {job}: queued"
 
     with ScriptedServer(SCENARIOS[args.scenario]) as server:
-        llm = llm_class(model="gpt-4o-mini", api_base=server.base_url, api_key="k",
-                        max_retries=0)
+        llm = llm_class(model="gpt-4o-mini", api_base=server.base_url, api_key="k", max_retries=0)
         agent = function_agent(tools=[add, poll], llm=llm, system_prompt="Use the tools.")
 
         async def run() -> str:

@@ -45,8 +45,9 @@ def scripted_usage(steps: Sequence[Step]) -> Usage:
     return total
 
 
-def make_loop(steps: Any, *, tools: Sequence[Any] = (search, add),
-              **kwargs: Any) -> tuple[AgentLoop, RecordingObserver, ScriptedClient]:
+def make_loop(
+    steps: Any, *, tools: Sequence[Any] = (search, add), **kwargs: Any
+) -> tuple[AgentLoop, RecordingObserver, ScriptedClient]:
     """A loop over a ScriptedClient playing ``steps`` (or over a given client), with a recorder."""
     rec = RecordingObserver()
     client = steps if hasattr(steps, "stream") else ScriptedClient(steps)
@@ -55,8 +56,10 @@ def make_loop(steps: Any, *, tools: Sequence[Any] = (search, add),
     return loop, rec, client
 
 
-def names(events: Sequence[tuple[str, EventContext]],
-          skip: frozenset[str] = frozenset({"on_text_delta", "on_thinking_delta"})) -> list[str]:
+def names(
+    events: Sequence[tuple[str, EventContext]],
+    skip: frozenset[str] = frozenset({"on_text_delta", "on_thinking_delta"}),
+) -> list[str]:
     """Hook names, leaving out deltas by default."""
     return [h for h, _ in events if h not in skip]
 
@@ -76,10 +79,25 @@ def _raise(self: Raising, ctx: EventContext) -> None:
 
 
 for _hook in (
-    "on_run_start", "on_run_end", "on_turn_start", "on_turn_end", "on_stream_start",
-    "on_stream_success", "on_stream_failure", "on_response", "on_text_delta",
-    "on_thinking_delta", "on_tool_call_received", "on_tool_pre", "on_tool_post",
-    "on_compaction", "on_fallback", "on_model_switched", "on_loop_detected",
-    "on_convergence_detected", "on_suspended", "on_sleep",
+    "on_run_start",
+    "on_run_end",
+    "on_turn_start",
+    "on_turn_end",
+    "on_stream_start",
+    "on_stream_success",
+    "on_stream_failure",
+    "on_response",
+    "on_text_delta",
+    "on_thinking_delta",
+    "on_tool_call_received",
+    "on_tool_pre",
+    "on_tool_post",
+    "on_compaction",
+    "on_fallback",
+    "on_model_switched",
+    "on_loop_detected",
+    "on_convergence_detected",
+    "on_suspended",
+    "on_sleep",
 ):
     setattr(Raising, _hook, _raise)

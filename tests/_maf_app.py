@@ -33,8 +33,7 @@ def main() -> None:
 
     # imported by name: the framework is not in the dev venv that type-checks this file
     af: Any = importlib.import_module("agent_framework")
-    client_class: Any = importlib.import_module(
-        "agent_framework.openai").OpenAIChatCompletionClient
+    client_class: Any = importlib.import_module("agent_framework.openai").OpenAIChatCompletionClient
     if args.instrument_openai:
         from openinference.instrumentation.openai import OpenAIInstrumentor
 

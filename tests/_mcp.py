@@ -21,8 +21,7 @@ SERVER_MODULE = "tests.mcp_servers.tool_server"
 def stdio_server(errlog: Any, **kwargs: Any) -> McpStdio:
     """The test server as a child process (``errlog``: an open file for its stderr)."""
     kwargs.setdefault("name", "test")
-    return McpStdio(sys.executable, ["-m", SERVER_MODULE], cwd=str(REPO), errlog=errlog,
-                    **kwargs)
+    return McpStdio(sys.executable, ["-m", SERVER_MODULE], cwd=str(REPO), errlog=errlog, **kwargs)
 
 
 def alive(pid: int) -> bool:
@@ -78,8 +77,9 @@ def connections_to(port: int) -> int:
 
 
 @contextlib.contextmanager
-def served(log: Path, transport: str, env: dict[str, str] | None = None) -> Iterator[
-        tuple[subprocess.Popen[bytes], int]]:
+def served(
+    log: Path, transport: str, env: dict[str, str] | None = None
+) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
     """The test server on 127.0.0.1 over ``transport`` (``http`` or ``sse``): process and port.
 
     The process is terminated (killed if need be) and reaped when the block ends.
@@ -87,8 +87,12 @@ def served(log: Path, transport: str, env: dict[str, str] | None = None) -> Iter
     port = _free_port()
     with log.open("w") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", SERVER_MODULE, transport, str(port)], cwd=REPO, stdout=out,
-            stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
+            [sys.executable, "-m", SERVER_MODULE, transport, str(port)],
+            cwd=REPO,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
+        )
         try:
             deadline = time.monotonic() + 30
             while True:
@@ -118,8 +122,9 @@ def http_server(log: Path, env: dict[str, str] | None = None) -> Iterator[McpHtt
 
 
 @contextlib.contextmanager
-def sse_server(log: Path, env: dict[str, str] | None = None,
-               **kwargs: Any) -> Iterator[tuple[McpSse, int]]:
+def sse_server(
+    log: Path, env: dict[str, str] | None = None, **kwargs: Any
+) -> Iterator[tuple[McpSse, int]]:
     """The test server on 127.0.0.1 over HTTP+SSE, for the ``with`` block: spec and pid."""
     kwargs.setdefault("name", "sse-test")
     with served(log, "sse", env) as (process, port):

@@ -28,37 +28,72 @@ class Reply:
     response_id: str = ""  # the id to answer with (default: chatcmpl-<request number>)
 
     def tool_calls(self) -> list[dict[str, Any]]:
-        return [{"id": i, "type": "function",
-                 "function": {"name": n, "arguments": json.dumps(a)}} for i, n, a in self.calls]
+        return [
+            {"id": i, "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
+            for i, n, a in self.calls
+        ]
 
     def completion(self, n: int) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": self.text or None}
         if self.calls:
             message["tool_calls"] = self.tool_calls()
-        return {"id": self.response_id or f"chatcmpl-{n}", "object": "chat.completion",
-                "created": 1700000000,
-                "model": self.model,
-                "choices": [{"index": 0, "message": message,
-                             "finish_reason": "tool_calls" if self.calls else "stop"}],
-                "usage": self._usage()}
+        return {
+            "id": self.response_id or f"chatcmpl-{n}",
+            "object": "chat.completion",
+            "created": 1700000000,
+            "model": self.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "finish_reason": "tool_calls" if self.calls else "stop",
+                }
+            ],
+            "usage": self._usage(),
+        }
 
     def _usage(self) -> dict[str, int]:
-        return {"prompt_tokens": self.usage[0], "completion_tokens": self.usage[1],
-                "total_tokens": sum(self.usage)}
+        return {
+            "prompt_tokens": self.usage[0],
+            "completion_tokens": self.usage[1],
+            "total_tokens": sum(self.usage),
+        }
 
     def chunks(self, n: int) -> Iterator[dict[str, Any]]:
-        base = {"id": self.response_id or f"chatcmpl-{n}", "object": "chat.completion.chunk",
-                "created": 1700000000, "model": self.model}
-        yield {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
-                                    "finish_reason": None}]}
+        base = {
+            "id": self.response_id or f"chatcmpl-{n}",
+            "object": "chat.completion.chunk",
+            "created": 1700000000,
+            "model": self.model,
+        }
+        yield {
+            **base,
+            "choices": [
+                {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}
+            ],
+        }
         for word in self.text.split(" ") if self.text else ():
-            yield {**base, "choices": [{"index": 0, "delta": {"content": word + " "},
-                                        "finish_reason": None}]}
+            yield {
+                **base,
+                "choices": [{"index": 0, "delta": {"content": word + " "}, "finish_reason": None}],
+            }
         for index, call in enumerate(self.tool_calls()):
-            yield {**base, "choices": [{"index": 0, "delta": {"tool_calls": [
-                {"index": index, **call}]}, "finish_reason": None}]}
-        yield {**base, "choices": [{"index": 0, "delta": {},
-                                    "finish_reason": "tool_calls" if self.calls else "stop"}]}
+            yield {
+                **base,
+                "choices": [
+                    {
+                        "index": 0,
+                        "delta": {"tool_calls": [{"index": index, **call}]},
+                        "finish_reason": None,
+                    }
+                ],
+            }
+        yield {
+            **base,
+            "choices": [
+                {"index": 0, "delta": {}, "finish_reason": "tool_calls" if self.calls else "stop"}
+            ],
+        }
         yield {**base, "choices": [], "usage": self._usage()}
 
 

@@ -25,8 +25,12 @@ def exported_metrics(reader: InMemoryMetricReader) -> dict[str, Any]:
     data = reader.get_metrics_data()
     if data is None:
         return {}
-    return {metric.name: metric for rm in data.resource_metrics for sm in rm.scope_metrics
-            for metric in sm.metrics}
+    return {
+        metric.name: metric
+        for rm in data.resource_metrics
+        for sm in rm.scope_metrics
+        for metric in sm.metrics
+    }
 
 
 @dataclass
@@ -44,13 +48,22 @@ class Capture:
         self.logger_provider.add_log_record_processor(SimpleLogRecordProcessor(self.logs_out))
         self.meter_provider = MeterProvider(metric_readers=[self.reader])
 
-    def observers(self, *, capture_content: str | bool = False, latest: bool = False,
-                  redact: Redactor | None = None) -> list[LoopObserver]:
+    def observers(
+        self,
+        *,
+        capture_content: str | bool = False,
+        latest: bool = False,
+        redact: Redactor | None = None,
+    ) -> list[LoopObserver]:
         """A tracing and a metrics observer on these providers."""
         return [
-            TracingObserver(self.tracer_provider, capture_content=capture_content,
-                            logger_provider=self.logger_provider, redact=redact,
-                            latest_semconv=latest),
+            TracingObserver(
+                self.tracer_provider,
+                capture_content=capture_content,
+                logger_provider=self.logger_provider,
+                redact=redact,
+                latest_semconv=latest,
+            ),
             MetricsObserver(self.meter_provider, latest_semconv=latest),
         ]
 
@@ -63,8 +76,11 @@ class Capture:
 
     def logs(self, event_name: str | None = None) -> list[ReadableLogRecord]:
         """Exported log records (of ``event_name`` when given)."""
-        return [r for r in self.logs_out.get_finished_logs()
-                if event_name is None or r.log_record.event_name == event_name]
+        return [
+            r
+            for r in self.logs_out.get_finished_logs()
+            if event_name is None or r.log_record.event_name == event_name
+        ]
 
     def metrics(self) -> dict[str, list[Any]]:
         """Metric name → its data points."""

@@ -67,14 +67,20 @@ def _decode(body: bytes) -> list[ReceivedSpan]:
         resource = {kv.key: _value(kv.value) for kv in resource_spans.resource.attributes}
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
-                out.append(ReceivedSpan(
-                    name=span.name, trace_id=span.trace_id.hex(), span_id=span.span_id.hex(),
-                    parent_span_id=span.parent_span_id.hex(),
-                    start_ns=span.start_time_unix_nano, end_ns=span.end_time_unix_nano,
-                    status_code=span.status.code, status_message=span.status.message,
-                    attributes={kv.key: _value(kv.value) for kv in span.attributes},
-                    resource=resource,
-                ))
+                out.append(
+                    ReceivedSpan(
+                        name=span.name,
+                        trace_id=span.trace_id.hex(),
+                        span_id=span.span_id.hex(),
+                        parent_span_id=span.parent_span_id.hex(),
+                        start_ns=span.start_time_unix_nano,
+                        end_ns=span.end_time_unix_nano,
+                        status_code=span.status.code,
+                        status_message=span.status.message,
+                        attributes={kv.key: _value(kv.value) for kv in span.attributes},
+                        resource=resource,
+                    )
+                )
     return out
 
 

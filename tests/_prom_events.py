@@ -49,6 +49,7 @@ from loopobs import (
 AGENT = "researcher"
 PROVIDER = "scripted"
 
+
 # Per run: the successful calls' tokens (m2 twice) and their sums.
 @dataclass(frozen=True)
 class Call:
@@ -101,52 +102,123 @@ def emit_run(
     # turn 0
     ev(TurnStartContext, turn=0, query="q")
     ev(StreamStartContext, turn=0, model="m1", provider=PROVIDER, attempt=0)
-    ev(StreamFailureContext, turn=0, model="m1", provider=PROVIDER, attempt=0,
-       error=RateLimited("slow down", provider=PROVIDER), duration_ms=FAILED_CALL_MS)
+    ev(
+        StreamFailureContext,
+        turn=0,
+        model="m1",
+        provider=PROVIDER,
+        attempt=0,
+        error=RateLimited("slow down", provider=PROVIDER),
+        duration_ms=FAILED_CALL_MS,
+    )
     ev(FallbackContext, from_model="m1", to_model="m2", turn=0)
     ev(ModelSwitchedContext, from_model="m1", to_model="m2")
     ev(StreamStartContext, turn=0, model="m2", provider=PROVIDER, attempt=1)
     ev(TextDeltaContext, turn=0, delta="a")
     ev(TextDeltaContext, turn=0, delta="b")  # 1 ms after the first: one chunk interval
     first = CALLS[0]
-    ev(StreamSuccessContext, turn=0, model="m2", provider=PROVIDER, attempt=1,
-       input_tokens=first.input, output_tokens=first.output,
-       cache_read_input_tokens=first.cache_read, reasoning_output_tokens=first.reasoning,
-       duration_ms=first.duration_ms, time_to_first_token_ms=first.ttft_ms,
-       cost_usd=None if unpriced_first_call else COSTS[0])
-    ev(ResponseContext, turn=0, text="", tool_calls=2,
-       usage=Usage(input_tokens=first.input, output_tokens=first.output))
+    ev(
+        StreamSuccessContext,
+        turn=0,
+        model="m2",
+        provider=PROVIDER,
+        attempt=1,
+        input_tokens=first.input,
+        output_tokens=first.output,
+        cache_read_input_tokens=first.cache_read,
+        reasoning_output_tokens=first.reasoning,
+        duration_ms=first.duration_ms,
+        time_to_first_token_ms=first.ttft_ms,
+        cost_usd=None if unpriced_first_call else COSTS[0],
+    )
+    ev(
+        ResponseContext,
+        turn=0,
+        text="",
+        tool_calls=2,
+        usage=Usage(input_tokens=first.input, output_tokens=first.output),
+    )
     ev(ToolCallReceivedContext, turn=0, tool="search", tool_call_id="c1", input={"q": "x"})
     ev(ToolCallReceivedContext, turn=0, tool="fetch", tool_call_id="c2", input={"url": "u"})
     ev(ToolPreContext, turn=0, tool="search", tool_call_id="c1")
     ev(LoopDetectedContext, pattern="search(x)", repetitions=3, tool="search", action="warn")
-    ev(ToolPostContext, turn=0, tool="search", tool_call_id="c1", duration_ms=TOOL_MS["search"],
-       result_hash=1)
+    ev(
+        ToolPostContext,
+        turn=0,
+        tool="search",
+        tool_call_id="c1",
+        duration_ms=TOOL_MS["search"],
+        result_hash=1,
+    )
     ev(ToolPreContext, turn=0, tool="fetch", tool_call_id="c2")
-    ev(ToolPostContext, turn=0, tool="fetch", tool_call_id="c2", duration_ms=TOOL_MS["fetch"],
-       is_error=True, outcome="error",
-       error=ToolExecutionError("boom", tool="fetch", error_type="OSError"))
-    ev(TurnEndContext, turn=0, success=True, duration_ms=600.0,
-       input_tokens=first.input, output_tokens=first.output)
+    ev(
+        ToolPostContext,
+        turn=0,
+        tool="fetch",
+        tool_call_id="c2",
+        duration_ms=TOOL_MS["fetch"],
+        is_error=True,
+        outcome="error",
+        error=ToolExecutionError("boom", tool="fetch", error_type="OSError"),
+    )
+    ev(
+        TurnEndContext,
+        turn=0,
+        success=True,
+        duration_ms=600.0,
+        input_tokens=first.input,
+        output_tokens=first.output,
+    )
     # compaction, turn 1
-    ev(CompactionContext, tokens_before=1000, tokens_after=400, tokens_saved=TOKENS_SAVED,
-       messages_removed=3)
+    ev(
+        CompactionContext,
+        tokens_before=1000,
+        tokens_after=400,
+        tokens_saved=TOKENS_SAVED,
+        messages_removed=3,
+    )
     ev(TurnStartContext, turn=1, query="q")
     ev(StreamStartContext, turn=1, model="m2", provider=PROVIDER, attempt=0)
     second = CALLS[1]
-    ev(StreamSuccessContext, turn=1, model="m2", provider=PROVIDER, input_tokens=second.input,
-       output_tokens=second.output, duration_ms=second.duration_ms, cost_usd=COSTS[1])
+    ev(
+        StreamSuccessContext,
+        turn=1,
+        model="m2",
+        provider=PROVIDER,
+        input_tokens=second.input,
+        output_tokens=second.output,
+        duration_ms=second.duration_ms,
+        cost_usd=COSTS[1],
+    )
     ev(ResponseContext, turn=1, text="done", tool_calls=0)
     ev(ConvergenceDetectedContext, action="warn", similarity=0.97, consecutive=2)
-    ev(BudgetExceededContext, limit="usd", value=RUN_COST, budget=RUN_COST / 0.8,
-       scope="run", action="warn")
-    ev(TurnEndContext, turn=1, success=True, duration_ms=800.0,
-       input_tokens=second.input, output_tokens=second.output)
+    ev(
+        BudgetExceededContext,
+        limit="usd",
+        value=RUN_COST,
+        budget=RUN_COST / 0.8,
+        scope="run",
+        action="warn",
+    )
+    ev(
+        TurnEndContext,
+        turn=1,
+        success=True,
+        duration_ms=800.0,
+        input_tokens=second.input,
+        output_tokens=second.output,
+    )
     if before_end is not None:
         before_end()
-    ev(RunEndContext, success=True, total_turns=2, duration_ms=RUN_MS,
-       input_tokens=INPUT_TOKENS, output_tokens=OUTPUT_TOKENS,
-       cost_usd=None if unpriced_first_call else RUN_COST)
+    ev(
+        RunEndContext,
+        success=True,
+        total_turns=2,
+        duration_ms=RUN_MS,
+        input_tokens=INPUT_TOKENS,
+        output_tokens=OUTPUT_TOKENS,
+        cost_usd=None if unpriced_first_call else RUN_COST,
+    )
     return rid
 
 
@@ -170,28 +242,73 @@ def emit_extras(observer: LoopObserver) -> uuid.UUID:
 
     ev(RunStartContext, session_id=rid, agent=AGENT, model="m1")
     ev(TurnStartContext, turn=0, query="q")
-    ev(ContextProviderContext, turn=0, provider="memory", outcome="ok", duration_ms=3.0,
-       chars=5, text="hello")
-    ev(ContextProviderContext, turn=0, provider="slow", outcome="timeout", duration_ms=50.0,
-       error=ProviderFailed("late", context_provider="slow", error_type="timeout"))
+    ev(
+        ContextProviderContext,
+        turn=0,
+        provider="memory",
+        outcome="ok",
+        duration_ms=3.0,
+        chars=5,
+        text="hello",
+    )
+    ev(
+        ContextProviderContext,
+        turn=0,
+        provider="slow",
+        outcome="timeout",
+        duration_ms=50.0,
+        error=ProviderFailed("late", context_provider="slow", error_type="timeout"),
+    )
     ev(StreamStartContext, turn=0, model="m1", provider=PROVIDER, attempt=0)
-    ev(StreamSuccessContext, turn=0, model="m1", provider=PROVIDER, input_tokens=10,
-       output_tokens=2, duration_ms=100.0)
+    ev(
+        StreamSuccessContext,
+        turn=0,
+        model="m1",
+        provider=PROVIDER,
+        input_tokens=10,
+        output_tokens=2,
+        duration_ms=100.0,
+    )
     ev(ResponseContext, turn=0, text="", tool_calls=1)
     ev(ToolCallReceivedContext, turn=0, tool="echo", tool_call_id="m1", input={"text": "x"})
     ev(ToolPreContext, turn=0, tool="echo", tool_call_id="m1")
-    ev(ToolPostContext, turn=0, tool="echo", tool_call_id="m1", duration_ms=4.0, result_hash=2,
-       mcp=McpCallInfo(server="files", protocol_version="2025-11-25", request_id="3",
-                       duration_ms=3.5))
-    ev(TurnEndContext, turn=0, success=True, duration_ms=120.0, input_tokens=10,
-       output_tokens=2)
-    ev(RunEndContext, success=True, total_turns=1, duration_ms=130.0, input_tokens=10,
-       output_tokens=2)
+    ev(
+        ToolPostContext,
+        turn=0,
+        tool="echo",
+        tool_call_id="m1",
+        duration_ms=4.0,
+        result_hash=2,
+        mcp=McpCallInfo(
+            server="files", protocol_version="2025-11-25", request_id="3", duration_ms=3.5
+        ),
+    )
+    ev(TurnEndContext, turn=0, success=True, duration_ms=120.0, input_tokens=10, output_tokens=2)
+    ev(
+        RunEndContext,
+        success=True,
+        total_turns=1,
+        duration_ms=130.0,
+        input_tokens=10,
+        output_tokens=2,
+    )
     session = uuid.uuid4()
-    ev(BackpressureContext, run_id=session, queue="inbox", outcome="saturated", capacity=2,
-       policy="reject")
-    ev(BackpressureContext, run_id=session, queue="inbox", outcome="rejected", capacity=2,
-       policy="reject")
+    ev(
+        BackpressureContext,
+        run_id=session,
+        queue="inbox",
+        outcome="saturated",
+        capacity=2,
+        policy="reject",
+    )
+    ev(
+        BackpressureContext,
+        run_id=session,
+        queue="inbox",
+        outcome="rejected",
+        capacity=2,
+        policy="reject",
+    )
     ev(SessionResetContext, run_id=session, epoch=1, discarded=2)
     return rid
 
@@ -209,10 +326,13 @@ def loop_step(request: Any) -> Any:
     from loopobs.llm import Reply, ToolCall
 
     if request.messages and request.messages[-1].role == "tool":
-        return Reply(text="done", usage=Usage(input_tokens=LOOP_INPUT[1],
-                                               output_tokens=LOOP_OUTPUT[1]))
-    return Reply(tool_calls=(ToolCall("search", {"q": "x"}),),
-                 usage=Usage(input_tokens=LOOP_INPUT[0], output_tokens=LOOP_OUTPUT[0]))
+        return Reply(
+            text="done", usage=Usage(input_tokens=LOOP_INPUT[1], output_tokens=LOOP_OUTPUT[1])
+        )
+    return Reply(
+        tool_calls=(ToolCall("search", {"q": "x"}),),
+        usage=Usage(input_tokens=LOOP_INPUT[0], output_tokens=LOOP_OUTPUT[0]),
+    )
 
 
 def make_loop(*observers: LoopObserver, agent: str = AGENT, **options: Any) -> Any:
@@ -228,5 +348,11 @@ def make_loop(*observers: LoopObserver, agent: str = AGENT, **options: Any) -> A
         """Search for ``q``."""
         return f"results for {q}"
 
-    return AgentLoop(ScriptedClient(loop_step), model="m1", tools=[search],
-                     observers=observers, agent_name=agent, **options)
+    return AgentLoop(
+        ScriptedClient(loop_step),
+        model="m1",
+        tools=[search],
+        observers=observers,
+        agent_name=agent,
+        **options,
+    )

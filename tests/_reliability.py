@@ -42,8 +42,9 @@ async def lookup(step: int, total: int, n: int) -> str:
     return f"step {step} of {total}"
 
 
-def tool_script(tool_turns: int, *, fill: int = 0, parallel: int = 1,
-                measured_usage: bool = False) -> Callable[[ModelRequest], Reply]:
+def tool_script(
+    tool_turns: int, *, fill: int = 0, parallel: int = 1, measured_usage: bool = False
+) -> Callable[[ModelRequest], Reply]:
     """A request -> reply script: ``tool_turns`` tool turns of ``parallel`` calls, then an answer.
 
     It reads only the request's last message, so it survives compaction and is
@@ -66,9 +67,14 @@ def tool_script(tool_turns: int, *, fill: int = 0, parallel: int = 1,
             step_usage = Usage(input_tokens=size, output_tokens=STEP_USAGE.output_tokens)
             answer_usage = Usage(input_tokens=size, output_tokens=ANSWER_USAGE.output_tokens)
         if step < tool_turns:
-            return Reply(text=f"working{pad}", usage=step_usage, tool_calls=tuple(
-                ToolCall("lookup", {"step": step + 1, "total": tool_turns, "n": next(counter)})
-                for _ in range(parallel)))
+            return Reply(
+                text=f"working{pad}",
+                usage=step_usage,
+                tool_calls=tuple(
+                    ToolCall("lookup", {"step": step + 1, "total": tool_turns, "n": next(counter)})
+                    for _ in range(parallel)
+                ),
+            )
         return Reply(text=f"answer number {next(counter)}{pad}", usage=answer_usage)
 
     return script
@@ -93,8 +99,7 @@ class Stack:
     @property
     def observers(self) -> list[LoopObserver]:
         """The observers to attach, in order (extra ones first, the recorder last)."""
-        return [*self.extra, self.tracing, self.metrics, self.prometheus, self.jsonl,
-                self.recorder]
+        return [*self.extra, self.tracing, self.metrics, self.prometheus, self.jsonl, self.recorder]
 
     def close(self) -> None:
         """Shut the providers down."""
@@ -117,10 +122,16 @@ def make_stack(extra: list[LoopObserver] | None = None, *, exemplars: bool = Tru
     mp = MeterProvider(metric_readers=[reader])
     stream = io.StringIO()
     return Stack(
-        span_exporter=exporter, tracer_provider=tp, tracing=TracingObserver(tp),
-        metric_reader=reader, meter_provider=mp, metrics=MetricsObserver(mp),
+        span_exporter=exporter,
+        tracer_provider=tp,
+        tracing=TracingObserver(tp),
+        metric_reader=reader,
+        meter_provider=mp,
+        metrics=MetricsObserver(mp),
         prometheus=PrometheusObserver(CollectorRegistry(), exemplars=exemplars),
-        jsonl_stream=stream, jsonl=JsonlRecorder(stream), recorder=RecordingObserver(),
+        jsonl_stream=stream,
+        jsonl=JsonlRecorder(stream),
+        recorder=RecordingObserver(),
         extra=list(extra or []),
     )
 
@@ -128,8 +139,13 @@ def make_stack(extra: list[LoopObserver] | None = None, *, exemplars: bool = Tru
 def make_loop(stack: Stack, tool_turns: int, **kwargs: Any) -> AgentLoop:
     """An AgentLoop over the tool script, with every observer and the default detectors."""
     kwargs.setdefault("max_turns", tool_turns + 5)
-    return AgentLoop(ScriptedClient(tool_script(tool_turns), chunk_size=64), model="m1",
-                     tools=[lookup], observers=stack.observers, **kwargs)
+    return AgentLoop(
+        ScriptedClient(tool_script(tool_turns), chunk_size=64),
+        model="m1",
+        tools=[lookup],
+        observers=stack.observers,
+        **kwargs,
+    )
 
 
 def otel_sum(points: dict[str, list[Any]], name: str, **attrs: str) -> float:

@@ -57,8 +57,9 @@ def spans_per_run() -> int:
     return len(exporter.get_finished_spans())
 
 
-def write_log(path: Path, runs: int, *, cut_last_after: int | None = None,
-              deltas: int = 1) -> LogShape:
+def write_log(
+    path: Path, runs: int, *, cut_last_after: int | None = None, deltas: int = 1
+) -> LogShape:
     """Write ``runs`` copies of the template run to ``path``.
 
     With ``cut_last_after``, the last run keeps only its first that many events
@@ -92,6 +93,10 @@ def write_log(path: Path, runs: int, *, cut_last_after: int | None = None,
                 events += 1
     per_run = spans_per_run()
     whole = runs if cut_last_after is None else runs - 1
-    return LogShape(events=events, spans=per_run * whole, runs=runs,
-                    first_ns=int(template[0]["time_ns"]),  # type: ignore[call-overload]
-                    last_ns=int(last_ns))
+    return LogShape(
+        events=events,
+        spans=per_run * whole,
+        runs=runs,
+        first_ns=int(template[0]["time_ns"]),  # type: ignore[call-overload]
+        last_ns=int(last_ns),
+    )

@@ -39,47 +39,113 @@ def synthetic_run(rng: random.Random, start_ns: int) -> list[EventContext]:
         return t
 
     status = rng.choices(["completed", "failed", "loop_detected"], weights=[8, 1, 1])[0]
-    events.append(RunStartContext(run_id=run_id, time_ns=t, session_id=run_id,
-                                  agent=rng.choice(["planner", "coder"]), model="m-large"))
+    events.append(
+        RunStartContext(
+            run_id=run_id,
+            time_ns=t,
+            session_id=run_id,
+            agent=rng.choice(["planner", "coder"]),
+            model="m-large",
+        )
+    )
     in_tok, out_tok = 0, 0
     for turn in range(2):
-        events.append(TurnStartContext(run_id=run_id, time_ns=step(0.1), turn=turn,
-                                       query="q" * 20))
-        events.append(StreamStartContext(run_id=run_id, time_ns=step(0.1), turn=turn,
-                                         model="m-large", provider="openai"))
+        events.append(TurnStartContext(run_id=run_id, time_ns=step(0.1), turn=turn, query="q" * 20))
+        events.append(
+            StreamStartContext(
+                run_id=run_id, time_ns=step(0.1), turn=turn, model="m-large", provider="openai"
+            )
+        )
         deltas = 3 if turn == 0 else 0
         for _ in range(deltas):
-            events.append(TextDeltaContext(run_id=run_id, time_ns=step(rng.uniform(5, 30)),
-                                           turn=turn, delta="word "))
+            events.append(
+                TextDeltaContext(
+                    run_id=run_id, time_ns=step(rng.uniform(5, 30)), turn=turn, delta="word "
+                )
+            )
         i, o = rng.randint(100, 4000), rng.randint(5, 300)
         in_tok, out_tok = in_tok + i, out_tok + o
-        events.append(StreamSuccessContext(
-            run_id=run_id, time_ns=step(rng.uniform(5, 80)), turn=turn, model="m-large",
-            provider="openai", input_tokens=i, output_tokens=o,
-            time_to_first_token_ms=rng.uniform(2, 20)))
-        events.append(ResponseContext(run_id=run_id, time_ns=step(0.05), turn=turn,
-                                      text="answer", tool_calls=2 if turn == 0 else 0))
+        events.append(
+            StreamSuccessContext(
+                run_id=run_id,
+                time_ns=step(rng.uniform(5, 80)),
+                turn=turn,
+                model="m-large",
+                provider="openai",
+                input_tokens=i,
+                output_tokens=o,
+                time_to_first_token_ms=rng.uniform(2, 20),
+            )
+        )
+        events.append(
+            ResponseContext(
+                run_id=run_id,
+                time_ns=step(0.05),
+                turn=turn,
+                text="answer",
+                tool_calls=2 if turn == 0 else 0,
+            )
+        )
         if turn == 0:
             for n in range(2):
-                events.append(ToolCallReceivedContext(
-                    run_id=run_id, time_ns=step(0.01), turn=turn, tool="search",
-                    tool_call_id=f"c{n}", input={"query": f"topic {n}"}))
+                events.append(
+                    ToolCallReceivedContext(
+                        run_id=run_id,
+                        time_ns=step(0.01),
+                        turn=turn,
+                        tool="search",
+                        tool_call_id=f"c{n}",
+                        input={"query": f"topic {n}"},
+                    )
+                )
             for n in range(2):
-                events.append(ToolPreContext(run_id=run_id, time_ns=step(0.01), turn=turn,
-                                             tool="search", tool_call_id=f"c{n}"))
+                events.append(
+                    ToolPreContext(
+                        run_id=run_id,
+                        time_ns=step(0.01),
+                        turn=turn,
+                        tool="search",
+                        tool_call_id=f"c{n}",
+                    )
+                )
             for n in range(2):
                 failed = status == "failed" and n == 1
-                events.append(ToolPostContext(
-                    run_id=run_id, time_ns=step(rng.uniform(1, 40)), turn=turn, tool="search",
-                    tool_call_id=f"c{n}", is_error=failed, outcome="error" if failed else "output",
-                    error=ToolExecutionError("backend down", tool="search") if failed else None))
-        events.append(TurnEndContext(run_id=run_id, time_ns=step(0.05), turn=turn, success=True,
-                                     input_tokens=i, output_tokens=o))
+                events.append(
+                    ToolPostContext(
+                        run_id=run_id,
+                        time_ns=step(rng.uniform(1, 40)),
+                        turn=turn,
+                        tool="search",
+                        tool_call_id=f"c{n}",
+                        is_error=failed,
+                        outcome="error" if failed else "output",
+                        error=ToolExecutionError("backend down", tool="search") if failed else None,
+                    )
+                )
+        events.append(
+            TurnEndContext(
+                run_id=run_id,
+                time_ns=step(0.05),
+                turn=turn,
+                success=True,
+                input_tokens=i,
+                output_tokens=o,
+            )
+        )
     error = LoopDetected("stopped: search repeated 10 times") if status == "loop_detected" else None
-    events.append(RunEndContext(run_id=run_id, time_ns=step(0.1), success=status == "completed",
-                                error=error, total_turns=2, status=RunStatus(status),
-                                duration_ms=(t - start_ns) / 1e6, input_tokens=in_tok,
-                                output_tokens=out_tok))
+    events.append(
+        RunEndContext(
+            run_id=run_id,
+            time_ns=step(0.1),
+            success=status == "completed",
+            error=error,
+            total_turns=2,
+            status=RunStatus(status),
+            duration_ms=(t - start_ns) / 1e6,
+            input_tokens=in_tok,
+            output_tokens=out_tok,
+        )
+    )
     return events
 
 

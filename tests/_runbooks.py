@@ -90,8 +90,9 @@ def render(markdown: str) -> str:
                 flush()
             paragraph.append(line.strip())
     flush()
-    title = next((line[2:].strip() for line in markdown.splitlines() if line.startswith("# ")),
-                 "Runbooks")
+    title = next(
+        (line[2:].strip() for line in markdown.splitlines() if line.startswith("# ")), "Runbooks"
+    )
     return (
         "<!DOCTYPE html>\n<!-- Generated from docs/runbooks.md by `python -m tests._runbooks`;"
         " do not edit. -->\n"

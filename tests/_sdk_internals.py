@@ -31,8 +31,12 @@ def span_processors(provider: Any) -> tuple[Any, ...]:
 def batch_settings(processor: BatchSpanProcessor) -> BatchSettings:
     """The queue, batch, delay and timeout ``processor`` was built with."""
     batch = processor._batch_processor
-    return BatchSettings(batch._max_queue_size, batch._max_export_batch_size,
-                         batch._schedule_delay_millis, batch._export_timeout_millis)
+    return BatchSettings(
+        batch._max_queue_size,
+        batch._max_export_batch_size,
+        batch._schedule_delay_millis,
+        batch._export_timeout_millis,
+    )
 
 
 def metric_readers(provider: Any) -> tuple[Any, ...]:

@@ -22,15 +22,21 @@ from tests._openai_server import Reply, ScriptedServer
 
 SCENARIOS: dict[str, list[Reply]] = {
     # two additions, then the answer
-    "productive": [Reply(calls=[("call_1", "add", {"a": 1, "b": 2})], usage=(12, 7)),
-                   Reply(calls=[("call_2", "add", {"a": 3, "b": 4})], usage=(20, 5)),
-                   Reply("3 and 7", usage=(30, 4))],
+    "productive": [
+        Reply(calls=[("call_1", "add", {"a": 1, "b": 2})], usage=(12, 7)),
+        Reply(calls=[("call_2", "add", {"a": 3, "b": 4})], usage=(20, 5)),
+        Reply("3 and 7", usage=(30, 4)),
+    ],
     # six different jobs polled once each: new work, not a loop
-    "six_jobs": [*(Reply(calls=[(f"p{i}", "poll", {"job": str(i)})], usage=(3, 1))
-                   for i in range(6)), Reply("all queued", usage=(3, 1))],
+    "six_jobs": [
+        *(Reply(calls=[(f"p{i}", "poll", {"job": str(i)})], usage=(3, 1)) for i in range(6)),
+        Reply("all queued", usage=(3, 1)),
+    ],
     # the same job polled six times: a runaway
-    "runaway": [*(Reply(calls=[(f"p{i}", "poll", {"job": "42"})], usage=(3, 1))
-                  for i in range(6)), Reply("gave up", usage=(3, 1))],
+    "runaway": [
+        *(Reply(calls=[(f"p{i}", "poll", {"job": "42"})], usage=(3, 1)) for i in range(6)),
+        Reply("gave up", usage=(3, 1)),
+    ],
 }
 
 
@@ -61,13 +67,19 @@ def main() -> None:
         return f"job {job}: queued"
 
     with ScriptedServer(SCENARIOS[args.scenario]) as server:
-        model = OpenAIModel(client_args={"base_url": server.base_url, "api_key": "k"},
-                            model_id="gpt-test")
-        agent = strands.Agent(model=model, tools=[strands.tool(add), strands.tool(poll)],
-                              name="calc", callback_handler=None)
+        model = OpenAIModel(
+            client_args={"base_url": server.base_url, "api_key": "k"}, model_id="gpt-test"
+        )
+        agent = strands.Agent(
+            model=model,
+            tools=[strands.tool(add), strands.tool(poll)],
+            name="calc",
+            callback_handler=None,
+        )
         answer = str(agent("go")).strip()
         served = len(server.requests)
     print(bridge.summary(answer=answer, served=served))
+
 
 if __name__ == "__main__":
     main()

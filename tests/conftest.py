@@ -31,6 +31,7 @@ from loopobs.loop.parking import CLAIMS
 settings.register_profile("loopobs", deadline=None)
 settings.load_profile("loopobs")
 
+
 @pytest.fixture(autouse=True)
 def _fresh_resume_claims() -> Iterator[None]:
     """Each test starts with no checkpoint resumed in this process."""
@@ -73,9 +74,15 @@ SAMPLE_FIELDS: dict[str, dict[str, Any]] = {
         "output_tokens": 20,
         "cost_usd": 0.00045,
     },
-    "on_stream_start": {"turn": 3, "model": "m1", "provider": "anthropic", "attempt": 2,
-                        "request_options": {"max_tokens": 512, "temperature": 0.2},
-                        "server_address": "api.anthropic.com", "server_port": 443},
+    "on_stream_start": {
+        "turn": 3,
+        "model": "m1",
+        "provider": "anthropic",
+        "attempt": 2,
+        "request_options": {"max_tokens": 512, "temperature": 0.2},
+        "server_address": "api.anthropic.com",
+        "server_port": 443,
+    },
     "on_stream_success": {
         "turn": 3,
         "model": "m1",
@@ -123,8 +130,14 @@ SAMPLE_FIELDS: dict[str, dict[str, Any]] = {
         "input": {"city": "Zürich", "days": [1, 2], "opts": {"units": None, "x": 1.5}},
         "annotations": ToolAnnotations(read_only=True, idempotent=True, side_effecting=False),
     },
-    "on_tool_pre": {"turn": 3, "tool": "weather", "tool_call_id": "call_1", "attempt": 1,
-                    "tool_description": "The weather in a city.", "tool_type": "function"},
+    "on_tool_pre": {
+        "turn": 3,
+        "tool": "weather",
+        "tool_call_id": "call_1",
+        "attempt": 1,
+        "tool_description": "The weather in a city.",
+        "tool_type": "function",
+    },
     "on_tool_post": {
         "tool_call_id": "call_1",
         "turn": 3,
@@ -137,10 +150,18 @@ SAMPLE_FIELDS: dict[str, dict[str, Any]] = {
         "outcome": "error",
         "error": ToolExecutionError("kaput", tool="weather", error_type="OSError"),
         "result": "kaput",
-        "mcp": McpCallInfo(server="files", transport="tcp", protocol_version="2025-11-25",
-                           session_id="s-1", request_id="7", status_code="-32602",
-                           error_type="-32602", server_address="127.0.0.1", server_port=8080,
-                           duration_ms=4.25),
+        "mcp": McpCallInfo(
+            server="files",
+            transport="tcp",
+            protocol_version="2025-11-25",
+            session_id="s-1",
+            request_id="7",
+            status_code="-32602",
+            error_type="-32602",
+            server_address="127.0.0.1",
+            server_port=8080,
+            duration_ms=4.25,
+        ),
     },
     "on_compaction": {
         "tokens_before": 9000,
@@ -151,17 +172,28 @@ SAMPLE_FIELDS: dict[str, dict[str, Any]] = {
     },
     "on_fallback": {"from_model": "m1", "to_model": "m2", "turn": 3},
     "on_model_switched": {"from_model": "m1", "to_model": "m2"},
-    "on_loop_detected": {"pattern": "weather×3", "repetitions": 3, "tool": "weather",
-                         "action": "stop", "signal": "repeat",
-                         "reason": "weather(Zürich) returned the same result 3 times",
-                         "call_ids": ("call_1", "call_2", "call_3"),
-                         "normalised": ("path", "result:time"), "arguments_hash": 2**63,
-                         "raw_arguments_hash": 2**64 - 1, "result_hash": 7,
-                         "raw_result_hash": 8},
-    "on_convergence_detected": {"action": "compact", "similarity": 0.97, "consecutive": 3,
-                                "signal": "alternating",
-                                "reason": "3 answers in a row each repeat one of the last 4",
-                                "compared_with": 2},
+    "on_loop_detected": {
+        "pattern": "weather×3",
+        "repetitions": 3,
+        "tool": "weather",
+        "action": "stop",
+        "signal": "repeat",
+        "reason": "weather(Zürich) returned the same result 3 times",
+        "call_ids": ("call_1", "call_2", "call_3"),
+        "normalised": ("path", "result:time"),
+        "arguments_hash": 2**63,
+        "raw_arguments_hash": 2**64 - 1,
+        "result_hash": 7,
+        "raw_result_hash": 8,
+    },
+    "on_convergence_detected": {
+        "action": "compact",
+        "similarity": 0.97,
+        "consecutive": 3,
+        "signal": "alternating",
+        "reason": "3 answers in a row each repeat one of the last 4",
+        "compared_with": 2,
+    },
     "on_suspended": {
         "turn": 3,
         "tool": "approve",
@@ -177,13 +209,20 @@ SAMPLE_FIELDS: dict[str, dict[str, Any]] = {
         "wake_at": dt.datetime(2030, 1, 2, 3, 4, 5, 678, tzinfo=dt.timezone(dt.timedelta(hours=2))),
     },
     "on_context_provider": {
-        "turn": 3, "provider": "memory", "outcome": "timeout", "duration_ms": 250.5,
+        "turn": 3,
+        "provider": "memory",
+        "outcome": "timeout",
+        "duration_ms": 250.5,
         "chars": 0,
         "error": ProviderFailed("too slow", context_provider="memory", error_type="timeout"),
         "text": None,
     },
-    "on_backpressure": {"queue": "inbox", "outcome": "dropped", "capacity": 4,
-                        "policy": "drop_oldest"},
+    "on_backpressure": {
+        "queue": "inbox",
+        "outcome": "dropped",
+        "capacity": 4,
+        "policy": "drop_oldest",
+    },
     "on_session_reset": {"epoch": 2, "discarded": 3},
     "on_budget_exceeded": {
         "limit": "total_tokens",
@@ -198,8 +237,9 @@ SAMPLE_FIELDS: dict[str, dict[str, Any]] = {
 MakeContext = Callable[..., Any]  # the context class follows from the hook name
 
 
-def sample_context(hook: HookName, *, run_id: uuid.UUID = RUN_ID, time_ns: int = 1_700_000_000,
-                   **overrides: Any) -> Any:
+def sample_context(
+    hook: HookName, *, run_id: uuid.UUID = RUN_ID, time_ns: int = 1_700_000_000, **overrides: Any
+) -> Any:
     """A context for ``hook`` with every field set (``overrides`` replace sample values).
 
     Typed ``Any``: the context class follows from ``hook``, which the type checker cannot see.

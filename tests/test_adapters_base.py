@@ -45,8 +45,15 @@ def test_a_react_run_is_reported_in_contract_order() -> None:
     run = tracker.start_run(agent="a", model="m", query="q")
     assert run.model_start("llm1", model="m", provider="p")
     run.text_delta("llm1", "thinking about it")
-    run.model_end("llm1", usage=Usage(input_tokens=10, output_tokens=3), text="t",
-                  tool_calls=[FrameworkToolCall("c1", "add", {"a": 1}), FrameworkToolCall("c2", "add", {"a": 2})])
+    run.model_end(
+        "llm1",
+        usage=Usage(input_tokens=10, output_tokens=3),
+        text="t",
+        tool_calls=[
+            FrameworkToolCall("c1", "add", {"a": 1}),
+            FrameworkToolCall("c2", "add", {"a": 2}),
+        ],
+    )
     run.tool_start("t1", tool="add", call_id="c1", arguments={"a": 1})
     run.tool_start("t2", tool="add", call_id="c2", arguments={"a": 2})
     run.tool_end("t2", result="2")
@@ -56,11 +63,26 @@ def test_a_react_run_is_reported_in_contract_order() -> None:
     run.end()
     assert_contract(rec.events)
     assert rec.hooks() == [
-        "on_run_start", "on_turn_start", "on_stream_start", "on_text_delta",
-        "on_stream_success", "on_response", "on_tool_call_received", "on_tool_call_received",
-        "on_tool_pre", "on_tool_pre", "on_tool_post", "on_tool_post", "on_turn_end",
-        "on_turn_start", "on_stream_start", "on_stream_success", "on_response", "on_turn_end",
-        "on_run_end"]
+        "on_run_start",
+        "on_turn_start",
+        "on_stream_start",
+        "on_text_delta",
+        "on_stream_success",
+        "on_response",
+        "on_tool_call_received",
+        "on_tool_call_received",
+        "on_tool_pre",
+        "on_tool_pre",
+        "on_tool_post",
+        "on_tool_post",
+        "on_turn_end",
+        "on_turn_start",
+        "on_stream_start",
+        "on_stream_success",
+        "on_response",
+        "on_turn_end",
+        "on_run_end",
+    ]
     assert [c.turn for c in rec.of("on_turn_start")] == [0, 1]
     (end,) = rec.of("on_run_end")
     assert (end.status, end.success, end.total_turns) == ("completed", True, 2)
@@ -358,7 +380,9 @@ def test_a_call_id_reused_by_a_later_response_is_a_new_call() -> None:
     run = tracker.start_run()
     for turn in range(2):
         run.model_start(f"m{turn}", model="m")
-        run.model_end(f"m{turn}", tool_calls=[FrameworkToolCall("same", "t"), FrameworkToolCall("same", "t")])
+        run.model_end(
+            f"m{turn}", tool_calls=[FrameworkToolCall("same", "t"), FrameworkToolCall("same", "t")]
+        )
         run.tool_start(f"a{turn}", tool="t", call_id="same")
         run.tool_start(f"b{turn}", tool="t", call_id="same")
         run.tool_end(f"a{turn}", result="x")
@@ -392,8 +416,9 @@ def test_a_budget_guard_among_the_detectors_stops_the_run() -> None:
 def test_model_calls_are_priced_like_agent_loop_does() -> None:
     """prices=: each call's cost_usd, the turn's and the run's; an unpriced call makes the
     run's cost unknown (None), never 0."""
-    tracker, rec = _tracker(detectors=[], prices={"m": ModelRates(input_per_mtok=2.0,
-                                                                  output_per_mtok=8.0)})
+    tracker, rec = _tracker(
+        detectors=[], prices={"m": ModelRates(input_per_mtok=2.0, output_per_mtok=8.0)}
+    )
     run = tracker.start_run()
     run.model_start("a", model="m")
     run.model_end("a", usage=Usage(input_tokens=1_000_000, output_tokens=500_000))
@@ -415,12 +440,17 @@ def test_model_calls_are_priced_like_agent_loop_does() -> None:
 def test_implausible_token_counts_are_unknown_never_passed_through(bad: object) -> None:
     """The model clients' rules in every adapter: a negative, absurd or non-integer count is
     unknown (0), counted, and leaves the call's cost unknown; the good counts stay."""
-    tracker, rec = _tracker(detectors=[], prices={"m": ModelRates(input_per_mtok=2.0,
-                                                                  output_per_mtok=8.0)})
+    tracker, rec = _tracker(
+        detectors=[], prices={"m": ModelRates(input_per_mtok=2.0, output_per_mtok=8.0)}
+    )
     run = tracker.start_run()
     run.model_start("a", model="m")
-    run.model_end("a", usage=Usage(input_tokens=adapter_run.token_count(bad),
-                                   output_tokens=adapter_run.token_count(7)))
+    run.model_end(
+        "a",
+        usage=Usage(
+            input_tokens=adapter_run.token_count(bad), output_tokens=adapter_run.token_count(7)
+        ),
+    )
     run.end()
     (ok,) = rec.of("on_stream_success")
     assert (ok.input_tokens, ok.output_tokens) == (0, 7)

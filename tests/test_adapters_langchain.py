@@ -61,9 +61,10 @@ def explode(x: int) -> str:
 
 
 def _script() -> list[Any]:
-    return [ai(calls=[("add", {"a": 1, "b": 2}, "c1"), ("add", {"a": 3, "b": 4}, "c2")],
-               usage=(12, 7)),
-            ai("3 and 7", usage=(30, 4))]
+    return [
+        ai(calls=[("add", {"a": 1, "b": 2}, "c1"), ("add", {"a": 3, "b": 4}, "c2")], usage=(12, 7)),
+        ai("3 and 7", usage=(30, 4)),
+    ]
 
 
 @pytest.fixture
@@ -73,13 +74,13 @@ def stack(tmp_path: Path) -> Iterator[Stack]:
     s.close()
 
 
-def test_a_react_graph_is_one_trace_with_exact_usage_and_metrics(stack: Stack,
-                                                                  tmp_path: Path) -> None:
+def test_a_react_graph_is_one_trace_with_exact_usage_and_metrics(
+    stack: Stack, tmp_path: Path
+) -> None:
     """invoke(): one invoke_agent trace, chat and execute_tool children, usage and metric sums."""
     handler = LoopobsCallbackHandler(stack.observers, agent="calculator")
     graph = react_graph(fake_model(_script()), [add])
-    out = graph.invoke({"messages": [("user", "add 1+2 and 3+4")]},
-                       config={"callbacks": [handler]})
+    out = graph.invoke({"messages": [("user", "add 1+2 and 3+4")]}, config={"callbacks": [handler]})
     assert out["messages"][-1].content == "3 and 7"
     stack.check_run(usage=Usage(input_tokens=42, output_tokens=11), chats=2, tools=2)
     (agent,) = stack.finished("invoke_agent")
@@ -88,13 +89,18 @@ def test_a_react_graph_is_one_trace_with_exact_usage_and_metrics(stack: Stack,
     assert {c.tool_call_id for c in stack.recorder.of("on_tool_post")} == {"c1", "c2"}
     assert handler.tracker.active_runs == 0
     # the same script through AgentLoop: the same metric totals on both paths
-    script = [Reply(tool_calls=(ToolCall("add", {"a": 1, "b": 2}, "c1"),
-                                ToolCall("add", {"a": 3, "b": 4}, "c2")),
-                    usage=Usage(input_tokens=12, output_tokens=7)),
-              Reply(text="3 and 7", usage=Usage(input_tokens=30, output_tokens=4))]
+    script = [
+        Reply(
+            tool_calls=(
+                ToolCall("add", {"a": 1, "b": 2}, "c1"),
+                ToolCall("add", {"a": 3, "b": 4}, "c2"),
+            ),
+            usage=Usage(input_tokens=12, output_tokens=7),
+        ),
+        Reply(text="3 and 7", usage=Usage(input_tokens=30, output_tokens=4)),
+    ]
     same_tool = loopobs_tool(name="add")(_add)
-    assert stack.metric_sums() == agent_loop_sums(tmp_path, script, [same_tool],
-                                                  "add 1+2 and 3+4")
+    assert stack.metric_sums() == agent_loop_sums(tmp_path, script, [same_tool], "add 1+2 and 3+4")
 
 
 @pytest.mark.parametrize("handler_type", [LoopobsCallbackHandler, AsyncLoopobsCallbackHandler])
@@ -111,15 +117,20 @@ def test_a_streamed_run_reports_deltas_and_closes(stack: Stack) -> None:
     nothing open."""
     handler = LoopobsCallbackHandler(stack.observers)
     graph = react_graph(fake_model([ai("the answer is three", usage=(5, 4))]), [add])
-    chunks = [m.content for m, _ in graph.stream(
-        {"messages": [("user", "q")]}, config={"callbacks": [handler]}, stream_mode="messages")]
+    chunks = [
+        m.content
+        for m, _ in graph.stream(
+            {"messages": [("user", "q")]}, config={"callbacks": [handler]}, stream_mode="messages"
+        )
+    ]
     assert "".join(chunks) == "the answer is three"
     deltas = [c.delta for c in stack.recorder.of("on_text_delta")]
     assert "".join(deltas) == "the answer is three"
     assert stack.recorder.of("on_stream_success")[0].time_to_first_token_ms is not None
     graph = react_graph(fake_model([ai("another long answer here", usage=(5, 4))]), [add])
-    for _ in graph.stream({"messages": [("user", "q")]}, config={"callbacks": [handler]},
-                          stream_mode="messages"):
+    for _ in graph.stream(
+        {"messages": [("user", "q")]}, config={"callbacks": [handler]}, stream_mode="messages"
+    ):
         break
     assert_contract(stack.recorder.events)
     stack.check_nothing_open()
@@ -141,23 +152,28 @@ def test_thread_id_keeps_turns_counting(stack: Stack) -> None:
 
 def _runaway(handle_tool_errors: bool | None = None) -> Any:
     """A model that polls the same job forever (fresh call ids, as real models give)."""
-    answers = (ai(calls=[("poll", {"job": "42"}, f"p{i}")], usage=(3, 1))
-               for i in itertools.count())
-    return react_graph(GenericFakeChatModel(messages=answers), [poll],
-                       handle_tool_errors=handle_tool_errors)
+    answers = (
+        ai(calls=[("poll", {"job": "42"}, f"p{i}")], usage=(3, 1)) for i in itertools.count()
+    )
+    return react_graph(
+        GenericFakeChatModel(messages=answers), [poll], handle_tool_errors=handle_tool_errors
+    )
 
 
 @pytest.mark.parametrize("handle_tool_errors", [None, True])
 def test_a_runaway_tool_loop_is_stopped_with_run_stopped(
-        stack: Stack, handle_tool_errors: bool | None) -> None:
+    stack: Stack, handle_tool_errors: bool | None
+) -> None:
     """With a stop policy the graph run ends raising RunStopped in the caller; status
     loop_detected; nothing left open (also when the ToolNode catches tool errors)."""
     handler = LoopobsCallbackHandler(
-        stack.observers, detectors=[RepetitionDetector(warn_after=2, stop_after=4)])
+        stack.observers, detectors=[RepetitionDetector(warn_after=2, stop_after=4)]
+    )
     with pytest.raises(RunStopped) as caught:
-        _runaway(handle_tool_errors).invoke({"messages": [("user", "wait for job 42")]},
-                                            config={"callbacks": [handler],
-                                                    "recursion_limit": 100})
+        _runaway(handle_tool_errors).invoke(
+            {"messages": [("user", "wait for job 42")]},
+            config={"callbacks": [handler], "recursion_limit": 100},
+        )
     assert isinstance(caught.value, LoopDetected)
     assert caught.value.pattern.startswith("poll(args#")  # no argument values: content
     assert_contract(stack.recorder.events)
@@ -172,11 +188,14 @@ def test_a_runaway_tool_loop_is_stopped_with_run_stopped(
 @pytest.mark.parametrize("handler_type", [LoopobsCallbackHandler, AsyncLoopobsCallbackHandler])
 async def test_an_async_runaway_loop_is_stopped_too(stack: Stack, handler_type: type[Any]) -> None:
     """ainvoke(): RunStopped reaches the awaiting caller, with either handler."""
-    handler = handler_type(stack.observers,
-                           detectors=[RepetitionDetector(warn_after=2, stop_after=3)])
+    handler = handler_type(
+        stack.observers, detectors=[RepetitionDetector(warn_after=2, stop_after=3)]
+    )
     with pytest.raises(RunStopped):
-        await _runaway().ainvoke({"messages": [("user", "wait")]},
-                                 config={"callbacks": [handler], "recursion_limit": 100})
+        await _runaway().ainvoke(
+            {"messages": [("user", "wait")]},
+            config={"callbacks": [handler], "recursion_limit": 100},
+        )
     assert_contract(stack.recorder.events)
     assert stack.recorder.of("on_run_end")[0].status == "loop_detected"
     stack.check_nothing_open()
@@ -185,10 +204,12 @@ async def test_an_async_runaway_loop_is_stopped_too(stack: Stack, handler_type: 
 def test_warn_leaves_the_runaway_loop_alone(stack: Stack) -> None:
     """A warn-only detector reports the loop; the graph runs on to its own recursion limit."""
     handler = LoopobsCallbackHandler(
-        stack.observers, detectors=[RepetitionDetector(warn_after=2, stop_after=0)])
+        stack.observers, detectors=[RepetitionDetector(warn_after=2, stop_after=0)]
+    )
     with pytest.raises(GraphRecursionError):
-        _runaway().invoke({"messages": [("user", "wait")]},
-                          config={"callbacks": [handler], "recursion_limit": 12})
+        _runaway().invoke(
+            {"messages": [("user", "wait")]}, config={"callbacks": [handler], "recursion_limit": 12}
+        )
     assert_contract(stack.recorder.events)
     assert [d.action for d in stack.recorder.of("on_loop_detected")] == ["warn"]
     assert stack.recorder.of("on_run_end")[0].status == "failed"
@@ -202,9 +223,13 @@ def test_warn_leaves_the_runaway_loop_alone(stack: Stack) -> None:
 def test_a_tool_exception_handled_by_the_tool_node_is_a_failed_attempt(stack: Stack) -> None:
     """ToolNode(handle_tool_errors=True) turns the exception into a message: is_error post."""
     handler = LoopobsCallbackHandler(stack.observers)
-    graph = react_graph(fake_model([ai(calls=[("explode", {"x": 1}, "e1")], usage=(2, 2)),
-                                    ai("sorry", usage=(3, 1))]), [explode],
-                        handle_tool_errors=True)
+    graph = react_graph(
+        fake_model(
+            [ai(calls=[("explode", {"x": 1}, "e1")], usage=(2, 2)), ai("sorry", usage=(3, 1))]
+        ),
+        [explode],
+        handle_tool_errors=True,
+    )
     graph.invoke({"messages": [("user", "go")]}, config={"callbacks": [handler]})
     (post,) = stack.recorder.of("on_tool_post")
     assert post.is_error
@@ -218,8 +243,9 @@ def test_a_tool_exception_handled_by_the_tool_node_is_a_failed_attempt(stack: St
 def test_a_tool_exception_that_ends_the_graph_ends_the_run_failed(stack: Stack) -> None:
     """A tool exception the ToolNode re-raises fails the run; the tool span ends in error."""
     handler = LoopobsCallbackHandler(stack.observers)
-    graph = react_graph(fake_model([ai(calls=[("explode", {"x": 1}, "e1")])]), [explode],
-                        handle_tool_errors=False)
+    graph = react_graph(
+        fake_model([ai(calls=[("explode", {"x": 1}, "e1")])]), [explode], handle_tool_errors=False
+    )
     with pytest.raises(ValueError, match="bad input 1"):
         graph.invoke({"messages": [("user", "go")]}, config={"callbacks": [handler]})
     assert_contract(stack.recorder.events)
@@ -241,10 +267,10 @@ async def test_cancelling_the_run_leaves_nothing_open(stack: Stack) -> None:
         return "never"
 
     handler = LoopobsCallbackHandler(stack.observers)
-    graph = react_graph(fake_model([ai(calls=[("slow", {"x": 1}, "s1")], usage=(4, 2))]),
-                        [slow])
-    task = asyncio.create_task(graph.ainvoke({"messages": [("user", "go")]},
-                                             config={"callbacks": [handler]}))
+    graph = react_graph(fake_model([ai(calls=[("slow", {"x": 1}, "s1")], usage=(4, 2))]), [slow])
+    task = asyncio.create_task(
+        graph.ainvoke({"messages": [("user", "go")]}, config={"callbacks": [handler]})
+    )
     await started.wait()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -261,13 +287,15 @@ class _Broken(EventSink):
         raise RuntimeError(f"observer bug in {ctx.hook}")
 
 
-def test_observer_failures_never_reach_the_graph(stack: Stack,
-                                                 caplog: pytest.LogCaptureFixture) -> None:
+def test_observer_failures_never_reach_the_graph(
+    stack: Stack, caplog: pytest.LogCaptureFixture
+) -> None:
     """An observer raising on every event: the graph's result is unchanged, failures counted."""
     caplog.set_level(logging.CRITICAL, logger="loopobs.observer")
     handler = LoopobsCallbackHandler([_Broken(), *stack.observers])
     out = react_graph(fake_model(_script()), [add]).invoke(
-        {"messages": [("user", "add")]}, config={"callbacks": [handler]})
+        {"messages": [("user", "add")]}, config={"callbacks": [handler]}
+    )
     assert out["messages"][-1].content == "3 and 7"
     assert handler.observers.failure_count == len(stack.recorder.events)
     stack.check_run(usage=Usage(input_tokens=42, output_tokens=11), chats=2, tools=2)
@@ -297,8 +325,10 @@ def _parallel_tools(stack: Stack, barrier: Any) -> list[Any]:
 
 
 def _check_user_spans_under_their_tool(stack: Stack) -> None:
-    tools = {s.attributes["gen_ai.tool.call.id"]: s  # type: ignore[index]
-             for s in stack.finished("execute_tool")}
+    tools = {
+        s.attributes["gen_ai.tool.call.id"]: s  # type: ignore[index]
+        for s in stack.finished("execute_tool")
+    }
     user = stack.finished("user ")
     assert len(user) == 2
     for span in user:
@@ -312,9 +342,12 @@ def test_parallel_sync_tools_keep_their_parents(stack: Stack) -> None:
     own execute_tool span."""
     fetch, _ = _parallel_tools(stack, threading.Barrier(2, timeout=10))
     handler = LoopobsCallbackHandler(stack.observers)
-    graph = react_graph(fake_model([ai(calls=[("fetch", {"url": "a"}, "u1"),
-                                              ("fetch", {"url": "b"}, "u2")]), ai("done")]),
-                        [fetch])
+    graph = react_graph(
+        fake_model(
+            [ai(calls=[("fetch", {"url": "a"}, "u1"), ("fetch", {"url": "b"}, "u2")]), ai("done")]
+        ),
+        [fetch],
+    )
     graph.invoke({"messages": [("user", "go")]}, config={"callbacks": [handler]})
     assert_contract(stack.recorder.events)
     _check_user_spans_under_their_tool(stack)
@@ -324,9 +357,12 @@ async def test_parallel_async_tools_keep_their_parents(stack: Stack) -> None:
     """Two async tools gathered at once: each user span nests under its execute_tool span."""
     _, afetch = _parallel_tools(stack, asyncio.Barrier(2))
     handler = LoopobsCallbackHandler(stack.observers)
-    graph = react_graph(fake_model([ai(calls=[("afetch", {"url": "a"}, "u1"),
-                                              ("afetch", {"url": "b"}, "u2")]), ai("done")]),
-                        [afetch])
+    graph = react_graph(
+        fake_model(
+            [ai(calls=[("afetch", {"url": "a"}, "u1"), ("afetch", {"url": "b"}, "u2")]), ai("done")]
+        ),
+        [afetch],
+    )
     await graph.ainvoke({"messages": [("user", "go")]}, config={"callbacks": [handler]})
     assert_contract(stack.recorder.events)
     _check_user_spans_under_their_tool(stack)
@@ -355,9 +391,15 @@ def test_a_graph_run_by_a_tool_is_a_run_nested_under_that_tool(stack: Stack) -> 
         out = inner.invoke({"messages": [("user", question)]})
         return str(out["messages"][-1].content)
 
-    outer = react_graph(fake_model([ai(calls=[("ask_calculator", {"question": "1+2?"}, "q1")],
-                                       usage=(1, 1)), ai("it says 3", usage=(1, 1))]),
-                        [ask_calculator])
+    outer = react_graph(
+        fake_model(
+            [
+                ai(calls=[("ask_calculator", {"question": "1+2?"}, "q1")], usage=(1, 1)),
+                ai("it says 3", usage=(1, 1)),
+            ]
+        ),
+        [ask_calculator],
+    )
     handler = LoopobsCallbackHandler(stack.observers)
     outer.invoke({"messages": [("user", "go")]}, config={"callbacks": [handler]})
     stack.check_run(usage=Usage(input_tokens=44, output_tokens=13), chats=4, tools=3, runs=2)
@@ -370,11 +412,18 @@ def test_a_graph_run_by_a_tool_is_a_run_nested_under_that_tool(stack: Stack) -> 
 
 def test_importing_without_langchain_gives_the_install_hint() -> None:
     """Without langchain-core, importing the adapter fails with a one-line pip hint."""
-    code = ("import sys; sys.modules['langchain_core'] = None\n"
-            "try:\n    import loopobs.adapters.langchain\n"
-            "except ImportError as e:\n    print(e)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True, cwd=Path(__file__).resolve().parents[1]).stdout
+    code = (
+        "import sys; sys.modules['langchain_core'] = None\n"
+        "try:\n    import loopobs.adapters.langchain\n"
+        "except ImportError as e:\n    print(e)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parents[1],
+    ).stdout
     assert out.count("\n") == 1
     assert "pip install 'loopobs[langchain]'" in out
 
@@ -392,8 +441,9 @@ def test_observers_attach_while_the_handler_is_in_use(stack: Stack) -> None:
     handler = LoopobsCallbackHandler(stack.observers)
     counting = _Counting()
     handler.observers.add(counting)
-    react_graph(fake_model([ai("x")]), []).invoke({"messages": [("user", "q")]},
-                                                 config={"callbacks": [handler]})
+    react_graph(fake_model([ai("x")]), []).invoke(
+        {"messages": [("user", "q")]}, config={"callbacks": [handler]}
+    )
     assert counting.starts == 1
 
 
@@ -404,8 +454,9 @@ def test_the_installed_frameworks_are_in_the_declared_ranges() -> None:
     import tomllib
     from packaging.requirements import Requirement
 
-    project = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml")
-                            .read_text(encoding="utf-8"))["project"]
+    project = tomllib.loads(
+        (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text(encoding="utf-8")
+    )["project"]
     for extra in ("langchain", "otel-adapter"):
         for line in project["optional-dependencies"][extra]:
             requirement = Requirement(line)
@@ -446,11 +497,14 @@ def test_parallel_branches_calling_models_keep_the_contract(stack: Stack) -> Non
 def test_a_budget_stops_the_graph_like_a_detector(stack: Stack) -> None:
     """A BudgetGuard among the detectors: the graph ends raising RunStopped, status
     budget_exceeded, before the model call past the budget."""
-    handler = LoopobsCallbackHandler(stack.observers,
-                                     detectors=[BudgetGuard(Budget(model_calls=3))])
+    handler = LoopobsCallbackHandler(
+        stack.observers, detectors=[BudgetGuard(Budget(model_calls=3))]
+    )
     with pytest.raises(RunStopped) as caught:
-        _runaway().invoke({"messages": [("user", "wait")]},
-                          config={"callbacks": [handler], "recursion_limit": 100})
+        _runaway().invoke(
+            {"messages": [("user", "wait")]},
+            config={"callbacks": [handler], "recursion_limit": 100},
+        )
     assert caught.value.status == "budget_exceeded"
     assert_contract(stack.recorder.events)
     assert stack.recorder.of("on_run_end")[0].status == "budget_exceeded"
@@ -460,10 +514,15 @@ def test_a_budget_stops_the_graph_like_a_detector(stack: Stack) -> None:
 
 def test_graph_runs_are_priced_into_the_cost_metrics(stack: Stack) -> None:
     """prices=: the run's cost reaches the spans' and Prometheus' cost totals."""
-    handler = LoopobsCallbackHandler(stack.observers, prices={
-        "GenericFakeChatModel": ModelRates(input_per_mtok=1_000_000.0, output_per_mtok=0.0)})
-    react_graph(fake_model(_script()), [add]).invoke({"messages": [("user", "add")]},
-                                                     config={"callbacks": [handler]})
+    handler = LoopobsCallbackHandler(
+        stack.observers,
+        prices={
+            "GenericFakeChatModel": ModelRates(input_per_mtok=1_000_000.0, output_per_mtok=0.0)
+        },
+    )
+    react_graph(fake_model(_script()), [add]).invoke(
+        {"messages": [("user", "add")]}, config={"callbacks": [handler]}
+    )
     (end,) = stack.recorder.of("on_run_end")
     assert end.cost_usd == pytest.approx(42.0)  # 42 input tokens at $1 each
     assert stack.prom("loopobs_cost_usd_total") == pytest.approx(42.0)
@@ -485,7 +544,8 @@ def test_implausible_token_counts_from_the_model_are_unknown(stack: Stack) -> No
 
 
 def test_runs_whose_end_never_comes_are_bounded_and_counted(
-        stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Chains that start and never end (a crashed worker, a dropped callback): the handler
     follows a bounded number, ends the runs it forgets as cancelled and counts them."""
     import uuid
@@ -505,5 +565,6 @@ def test_runs_whose_end_never_comes_are_bounded_and_counted(
     ends = stack.recorder.of("on_run_end")
     assert len(ends) == 1000 - handler.tracker.active_runs
     assert {e.status for e in ends} == {"cancelled"}
-    assert_contract([e for e in stack.recorder.events
-                     if e[1].run_id in {end.run_id for end in ends}])
+    assert_contract(
+        [e for e in stack.recorder.events if e[1].run_id in {end.run_id for end in ends}]
+    )

@@ -94,13 +94,16 @@ def _looping_model(calls: int) -> ScriptModel:
 
 
 async def test_a_run_is_one_trace_with_the_models_usage_and_equal_metrics(
-        stack: Stack, tmp_path: Path) -> None:
+    stack: Stack, tmp_path: Path
+) -> None:
     """Two tool calls then an answer: one invoke_agent trace, the SDK's usage, OTel = Prometheus,
     and the metric totals AgentLoop gives for the same script."""
-    model = ScriptModel([
-        [tool_call("search", {"q": "paris"}, "c1"), tool_call("search", {"q": "rome"}, "c2")],
-        [message("Paris and Rome are sunny.")],
-    ])
+    model = ScriptModel(
+        [
+            [tool_call("search", {"q": "paris"}, "c1"), tool_call("search", {"q": "rome"}, "c2")],
+            [message("Paris and Rome are sunny.")],
+        ]
+    )
     adapter = AgentsAdapter(stack.observers)
     result = await adapter.run(_agent(model), "Weather in Paris and Rome?")
 
@@ -108,48 +111,93 @@ async def test_a_run_is_one_trace_with_the_models_usage_and_equal_metrics(
     assert_contract(stack.recorder.events)
     rec = stack.recorder
     assert rec.hooks() == [
-        "on_run_start", "on_turn_start", "on_stream_start", "on_stream_success", "on_response",
-        "on_tool_call_received", "on_tool_call_received", "on_tool_pre", "on_tool_pre",
-        "on_tool_post", "on_tool_post", "on_turn_end", "on_turn_start", "on_stream_start",
-        "on_stream_success", "on_response", "on_turn_end", "on_run_end"]
+        "on_run_start",
+        "on_turn_start",
+        "on_stream_start",
+        "on_stream_success",
+        "on_response",
+        "on_tool_call_received",
+        "on_tool_call_received",
+        "on_tool_pre",
+        "on_tool_pre",
+        "on_tool_post",
+        "on_tool_post",
+        "on_turn_end",
+        "on_turn_start",
+        "on_stream_start",
+        "on_stream_success",
+        "on_response",
+        "on_turn_end",
+        "on_run_end",
+    ]
     sdk_usage = result.context_wrapper.usage
     (end,) = rec.of("on_run_end")
-    assert (end.status, end.input_tokens, end.output_tokens) == \
-        ("completed", sdk_usage.input_tokens, sdk_usage.output_tokens)
+    assert (end.status, end.input_tokens, end.output_tokens) == (
+        "completed",
+        sdk_usage.input_tokens,
+        sdk_usage.output_tokens,
+    )
     assert end.input_tokens == 2 * INPUT_TOKENS
     for ok in rec.of("on_stream_success"):
-        assert (ok.model, ok.input_tokens, ok.output_tokens, ok.cache_read_input_tokens,
-                ok.reasoning_output_tokens) == \
-            ("script-1", INPUT_TOKENS, OUTPUT_TOKENS, CACHED_TOKENS, REASONING_TOKENS)
+        assert (
+            ok.model,
+            ok.input_tokens,
+            ok.output_tokens,
+            ok.cache_read_input_tokens,
+            ok.reasoning_output_tokens,
+        ) == ("script-1", INPUT_TOKENS, OUTPUT_TOKENS, CACHED_TOKENS, REASONING_TOKENS)
     received = rec.of("on_tool_call_received")
-    assert [(r.tool_call_id, dict(r.input)) for r in received] == [("c1", {"q": "paris"}),
-                                                              ("c2", {"q": "rome"})]
+    assert [(r.tool_call_id, dict(r.input)) for r in received] == [
+        ("c1", {"q": "paris"}),
+        ("c2", {"q": "rome"}),
+    ]
     posts = {p.tool_call_id: p for p in rec.of("on_tool_post")}
     assert posts["c1"].result == "results for paris"
     assert not posts["c1"].is_error
     assert rec.of("on_response")[-1].text == "Paris and Rome are sunny."
 
-    stack.check_run(usage=Usage(input_tokens=2 * INPUT_TOKENS, output_tokens=2 * OUTPUT_TOKENS),
-                    chats=2, tools=2)
+    stack.check_run(
+        usage=Usage(input_tokens=2 * INPUT_TOKENS, output_tokens=2 * OUTPUT_TOKENS),
+        chats=2,
+        tools=2,
+    )
     stack.check_metrics_agree()
     assert stack.finished("invoke_agent")[0].name == "invoke_agent researcher"
     # the same script through AgentLoop: the same metric totals on both paths
-    usage = Usage(input_tokens=INPUT_TOKENS, output_tokens=OUTPUT_TOKENS,
-                  cache_read_input_tokens=CACHED_TOKENS, reasoning_output_tokens=REASONING_TOKENS)
-    script = [Reply(tool_calls=(ToolCall("search", {"q": "paris"}, "c1"),
-                                ToolCall("search", {"q": "rome"}, "c2")), usage=usage),
-              Reply(text="Paris and Rome are sunny.", usage=usage)]
+    usage = Usage(
+        input_tokens=INPUT_TOKENS,
+        output_tokens=OUTPUT_TOKENS,
+        cache_read_input_tokens=CACHED_TOKENS,
+        reasoning_output_tokens=REASONING_TOKENS,
+    )
+    script = [
+        Reply(
+            tool_calls=(
+                ToolCall("search", {"q": "paris"}, "c1"),
+                ToolCall("search", {"q": "rome"}, "c2"),
+            ),
+            usage=usage,
+        ),
+        Reply(text="Paris and Rome are sunny.", usage=usage),
+    ]
     reference = await asyncio.to_thread(
-        agent_loop_sums, tmp_path, script, [loopobs_tool(name="search")(_search)],
-        "Weather in Paris and Rome?")
+        agent_loop_sums,
+        tmp_path,
+        script,
+        [loopobs_tool(name="search")(_search)],
+        "Weather in Paris and Rome?",
+    )
     assert stack.metric_sums() == reference
 
 
 async def test_a_handoff_is_a_tool_call_and_a_model_switch(stack: Stack) -> None:
     """The handoff call gets its pre/post pair; the new agent's model is a model switch."""
     billing = Agent(name="billing", model=ScriptModel([[message("Refunded.")]], model="script-2"))
-    triage = Agent(name="triage", handoffs=[billing],
-                   model=ScriptModel([[tool_call("transfer_to_billing", {}, "h1")]]))
+    triage = Agent(
+        name="triage",
+        handoffs=[billing],
+        model=ScriptModel([[tool_call("transfer_to_billing", {}, "h1")]]),
+    )
     result = await AgentsAdapter(stack.observers).run(triage, "refund please")
 
     assert result.final_output == "Refunded."
@@ -161,19 +209,23 @@ async def test_a_handoff_is_a_tool_call_and_a_model_switch(stack: Stack) -> None
     assert (switch.from_model, switch.to_model) == ("script-1", "script-2")
     hooks = rec.hooks()
     at = hooks.index("on_model_switched")
-    assert hooks[at - 1:at + 2] == ["on_turn_end", "on_model_switched", "on_turn_start"]
+    assert hooks[at - 1 : at + 2] == ["on_turn_end", "on_model_switched", "on_turn_start"]
     assert [s.model for s in rec.of("on_stream_start")] == ["script-1", "script-2"]
     assert rec.of("on_run_start")[0].agent == "triage"
-    stack.check_run(usage=Usage(input_tokens=2 * INPUT_TOKENS, output_tokens=2 * OUTPUT_TOKENS),
-                    chats=2, tools=1)
+    stack.check_run(
+        usage=Usage(input_tokens=2 * INPUT_TOKENS, output_tokens=2 * OUTPUT_TOKENS),
+        chats=2,
+        tools=1,
+    )
     assert [s.name for s in stack.finished("execute_tool")] == ["execute_tool transfer_to_billing"]
 
 
 async def test_a_runaway_tool_loop_is_stopped_through_a_run_hook(stack: Stack) -> None:
     """stop: RunStopped leaves the SDK's next on_llm_start; no further model call is made."""
     model = _looping_model(50)
-    adapter = AgentsAdapter(stack.observers,
-                            detectors=[RepetitionDetector(warn_after=3, stop_after=5)])
+    adapter = AgentsAdapter(
+        stack.observers, detectors=[RepetitionDetector(warn_after=3, stop_after=5)]
+    )
     with pytest.raises(RunStopped) as info:
         await adapter.run(_agent(model), "loop forever")
 
@@ -193,8 +245,9 @@ async def test_a_runaway_tool_loop_is_stopped_through_a_run_hook(stack: Stack) -
 async def test_warn_leaves_the_run_alone(stack: Stack) -> None:
     """A warn-only detector reports the loop; the run goes on to its answer."""
     model = ScriptModel([*_looping_model(6).steps, [message("gave up searching")]])
-    adapter = AgentsAdapter(stack.observers,
-                            detectors=[RepetitionDetector(warn_after=3, stop_after=0)])
+    adapter = AgentsAdapter(
+        stack.observers, detectors=[RepetitionDetector(warn_after=3, stop_after=0)]
+    )
     result = await adapter.run(_agent(model), "loop a while")
 
     assert result.final_output == "gave up searching"
@@ -223,8 +276,7 @@ async def test_cancelling_a_run_closes_everything(stack: Stack) -> None:
 
     assert_contract(stack.recorder.events)
     rec = stack.recorder
-    assert rec.hooks()[-4:] == ["on_stream_start", "on_stream_failure", "on_turn_end",
-                                "on_run_end"]
+    assert rec.hooks()[-4:] == ["on_stream_start", "on_stream_failure", "on_turn_end", "on_run_end"]
     assert rec.of("on_run_end")[0].status == "cancelled"
     stack.check_nothing_open()
     assert adapter.active_runs == 0
@@ -253,8 +305,11 @@ async def test_a_tool_exception_the_sdk_reports_to_the_model(stack: Stack, traci
 
 async def test_a_tool_exception_that_ends_the_run(stack: Stack) -> None:
     """A tool without an error function raises through the SDK: run failed, all closed."""
-    raising = function_tool(lambda q: (_ for _ in ()).throw(ValueError(q)),
-                            name_override="raising", failure_error_function=None)
+    raising = function_tool(
+        lambda q: (_ for _ in ()).throw(ValueError(q)),
+        name_override="raising",
+        failure_error_function=None,
+    )
     model = ScriptModel([[tool_call("raising", {"q": "boom"}, "c1")], [message("unreached")]])
     agent = Agent(name="researcher", model=model, tools=[raising])
     with pytest.raises(Exception, match="boom"):
@@ -300,8 +355,9 @@ async def test_a_guardrail_trip_ends_the_run_naming_the_guardrail(stack: Stack) 
     """An input guardrail's tripwire reaches the caller; the run ends failed, guardrail named."""
 
     @input_guardrail
-    async def no_secrets(ctx: RunContextWrapper[Any], agent: Agent[Any],
-                         data: str | list[TResponseInputItem]) -> GuardrailFunctionOutput:
+    async def no_secrets(
+        ctx: RunContextWrapper[Any], agent: Agent[Any], data: str | list[TResponseInputItem]
+    ) -> GuardrailFunctionOutput:
         return GuardrailFunctionOutput(output_info=None, tripwire_triggered=True)
 
     model = ScriptModel([[message("should not matter")]])
@@ -327,15 +383,19 @@ async def test_a_streamed_run_is_reported_like_a_plain_one(stack: Stack) -> None
     assert events
     assert result.final_output == "streamed answer"
     assert_contract(stack.recorder.events)
-    stack.check_run(usage=Usage(input_tokens=2 * INPUT_TOKENS, output_tokens=2 * OUTPUT_TOKENS),
-                    chats=2, tools=1)
+    stack.check_run(
+        usage=Usage(input_tokens=2 * INPUT_TOKENS, output_tokens=2 * OUTPUT_TOKENS),
+        chats=2,
+        tools=1,
+    )
     stack.check_metrics_agree()
 
 
 async def test_a_streamed_run_stopped_by_the_policy(stack: Stack) -> None:
     """In a streamed run, stream_events() raises RunStopped; nothing is left open."""
-    adapter = AgentsAdapter(stack.observers,
-                            detectors=[RepetitionDetector(warn_after=2, stop_after=3)])
+    adapter = AgentsAdapter(
+        stack.observers, detectors=[RepetitionDetector(warn_after=2, stop_after=3)]
+    )
     result = adapter.run_streamed(_agent(_looping_model(20)), "loop")
     with pytest.raises(RunStopped):
         async for _ in result.stream_events():
@@ -372,8 +432,9 @@ class _Exploding(LoopObserver):
     def on_run_start(self, ctx: EventContext) -> None:
         raise RuntimeError("observer bug")
 
-    on_turn_start = on_stream_start = on_stream_success = on_tool_pre = on_tool_post = \
-        on_turn_end = on_run_end = on_run_start
+    on_turn_start = on_stream_start = on_stream_success = on_tool_pre = on_tool_post = (
+        on_turn_end
+    ) = on_run_end = on_run_start
 
 
 async def test_observer_failures_never_reach_the_run(caplog: pytest.LogCaptureFixture) -> None:
@@ -480,7 +541,8 @@ async def test_runs_of_one_sdk_session_share_a_loopobs_session(stack: Stack) -> 
 
 
 async def test_an_adapter_bug_never_reaches_the_run(
-        stack: Stack, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     """A hook of the adapter that raises is logged; the SDK's run completes; the contract holds."""
     import loopobs.adapters.openai_agents as adapter_module
 
@@ -578,11 +640,14 @@ def test_implausible_usage_is_refused() -> None:
 async def test_prices_price_each_call(stack: Stack) -> None:
     """prices= as on every adapter (docs/adapters.md): the run's cost at the user's rates."""
     model = ScriptModel([[tool_call("search", {"q": "paris"}, "c1")], [message("Sunny.")]])
-    adapter = AgentsAdapter(stack.observers, prices={
-        "script-1": ModelRates(input_per_mtok=1.0, output_per_mtok=10.0)})
+    adapter = AgentsAdapter(
+        stack.observers, prices={"script-1": ModelRates(input_per_mtok=1.0, output_per_mtok=10.0)}
+    )
     await adapter.run(_agent(model), "Weather?")
     (end,) = stack.recorder.of("on_run_end")
     assert end.cost_usd == pytest.approx(
         ModelRates(input_per_mtok=1.0, output_per_mtok=10.0).usd(
-            Usage(input_tokens=2 * INPUT_TOKENS, output_tokens=2 * OUTPUT_TOKENS)))
+            Usage(input_tokens=2 * INPUT_TOKENS, output_tokens=2 * OUTPUT_TOKENS)
+        )
+    )
     assert end.cost_usd > 0

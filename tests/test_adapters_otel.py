@@ -43,9 +43,13 @@ from tests._openai_server import Reply, ScriptedServer
 
 CONVENTIONS: list[Convention] = ["openinference", "genai"]
 
-SCRIPT = [Reply(calls=[("call_1", "add", {"a": 1, "b": 2}), ("call_2", "add", {"a": 3, "b": 4})],
-                usage=(12, 7)),
-          Reply("3 and 7", usage=(30, 4))]
+SCRIPT = [
+    Reply(
+        calls=[("call_1", "add", {"a": 1, "b": 2}), ("call_2", "add", {"a": 3, "b": 4})],
+        usage=(12, 7),
+    ),
+    Reply("3 and 7", usage=(30, 4)),
+]
 
 
 class _Route(SpanProcessor):
@@ -111,9 +115,9 @@ def _app(stack: Stack, instrumentation: Instrumented, **kwargs: object) -> Itera
     app.close()
 
 
-def test_an_instrumented_agent_is_one_run_with_exact_usage(stack: Stack,
-                                                           instrumentation: Instrumented,
-                                                           tmp_path: Path) -> None:
+def test_an_instrumented_agent_is_one_run_with_exact_usage(
+    stack: Stack, instrumentation: Instrumented, tmp_path: Path
+) -> None:
     """Agent span, two model spans, two tool spans → the whole list of what must hold."""
     for app in _app(stack, instrumentation):
         with ScriptedServer(SCRIPT) as server:
@@ -128,10 +132,16 @@ def test_an_instrumented_agent_is_one_run_with_exact_usage(stack: Stack,
     assert [c.model for c in rec.of("on_stream_start")] == ["gpt-test", "gpt-test"]
     assert {c.result for c in rec.of("on_tool_post")} == {"3", "7"}
     # the same script through AgentLoop: the same metric totals on both paths
-    script = [LoopReply(tool_calls=(LoopCall("add", {"a": 1, "b": 2}, "call_1"),
-                                    LoopCall("add", {"a": 3, "b": 4}, "call_2")),
-                        usage=Usage(input_tokens=12, output_tokens=7)),
-              LoopReply(text="3 and 7", usage=Usage(input_tokens=30, output_tokens=4))]
+    script = [
+        LoopReply(
+            tool_calls=(
+                LoopCall("add", {"a": 1, "b": 2}, "call_1"),
+                LoopCall("add", {"a": 3, "b": 4}, "call_2"),
+            ),
+            usage=Usage(input_tokens=12, output_tokens=7),
+        ),
+        LoopReply(text="3 and 7", usage=Usage(input_tokens=30, output_tokens=4)),
+    ]
 
     @loopobs_tool
     def add(a: int, b: int) -> int:
@@ -140,12 +150,16 @@ def test_an_instrumented_agent_is_one_run_with_exact_usage(stack: Stack,
 
     assert stack.metric_sums() == agent_loop_sums(tmp_path, script, [add], "add")
     # the app's own spans are untouched, and loopobs's spans are not among them
-    assert not [s for s in app.spans.get_finished_spans()
-                if s.instrumentation_scope and s.instrumentation_scope.name == "loopobs"]
+    assert not [
+        s
+        for s in app.spans.get_finished_spans()
+        if s.instrumentation_scope and s.instrumentation_scope.name == "loopobs"
+    ]
 
 
-def test_spans_without_an_agent_span_are_one_run_per_trace(stack: Stack,
-                                                          instrumentation: Instrumented) -> None:
+def test_spans_without_an_agent_span_are_one_run_per_trace(
+    stack: Stack, instrumentation: Instrumented
+) -> None:
     """A request span holding model and tool spans: one run, ended with the request span."""
     for app in _app(stack, instrumentation):
         with ScriptedServer(SCRIPT) as server:
@@ -153,12 +167,14 @@ def test_spans_without_an_agent_span_are_one_run_per_trace(stack: Stack,
             run_agent(client, app.tracer, app.convention, "add", agent_span=False)
             run_agent(client, app.tracer, app.convention, "add", agent_span=False)
     # the second request gets the server's last reply again: an answer without tools
-    stack.check_run(usage=Usage(input_tokens=12 + 30 * 2, output_tokens=7 + 4 * 2), chats=3,
-                    tools=2, runs=2)
+    stack.check_run(
+        usage=Usage(input_tokens=12 + 30 * 2, output_tokens=7 + 4 * 2), chats=3, tools=2, runs=2
+    )
 
 
 def test_two_instrumentors_on_one_client_count_each_call_once(
-        stack: Stack, instrumentation: Instrumented) -> None:
+    stack: Stack, instrumentation: Instrumented
+) -> None:
     """OpenLLMetry's and OpenInference's OpenAI instrumentations both on: each request has
     two model spans, one nested in the other; the call is reported once (it was twice)."""
     if instrumentation.convention != "genai":
@@ -172,8 +188,11 @@ def test_two_instrumentors_on_one_client_count_each_call_once(
             with ScriptedServer(SCRIPT) as server:
                 client = openai.OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
                 assert run_agent(client, app.tracer, app.convention, "add") == "3 and 7"
-            scopes = {s.instrumentation_scope.name for s in app.spans.get_finished_spans()
-                      if s.instrumentation_scope is not None}
+            scopes = {
+                s.instrumentation_scope.name
+                for s in app.spans.get_finished_spans()
+                if s.instrumentation_scope is not None
+            }
             assert "openinference.instrumentation.openai" in scopes
     finally:
         second.uninstrument()
@@ -181,13 +200,15 @@ def test_two_instrumentors_on_one_client_count_each_call_once(
     assert len(server.requests) == 2
 
 
-def _bare_calls(client: openai.OpenAI, tracer: Tracer, convention: Convention,
-                turns: int) -> None:
+def _bare_calls(client: openai.OpenAI, tracer: Tracer, convention: Convention, turns: int) -> None:
     """An app with no span of its own: each model and tool span is a trace by itself."""
     messages: list[object] = [{"role": "user", "content": "go"}]
     for _ in range(turns):
-        reply = client.chat.completions.create(model="gpt-test", messages=messages,  # type: ignore[arg-type]
-                                               tools=TOOL_SCHEMAS)
+        reply = client.chat.completions.create(
+            model="gpt-test",
+            messages=messages,  # type: ignore[arg-type]
+            tools=TOOL_SCHEMAS,
+        )
         message = reply.choices[0].message
         if not message.tool_calls:
             return
@@ -195,26 +216,29 @@ def _bare_calls(client: openai.OpenAI, tracer: Tracer, convention: Convention,
         for call in message.tool_calls:
             fn = call.function  # type: ignore[union-attr]
             with tracer.start_as_current_span(
-                    f"execute_tool {fn.name}",
-                    attributes=_tool_attrs(convention, fn.name, call.id, fn.arguments)) as span:
+                f"execute_tool {fn.name}",
+                attributes=_tool_attrs(convention, fn.name, call.id, fn.arguments),
+            ) as span:
                 result = str(TOOLS[fn.name](**json.loads(fn.arguments)))
                 span.set_attribute(_result_attr(convention), result)
             messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
 
 
 def test_spans_that_are_traces_of_their_own_are_detected_together(
-        stack: Stack, instrumentation: Instrumented) -> None:
+    stack: Stack, instrumentation: Instrumented
+) -> None:
     """No span around the calls: one run per span (one trace each), all in one session,
     so a poll of the same job again and again is detected (it never was: each run's
     detector state was its own), and polls of different jobs are not."""
-    different = [Reply(calls=[(f"p{i}", "poll", {"job": str(i)})], usage=(3, 1))
-                 for i in range(5)]
+    different = [Reply(calls=[(f"p{i}", "poll", {"job": str(i)})], usage=(3, 1)) for i in range(5)]
     same = [Reply(calls=[(f"q{i}", "poll", {"job": "42"})], usage=(3, 1)) for i in range(5)]
-    for app in _app(stack, instrumentation,
-                    detectors=[RepetitionDetector(warn_after=3, stop_after=5)]):
+    for app in _app(
+        stack, instrumentation, detectors=[RepetitionDetector(warn_after=3, stop_after=5)]
+    ):
         # one server for both: its response ids stay unique, as a provider's are
-        with ScriptedServer([*different, Reply("done", usage=(3, 1)),
-                             *same, Reply("done", usage=(3, 1))]) as server:
+        with ScriptedServer(
+            [*different, Reply("done", usage=(3, 1)), *same, Reply("done", usage=(3, 1))]
+        ) as server:
             client = openai.OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
             _bare_calls(client, app.tracer, app.convention, 6)
             assert stack.recorder.of("on_loop_detected") == []
@@ -227,12 +251,15 @@ def test_spans_that_are_traces_of_their_own_are_detected_together(
     stack.check_nothing_open()
 
 
-def test_a_server_answering_with_one_id_loses_no_call(stack: Stack,
-                                                      instrumentation: Instrumented) -> None:
+def test_a_server_answering_with_one_id_loses_no_call(
+    stack: Stack, instrumentation: Instrumented
+) -> None:
     """Every response with the same id (a mock, some local servers): separate requests are
     separate calls, inside a trace and as traces of one span (dropping by id lost them)."""
-    script = [Reply(calls=[("c1", "add", {"a": 1, "b": 2})], usage=(5, 1), response_id="x"),
-              Reply("3", usage=(7, 2), response_id="x")]
+    script = [
+        Reply(calls=[("c1", "add", {"a": 1, "b": 2})], usage=(5, 1), response_id="x"),
+        Reply("3", usage=(7, 2), response_id="x"),
+    ]
     for app in _app(stack, instrumentation):
         with ScriptedServer(script) as server:
             client = openai.OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
@@ -244,8 +271,9 @@ def test_a_server_answering_with_one_id_loses_no_call(stack: Stack,
     assert_contract(stack.recorder.events)
 
 
-def test_group_by_agent_ignores_spans_outside_agents(stack: Stack,
-                                                     instrumentation: Instrumented) -> None:
+def test_group_by_agent_ignores_spans_outside_agents(
+    stack: Stack, instrumentation: Instrumented
+) -> None:
     """group_by="agent": model spans with no agent ancestor are not reported."""
     for app in _app(stack, instrumentation, group_by="agent"):
         with ScriptedServer(SCRIPT) as server:
@@ -254,26 +282,31 @@ def test_group_by_agent_ignores_spans_outside_agents(stack: Stack,
     assert stack.recorder.events == []
 
 
-def test_a_streamed_call_is_reported_with_its_usage(stack: Stack,
-                                                   instrumentation: Instrumented) -> None:
+def test_a_streamed_call_is_reported_with_its_usage(
+    stack: Stack, instrumentation: Instrumented
+) -> None:
     """stream=True: one model call, usage from the final chunk, time to first token."""
     for app in _app(stack, instrumentation):
         with ScriptedServer([Reply("the answer is three", usage=(9, 5))]) as server:
             client = openai.OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
-            assert run_agent(client, app.tracer, app.convention, "q", stream=True).strip() == \
-                "the answer is three"
+            assert (
+                run_agent(client, app.tracer, app.convention, "q", stream=True).strip()
+                == "the answer is three"
+            )
     stack.check_run(usage=Usage(input_tokens=9, output_tokens=5), chats=1, tools=0)
     (success,) = stack.recorder.of("on_stream_success")
     assert success.time_to_first_token_ms is not None
 
 
-def test_a_runaway_loop_is_detected_but_not_stopped(stack: Stack,
-                                                    instrumentation: Instrumented) -> None:
+def test_a_runaway_loop_is_detected_but_not_stopped(
+    stack: Stack, instrumentation: Instrumented
+) -> None:
     """The processor reports the detector's stop verdict; the app's run goes on (it cannot
     stop it) and ends completed; the detections are counted in Prometheus."""
     poll = [Reply(calls=[(f"p{i}", "poll", {"job": "42"})], usage=(3, 1)) for i in range(6)]
-    for app in _app(stack, instrumentation,
-                    detectors=[RepetitionDetector(warn_after=2, stop_after=4)]):
+    for app in _app(
+        stack, instrumentation, detectors=[RepetitionDetector(warn_after=2, stop_after=4)]
+    ):
         with ScriptedServer([*poll, Reply("gave up", usage=(3, 1))]) as server:
             client = openai.OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
             assert run_agent(client, app.tracer, app.convention, "wait for 42") == "gave up"
@@ -286,8 +319,9 @@ def test_a_runaway_loop_is_detected_but_not_stopped(stack: Stack,
     stack.check_nothing_open()
 
 
-def test_a_failing_tool_and_agent_end_the_run_failed(stack: Stack,
-                                                    instrumentation: Instrumented) -> None:
+def test_a_failing_tool_and_agent_end_the_run_failed(
+    stack: Stack, instrumentation: Instrumented
+) -> None:
     """A tool raising inside its span: failed attempt, failed run, nothing left open."""
     for app in _app(stack, instrumentation):
         with ScriptedServer([Reply(calls=[("e1", "explode", {"x": 1})], usage=(2, 2))]) as srv:
@@ -304,8 +338,9 @@ def test_a_failing_tool_and_agent_end_the_run_failed(stack: Stack,
     stack.check_nothing_open()
 
 
-async def test_a_cancelled_agent_leaves_nothing_open(stack: Stack,
-                                                    instrumentation: Instrumented) -> None:
+async def test_a_cancelled_agent_leaves_nothing_open(
+    stack: Stack, instrumentation: Instrumented
+) -> None:
     """An async app cancelled in a tool: the run ends with its spans and nothing stays open.
 
     OpenTelemetry records no error for a cancellation (a ``BaseException``), so the
@@ -315,8 +350,7 @@ async def test_a_cancelled_agent_leaves_nothing_open(stack: Stack,
         with ScriptedServer([Reply(calls=[("w1", "wait", {})], usage=(2, 1))]) as server:
             client = openai.AsyncOpenAI(base_url=server.base_url, api_key="k", max_retries=0)
             started = asyncio.Event()
-            task = asyncio.create_task(
-                run_agent_async(client, app.tracer, app.convention, started))
+            task = asyncio.create_task(run_agent_async(client, app.tracer, app.convention, started))
             await started.wait()
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
@@ -334,7 +368,8 @@ def test_shutdown_ends_runs_still_open(stack: Stack) -> None:
     provider = TracerProvider()
     provider.add_span_processor(processor)
     span = provider.get_tracer("app").start_span(
-        "invoke_agent x", attributes={"gen_ai.operation.name": "invoke_agent"})
+        "invoke_agent x", attributes={"gen_ai.operation.name": "invoke_agent"}
+    )
     assert processor.open_runs == 1
     assert stack.prom("loopobs_runs_active") == 1
     provider.shutdown()
@@ -345,9 +380,12 @@ def test_shutdown_ends_runs_still_open(stack: Stack) -> None:
     # spans of the shut-down provider feed no observer any more (they did)
     count = len(stack.recorder.events)
     tracer = provider.get_tracer("app")
-    with tracer.start_as_current_span("invoke_agent y", attributes={
-            "gen_ai.operation.name": "invoke_agent"}), \
-            tracer.start_as_current_span("chat m", attributes=_CHAT):
+    with (
+        tracer.start_as_current_span(
+            "invoke_agent y", attributes={"gen_ai.operation.name": "invoke_agent"}
+        ),
+        tracer.start_as_current_span("chat m", attributes=_CHAT),
+    ):
         pass
     assert len(stack.recorder.events) == count
     assert processor.open_runs == 0
@@ -358,8 +396,9 @@ class _Broken(EventSink):
         raise RuntimeError("observer bug")
 
 
-def test_observer_failures_never_reach_the_app(stack: Stack, instrumentation: Instrumented,
-                                               caplog: pytest.LogCaptureFixture) -> None:
+def test_observer_failures_never_reach_the_app(
+    stack: Stack, instrumentation: Instrumented, caplog: pytest.LogCaptureFixture
+) -> None:
     """An observer raising on every event: the app's run and spans are unaffected."""
     caplog.set_level(logging.CRITICAL, logger="loopobs.observer")
     processor = GenAISpanProcessor([_Broken(), *stack.observers])
@@ -373,8 +412,9 @@ def test_observer_failures_never_reach_the_app(stack: Stack, instrumentation: In
     stack.check_run(usage=Usage(input_tokens=42, output_tokens=11), chats=2, tools=2)
 
 
-def test_loopobs_spans_on_the_same_provider_are_ignored(stack: Stack,
-                                                       instrumentation: Instrumented) -> None:
+def test_loopobs_spans_on_the_same_provider_are_ignored(
+    stack: Stack, instrumentation: Instrumented
+) -> None:
     """The tracing observer writing into the app's own provider does not feed back, and its
     run span starts a trace of its own instead of nesting under the app's spans."""
     processor = GenAISpanProcessor([stack.recorder])
@@ -385,8 +425,11 @@ def test_loopobs_spans_on_the_same_provider_are_ignored(stack: Stack,
         run_agent(client, app.tracer, app.convention, "add")
     app.close()
     assert len(stack.recorder.of("on_run_start")) == 1
-    ours = [s for s in app.spans.get_finished_spans()
-            if s.instrumentation_scope and s.instrumentation_scope.name == "loopobs"]
+    ours = [
+        s
+        for s in app.spans.get_finished_spans()
+        if s.instrumentation_scope and s.instrumentation_scope.name == "loopobs"
+    ]
     agents = [s for s in ours if s.name.startswith("invoke_agent")]
     assert len(agents) == 1
     assert agents[0].parent is None
@@ -394,11 +437,18 @@ def test_loopobs_spans_on_the_same_provider_are_ignored(stack: Stack,
 
 def test_importing_without_the_sdk_gives_the_install_hint() -> None:
     """Without opentelemetry-sdk, importing the adapter fails with a one-line pip hint."""
-    code = ("import sys; sys.modules['opentelemetry.sdk'] = None\n"
-            "try:\n    import loopobs.adapters.otel\n"
-            "except ImportError as e:\n    print(e)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True, cwd=Path(__file__).resolve().parents[1]).stdout
+    code = (
+        "import sys; sys.modules['opentelemetry.sdk'] = None\n"
+        "try:\n    import loopobs.adapters.otel\n"
+        "except ImportError as e:\n    print(e)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parents[1],
+    ).stdout
     assert out.count("\n") == 1
     assert "pip install 'loopobs[otel-adapter]'" in out
 
@@ -421,10 +471,18 @@ def test_openinference_langchain_instrumentation_feeds_the_processor(stack: Stac
     instrumentor = LangChainInstrumentor()
     instrumentor.instrument(tracer_provider=provider)
     try:
-        graph = react_graph(fake_model([
-            ai(calls=[("add", {"a": 1, "b": 2}, "c1"), ("add", {"a": 3, "b": 4}, "c2")],
-               usage=(12, 7)),
-            ai("3 and 7", usage=(30, 4))]), [add])
+        graph = react_graph(
+            fake_model(
+                [
+                    ai(
+                        calls=[("add", {"a": 1, "b": 2}, "c1"), ("add", {"a": 3, "b": 4}, "c2")],
+                        usage=(12, 7),
+                    ),
+                    ai("3 and 7", usage=(30, 4)),
+                ]
+            ),
+            [add],
+        )
         graph.invoke({"messages": [("user", "add")]})
     finally:
         instrumentor.uninstrument()
@@ -441,9 +499,12 @@ def _bare_app(processor: GenAISpanProcessor) -> tuple[TracerProvider, Tracer]:
     return provider, provider.get_tracer("app")
 
 
-_CHAT: dict[str, AttributeValue] = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m",
-                                   "gen_ai.usage.input_tokens": 3,
-                                   "gen_ai.usage.output_tokens": 1}
+_CHAT: dict[str, AttributeValue] = {
+    "gen_ai.operation.name": "chat",
+    "gen_ai.request.model": "m",
+    "gen_ai.usage.input_tokens": 3,
+    "gen_ai.usage.output_tokens": 1,
+}
 
 
 def test_a_root_ending_before_its_chat_child_leaves_no_run_open(stack: Stack) -> None:
@@ -453,8 +514,7 @@ def test_a_root_ending_before_its_chat_child_leaves_no_run_open(stack: Stack) ->
     provider, tracer = _bare_app(processor)
     for _ in range(300):
         root = tracer.start_span("POST /ask")
-        chat = tracer.start_span("chat m", context=set_span_in_context(root),
-                                 attributes=_CHAT)
+        chat = tracer.start_span("chat m", context=set_span_in_context(root), attributes=_CHAT)
         root.end()
         chat.end()
     assert processor.open_runs == 0
@@ -468,14 +528,13 @@ def test_a_root_ending_before_its_chat_child_leaves_no_run_open(stack: Stack) ->
     provider.shutdown()
 
 
-def test_an_agent_ending_before_its_chat_child_reports_the_call_in_its_run(
-        stack: Stack) -> None:
+def test_an_agent_ending_before_its_chat_child_reports_the_call_in_its_run(stack: Stack) -> None:
     processor = GenAISpanProcessor(stack.observers)
     provider, tracer = _bare_app(processor)
-    agent = tracer.start_span("invoke_agent a",
-                              attributes={"gen_ai.operation.name": "invoke_agent"})
-    chat = tracer.start_span("chat m", context=set_span_in_context(agent),
-                             attributes=_CHAT)
+    agent = tracer.start_span(
+        "invoke_agent a", attributes={"gen_ai.operation.name": "invoke_agent"}
+    )
+    chat = tracer.start_span("chat m", context=set_span_in_context(agent), attributes=_CHAT)
     agent.end()
     assert processor.open_runs == 1
     chat.end()
@@ -487,7 +546,8 @@ def test_an_agent_ending_before_its_chat_child_reports_the_call_in_its_run(
 
 
 def test_spans_that_never_end_keep_a_bounded_number_of_runs_open(
-        stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Agent spans whose chat child never ends: the oldest followed spans are forgotten as if
     they had ended, so open runs stay under the bound, and shutdown ends the rest."""
     import loopobs.adapters.otel as otel_adapter
@@ -496,10 +556,10 @@ def test_spans_that_never_end_keep_a_bounded_number_of_runs_open(
     processor = GenAISpanProcessor(stack.observers)
     provider, tracer = _bare_app(processor)
     for _ in range(400):
-        agent = tracer.start_span("invoke_agent a",
-                                  attributes={"gen_ai.operation.name": "invoke_agent"})
-        tracer.start_span("chat m", context=set_span_in_context(agent),
-                          attributes=_CHAT)
+        agent = tracer.start_span(
+            "invoke_agent a", attributes={"gen_ai.operation.name": "invoke_agent"}
+        )
+        tracer.start_span("chat m", context=set_span_in_context(agent), attributes=_CHAT)
         agent.end()
         assert processor.open_runs <= 50
     processor.shutdown()
@@ -516,19 +576,34 @@ def test_malformed_attributes_are_skipped_and_the_run_still_ends(stack: Stack) -
     bad attribute is counted."""
     processor = GenAISpanProcessor(stack.observers, detectors=[])
     provider, tracer = _bare_app(processor)
-    agent = tracer.start_span("invoke_agent a",
-                              attributes={"gen_ai.operation.name": "invoke_agent"})
+    agent = tracer.start_span(
+        "invoke_agent a", attributes={"gen_ai.operation.name": "invoke_agent"}
+    )
     inside = set_span_in_context(agent)
-    chat = tracer.start_span("chat m", context=inside, attributes={
-        "gen_ai.operation.name": "chat", "gen_ai.request.model": "m",
-        "gen_ai.usage.input_tokens": float("nan"), "gen_ai.usage.output_tokens": float("inf"),
-        "gen_ai.response.time_to_first_chunk": float("nan"),
-        "gen_ai.output.messages": '[{"role": "assistant", "parts": 5}]'})
+    chat = tracer.start_span(
+        "chat m",
+        context=inside,
+        attributes={
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": "m",
+            "gen_ai.usage.input_tokens": float("nan"),
+            "gen_ai.usage.output_tokens": float("inf"),
+            "gen_ai.response.time_to_first_chunk": float("nan"),
+            "gen_ai.output.messages": '[{"role": "assistant", "parts": 5}]',
+        },
+    )
     chat.end()
     deep = "[" * 100_000 + "]" * 100_000
-    tool = tracer.start_span("execute_tool t", context=inside, attributes={
-        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t",
-        "gen_ai.tool.call.arguments": deep, "gen_ai.tool.call.result": "ok"})
+    tool = tracer.start_span(
+        "execute_tool t",
+        context=inside,
+        attributes={
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": "t",
+            "gen_ai.tool.call.arguments": deep,
+            "gen_ai.tool.call.result": "ok",
+        },
+    )
     tool.end()
     agent.end()
     assert processor.open_runs == 0

@@ -40,9 +40,13 @@ def test_the_pinned_anthropic_release_is_the_one_verified() -> None:
     assert anthropic.__version__ == VERIFIED_ANTHROPIC
 
 
-def _run_tool_runner(processor: GenAISpanProcessor, script: list[Message], mode: Mode,
-                     conversation: str = "conv-1",
-                     exporter: SpanExporter | None = None) -> list[Any]:
+def _run_tool_runner(
+    processor: GenAISpanProcessor,
+    script: list[Message],
+    mode: Mode,
+    conversation: str = "conv-1",
+    exporter: SpanExporter | None = None,
+) -> list[Any]:
     """The SDK's own tool runner, its spans going to ``processor`` (and to ``exporter``
     after it); the orders looked up."""
     from opentelemetry.sdk.trace import TracerProvider
@@ -62,12 +66,21 @@ def _run_tool_runner(processor: GenAISpanProcessor, script: list[Message], mode:
     try:
         with ScriptedMessages(script) as server:
             client = anthropic.Anthropic(
-                base_url=server.base_url, api_key="k", max_retries=0,
-                open_telemetry={"tracer_provider": provider, "conversation_id": conversation,
-                                "traces": {"content_mode": mode}})
+                base_url=server.base_url,
+                api_key="k",
+                max_retries=0,
+                open_telemetry={
+                    "tracer_provider": provider,
+                    "conversation_id": conversation,
+                    "traces": {"content_mode": mode},
+                },
+            )
             runner = client.beta.messages.tool_runner(
-                model="claude-test", max_tokens=100, tools=[anthropic.beta_tool(lookup)],
-                messages=[{"role": "user", "content": "where are my orders"}])
+                model="claude-test",
+                max_tokens=100,
+                tools=[anthropic.beta_tool(lookup)],
+                messages=[{"role": "user", "content": "where are my orders"}],
+            )
             messages = list(runner)
     finally:
         provider.shutdown()
@@ -78,8 +91,10 @@ def _run_tool_runner(processor: GenAISpanProcessor, script: list[Message], mode:
 def test_the_anthropic_tool_runner_is_one_run_with_cache_write_tokens(stack: Stack) -> None:
     """Its native spans: one run, two model calls, input tokens with the cached ones, the
     cache-write tokens it writes under their current name (they were dropped before)."""
-    script = [Message(calls=[("t1", "lookup", {"order": "A"})], usage=(10, 5, 4, 2)),
-              Message("A has shipped", usage=(20, 3, 0, 6))]
+    script = [
+        Message(calls=[("t1", "lookup", {"order": "A"})], usage=(10, 5, 4, 2)),
+        Message("A has shipped", usage=(20, 3, 0, 6)),
+    ]
     _run_tool_runner(GenAISpanProcessor(stack.observers), script, "metadata_only")
     # the SDK's input tokens include the cached ones: 10 + 4 + 2 and 20 + 6
     stack.check_run(usage=Usage(input_tokens=42, output_tokens=8), chats=2, tools=1)
@@ -91,8 +106,13 @@ def test_the_anthropic_tool_runner_is_one_run_with_cache_write_tokens(stack: Sta
 
 
 def _orders(orders: list[str]) -> list[Message]:
-    return [*(Message(calls=[(f"t{i}", "lookup", {"order": o})], usage=(5, 2, 0, 0))
-              for i, o in enumerate(orders)), Message("all shipped", usage=(5, 2, 0, 0))]
+    return [
+        *(
+            Message(calls=[(f"t{i}", "lookup", {"order": o})], usage=(5, 2, 0, 0))
+            for i, o in enumerate(orders)
+        ),
+        Message("all shipped", usage=(5, 2, 0, 0)),
+    ]
 
 
 def test_a_productive_run_with_content_off_raises_no_false_alarm(stack: Stack) -> None:
@@ -100,8 +120,9 @@ def test_a_productive_run_with_content_off_raises_no_false_alarm(stack: Stack) -
     Six lookups of six different orders are new work, not a loop: no detection (before,
     every call of the tool looked the same and the detector warned at the third)."""
     orders = ["A", "B", "C", "D", "E", "F"]
-    looked_up = _run_tool_runner(GenAISpanProcessor(stack.observers), _orders(orders),
-                                 "metadata_only")
+    looked_up = _run_tool_runner(
+        GenAISpanProcessor(stack.observers), _orders(orders), "metadata_only"
+    )
     assert looked_up == orders
     assert len(stack.recorder.of("on_tool_post")) == 6
     assert stack.recorder.of("on_loop_detected") == []
@@ -113,30 +134,39 @@ def test_a_runaway_is_detected_with_content_on(stack: Stack) -> None:
     """``content`` mode: the tool spans carry arguments and results, so the same lookup
     again and again is reported (warn, then stop), though the processor cannot stop it."""
     detector = RepetitionDetector(warn_after=3, stop_after=5)
-    _run_tool_runner(GenAISpanProcessor(stack.observers, detectors=[detector]),
-                     _orders(["A"] * 6), "content")
+    _run_tool_runner(
+        GenAISpanProcessor(stack.observers, detectors=[detector]), _orders(["A"] * 6), "content"
+    )
     assert [d.action for d in stack.recorder.of("on_loop_detected")] == ["warn", "stop"]
     assert {c.result for c in stack.recorder.of("on_tool_post")} == {"order A: shipped"}
     assert_contract(stack.recorder.events)
     stack.check_nothing_open()
 
 
-def test_content_captured_in_process_is_hashed_and_stripped_before_export(
-        stack: Stack) -> None:
+def test_content_captured_in_process_is_hashed_and_stripped_before_export(stack: Stack) -> None:
     """Content on in the SDK, the app's exporter wrapped in ContentStrippingExporter: the
     detectors see the arguments and results (the runaway is reported), the exported spans
     carry none of them."""
     exported = InMemorySpanExporter()
     detector = RepetitionDetector(warn_after=3, stop_after=5)
-    _run_tool_runner(GenAISpanProcessor(stack.observers, detectors=[detector]),
-                     _orders(["A"] * 6), "content", exporter=ContentStrippingExporter(exported))
+    _run_tool_runner(
+        GenAISpanProcessor(stack.observers, detectors=[detector]),
+        _orders(["A"] * 6),
+        "content",
+        exporter=ContentStrippingExporter(exported),
+    )
     assert [d.action for d in stack.recorder.of("on_loop_detected")] == ["warn", "stop"]
     spans = exported.get_finished_spans()
-    tools = [s for s in spans if (s.attributes or {}).get("gen_ai.operation.name")
-             == "execute_tool"]
+    tools = [
+        s for s in spans if (s.attributes or {}).get("gen_ai.operation.name") == "execute_tool"
+    ]
     assert len(tools) == 6
-    content = ("gen_ai.tool.call.arguments", "anthropic.tool_result.content",
-               "gen_ai.input.messages", "gen_ai.output.messages")
+    content = (
+        "gen_ai.tool.call.arguments",
+        "anthropic.tool_result.content",
+        "gen_ai.input.messages",
+        "gen_ai.output.messages",
+    )
     for span in spans:
         attrs = span.attributes or {}
         assert not [name for name in content if name in attrs], span.name
@@ -165,17 +195,30 @@ def test_with_openllmetrys_anthropic_instrumentor_each_call_counts_once(stack: S
     provider.add_span_processor(GenAISpanProcessor(stack.observers))
     instrumentor = AnthropicInstrumentor()
     instrumentor.instrument(tracer_provider=provider)
-    script = [Message(calls=[("t1", "lookup", {"order": "A"})], usage=(10, 5, 0, 0)),
-              Message("A has shipped", usage=(20, 3, 0, 0)), Message("hi", usage=(7, 1, 0, 0))]
+    script = [
+        Message(calls=[("t1", "lookup", {"order": "A"})], usage=(10, 5, 0, 0)),
+        Message("A has shipped", usage=(20, 3, 0, 0)),
+        Message("hi", usage=(7, 1, 0, 0)),
+    ]
     try:
         with ScriptedMessages(script) as server:
-            client = anthropic.Anthropic(base_url=server.base_url, api_key="k", max_retries=0,
-                                         open_telemetry={"tracer_provider": provider})
-            list(client.beta.messages.tool_runner(
-                model="claude-test", max_tokens=100, tools=[anthropic.beta_tool(lookup)],
-                messages=[{"role": "user", "content": "where is A"}]))
-            client.messages.create(model="claude-test", max_tokens=10,
-                                   messages=[{"role": "user", "content": "hi"}])
+            client = anthropic.Anthropic(
+                base_url=server.base_url,
+                api_key="k",
+                max_retries=0,
+                open_telemetry={"tracer_provider": provider},
+            )
+            list(
+                client.beta.messages.tool_runner(
+                    model="claude-test",
+                    max_tokens=100,
+                    tools=[anthropic.beta_tool(lookup)],
+                    messages=[{"role": "user", "content": "where is A"}],
+                )
+            )
+            client.messages.create(
+                model="claude-test", max_tokens=10, messages=[{"role": "user", "content": "hi"}]
+            )
             served = len(server.requests)
     finally:
         instrumentor.uninstrument()

@@ -55,8 +55,9 @@ from loopobs.llm.scripted import Reply, ToolCall
 from loopobs.testing import RecordingObserver, assert_contract
 from tests._adapter_checks import Stack, agent_loop_sums
 
-USAGE = RequestUsage(input_tokens=30, output_tokens=6, cache_read_tokens=10,
-                     output_reasoning_tokens=2)
+USAGE = RequestUsage(
+    input_tokens=30, output_tokens=6, cache_read_tokens=10, output_reasoning_tokens=2
+)
 
 
 @pytest.fixture
@@ -72,8 +73,7 @@ def search(q: str) -> str:
 
 
 def _agent(model: Any, capability: LoopobsCapability, **kwargs: Any) -> Agent[None, Any]:
-    agent: Agent[None, Any] = Agent(model, name="researcher", capabilities=[capability],
-                                    **kwargs)
+    agent: Agent[None, Any] = Agent(model, name="researcher", capabilities=[capability], **kwargs)
     agent.tool_plain(search)
     return agent
 
@@ -83,8 +83,10 @@ def _looping(calls: list[int]) -> FunctionModel:
 
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         calls.append(1)
-        return ModelResponse(parts=[ToolCallPart("search", {"q": "same"},
-                                                 tool_call_id=f"c{len(calls)}")], usage=USAGE)
+        return ModelResponse(
+            parts=[ToolCallPart("search", {"q": "same"}, tool_call_id=f"c{len(calls)}")],
+            usage=USAGE,
+        )
 
     return FunctionModel(respond, model_name="looper")
 
@@ -106,33 +108,58 @@ async def test_a_run_is_one_trace_with_the_models_usage_and_equal_metrics(stack:
     assert_contract(stack.recorder.events)
     rec = stack.recorder
     assert rec.hooks() == [
-        "on_run_start", "on_turn_start", "on_stream_start", "on_stream_success", "on_response",
-        "on_tool_call_received", "on_tool_pre", "on_tool_post", "on_turn_end",
-        "on_turn_start", "on_stream_start", "on_stream_success", "on_response", "on_turn_end",
-        "on_run_end"]
+        "on_run_start",
+        "on_turn_start",
+        "on_stream_start",
+        "on_stream_success",
+        "on_response",
+        "on_tool_call_received",
+        "on_tool_pre",
+        "on_tool_post",
+        "on_turn_end",
+        "on_turn_start",
+        "on_stream_start",
+        "on_stream_success",
+        "on_response",
+        "on_turn_end",
+        "on_run_end",
+    ]
     usage = result.usage
     (end,) = rec.of("on_run_end")
-    assert (end.status, end.input_tokens, end.output_tokens) == \
-        ("completed", usage.input_tokens, usage.output_tokens)
+    assert (end.status, end.input_tokens, end.output_tokens) == (
+        "completed",
+        usage.input_tokens,
+        usage.output_tokens,
+    )
     assert rec.of("on_stream_start")[0].model == "test"
     (post,) = rec.of("on_tool_post")
     assert post.result == "results for a"
     assert rec.of("on_response")[-1].text == result.output
 
-    stack.check_run(usage=Usage(input_tokens=usage.input_tokens,
-                                output_tokens=usage.output_tokens), chats=2, tools=1)
+    stack.check_run(
+        usage=Usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens),
+        chats=2,
+        tools=1,
+    )
     stack.check_metrics_agree()
     assert stack.finished("invoke_agent")[0].name == "invoke_agent researcher"
 
 
 async def test_cached_and_reasoning_tokens_are_the_models(stack: Stack) -> None:
     """A FunctionModel reporting cache reads and reasoning: the stream success carries them."""
-    model = _script(ModelResponse(parts=[TextPart("hi")], usage=USAGE,
-                                  provider_response_id="resp_1", finish_reason="stop"))
+    model = _script(
+        ModelResponse(
+            parts=[TextPart("hi")], usage=USAGE, provider_response_id="resp_1", finish_reason="stop"
+        )
+    )
     await _agent(model, LoopobsCapability(stack.observers)).run("hello")
     (ok,) = stack.recorder.of("on_stream_success")
-    assert (ok.input_tokens, ok.output_tokens, ok.cache_read_input_tokens,
-            ok.reasoning_output_tokens) == (30, 6, 10, 2)
+    assert (
+        ok.input_tokens,
+        ok.output_tokens,
+        ok.cache_read_input_tokens,
+        ok.reasoning_output_tokens,
+    ) == (30, 6, 10, 2)
     assert (ok.response_id, ok.response_model, ok.finish_reason) == ("resp_1", "scripted", "stop")
     assert_contract(stack.recorder.events)
 
@@ -141,7 +168,8 @@ async def test_a_runaway_tool_loop_is_stopped_through_a_capability_hook(stack: S
     """stop: RunStopped leaves wrap_tool_execute after the fifth repeat; agent.run raises it."""
     calls: list[int] = []
     capability = LoopobsCapability(
-        stack.observers, detectors=[RepetitionDetector(warn_after=3, stop_after=5)])
+        stack.observers, detectors=[RepetitionDetector(warn_after=3, stop_after=5)]
+    )
     with pytest.raises(RunStopped) as info:
         await _agent(_looping(calls), capability).run("loop forever")
 
@@ -159,11 +187,14 @@ async def test_a_runaway_tool_loop_is_stopped_through_a_capability_hook(stack: S
 
 async def test_warn_leaves_the_run_alone(stack: Stack) -> None:
     """A warn-only detector reports the loop; the run goes on to its answer."""
-    loop = [ModelResponse(parts=[ToolCallPart("search", {"q": "same"}, tool_call_id=f"c{i}")])
-            for i in range(6)]
+    loop = [
+        ModelResponse(parts=[ToolCallPart("search", {"q": "same"}, tool_call_id=f"c{i}")])
+        for i in range(6)
+    ]
     model = _script(*loop, ModelResponse(parts=[TextPart("gave up")]))
     capability = LoopobsCapability(
-        stack.observers, detectors=[RepetitionDetector(warn_after=3, stop_after=0)])
+        stack.observers, detectors=[RepetitionDetector(warn_after=3, stop_after=0)]
+    )
     result = await _agent(model, capability).run("loop a while")
 
     assert result.output == "gave up"
@@ -190,8 +221,7 @@ async def test_cancelling_a_run_closes_everything(stack: Stack) -> None:
 
     assert_contract(stack.recorder.events)
     rec = stack.recorder
-    assert rec.hooks()[-4:] == ["on_stream_start", "on_stream_failure", "on_turn_end",
-                                "on_run_end"]
+    assert rec.hooks()[-4:] == ["on_stream_start", "on_stream_failure", "on_turn_end", "on_run_end"]
     assert rec.of("on_run_end")[0].status == "cancelled"
     stack.check_nothing_open()
     assert capability.active_runs == 0
@@ -211,9 +241,11 @@ async def test_a_tool_asking_for_a_retry_is_an_error_attempt(stack: Stack) -> No
     model = _script(
         ModelResponse(parts=[ToolCallPart("flaky", {"q": "x"}, tool_call_id="c1")]),
         ModelResponse(parts=[ToolCallPart("flaky", {"q": "y"}, tool_call_id="c1")]),
-        ModelResponse(parts=[TextPart("done")]))
-    agent: Agent[None, str] = Agent(model, name="researcher",
-                                    capabilities=[LoopobsCapability(stack.observers)])
+        ModelResponse(parts=[TextPart("done")]),
+    )
+    agent: Agent[None, str] = Agent(
+        model, name="researcher", capabilities=[LoopobsCapability(stack.observers)]
+    )
     agent.tool_plain(retries=2)(flaky)
     assert (await agent.run("go")).output == "done"
 
@@ -235,8 +267,9 @@ async def test_a_tool_exception_ends_the_run(stack: Stack) -> None:
         raise ValueError(f"cannot handle {q}")
 
     model = _script(ModelResponse(parts=[ToolCallPart("broken", {"q": "x"}, tool_call_id="c1")]))
-    agent: Agent[None, str] = Agent(model, name="researcher",
-                                    capabilities=[LoopobsCapability(stack.observers)])
+    agent: Agent[None, str] = Agent(
+        model, name="researcher", capabilities=[LoopobsCapability(stack.observers)]
+    )
     agent.tool_plain(broken)
     with pytest.raises(ValueError, match="cannot handle x"):
         await agent.run("break")
@@ -271,15 +304,17 @@ async def test_a_usage_limit_ends_the_run(stack: Stack) -> None:
     capability = LoopobsCapability(stack.observers, detectors=[])
     with pytest.raises(UsageLimitExceeded):
         await _agent(_looping(calls), capability).run(
-            "loop", usage_limits=UsageLimits(request_limit=3))
+            "loop", usage_limits=UsageLimits(request_limit=3)
+        )
 
     assert_contract(stack.recorder.events)
     assert stack.recorder.of("on_run_end")[0].status == "failed"
     stack.check_nothing_open()
 
 
-async def _stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[
-        str | DeltaToolCalls]:
+async def _stream(
+    messages: list[ModelMessage], info: AgentInfo
+) -> AsyncIterator[str | DeltaToolCalls]:
     if len(messages) == 1:
         yield {0: DeltaToolCall(name="search", json_args='{"q": "x"}', tool_call_id="c1")}
         return
@@ -289,15 +324,20 @@ async def _stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterato
 
 async def test_a_streamed_run_is_reported_like_a_plain_one(stack: Stack) -> None:
     """run_stream: same events, the run ends when the stream is done."""
-    agent = _agent(FunctionModel(stream_function=_stream, model_name="streamer"),
-                   LoopobsCapability(stack.observers))
+    agent = _agent(
+        FunctionModel(stream_function=_stream, model_name="streamer"),
+        LoopobsCapability(stack.observers),
+    )
     async with agent.run_stream("stream it") as result:
         text = "".join([chunk async for chunk in result.stream_text(delta=True)])
     assert text == "streamed answer"
 
     usage = result.usage
-    stack.check_run(usage=Usage(input_tokens=usage.input_tokens,
-                                output_tokens=usage.output_tokens), chats=2, tools=1)
+    stack.check_run(
+        usage=Usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens),
+        chats=2,
+        tools=1,
+    )
     stack.check_metrics_agree()
 
 
@@ -320,8 +360,11 @@ async def test_an_iter_run_is_reported(stack: Stack) -> None:
         async for _ in run:
             pass
     usage = run.usage
-    stack.check_run(usage=Usage(input_tokens=usage.input_tokens,
-                                output_tokens=usage.output_tokens), chats=2, tools=1)
+    stack.check_run(
+        usage=Usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens),
+        chats=2,
+        tools=1,
+    )
 
 
 class Forecast(BaseModel):
@@ -331,8 +374,9 @@ class Forecast(BaseModel):
 
 async def test_a_structured_result_is_the_responses_text_not_a_tool_call(stack: Stack) -> None:
     """The output tool's arguments are the final answer's text; no tool call is reported."""
-    agent = _agent(TestModel(call_tools=[]), LoopobsCapability(stack.observers),
-                   output_type=Forecast)
+    agent = _agent(
+        TestModel(call_tools=[]), LoopobsCapability(stack.observers), output_type=Forecast
+    )
     result = await agent.run("forecast")
     rec = stack.recorder
     assert not rec.of("on_tool_call_received")
@@ -358,8 +402,9 @@ class _Exploding(LoopObserver):
     def on_run_start(self, ctx: EventContext) -> None:
         raise RuntimeError("observer bug")
 
-    on_turn_start = on_stream_start = on_stream_success = on_tool_pre = on_tool_post = \
-        on_turn_end = on_run_end = on_run_start
+    on_turn_start = on_stream_start = on_stream_success = on_tool_pre = on_tool_post = (
+        on_turn_end
+    ) = on_run_end = on_run_start
 
 
 async def test_observer_failures_never_reach_the_run(caplog: pytest.LogCaptureFixture) -> None:
@@ -396,8 +441,11 @@ async def test_a_tool_awaiting_approval_parks_the_run(stack: Stack) -> None:
         return ModelResponse(parts=[TextPart("refunded")])
 
     agent: Agent[None, str | DeferredToolRequests] = Agent(
-        FunctionModel(respond), name="support", output_type=[str, DeferredToolRequests],
-        capabilities=[LoopobsCapability(stack.observers)])
+        FunctionModel(respond),
+        name="support",
+        output_type=[str, DeferredToolRequests],
+        capabilities=[LoopobsCapability(stack.observers)],
+    )
 
     @agent.tool_plain(requires_approval=True)
     def refund(amount: int) -> str:
@@ -407,8 +455,10 @@ async def test_a_tool_awaiting_approval_parks_the_run(stack: Stack) -> None:
     assert isinstance(parked.output, DeferredToolRequests)
     (gate,) = stack.recorder.of("on_suspended")
     assert (gate.tool, gate.tool_call_id, gate.kind) == ("refund", "c1", "human")
-    resumed = await agent.run(message_history=parked.all_messages(),
-                              deferred_tool_results=DeferredToolResults(approvals={"c1": True}))
+    resumed = await agent.run(
+        message_history=parked.all_messages(),
+        deferred_tool_results=DeferredToolResults(approvals={"c1": True}),
+    )
     assert resumed.output == "refunded"
     assert [e.status for e in stack.recorder.of("on_run_end")] == ["suspended", "completed"]
     assert_contract(stack.recorder.events)
@@ -427,12 +477,14 @@ async def test_a_run_stream_events_run_is_reported(stack: Stack) -> None:
 
 
 async def test_a_conversation_is_one_session_and_converged_answers_are_reported(
-        stack: Stack) -> None:
+    stack: Stack,
+) -> None:
     """Runs of one conversation_id: turn numbers keep counting; the same answer again and again
     is detected (a convergence stop has no run left to stop: the run completes)."""
     model = _script(*(ModelResponse(parts=[TextPart("It is sunny in Paris.")]) for _ in range(3)))
     capability = LoopobsCapability(
-        stack.observers, detectors=[ConvergenceDetector(consecutive=3, action="stop")])
+        stack.observers, detectors=[ConvergenceDetector(consecutive=3, action="stop")]
+    )
     agent = _agent(model, capability)
     for _ in range(3):
         result = await agent.run("weather?", conversation_id="conv-1")
@@ -447,8 +499,9 @@ async def test_a_conversation_is_one_session_and_converged_answers_are_reported(
     assert_contract(rec.events)
 
 
-async def _thinking_stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[
-        str | DeltaThinkingCalls]:
+async def _thinking_stream(
+    messages: list[ModelMessage], info: AgentInfo
+) -> AsyncIterator[str | DeltaThinkingCalls]:
     yield {0: DeltaThinkingPart(content="let me think")}
     for word in ("streamed ", "answer"):
         yield word
@@ -458,8 +511,10 @@ async def _thinking_stream(messages: list[ModelMessage], info: AgentInfo) -> Asy
 async def test_deltas_are_reported_when_asked_for(stack: Stack, streamed: bool) -> None:
     """deltas=True: thinking and text deltas inside the model call, and a time to first token;
     under agent.run() too (pydantic-ai then streams the request)."""
-    agent = _agent(FunctionModel(stream_function=_thinking_stream),
-                   LoopobsCapability(stack.observers, deltas=True))
+    agent = _agent(
+        FunctionModel(stream_function=_thinking_stream),
+        LoopobsCapability(stack.observers, deltas=True),
+    )
     if streamed:
         async with agent.run_stream("think") as result:
             assert await result.get_output() == "streamed answer"
@@ -480,8 +535,9 @@ async def test_deltas_are_reported_when_asked_for(stack: Stack, streamed: bool) 
 
 async def test_no_deltas_by_default(stack: Stack) -> None:
     """Without deltas=True the adapter leaves the event stream alone: no delta is reported."""
-    agent = _agent(FunctionModel(stream_function=_thinking_stream),
-                   LoopobsCapability(stack.observers))
+    agent = _agent(
+        FunctionModel(stream_function=_thinking_stream), LoopobsCapability(stack.observers)
+    )
     async with agent.run_stream("think") as result:
         await result.get_output()
     assert not stack.recorder.of("on_text_delta")
@@ -490,7 +546,8 @@ async def test_no_deltas_by_default(stack: Stack) -> None:
 
 
 async def test_an_adapter_bug_never_reaches_the_run(
-        stack: Stack, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     """A hook of the adapter that raises is logged; the agent's run completes; contract holds."""
     import loopobs.adapters.pydantic_ai as adapter_module
 
@@ -507,23 +564,30 @@ async def test_an_adapter_bug_never_reaches_the_run(
 
 
 async def test_metric_totals_equal_agent_loops_for_the_same_script(
-        stack: Stack, tmp_path: Path) -> None:
+    stack: Stack, tmp_path: Path
+) -> None:
     """A FunctionModel script through the adapter and through AgentLoop: the same totals."""
     model = _script(
-        ModelResponse(parts=[ToolCallPart("search", {"q": "paris"}, tool_call_id="c1")],
-                      usage=USAGE),
-        ModelResponse(parts=[TextPart("Sunny.")], usage=USAGE))
+        ModelResponse(
+            parts=[ToolCallPart("search", {"q": "paris"}, tool_call_id="c1")], usage=USAGE
+        ),
+        ModelResponse(parts=[TextPart("Sunny.")], usage=USAGE),
+    )
     result = await _agent(model, LoopobsCapability(stack.observers)).run("Weather in Paris?")
     assert result.output == "Sunny."
     stack.check_run(usage=Usage(input_tokens=60, output_tokens=12), chats=2, tools=1)
     stack.check_metrics_agree()
 
-    usage = Usage(input_tokens=30, output_tokens=6, cache_read_input_tokens=10,
-                  reasoning_output_tokens=2)
-    script = [Reply(tool_calls=(ToolCall("search", {"q": "paris"}, "c1"),), usage=usage),
-              Reply(text="Sunny.", usage=usage)]
-    reference = await asyncio.to_thread(agent_loop_sums, tmp_path, script,
-                                        [loopobs_tool(search)], "Weather in Paris?")
+    usage = Usage(
+        input_tokens=30, output_tokens=6, cache_read_input_tokens=10, reasoning_output_tokens=2
+    )
+    script = [
+        Reply(tool_calls=(ToolCall("search", {"q": "paris"}, "c1"),), usage=usage),
+        Reply(text="Sunny.", usage=usage),
+    ]
+    reference = await asyncio.to_thread(
+        agent_loop_sums, tmp_path, script, [loopobs_tool(search)], "Weather in Paris?"
+    )
     assert stack.metric_sums() == reference
 
 
@@ -537,8 +601,9 @@ async def test_cancelling_a_run_inside_a_tool_closes_everything(stack: Stack) ->
         return q
 
     model = _script(ModelResponse(parts=[ToolCallPart("wait", {"q": "x"}, tool_call_id="c1")]))
-    agent: Agent[None, str] = Agent(model, name="researcher",
-                                    capabilities=[LoopobsCapability(stack.observers)])
+    agent: Agent[None, str] = Agent(
+        model, name="researcher", capabilities=[LoopobsCapability(stack.observers)]
+    )
     agent.tool_plain(wait)
     task = asyncio.create_task(agent.run("hang"))
     await entered.wait()
@@ -556,16 +621,19 @@ async def test_cancelling_a_run_inside_a_tool_closes_everything(stack: Stack) ->
 async def test_a_streamed_run_whose_tool_raises(stack: Stack) -> None:
     """run_stream with a tool raising: the error reaches the caller, everything is closed."""
 
-    async def explode_stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[
-            DeltaToolCalls]:
+    async def explode_stream(
+        messages: list[ModelMessage], info: AgentInfo
+    ) -> AsyncIterator[DeltaToolCalls]:
         yield {0: DeltaToolCall(name="explode", json_args='{"q": "x"}', tool_call_id="c1")}
 
     def explode(q: str) -> str:
         raise ValueError(f"exploded on {q}")
 
-    agent: Agent[None, str] = Agent(FunctionModel(stream_function=explode_stream),
-                                    name="researcher",
-                                    capabilities=[LoopobsCapability(stack.observers)])
+    agent: Agent[None, str] = Agent(
+        FunctionModel(stream_function=explode_stream),
+        name="researcher",
+        capabilities=[LoopobsCapability(stack.observers)],
+    )
     agent.tool_plain(explode)
     with pytest.raises(ValueError, match="exploded on x"):
         async with agent.run_stream("go") as result:
@@ -582,8 +650,9 @@ def _model_fallback() -> Any:
     from pydantic_ai import capabilities
 
     if not hasattr(capabilities, "ModelFallback"):
-        pytest.skip(f"pydantic-ai-slim {version('pydantic-ai-slim')} "
-                    "has no capabilities.ModelFallback")
+        pytest.skip(
+            f"pydantic-ai-slim {version('pydantic-ai-slim')} has no capabilities.ModelFallback"
+        )
     return capabilities.ModelFallback
 
 
@@ -599,19 +668,31 @@ async def test_a_model_fallback_is_a_failed_attempt_then_the_next_model(stack: S
         return ModelResponse(parts=[TextPart("answered by backup")], usage=USAGE)
 
     agent: Agent[None, str] = Agent(
-        FunctionModel(down, model_name="primary"), name="researcher",
-        capabilities=[LoopobsCapability(stack.observers),
-                      ModelFallback(FunctionModel(up, model_name="backup"))])
+        FunctionModel(down, model_name="primary"),
+        name="researcher",
+        capabilities=[
+            LoopobsCapability(stack.observers),
+            ModelFallback(FunctionModel(up, model_name="backup")),
+        ],
+    )
     assert (await agent.run("hi")).output == "answered by backup"
 
     rec = stack.recorder
     assert rec.hooks() == [
-        "on_run_start", "on_turn_start", "on_stream_start", "on_stream_failure", "on_fallback",
-        "on_model_switched", "on_stream_start", "on_stream_success", "on_response",
-        "on_turn_end", "on_run_end"]
+        "on_run_start",
+        "on_turn_start",
+        "on_stream_start",
+        "on_stream_failure",
+        "on_fallback",
+        "on_model_switched",
+        "on_stream_start",
+        "on_stream_success",
+        "on_response",
+        "on_turn_end",
+        "on_run_end",
+    ]
     first, second = rec.of("on_stream_start")
-    assert (first.model, first.attempt, second.model, second.attempt) == \
-        ("primary", 0, "backup", 1)
+    assert (first.model, first.attempt, second.model, second.attempt) == ("primary", 0, "backup", 1)
     (fallback,) = rec.of("on_fallback")
     assert (fallback.from_model, fallback.to_model) == ("primary", "backup")
     assert rec.of("on_stream_success")[0].input_tokens == 30
@@ -623,8 +704,7 @@ async def test_a_budget_stops_the_run_before_the_request_past_it(stack: Stack) -
     """A BudgetGuard among the detectors: RunStopped (budget_exceeded) from
     wrap_model_request, and the request past the budget is never made."""
     calls: list[int] = []
-    capability = LoopobsCapability(stack.observers,
-                                   detectors=[BudgetGuard(Budget(model_calls=3))])
+    capability = LoopobsCapability(stack.observers, detectors=[BudgetGuard(Budget(model_calls=3))])
     with pytest.raises(RunStopped) as caught:
         await _agent(_looping(calls), capability).run("loop")
     assert caught.value.status == "budget_exceeded"
@@ -661,6 +741,7 @@ async def test_prices_price_each_call(stack: Stack) -> None:
     result = await _agent(TestModel(), capability).run("Weather in Paris?")
     (end,) = stack.recorder.of("on_run_end")
     usage = result.usage
-    assert end.cost_usd == pytest.approx(rates.usd(Usage(
-        input_tokens=usage.input_tokens, output_tokens=usage.output_tokens)))
+    assert end.cost_usd == pytest.approx(
+        rates.usd(Usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens))
+    )
     assert end.cost_usd > 0

@@ -146,27 +146,46 @@ class HandLoop:
         self.run_id = uuid.uuid4()
         self.session_id = session_id or uuid.uuid4()
         self.t = 0
-        self.observers.on_run_start(RunStartContext(run_id=self.run_id, time_ns=self.tick(),
-                                                    session_id=self.session_id, model="gpt-4o"))
+        self.observers.on_run_start(
+            RunStartContext(
+                run_id=self.run_id, time_ns=self.tick(), session_id=self.session_id, model="gpt-4o"
+            )
+        )
 
     def tick(self) -> int:
         self.t += 1
         return self.t
 
     def call(self, input_tokens: int, output_tokens: int, cost: float | None = None) -> None:
-        self.observers.on_stream_start(StreamStartContext(
-            run_id=self.run_id, time_ns=self.tick(), turn=0, model="gpt-4o", provider="openai"))
-        self.observers.on_stream_success(StreamSuccessContext(
-            run_id=self.run_id, time_ns=self.tick(), turn=0, model="gpt-4o", provider="openai",
-            input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost))
+        self.observers.on_stream_start(
+            StreamStartContext(
+                run_id=self.run_id, time_ns=self.tick(), turn=0, model="gpt-4o", provider="openai"
+            )
+        )
+        self.observers.on_stream_success(
+            StreamSuccessContext(
+                run_id=self.run_id,
+                time_ns=self.tick(),
+                turn=0,
+                model="gpt-4o",
+                provider="openai",
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                cost_usd=cost,
+            )
+        )
 
     def tool(self) -> None:
-        self.observers.on_tool_post(ToolPostContext(run_id=self.run_id, time_ns=self.tick(),
-                                                    tool_call_id="c", turn=0, tool="t"))
+        self.observers.on_tool_post(
+            ToolPostContext(
+                run_id=self.run_id, time_ns=self.tick(), tool_call_id="c", turn=0, tool="t"
+            )
+        )
 
     def end(self) -> None:
-        self.observers.on_run_end(RunEndContext(run_id=self.run_id, time_ns=self.tick(),
-                                                success=True))
+        self.observers.on_run_end(
+            RunEndContext(run_id=self.run_id, time_ns=self.tick(), success=True)
+        )
 
 
 def test_guard_stops_a_hand_emitted_loop_and_the_caller_reads_the_verdict() -> None:

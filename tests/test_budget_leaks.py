@@ -31,8 +31,10 @@ from loopobs.llm import Fail, Reply, ScriptedClient
 from loopobs.testing import RecordingObserver, assert_contract
 from tests._loop_support import make_loop, search, u
 
-RATES = {"m1": ModelRates(input_per_mtok=1_000_000.0, output_per_mtok=0.0),
-         "m2": ModelRates(input_per_mtok=1_000_000.0, output_per_mtok=0.0)}
+RATES = {
+    "m1": ModelRates(input_per_mtok=1_000_000.0, output_per_mtok=0.0),
+    "m2": ModelRates(input_per_mtok=1_000_000.0, output_per_mtok=0.0),
+}
 """$1 per input token: a call's cost is its input token count, in dollars."""
 
 
@@ -41,9 +43,11 @@ RATES = {"m1": ModelRates(input_per_mtok=1_000_000.0, output_per_mtok=0.0),
 
 async def test_fallback_calls_are_refused_past_the_model_call_limit() -> None:
     """Budget(model_calls=1): the first attempt fails over, the fallback would be call 2."""
-    loop, rec, client = make_loop([Fail(StreamError("reset")), Fail(StreamError("reset")),
-                                   Reply(text="late")], fallback_models=["m2", "m3"],
-                                  budget=Budget(model_calls=1))
+    loop, rec, client = make_loop(
+        [Fail(StreamError("reset")), Fail(StreamError("reset")), Reply(text="late")],
+        fallback_models=["m2", "m3"],
+        budget=Budget(model_calls=1),
+    )
     result = await loop.run("q")
     assert len(client.requests) == 1
     assert result.status is RunStatus.BUDGET_EXCEEDED
@@ -57,11 +61,16 @@ async def test_fallback_calls_are_refused_past_the_model_call_limit() -> None:
 
 async def test_a_fallback_call_that_would_cross_the_usd_budget_is_not_made() -> None:
     """A $1 budget: the cheap first model fails over to a model at $1 a token."""
-    prices = {"m1": ModelRates(input_per_mtok=0.01, output_per_mtok=0.0),
-              "m2": ModelRates(input_per_mtok=1_000_000.0, output_per_mtok=0.0)}
-    loop, rec, client = make_loop([Fail(StreamError("reset")), Reply(text="expensive")],
-                                  fallback_models=["m2"], budget=Budget(usd=1.0),
-                                  prices=prices)
+    prices = {
+        "m1": ModelRates(input_per_mtok=0.01, output_per_mtok=0.0),
+        "m2": ModelRates(input_per_mtok=1_000_000.0, output_per_mtok=0.0),
+    }
+    loop, rec, client = make_loop(
+        [Fail(StreamError("reset")), Reply(text="expensive")],
+        fallback_models=["m2"],
+        budget=Budget(usd=1.0),
+        prices=prices,
+    )
     result = await loop.run("q")
     assert [r.model for r in client.requests] == ["m1"]
     assert result.status is RunStatus.BUDGET_EXCEEDED
@@ -158,8 +167,12 @@ async def test_cut_off_streams_count_toward_the_usd_budget() -> None:
     """A $4 budget and $3 cut-off calls: the third call is refused; none was free."""
     client = CutOff(u(3_000, 0))
     per_token = ModelRates(input_per_mtok=1_000.0, output_per_mtok=0.0)  # $0.001 a token
-    loop, rec, _ = make_loop(client, fallback_models=["m2", "m1", "m2"],
-                             prices={"m1": per_token, "m2": per_token}, budget=Budget(usd=4.0))
+    loop, rec, _ = make_loop(
+        client,
+        fallback_models=["m2", "m1", "m2"],
+        prices={"m1": per_token, "m2": per_token},
+        budget=Budget(usd=4.0),
+    )
     result = await loop.run("q")
     assert result.status is RunStatus.BUDGET_EXCEEDED
     assert client.calls == 2  # the second was made on a $3 spend plus a small estimate
@@ -172,8 +185,9 @@ async def test_cut_off_streams_count_toward_the_usd_budget() -> None:
 
 async def test_implausible_usage_is_priced_as_unknown() -> None:
     """A negative input count is dropped as unknown: the call's cost is None, not 0.0."""
-    loop, rec, _ = make_loop([Reply(text="hi", usage=Usage(input_tokens=-5, output_tokens=2))],
-                             prices=RATES)
+    loop, rec, _ = make_loop(
+        [Reply(text="hi", usage=Usage(input_tokens=-5, output_tokens=2))], prices=RATES
+    )
     result = await loop.run("q")
     assert result.ok
     assert rec.of("on_stream_success")[0].cost_usd is None
@@ -206,16 +220,20 @@ def test_a_price_function_returning_a_non_finite_cost_is_unknown(bad: float) -> 
     assert safe_cost(prices, "house-model", "", Usage(input_tokens=1)) is None
 
 
-async def test_a_nan_price_never_reaches_the_budget_the_metrics_or_the_log(
-        tmp_path: Path) -> None:
+async def test_a_nan_price_never_reaches_the_budget_the_metrics_or_the_log(tmp_path: Path) -> None:
     """A price function answering NaN: the cost is unknown, the USD budget still applies to
     what is known, and the JSONL log stays valid JSON."""
     log = tmp_path / "events.jsonl"
     jsonl = JsonlRecorder(log)
     rec = RecordingObserver()
-    loop = AgentLoop(ScriptedClient([Reply(text="hi", usage=u(10, 1))]), model="house",
-                     observers=[rec, jsonl], detectors=[], budget=Budget(usd=1.0),
-                     prices=lambda model, provider, usage: math.nan)
+    loop = AgentLoop(
+        ScriptedClient([Reply(text="hi", usage=u(10, 1))]),
+        model="house",
+        observers=[rec, jsonl],
+        detectors=[],
+        budget=Budget(usd=1.0),
+        prices=lambda model, provider, usage: math.nan,
+    )
     result = await loop.run("q")
     jsonl.shutdown()
     assert result.ok
@@ -233,9 +251,17 @@ def test_the_guard_refuses_non_finite_costs_and_counts_on_events() -> None:
     run_id = uuid.uuid4()
     _start(observers, run_id, uuid.uuid4())
     observers.on_stream_start(StreamStartContext(run_id=run_id, time_ns=1, turn=0, model="m"))
-    observers.on_stream_success(StreamSuccessContext(
-        run_id=run_id, time_ns=2, turn=0, model="m", input_tokens=math.nan,  # type: ignore[arg-type]
-        output_tokens=3, cost_usd=math.nan))
+    observers.on_stream_success(
+        StreamSuccessContext(
+            run_id=run_id,
+            time_ns=2,
+            turn=0,
+            model="m",
+            input_tokens=math.nan,  # type: ignore[arg-type]
+            output_tokens=3,
+            cost_usd=math.nan,
+        )
+    )
     spend = guard.spend(run_id)
     assert spend is not None
     assert (spend.usd, spend.input_tokens, spend.output_tokens) == (0.0, 0, 3)
@@ -254,8 +280,15 @@ async def test_context_provider_text_counts_in_the_estimate_before_the_call() ->
 
     rec = RecordingObserver()
     client = ScriptedClient([Reply(text="never", usage=u(26_010, 1))])
-    loop = AgentLoop(client, model="m1", tools=[search], observers=[rec], detectors=[],
-                     context_providers=[huge], budget=Budget(input_tokens=5_000))
+    loop = AgentLoop(
+        client,
+        model="m1",
+        tools=[search],
+        observers=[rec],
+        detectors=[],
+        context_providers=[huge],
+        budget=Budget(input_tokens=5_000),
+    )
     result = await loop.run("q")
     assert client.requests == []
     assert result.status is RunStatus.BUDGET_EXCEEDED
@@ -268,8 +301,18 @@ async def test_context_provider_text_counts_in_the_estimate_before_the_call() ->
 # -- 23: a Budget refuses limits that would disable it ----------------------------------------
 
 
-@pytest.mark.parametrize("field", ["usd", "input_tokens", "output_tokens", "total_tokens",
-                                   "tool_calls", "model_calls", "wall_time_s"])
+@pytest.mark.parametrize(
+    "field",
+    [
+        "usd",
+        "input_tokens",
+        "output_tokens",
+        "total_tokens",
+        "tool_calls",
+        "model_calls",
+        "wall_time_s",
+    ],
+)
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf, -1])
 def test_a_budget_refuses_non_finite_and_negative_limits(field: str, bad: float) -> None:
     with pytest.raises(ValueError, match=field):

@@ -27,8 +27,20 @@ def _hooks_in(path: Path) -> set[str]:
 def test_demo_records_every_hook(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`demo --runs 1` exits 0 and its event log holds every hook of the contract."""
     log = tmp_path / "demo.jsonl"
-    code = main(["demo", "--runs", "1", "--metrics-port", "0", "--jsonl", str(log),
-                 "--no-live", "--seed", "3"])
+    code = main(
+        [
+            "demo",
+            "--runs",
+            "1",
+            "--metrics-port",
+            "0",
+            "--jsonl",
+            str(log),
+            "--no-live",
+            "--seed",
+            "3",
+        ]
+    )
     assert code == 0
     assert _hooks_in(log) == set(HOOKS)
     out = capsys.readouterr().out
@@ -51,11 +63,17 @@ def _tree(spans: tuple[ReadableSpan, ...]) -> list[tuple[Any, ...]]:
 
     rows = []
     for s in spans:
-        rows.append((
-            s.name, path(s), s.start_time, s.end_time, s.status.status_code,
-            tuple(sorted((k, str(v)) for k, v in (s.attributes or {}).items())),
-            tuple((e.name, e.timestamp) for e in s.events),
-        ))
+        rows.append(
+            (
+                s.name,
+                path(s),
+                s.start_time,
+                s.end_time,
+                s.status.status_code,
+                tuple(sorted((k, str(v)) for k, v in (s.attributes or {}).items())),
+                tuple((e.name, e.timestamp) for e in s.events),
+            )
+        )
     return sorted(rows, key=lambda r: (r[2] or 0, r[0]))
 
 
@@ -85,8 +103,10 @@ async def test_replay_gives_the_live_span_tree(tmp_path: Path) -> None:
 def test_inspect_shows_each_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`inspect` prints one tree per recorded run, and the totals."""
     log = tmp_path / "demo.jsonl"
-    assert main(["demo", "--exit", "--metrics-port", "0", "--jsonl", str(log), "--no-live",
-                 "--quiet"]) == 0
+    assert (
+        main(["demo", "--exit", "--metrics-port", "0", "--jsonl", str(log), "--no-live", "--quiet"])
+        == 0
+    )
     capsys.readouterr()
     run_ids = {json.loads(line)["run_id"] for line in log.read_text().splitlines()}
     assert main(["inspect", str(log)]) == 0
@@ -101,8 +121,12 @@ def test_inspect_shows_each_run(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert re.search(r"├─ turn 0  ok  .*  cost \$0\.\d+$", out, re.MULTILINE)
     assert re.search(r"chat claude-haiku #1  ok  .*  cost unknown$", out, re.MULTILINE)
     assert "⛔ run budget exceeded: usd" in out
-    assert re.search(r"; cost unknown \(\d+ unpriced calls, \$0\.\d+ priced\); "
-                     r"budget stops 1$", out, re.MULTILINE)
+    assert re.search(
+        r"; cost unknown \(\d+ unpriced calls, \$0\.\d+ priced\); "
+        r"budget stops 1$",
+        out,
+        re.MULTILINE,
+    )
 
 
 def test_bad_flags_give_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
@@ -118,8 +142,18 @@ def test_bad_flags_give_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) 
 
 def test_unreachable_model_server_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     """An unreachable --base-url gives a one-line error and exit code 1."""
-    code = main(["demo", "--base-url", "http://127.0.0.1:9", "--model", "m", "--no-live",
-                 "--metrics-port", "0"])
+    code = main(
+        [
+            "demo",
+            "--base-url",
+            "http://127.0.0.1:9",
+            "--model",
+            "m",
+            "--no-live",
+            "--metrics-port",
+            "0",
+        ]
+    )
     assert code == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [err[0]]
@@ -152,8 +186,10 @@ def test_metrics_port_in_use_is_one_line(capsys: pytest.CaptureFixture[str]) -> 
 def test_malformed_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A malformed event log gives a one-line error naming the line; --skip-invalid skips it."""
     log = tmp_path / "bad.jsonl"
-    assert main(["demo", "--exit", "--metrics-port", "0", "--jsonl", str(log), "--no-live",
-                 "--quiet"]) == 0
+    assert (
+        main(["demo", "--exit", "--metrics-port", "0", "--jsonl", str(log), "--no-live", "--quiet"])
+        == 0
+    )
     lines = log.read_text().splitlines()
     lines.insert(3, '{"hook": "on_nothing"}')
     log.write_text("\n".join(lines) + "\n")
@@ -177,8 +213,9 @@ def test_missing_extras_give_an_install_hint(
 
     def blocked(name: str, *args: Any, **kwargs: Any) -> Any:
         if name == "loopobs.exporters.metrics_server":
-            raise ModuleNotFoundError("No module named 'prometheus_client'",
-                                      name="prometheus_client")
+            raise ModuleNotFoundError(
+                "No module named 'prometheus_client'", name="prometheus_client"
+            )
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", blocked)

@@ -58,7 +58,9 @@ def test_replay_waits_for_a_slow_receiver_and_loses_nothing(
 
 
 def test_receiver_answering_404_is_a_failure(
-    sink: OtlpSink, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    sink: OtlpSink,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """Every export refused (a path the receiver answers 404): exit 1, one line, no success."""
@@ -77,7 +79,9 @@ def test_receiver_answering_404_is_a_failure(
 
 
 def test_endpoint_without_scheme_is_a_failure(
-    sink: OtlpSink, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    sink: OtlpSink,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """``host:port`` passes a TCP check but no OTLP/HTTP exporter accepts it: exit 1."""
@@ -104,9 +108,9 @@ def test_unfinished_run_ends_at_its_last_event_as_incomplete(
     assert max(s.end_ns for s in sink.spans) == shape.last_ns
     roots = [s for s in sink.spans if not s.parent_span_id]
     assert len(roots) == 3
-    cut_trace = {s.trace_id for s in sink.spans
-                 if s.attributes.get("loopobs.run.id") == cut_run} or {
-        r.trace_id for r in roots if r.end_ns == shape.last_ns}
+    cut_trace = {
+        s.trace_id for s in sink.spans if s.attributes.get("loopobs.run.id") == cut_run
+    } or {r.trace_id for r in roots if r.end_ns == shape.last_ns}
     (cut_root,) = [r for r in roots if r.trace_id in cut_trace]
     assert cut_root.end_ns == shape.last_ns
     assert cut_root.status_code == STATUS_ERROR
@@ -116,7 +120,9 @@ def test_unfinished_run_ends_at_its_last_event_as_incomplete(
 
 
 def test_ctrl_c_flushes_what_was_read_and_exits_130(
-    sink: OtlpSink, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    sink: OtlpSink,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """Ctrl-C at event 100: the runs read so far arrive (the open one closed), exit 130."""
@@ -158,13 +164,19 @@ def test_replay_sends_traces_only_unless_metrics_are_asked_for(
     assert "/v1/metrics" in sink.paths
 
 
-@pytest.mark.parametrize(("env", "expected"), [
-    ({}, "loopobs-demo"),
-    ({"OTEL_RESOURCE_ATTRIBUTES": "service.name=from-attrs"}, "from-attrs"),
-    ({"OTEL_SERVICE_NAME": "from-env"}, "from-env"),
-])
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({}, "loopobs-demo"),
+        ({"OTEL_RESOURCE_ATTRIBUTES": "service.name=from-attrs"}, "from-attrs"),
+        ({"OTEL_SERVICE_NAME": "from-env"}, "from-env"),
+    ],
+)
 def test_replay_keeps_the_standard_service_name(
-    sink: OtlpSink, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, env: dict[str, str],
+    sink: OtlpSink,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    env: dict[str, str],
     expected: str,
 ) -> None:
     for key, value in env.items():

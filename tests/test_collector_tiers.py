@@ -58,8 +58,9 @@ def test_tail_sampling_reads_attributes_loopobs_writes() -> None:
             keys.add(body["key"])
         for condition in body.get("span", []):
             keys.update(re.findall(r'attributes\["([^"]+)"\]', condition))
-    written = {value for name, value in vars(catalog).items()
-               if name.isupper() and isinstance(value, str)}
+    written = {
+        value for name, value in vars(catalog).items() if name.isupper() and isinstance(value, str)
+    }
     assert keys, "no attribute policy"
     assert keys <= written, sorted(keys - written)
     assert {p["type"] for p in policies} >= {"status_code", "latency", "probabilistic"}

@@ -25,10 +25,17 @@ from tests._sdk_internals import otlp_endpoint
 from tests.e2e._backends import free_port
 
 OTEL_VARS = [
-    "OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES", "OTEL_TRACES_EXPORTER",
-    "OTEL_METRICS_EXPORTER", "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
-    "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_SDK_DISABLED",
-    "OTEL_TRACES_SAMPLER", "OTEL_TRACES_SAMPLER_ARG",
+    "OTEL_SERVICE_NAME",
+    "OTEL_RESOURCE_ATTRIBUTES",
+    "OTEL_TRACES_EXPORTER",
+    "OTEL_METRICS_EXPORTER",
+    "OTEL_EXPORTER_OTLP_PROTOCOL",
+    "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+    "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_SDK_DISABLED",
+    "OTEL_TRACES_SAMPLER",
+    "OTEL_TRACES_SAMPLER_ARG",
 ]
 
 
@@ -68,12 +75,16 @@ async def test_env_configures_resource_and_in_memory_destinations(
     assert t.shutdown(timeout_s=0.1)  # idempotent
 
 
-def test_arguments_win_over_env(monkeypatch: pytest.MonkeyPatch,
-                                handles: list[Telemetry]) -> None:
+def test_arguments_win_over_env(monkeypatch: pytest.MonkeyPatch, handles: list[Telemetry]) -> None:
     monkeypatch.setenv("OTEL_SERVICE_NAME", "from-env")
     spans = InMemorySpanExporter()
-    t = configure("from-arg", resource_attributes={"team": "x"}, traces_exporter="none",
-                  metrics_exporter="none", span_exporters=[spans])
+    t = configure(
+        "from-arg",
+        resource_attributes={"team": "x"},
+        traces_exporter="none",
+        metrics_exporter="none",
+        span_exporters=[spans],
+    )
     handles.append(t)
     t.tracer_provider.get_tracer("t").start_span("s").end()
     t.shutdown()
@@ -102,8 +113,9 @@ async def test_sdk_disabled_gives_no_op_observers(
     assert t.tracing.open_runs == 0
 
 
-async def test_sampler_comes_from_env(monkeypatch: pytest.MonkeyPatch,
-                                      handles: list[Telemetry]) -> None:
+async def test_sampler_comes_from_env(
+    monkeypatch: pytest.MonkeyPatch, handles: list[Telemetry]
+) -> None:
     monkeypatch.setenv("OTEL_TRACES_SAMPLER", "always_off")
     spans = InMemorySpanExporter()
     t = configure(traces_exporter="none", metrics_exporter="none", span_exporters=[spans])
@@ -126,13 +138,15 @@ def test_exporter_choice_follows_protocol_env(
 ) -> None:
     made: list[tuple[str, str, str, str | None]] = []
 
-    def fake_span(kind: str, protocol: str, endpoint: str | None, headers: Any,
-                  timeout_s: float) -> InMemorySpanExporter:
+    def fake_span(
+        kind: str, protocol: str, endpoint: str | None, headers: Any, timeout_s: float
+    ) -> InMemorySpanExporter:
         made.append(("span", kind, protocol, endpoint))
         return InMemorySpanExporter()
 
-    def fake_metric(kind: str, protocol: str, endpoint: str | None, headers: Any,
-                    timeout_s: float) -> Any:
+    def fake_metric(
+        kind: str, protocol: str, endpoint: str | None, headers: Any, timeout_s: float
+    ) -> Any:
         made.append(("metric", kind, protocol, endpoint))
         from opentelemetry.sdk.metrics.export import ConsoleMetricExporter
 
@@ -222,7 +236,11 @@ def test_shutdown_is_bounded_when_the_collector_is_down(
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     out = subprocess.run(
         [sys.executable, "-c", _OUTAGE, protocol, f"http://127.0.0.1:{port}"],
-        capture_output=True, text=True, timeout=120, check=False, cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=root,
     )
     assert out.returncode == 0, out.stderr
     returned, in_time, late_retries = out.stdout.strip().splitlines()[-1].split()
@@ -248,20 +266,30 @@ assert not any(m.startswith("opentelemetry.sdk") for m in sys.modules)
 TracingObserver(); MetricsObserver()
 print("ok")
 """
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=60, check=False)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
     assert out.stdout.strip() == "ok", out.stderr
     assert loopobs.configure is configure
 
 
-@pytest.mark.parametrize(("hidden", "kwargs"), [
-    ("opentelemetry.sdk", {"traces_exporter": "console", "metrics_exporter": "none"}),
-    ("opentelemetry.exporter", {"traces_exporter": "otlp", "metrics_exporter": "none",
-                                "endpoint": "http://127.0.0.1:4318"}),
-])
+@pytest.mark.parametrize(
+    ("hidden", "kwargs"),
+    [
+        ("opentelemetry.sdk", {"traces_exporter": "console", "metrics_exporter": "none"}),
+        (
+            "opentelemetry.exporter",
+            {
+                "traces_exporter": "otlp",
+                "metrics_exporter": "none",
+                "endpoint": "http://127.0.0.1:4318",
+            },
+        ),
+    ],
+)
 def test_configure_without_the_otel_extra_says_what_to_install(
-        clean_env: None, monkeypatch: pytest.MonkeyPatch, hidden: str,
-        kwargs: dict[str, Any]) -> None:
+    clean_env: None, monkeypatch: pytest.MonkeyPatch, hidden: str, kwargs: dict[str, Any]
+) -> None:
     """As if the SDK or the OTLP exporters were not installed: an error naming the extra."""
     for name in [n for n in sys.modules if n == hidden or n.startswith(hidden + ".")]:
         monkeypatch.setitem(sys.modules, name, None)

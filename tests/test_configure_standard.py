@@ -59,13 +59,17 @@ def handles() -> Iterator[list[Telemetry]]:
 
 
 def _batch_processors(t: Telemetry) -> list[BatchSettings]:
-    return [batch_settings(p) for p in span_processors(t.tracer_provider)
-            if isinstance(p, BatchSpanProcessor)]
+    return [
+        batch_settings(p)
+        for p in span_processors(t.tracer_provider)
+        if isinstance(p, BatchSpanProcessor)
+    ]
 
 
 def _readers(t: Telemetry) -> list[PeriodicExportingMetricReader]:
-    return [r for r in metric_readers(t.meter_provider)
-            if isinstance(r, PeriodicExportingMetricReader)]
+    return [
+        r for r in metric_readers(t.meter_provider) if isinstance(r, PeriodicExportingMetricReader)
+    ]
 
 
 def _otlp(t: Telemetry, cls: type[Any]) -> Any:
@@ -82,8 +86,9 @@ def build(handles: list[Telemetry], **kwargs: Any) -> Telemetry:
 
 
 # -- item: each standard variable is honoured, the argument still wins -----------------------
-def test_otlp_timeout_variable_sets_both_exporters(monkeypatch: pytest.MonkeyPatch,
-                                                   handles: list[Telemetry]) -> None:
+def test_otlp_timeout_variable_sets_both_exporters(
+    monkeypatch: pytest.MonkeyPatch, handles: list[Telemetry]
+) -> None:
     """OTEL_EXPORTER_OTLP_TIMEOUT (seconds, as the Python SDK reads it) reaches both exporters."""
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "3")
     t = build(handles)
@@ -103,8 +108,9 @@ def test_default_otlp_timeout_is_the_sdks(handles: list[Telemetry]) -> None:
     assert otlp_timeout_s(_otlp(t, OTLPSpanExporter)) == 10.0
 
 
-def test_metric_export_interval_variable(monkeypatch: pytest.MonkeyPatch,
-                                         handles: list[Telemetry]) -> None:
+def test_metric_export_interval_variable(
+    monkeypatch: pytest.MonkeyPatch, handles: list[Telemetry]
+) -> None:
     monkeypatch.setenv("OTEL_METRIC_EXPORT_INTERVAL", "1234")
     (reader,) = _readers(build(handles))
     assert reader_interval_ms(reader) == 1234
@@ -112,8 +118,9 @@ def test_metric_export_interval_variable(monkeypatch: pytest.MonkeyPatch,
     assert reader_interval_ms(reader) == 2000
 
 
-def test_metric_export_timeout_variable(monkeypatch: pytest.MonkeyPatch,
-                                        handles: list[Telemetry]) -> None:
+def test_metric_export_timeout_variable(
+    monkeypatch: pytest.MonkeyPatch, handles: list[Telemetry]
+) -> None:
     monkeypatch.setenv("OTEL_METRIC_EXPORT_TIMEOUT", "4321")
     (reader,) = _readers(build(handles))
     assert reader_timeout_ms(reader) == 4321
@@ -121,8 +128,9 @@ def test_metric_export_timeout_variable(monkeypatch: pytest.MonkeyPatch,
     assert reader_timeout_ms(reader) == 1000
 
 
-def test_bsp_max_queue_size_variable(monkeypatch: pytest.MonkeyPatch,
-                                     handles: list[Telemetry]) -> None:
+def test_bsp_max_queue_size_variable(
+    monkeypatch: pytest.MonkeyPatch, handles: list[Telemetry]
+) -> None:
     monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "4096")
     (bsp,) = _batch_processors(build(handles, metrics_exporter="none"))
     assert bsp.max_queue_size == 4096
@@ -131,18 +139,19 @@ def test_bsp_max_queue_size_variable(monkeypatch: pytest.MonkeyPatch,
     assert bsp.max_export_batch_size == 100  # the default batch shrinks to fit the queue
 
 
-def test_bsp_max_export_batch_size_variable(monkeypatch: pytest.MonkeyPatch,
-                                            handles: list[Telemetry]) -> None:
+def test_bsp_max_export_batch_size_variable(
+    monkeypatch: pytest.MonkeyPatch, handles: list[Telemetry]
+) -> None:
     monkeypatch.setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "64")
     (bsp,) = _batch_processors(build(handles, metrics_exporter="none"))
     assert bsp.max_export_batch_size == 64
-    (bsp,) = _batch_processors(build(handles, metrics_exporter="none",
-                                     max_export_batch_size=32))
+    (bsp,) = _batch_processors(build(handles, metrics_exporter="none", max_export_batch_size=32))
     assert bsp.max_export_batch_size == 32
 
 
-def test_bsp_schedule_delay_variable(monkeypatch: pytest.MonkeyPatch,
-                                     handles: list[Telemetry]) -> None:
+def test_bsp_schedule_delay_variable(
+    monkeypatch: pytest.MonkeyPatch, handles: list[Telemetry]
+) -> None:
     monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "250")
     (bsp,) = _batch_processors(build(handles, metrics_exporter="none"))
     assert bsp.schedule_delay_ms == 250
@@ -150,23 +159,30 @@ def test_bsp_schedule_delay_variable(monkeypatch: pytest.MonkeyPatch,
     assert bsp.schedule_delay_ms == 500
 
 
-def test_bsp_export_timeout_variable(monkeypatch: pytest.MonkeyPatch,
-                                     handles: list[Telemetry]) -> None:
+def test_bsp_export_timeout_variable(
+    monkeypatch: pytest.MonkeyPatch, handles: list[Telemetry]
+) -> None:
     monkeypatch.setenv("OTEL_BSP_EXPORT_TIMEOUT", "1500")
     (bsp,) = _batch_processors(build(handles, metrics_exporter="none"))
     assert bsp.export_timeout_ms == 1500
-    (bsp,) = _batch_processors(build(handles, metrics_exporter="none",
-                                     batch_export_timeout_s=2.0))
+    (bsp,) = _batch_processors(build(handles, metrics_exporter="none", batch_export_timeout_s=2.0))
     assert bsp.export_timeout_ms == 2000
 
 
-@pytest.mark.parametrize(("name", "value"), [
-    ("OTEL_EXPORTER_OTLP_TIMEOUT", "0"), ("OTEL_EXPORTER_OTLP_TIMEOUT", "ten"),
-    ("OTEL_METRIC_EXPORT_INTERVAL", "-5"), ("OTEL_BSP_MAX_QUEUE_SIZE", "0"),
-    ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "1.5"), ("OTEL_BSP_SCHEDULE_DELAY", "inf"),
-])
-def test_bad_variable_values_name_the_variable(monkeypatch: pytest.MonkeyPatch, name: str,
-                                               value: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("OTEL_EXPORTER_OTLP_TIMEOUT", "0"),
+        ("OTEL_EXPORTER_OTLP_TIMEOUT", "ten"),
+        ("OTEL_METRIC_EXPORT_INTERVAL", "-5"),
+        ("OTEL_BSP_MAX_QUEUE_SIZE", "0"),
+        ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "1.5"),
+        ("OTEL_BSP_SCHEDULE_DELAY", "inf"),
+    ],
+)
+def test_bad_variable_values_name_the_variable(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str
+) -> None:
     monkeypatch.setenv(name, value)
     with pytest.raises(ValueError, match=name):
         configure(endpoint=ENDPOINT, traces_exporter="otlp", metrics_exporter="otlp")
@@ -180,20 +196,29 @@ def test_batch_larger_than_queue_is_refused(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 # -- item: service.name precedence -------------------------------------------------------------
-@pytest.mark.parametrize(("env", "expected"), [
-    ({}, "fallback"),
-    ({"OTEL_RESOURCE_ATTRIBUTES": "service.name=from-attrs,team=a"}, "from-attrs"),
-    ({"OTEL_SERVICE_NAME": "from-env",
-      "OTEL_RESOURCE_ATTRIBUTES": "service.name=from-attrs"}, "from-env"),
-])
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({}, "fallback"),
+        ({"OTEL_RESOURCE_ATTRIBUTES": "service.name=from-attrs,team=a"}, "from-attrs"),
+        (
+            {
+                "OTEL_SERVICE_NAME": "from-env",
+                "OTEL_RESOURCE_ATTRIBUTES": "service.name=from-attrs",
+            },
+            "from-env",
+        ),
+    ],
+)
 def test_default_service_name_yields_to_the_standard_variables(
-    monkeypatch: pytest.MonkeyPatch, handles: list[Telemetry], env: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    handles: list[Telemetry],
+    env: dict[str, str],
     expected: str,
 ) -> None:
     for key, value in env.items():
         monkeypatch.setenv(key, value)
-    t = configure(traces_exporter="none", metrics_exporter="none",
-                  default_service_name="fallback")
+    t = configure(traces_exporter="none", metrics_exporter="none", default_service_name="fallback")
     handles.append(t)
     resource = t.tracer_provider.resource  # type: ignore[attr-defined]
     assert resource.attributes["service.name"] == expected
@@ -204,8 +229,9 @@ def test_default_service_name_yields_to_the_standard_variables(
 def made(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     calls: list[str] = []
 
-    def fake_span(kind: str, protocol: str, endpoint: str | None, headers: Any,
-                  timeout_s: float) -> InMemorySpanExporter:
+    def fake_span(
+        kind: str, protocol: str, endpoint: str | None, headers: Any, timeout_s: float
+    ) -> InMemorySpanExporter:
         calls.append(kind)
         return InMemorySpanExporter()
 
@@ -213,12 +239,22 @@ def made(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return calls
 
 
-@pytest.mark.parametrize(("value", "expected"), [
-    ("otlp,otlp", ["otlp"]), ("none,otlp", ["otlp"]), ("otlp, console ,OTLP", ["otlp", "console"]),
-    ("none", []),
-])
-def test_exporter_lists_follow_the_sdk(monkeypatch: pytest.MonkeyPatch, handles: list[Telemetry],
-                                       made: list[str], value: str, expected: list[str]) -> None:
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("otlp,otlp", ["otlp"]),
+        ("none,otlp", ["otlp"]),
+        ("otlp, console ,OTLP", ["otlp", "console"]),
+        ("none", []),
+    ],
+)
+def test_exporter_lists_follow_the_sdk(
+    monkeypatch: pytest.MonkeyPatch,
+    handles: list[Telemetry],
+    made: list[str],
+    value: str,
+    expected: list[str],
+) -> None:
     monkeypatch.setenv("OTEL_TRACES_EXPORTER", value)
     handles.append(configure(endpoint=ENDPOINT, metrics_exporter="none"))
     assert made == expected
@@ -246,11 +282,14 @@ async def test_a_repeated_exporter_exports_each_span_once(
 SECRET = "Bearer sk-live-4f9a8b7c6d5e"
 
 
-@pytest.mark.parametrize("name", ["OTEL_EXPORTER_OTLP_HEADERS",
-                                  "OTEL_EXPORTER_OTLP_TRACES_HEADERS"])
+@pytest.mark.parametrize(
+    "name", ["OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"]
+)
 def test_malformed_headers_name_the_variable_never_the_value(
-    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str],
-    caplog: pytest.LogCaptureFixture, name: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+    name: str,
 ) -> None:
     monkeypatch.setenv(name, f"authorization={SECRET};x-team=agents")
     caplog.set_level(logging.DEBUG)
@@ -264,8 +303,9 @@ def test_malformed_headers_name_the_variable_never_the_value(
     assert threading.active_count() == before
 
 
-def test_well_formed_headers_reach_the_exporter(monkeypatch: pytest.MonkeyPatch,
-                                                handles: list[Telemetry]) -> None:
+def test_well_formed_headers_reach_the_exporter(
+    monkeypatch: pytest.MonkeyPatch, handles: list[Telemetry]
+) -> None:
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "Authorization=Bearer%20abc , x-team=agents")
     t = build(handles, metrics_exporter="none")
     headers = otlp_headers(_otlp(t, OTLPSpanExporter))
@@ -275,19 +315,30 @@ def test_well_formed_headers_reach_the_exporter(monkeypatch: pytest.MonkeyPatch,
 
 def test_header_argument_with_a_line_break_is_refused() -> None:
     with pytest.raises(ValueError, match="authorization") as info:
-        configure(endpoint=ENDPOINT, traces_exporter="otlp", metrics_exporter="none",
-                  headers={"authorization": SECRET + "\n"})
+        configure(
+            endpoint=ENDPOINT,
+            traces_exporter="otlp",
+            metrics_exporter="none",
+            headers={"authorization": SECRET + "\n"},
+        )
     assert "sk-live" not in str(info.value)
 
 
 # -- item: arguments validated up front; a failed call leaves nothing running -------------------
-@pytest.mark.parametrize(("argument", "value"), [
-    ("export_timeout_s", 0), ("export_timeout_s", -1.0), ("export_timeout_s", float("nan")),
-    ("metric_export_interval_s", 0), ("metric_export_timeout_s", -2),
-    ("max_queue_size", 0), ("max_export_batch_size", -1), ("schedule_delay_s", 0),
-])
-def test_bad_arguments_are_refused_by_name_and_leave_no_thread(argument: str,
-                                                               value: float) -> None:
+@pytest.mark.parametrize(
+    ("argument", "value"),
+    [
+        ("export_timeout_s", 0),
+        ("export_timeout_s", -1.0),
+        ("export_timeout_s", float("nan")),
+        ("metric_export_interval_s", 0),
+        ("metric_export_timeout_s", -2),
+        ("max_queue_size", 0),
+        ("max_export_batch_size", -1),
+        ("schedule_delay_s", 0),
+    ],
+)
+def test_bad_arguments_are_refused_by_name_and_leave_no_thread(argument: str, value: float) -> None:
     before = set(threading.enumerate())
     kwargs: dict[str, Any] = {argument: value}
     with pytest.raises(ValueError, match=argument):
@@ -327,8 +378,14 @@ print(warning.message)
 
 def test_second_global_configure_says_the_handle_is_not_global() -> None:
     """Global providers can be set once per process, so this runs in its own process."""
-    out = subprocess.run([sys.executable, "-c", _SECOND_GLOBAL], capture_output=True, text=True,
-                         timeout=60, check=False, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, "-c", _SECOND_GLOBAL],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=ROOT,
+    )
     assert out.returncode == 0, out.stderr
     assert "NOT global" in out.stdout
     assert "tracer and meter provider" in out.stdout
@@ -354,12 +411,17 @@ def test_explicit_otlp_without_endpoint_uses_the_otlp_default(handles: list[Tele
     assert otlp_endpoint(_otlp(t, OTLPSpanExporter)) == "http://localhost:4318/v1/traces"
 
 
-@pytest.mark.parametrize(("source", "value"), [
-    ("endpoint", "127.0.0.1:4318"), ("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4318"),
-    ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "localhost:4318/v1/traces"),
-])
-def test_http_endpoint_without_scheme_is_refused(monkeypatch: pytest.MonkeyPatch, source: str,
-                                                 value: str) -> None:
+@pytest.mark.parametrize(
+    ("source", "value"),
+    [
+        ("endpoint", "127.0.0.1:4318"),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4318"),
+        ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "localhost:4318/v1/traces"),
+    ],
+)
+def test_http_endpoint_without_scheme_is_refused(
+    monkeypatch: pytest.MonkeyPatch, source: str, value: str
+) -> None:
     """The OTLP/HTTP exporter would accept it and fail every export; refuse it up front."""
     kwargs: dict[str, Any] = {}
     if source == "endpoint":
@@ -371,8 +433,14 @@ def test_http_endpoint_without_scheme_is_refused(monkeypatch: pytest.MonkeyPatch
 
 
 def test_grpc_endpoint_without_scheme_is_accepted(handles: list[Telemetry]) -> None:
-    handles.append(configure(traces_exporter="otlp", metrics_exporter="none", protocol="grpc",
-                             endpoint="127.0.0.1:4317"))
+    handles.append(
+        configure(
+            traces_exporter="otlp",
+            metrics_exporter="none",
+            protocol="grpc",
+            endpoint="127.0.0.1:4317",
+        )
+    )
 
 
 class Refusing(InMemorySpanExporter):
@@ -387,8 +455,7 @@ class Refusing(InMemorySpanExporter):
 def test_span_delivery_counts_exported_and_refused_spans(handles: list[Telemetry]) -> None:
     """Every ended span is accounted for per destination: exported, refused, or dropped."""
     kept, refused = InMemorySpanExporter(), Refusing()
-    t = configure(traces_exporter="none", metrics_exporter="none",
-                  span_exporters=[kept, refused])
+    t = configure(traces_exporter="none", metrics_exporter="none", span_exporters=[kept, refused])
     handles.append(t)
     tracer = t.tracer_provider.get_tracer("t")
     for i in range(5):

@@ -35,8 +35,9 @@ async def test_texts_join_each_model_call_as_system_messages_and_not_the_history
         return "done"
 
     rec = RecordingObserver()
-    loop = AgentLoop(client, model="m", tools=[noop], observers=[rec],
-                     context_providers=[memory, nothing])
+    loop = AgentLoop(
+        client, model="m", tools=[noop], observers=[rec], context_providers=[memory, nothing]
+    )
     result = await loop.run("cats")
     assert result.ok
     for request in client.requests:
@@ -44,8 +45,12 @@ async def test_texts_join_each_model_call_as_system_messages_and_not_the_history
         assert [m.content for m in injected] == ["the user asked about cats"]
     assert not any(isinstance(m, SystemMessage) for m in result.messages)
     outcomes = [(c.provider, c.outcome, c.turn) for c in rec.of("on_context_provider")]
-    assert outcomes == [("memory", "ok", 0), ("nothing", "empty", 0),
-                        ("memory", "ok", 1), ("nothing", "empty", 1)]
+    assert outcomes == [
+        ("memory", "ok", 0),
+        ("nothing", "empty", 0),
+        ("memory", "ok", 1),
+        ("nothing", "empty", 1),
+    ]
     assert check_contract(rec.events) == []
     hooks = rec.hooks()
     assert hooks.index("on_context_provider") == hooks.index("on_turn_start") + 1
@@ -61,8 +66,13 @@ async def test_failing_and_slow_providers_are_skipped_with_an_event() -> None:
 
     client = ScriptedClient([Reply(text="ok")])
     rec = RecordingObserver()
-    loop = AgentLoop(client, model="m", observers=[rec], context_provider_timeout=0.05,
-                     context_providers=[broken, ProviderSpec(slow, "slow"), memory])
+    loop = AgentLoop(
+        client,
+        model="m",
+        observers=[rec],
+        context_provider_timeout=0.05,
+        context_providers=[broken, ProviderSpec(slow, "slow"), memory],
+    )
     result = await loop.run("dogs")
     assert result.ok
     events = {c.provider: c for c in rec.of("on_context_provider")}
@@ -91,20 +101,26 @@ async def test_providers_run_concurrently() -> None:
 
     client = ScriptedClient([Reply(text="ok")])
     rec = RecordingObserver()
-    loop = AgentLoop(client, model="m", observers=[rec], context_providers=[a, b],
-                     context_provider_timeout=30)
+    loop = AgentLoop(
+        client, model="m", observers=[rec], context_providers=[a, b], context_provider_timeout=30
+    )
     assert (await loop.run("q")).ok
     assert [c.outcome for c in rec.of("on_context_provider")] == ["ok", "ok"]
 
 
 async def test_spans_under_the_turn_and_a_metric(
-    tracer_provider: TracerProvider, span_exporter: InMemorySpanExporter,
-    meter_provider: MeterProvider, metric_reader: InMemoryMetricReader,
+    tracer_provider: TracerProvider,
+    span_exporter: InMemorySpanExporter,
+    meter_provider: MeterProvider,
+    metric_reader: InMemoryMetricReader,
 ) -> None:
     client = ScriptedClient([Reply(text="ok")])
-    loop = AgentLoop(client, model="m", context_providers=[memory, broken],
-                     observers=[TracingObserver(tracer_provider),
-                                MetricsObserver(meter_provider)])
+    loop = AgentLoop(
+        client,
+        model="m",
+        context_providers=[memory, broken],
+        observers=[TracingObserver(tracer_provider), MetricsObserver(meter_provider)],
+    )
     assert (await loop.run("secret topic")).ok
     spans = {s.name: s for s in span_exporter.get_finished_spans()}
     turn = spans["turn"]
@@ -120,22 +136,31 @@ async def test_spans_under_the_turn_and_a_metric(
     assert ok.end_time is not None
     assert spans["chat m"].start_time is not None
     assert turn.start_time <= ok.start_time <= ok.end_time <= spans["chat m"].start_time
-    points = {p.attributes["loopobs.context_provider.name"]: p
-              for p in metric_points(metric_reader)["loopobs.context_provider.duration"]}
+    points = {
+        p.attributes["loopobs.context_provider.name"]: p
+        for p in metric_points(metric_reader)["loopobs.context_provider.duration"]
+    }
     assert points["memory"].attributes["loopobs.context_provider.outcome"] == "ok"
     assert points["broken"].attributes["loopobs.context_provider.outcome"] == "error"
 
 
 async def test_provider_text_on_spans_only_with_content_capture(
-    tracer_provider: TracerProvider, span_exporter: InMemorySpanExporter,
+    tracer_provider: TracerProvider,
+    span_exporter: InMemorySpanExporter,
 ) -> None:
-    loop = AgentLoop(ScriptedClient([Reply(text="ok")]), model="m", context_providers=[memory],
-                     observers=[TracingObserver(tracer_provider, capture_content=True)])
+    loop = AgentLoop(
+        ScriptedClient([Reply(text="ok")]),
+        model="m",
+        context_providers=[memory],
+        observers=[TracingObserver(tracer_provider, capture_content=True)],
+    )
     assert (await loop.run("birds")).ok
-    span = next(s for s in span_exporter.get_finished_spans()
-                if s.name == "context_provider memory")
-    assert dict(span.attributes or {})["loopobs.context_provider.text"] == \
-        "the user asked about birds"
+    span = next(
+        s for s in span_exporter.get_finished_spans() if s.name == "context_provider memory"
+    )
+    assert (
+        dict(span.attributes or {})["loopobs.context_provider.text"] == "the user asked about birds"
+    )
 
 
 async def test_a_cancelled_run_cancels_its_providers() -> None:
@@ -151,8 +176,13 @@ async def test_a_cancelled_run_cancels_its_providers() -> None:
         return ""
 
     rec = RecordingObserver()
-    loop = AgentLoop(ScriptedClient([Reply(text="ok")]), model="m", observers=[rec],
-                     context_providers=[waits], context_provider_timeout=None)
+    loop = AgentLoop(
+        ScriptedClient([Reply(text="ok")]),
+        model="m",
+        observers=[rec],
+        context_providers=[waits],
+        context_provider_timeout=None,
+    )
     task = asyncio.create_task(loop.run("q"))
     await started.wait()
     task.cancel()
@@ -189,27 +219,34 @@ def test_check_contract_knows_providers_and_session_events() -> None:
         return ContextProviderContext(run_id=run, time_ns=now, turn=0, provider="p")
 
     def stream(ok_order: bool) -> list[tuple[str, EventContext]]:
-        events: list[EventContext] = [RunStartContext(run_id=run, time_ns=now, session_id=session),
-                  TurnStartContext(run_id=run, time_ns=now, turn=0)]
+        events: list[EventContext] = [
+            RunStartContext(run_id=run, time_ns=now, session_id=session),
+            TurnStartContext(run_id=run, time_ns=now, turn=0),
+        ]
         if ok_order:
             events.append(provider())
-        events += [StreamStartContext(run_id=run, time_ns=now, turn=0, model="m"),
-                   StreamSuccessContext(run_id=run, time_ns=now, turn=0, model="m")]
+        events += [
+            StreamStartContext(run_id=run, time_ns=now, turn=0, model="m"),
+            StreamSuccessContext(run_id=run, time_ns=now, turn=0, model="m"),
+        ]
         if not ok_order:
             events.append(provider())
-        events += [TurnEndContext(run_id=run, time_ns=now, turn=0, success=True),
-                   RunEndContext(run_id=run, time_ns=now, success=True,
-                                 status=RunStatus.COMPLETED)]
+        events += [
+            TurnEndContext(run_id=run, time_ns=now, turn=0, success=True),
+            RunEndContext(run_id=run, time_ns=now, success=True, status=RunStatus.COMPLETED),
+        ]
         return [(e.hook, e) for e in events]
 
     assert check_contract(stream(True)) == []
     problems = check_contract(stream(False))
     assert any("context provider after" in p for p in problems)
-    queue = BackpressureContext(run_id=session, time_ns=now, queue="inbox",
-                                outcome="rejected", capacity=1, policy="reject")
+    queue = BackpressureContext(
+        run_id=session, time_ns=now, queue="inbox", outcome="rejected", capacity=1, policy="reject"
+    )
     assert check_contract([("on_backpressure", queue), *stream(True)]) == []
-    wrong = BackpressureContext(run_id=run, time_ns=now, queue="inbox", outcome="dropped",
-                                capacity=1, policy="drop_oldest")
+    wrong = BackpressureContext(
+        run_id=run, time_ns=now, queue="inbox", outcome="dropped", capacity=1, policy="drop_oldest"
+    )
     problems = check_contract([*stream(True), ("on_backpressure", wrong)])
     assert any("carries the id of run" in p for p in problems)
 
@@ -221,8 +258,12 @@ async def test_a_provider_raising_cancelled_error_itself_is_its_own_failure() ->
         raise asyncio.CancelledError
 
     rec = RecordingObserver()
-    loop = AgentLoop(ScriptedClient([Reply(text="ok")]), model="m", observers=[rec],
-                     context_providers=[rude, memory])
+    loop = AgentLoop(
+        ScriptedClient([Reply(text="ok")]),
+        model="m",
+        observers=[rec],
+        context_providers=[rude, memory],
+    )
     result = await asyncio.wait_for(loop.run("birds"), 30)
     assert result.ok
     assert result.answer == "ok"

@@ -26,8 +26,9 @@ from loopobs.testing import RecordingObserver
 from tests._core_deps import make_deps
 
 
-def call_for(client: LlmClient, *fallbacks: str) -> tuple[ModelCall, Conversation,
-                                                          RecordingObserver]:
+def call_for(
+    client: LlmClient, *fallbacks: str
+) -> tuple[ModelCall, Conversation, RecordingObserver]:
     rec = RecordingObserver()
     session = Conversation(messages=[UserMessage(content="hi")])
     deps = make_deps(client, observers=[rec], fallback_models=fallbacks)
@@ -36,9 +37,17 @@ def call_for(client: LlmClient, *fallbacks: str) -> tuple[ModelCall, Conversatio
 
 async def test_a_streamed_response_is_assembled_and_reported() -> None:
     """Text, thinking and tool calls come back; start, deltas, success and response fire."""
-    client = ScriptedClient([Reply(text="hello there", thinking="hmm",
-                                   tool_calls=(ToolCall("search", {"q": "x"}),),
-                                   usage=Usage(input_tokens=40, output_tokens=7))], chunk_size=4)
+    client = ScriptedClient(
+        [
+            Reply(
+                text="hello there",
+                thinking="hmm",
+                tool_calls=(ToolCall("search", {"q": "x"}),),
+                usage=Usage(input_tokens=40, output_tokens=7),
+            )
+        ],
+        chunk_size=4,
+    )
     call, session, rec = call_for(client)
     response = await call(0, "m1")
     assert response.text == "hello there"

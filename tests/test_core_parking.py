@@ -31,20 +31,27 @@ SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required
 
 
 def wave_session() -> Conversation:
-    calls = (ToolCallPart(id="c1", name="approve", arguments={"n": 1}),
-             ToolCallPart(id="c2", name="add", arguments={}),
-             ToolCallPart(id="c3", name="wait", arguments={}))
-    return Conversation(messages=[UserMessage(content="pay"), AssistantMessage(tool_calls=calls)],
-                   turn=4)
+    calls = (
+        ToolCallPart(id="c1", name="approve", arguments={"n": 1}),
+        ToolCallPart(id="c2", name="add", arguments={}),
+        ToolCallPart(id="c3", name="wait", arguments={}),
+    )
+    return Conversation(
+        messages=[UserMessage(content="pay"), AssistantMessage(tool_calls=calls)], turn=4
+    )
 
 
 def outcomes() -> list[ToolAttempt]:
     return [
-        ToolAttempt(None, park=Suspend("approve?", SCHEMA),
-                    call=ToolCallPart(id="c1", name="approve", arguments={"n": 1})),
+        ToolAttempt(
+            None,
+            park=Suspend("approve?", SCHEMA),
+            call=ToolCallPart(id="c1", name="approve", arguments={"n": 1}),
+        ),
         ToolAttempt(ToolResultMessage(tool_call_id="c2", name="add", content="3")),
-        ToolAttempt(None, park=Sleep(WAKE), call=ToolCallPart(id="c3", name="wait", arguments={}),
-                    attempt=2),
+        ToolAttempt(
+            None, park=Sleep(WAKE), call=ToolCallPart(id="c3", name="wait", arguments={}), attempt=2
+        ),
     ]
 
 
@@ -66,7 +73,12 @@ def test_the_first_park_decides_and_the_others_run_again() -> None:
     assert parked.status is RunStatus.SUSPENDED
     cp = parked.checkpoint
     assert (cp.kind, cp.reason, cp.input_schema, cp.turn, cp.model) == (
-        "suspend", "approve?", SCHEMA, 4, "m1")
+        "suspend",
+        "approve?",
+        SCHEMA,
+        4,
+        "m1",
+    )
     assert cp.parked.id == "c1"
     assert [(c.id, c.attempt) for c in cp.rerun] == [("c3", 2)]
     assert [r.content if r else None for r in cp.results] == [None, "3", None]
@@ -96,8 +108,15 @@ def test_resume_checks_input_and_time_without_changing_anything() -> None:
     assert info.value.errors
     parking.check_resume(suspended.checkpoint, {"ok": True}, None)
     done = [ToolResultMessage(tool_call_id=i, name="x", content="ok") for i in ("c1", "c2")]
-    sleeping = parking.park(deps.observers, uuid.uuid4(), wave_session(), 0, "m1", [outcomes()[2]],
-                            wave_results=[*done, None])
+    sleeping = parking.park(
+        deps.observers,
+        uuid.uuid4(),
+        wave_session(),
+        0,
+        "m1",
+        [outcomes()[2]],
+        wave_results=[*done, None],
+    )
     assert sleeping is not None
     with pytest.raises(NotYetAwake):
         parking.check_resume(sleeping.checkpoint, None, WAKE - dt.timedelta(seconds=1))
@@ -128,8 +147,9 @@ def test_the_plan_fills_the_suspended_call_and_reruns_the_rest() -> None:
     assert plan.results[0] is not None
     assert plan.results[0].content == '{"ok": true}'
     assert [c.id for c in plan.to_run] == ["c3"]
-    sleeping = parking.park(deps.observers, uuid.uuid4(), wave_session(), 0, "m1",
-                            [outcomes()[2], outcomes()[1]])
+    sleeping = parking.park(
+        deps.observers, uuid.uuid4(), wave_session(), 0, "m1", [outcomes()[2], outcomes()[1]]
+    )
     assert sleeping is not None
     assert [c.id for c in parking.plan_resume(sleeping.checkpoint, None).to_run] == ["c3"]
 
@@ -144,4 +164,5 @@ def test_the_checkpoint_carries_the_trace_context_when_traced() -> None:
     links.publish(run, "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7")
     traced = parking.with_trace_context(parked.checkpoint, links, run)
     assert traced.trace_context == {
-        "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+        "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    }

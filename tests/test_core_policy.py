@@ -17,13 +17,15 @@ from loopobs.loop.policy import NOTE_PREFIX, RunPolicy
 
 
 def loop_verdict(run_id: uuid.UUID, action: LoopAction) -> LoopDetectedContext:
-    return LoopDetectedContext(run_id=run_id, time_ns=1, pattern="search(x)", repetitions=5,
-                               tool="search", action=action)
+    return LoopDetectedContext(
+        run_id=run_id, time_ns=1, pattern="search(x)", repetitions=5, tool="search", action=action
+    )
 
 
 def convergence(run_id: uuid.UUID, action: ConvergenceAction) -> ConvergenceDetectedContext:
-    return ConvergenceDetectedContext(run_id=run_id, time_ns=1, action=action, similarity=0.97,
-                                      consecutive=3)
+    return ConvergenceDetectedContext(
+        run_id=run_id, time_ns=1, action=action, similarity=0.97, consecutive=3
+    )
 
 
 def test_only_open_runs_collect_verdicts() -> None:
@@ -93,15 +95,22 @@ def test_decide_is_the_one_mapping_and_the_adapters_raise_its_words() -> None:
     from loopobs.loop.policy import Decision, decide
 
     run = uuid.uuid4()
-    over = BudgetExceededContext(run_id=run, time_ns=1, limit="model_calls", value=4.0,
-                                 budget=3.0, action="stop")
+    over = BudgetExceededContext(
+        run_id=run, time_ns=1, limit="model_calls", value=4.0, budget=3.0, action="stop"
+    )
     decision = decide(over)
     assert decision.stop is not None
     assert decision.stop.status is RunStatus.BUDGET_EXCEEDED
     assert isinstance(decision.stop.error, BudgetExceeded)
     assert decision.stop.message == "run budget exceeded: model_calls 4 > 3"
-    assert decide(BudgetExceededContext(run_id=run, time_ns=1, limit="usd", value=0.8,
-                                        budget=1.0, action="warn")) == Decision()
+    assert (
+        decide(
+            BudgetExceededContext(
+                run_id=run, time_ns=1, limit="usd", value=0.8, budget=1.0, action="warn"
+            )
+        )
+        == Decision()
+    )
     for verdict in (over, loop_verdict(run, "stop"), convergence(run, "ask_user")):
         policy = StopPolicy()
         policy.watch(run)
@@ -111,5 +120,8 @@ def test_decide_is_the_one_mapping_and_the_adapters_raise_its_words() -> None:
         assert isinstance(raised, RunStopped)
         assert stop is not None
         assert (str(raised), raised.status, raised.pattern) == (
-            stop.message, stop.status.value, stop.pattern)
+            stop.message,
+            stop.status.value,
+            stop.pattern,
+        )
         assert policy.stopped(run) is raised  # the same exception each time it is raised

@@ -60,8 +60,9 @@ def phase_for(*tools: object, **settings: Any) -> tuple[ToolPhase, RecordingObse
 async def test_outcomes_come_back_in_the_models_order() -> None:
     """The slow first call finishes last but its result stays first; posts pair with pres."""
     phase, rec = phase_for(slow, add)
-    outcomes = await phase(0, [part("slow", "c1", ms=20), part("add", "c2", a=1, b=2)],
-                           received=True)
+    outcomes = await phase(
+        0, [part("slow", "c1", ms=20), part("add", "c2", a=1, b=2)], received=True
+    )
     assert [o.message.content for o in outcomes if o.message] == ["slept 20", "3"]
     assert [c.tool_call_id for c in rec.of("on_tool_call_received")] == ["c1", "c2"]
     assert sorted(p.tool_call_id for p in rec.of("on_tool_post")) == ["c1", "c2"]
@@ -73,7 +74,11 @@ async def test_sequential_calls_run_one_after_the_other() -> None:
     phase, rec = phase_for(slow, add, parallel_tool_calls=False)
     await phase(0, [part("slow", "c1", ms=5), part("add", "c2", a=1, b=2)], received=True)
     assert [h for h in rec.hooks() if h in ("on_tool_pre", "on_tool_post")] == [
-        "on_tool_pre", "on_tool_post", "on_tool_pre", "on_tool_post"]
+        "on_tool_pre",
+        "on_tool_post",
+        "on_tool_pre",
+        "on_tool_post",
+    ]
 
 
 async def test_failures_are_results_for_the_model() -> None:
@@ -82,8 +87,11 @@ async def test_failures_are_results_for_the_model() -> None:
     limited = Tool(slow.fn, name="slow", timeout=0.01)
     phase, rec = phase_for(limited, broken)
     bad_json = ToolCallPart(id="c3", name="broken", arguments={}, raw_arguments="{not json")
-    outcomes = await phase(0, [part("nope", "c1"), part("broken", "c2"), bad_json,
-                               part("slow", "c4", ms=5_000)], received=True)
+    outcomes = await phase(
+        0,
+        [part("nope", "c1"), part("broken", "c2"), bad_json, part("slow", "c4", ms=5_000)],
+        received=True,
+    )
     messages = [o.message for o in outcomes]
     assert all(m is not None and m.is_error for m in messages)
     assert "nope" in messages[0].content  # type: ignore[union-attr]
@@ -99,8 +107,9 @@ async def test_failures_are_results_for_the_model() -> None:
 async def test_a_park_is_an_outcome_without_a_message() -> None:
     """A Suspend comes back as the call's park; its post says so."""
     phase, rec = phase_for(gate, add)
-    outcomes = await phase(2, [part("gate", "c1"), part("add", "c2", a=2, b=2)], received=True,
-                           attempts=[1, 0])
+    outcomes = await phase(
+        2, [part("gate", "c1"), part("add", "c2", a=2, b=2)], received=True, attempts=[1, 0]
+    )
     parked, added = outcomes
     assert parked.message is None
     assert isinstance(parked.park, Suspend)
@@ -134,8 +143,9 @@ async def test_cancelling_the_phase_posts_every_started_attempt() -> None:
         return "never"
 
     phase, rec = phase_for(hang)
-    task = asyncio.create_task(phase(0, [part("hang", "c1", n=1), part("hang", "c2", n=2)],
-                                     received=True))
+    task = asyncio.create_task(
+        phase(0, [part("hang", "c1", n=1), part("hang", "c2", n=2)], received=True)
+    )
     await started.wait()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):

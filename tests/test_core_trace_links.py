@@ -47,9 +47,16 @@ def test_a_carrier_restores_the_link_elsewhere() -> None:
     assert elsewhere.carrier(uuid.uuid4()) is None
 
 
-@pytest.mark.parametrize("carrier", [None, {}, {"traceparent": "garbage"},
-                                     {"traceparent": f"00-{'0' * 32}-{SPAN}-01"},
-                                     {"traceparent": f"00-{TRACE}-{'0' * 16}-01"}])
+@pytest.mark.parametrize(
+    "carrier",
+    [
+        None,
+        {},
+        {"traceparent": "garbage"},
+        {"traceparent": f"00-{'0' * 32}-{SPAN}-01"},
+        {"traceparent": f"00-{TRACE}-{'0' * 16}-01"},
+    ],
+)
 def test_invalid_carriers_are_ignored(carrier: dict[str, str] | None) -> None:
     """Missing, malformed or all-zero ids link nothing."""
     links, run = TraceLinks(), uuid.uuid4()

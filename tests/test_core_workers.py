@@ -34,8 +34,9 @@ def test_run_sync_returns_at_the_timeout_not_when_the_thread_ends() -> None:
     try:
         client = ScriptedClient([Reply(tool_calls=(ToolCall("stuck"),)), Reply(text="gave up")])
         rec = RecordingObserver()
-        loop = AgentLoop(client, model="m1", tools=[stuck_tool(release, entered)],
-                         detectors=[], observers=[rec])
+        loop = AgentLoop(
+            client, model="m1", tools=[stuck_tool(release, entered)], detectors=[], observers=[rec]
+        )
         result = loop.run_sync("go")
         # Had run_sync waited for the worker thread, only the safety timer could have ended it.
         assert not release.is_set()
@@ -59,16 +60,24 @@ async def test_exhausted_workers_are_reported_as_such() -> None:
         ran.append("fresh")
         return "ok"
 
-    client = ScriptedClient([
-        Reply(tool_calls=(ToolCall("stuck"),)),
-        Reply(tool_calls=(ToolCall("fresh"),)),
-        Reply(text="done"),
-        Reply(tool_calls=(ToolCall("fresh"),)),
-        Reply(text="done again"),
-    ])
+    client = ScriptedClient(
+        [
+            Reply(tool_calls=(ToolCall("stuck"),)),
+            Reply(tool_calls=(ToolCall("fresh"),)),
+            Reply(text="done"),
+            Reply(tool_calls=(ToolCall("fresh"),)),
+            Reply(text="done again"),
+        ]
+    )
     rec = RecordingObserver()
-    loop = AgentLoop(client, model="m1", tools=[stuck_tool(release, entered), fresh],
-                     detectors=[], observers=[rec], sync_tool_workers=1)
+    loop = AgentLoop(
+        client,
+        model="m1",
+        tools=[stuck_tool(release, entered), fresh],
+        detectors=[],
+        observers=[rec],
+        sync_tool_workers=1,
+    )
     try:
         assert (await loop.run("go")).ok
         errors = [p.error for p in rec.of("on_tool_post")]

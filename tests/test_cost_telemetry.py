@@ -28,24 +28,39 @@ AGENT = "spender"
 
 
 def runaway() -> list[Reply]:
-    return [Reply(tool_calls=(ToolCall("search", {"query": f"q{i}"}),),
-                  usage=Usage(input_tokens=1000 * (i + 1), output_tokens=50,
-                              cache_read_input_tokens=500 * i))
-            for i in range(20)]
+    return [
+        Reply(
+            tool_calls=(ToolCall("search", {"query": f"q{i}"}),),
+            usage=Usage(
+                input_tokens=1000 * (i + 1), output_tokens=50, cache_read_input_tokens=500 * i
+            ),
+        )
+        for i in range(20)
+    ]
 
 
 async def spend(*observers: Any, model: str = "gpt-4o") -> RunResult:
     """A runaway loop stopped by Budget(usd=0.01, warn_at=0.5), priced as OpenAI's model."""
     client = ScriptedClient(runaway())
     client.provider = "openai"
-    loop = AgentLoop(client, model=model, tools=[search], observers=observers, detectors=[],
-                     budget=Budget(usd=0.01, warn_at=0.5), agent_name=AGENT)
+    loop = AgentLoop(
+        client,
+        model=model,
+        tools=[search],
+        observers=observers,
+        detectors=[],
+        budget=Budget(usd=0.01, warn_at=0.5),
+        agent_name=AGENT,
+    )
     return await loop.run("go")
 
 
 def span_attrs(exporter: InMemorySpanExporter, name: str) -> list[dict[str, Any]]:
-    return [dict(s.attributes or {}) for s in exporter.get_finished_spans()
-            if s.name.split(" ")[0] == name]
+    return [
+        dict(s.attributes or {})
+        for s in exporter.get_finished_spans()
+        if s.name.split(" ")[0] == name
+    ]
 
 
 async def test_spans_carry_the_cost_and_the_budget_verdicts() -> None:
@@ -61,10 +76,16 @@ async def test_spans_carry_the_cost_and_the_budget_verdicts() -> None:
     assert [a[c.LOOPOBS_COST_USD] for a in span_attrs(exporter, "turn")] == calls
     (run,) = span_attrs(exporter, "invoke_agent")
     assert run[c.LOOPOBS_COST_USD] == result.cost_usd
-    events = [(e.name, dict(e.attributes or {})) for s in exporter.get_finished_spans()
-              for e in s.events if e.name == c.EVENT_BUDGET_EXCEEDED]
+    events = [
+        (e.name, dict(e.attributes or {}))
+        for s in exporter.get_finished_spans()
+        for e in s.events
+        if e.name == c.EVENT_BUDGET_EXCEEDED
+    ]
     assert [(a[c.LOOPOBS_BUDGET_ACTION], a[c.LOOPOBS_BUDGET_LIMIT]) for _, a in events] == [
-        ("warn", "usd"), ("stop", "usd")]
+        ("warn", "usd"),
+        ("stop", "usd"),
+    ]
     stop = events[-1][1]
     assert stop[c.LOOPOBS_BUDGET_ALLOWED] == 0.01
     value = stop[c.LOOPOBS_BUDGET_VALUE]
@@ -78,9 +99,12 @@ async def test_unpriced_calls_leave_the_cost_attribute_out() -> None:
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    loop = AgentLoop(ScriptedClient([Reply(text="hi", usage=Usage(input_tokens=5,
-                                                                  output_tokens=1))]),
-                     model="house-model-7b", observers=[TracingObserver(provider)], detectors=[])
+    loop = AgentLoop(
+        ScriptedClient([Reply(text="hi", usage=Usage(input_tokens=5, output_tokens=1))]),
+        model="house-model-7b",
+        observers=[TracingObserver(provider)],
+        detectors=[],
+    )
     await loop.run("q")
     for name in ("chat", "turn", "invoke_agent"):
         (attrs,) = span_attrs(exporter, name)
@@ -115,18 +139,24 @@ async def test_both_metric_paths_count_spend_unpriced_calls_and_budget_verdicts(
     assert get("loopobs_budget_exceeded_total", {**verdict, "loopobs_budget_action": "warn"}) == 1
 
     def otel(name: str) -> dict[frozenset[tuple[str, Any]], Any]:
-        return {frozenset((p.attributes or {}).items()): getattr(p, "value", None) or p.sum
-                for p in points.get(name, [])}
+        return {
+            frozenset((p.attributes or {}).items()): getattr(p, "value", None) or p.sum
+            for p in points.get(name, [])
+        }
 
     key = frozenset({c.GEN_AI_PROVIDER_NAME: "openai", c.GEN_AI_REQUEST_MODEL: "gpt-4o"}.items())
     assert otel(c.COST.name) == {key: pytest.approx(priced.cost_usd)}
-    house_key = frozenset({c.GEN_AI_PROVIDER_NAME: "openai",
-                           c.GEN_AI_REQUEST_MODEL: "house-model-7b"}.items())
+    house_key = frozenset(
+        {c.GEN_AI_PROVIDER_NAME: "openai", c.GEN_AI_REQUEST_MODEL: "house-model-7b"}.items()
+    )
     assert otel(c.UNPRICED_CALLS.name) == {house_key: 20}
-    assert otel(c.RUN_COST.name) == {frozenset({c.GEN_AI_AGENT_NAME: AGENT}.items()):
-                                     pytest.approx(priced.cost_usd)}
+    assert otel(c.RUN_COST.name) == {
+        frozenset({c.GEN_AI_AGENT_NAME: AGENT}.items()): pytest.approx(priced.cost_usd)
+    }
     assert sorted(dict(k)[c.LOOPOBS_BUDGET_ACTION] for k in otel(c.BUDGET_EXCEEDED.name)) == [
-        "stop", "warn"]
+        "stop",
+        "warn",
+    ]
 
 
 async def test_costs_survive_the_jsonl_round_trip_and_replay(tmp_path: Path) -> None:

@@ -20,11 +20,15 @@ async def test_concierge_uses_an_mcp_tool_and_an_injected_hint() -> None:
     assert second.ok
     mcp_posts = [p for p in recorder.of("on_tool_post") if p.mcp is not None]
     assert sorted((p.tool, p.is_error) for p in mcp_posts) == [
-        ("plug_type", False), ("plug_type", True), ("visa_rules", False)]
+        ("plug_type", False),
+        ("plug_type", True),
+        ("visa_rules", False),
+    ]
     assert all(p.mcp.server == "travel-facts" for p in mcp_posts)
     assert {p.mcp.error_type for p in mcp_posts if p.is_error} == {"tool_error"}
-    skipped = {c.outcome for c in recorder.of("on_context_provider")
-               if c.provider == "loyalty_points"}
+    skipped = {
+        c.outcome for c in recorder.of("on_context_provider") if c.provider == "loyalty_points"
+    }
     assert skipped == {"timeout"}
     hints = [c for c in recorder.of("on_context_provider") if c.provider == "injected_hint"]
     assert [h.run_id for h in hints] == [second.run_id]

@@ -16,12 +16,28 @@ def test_demo_keeps_serving_metrics_until_ctrl_c(tmp_path: Path) -> None:
     """With no run count and no --exit, the demo plays once, says where to look, serves on."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     env["PYTHONUNBUFFERED"] = "1"
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[1]),
-                                         env.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(Path(__file__).resolve().parents[1]), env.get("PYTHONPATH", "")]
+    )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "loopobs.cli", "demo", "--metrics-port", "0", "--no-live",
-         "--quiet", "--latency", "0"],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        [
+            sys.executable,
+            "-m",
+            "loopobs.cli",
+            "demo",
+            "--metrics-port",
+            "0",
+            "--no-live",
+            "--quiet",
+            "--latency",
+            "0",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     assert proc.stdout is not None
     lines: list[str] = []
     try:

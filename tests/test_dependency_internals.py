@@ -29,23 +29,28 @@ from tests._ast import parse
 PACKAGES = ("opentelemetry", "prometheus_client")
 ROOT = Path(__file__).resolve().parents[1] / "loopobs"
 
-UNSTABLE_API_MODULES = frozenset({
-    "opentelemetry._logs",  # the Logs API (GenAI events): OpenTelemetry Python's only spelling
-    "opentelemetry.sdk._logs",
-    "opentelemetry.semconv._incubating.attributes",  # the development-status conventions
-    "opentelemetry.semconv._incubating.metrics",
-})
+UNSTABLE_API_MODULES = frozenset(
+    {
+        "opentelemetry._logs",  # the Logs API (GenAI events): OpenTelemetry Python's only spelling
+        "opentelemetry.sdk._logs",
+        "opentelemetry.semconv._incubating.attributes",  # the development-status conventions
+        "opentelemetry.semconv._incubating.metrics",
+    }
+)
 """Modules whose names start with ``_`` because the API they hold is not stable yet."""
 
-OWN_OBJECTS = frozenset({
-    ("exporters/setup.py", "telemetry", "_at_exit"),  # our Telemetry, registered with atexit
-    ("exporters/tracing.py", "asyncio", "_get_running_loop"),  # the standard library
-    ("mcp/source.py", "source", "_start"),  # our McpToolSource, in its own classmethod
-})
+OWN_OBJECTS = frozenset(
+    {
+        ("exporters/setup.py", "telemetry", "_at_exit"),  # our Telemetry, registered with atexit
+        ("exporters/tracing.py", "asyncio", "_get_running_loop"),  # the standard library
+        ("mcp/source.py", "source", "_start"),  # our McpToolSource, in its own classmethod
+    }
+)
 """(module, object, attribute): private attributes of objects that are not the packages'."""
 
-_ACCESSORS = frozenset({"getattr", "setattr", "hasattr", "delattr", "__getattribute__",
-                        "__setattr__", "__delattr__"})
+_ACCESSORS = frozenset(
+    {"getattr", "setattr", "hasattr", "delattr", "__getattribute__", "__setattr__", "__delattr__"}
+)
 
 
 def _private(name: str) -> bool:
@@ -81,8 +86,11 @@ def violations(source: str, module: str) -> Iterator[str]:
         where = f"{module}:{getattr(node, 'lineno', 0)}"
         if isinstance(node, ast.Import):
             for alias in node.names:
-                if _from_packages(alias.name) and alias.name not in UNSTABLE_API_MODULES and \
-                        any(_private(part) for part in alias.name.split(".")):
+                if (
+                    _from_packages(alias.name)
+                    and alias.name not in UNSTABLE_API_MODULES
+                    and any(_private(part) for part in alias.name.split("."))
+                ):
                     yield f"{where}: imports {alias.name}"
         elif isinstance(node, ast.ImportFrom) and node.module and _from_packages(node.module):
             for alias in node.names:
@@ -97,39 +105,52 @@ def violations(source: str, module: str) -> Iterator[str]:
                 yield f"{where}: {ast.unparse(node)}"
         elif isinstance(node, ast.Call) and _accessor(node.func) and len(node.args) >= 2:
             name = node.args[1]
-            if isinstance(name, ast.Constant) and isinstance(name.value, str) and \
-                    _private(name.value) and ast.unparse(node.args[0]) not in ("self", "cls"):
+            if (
+                isinstance(name, ast.Constant)
+                and isinstance(name.value, str)
+                and _private(name.value)
+                and ast.unparse(node.args[0]) not in ("self", "cls")
+            ):
                 yield f"{where}: {ast.unparse(node)}"
 
 
 def test_no_module_reads_or_writes_the_packages_internals() -> None:
-    found = [v for path in sorted(ROOT.rglob("*.py"))
-             for v in violations(path.read_text(encoding="utf-8"),
-                                 path.relative_to(ROOT).as_posix())]
+    found = [
+        v
+        for path in sorted(ROOT.rglob("*.py"))
+        for v in violations(path.read_text(encoding="utf-8"), path.relative_to(ROOT).as_posix())
+    ]
     assert found == []
 
 
-@pytest.mark.parametrize("source", [
-    "from prometheus_client import Counter\ndef f(c):\n    return c._value\n",
-    "import prometheus_client\ndef f(c):\n    return getattr(c, '_sum', None)\n",
-    "from opentelemetry.sdk.metrics._internal.instrument import Histogram\n",
-    "from opentelemetry.sdk.metrics import _internal\n",
-    "from opentelemetry import metrics\ndef f(i):\n    i._measurement_consumer = None\n",
-    "from opentelemetry import metrics\ndef f(i):\n    object.__setattr__(i, '_x', 1)\n",
-    "from opentelemetry import metrics\ndef f(i):\n    return i.meter._sdk_config\n",
-    "from opentelemetry import metrics\nclass A:\n    def f(self):\n"
-    "        return self._consumer._sdk_config\n",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from prometheus_client import Counter\ndef f(c):\n    return c._value\n",
+        "import prometheus_client\ndef f(c):\n    return getattr(c, '_sum', None)\n",
+        "from opentelemetry.sdk.metrics._internal.instrument import Histogram\n",
+        "from opentelemetry.sdk.metrics import _internal\n",
+        "from opentelemetry import metrics\ndef f(i):\n    i._measurement_consumer = None\n",
+        "from opentelemetry import metrics\ndef f(i):\n    object.__setattr__(i, '_x', 1)\n",
+        "from opentelemetry import metrics\ndef f(i):\n    return i.meter._sdk_config\n",
+        "from opentelemetry import metrics\nclass A:\n    def f(self):\n"
+        "        return self._consumer._sdk_config\n",
+    ],
+)
 def test_the_scan_finds_private_access(source: str) -> None:
     assert list(violations(source, "exporters/example.py"))
 
 
-@pytest.mark.parametrize("source", [
-    "from prometheus_client import Counter\nclass A:\n    def f(self):\n        return self._x\n",
-    "from opentelemetry import _logs\nfrom opentelemetry.semconv._incubating.metrics import "
-    "gen_ai_metrics\n",
-    "def f(c):\n    return c._value\n",  # a module that never sees the packages' objects
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from prometheus_client import Counter\n"
+        "class A:\n    def f(self):\n        return self._x\n",
+        "from opentelemetry import _logs\nfrom opentelemetry.semconv._incubating.metrics import "
+        "gen_ai_metrics\n",
+        "def f(c):\n    return c._value\n",  # a module that never sees the packages' objects
+    ],
+)
 def test_the_scan_allows_own_objects_and_unstable_api_homes(source: str) -> None:
     assert list(violations(source, "exporters/example.py")) == []
 

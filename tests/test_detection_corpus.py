@@ -10,11 +10,28 @@ import pytest
 from tests.detection_corpus import generate
 from tests.detection_corpus.harness import CORPUS_PATH, Trace, evaluate, load, play
 
-RUNAWAY_CLASSES = {"cosmetic_args", "volatile_results", "long_repeats", "paraphrased_calls",
-                   "answers", "classic", "shell_agents", "editor_agents", "conversations"}
-PRODUCTIVE_CLASSES = {"polling", "reads_between_writes", "long_sessions", "retries",
-                      "acknowledgements", "classic_ok", "shell_agents_ok", "editor_agents_ok",
-                      "conversations_ok"}
+RUNAWAY_CLASSES = {
+    "cosmetic_args",
+    "volatile_results",
+    "long_repeats",
+    "paraphrased_calls",
+    "answers",
+    "classic",
+    "shell_agents",
+    "editor_agents",
+    "conversations",
+}
+PRODUCTIVE_CLASSES = {
+    "polling",
+    "reads_between_writes",
+    "long_sessions",
+    "retries",
+    "acknowledgements",
+    "classic_ok",
+    "shell_agents_ok",
+    "editor_agents_ok",
+    "conversations_ok",
+}
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +44,8 @@ def test_corpus_file_is_what_the_generator_builds(traces: list[Trace]) -> None:
     """The stored file is the generator's output: regenerate it after changing the script."""
     built = generate.build()
     assert [t.to_json() for t in traces] == [t.to_json() for t in built], (
-        f"run `python -m tests.detection_corpus.generate` to refresh {CORPUS_PATH.name}")
+        f"run `python -m tests.detection_corpus.generate` to refresh {CORPUS_PATH.name}"
+    )
 
 
 def test_corpus_covers_every_class_with_both_kinds(traces: list[Trace]) -> None:
@@ -50,11 +68,16 @@ def test_detection_quality_meets_the_targets(traces: list[Trace]) -> None:
     """Warn precision and recall ≥ 0.9, stop precision ≥ 0.95 and recall ≥ 0.75, median
     latency to warn ≤ 5 looping steps."""
     scores, outcomes = evaluate(traces)
-    misses = [f"{o.trace.label:9} {o.trace.name}: {o.detections[:2]}" for o in outcomes
-              if (o.trace.label == "ok") == bool(o.detections)]
-    print(f"\nwarn precision {scores.warn_precision:.3f} recall {scores.warn_recall:.3f}  "
-          f"stop precision {scores.stop_precision:.3f} recall {scores.stop_recall:.3f}  "
-          f"median latency {scores.median_latency} looping steps  {scores.counts}")
+    misses = [
+        f"{o.trace.label:9} {o.trace.name}: {o.detections[:2]}"
+        for o in outcomes
+        if (o.trace.label == "ok") == bool(o.detections)
+    ]
+    print(
+        f"\nwarn precision {scores.warn_precision:.3f} recall {scores.warn_recall:.3f}  "
+        f"stop precision {scores.stop_precision:.3f} recall {scores.stop_recall:.3f}  "
+        f"median latency {scores.median_latency} looping steps  {scores.counts}"
+    )
     print("\n".join(misses))
     assert scores.warn_precision >= 0.9
     assert scores.warn_recall >= 0.9

@@ -26,39 +26,87 @@ def effect(command: str) -> str | None:
     return info.effect if info is not None else None
 
 
-@pytest.mark.parametrize("command", [
-    "ls -la", "cat src/app.py", "grep -rn TODO src | head -20", "find . -name '*.py'",
-    "head -n 40 README.md", "sed -n '18,50p' django/db/models/constraints.py", "git status",
-    "git diff HEAD~1 -- src", "git log --oneline | head", "git -C repo show HEAD",
-    "cd /testbed && ls", "wc -l *.py 2>/dev/null", "echo $PATH", "git branch",
-    "FOO=1 timeout 10 grep -c x f", "tail -f log.txt | grep ERROR", "ls > /dev/null 2>&1",
-    "find /testbed -type f -name \"*.gz\" -exec zcat {} \\; 2>/dev/null | wc -l",
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "ls -la",
+        "cat src/app.py",
+        "grep -rn TODO src | head -20",
+        "find . -name '*.py'",
+        "head -n 40 README.md",
+        "sed -n '18,50p' django/db/models/constraints.py",
+        "git status",
+        "git diff HEAD~1 -- src",
+        "git log --oneline | head",
+        "git -C repo show HEAD",
+        "cd /testbed && ls",
+        "wc -l *.py 2>/dev/null",
+        "echo $PATH",
+        "git branch",
+        "FOO=1 timeout 10 grep -c x f",
+        "tail -f log.txt | grep ERROR",
+        "ls > /dev/null 2>&1",
+        'find /testbed -type f -name "*.gz" -exec zcat {} \\; 2>/dev/null | wc -l',
+    ],
+)
 def test_reading_commands_are_reads(command: str) -> None:
     assert effect(command) == "read"
 
 
-@pytest.mark.parametrize("command", [
-    "sed -i 's/a/b/' src/app.py", "sed -i.bak -e 's/x/y/' f", "perl -pi -e 's/a/b/' f",
-    "echo hi > out.txt", "printf 'x' >> log", "cat f | tee copy.txt", "cp a b", "mv a b",
-    "rm -rf build", "mkdir -p out/x", "touch marker", "git add -A", "git commit -m 'fix'",
-    "git apply fix.patch", "git checkout -b topic", "patch -p1 < fix.diff",
-    "pip install -e .", "python -m pip install requests", "npm install", "apt-get install jq",
-    "cd /repo && sed -i '3d' setup.py", "sudo -u app rm /tmp/x", "nohup touch x &",
-    "find . -name '*.pyc' -delete", "find . -name '*.pyc' -exec rm -f {} +", "tar -xzf a.tgz",
-    "cat <<'EOF' > reproduce.py\nprint(1)\nEOF", "timeout 5 chmod +x run.sh",
-    "python -c \"open('out.txt', 'w').write('x')\"",
-    "python - <<EOF\nimport os\nos.remove('x')\nEOF",
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "sed -i 's/a/b/' src/app.py",
+        "sed -i.bak -e 's/x/y/' f",
+        "perl -pi -e 's/a/b/' f",
+        "echo hi > out.txt",
+        "printf 'x' >> log",
+        "cat f | tee copy.txt",
+        "cp a b",
+        "mv a b",
+        "rm -rf build",
+        "mkdir -p out/x",
+        "touch marker",
+        "git add -A",
+        "git commit -m 'fix'",
+        "git apply fix.patch",
+        "git checkout -b topic",
+        "patch -p1 < fix.diff",
+        "pip install -e .",
+        "python -m pip install requests",
+        "npm install",
+        "apt-get install jq",
+        "cd /repo && sed -i '3d' setup.py",
+        "sudo -u app rm /tmp/x",
+        "nohup touch x &",
+        "find . -name '*.pyc' -delete",
+        "find . -name '*.pyc' -exec rm -f {} +",
+        "tar -xzf a.tgz",
+        "cat <<'EOF' > reproduce.py\nprint(1)\nEOF",
+        "timeout 5 chmod +x run.sh",
+        "python -c \"open('out.txt', 'w').write('x')\"",
+        "python - <<EOF\nimport os\nos.remove('x')\nEOF",
+    ],
+)
 def test_side_effecting_commands_are_writes(command: str) -> None:
     assert effect(command) == "write"
 
 
-@pytest.mark.parametrize("command", [
-    "python reproduce_issue.py", "pytest -x tests/test_app.py", "make", "./run.sh",
-    "cd /testbed && python -m pytest tests", "npm test", "node index.js", "cargo build",
-    "python -c 'print(1 + 1)'", "some_unknown_tool --flag",
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "python reproduce_issue.py",
+        "pytest -x tests/test_app.py",
+        "make",
+        "./run.sh",
+        "cd /testbed && python -m pytest tests",
+        "npm test",
+        "node index.js",
+        "cargo build",
+        "python -c 'print(1 + 1)'",
+        "some_unknown_tool --flag",
+    ],
+)
 def test_programs_whose_effects_cannot_be_told_run(command: str) -> None:
     assert effect(command) == "run"
 
@@ -92,8 +140,14 @@ def test_heredoc_bodies_are_cut_out_and_tell_writes_apart() -> None:
 
 def test_spellings_of_one_write_share_a_target() -> None:
     """Options do not change what a write acts on; another operand does."""
-    targets = {classify_command(c).target for c in (  # type: ignore[union-attr]
-        "rm -f build/x", "rm -rf build/x", "rm -r -f -- build/x")}
+    targets = {
+        classify_command(c).target  # type: ignore[union-attr]
+        for c in (
+            "rm -f build/x",
+            "rm -rf build/x",
+            "rm -r -f -- build/x",
+        )
+    }
     assert len(targets) == 1
     assert classify_command("rm -f build/y").target not in targets  # type: ignore[union-attr]
 
@@ -105,15 +159,21 @@ def test_the_key_folds_whitespace_and_quoting() -> None:
     assert a.key == b.key
 
 
-@pytest.mark.parametrize("command", ["echo \"unclosed", "ls 'open", "trailing \\", "", "  "])
+@pytest.mark.parametrize("command", ['echo "unclosed', "ls 'open", "trailing \\", "", "  "])
 def test_unparseable_or_empty_commands_are_none(command: str) -> None:
     assert classify_command(command) is None
 
 
 def test_tokens_are_shlexs_on_real_looking_commands() -> None:
-    for command in ("grep -rn \"a b\" . | head", "echo 'it''s' \"q\\\"x\" a\\ b",
-                    "a&&b||c;d&e|f", "cat <f >g 2>&1", "x=1 y='2 3' cmd",
-                    "find . -exec rm {} \\;", "printf '%s\\n' x"):
+    for command in (
+        'grep -rn "a b" . | head',
+        "echo 'it''s' \"q\\\"x\" a\\ b",
+        "a&&b||c;d&e|f",
+        "cat <f >g 2>&1",
+        "x=1 y='2 3' cmd",
+        "find . -exec rm {} \\;",
+        "printf '%s\\n' x",
+    ):
         assert tokens(command) == shlex_tokens(command)
 
 
@@ -137,12 +197,40 @@ def test_classifiers_never_raise(text: str) -> None:
 
 
 def test_tools_are_recognised_by_name() -> None:
-    assert [tool_role(t) for t in (
-        "bash", "execute_bash", "run_command", "terminal", "shell", "mcp__shell__exec",
-        "desktop-commander.run_shell", "python", "execute_python", "str_replace_editor",
-        "str_replace_editor view", "apply_patch", "get_weather", "read_file")] == [
-        "command", "command", "command", "command", "command", "command", "command", "code",
-        "code", "editor", "editor", "editor", None, None]
+    assert [
+        tool_role(t)
+        for t in (
+            "bash",
+            "execute_bash",
+            "run_command",
+            "terminal",
+            "shell",
+            "mcp__shell__exec",
+            "desktop-commander.run_shell",
+            "python",
+            "execute_python",
+            "str_replace_editor",
+            "str_replace_editor view",
+            "apply_patch",
+            "get_weather",
+            "read_file",
+        )
+    ] == [
+        "command",
+        "command",
+        "command",
+        "command",
+        "command",
+        "command",
+        "command",
+        "code",
+        "code",
+        "editor",
+        "editor",
+        "editor",
+        None,
+        None,
+    ]
 
 
 def kind_of(tool: str, args: dict[str, object], declared: str | None = None) -> str | None:
@@ -161,8 +249,13 @@ def test_call_effects_of_command_code_and_editor_tools() -> None:
     assert kind_of("python", {"code": "print(1)"}) == "run"
     assert kind_of("python", {"code": "open('x', 'w')"}) == "write"
     assert kind_of("str_replace_editor", {"command": "view", "path": "a"}) == "read"
-    assert kind_of("str_replace_editor", {"command": "str_replace", "path": "a",
-                                          "old_str": "x", "new_str": "y"}) == "write"
+    assert (
+        kind_of(
+            "str_replace_editor",
+            {"command": "str_replace", "path": "a", "old_str": "x", "new_str": "y"},
+        )
+        == "write"
+    )
     assert kind_of("str_replace_editor insert", {"path": "a"}) == "write"
     assert kind_of("get_weather", {"command": "rm -rf /"}) is None
     assert kind_of("bash", {"command": "echo 'open"}) is None
@@ -177,13 +270,17 @@ def test_command_text_takes_strings_and_argv_lists() -> None:
     assert command_text(["ok", 3]) is None
 
 
-@pytest.mark.parametrize(("output", "failed"), [
-    ("<returncode>1</returncode>\n<output>\n</output>", True),
-    ("<returncode>0</returncode>\n<output>\n</output>", False),
-    ("ERROR:\nNo replacement was performed, old_str `x` did not appear verbatim", True),
-    ("sed: can't read x.py: No such file or directory", True),
-    ("bash: ponyc: command not found", True),
-    ("The file a.c has been edited.", False), ("", False),
-])
+@pytest.mark.parametrize(
+    ("output", "failed"),
+    [
+        ("<returncode>1</returncode>\n<output>\n</output>", True),
+        ("<returncode>0</returncode>\n<output>\n</output>", False),
+        ("ERROR:\nNo replacement was performed, old_str `x` did not appear verbatim", True),
+        ("sed: can't read x.py: No such file or directory", True),
+        ("bash: ponyc: command not found", True),
+        ("The file a.c has been edited.", False),
+        ("", False),
+    ],
+)
 def test_failed_output(output: str, failed: bool) -> None:
     assert failed_output(output) is failed

@@ -64,23 +64,30 @@ def _coding_agent_rereading() -> Trace:
 
 def _coding_agent_progressing() -> Trace:
     versions = [APP_PY, "def total(xs):\n    return sum(xs)\n"]
-    return Trace("coding agent editing and re-reading", "ok", (
-        Call("list_dir", {"path": "src"}, "app.py\nutil.py"),
-        Call("read_file", {"path": "src/app.py"}, versions[0]),
-        Call("run_tests", {"target": "tests/test_app.py"}, FAILURE),
-        Call("read_file", {"path": "tests/test_app.py"}, "def test_total(): ..."),
-        Call("edit_file", {"path": "src/app.py", "old": "+ 1", "new": ""}, "edited"),
-        Call("read_file", {"path": "src/app.py"}, versions[1]),
-        Call("run_tests", {"target": "tests/test_app.py"}, "1 passed"),
-        Call("run_tests", {"target": "tests"}, "14 passed"),
-        Answer("Fixed the off-by-one in total(); all 14 tests pass."),
-    ))
+    return Trace(
+        "coding agent editing and re-reading",
+        "ok",
+        (
+            Call("list_dir", {"path": "src"}, "app.py\nutil.py"),
+            Call("read_file", {"path": "src/app.py"}, versions[0]),
+            Call("run_tests", {"target": "tests/test_app.py"}, FAILURE),
+            Call("read_file", {"path": "tests/test_app.py"}, "def test_total(): ..."),
+            Call("edit_file", {"path": "src/app.py", "old": "+ 1", "new": ""}, "edited"),
+            Call("read_file", {"path": "src/app.py"}, versions[1]),
+            Call("run_tests", {"target": "tests/test_app.py"}, "1 passed"),
+            Call("run_tests", {"target": "tests"}, "14 passed"),
+            Answer("Fixed the off-by-one in total(); all 14 tests pass."),
+        ),
+    )
 
 
 def _search_agent_paging() -> Trace:
     steps: list[Step] = [
-        Call("search", {"query": "otel genai semconv", "page": page},
-             f"results {10 * page + 1}-{10 * page + 10}: ...")
+        Call(
+            "search",
+            {"query": "otel genai semconv", "page": page},
+            f"results {10 * page + 1}-{10 * page + 10}: ...",
+        )
         for page in range(8)
     ]
     # "more results" with the same arguments, the list changing under it
@@ -107,8 +114,10 @@ def _polling_agent_progressing() -> Trace:
         Call("job_status", {"job_id": "build-7"}, f'{{"state":"running","progress":{p}}}')
         for p in range(0, 100, 8)
     ]
-    steps += [Call("job_status", {"job_id": "build-7"}, '{"state":"done","progress":100}'),
-              Answer("The build finished.")]
+    steps += [
+        Call("job_status", {"job_id": "build-7"}, '{"state":"done","progress":100}'),
+        Answer("The build finished."),
+    ]
     return Trace("polling agent watching a job progress", "ok", tuple(steps))
 
 
@@ -122,9 +131,7 @@ def _polling_agent_stuck() -> Trace:
 def _polling_with_blips() -> Trace:
     # The state flips now and then: each change is progress and resets the count.
     states = ["queued", "queued", "running", "running", "queued", "running", "done"]
-    steps: list[Step] = [
-        Call("job_status", {"job_id": "b9"}, f'{{"state":"{s}"}}') for s in states
-    ]
+    steps: list[Step] = [Call("job_status", {"job_id": "b9"}, f'{{"state":"{s}"}}') for s in states]
     return Trace("polling agent seeing the state change", "ok", tuple(steps))
 
 
@@ -159,36 +166,48 @@ def _same_result_different_calls() -> Trace:
 
 
 def _rephrasing_answer() -> Trace:
-    return Trace("agent rephrasing the same final answer", "converged", (
-        Answer("The capital of Australia is Canberra."),
-        NewRun(),
-        Answer("the capital of Australia is Canberra!"),
-        NewRun(),
-        Answer("Canberra is the capital of Australia."),
-    ))
+    return Trace(
+        "agent rephrasing the same final answer",
+        "converged",
+        (
+            Answer("The capital of Australia is Canberra."),
+            NewRun(),
+            Answer("the capital of Australia is Canberra!"),
+            NewRun(),
+            Answer("Canberra is the capital of Australia."),
+        ),
+    )
 
 
 def _evolving_answers() -> Trace:
-    return Trace("answers that build on each other", "ok", (
-        Answer("Step 1: install the package with pip install loopobs."),
-        NewRun(),
-        Answer("Step 2: attach a PrometheusObserver and scrape /metrics on port 9464."),
-        NewRun(),
-        Answer("Step 3: import the Grafana dashboard from grafana/dashboards."),
-        NewRun(),
-        Answer("All three steps are done; the dashboard shows token rates per model."),
-    ))
+    return Trace(
+        "answers that build on each other",
+        "ok",
+        (
+            Answer("Step 1: install the package with pip install loopobs."),
+            NewRun(),
+            Answer("Step 2: attach a PrometheusObserver and scrape /metrics on port 9464."),
+            NewRun(),
+            Answer("Step 3: import the Grafana dashboard from grafana/dashboards."),
+            NewRun(),
+            Answer("All three steps are done; the dashboard shows token rates per model."),
+        ),
+    )
 
 
 def _long_answer_with_a_changed_figure() -> Trace:
     body = " ".join(f"finding{i}" for i in range(30))
-    return Trace("long reports differing in their figures", "ok", (
-        Answer(f"Report: {body}. Latency p95 is 120 ms, errors 0.1 %, cost 3 USD."),
-        NewRun(),
-        Answer(f"Report: {body}. Latency p95 is 95 ms, errors 0.4 %, cost 7 USD."),
-        NewRun(),
-        Answer(f"Report: {body}. Latency p95 is 88 ms, errors 0.2 %, cost 9 USD."),
-    ))
+    return Trace(
+        "long reports differing in their figures",
+        "ok",
+        (
+            Answer(f"Report: {body}. Latency p95 is 120 ms, errors 0.1 %, cost 3 USD."),
+            NewRun(),
+            Answer(f"Report: {body}. Latency p95 is 95 ms, errors 0.4 %, cost 7 USD."),
+            NewRun(),
+            Answer(f"Report: {body}. Latency p95 is 88 ms, errors 0.2 %, cost 9 USD."),
+        ),
+    )
 
 
 TRACES: tuple[Trace, ...] = (

@@ -143,8 +143,11 @@ def test_repeated_operation_fires_exactly_at_warn_and_stop(
     """One operation repeated k times warns at warn_after, stops at stop_after, then starts over
     (the surer stop switched off: ``sure_stop_after=0``)."""
     stop_after = warn_after + extra
-    d = Driver(RepetitionDetector(window=50, warn_after=warn_after, stop_after=stop_after,
-                                  sure_stop_after=0))
+    d = Driver(
+        RepetitionDetector(
+            window=50, warn_after=warn_after, stop_after=stop_after, sure_stop_after=0
+        )
+    )
     fired: list[tuple[int, str, int]] = []
     for i in range(1, k + 1):
         for e in d.call("read_file", {"path": "/etc/hosts"}, "127.0.0.1 localhost"):
@@ -202,8 +205,9 @@ def test_cycle_fires_after_warn_after_cycles(period: int, warn_after: int, prefi
 def test_noise_interleaved_within_the_window_still_fires(warn_after: int, gaps: list[int]) -> None:
     """The repeats of a call that is not a read need not be consecutive: a little unique
     noise between them (up to ``novelty`` = 3 new operations) does not hide them."""
-    d = Driver(RepetitionDetector(window=50, warn_after=warn_after, stop_after=20,
-                                  sure_stop_after=0))
+    d = Driver(
+        RepetitionDetector(window=50, warn_after=warn_after, stop_after=20, sure_stop_after=0)
+    )
     noise = 0
     fired: list[tuple[int, LoopDetectedContext]] = []
     for occurrence in range(1, warn_after + 1):
@@ -224,8 +228,11 @@ def test_a_read_again_amid_new_reads_is_not_a_repeat() -> None:
         d.call("read_file", {"path": "parser.c"}, "int main() {}")
         d.call("grep", {"pattern": f"DEF{i}"}, f"{i}: DEF{i}")
     assert d.detections() == []
-    fired = [e.action for _ in range(3)
-             for e in d.call("read_file", {"path": "parser.c"}, "int main() {}")]
+    fired = [
+        e.action
+        for _ in range(3)
+        for e in d.call("read_file", {"path": "parser.c"}, "int main() {}")
+    ]
     assert fired == ["warn"]
 
 
@@ -337,7 +344,11 @@ def test_hashes_are_equal_in_a_fresh_interpreter() -> None:
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
     out = subprocess.run(
         [sys.executable, "-c", _PROBE, json.dumps(args)],
-        capture_output=True, text=True, check=True, env=env, timeout=60,
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+        timeout=60,
     )
     theirs = json.loads(out.stdout)
     assert theirs == [
@@ -453,9 +464,11 @@ def test_result_hash_is_computed_when_missing() -> None:
     obs = d.observers
     run = uuid.uuid4()
     for i, text in enumerate(["one", "two", "two"]):
-        obs.on_tool_post(ToolPostContext(
-            run_id=run, time_ns=i, turn=0, tool="t", tool_call_id=str(i), result=text
-        ))
+        obs.on_tool_post(
+            ToolPostContext(
+                run_id=run, time_ns=i, turn=0, tool="t", tool_call_id=str(i), result=text
+            )
+        )
     assert [e.repetitions for e in d.detections()] == [2]
 
 
@@ -473,8 +486,11 @@ def test_detection_goes_into_the_attached_set_with_the_triggering_event() -> Non
     standalone = ObserverSet([det, other])
     standalone.remove(det)
     for _ in range(3):
-        det.on_tool_post(ToolPostContext(run_id=uuid.uuid4(), time_ns=0, turn=0, tool="z",
-                                         tool_call_id="1", result_hash=1))
+        det.on_tool_post(
+            ToolPostContext(
+                run_id=uuid.uuid4(), time_ns=0, turn=0, tool="z", tool_call_id="1", result_hash=1
+            )
+        )
     assert other.events == []
     assert len(d.recorder.of("on_loop_detected")) == 1
 
@@ -499,7 +515,10 @@ def test_cycle_of_different_tools_reads_as_arrows() -> None:
         d.call("grep", {"pattern": "b"}, "no match")
     [e] = d.detections()
     assert (e.pattern, e.repetitions, e.tool, e.action) == (
-        "read_file(a) → grep(b)", 2, None, "warn"
+        "read_file(a) → grep(b)",
+        2,
+        None,
+        "warn",
     )
 
 
@@ -534,9 +553,16 @@ def test_memory_stays_bounded() -> None:
     for i in range(3000):
         d.call("t", {"k": i % 37}, str(i % 5))
         d.call("write_file", {"path": f"f{i}"}, "ok")
-        det.on_tool_call_received(ToolCallReceivedContext(
-            run_id=d.run_id, time_ns=0, turn=0, tool="never_posted", tool_call_id=f"x{i}", input={}
-        ))
+        det.on_tool_call_received(
+            ToolCallReceivedContext(
+                run_id=d.run_id,
+                time_ns=0,
+                turn=0,
+                tool="never_posted",
+                tool_call_id=f"x{i}",
+                input={},
+            )
+        )
     state = det._sessions[d.run_id.int]
     assert len(state.ops) <= 20
     assert len(state.calls) <= 20
@@ -574,12 +600,16 @@ def test_concurrent_sessions_do_not_mix() -> None:
     def work(run: uuid.UUID) -> None:
         barrier.wait()
         for i in range(400):
-            observers.on_tool_call_received(ToolCallReceivedContext(
-                run_id=run, time_ns=i, turn=0, tool="poll", tool_call_id=str(i), input={"id": 1}
-            ))
-            observers.on_tool_post(ToolPostContext(
-                run_id=run, time_ns=i, turn=0, tool="poll", tool_call_id=str(i), result_hash=1
-            ))
+            observers.on_tool_call_received(
+                ToolCallReceivedContext(
+                    run_id=run, time_ns=i, turn=0, tool="poll", tool_call_id=str(i), input={"id": 1}
+                )
+            )
+            observers.on_tool_post(
+                ToolPostContext(
+                    run_id=run, time_ns=i, turn=0, tool="poll", tool_call_id=str(i), result_hash=1
+                )
+            )
 
     threads = [threading.Thread(target=work, args=(r,)) for r in runs]
     for t in threads:
@@ -640,8 +670,10 @@ def test_different_answers_do_not_converge() -> None:
 def test_alternating_drafts_converge() -> None:
     """Two drafts alternating: each matches the answer two back (compared with the last k)."""
     d = Driver(ConvergenceDetector(consecutive=3))
-    fired = [d.answer(t) for t in ["draft one here", "second version", "draft one here",
-                                   "second version"]]
+    fired = [
+        d.answer(t)
+        for t in ["draft one here", "second version", "draft one here", "second version"]
+    ]
     assert [len(f) for f in fired] == [0, 0, 0, 1]
     [e] = fired[-1]
     assert (e.signal, e.compared_with, e.consecutive) == ("alternating", 2, 3)

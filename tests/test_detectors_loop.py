@@ -23,9 +23,7 @@ def read_file(path: str) -> str:
 
 
 def _reads(n: int, path: str = "/etc/hosts") -> list[Reply]:
-    return [
-        Reply(text="", tool_calls=(ToolCall("read_file", {"path": path}),)) for _ in range(n)
-    ]
+    return [Reply(text="", tool_calls=(ToolCall("read_file", {"path": path}),)) for _ in range(n)]
 
 
 def _notes(client: ScriptedClient, request: int) -> list[str]:
@@ -107,8 +105,12 @@ async def test_other_sessions_do_not_converge() -> None:
     """Three sessions giving the same answer once each are not a convergence."""
     client = ScriptedClient([Reply(text="It is 42.")] * 3)
     rec = RecordingObserver()
-    loop = AgentLoop(client, model="m", observers=[rec],
-                     detectors=[ConvergenceDetector(consecutive=2, action="stop")])
+    loop = AgentLoop(
+        client,
+        model="m",
+        observers=[rec],
+        detectors=[ConvergenceDetector(consecutive=2, action="stop")],
+    )
     for _ in range(3):
         assert (await loop.run("what is it?")).ok
     assert rec.of("on_convergence_detected") == []

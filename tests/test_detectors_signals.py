@@ -50,23 +50,48 @@ class Feed:
         self.t = 0.0
         self.n = 0
 
-    def call(self, tool_name: str, args: Mapping[str, Any], result: str, *, gap: float = 2.0,
-             duration: float = 0.1, error: bool = False,
-             annotations: ToolAnnotations | None = None) -> list[LoopDetectedContext]:
+    def call(
+        self,
+        tool_name: str,
+        args: Mapping[str, Any],
+        result: str,
+        *,
+        gap: float = 2.0,
+        duration: float = 0.1,
+        error: bool = False,
+        annotations: ToolAnnotations | None = None,
+    ) -> list[LoopDetectedContext]:
         """One tool call ``gap`` seconds after the previous; the detections it caused."""
         self.t += gap
         self.n += 1
         call_id = f"call_{self.n}"
         before = len(self.recorder.events)
         t = int(self.t * 1e9)
-        self.observers.on_tool_call_received(ToolCallReceivedContext(
-            run_id=self.run_id, time_ns=t, turn=0, tool=tool_name, tool_call_id=call_id, input=args,
-            annotations=annotations))
+        self.observers.on_tool_call_received(
+            ToolCallReceivedContext(
+                run_id=self.run_id,
+                time_ns=t,
+                turn=0,
+                tool=tool_name,
+                tool_call_id=call_id,
+                input=args,
+                annotations=annotations,
+            )
+        )
         self.t += duration
-        self.observers.on_tool_post(ToolPostContext(
-            run_id=self.run_id, time_ns=int(self.t * 1e9), turn=0, tool=tool_name,
-            tool_call_id=call_id, result_hash=result_hash(result), result=result,
-            is_error=error, duration_ms=duration * 1000))
+        self.observers.on_tool_post(
+            ToolPostContext(
+                run_id=self.run_id,
+                time_ns=int(self.t * 1e9),
+                turn=0,
+                tool=tool_name,
+                tool_call_id=call_id,
+                result_hash=result_hash(result),
+                result=result,
+                is_error=error,
+                duration_ms=duration * 1000,
+            )
+        )
         return [c for _, c in self.recorder.events[before:] if isinstance(c, LoopDetectedContext)]
 
     def answer(self, text: str, question: str | None = None) -> list[ConvergenceDetectedContext]:
@@ -75,12 +100,15 @@ class Feed:
         self.t += 2
         t = int(self.t * 1e9)
         if question is not None:
-            self.observers.on_turn_start(TurnStartContext(run_id=self.run_id, time_ns=t, turn=0,
-                                                          query=question))
-        self.observers.on_response(ResponseContext(run_id=self.run_id, time_ns=t, turn=0,
-                                                   text=text))
-        return [c for _, c in self.recorder.events[before:]
-                if isinstance(c, ConvergenceDetectedContext)]
+            self.observers.on_turn_start(
+                TurnStartContext(run_id=self.run_id, time_ns=t, turn=0, query=question)
+            )
+        self.observers.on_response(
+            ResponseContext(run_id=self.run_id, time_ns=t, turn=0, text=text)
+        )
+        return [
+            c for _, c in self.recorder.events[before:] if isinstance(c, ConvergenceDetectedContext)
+        ]
 
     def loops(self) -> list[LoopDetectedContext]:
         return list(self.recorder.of("on_loop_detected"))
@@ -96,31 +124,43 @@ def _key(n: Normaliser, tool_name: str, args: Mapping[str, Any]) -> int:
 def test_path_spellings_are_one_path() -> None:
     """./, doubled and trailing slashes, .. and an absolute path under a root are one path."""
     n = Normaliser(path_roots=("/work/repo",))
-    spellings = ["src/app.py", "./src/app.py", "src//app.py", "src/../src/app.py",
-                 "/work/repo/src/app.py", "/work/repo/./src/app.py", "src/app.py/"]
+    spellings = [
+        "src/app.py",
+        "./src/app.py",
+        "src//app.py",
+        "src/../src/app.py",
+        "/work/repo/src/app.py",
+        "/work/repo/./src/app.py",
+        "src/app.py/",
+    ]
     assert len({_key(n, "read_file", {"path": p}) for p in spellings}) == 1
-    assert _key(n, "read_file", {"path": "src/other.py"}) != _key(n, "read_file",
-                                                                  {"path": "src/app.py"})
+    assert _key(n, "read_file", {"path": "src/other.py"}) != _key(
+        n, "read_file", {"path": "src/app.py"}
+    )
     assert "path" in n.arguments_key("read_file", {"path": "./src/app.py"})[1]
 
 
 def test_the_working_directory_is_the_default_root() -> None:
     """Without path_roots, absolute paths under the process's working directory are relative."""
     n = Normaliser()
-    assert _key(n, "read_file", {"path": os.path.join(os.getcwd(), "src", "a.py")}) == \
-        _key(n, "read_file", {"path": "src/a.py"})
-    assert _key(Normaliser(path_roots=()), "read_file", {"path": os.getcwd() + "/a.py"}) != \
-        _key(n, "read_file", {"path": "a.py"})
+    assert _key(n, "read_file", {"path": os.path.join(os.getcwd(), "src", "a.py")}) == _key(
+        n, "read_file", {"path": "src/a.py"}
+    )
+    assert _key(Normaliser(path_roots=()), "read_file", {"path": os.getcwd() + "/a.py"}) != _key(
+        n, "read_file", {"path": "a.py"}
+    )
 
 
 def test_whitespace_volatile_keys_and_budgets_are_evened_out() -> None:
     """Spacing, nonces, since=<now>, request ids and a rising timeout do not make a new call."""
     n = Normaliser()
     base = _key(n, "fetch", {"url": "https://x.example/", "timeout": 5})
-    for args in ({"url": "  https://x.example/ ", "timeout": 10},
-                 {"url": "https://x.example/", "timeout": 30, "nonce": "8f3a"},
-                 {"url": "https://x.example/", "timeout": 60.0, "_": 1764500000},
-                 {"url": "https://x.example/", "timeout": 5, "since": "2026-11-30T10:00:00Z"}):
+    for args in (
+        {"url": "  https://x.example/ ", "timeout": 10},
+        {"url": "https://x.example/", "timeout": 30, "nonce": "8f3a"},
+        {"url": "https://x.example/", "timeout": 60.0, "_": 1764500000},
+        {"url": "https://x.example/", "timeout": 5, "since": "2026-11-30T10:00:00Z"},
+    ):
         assert _key(n, "fetch", args) == base
     assert _key(n, "fetch", {"url": "https://y.example/", "timeout": 5}) != base
 
@@ -128,11 +168,15 @@ def test_whitespace_volatile_keys_and_budgets_are_evened_out() -> None:
 def test_reworded_queries_and_case_where_the_tool_says_so() -> None:
     """A query is a set of words; case folds everywhere only for a case-insensitive tool."""
     n = Normaliser(tools={"lookup": ToolNormalisation(case_insensitive=True)})
-    queries = ["asyncio timeout python", "how to asyncio timeout in Python?",
-               "Python  asyncio TIMEOUTS"]
+    queries = [
+        "asyncio timeout python",
+        "how to asyncio timeout in Python?",
+        "Python  asyncio TIMEOUTS",
+    ]
     assert len({_key(n, "search", {"query": q}) for q in queries}) == 1
-    assert _key(n, "search", {"query": "asyncio cancel"}) != _key(n, "search",
-                                                                 {"query": queries[0]})
+    assert _key(n, "search", {"query": "asyncio cancel"}) != _key(
+        n, "search", {"query": queries[0]}
+    )
     assert _key(n, "grep", {"pattern": "TODO"}) != _key(n, "grep", {"pattern": "todo"})
     assert _key(n, "lookup", {"name": "Alice"}) == _key(n, "lookup", {"name": "ALICE"})
 
@@ -140,12 +184,17 @@ def test_reworded_queries_and_case_where_the_tool_says_so() -> None:
 def test_results_mask_timestamps_durations_and_ids() -> None:
     """Server timestamps, durations, UUIDs, long hex ids and epoch times are masked."""
     kinds: set[str] = set()
-    a = mask_volatile("queued at 2026-11-30T10:00:14.322Z, took 0.53s, id "
-                      "123e4567-e89b-12d3-a456-426614174000, req 3f2a1b9c8d7e6f5a4b3c, "
-                      "t=1764500000", kinds)
-    b = mask_volatile("queued at 2026-12-01T08:12:00Z, took 12 ms, id "
-                      "00000000-1111-2222-3333-444444444444, req 9a9b9c9d9e9f9a9b9c9d, "
-                      "t=1764599999")
+    a = mask_volatile(
+        "queued at 2026-11-30T10:00:14.322Z, took 0.53s, id "
+        "123e4567-e89b-12d3-a456-426614174000, req 3f2a1b9c8d7e6f5a4b3c, "
+        "t=1764500000",
+        kinds,
+    )
+    b = mask_volatile(
+        "queued at 2026-12-01T08:12:00Z, took 12 ms, id "
+        "00000000-1111-2222-3333-444444444444, req 9a9b9c9d9e9f9a9b9c9d, "
+        "t=1764599999"
+    )
     assert a == b
     assert kinds == {"time", "duration", "id"}
     assert mask_volatile("3 passed, 1 failed") == "3 passed, 1 failed"
@@ -169,8 +218,14 @@ def test_normalisation_can_be_turned_off() -> None:
 def test_a_page_past_the_last_is_the_same_empty_page() -> None:
     """A masked page number is masked where the result echoes it."""
     d = Feed(RepetitionDetector())
-    fired = [d.call("list_issues", {"repo": "a/b", "page": p},
-                    f'{{"items": [], "page": {p}, "total_pages": 4}}') for p in range(5, 8)]
+    fired = [
+        d.call(
+            "list_issues",
+            {"repo": "a/b", "page": p},
+            f'{{"items": [], "page": {p}, "total_pages": 4}}',
+        )
+        for p in range(5, 8)
+    ]
     [e] = fired[-1]
     assert (e.signal, e.repetitions) == ("repeat", 3)
     assert {"number", "result:page"} <= set(e.normalised)
@@ -208,8 +263,9 @@ def test_tool_decorator_annotations() -> None:
         """Plain."""
         return x
 
-    assert look.annotations == ToolAnnotations(read_only=True, idempotent=True,
-                                               side_effecting=False)
+    assert look.annotations == ToolAnnotations(
+        read_only=True, idempotent=True, side_effecting=False
+    )
     assert plain.annotations is None
     with pytest.raises(ValueError, match="both"):
         tool(read_only=True, side_effecting=True)(lambda: None)
@@ -217,10 +273,12 @@ def test_tool_decorator_annotations() -> None:
 
 def test_mcp_annotations() -> None:
     """MCP's readOnlyHint / idempotentHint map onto the annotations."""
-    assert ToolAnnotations.from_mcp({"readOnlyHint": True, "idempotentHint": True}) == \
-        ToolAnnotations(read_only=True, idempotent=True, side_effecting=False)
-    assert ToolAnnotations.from_mcp({"readOnlyHint": False}) == \
-        ToolAnnotations(read_only=False, side_effecting=True)
+    assert ToolAnnotations.from_mcp(
+        {"readOnlyHint": True, "idempotentHint": True}
+    ) == ToolAnnotations(read_only=True, idempotent=True, side_effecting=False)
+    assert ToolAnnotations.from_mcp({"readOnlyHint": False}) == ToolAnnotations(
+        read_only=False, side_effecting=True
+    )
     assert ToolAnnotations.from_mcp({}) == ToolAnnotations()
 
 
@@ -232,8 +290,9 @@ async def test_the_loop_carries_annotations_on_tool_events() -> None:
         """Send a message."""
         return "sent"
 
-    client = ScriptedClient([Reply(text="", tool_calls=(ToolCall("send", {"text": "hi"}),)),
-                             Reply(text="done")])
+    client = ScriptedClient(
+        [Reply(text="", tool_calls=(ToolCall("send", {"text": "hi"}),)), Reply(text="done")]
+    )
     rec = RecordingObserver()
     loop = AgentLoop(client, model="m", tools=[send], observers=[rec])
     assert (await loop.run("say hi")).ok
@@ -287,11 +346,17 @@ def test_annotations_on_the_event_and_in_settings_beat_the_name() -> None:
 
 @pytest.mark.parametrize(
     ("name", "kind"),
-    [("write_file", (True, False, False)), ("gitCommit", (True, False, False)),
-     ("read-file", (False, True, False)), ("getStatus", (False, True, False)),
-     ("wait_for_deploy", (False, False, True)), ("sleep", (False, False, True)),
-     ("run_command", (False, False, False)), ("HTTPPost", (True, False, False)),
-     ("think", (False, False, False, True))],
+    [
+        ("write_file", (True, False, False)),
+        ("gitCommit", (True, False, False)),
+        ("read-file", (False, True, False)),
+        ("getStatus", (False, True, False)),
+        ("wait_for_deploy", (False, False, True)),
+        ("sleep", (False, False, True)),
+        ("run_command", (False, False, False)),
+        ("HTTPPost", (True, False, False)),
+        ("think", (False, False, False, True)),
+    ],
 )
 def test_tool_names_are_read_for_verbs(name: str, kind: tuple[bool, ...]) -> None:
     """Without annotations, verbs in snake, kebab or camel case names decide; a thinking
@@ -304,8 +369,11 @@ def test_compaction_forgives_re_reads() -> None:
     d = Feed(RepetitionDetector())
     d.call("read_file", {"path": "a"}, "text")
     d.call("read_file", {"path": "a"}, "text")
-    d.observers.on_compaction(CompactionContext(run_id=d.run_id, time_ns=0, tokens_before=9,
-                                               tokens_after=1, tokens_saved=8))
+    d.observers.on_compaction(
+        CompactionContext(
+            run_id=d.run_id, time_ns=0, tokens_before=9, tokens_after=1, tokens_saved=8
+        )
+    )
     assert d.call("read_file", {"path": "a"}, "text") == []
     assert d.call("read_file", {"path": "a"}, "text") == []
 
@@ -331,8 +399,7 @@ def test_polling_with_backoff_spends_a_time_budget() -> None:
     fired: list[tuple[float, str, str]] = []
     gap = 4.0
     while not fired or fired[-1][2] != "stop":
-        fired += [(d.t, e.signal, e.action) for e in d.call("job", {"id": 1}, "running",
-                                                            gap=gap)]
+        fired += [(d.t, e.signal, e.action) for e in d.call("job", {"id": 1}, "running", gap=gap)]
         gap = min(gap * 2, 200.0)
     assert [(s, a) for _, s, a in fired] == [("poll_budget", "warn"), ("poll_budget", "stop")]
     assert 600 <= fired[0][0] < 800
@@ -352,8 +419,9 @@ def test_a_sleep_between_polls_paces_them() -> None:
 def test_long_gaps_pace_polls() -> None:
     """A poll every five minutes (the framework waits, no tool does) spends the budget."""
     d = Feed(RepetitionDetector())
-    assert [e.signal for _ in range(8) for e in d.call("ci", {"pr": 1}, "pending",
-                                                         gap=300.0)] == ["poll_budget"]
+    assert [e.signal for _ in range(8) for e in d.call("ci", {"pr": 1}, "pending", gap=300.0)] == [
+        "poll_budget"
+    ]
 
 
 def test_rapid_repeats_are_not_polling() -> None:
@@ -419,17 +487,25 @@ def test_constant_feedback_for_new_arguments_is_not_a_loop() -> None:
     """The same fixed failure after each new attempt (a different fix each time) never
     fires by itself, however long it goes on."""
     d = Feed(RepetitionDetector())
-    fired = [e for i in range(30) for e in d.call(
-        "run_check", {"patch": f"attempt {'abcdefghij'[i // 10]}{'klmnopqrst'[i % 10]}"},
-        "Test case did not pass. Expected 42, got 41.")]
+    fired = [
+        e
+        for i in range(30)
+        for e in d.call(
+            "run_check",
+            {"patch": f"attempt {'abcdefghij'[i // 10]}{'klmnopqrst'[i % 10]}"},
+            "Test case did not pass. Expected 42, got 41.",
+        )
+    ]
     assert fired == []
 
 
 @pytest.mark.parametrize(
     ("tool_name", "result", "error"),
-    [("grep", "no matches", False),
-     ("write_file", "wrote the file successfully to disk", False),
-     ("fetch", "Error: connection refused by the remote host", True)],
+    [
+        ("grep", "no matches", False),
+        ("write_file", "wrote the file successfully to disk", False),
+        ("fetch", "Error: connection refused by the remote host", True),
+    ],
 )
 def test_same_result_ignores_short_results_writes_and_errors(
     tool_name: str, result: str, error: bool
@@ -470,8 +546,10 @@ def test_length_robust_similarity_measures_repeats() -> None:
 def test_counters_and_dates_do_not_make_a_new_answer() -> None:
     """Only a counter or a date changing: the same answer."""
     d = Feed(ConvergenceDetector())
-    fired = [d.answer(f"Still running (check {n}), as of 2026-11-{20 + n} 10:0{n} UTC.")
-             for n in range(1, 4)]
+    fired = [
+        d.answer(f"Still running (check {n}), as of 2026-11-{20 + n} 10:0{n} UTC.")
+        for n in range(1, 4)
+    ]
     assert [len(f) for f in fired] == [0, 0, 1]
 
 
@@ -485,8 +563,12 @@ def test_changed_figures_make_a_new_answer() -> None:
 def test_acknowledgements_to_different_requests_are_not_converged() -> None:
     """'Done.' to different requests never converges; to the same follow-up it does."""
     d = Feed(ConvergenceDetector())
-    for request in ("delete the stale branch feature/login", "rename utils.py to helpers.py",
-                    "close pull request 41 as superseded", "add the triage label to 7"):
+    for request in (
+        "delete the stale branch feature/login",
+        "rename utils.py to helpers.py",
+        "close pull request 41 as superseded",
+        "add the triage label to 7",
+    ):
         assert d.answer("Done.", question=request) == []
     d2 = Feed(ConvergenceDetector())
     fired = [d2.answer("Done.", question=q) for q in ("continue", "continue", "continue")]
@@ -538,12 +620,24 @@ def test_sessions_of_runs_share_answers() -> None:
     assert len(rec.of("on_convergence_detected")) == 1
 
 
-_KEYS = st.sampled_from(["path", "query", "q", "timeout", "page", "nonce", "name", "url",
-                         "since", "text", "cmd"])
-_VALUES = (st.text(max_size=30) | st.integers(-10, 2_000_000_000_000)
-           | st.text(alphabet="ab /.-:0123456789TZ<>\t\r~hs|", max_size=25)
-           | st.sampled_from(["./src/a.py", "src//b/", "/tmp/../x", "2026-11-30T10:00:00Z",
-                              "  two  words ", "How to Cache Requests?"]))
+_KEYS = st.sampled_from(
+    ["path", "query", "q", "timeout", "page", "nonce", "name", "url", "since", "text", "cmd"]
+)
+_VALUES = (
+    st.text(max_size=30)
+    | st.integers(-10, 2_000_000_000_000)
+    | st.text(alphabet="ab /.-:0123456789TZ<>\t\r~hs|", max_size=25)
+    | st.sampled_from(
+        [
+            "./src/a.py",
+            "src//b/",
+            "/tmp/../x",
+            "2026-11-30T10:00:00Z",
+            "  two  words ",
+            "How to Cache Requests?",
+        ]
+    )
+)
 
 
 @settings(deadline=None, max_examples=300)
@@ -570,9 +664,12 @@ def test_the_same_reply_with_others_between_converges() -> None:
     reply between reset the count and nothing fired)."""
     d = Feed(ConvergenceDetector())
     sorry = "I am sorry, I cannot change a basic economy reservation. Is there anything else?"
-    fired = [d.answer(sorry), d.answer(sorry),
-             d.answer("Your booking reference is on the confirmation e-mail we sent you."),
-             d.answer(sorry)]
+    fired = [
+        d.answer(sorry),
+        d.answer(sorry),
+        d.answer("Your booking reference is on the confirmation e-mail we sent you."),
+        d.answer(sorry),
+    ]
     assert [len(f) for f in fired] == [0, 0, 0, 1]
     [e] = fired[-1]
     assert (e.signal, e.action, e.consecutive) == ("repeated_answer", "warn", 3)
@@ -585,6 +682,10 @@ def test_the_same_reply_with_others_between_converges() -> None:
 def test_replies_that_differ_are_no_convergence() -> None:
     """Different replies with a shared greeting never converge, however many."""
     d = Feed(ConvergenceDetector())
-    fired = [d.answer(f"Thanks! Flight {n} leaves from gate {chr(65 + n)} at the north "
-                      f"terminal, row {n * 3}.") for n in range(12)]
+    fired = [
+        d.answer(
+            f"Thanks! Flight {n} leaves from gate {chr(65 + n)} at the north terminal, row {n * 3}."
+        )
+        for n in range(12)
+    ]
     assert [f for f in fired if f] == []

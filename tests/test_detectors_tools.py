@@ -23,16 +23,16 @@ def test_silent_edits_through_bash_are_progress_not_the_same_result() -> None:
     fired = []
     for line in range(20, 40):
         fired.append(d.call("bash", {"command": f"sed -i '{line}s/a/b/' src/app.py"}, OK))
-        fired.append(d.call("bash", {"command": "cd /testbed && python -m pytest -q"},
-                            FAILING))
+        fired.append(d.call("bash", {"command": "cd /testbed && python -m pytest -q"}, FAILING))
     assert signals(fired) == []
 
 
 def test_re_running_a_failing_test_with_nothing_changed_is_a_loop() -> None:
     """The same failing command again and again with no write between warns, then stops."""
     d = Feed(RepetitionDetector())
-    fired = [d.call("bash", {"command": "python -m pytest tests/test_app.py"}, FAILING)
-             for _ in range(5)]
+    fired = [
+        d.call("bash", {"command": "python -m pytest tests/test_app.py"}, FAILING) for _ in range(5)
+    ]
     assert signals(fired) == [("repeat", "warn"), ("repeat", "stop")]
 
 
@@ -50,11 +50,13 @@ def test_spellings_of_one_delete_are_one_operation() -> None:
     """``rm -f X``, ``rm -rf X``, ``find … -delete`` again: the same write, the same (empty)
     output, so no progress: it repeats."""
     d = Feed(RepetitionDetector())
-    spellings = ["find /data -name '*.txt' -type f -exec rm {} \\;",
-                 "find /data -name '*.txt' -type f -exec rm -f {} \\;",
-                 "find /data -name '*.txt' -type f -exec rm -rf {} \\;",
-                 "find /data -name '*.txt' -type f -exec rm -rf -- {} \\;",
-                 "find /data -name '*.txt' -type f -exec rm -f -- {} \\;"]
+    spellings = [
+        "find /data -name '*.txt' -type f -exec rm {} \\;",
+        "find /data -name '*.txt' -type f -exec rm -f {} \\;",
+        "find /data -name '*.txt' -type f -exec rm -rf {} \\;",
+        "find /data -name '*.txt' -type f -exec rm -rf -- {} \\;",
+        "find /data -name '*.txt' -type f -exec rm -f -- {} \\;",
+    ]
     fired = [d.call("bash", {"command": c}, "") for c in spellings]
     assert signals(fired) == [("repeat", "warn"), ("repeat", "stop")]
 
@@ -64,17 +66,33 @@ def test_a_failed_edit_is_not_progress() -> None:
     d = Feed(RepetitionDetector())
     fired = []
     for i in range(4):
-        fired.append(d.call("str_replace_editor", {
-            "command": "str_replace", "path": "/repo/a.c", "old_str": f"{i}: x;",
-            "new_str": "y;"}, "ERROR:\nNo replacement was performed, old_str did not appear "
-                           "verbatim in /repo/a.c."))
-        fired.append(d.call("str_replace_editor", {"command": "view", "path": "/repo/a.c",
-                                                   "view_range": [10, 20]}, "10\tx;\n11\ty;"))
+        fired.append(
+            d.call(
+                "str_replace_editor",
+                {
+                    "command": "str_replace",
+                    "path": "/repo/a.c",
+                    "old_str": f"{i}: x;",
+                    "new_str": "y;",
+                },
+                "ERROR:\nNo replacement was performed, old_str did not appear "
+                "verbatim in /repo/a.c.",
+            )
+        )
+        fired.append(
+            d.call(
+                "str_replace_editor",
+                {"command": "view", "path": "/repo/a.c", "view_range": [10, 20]},
+                "10\tx;\n11\ty;",
+            )
+        )
     assert ("repeat", "warn") in signals(fired)
 
 
-NOT_UNIQUE = ("ERROR:\nNo replacement was performed. Multiple occurrences of old_str "
-              "`return t;` in lines [317, 449]. Please ensure it is unique.")
+NOT_UNIQUE = (
+    "ERROR:\nNo replacement was performed. Multiple occurrences of old_str "
+    "`return t;` in lines [317, 449]. Please ensure it is unique."
+)
 
 
 def test_an_edit_rejected_for_its_old_text_repeats_whatever_its_new_text() -> None:
@@ -83,17 +101,41 @@ def test_an_edit_rejected_for_its_old_text_repeats_whatever_its_new_text() -> No
     d = Feed(RepetitionDetector())
     fired = []
     for i in range(3):
-        fired.append(d.call("str_replace_editor", {
-            "command": "str_replace", "path": "/repo/a.c", "old_str": "return t;",
-            "new_str": f"if (x) t = f(t{' ' * i});"}, NOT_UNIQUE))
-        fired.append(d.call("str_replace_editor", {"command": "view", "path": "/repo/a.c",
-                                                   "view_range": [310 + i, 318]}, f"{i}\tx;"))
+        fired.append(
+            d.call(
+                "str_replace_editor",
+                {
+                    "command": "str_replace",
+                    "path": "/repo/a.c",
+                    "old_str": "return t;",
+                    "new_str": f"if (x) t = f(t{' ' * i});",
+                },
+                NOT_UNIQUE,
+            )
+        )
+        fired.append(
+            d.call(
+                "str_replace_editor",
+                {"command": "view", "path": "/repo/a.c", "view_range": [310 + i, 318]},
+                f"{i}\tx;",
+            )
+        )
     assert signals(fired) == [("repeat", "warn")]
     # Other old text each time: every rejection is a call of its own.
     d = Feed(RepetitionDetector())
-    fired = [d.call("str_replace_editor", {
-        "command": "str_replace", "path": "/repo/a.c", "old_str": f"return t{i};",
-        "new_str": "x"}, NOT_UNIQUE) for i in range(5)]
+    fired = [
+        d.call(
+            "str_replace_editor",
+            {
+                "command": "str_replace",
+                "path": "/repo/a.c",
+                "old_str": f"return t{i};",
+                "new_str": "x",
+            },
+            NOT_UNIQUE,
+        )
+        for i in range(5)
+    ]
     assert signals(fired) == []
 
 
@@ -108,9 +150,18 @@ def test_viewing_a_range_again_after_an_edit_is_not_a_repeat() -> None:
     fired = []
     for i in range(6):
         fired.append(d.call("str_replace_editor", view, "10\tx;\n11\ty;"))
-        fired.append(d.call("str_replace_editor", {
-            "command": "str_replace", "path": "/repo/a.c", "old_str": f"v{i}",
-            "new_str": f"v{i + 1}"}, "The file /repo/a.c has been edited."))
+        fired.append(
+            d.call(
+                "str_replace_editor",
+                {
+                    "command": "str_replace",
+                    "path": "/repo/a.c",
+                    "old_str": f"v{i}",
+                    "new_str": f"v{i + 1}",
+                },
+                "The file /repo/a.c has been edited.",
+            )
+        )
     assert signals(fired) == []
 
 
@@ -133,8 +184,9 @@ def test_unparseable_commands_fall_back_to_the_tools_rules() -> None:
     """An unclosed quote cannot be judged: the tool's annotations decide, as before."""
     d = Feed(RepetitionDetector())
     side = ToolAnnotations(side_effecting=True)
-    fired = [d.call("bash", {"command": f"echo 'unclosed {i}"}, "ok", annotations=side)
-             for i in range(6)]
+    fired = [
+        d.call("bash", {"command": f"echo 'unclosed {i}"}, "ok", annotations=side) for i in range(6)
+    ]
     assert signals(fired) == []
 
 
@@ -143,10 +195,20 @@ def test_thinking_between_repeats_is_no_new_work() -> None:
     d = Feed(RepetitionDetector())
     fired = []
     for i in range(5):
-        fired.append(d.call("think", {"thought": f"maybe the payment split is wrong ({i})"},
-                            "Your thought has been logged."))
-        fired.append(d.call("book_reservation", {"payment": "split"}, "Error: the payment "
-                            "amount does not add up"))
+        fired.append(
+            d.call(
+                "think",
+                {"thought": f"maybe the payment split is wrong ({i})"},
+                "Your thought has been logged.",
+            )
+        )
+        fired.append(
+            d.call(
+                "book_reservation",
+                {"payment": "split"},
+                "Error: the payment amount does not add up",
+            )
+        )
     assert ("repeat", "warn") in signals(fired)
 
 
@@ -157,8 +219,10 @@ def test_the_surer_stop_needs_its_evidence_within_one_run() -> None:
 
     steps: list[dict[str, object]] = []
     for i in range(6):
-        steps += [{"run": f"request {i}", "t": 10 * i},
-                  {"call": "hold", "args": {}, "result": "released", "t": 10 * i + 1}]
+        steps += [
+            {"run": f"request {i}", "t": 10 * i},
+            {"call": "hold", "args": {}, "result": "released", "t": 10 * i + 1},
+        ]
     actions = [d[2] for d in play(Trace("across runs", "x", "ok", tuple(steps))).detections]
     assert actions == ["warn"]
     within = tuple({"call": "hold", "args": {}, "result": "released", "t": i} for i in range(6))

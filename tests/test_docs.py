@@ -15,8 +15,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
-PUBLIC_MODULES = ["loopobs", "loopobs.exporters", "loopobs.llm", "loopobs.mcp", "loopobs.report",
-                  "loopobs.testing"]
+PUBLIC_MODULES = [
+    "loopobs",
+    "loopobs.exporters",
+    "loopobs.llm",
+    "loopobs.mcp",
+    "loopobs.report",
+    "loopobs.testing",
+]
 
 
 def _blocks() -> list[tuple[str, int, str]]:
@@ -31,8 +37,11 @@ def _blocks() -> list[tuple[str, int, str]]:
 
 BLOCKS = _blocks()
 
-FRAMEWORK_PAGES = {"docs/adapters/adk.md": "google.adk", "docs/adapters/strands.md": "strands",
-                   "docs/adapters/langchain_agents.md": "langchain.agents"}
+FRAMEWORK_PAGES = {
+    "docs/adapters/adk.md": "google.adk",
+    "docs/adapters/strands.md": "strands",
+    "docs/adapters/langchain_agents.md": "langchain.agents",
+}
 """Pages whose examples need a framework that lives in its own venv: they run there
 (``make test-frameworks``, tests/test_frameworks_docs.py) and skip where it is absent."""
 
@@ -41,10 +50,10 @@ def test_there_are_guide_examples() -> None:
     assert len(BLOCKS) >= 8
 
 
-@pytest.mark.parametrize(("page", "line", "code"), BLOCKS,
-                         ids=[f"{p}:{n}" for p, n, _ in BLOCKS])
-def test_guide_code_block_runs(page: str, line: int, code: str, tmp_path: Path,
-                               monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(("page", "line", "code"), BLOCKS, ids=[f"{p}:{n}" for p, n, _ in BLOCKS])
+def test_guide_code_block_runs(
+    page: str, line: int, code: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Every ```python block of the guides runs as written, offline, in a scratch folder."""
     if page in FRAMEWORK_PAGES:
         pytest.importorskip(FRAMEWORK_PAGES[page], reason="make test-frameworks runs this page")
@@ -85,8 +94,10 @@ def test_public_names_have_docstrings() -> None:
 
 
 def _inherits_doc(cls: type, attr: str) -> bool:
-    return any((getattr(getattr(base, attr, None), "__doc__", None) or "").strip()
-               for base in cls.__mro__[1:])
+    return any(
+        (getattr(getattr(base, attr, None), "__doc__", None) or "").strip()
+        for base in cls.__mro__[1:]
+    )
 
 
 def test_site_builds_in_strict_mode(tmp_path: Path) -> None:
@@ -95,11 +106,20 @@ def test_site_builds_in_strict_mode(tmp_path: Path) -> None:
         if os.environ.get("CI") == "true":
             pytest.fail("CI requires mkdocs (the dev extra)")
         pytest.skip("mkdocs is not installed (pip install -e '.[dev]')")
-    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1",
-           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "NO_MKDOCS_2_WARNING": "1",
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
     result = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     reference = (tmp_path / "site" / "reference" / "loopobs" / "index.html").read_text()
     assert 'id="loopobs.AgentLoop"' in reference

@@ -37,8 +37,9 @@ def test_the_langchain_page_runs_and_stops_its_runaway_loop() -> None:
     assert out.splitlines() == ["1 + 2 = 3", "completed"]
     namespace, out = _run("langchain.md", blocks[1])
     assert isinstance(namespace["stopped"], RunStopped)
-    assert re.search(r"stopped: the tool call pattern add\(args#[0-9a-f]{8}\) repeated 3 times",
-                     out)
+    assert re.search(
+        r"stopped: the tool call pattern add\(args#[0-9a-f]{8}\) repeated 3 times", out
+    )
     assert out.rstrip().endswith("loop_detected")
 
 
@@ -58,8 +59,10 @@ def test_the_agents_sdk_and_pydantic_ai_pages_answer_and_stop_their_loop(page: s
     from loopobs.testing import assert_contract
 
     if page == "openai_agents.md" and importlib.util.find_spec("agents.testing") is None:
-        pytest.skip(f"openai-agents {importlib.metadata.version('openai-agents')} has no "
-                    "agents.testing.ScriptedModel, which the page's example runs on")
+        pytest.skip(
+            f"openai-agents {importlib.metadata.version('openai-agents')} has no "
+            "agents.testing.ScriptedModel, which the page's example runs on"
+        )
 
     blocks = _blocks(page)
     assert len(blocks) == 1
@@ -67,8 +70,11 @@ def test_the_agents_sdk_and_pydantic_ai_pages_answer_and_stop_their_loop(page: s
     answer, stopped = out.splitlines()
     assert answer == "Refunds take five days."
     # The stop names the tool and a hash of its arguments (content stays out of errors).
-    assert re.fullmatch(r"stopped: the tool call pattern search\(args#[0-9a-f]{8}\) "
-                        r"repeated 5 times", stopped)
+    assert re.fullmatch(
+        r"stopped: the tool call pattern search\(args#[0-9a-f]{8}\) "
+        r"repeated 5 times",
+        stopped,
+    )
     events = namespace["recorder"].events  # type: ignore[attr-defined]
     assert_contract(events)
     assert [c.status for h, c in events if h == "on_run_end"] == ["completed", "loop_detected"]

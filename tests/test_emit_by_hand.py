@@ -26,8 +26,14 @@ def test_example_records_one_well_formed_run() -> None:
     assert isinstance(recorder, RecordingObserver)
     assert isinstance(observers, ObserverSet)
     assert recorder.hooks() == [
-        "on_run_start", "on_turn_start", "on_stream_start", "on_stream_success",
-        "on_tool_pre", "on_tool_post", "on_turn_end", "on_run_end",
+        "on_run_start",
+        "on_turn_start",
+        "on_stream_start",
+        "on_stream_success",
+        "on_tool_pre",
+        "on_tool_post",
+        "on_turn_end",
+        "on_run_end",
     ]
     assert recorder.run_ids() == [namespace["run_id"]]
     times = [ctx.time_ns for _, ctx in recorder.events]

@@ -54,9 +54,14 @@ SAMPLES: dict[type[LoopError], LoopError] = {
     RateLimited: RateLimited("slow down", retry_after=1.5, status_code=529, provider="anthropic"),
     StreamError: StreamError("cut off", retryable=False, status_code=200, provider="openai"),
     FallbackExhausted: FallbackExhausted(
-        models=["m1", "m2"], status_code=500, provider="p",
-        failures=[RateLimited("slow down", retry_after=2.0, provider="p"),
-                  StreamError("cut off", status_code=200)]),
+        models=["m1", "m2"],
+        status_code=500,
+        provider="p",
+        failures=[
+            RateLimited("slow down", retry_after=2.0, provider="p"),
+            StreamError("cut off", status_code=200),
+        ],
+    ),
     ToolError: ToolError("nope", tool="t"),
     ToolNotFound: ToolNotFound(tool="serch", available=["search", "fetch"]),
     InvalidToolInput: InvalidToolInput(tool="search", errors=["q: required", "n: not an int"]),
@@ -285,15 +290,30 @@ def test_user_subclass_cannot_shadow_a_builtin_name() -> None:
 
 def test_fallback_exhausted_carries_every_attempts_error_through_its_encoding() -> None:
     """Each attempt's error, with its status and message, survives to_dict and from_dict."""
-    err = FallbackExhausted(models=["m1", "m2"], failures=[
-        RateLimited("429 from m1", retry_after=3.0, status_code=429, provider="openai"),
-        StreamError("m2 cut off", provider="openai")])
+    err = FallbackExhausted(
+        models=["m1", "m2"],
+        failures=[
+            RateLimited("429 from m1", retry_after=3.0, status_code=429, provider="openai"),
+            StreamError("m2 cut off", provider="openai"),
+        ],
+    )
     data = err.to_dict()
     assert data["failures"] == [
-        {"type": "RateLimited", "message": "429 from m1", "retryable": True,
-         "status_code": 429, "provider": "openai", "retry_after": 3.0},
-        {"type": "StreamError", "message": "m2 cut off", "retryable": True,
-         "status_code": None, "provider": "openai"},
+        {
+            "type": "RateLimited",
+            "message": "429 from m1",
+            "retryable": True,
+            "status_code": 429,
+            "provider": "openai",
+            "retry_after": 3.0,
+        },
+        {
+            "type": "StreamError",
+            "message": "m2 cut off",
+            "retryable": True,
+            "status_code": None,
+            "provider": "openai",
+        },
     ]
     assert "m1: RateLimited" in str(err)
     back = LoopError.from_dict(data)
@@ -307,8 +327,11 @@ def test_the_module_docstring_draws_every_error() -> None:
     """The exception tree in ``loopobs.contract.errors``'s docstring names every class, each
     under its own base, so it cannot go stale."""
     doc = errors.__doc__ or ""
-    tree = [line.strip("\n")[4:] for line in doc.splitlines()
-            if re.match(r"^\s*(LoopError|[│ ]*[├└]── )", line)]
+    tree = [
+        line.strip("\n")[4:]
+        for line in doc.splitlines()
+        if re.match(r"^\s*(LoopError|[│ ]*[├└]── )", line)
+    ]
     depth: dict[str, int] = {}
     parents: list[str] = []
     for line in tree:

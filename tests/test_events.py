@@ -26,25 +26,66 @@ from tests.conftest import SAMPLE_FIELDS, MakeContext
 # design.md's table: the fields each context must carry.
 DESIGN_FIELDS: dict[str, set[str]] = {
     "on_run_start": {"session_id", "agent", "model", "resumed_from"},
-    "on_run_end": {"success", "error", "total_turns", "duration_ms", "status", "input_tokens",
-                   "output_tokens", "cost_usd"},
+    "on_run_end": {
+        "success",
+        "error",
+        "total_turns",
+        "duration_ms",
+        "status",
+        "input_tokens",
+        "output_tokens",
+        "cost_usd",
+    },
     "on_turn_start": {"turn", "query"},
-    "on_turn_end": {"turn", "success", "error", "duration_ms", "input_tokens", "output_tokens",
-                    "cost_usd"},
+    "on_turn_end": {
+        "turn",
+        "success",
+        "error",
+        "duration_ms",
+        "input_tokens",
+        "output_tokens",
+        "cost_usd",
+    },
     "on_stream_start": {"turn", "model", "provider", "attempt"},
-    "on_stream_success": {"turn", "model", "input_tokens", "output_tokens", "provider", "attempt",
-                          "duration_ms", "time_to_first_token_ms", "finish_reason", "response_id",
-                          "cache_read_input_tokens", "reasoning_output_tokens", "cost_usd"},
+    "on_stream_success": {
+        "turn",
+        "model",
+        "input_tokens",
+        "output_tokens",
+        "provider",
+        "attempt",
+        "duration_ms",
+        "time_to_first_token_ms",
+        "finish_reason",
+        "response_id",
+        "cache_read_input_tokens",
+        "reasoning_output_tokens",
+        "cost_usd",
+    },
     "on_stream_failure": {"turn", "model", "error", "provider", "attempt", "duration_ms"},
     "on_response": {"turn", "text", "usage"},
     "on_text_delta": {"turn", "delta"},
     "on_thinking_delta": {"turn", "delta"},
     "on_tool_call_received": {"turn", "tool", "tool_call_id", "input"},
     "on_tool_pre": {"turn", "tool", "tool_call_id", "attempt"},
-    "on_tool_post": {"tool_call_id", "turn", "tool", "result_hash", "is_error", "duration_ms",
-                     "display_hint", "attempt", "outcome"},
-    "on_compaction": {"tokens_before", "tokens_after", "tokens_saved", "messages_removed",
-                      "reason"},
+    "on_tool_post": {
+        "tool_call_id",
+        "turn",
+        "tool",
+        "result_hash",
+        "is_error",
+        "duration_ms",
+        "display_hint",
+        "attempt",
+        "outcome",
+    },
+    "on_compaction": {
+        "tokens_before",
+        "tokens_after",
+        "tokens_saved",
+        "messages_removed",
+        "reason",
+    },
     "on_fallback": {"from_model", "to_model", "turn"},
     "on_model_switched": {"from_model", "to_model"},
     "on_loop_detected": {"pattern", "repetitions", "tool", "action"},
@@ -52,8 +93,7 @@ DESIGN_FIELDS: dict[str, set[str]] = {
     "on_suspended": {"turn", "tool", "tool_call_id", "reason", "input_schema", "kind"},
     "on_sleep": {"turn", "tool", "tool_call_id", "wake_at"},
     # context providers, session queues and resets
-    "on_context_provider": {"turn", "provider", "outcome", "duration_ms", "chars", "error",
-                            "text"},
+    "on_context_provider": {"turn", "provider", "outcome", "duration_ms", "chars", "error", "text"},
     "on_backpressure": {"queue", "outcome", "capacity", "policy"},
     "on_session_reset": {"epoch", "discarded"},
     "on_budget_exceeded": {"limit", "value", "budget", "scope", "action"},
@@ -117,12 +157,27 @@ def test_context_equality_copy_and_pickle(hook: HookName, make_context: MakeCont
 
 def test_usage_totals_and_addition() -> None:
     """Usage adds field by field; total is input plus output (cached/reasoning already inside)."""
-    a = Usage(input_tokens=10, output_tokens=5, cache_read_input_tokens=4,
-              cache_write_input_tokens=3, reasoning_output_tokens=2)
-    b = Usage(input_tokens=1, output_tokens=2, cache_read_input_tokens=3,
-              cache_write_input_tokens=4, reasoning_output_tokens=5)
-    assert a + b == Usage(input_tokens=11, output_tokens=7, cache_read_input_tokens=7,
-                          cache_write_input_tokens=7, reasoning_output_tokens=7)
+    a = Usage(
+        input_tokens=10,
+        output_tokens=5,
+        cache_read_input_tokens=4,
+        cache_write_input_tokens=3,
+        reasoning_output_tokens=2,
+    )
+    b = Usage(
+        input_tokens=1,
+        output_tokens=2,
+        cache_read_input_tokens=3,
+        cache_write_input_tokens=4,
+        reasoning_output_tokens=5,
+    )
+    assert a + b == Usage(
+        input_tokens=11,
+        output_tokens=7,
+        cache_read_input_tokens=7,
+        cache_write_input_tokens=7,
+        reasoning_output_tokens=7,
+    )
     assert a.total_tokens == 15
     assert Usage().total_tokens == 0
 

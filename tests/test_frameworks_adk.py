@@ -69,29 +69,37 @@ def get_weather(city: str) -> dict[str, Any]:
     return {"city": city, "temp_c": 21}
 
 
-def _runner(server: GeminiServer, plugin: LoopobsPlugin, name: str = "weather_agent"
-            ) -> InMemoryRunner:
-    agent = LlmAgent(name=name, instruction="Answer about the weather.",
-                     model=Gemini(model="gemini-2.5-flash", base_url=server.base_url),
-                     tools=[get_weather])
+def _runner(
+    server: GeminiServer, plugin: LoopobsPlugin, name: str = "weather_agent"
+) -> InMemoryRunner:
+    agent = LlmAgent(
+        name=name,
+        instruction="Answer about the weather.",
+        model=Gemini(model="gemini-2.5-flash", base_url=server.base_url),
+        tools=[get_weather],
+    )
     return InMemoryRunner(app=App(name="app", root_agent=agent, plugins=[plugin]))
 
 
-async def _ask(runner: InMemoryRunner, text: str, session_id: str | None = None,
-               observed: bool = True) -> list[Any]:
+async def _ask(
+    runner: InMemoryRunner, text: str, session_id: str | None = None, observed: bool = True
+) -> list[Any]:
     if session_id is None:
         session = await runner.session_service.create_session(app_name="app", user_id="u")
         session_id = session.id
     message = types.Content(role="user", parts=[types.Part(text=text)])
     events: AsyncIterator[Any] = (
         observed_run(runner, user_id="u", session_id=session_id, new_message=message)
-        if observed else
-        runner.run_async(user_id="u", session_id=session_id, new_message=message))
+        if observed
+        else runner.run_async(user_id="u", session_id=session_id, new_message=message)
+    )
     return [event async for event in events]
 
 
-PRODUCTIVE = [GeminiReply(calls=[("fc-1", "get_weather", {"city": "Paris"})], usage=(120, 15)),
-              GeminiReply(text="It is 21 C in Paris.", usage=(160, 9))]
+PRODUCTIVE = [
+    GeminiReply(calls=[("fc-1", "get_weather", {"city": "Paris"})], usage=(120, 15)),
+    GeminiReply(text="It is 21 C in Paris.", usage=(160, 9)),
+]
 
 
 async def test_an_invocation_is_one_run_with_the_servers_usage(stack: Stack) -> None:
@@ -128,13 +136,16 @@ async def test_invocations_of_one_session_share_a_loopobs_session(stack: Stack) 
 
 
 def _looping() -> list[GeminiReply]:
-    return [GeminiReply(calls=[(f"fc-{i}", "get_weather", {"city": "Paris"})], usage=(50, 5))
-            for i in range(40)]
+    return [
+        GeminiReply(calls=[(f"fc-{i}", "get_weather", {"city": "Paris"})], usage=(50, 5))
+        for i in range(40)
+    ]
 
 
 async def test_a_runaway_loop_is_stopped_before_the_next_model_call(stack: Stack) -> None:
-    plugin = LoopobsPlugin(stack.observers,
-                           detectors=[RepetitionDetector(warn_after=3, stop_after=5)])
+    plugin = LoopobsPlugin(
+        stack.observers, detectors=[RepetitionDetector(warn_after=3, stop_after=5)]
+    )
     with GeminiServer(_looping()) as server:
         with pytest.raises(RunStopped) as info:
             await _ask(_runner(server, plugin), "loop")
@@ -151,8 +162,7 @@ async def test_a_runaway_loop_is_stopped_before_the_next_model_call(stack: Stack
     assert plugin.active_runs == 0
 
 
-async def test_without_observed_run_adk_wraps_the_stop_and_stop_of_finds_it(
-        stack: Stack) -> None:
+async def test_without_observed_run_adk_wraps_the_stop_and_stop_of_finds_it(stack: Stack) -> None:
     plugin = LoopobsPlugin(stack.observers, detectors=[BudgetGuard(Budget(model_calls=2))])
     with GeminiServer(_looping()) as server:
         with pytest.raises(RuntimeError) as info:  # ADK's wrapper around a plugin's error
@@ -188,8 +198,10 @@ async def test_usage_the_model_did_not_report_is_unknown_not_zero() -> None:
 
 async def test_prices_price_each_call() -> None:
     recorder = RecordingObserver()
-    plugin = LoopobsPlugin([recorder], prices={
-        "gemini-2.5-flash": ModelRates(input_per_mtok=1.0, output_per_mtok=10.0)})
+    plugin = LoopobsPlugin(
+        [recorder],
+        prices={"gemini-2.5-flash": ModelRates(input_per_mtok=1.0, output_per_mtok=10.0)},
+    )
     with GeminiServer(PRODUCTIVE) as server:
         await _ask(_runner(server, plugin), "Weather in Paris?")
     (end,) = recorder.of("on_run_end")
@@ -210,8 +222,9 @@ async def test_a_cancelled_invocation_ends_its_run(stack: Stack) -> None:
         message = types.Content(role="user", parts=[types.Part(text="Weather?")])
 
         async def consume() -> None:
-            async for _ in observed_run(runner, user_id="u", session_id=session.id,
-                                        new_message=message):
+            async for _ in observed_run(
+                runner, user_id="u", session_id=session.id, new_message=message
+            ):
                 await asyncio.sleep(3600)  # cancelled here, after the first event
 
         task = asyncio.create_task(consume())
@@ -245,9 +258,13 @@ async def test_a_streamed_invocation_reports_deltas_and_the_final_usage(stack: S
         runner = _runner(server, plugin)
         session = await runner.session_service.create_session(app_name="app", user_id="u")
         message = types.Content(role="user", parts=[types.Part(text="Weather in Paris?")])
-        async for _ in observed_run(runner, user_id="u", session_id=session.id,
-                                    new_message=message,
-                                    run_config=RunConfig(streaming_mode=StreamingMode.SSE)):
+        async for _ in observed_run(
+            runner,
+            user_id="u",
+            session_id=session.id,
+            new_message=message,
+            run_config=RunConfig(streaming_mode=StreamingMode.SSE),
+        ):
             pass
         assert all(":streamGenerateContent" in p for p in server.paths)
     stack.check_run(usage=Usage(input_tokens=280, output_tokens=24), chats=2, tools=1)

@@ -24,18 +24,25 @@ def _installed(module: str) -> bool:
         return False
 
 
-@pytest.mark.parametrize(("page", "framework"), [("adk.md", "google.adk"),
-                                                 ("strands.md", "strands"),
-                                                 ("langchain_agents.md", "langchain.agents")])
+@pytest.mark.parametrize(
+    ("page", "framework"),
+    [
+        ("adk.md", "google.adk"),
+        ("strands.md", "strands"),
+        ("langchain_agents.md", "langchain.agents"),
+    ],
+)
 def test_the_page_answers_with_a_stopped_loop(page: str, framework: str) -> None:
     if not _installed(framework):
         pytest.skip(f"{framework} runs in its own venv: make test-frameworks")
-    (block,) = re.findall(r"```python\n(.*?)```", (DOCS / page).read_text(encoding="utf-8"),
-                          re.S)
+    (block,) = re.findall(r"```python\n(.*?)```", (DOCS / page).read_text(encoding="utf-8"), re.S)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         exec(compile(block, str(DOCS / page), "exec"), {"__name__": "docs_example"})
     lines = out.getvalue().splitlines()
-    assert re.fullmatch(r"stopped: the tool call pattern get_weather\(args#[0-9a-f]{8}\) "
-                        r"repeated 3 times", lines[0])
+    assert re.fullmatch(
+        r"stopped: the tool call pattern get_weather\(args#[0-9a-f]{8}\) "
+        r"repeated 3 times",
+        lines[0],
+    )
     assert lines[1] == "loop_detected 360"

@@ -44,12 +44,20 @@ class ToolModel(GenericFakeChatModel):
         return self
 
 
-def _ai(text: str = "", calls: Sequence[tuple[str, dict[str, Any], str]] = (),
-        usage: tuple[int, int] = (10, 2)) -> AIMessage:
-    return AIMessage(content=text, tool_calls=[{"name": n, "args": a, "id": i}
-                                               for n, a, i in calls],
-                     usage_metadata={"input_tokens": usage[0], "output_tokens": usage[1],
-                                     "total_tokens": sum(usage)})
+def _ai(
+    text: str = "",
+    calls: Sequence[tuple[str, dict[str, Any], str]] = (),
+    usage: tuple[int, int] = (10, 2),
+) -> AIMessage:
+    return AIMessage(
+        content=text,
+        tool_calls=[{"name": n, "args": a, "id": i} for n, a, i in calls],
+        usage_metadata={
+            "input_tokens": usage[0],
+            "output_tokens": usage[1],
+            "total_tokens": sum(usage),
+        },
+    )
 
 
 @tool
@@ -66,8 +74,9 @@ def stack(tmp_path: Path) -> Iterator[Stack]:
 
 
 def _agent(answers: Sequence[AIMessage], middleware: LoopobsMiddleware) -> Any:
-    return create_agent(ToolModel(messages=iter(answers)), tools=[get_weather],
-                        middleware=[middleware])
+    return create_agent(
+        ToolModel(messages=iter(answers)), tools=[get_weather], middleware=[middleware]
+    )
 
 
 def _ask(text: str) -> dict[str, Any]:
@@ -76,8 +85,13 @@ def _ask(text: str) -> dict[str, Any]:
 
 def test_a_run_reports_model_calls_usage_and_tools(stack: Stack) -> None:
     middleware = LoopobsMiddleware(stack.observers, agent="weather_agent")
-    agent = _agent([_ai(calls=[("get_weather", {"city": "Paris"}, "call_1")], usage=(120, 15)),
-                    _ai("It is 21 C in Paris.", usage=(160, 9))], middleware)
+    agent = _agent(
+        [
+            _ai(calls=[("get_weather", {"city": "Paris"}, "call_1")], usage=(120, 15)),
+            _ai("It is 21 C in Paris.", usage=(160, 9)),
+        ],
+        middleware,
+    )
     result = agent.invoke(_ask("Weather in Paris?"))
     assert result["messages"][-1].content == "It is 21 C in Paris."
     stack.check_run(usage=Usage(input_tokens=280, output_tokens=24), chats=2, tools=1)
@@ -91,8 +105,9 @@ def test_a_run_reports_model_calls_usage_and_tools(stack: Stack) -> None:
 
 async def test_an_async_run_is_reported_the_same(stack: Stack) -> None:
     middleware = LoopobsMiddleware(stack.observers)
-    agent = _agent([_ai(calls=[("get_weather", {"city": "Rome"}, "call_1")]), _ai("Sunny.")],
-                   middleware)
+    agent = _agent(
+        [_ai(calls=[("get_weather", {"city": "Rome"}, "call_1")]), _ai("Sunny.")], middleware
+    )
     await agent.ainvoke(_ask("Weather in Rome?"))
     stack.check_run(usage=Usage(input_tokens=20, output_tokens=4), chats=2, tools=1)
 
@@ -102,8 +117,9 @@ def _looping() -> list[AIMessage]:
 
 
 def test_a_runaway_loop_is_stopped_before_the_next_model_call(stack: Stack) -> None:
-    middleware = LoopobsMiddleware(stack.observers,
-                                   detectors=[RepetitionDetector(warn_after=3, stop_after=5)])
+    middleware = LoopobsMiddleware(
+        stack.observers, detectors=[RepetitionDetector(warn_after=3, stop_after=5)]
+    )
     with pytest.raises(RunStopped) as info:
         _agent(_looping(), middleware).invoke(_ask("loop"))
     assert isinstance(info.value, LoopDetected)
@@ -118,8 +134,7 @@ def test_a_runaway_loop_is_stopped_before_the_next_model_call(stack: Stack) -> N
 
 
 def test_a_budget_stops_the_run(stack: Stack) -> None:
-    middleware = LoopobsMiddleware(stack.observers,
-                                   detectors=[BudgetGuard(Budget(model_calls=3))])
+    middleware = LoopobsMiddleware(stack.observers, detectors=[BudgetGuard(Budget(model_calls=3))])
     with pytest.raises(RunStopped) as info:
         _agent(_looping(), middleware).invoke(_ask("loop"))
     assert info.value.status == "budget_exceeded"
@@ -135,9 +150,11 @@ def broken(city: str) -> str:
 
 def test_a_tool_exception_that_ends_the_graph_ends_the_run(stack: Stack) -> None:
     middleware = LoopobsMiddleware(stack.observers)
-    agent: Any = create_agent(ToolModel(messages=iter([_ai(calls=[("broken", {"city": "Oslo"},
-                                                               "call_1")])])),
-                         tools=[broken], middleware=[middleware])
+    agent: Any = create_agent(
+        ToolModel(messages=iter([_ai(calls=[("broken", {"city": "Oslo"}, "call_1")])])),
+        tools=[broken],
+        middleware=[middleware],
+    )
     with pytest.raises(ValueError, match="no data for Oslo"):
         agent.invoke(_ask("Weather in Oslo?"))
     (post,) = stack.recorder.of("on_tool_post")

@@ -51,14 +51,18 @@ def get_weather(city: str) -> str:
 
 
 def _agent(server: ScriptedServer, observed: LoopobsMiddleware) -> Agent:
-    client = OpenAIChatCompletionClient(model="gpt-test", api_key="test-key",
-                                        base_url=server.base_url)
-    return Agent(client=client, name="weather_agent", tools=[get_weather],
-                 middleware=observed.middleware)
+    client = OpenAIChatCompletionClient(
+        model="gpt-test", api_key="test-key", base_url=server.base_url
+    )
+    return Agent(
+        client=client, name="weather_agent", tools=[get_weather], middleware=observed.middleware
+    )
 
 
-PRODUCTIVE = [Reply(calls=[("call_1", "get_weather", {"city": "Paris"})], usage=(120, 15)),
-              Reply(text="It is 21 C in Paris.", usage=(160, 9))]
+PRODUCTIVE = [
+    Reply(calls=[("call_1", "get_weather", {"city": "Paris"})], usage=(120, 15)),
+    Reply(text="It is 21 C in Paris.", usage=(160, 9)),
+]
 
 
 async def test_a_run_is_one_loopobs_run_with_the_servers_usage(stack: Stack) -> None:
@@ -78,13 +82,16 @@ async def test_a_run_is_one_loopobs_run_with_the_servers_usage(stack: Stack) -> 
 
 
 def _looping() -> list[Reply]:
-    return [Reply(calls=[(f"call_{i}", "get_weather", {"city": "Paris"})], usage=(50, 5))
-            for i in range(40)]
+    return [
+        Reply(calls=[(f"call_{i}", "get_weather", {"city": "Paris"})], usage=(50, 5))
+        for i in range(40)
+    ]
 
 
 async def test_a_runaway_loop_is_stopped_before_the_next_model_call(stack: Stack) -> None:
-    observed = LoopobsMiddleware(stack.observers,
-                                 detectors=[RepetitionDetector(warn_after=3, stop_after=5)])
+    observed = LoopobsMiddleware(
+        stack.observers, detectors=[RepetitionDetector(warn_after=3, stop_after=5)]
+    )
     with ScriptedServer(_looping()) as server:
         with pytest.raises(RunStopped) as info:
             await _agent(server, observed).run("loop")

@@ -11,15 +11,23 @@ import importlib.util
 import pytest
 
 
-@pytest.mark.parametrize(("module", "framework", "package", "extra"), [
-    ("loopobs.adapters.adk", "google.adk", "google-adk", "adk"),
-    ("loopobs.adapters.strands", "strands", "strands-agents", "strands"),
-    ("loopobs.adapters.langchain_middleware", "langchain.agents", "langchain",
-     "langchain-agents"),
-    ("loopobs.adapters.maf", "agent_framework", "agent-framework-core", "agent-framework"),
-])
+@pytest.mark.parametrize(
+    ("module", "framework", "package", "extra"),
+    [
+        ("loopobs.adapters.adk", "google.adk", "google-adk", "adk"),
+        ("loopobs.adapters.strands", "strands", "strands-agents", "strands"),
+        (
+            "loopobs.adapters.langchain_middleware",
+            "langchain.agents",
+            "langchain",
+            "langchain-agents",
+        ),
+        ("loopobs.adapters.maf", "agent_framework", "agent-framework-core", "agent-framework"),
+    ],
+)
 def test_importing_an_adapter_without_its_framework_says_what_to_install(
-        module: str, framework: str, package: str, extra: str) -> None:
+    module: str, framework: str, package: str, extra: str
+) -> None:
     try:
         found = importlib.util.find_spec(framework) is not None
     except ModuleNotFoundError:  # a parent package (google) is absent

@@ -62,14 +62,23 @@ def broken(city: str) -> str:
 
 
 def _agent(server: ScriptedServer, hooks: LoopobsHooks, name: str = "weather_agent") -> Agent:
-    model = OpenAIModel(client_args={"base_url": server.base_url, "api_key": "test-key"},
-                        model_id="gpt-test")
-    return Agent(name=name, model=model, tools=[get_weather, broken], hooks=[hooks],
-                 system_prompt="Answer about the weather.", callback_handler=None)
+    model = OpenAIModel(
+        client_args={"base_url": server.base_url, "api_key": "test-key"}, model_id="gpt-test"
+    )
+    return Agent(
+        name=name,
+        model=model,
+        tools=[get_weather, broken],
+        hooks=[hooks],
+        system_prompt="Answer about the weather.",
+        callback_handler=None,
+    )
 
 
-PRODUCTIVE = [Reply(calls=[("call_1", "get_weather", {"city": "Paris"})], usage=(120, 15)),
-              Reply(text="It is 21 C in Paris.", usage=(160, 9))]
+PRODUCTIVE = [
+    Reply(calls=[("call_1", "get_weather", {"city": "Paris"})], usage=(120, 15)),
+    Reply(text="It is 21 C in Paris.", usage=(160, 9)),
+]
 
 
 async def test_an_invocation_is_one_run_with_the_servers_usage(stack: Stack) -> None:
@@ -107,8 +116,10 @@ async def test_calls_of_one_agent_share_a_loopobs_session(stack: Stack) -> None:
 
 async def test_a_failing_tool_is_reported_as_an_error(stack: Stack) -> None:
     hooks = LoopobsHooks(stack.observers)
-    replies = [Reply(calls=[("call_1", "broken", {"city": "Oslo"})], usage=(10, 2)),
-               Reply(text="Sorry.", usage=(12, 2))]
+    replies = [
+        Reply(calls=[("call_1", "broken", {"city": "Oslo"})], usage=(10, 2)),
+        Reply(text="Sorry.", usage=(12, 2)),
+    ]
     with ScriptedServer(replies) as server:
         await invoke_observed(_agent(server, hooks), "Weather in Oslo?")
     (post,) = stack.recorder.of("on_tool_post")
@@ -117,13 +128,16 @@ async def test_a_failing_tool_is_reported_as_an_error(stack: Stack) -> None:
 
 
 def _looping() -> list[Reply]:
-    return [Reply(calls=[(f"call_{i}", "get_weather", {"city": "Paris"})], usage=(50, 5))
-            for i in range(40)]
+    return [
+        Reply(calls=[(f"call_{i}", "get_weather", {"city": "Paris"})], usage=(50, 5))
+        for i in range(40)
+    ]
 
 
 async def test_a_runaway_loop_is_stopped_before_the_next_model_call(stack: Stack) -> None:
-    hooks = LoopobsHooks(stack.observers,
-                         detectors=[RepetitionDetector(warn_after=3, stop_after=5)])
+    hooks = LoopobsHooks(
+        stack.observers, detectors=[RepetitionDetector(warn_after=3, stop_after=5)]
+    )
     with ScriptedServer(_looping()) as server:
         with pytest.raises(RunStopped) as info:
             await invoke_observed(_agent(server, hooks), "loop")
@@ -141,7 +155,8 @@ async def test_a_runaway_loop_is_stopped_before_the_next_model_call(stack: Stack
 
 
 async def test_without_invoke_observed_strands_wraps_the_stop_and_stop_of_finds_it(
-        stack: Stack) -> None:
+    stack: Stack,
+) -> None:
     hooks = LoopobsHooks(stack.observers, detectors=[BudgetGuard(Budget(model_calls=2))])
     with ScriptedServer(_looping()) as server:
         with pytest.raises(Exception) as info:  # Strands' EventLoopException
@@ -158,8 +173,9 @@ async def test_without_invoke_observed_strands_wraps_the_stop_and_stop_of_finds_
 
 async def test_prices_price_each_call() -> None:
     recorder = RecordingObserver()
-    hooks = LoopobsHooks([recorder], prices={
-        "gpt-test": ModelRates(input_per_mtok=1.0, output_per_mtok=10.0)})
+    hooks = LoopobsHooks(
+        [recorder], prices={"gpt-test": ModelRates(input_per_mtok=1.0, output_per_mtok=10.0)}
+    )
     with ScriptedServer(PRODUCTIVE) as server:
         await invoke_observed(_agent(server, hooks), "Weather in Paris?")
     (end,) = recorder.of("on_run_end")

@@ -30,8 +30,12 @@ def good_lines() -> tuple[bytes, ...]:
     """The event log of a real two-turn run with text, a tool call and usage."""
     stream = io.StringIO()
     recorder = JsonlRecorder(stream)
-    loop = AgentLoop(ScriptedClient(tool_script(1), chunk_size=4), model="m1", tools=[lookup],
-                     observers=[recorder])
+    loop = AgentLoop(
+        ScriptedClient(tool_script(1), chunk_size=4),
+        model="m1",
+        tools=[lookup],
+        observers=[recorder],
+    )
     assert asyncio.run(loop.run("what is it? ünïcødé ✓")).ok
     recorder.force_flush()
     return tuple(line.encode() for line in stream.getvalue().splitlines())
@@ -55,9 +59,29 @@ def mutate(data: st.DataObject, line: bytes) -> bytes:
         elif action == "truncate":
             del buf[at:]
         else:
-            buf[at:at] = data.draw(st.sampled_from(
-                [b'"', b"\\", b"{", b"}", b"[", b"]", b",", b":", b"null", b"1e999", b"-",
-                 b"\xff", b"\xed\xa0\x80", b"\\ud800", b"\x00", b"\n", b"\r"]))
+            buf[at:at] = data.draw(
+                st.sampled_from(
+                    [
+                        b'"',
+                        b"\\",
+                        b"{",
+                        b"}",
+                        b"[",
+                        b"]",
+                        b",",
+                        b":",
+                        b"null",
+                        b"1e999",
+                        b"-",
+                        b"\xff",
+                        b"\xed\xa0\x80",
+                        b"\\ud800",
+                        b"\x00",
+                        b"\n",
+                        b"\r",
+                    ]
+                )
+            )
     return bytes(buf)
 
 
@@ -137,11 +161,14 @@ def test_random_text_streams_give_only_replay_errors(text: str) -> None:
     replay(io.StringIO(text), rec, skip_invalid=True)
 
 
-@pytest.mark.parametrize("blob", [
-    b"[" * 100_000,
-    b'{"hook":"on_run_start","run_id":' + b"[" * 50_000,
-    b'{"hook":"on_tool_call_received","input":' + b'{"a":' * 5_000 + b"1" + b"}" * 5_001,
-])
+@pytest.mark.parametrize(
+    "blob",
+    [
+        b"[" * 100_000,
+        b'{"hook":"on_run_start","run_id":' + b"[" * 50_000,
+        b'{"hook":"on_tool_call_received","input":' + b'{"a":' * 5_000 + b"1" + b"}" * 5_001,
+    ],
+)
 def test_deeply_nested_json_is_a_replay_error(blob: bytes) -> None:
     """JSON nested past the parser's recursion limit is a bad line, not a RecursionError."""
     lines = good_lines()

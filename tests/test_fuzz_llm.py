@@ -30,9 +30,26 @@ def test_deep_data_line_is_a_loop_error(decoder: type, payload: str) -> None:
 def test_openai_deep_tool_arguments_stay_raw() -> None:
     """Tool-call arguments nested too deeply are kept raw, for an InvalidToolInput result."""
     d = ChatCompletionsDecoder()
-    chunk = {"id": "r", "model": "m", "choices": [{"index": 0, "delta": {"tool_calls": [
-        {"index": 0, "id": "c1", "type": "function",
-         "function": {"name": "t", "arguments": DEEP}}]}, "finish_reason": "tool_calls"}]}
+    chunk = {
+        "id": "r",
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "delta": {
+                    "tool_calls": [
+                        {
+                            "index": 0,
+                            "id": "c1",
+                            "type": "function",
+                            "function": {"name": "t", "arguments": DEEP},
+                        }
+                    ]
+                },
+                "finish_reason": "tool_calls",
+            }
+        ],
+    }
     events = d.feed("message", json.dumps(chunk)) + d.end()
     ready = [e for e in events if isinstance(e, ToolCallReady)]
     assert len(ready) == 1
@@ -43,12 +60,33 @@ def test_anthropic_deep_tool_input_stays_raw() -> None:
     """A tool_use block whose streamed input is nested too deeply is kept raw."""
     d = MessagesDecoder()
     feed = [
-        ("message_start", {"type": "message_start", "message": {
-            "id": "m", "model": "c", "usage": {"input_tokens": 1, "output_tokens": 0}}}),
-        ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {
-            "type": "tool_use", "id": "t1", "name": "t", "input": {}}}),
-        ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {
-            "type": "input_json_delta", "partial_json": DEEP}}),
+        (
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {
+                    "id": "m",
+                    "model": "c",
+                    "usage": {"input_tokens": 1, "output_tokens": 0},
+                },
+            },
+        ),
+        (
+            "content_block_start",
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "tool_use", "id": "t1", "name": "t", "input": {}},
+            },
+        ),
+        (
+            "content_block_delta",
+            {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "input_json_delta", "partial_json": DEEP},
+            },
+        ),
         ("content_block_stop", {"type": "content_block_stop", "index": 0}),
     ]
     events = []

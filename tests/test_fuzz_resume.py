@@ -23,16 +23,21 @@ from tests._loop_parking_tools import SCHEMA, approve
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=10),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
-                                                                   max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
     max_leaves=12,
 )
 
 
 def _loop(rec: RecordingObserver | None = None) -> AgentLoop:
-    client = ScriptedClient(lambda request: (
-        Reply(text="done") if len(request.messages) > 2 else
-        Reply(tool_calls=(ToolCall("approve", {"amount": 5}, id="call_1"),))))
+    client = ScriptedClient(
+        lambda request: (
+            Reply(text="done")
+            if len(request.messages) > 2
+            else Reply(tool_calls=(ToolCall("approve", {"amount": 5}, id="call_1"),))
+        )
+    )
     return AgentLoop(client, model="m1", tools=[approve], observers=[rec] if rec else [])
 
 
@@ -72,11 +77,27 @@ def test_random_bytes_are_no_checkpoint(blob: bytes) -> None:
 
 
 @settings(max_examples=200)
-@given(field=st.sampled_from(["run_id", "session_id", "turn", "messages", "kind", "parked",
-                              "results", "input_schema", "wake_at", "trace_context", "version"]),
-       value=json_values)
-def test_checkpoint_with_a_field_replaced_validates_or_fails_cleanly(field: str,
-                                                                      value: Any) -> None:
+@given(
+    field=st.sampled_from(
+        [
+            "run_id",
+            "session_id",
+            "turn",
+            "messages",
+            "kind",
+            "parked",
+            "results",
+            "input_schema",
+            "wake_at",
+            "trace_context",
+            "version",
+        ]
+    ),
+    value=json_values,
+)
+def test_checkpoint_with_a_field_replaced_validates_or_fails_cleanly(
+    field: str, value: Any
+) -> None:
     """Any JSON value in any checkpoint field: a checkpoint or a ValidationError."""
     doc = json.loads(parked())
     doc[field] = value
@@ -92,9 +113,12 @@ def test_random_resume_inputs_are_validated_and_change_nothing(value: Any) -> No
     checkpoint = Checkpoint.model_validate_json(parked())
     rec = RecordingObserver()
     loop = _loop(rec)
-    valid = (isinstance(value, dict) and isinstance(value.get("approved"), bool)
-             and set(value) <= {"approved", "note"}
-             and isinstance(value.get("note", ""), str))
+    valid = (
+        isinstance(value, dict)
+        and isinstance(value.get("approved"), bool)
+        and set(value) <= {"approved", "note"}
+        and isinstance(value.get("note", ""), str)
+    )
     rejected: InvalidResumeInput | None = None
     try:
         result = asyncio.run(loop.resume(checkpoint, value))

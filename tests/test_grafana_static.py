@@ -46,8 +46,10 @@ DASHBOARD_FILES = sorted(DASHBOARDS.glob("*.json"))
 TARGET_LABELS = frozenset({"job", "instance"})
 """Labels Prometheus adds to every scraped series."""
 RECORDED = frozenset(
-    rule["record"] for group in yaml.safe_load(ALERTS.read_text())["groups"]
-    for rule in group["rules"] if "record" in rule
+    rule["record"]
+    for group in yaml.safe_load(ALERTS.read_text())["groups"]
+    for rule in group["rules"]
+    if "record" in rule
 )
 """Series the rules file records (the user-set alert thresholds), without labels."""
 SERIES = {**catalog_series(), "up": frozenset(), **{name: frozenset() for name in RECORDED}}
@@ -70,10 +72,23 @@ def promtool() -> str:
 
 
 # -- PromQL name analysis -------------------------------------------------------------------------
-_KEYWORDS = frozenset({
-    "and", "or", "unless", "by", "without", "on", "ignoring", "group_left", "group_right",
-    "bool", "offset", "inf", "nan",
-})
+_KEYWORDS = frozenset(
+    {
+        "and",
+        "or",
+        "unless",
+        "by",
+        "without",
+        "on",
+        "ignoring",
+        "group_left",
+        "group_right",
+        "bool",
+        "offset",
+        "inf",
+        "nan",
+    }
+)
 _LABEL_LIST = re.compile(r"\b(by|without|on|ignoring|group_left|group_right)\s*\(([^()]*)\)")
 _SELECTOR = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)?\s*\{([^{}]*)\}")
 _MATCHER = re.compile(r"([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)")
@@ -121,7 +136,8 @@ def _check_names(expr: str, where: str) -> list[str]:
     missing = grouping - available
     if missing and all(n in SERIES for n in metrics):
         problems.append(
-            f"{where}: grouping label(s) {sorted(missing)} on none of {sorted(metrics)}")
+            f"{where}: grouping label(s) {sorted(missing)} on none of {sorted(metrics)}"
+        )
     return problems
 
 
@@ -132,8 +148,8 @@ def test_name_analysis_finds_metrics_and_labels() -> None:
     )
     assert metrics == {"x_bucket": {"gen_ai_request_model", "a"}, "y_total": set()}
     assert grouping == {"le", "gen_ai_request_model", "z"}
-    assert _check_names("sum(rate(loopobs_runs_total{gen_ai_agent_name=~\".*\"}[1m]))", "ok") == []
-    assert _check_names("rate(loopobs_fallbacks_total{gen_ai_agent_name=\"a\"}[1m])", "w") == [
+    assert _check_names('sum(rate(loopobs_runs_total{gen_ai_agent_name=~".*"}[1m]))', "ok") == []
+    assert _check_names('rate(loopobs_fallbacks_total{gen_ai_agent_name="a"}[1m])', "w") == [
         "w: loopobs_fallbacks_total has no label(s) ['gen_ai_agent_name']"
     ]
     assert _check_names("rate(loopobs_no_such_total[1m])", "w") == [
@@ -231,8 +247,11 @@ def test_token_totals_add_input_and_output_only(promtool: str, tmp_path: Path) -
     text = ALERTS.read_text()
     assert 'rate(loopobs_tokens_total{gen_ai_token_type=~"input|output"}[5m])' in text
     (tmp_path / "alerts.yml").write_text(
-        text.replace('rate(loopobs_tokens_total{gen_ai_token_type=~"input|output"}[5m])',
-                     "rate(loopobs_tokens_total[5m])"))
+        text.replace(
+            'rate(loopobs_tokens_total{gen_ai_token_type=~"input|output"}[5m])',
+            "rate(loopobs_tokens_total[5m])",
+        )
+    )
     shutil.copy(ALERTS_TEST, tmp_path / "alerts_test.yml")
     proc = _run([promtool, "test", "rules", "alerts_test.yml"], cwd=tmp_path)
     assert proc.returncode != 0
@@ -258,11 +277,12 @@ def test_no_query_sums_every_token_type() -> None:
     assert [name for name, expr in queries if _sums_token_types(expr)] == []
     assert _sums_token_types("sum(rate(loopobs_tokens_total[5m]))")
     assert _sums_token_types(
-        'sum by (gen_ai_request_model) (rate(loopobs_tokens_total{a="b"}[5m]))')
+        'sum by (gen_ai_request_model) (rate(loopobs_tokens_total{a="b"}[5m]))'
+    )
     assert not _sums_token_types(
-        'sum(rate(loopobs_tokens_total{gen_ai_token_type=~"input|output"}[5m]))')
-    assert not _sums_token_types(
-        "sum by (gen_ai_token_type) (rate(loopobs_tokens_total[5m]))")
+        'sum(rate(loopobs_tokens_total{gen_ai_token_type=~"input|output"}[5m]))'
+    )
+    assert not _sums_token_types("sum by (gen_ai_token_type) (rate(loopobs_tokens_total[5m]))")
 
 
 @pytest.mark.parametrize("rule", alert_rules(), ids=lambda r: r["alert"])
@@ -274,7 +294,8 @@ def test_alert_rule_shape(rule: dict[str, Any]) -> None:
     assert annotations["summary"].strip()
     assert annotations["description"].strip()
     assert annotations["runbook_url"] == (
-        "{{ $externalURL }}/consoles/loopobs-runbooks.html#" + runbooks.anchor(rule["alert"]))
+        "{{ $externalURL }}/consoles/loopobs-runbooks.html#" + runbooks.anchor(rule["alert"])
+    )
     assert annotations["dashboard_url"].startswith(f"http://localhost:3000/d/{DASHBOARD_UID}/")
     assert _check_names(rule["expr"], rule["alert"]) == []
 
@@ -296,17 +317,28 @@ def test_severities_page_for_symptoms_and_missing_telemetry() -> None:
     severity = {r["alert"]: r["labels"]["severity"] for r in alert_rules()}
     critical = {name for name, level in severity.items() if level == "critical"}
     assert critical == {
-        "LoopobsFailedRunRatioHigh", "LoopobsRunsStuck", "LoopobsMetricsTargetDown",
-        "LoopobsMetricsTargetAbsent", "LoopobsCollectorDown", "LoopobsCollectorAbsent",
+        "LoopobsFailedRunRatioHigh",
+        "LoopobsRunsStuck",
+        "LoopobsMetricsTargetDown",
+        "LoopobsMetricsTargetAbsent",
+        "LoopobsCollectorDown",
+        "LoopobsCollectorAbsent",
     }
     assert set(severity.values()) == {"critical", "warning", "info"}
 
 
 def test_per_worker_alerts_keep_job_and_instance() -> None:
     """Ratios and quantiles are grouped per worker, so one bad worker is not averaged away."""
-    per_worker = ["LoopobsFailedRunRatioHigh", "LoopobsRunsStuck", "LoopobsModelCallLatencyHigh",
-                  "LoopobsTimeToFirstTokenHigh", "LoopobsStreamFailureRateHigh",
-                  "LoopobsToolErrorRatioHigh", "LoopobsObserverErrors", "LoopobsLabelOverflow"]
+    per_worker = [
+        "LoopobsFailedRunRatioHigh",
+        "LoopobsRunsStuck",
+        "LoopobsModelCallLatencyHigh",
+        "LoopobsTimeToFirstTokenHigh",
+        "LoopobsStreamFailureRateHigh",
+        "LoopobsToolErrorRatioHigh",
+        "LoopobsObserverErrors",
+        "LoopobsLabelOverflow",
+    ]
     rules = {r["alert"]: r for r in alert_rules()}
     for name in per_worker:
         groupings = re.findall(r"\b(?:by|on)\s*\(([^)]*)\)", rules[name]["expr"])
@@ -347,14 +379,16 @@ def test_every_alert_has_a_runbook_section() -> None:
 def test_runbook_console_page_is_up_to_date() -> None:
     page = runbooks.CONSOLE_PAGE.read_text()
     assert page == runbooks.render(runbooks.RUNBOOKS.read_text()), (
-        "run `python -m tests._runbooks` after editing docs/runbooks.md")
+        "run `python -m tests._runbooks` after editing docs/runbooks.md"
+    )
     for rule in alert_rules():
         assert f'id="{runbooks.anchor(rule["alert"])}"' in page
 
 
 def test_runbook_renderer() -> None:
     page = runbooks.render(
-        "# T\n\n## Alert One\n\nSome `a<b` and **bold**\ntext.\n\n- one\n  more\n- two\n")
+        "# T\n\n## Alert One\n\nSome `a<b` and **bold**\ntext.\n\n- one\n  more\n- two\n"
+    )
     assert '<h2 id="alert-one">Alert One</h2>' in page
     assert "<p>Some <code>a&lt;b</code> and <strong>bold</strong> text.</p>" in page
     assert "<ul><li>one more</li><li>two</li></ul>" in page
@@ -367,12 +401,18 @@ def test_alert_rules_cover_the_issue() -> None:
     errors), symptoms (failed runs, latency, first token, stuck runs) and the scrape itself."""
     by_metric = {
         name: [r["alert"] for r in alert_rules() if name in r["expr"]]
-        for name in ("loopobs_loop_detections_total", "loopobs_tokens_total",
-                     "loopobs_tool_calls_total", "loopobs_stream_failures_total",
-                     "loopobs_fallbacks_total", "loopobs_observer_errors_total",
-                     "loopobs_runs_total", "loopobs_runs_active",
-                     "gen_ai_client_operation_duration_seconds_bucket",
-                     "gen_ai_client_operation_time_to_first_chunk_seconds_bucket")
+        for name in (
+            "loopobs_loop_detections_total",
+            "loopobs_tokens_total",
+            "loopobs_tool_calls_total",
+            "loopobs_stream_failures_total",
+            "loopobs_fallbacks_total",
+            "loopobs_observer_errors_total",
+            "loopobs_runs_total",
+            "loopobs_runs_active",
+            "gen_ai_client_operation_duration_seconds_bucket",
+            "gen_ai_client_operation_time_to_first_chunk_seconds_bucket",
+        )
     }
     assert all(by_metric.values()), by_metric
     exprs = [r["expr"] for r in alert_rules()]
@@ -413,15 +453,25 @@ _Mutation = Callable[[dict[str, Any]], object]
 _BREAKAGES: dict[str, tuple[_Mutation, str]] = {
     "unknown top-level key": (lambda d: d.update(titel="x"), "'\"titel\"' does not exist"),
     "gridPos width as text": (
-        lambda d: d["panels"][1]["gridPos"].update(w="wide"), "not assignable to type 'number'"),
+        lambda d: d["panels"][1]["gridPos"].update(w="wide"),
+        "not assignable to type 'number'",
+    ),
     "unknown variable type": (
-        lambda d: d["templating"]["list"][0].update(type="nonsense"), '"nonsense"'),
+        lambda d: d["templating"]["list"][0].update(type="nonsense"),
+        '"nonsense"',
+    ),
     "unknown timeseries legend mode": (
-        lambda d: next(p for p in d["panels"] if p["type"] == "timeseries")["options"]["legend"]
-        .update(displayMode="lis"), '"lis"'),
+        lambda d: next(p for p in d["panels"] if p["type"] == "timeseries")["options"][
+            "legend"
+        ].update(displayMode="lis"),
+        '"lis"',
+    ),
     "unknown stat option": (
-        lambda d: next(p for p in d["panels"] if p["type"] == "stat")["options"]
-        .update(sparkline=True), "'\"sparkline\"' does not exist"),
+        lambda d: next(p for p in d["panels"] if p["type"] == "stat")["options"].update(
+            sparkline=True
+        ),
+        "'\"sparkline\"' does not exist",
+    ),
     "link without title": (lambda d: d["links"][0].pop("title"), "title"),
 }
 
@@ -474,17 +524,21 @@ def test_panel_queries_use_catalog_names() -> None:
 
 def test_dashboard_shows_every_catalog_metric() -> None:
     exprs = " ".join(q.expr for q in _all_queries())
-    missing = [spec.prometheus_name for spec in catalog.METRICS
-               if not re.search(rf"\b{re.escape(spec.prometheus_name)}(_bucket|_sum|_count)?\b",
-                                exprs)]
+    missing = [
+        spec.prometheus_name
+        for spec in catalog.METRICS
+        if not re.search(rf"\b{re.escape(spec.prometheus_name)}(_bucket|_sum|_count)?\b", exprs)
+    ]
     assert missing == []
 
 
 def test_model_latency_quantiles_and_exemplars() -> None:
     queries = list(_all_queries())
     latency = [q for q in queries if "gen_ai_client_operation_duration_seconds_bucket" in q.expr]
-    quantiles = {re.search(r"histogram_quantile\(([\d.]+)", q.expr).group(1)  # type: ignore[union-attr]
-                 for q in latency}
+    quantiles = {
+        re.search(r"histogram_quantile\(([\d.]+)", q.expr).group(1)  # type: ignore[union-attr]
+        for q in latency
+    }
     assert quantiles >= {"0.5", "0.95", "0.99"}
     assert all(q.exemplar for q in latency)
     tokens = [q for q in queries if "loopobs_tokens_total" in q.expr and "by (" in q.expr]
@@ -502,8 +556,12 @@ def test_template_variables_are_used() -> None:
         assert variables["traces_datasource"]["query"] == "jaeger"
         assert variables["job"]["query"] == "label_values(loopobs_runs_active, job)"
         assert 'job=~"$job"' in variables["instance"]["query"]
-        for name, label in (("agent", "gen_ai_agent_name"), ("provider", "gen_ai_provider_name"),
-                            ("model", "gen_ai_request_model"), ("tool", "gen_ai_tool_name")):
+        for name, label in (
+            ("agent", "gen_ai_agent_name"),
+            ("provider", "gen_ai_provider_name"),
+            ("model", "gen_ai_request_model"),
+            ("tool", "gen_ai_tool_name"),
+        ):
             query = variables[name]["query"]
             assert query.endswith(f", {label})"), query
             assert 'job=~"$job", instance=~"$instance"' in query, query
@@ -513,12 +571,16 @@ def test_template_variables_are_used() -> None:
         assert any('gen_ai_provider_name=~"$provider"' in e for e in exprs)
         assert any('gen_ai_agent_name=~"$agent"' in e for e in exprs)
         # the agent filter reaches the token, tool-call and stream-failure counters
-        for metric in ("loopobs_tokens_total", "loopobs_tool_calls_total",
-                       "loopobs_stream_failures_total"):
+        for metric in (
+            "loopobs_tokens_total",
+            "loopobs_tool_calls_total",
+            "loopobs_stream_failures_total",
+        ):
             uses = [e for e in exprs if metric in e]
             assert uses, metric
-            assert all(re.search(metric + r'\{[^}]*gen_ai_agent_name=~"\$agent"', e)
-                       for e in uses), metric
+            assert all(
+                re.search(metric + r'\{[^}]*gen_ai_agent_name=~"\$agent"', e) for e in uses
+            ), metric
         text = path.read_text()
         for name in variables:
             assert f"${name}" in text.replace("${", "$").replace("}", ""), f"${name} unused"
@@ -537,8 +599,11 @@ def test_every_query_selects_job_and_instance() -> None:
                 continue
             if 'job=~"$job"' not in matchers or 'instance=~"$instance"' not in matchers:
                 missing.append(f"{q.name}: {name}")
-        bare = [m for m in re.findall(r"(?<![\w:])([a-z_][\w:]*)(?![\w:{(])", q.expr)
-                if m in SERIES and m not in RECORDED]
+        bare = [
+            m
+            for m in re.findall(r"(?<![\w:])([a-z_][\w:]*)(?![\w:{(])", q.expr)
+            if m in SERIES and m not in RECORDED
+        ]
         missing += [f"{q.name}: {m} without a selector" for m in bare]
     assert missing == []
 
@@ -580,8 +645,10 @@ def test_empty_cases_never_add_an_unlabelled_series_beside_real_ones() -> None:
 
 def test_dashboard_has_the_operator_panels() -> None:
     panels = {p["title"]: p for p in dashboard_panels(load_dashboard(DASHBOARD_FILES[0]))}
-    exprs = {title: " ".join(t.get("expr", "") for t in p.get("targets", []))
-             for title, p in panels.items()}
+    exprs = {
+        title: " ".join(t.get("expr", "") for t in p.get("targets", []))
+        for title, p in panels.items()
+    }
     assert "gen_ai_client_operation_duration_seconds_count" in exprs["Model-call rate by model"]
     assert 'error_type!=""' in exprs["Model-call error ratio by model"]
     assert 'gen_ai_token_type="cache_read"' in exprs["Cache-hit ratio"]
@@ -594,8 +661,9 @@ def test_dashboard_has_the_operator_panels() -> None:
     assert "up{" in exprs["Scrape targets"]
     assert "loopobs_cost_usd_total" in exprs["Spend / hour"]
     assert 'loopobs_budget_action="stop"' in exprs["Budgets hit"]
-    assert "sum by (gen_ai_agent_name) (rate(loopobs_run_cost_usd_sum" in exprs[
-        "Spend rate by agent"]
+    assert (
+        "sum by (gen_ai_agent_name) (rate(loopobs_run_cost_usd_sum" in exprs["Spend rate by agent"]
+    )
     for title in ("Spend / hour", "Spend rate by model", "Spend rate by agent"):
         assert panels[title]["fieldConfig"]["defaults"]["unit"] == "currencyUSD", title
     ttft = panels["Time to first token p50 / p95"]["fieldConfig"]["overrides"][0]
@@ -611,8 +679,9 @@ def test_panels_are_laid_out_without_overlap() -> None:
             ids.append(panel["id"])
             pos = panel["gridPos"]
             assert pos["x"] + pos["w"] <= 24, panel["title"]
-            cells = {(pos["x"] + dx, pos["y"] + dy)
-                     for dx in range(pos["w"]) for dy in range(pos["h"])}
+            cells = {
+                (pos["x"] + dx, pos["y"] + dy) for dx in range(pos["w"]) for dy in range(pos["h"])
+            }
             assert not cells & taken, f"{panel['title']} overlaps another panel"
             taken |= cells
         assert len(ids) == len(set(ids))
@@ -640,8 +709,9 @@ def test_traces_come_from_the_trace_data_source_variable() -> None:
         for panel in traces:
             assert panel["datasource"] == traces_source
             assert all(t["datasource"] == traces_source for t in panel["targets"])
-        searches = [t for p in panels for t in p.get("targets", [])
-                    if t.get("queryType") == "search"]
+        searches = [
+            t for p in panels for t in p.get("targets", []) if t.get("queryType") == "search"
+        ]
         assert searches
         assert all(t["datasource"] == traces_source for t in searches)
         assert all("${traces_datasource}" in link["url"] for link in dashboard["links"])
@@ -716,15 +786,17 @@ def test_compose_services_and_mounts() -> None:
         assert mounts[f"./prometheus/{rule_file}"] == str(Path(config_in).parent / rule_file)
     assert "--enable-feature=exemplar-storage" in prom["command"]
     # runbook_url: the runbooks page served as a console at Prometheus' external URL
-    consoles_in = next(a.split("=", 1)[1] for a in prom["command"]
-                       if a.startswith("--web.console.templates="))
+    consoles_in = next(
+        a.split("=", 1)[1] for a in prom["command"] if a.startswith("--web.console.templates=")
+    )
     assert mounts["./prometheus/consoles"] == consoles_in
     assert (GRAFANA / "prometheus" / "consoles" / runbooks.CONSOLE_PAGE.name).is_file()
     assert "--web.external-url=http://localhost:9090" in prom["command"]
     collector = services["otel-collector"]
     collector_mounts = dict(_volume(v) for v in collector["volumes"])
-    assert any(a == f"--config={collector_mounts['./otel-collector.yml']}"
-               for a in collector["command"])
+    assert any(
+        a == f"--config={collector_mounts['./otel-collector.yml']}" for a in collector["command"]
+    )
     grafana_mounts = dict(_volume(v) for v in services["grafana"]["volumes"])
     assert grafana_mounts["./provisioning/datasources"] == "/etc/grafana/provisioning/datasources"
     assert grafana_mounts["./provisioning/dashboards"] == "/etc/grafana/provisioning/dashboards"
@@ -734,14 +806,20 @@ def test_compose_hosts_match_the_configs() -> None:
     """Every host:port the configs dial is a compose service listening there."""
     services = _yaml(COMPOSE)["services"]
     listening = {
-        "demo": {9464}, "otel-collector": {4317, 4318, 8888, 8889}, "jaeger": {4317, 16686},
+        "demo": {9464},
+        "otel-collector": {4317, 4318, 8888, 8889},
+        "jaeger": {4317, 16686},
         "prometheus": {9090},
     }
     for service, ports in listening.items():
         exposed = {_port(p)[1] for p in services[service].get("ports", [])}
         assert exposed <= ports, f"{service} publishes {exposed}, serves {ports}"
-    dialled = [t for job in _yaml(PROMETHEUS_YML)["scrape_configs"]
-               for sc in job.get("static_configs", []) for t in sc["targets"]]
+    dialled = [
+        t
+        for job in _yaml(PROMETHEUS_YML)["scrape_configs"]
+        for sc in job.get("static_configs", [])
+        for t in sc["targets"]
+    ]
     dialled += [re.sub(r"^https?://", "", ds["url"]) for ds in _yaml(DATASOURCES)["datasources"]]
     dialled.append(_yaml(COLLECTOR)["exporters"]["otlp/jaeger"]["endpoint"])
     env = services["demo"]["environment"]

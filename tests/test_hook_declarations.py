@@ -18,9 +18,14 @@ from loopobs.exporters.event_metrics import EVENT_METRICS, EVENT_METRICS_LATEST,
 
 
 def test_the_context_map_is_the_modules_context_classes_in_order() -> None:
-    classes = [value for name, value in vars(ev).items()
-               if not name.startswith("_") and isinstance(value, type)
-               and issubclass(value, ev.EventContext) and value is not ev.EventContext]
+    classes = [
+        value
+        for name, value in vars(ev).items()
+        if not name.startswith("_")
+        and isinstance(value, type)
+        and issubclass(value, ev.EventContext)
+        and value is not ev.EventContext
+    ]
     assert list(ev.CONTEXT_TYPES.values()) == classes
     assert typing.get_args(ev.HookName) == ev.HOOKS
 
@@ -42,8 +47,7 @@ def test_a_declaration_that_names_no_hook_is_refused() -> None:
 
 def test_the_recorders_listen_to_every_hook_their_table_names() -> None:
     table = set(EVENT_METRICS) | set(EVENT_METRICS_LATEST)
-    for recorder in (MetricsObserver(NoOpMeterProvider()),
-                     PrometheusObserver(CollectorRegistry())):
+    for recorder in (MetricsObserver(NoOpMeterProvider()), PrometheusObserver(CollectorRegistry())):
         assert table <= listened_hooks(recorder)
     for hook in table:
         assert getattr(MetricRecorder, hook) is not getattr(LoopObserver, hook), hook
@@ -54,7 +58,8 @@ def test_a_hook_known_only_to_the_table_records_its_row() -> None:
     registry = CollectorRegistry()
     recorder = PrometheusObserver(registry)
     ObserverSet([recorder], strict=True).on_fallback(
-        ev.FallbackContext(run_id=uuid.uuid4(), time_ns=1, from_model="a", to_model="b"))
+        ev.FallbackContext(run_id=uuid.uuid4(), time_ns=1, from_model="a", to_model="b")
+    )
     name = c.FALLBACKS.prometheus_name
     labels = dict(zip(c.FALLBACKS.prometheus_labels, ("a", "b"), strict=True))
     assert registry.get_sample_value(name, labels) == 1.0

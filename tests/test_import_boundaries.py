@@ -68,8 +68,11 @@ def _imports(source: str, package: str) -> set[str]:
             found.add(module)
             # ``from loopobs import loop`` names a module; ``from loopobs import X`` a face name.
             if module in ("loopobs", "loopobs.core"):
-                found.update(f"{module}.{a.name}" for a in node.names
-                             if (PACKAGE / a.name).is_dir() or (PACKAGE / f"{a.name}.py").exists())
+                found.update(
+                    f"{module}.{a.name}"
+                    for a in node.names
+                    if (PACKAGE / a.name).is_dir() or (PACKAGE / f"{a.name}.py").exists()
+                )
     return {m for m in found if m == "loopobs" or m.startswith("loopobs.")}
 
 
@@ -98,8 +101,11 @@ def test_no_import_points_up_or_sideways(path: Path) -> None:
 
 def test_every_folder_has_a_layer() -> None:
     """A new folder must be placed in the table above, else it would count as the top."""
-    folders = {f"loopobs.{p.name}" for p in PACKAGE.iterdir()
-               if p.is_dir() and (p / "__init__.py").exists()}
+    folders = {
+        f"loopobs.{p.name}"
+        for p in PACKAGE.iterdir()
+        if p.is_dir() and (p / "__init__.py").exists()
+    }
     top = {"loopobs.adapters", "loopobs.report", "loopobs.demo", "loopobs.core", "loopobs.redis"}
     assert folders - top == set(LAYERS) - {"loopobs._version"}
 
@@ -109,16 +115,22 @@ def test_the_check_sees_upward_sideways_and_relative_imports() -> None:
     type-only or relative."""
     lazy_up = "def f() -> None:\n    from loopobs.loop import driver\n"
     assert _violations("loopobs.contract.probe", lazy_up) == [
-        "loopobs.contract.probe (layer 0) imports loopobs.loop (layer 2)"]
-    type_only_sideways = ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-                          "    from loopobs.cost.budget import Budget\n")
+        "loopobs.contract.probe (layer 0) imports loopobs.loop (layer 2)"
+    ]
+    type_only_sideways = (
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+        "    from loopobs.cost.budget import Budget\n"
+    )
     assert _violations("loopobs.exporters.probe", type_only_sideways) == [
-        "loopobs.exporters.probe (layer 1) imports loopobs.cost.budget (layer 1)"]
+        "loopobs.exporters.probe (layer 1) imports loopobs.cost.budget (layer 1)"
+    ]
     relative_up = "from ..sessions import session\n"
     assert _violations("loopobs.loop.probe", relative_up) == [
-        "loopobs.loop.probe (layer 2) imports loopobs.sessions (layer 3)"]
+        "loopobs.loop.probe (layer 2) imports loopobs.sessions (layer 3)"
+    ]
     face_module = "from loopobs import mcp\n"
     assert _violations("loopobs.loop.probe", face_module) == [
         "loopobs.loop.probe (layer 2) imports loopobs (layer 4)",
-        "loopobs.loop.probe (layer 2) imports loopobs.mcp (layer 3)"]
+        "loopobs.loop.probe (layer 2) imports loopobs.mcp (layer 3)",
+    ]
     assert _violations("loopobs.loop.probe", "from loopobs.cost import budget\n") == []

@@ -64,8 +64,9 @@ JSON_OBJECTS = st.dictionaries(TEXT, JSON_VALUES, max_size=5)
 # Fixed offsets down to the microsecond (isoformat keeps them; minute-rounding would not).
 TIMEZONES = st.builds(
     dt.timezone,
-    st.timedeltas(min_value=dt.timedelta(hours=-23, minutes=-59),
-                  max_value=dt.timedelta(hours=23, minutes=59)),
+    st.timedeltas(
+        min_value=dt.timedelta(hours=-23, minutes=-59), max_value=dt.timedelta(hours=23, minutes=59)
+    ),
 )
 AWARE_DATETIMES = st.datetimes(timezones=TIMEZONES)
 
@@ -97,8 +98,10 @@ ERROR_FIELDS: dict[str, st.SearchStrategy[Any]] = {
     "queue": TEXT,
     "capacity": INTS,
     # each attempt's error of a FallbackExhausted: errors of the simple kinds
-    "failures": st.lists(st.builds(RateLimited, TEXT, retry_after=st.none() | FLOATS,
-                                   status_code=st.none() | INTS), max_size=2),
+    "failures": st.lists(
+        st.builds(RateLimited, TEXT, retry_after=st.none() | FLOATS, status_code=st.none() | INTS),
+        max_size=2,
+    ),
     "value": FLOATS,
     "budget": FLOATS,
     "scope": st.sampled_from(["run", "session"]),
@@ -122,25 +125,57 @@ def _loop_error_classes() -> list[type[LoopError]]:
 
 ERROR_CLASSES = _loop_error_classes()
 LOOP_ERRORS: st.SearchStrategy[LoopError] = st.one_of(
-    [st.builds(cls, message=TEXT, **{f: ERROR_FIELDS_OF.get((cls.__name__, f), ERROR_FIELDS[f])
-                                     for f in cls._fields})
-     for cls in ERROR_CLASSES]
+    [
+        st.builds(
+            cls,
+            message=TEXT,
+            **{f: ERROR_FIELDS_OF.get((cls.__name__, f), ERROR_FIELDS[f]) for f in cls._fields},
+        )
+        for cls in ERROR_CLASSES
+    ]
 )
 DISPLAY_HINTS = st.one_of(
-    st.sampled_from([DisplayHint.text(), DisplayHint.diff(), DisplayHint.json(),
-                     DisplayHint.suppress(), DisplayHint.markdown()]),
+    st.sampled_from(
+        [
+            DisplayHint.text(),
+            DisplayHint.diff(),
+            DisplayHint.json(),
+            DisplayHint.suppress(),
+            DisplayHint.markdown(),
+        ]
+    ),
     st.builds(DisplayHint.code, TEXT),
 )
 OPTIONAL_BOOLS = st.none() | st.booleans()
-ANNOTATIONS = st.builds(ToolAnnotations, read_only=OPTIONAL_BOOLS, idempotent=OPTIONAL_BOOLS,
-                        side_effecting=OPTIONAL_BOOLS, waits=OPTIONAL_BOOLS)
-USAGES = st.builds(Usage, input_tokens=INTS, output_tokens=INTS, cache_read_input_tokens=INTS,
-                   cache_write_input_tokens=INTS, reasoning_output_tokens=INTS)
+ANNOTATIONS = st.builds(
+    ToolAnnotations,
+    read_only=OPTIONAL_BOOLS,
+    idempotent=OPTIONAL_BOOLS,
+    side_effecting=OPTIONAL_BOOLS,
+    waits=OPTIONAL_BOOLS,
+)
+USAGES = st.builds(
+    Usage,
+    input_tokens=INTS,
+    output_tokens=INTS,
+    cache_read_input_tokens=INTS,
+    cache_write_input_tokens=INTS,
+    reasoning_output_tokens=INTS,
+)
 MCP_CALLS = st.builds(
-    McpCallInfo, server=TEXT, method=TEXT, transport=st.sampled_from(["pipe", "tcp"]),
-    protocol_version=st.none() | TEXT, session_id=st.none() | TEXT,
-    request_id=st.none() | TEXT, status_code=st.none() | TEXT, error_type=st.none() | TEXT,
-    server_address=st.none() | TEXT, server_port=st.none() | INTS, duration_ms=FLOATS)
+    McpCallInfo,
+    server=TEXT,
+    method=TEXT,
+    transport=st.sampled_from(["pipe", "tcp"]),
+    protocol_version=st.none() | TEXT,
+    session_id=st.none() | TEXT,
+    request_id=st.none() | TEXT,
+    status_code=st.none() | TEXT,
+    error_type=st.none() | TEXT,
+    server_address=st.none() | TEXT,
+    server_port=st.none() | INTS,
+    duration_ms=FLOATS,
+)
 
 # Fields whose values need more than their type says.
 BY_NAME: dict[str, st.SearchStrategy[Any]] = {
@@ -155,8 +190,14 @@ BY_NAME: dict[str, st.SearchStrategy[Any]] = {
 def _for_type(hint: Any) -> st.SearchStrategy[Any]:
     """A strategy for one field type; unknown types fail loudly so new fields get one."""
     simple: dict[Any, st.SearchStrategy[Any]] = {
-        int: INTS, float: FLOATS, str: TEXT, bool: st.booleans(), uuid.UUID: st.uuids(),
-        LoopError: LOOP_ERRORS, Usage: USAGES, DisplayHint: DISPLAY_HINTS,
+        int: INTS,
+        float: FLOATS,
+        str: TEXT,
+        bool: st.booleans(),
+        uuid.UUID: st.uuids(),
+        LoopError: LOOP_ERRORS,
+        Usage: USAGES,
+        DisplayHint: DISPLAY_HINTS,
         McpCallInfo: MCP_CALLS,
         ToolAnnotations: ANNOTATIONS,
     }
@@ -183,8 +224,11 @@ def context_strategy(cls: type[EventContext]) -> st.SearchStrategy[EventContext]
     """Every field of ``cls`` drawn from its strategy (no field left at its default)."""
     hints = typing.get_type_hints(cls)
     fields = {
-        f.name: TIMES if f.name == "time_ns"
-        else BY_NAME[f.name] if f.name in BY_NAME else _for_type(hints[f.name])
+        f.name: TIMES
+        if f.name == "time_ns"
+        else BY_NAME[f.name]
+        if f.name in BY_NAME
+        else _for_type(hints[f.name])
         for f in dataclasses.fields(cls)
     }
     return st.builds(cls, **fields)
@@ -260,12 +304,20 @@ def test_encoding_is_the_documented_one(make_context: MakeContext) -> None:
     assert sleep["run_id"] == str(RUN_ID) == sleep["run_id"].lower()
     assert sleep["wake_at"] == "2030-01-02T03:04:05.000678+02:00"
     end = json.loads(encode_event(make_context("on_run_end")))
-    assert end["error"] == {"type": "NotYetAwake", "message": end["error"]["message"],
-                            "wake_at": "2030-05-06T07:08:09+00:00"}
+    assert end["error"] == {
+        "type": "NotYetAwake",
+        "message": end["error"]["message"],
+        "wake_at": "2030-05-06T07:08:09+00:00",
+    }
     response = json.loads(encode_event(make_context("on_response")))
-    assert response["usage"] == {"input_tokens": 300, "output_tokens": 20,
-                                 "cache_read_input_tokens": 100, "cache_write_input_tokens": 0,
-                                 "reasoning_output_tokens": 0, "details": []}
+    assert response["usage"] == {
+        "input_tokens": 300,
+        "output_tokens": 20,
+        "cache_read_input_tokens": 100,
+        "cache_write_input_tokens": 0,
+        "reasoning_output_tokens": 0,
+        "details": [],
+    }
     post = json.loads(encode_event(make_context("on_tool_post")))
     assert post["display_hint"] == {"type": "code", "language": "python"}
     assert post["error"]["type"] == "ToolExecutionError"
@@ -303,8 +355,9 @@ def test_wake_at_written_by_older_versions_with_z_still_replays() -> None:
 
 def test_lone_surrogates_are_escaped_and_come_back() -> None:
     """Half a UTF-16 pair in text or input keys is written as an escape and replays exactly."""
-    ctx = sample_context("on_tool_call_received", tool="t\udc80",
-                         input={"k\ud800": ["\ud83d", {"x": "\ude00"}]})
+    ctx = sample_context(
+        "on_tool_call_received", tool="t\udc80", input={"k\ud800": ["\ud83d", {"x": "\ude00"}]}
+    )
     line = encode_event(ctx)
     assert line.isascii()
     assert "\\ud800" in line
@@ -332,11 +385,13 @@ BAD_LINES: dict[str, tuple[str | bytes, str]] = {
     "wrong type": (GOOD.replace('"turn":3', '"turn":"third"'), "turn"),
     "bad uuid": (GOOD.replace(str(RUN_ID), "not-a-uuid"), "run_id"),
     "bad error": (
-        encode_event(sample_context("on_run_end")).replace("NotYetAwake", "Nope"), "Nope"
+        encode_event(sample_context("on_run_end")).replace("NotYetAwake", "Nope"),
+        "Nope",
     ),
     "bad hint": (
-        encode_event(sample_context("on_tool_post")).replace('"language":"python"',
-                                                              '"language":null'),
+        encode_event(sample_context("on_tool_post")).replace(
+            '"language":"python"', '"language":null'
+        ),
         "language",
     ),
     "bad usage field": (
@@ -491,8 +546,9 @@ async def test_the_log_holds_every_run_when_it_ends_without_a_flush(tmp_path: Pa
 
     path = tmp_path / "run.jsonl"
     recorder = JsonlRecorder(path)
-    loop = AgentLoop(ScriptedClient([Reply(text="one"), Reply(text="two")]), model="m",
-                     observers=[recorder])
+    loop = AgentLoop(
+        ScriptedClient([Reply(text="one"), Reply(text="two")]), model="m", observers=[recorder]
+    )
     await loop.run("first")
     lines = path.read_text(encoding="utf-8").splitlines()
     assert json.loads(lines[0])["hook"] == "on_run_start"
@@ -561,8 +617,17 @@ def test_a_full_disk_drops_and_counts_instead_of_growing_the_buffer(
 
 
 # -- log versions ---------------------------------------------------------------------------
-V1_RECEIVED = json.dumps({"hook": "on_tool_call_received", "run_id": str(RUN_ID), "time_ns": 5,
-                          "turn": 0, "tool": "search", "call_id": "call_7", "input": {"q": "x"}})
+V1_RECEIVED = json.dumps(
+    {
+        "hook": "on_tool_call_received",
+        "run_id": str(RUN_ID),
+        "time_ns": 5,
+        "turn": 0,
+        "tool": "search",
+        "call_id": "call_7",
+        "input": {"q": "x"},
+    }
+)
 
 
 def test_a_version_1_line_is_upgraded_on_load() -> None:
@@ -588,13 +653,23 @@ def test_a_version_1_log_replays_through_the_cli_reader(tmp_path: Path) -> None:
 
 def test_a_version_2_tool_post_reads_as_it_is_and_mcp_round_trips() -> None:
     """Version 3 added hooks and ``ToolPostContext.mcp``: a version-2 line reads unchanged."""
-    v2 = json.dumps({"hook": "on_tool_post", "version": 2, "run_id": str(RUN_ID), "time_ns": 9,
-                     "tool_call_id": "c1", "turn": 0, "tool": "search"})
+    v2 = json.dumps(
+        {
+            "hook": "on_tool_post",
+            "version": 2,
+            "run_id": str(RUN_ID),
+            "time_ns": 9,
+            "tool_call_id": "c1",
+            "turn": 0,
+            "tool": "search",
+        }
+    )
     ctx = decode_event(v2)
     assert isinstance(ctx, ToolPostContext)
     assert ctx.mcp is None
-    with_mcp = dataclasses.replace(ctx, mcp=McpCallInfo(server="files", request_id="4",
-                                                        duration_ms=2.5))
+    with_mcp = dataclasses.replace(
+        ctx, mcp=McpCallInfo(server="files", request_id="4", duration_ms=2.5)
+    )
     assert decode_event(encode_event(with_mcp)) == with_mcp
 
 
@@ -608,8 +683,15 @@ def test_current_lines_keep_their_names() -> None:
 @pytest.mark.parametrize("version", [LOG_VERSION + 1, 0, "2", True, None])
 def test_unreadable_versions_are_refused(version: object) -> None:
     """A newer log asks for a newer loopobs; a version that is not a positive int is invalid."""
-    line = json.dumps({"hook": "on_turn_start", "version": version, "run_id": str(RUN_ID),
-                       "time_ns": 1, "turn": 0})
+    line = json.dumps(
+        {
+            "hook": "on_turn_start",
+            "version": version,
+            "run_id": str(RUN_ID),
+            "time_ns": 1,
+            "turn": 0,
+        }
+    )
     with pytest.raises(ValueError, match="version"):
         decode_event(line)
 
@@ -622,14 +704,26 @@ def test_out_of_range_numbers_are_refused_on_load() -> None:
     from loopobs.contract.events import ToolPostContext
     from loopobs.exporters.jsonl import decode_event, encode_event
 
-    line = encode_event(ToolPostContext(run_id=_uuid.uuid4(), time_ns=5, turn=0, tool="t",
-                                        tool_call_id="c", result_hash=2**64 - 1))
+    line = encode_event(
+        ToolPostContext(
+            run_id=_uuid.uuid4(),
+            time_ns=5,
+            turn=0,
+            tool="t",
+            tool_call_id="c",
+            result_hash=2**64 - 1,
+        )
+    )
     decoded = decode_event(line)
     assert isinstance(decoded, ToolPostContext)
     assert decoded.result_hash == 2**64 - 1  # an unsigned 64-bit hash is fine
     data = _json.loads(line)
-    for field, value in (("time_ns", 2**64 + 5), ("time_ns", -1), ("turn", 2**70),
-                         ("result_hash", 2**64)):
+    for field, value in (
+        ("time_ns", 2**64 + 5),
+        ("time_ns", -1),
+        ("turn", 2**70),
+        ("result_hash", 2**64),
+    ):
         bad = dict(data, **{field: value})
         with pytest.raises(ValueError, match=f"{field} out of"):
             decode_event(_json.dumps(bad))

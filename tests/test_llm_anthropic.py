@@ -643,24 +643,49 @@ async def test_signed_and_redacted_thinking_go_back_with_tool_results() -> None:
     """Thinking with tools: the next request replays the signed and redacted blocks verbatim."""
     first = sse(
         START,
-        {"type": "content_block_start", "index": 0,
-         "content_block": {"type": "thinking", "thinking": "", "signature": ""}},
-        {"type": "content_block_delta", "index": 0,
-         "delta": {"type": "thinking_delta", "thinking": "Need the weather."}},
-        {"type": "content_block_delta", "index": 0,
-         "delta": {"type": "signature_delta", "signature": "SIG-abc"}},
+        {
+            "type": "content_block_start",
+            "index": 0,
+            "content_block": {"type": "thinking", "thinking": "", "signature": ""},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "thinking_delta", "thinking": "Need the weather."},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "signature_delta", "signature": "SIG-abc"},
+        },
         {"type": "content_block_stop", "index": 0},
-        {"type": "content_block_start", "index": 1,
-         "content_block": {"type": "redacted_thinking", "data": "OPAQUE=="}},
+        {
+            "type": "content_block_start",
+            "index": 1,
+            "content_block": {"type": "redacted_thinking", "data": "OPAQUE=="},
+        },
         {"type": "content_block_stop", "index": 1},
-        {"type": "content_block_start", "index": 2,
-         "content_block": {"type": "tool_use", "id": "toolu_1", "name": "get_weather",
-                           "input": {}}},
-        {"type": "content_block_delta", "index": 2,
-         "delta": {"type": "input_json_delta", "partial_json": '{"city": "Paris"}'}},
+        {
+            "type": "content_block_start",
+            "index": 2,
+            "content_block": {
+                "type": "tool_use",
+                "id": "toolu_1",
+                "name": "get_weather",
+                "input": {},
+            },
+        },
+        {
+            "type": "content_block_delta",
+            "index": 2,
+            "delta": {"type": "input_json_delta", "partial_json": '{"city": "Paris"}'},
+        },
         {"type": "content_block_stop", "index": 2},
-        {"type": "message_delta", "delta": {"stop_reason": "tool_use"},
-         "usage": {"output_tokens": 30}},
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "tool_use"},
+            "usage": {"output_tokens": 30},
+        },
         STOP,
     )
     replay = Replay([first, *Replay.of(["anthropic_text"]).transcripts])
@@ -693,8 +718,13 @@ async def test_chat_span_reports_the_max_tokens_sent(
     from loopobs.exporters.tracing import TracingObserver
 
     replay = Replay.of(["anthropic_text"])
-    loop = AgentLoop(client_for(replay), model=MODEL, detectors=[], request_options=options,
-                     observers=[TracingObserver(tracer_provider)])
+    loop = AgentLoop(
+        client_for(replay),
+        model=MODEL,
+        detectors=[],
+        request_options=options,
+        observers=[TracingObserver(tracer_provider)],
+    )
     await loop.run("Capital of France?")
     assert replay.json()["max_tokens"] == sent
     (chat,) = [s for s in span_exporter.get_finished_spans() if s.name.startswith("chat")]

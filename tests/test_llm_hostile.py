@@ -38,8 +38,9 @@ Handler = Callable[[httpx.Request], httpx.Response]
 
 def _client(handler: Handler, **kwargs: Any) -> OpenAIClient:
     kwargs.setdefault("api_key", KEY)
-    return OpenAIClient(http_client=httpx.AsyncClient(transport=httpx.MockTransport(handler)),
-                        **kwargs)
+    return OpenAIClient(
+        http_client=httpx.AsyncClient(transport=httpx.MockTransport(handler)), **kwargs
+    )
 
 
 async def _collect(client: OpenAIClient | AnthropicClient) -> list[Any]:
@@ -55,8 +56,12 @@ def _sse(*payloads: dict[str, Any] | str) -> bytes:
 
 def _chunk(content: str | None = None, finish: str | None = None, **extra: Any) -> dict[str, Any]:
     delta = {} if content is None else {"content": content}
-    return {"id": "c1", "model": "m",
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
+    return {
+        "id": "c1",
+        "model": "m",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        **extra,
+    }
 
 
 ANSWER = _sse(_chunk("fine"), _chunk(finish="stop"), "[DONE]")
@@ -64,12 +69,13 @@ ANSWER = _sse(_chunk("fine"), _chunk(finish="stop"), "[DONE]")
 
 def _leaks(text: str) -> list[str]:
     """Every 8-character window of the key found in ``text``."""
-    return [KEY[i:i + 8] for i in range(len(KEY) - 7) if KEY[i:i + 8] in text]
+    return [KEY[i : i + 8] for i in range(len(KEY) - 7) if KEY[i : i + 8] in text]
 
 
 def _loop(client: Any, *observers: Any, fallback: tuple[str, ...] = ()) -> AgentLoop:
-    return AgentLoop(client, model="m", observers=list(observers), fallback_models=fallback,
-                     detectors=[])
+    return AgentLoop(
+        client, model="m", observers=list(observers), fallback_models=fallback, detectors=[]
+    )
 
 
 # -- secrets ------------------------------------------------------------------------------
@@ -102,8 +108,9 @@ async def test_a_key_echoed_in_an_error_event_mid_stream_is_cut_safely() -> None
         event = {"error": {"type": "server_error", "message": "y" * pad + KEY + "z" * 50}}
 
         def handler(request: httpx.Request, event: dict[str, Any] = event) -> httpx.Response:
-            return httpx.Response(200, headers={"content-type": "text/event-stream"},
-                                  content=_sse(_chunk("a"), event))
+            return httpx.Response(
+                200, headers={"content-type": "text/event-stream"}, content=_sse(_chunk("a"), event)
+            )
 
         with pytest.raises(ModelError) as info:
             await _collect(_client(handler))
@@ -140,7 +147,8 @@ async def test_a_key_read_from_a_file_with_a_line_end_is_stripped(ending: str) -
 @pytest.mark.parametrize("bad", ["\x00", "\n", "\x7f", "é"])
 @pytest.mark.parametrize("cls", [OpenAIClient, AnthropicClient])
 def test_a_key_with_a_control_character_is_refused_without_quoting_it(
-    bad: str, cls: type[OpenAIClient] | type[AnthropicClient],
+    bad: str,
+    cls: type[OpenAIClient] | type[AnthropicClient],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     key = KEY[:10] + bad + KEY[10:]
@@ -173,8 +181,11 @@ async def test_a_broken_chunk_never_puts_answer_text_in_the_span_status(
 
     def handler(request: httpx.Request) -> httpx.Response:
         broken = f'data: {{"choices":[{{"delta":{{"content":"{secret_answer}\n\n'
-        return httpx.Response(200, headers={"content-type": "text/event-stream"},
-                              content=_sse(_chunk("ok")) + broken.encode())
+        return httpx.Response(
+            200,
+            headers={"content-type": "text/event-stream"},
+            content=_sse(_chunk("ok")) + broken.encode(),
+        )
 
     recorder = RecordingObserver()
     loop = _loop(_client(handler), TracingObserver(tracer_provider), recorder)
@@ -183,7 +194,8 @@ async def test_a_broken_chunk_never_puts_answer_text_in_the_span_status(
     [failure] = recorder.of("on_stream_failure")
     assert "sha256" in str(failure.error)
     texts = [str(result.error), str(failure.error)] + [
-        s.status.description or "" for s in span_exporter.get_finished_spans()]
+        s.status.description or "" for s in span_exporter.get_finished_spans()
+    ]
     assert all("launch code" not in t for t in texts)
 
 
@@ -195,19 +207,22 @@ async def test_a_surrogate_pair_split_across_chunks_is_one_character() -> None:
 
     def handler(request: httpx.Request) -> httpx.Response:
         requests.append(json.loads(request.content))
-        body = ('data: {"choices":[{"index":0,"delta":{"content":"smile \\ud83d"}}]}\n\n'
-                'data: {"choices":[{"index":0,"delta":{"content":"\\ude00!"}}]}\n\n'
-                'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
-                "data: [DONE]\n\n")
-        return httpx.Response(200, headers={"content-type": "text/event-stream"},
-                              content=body.encode())
+        body = (
+            'data: {"choices":[{"index":0,"delta":{"content":"smile \\ud83d"}}]}\n\n'
+            'data: {"choices":[{"index":0,"delta":{"content":"\\ude00!"}}]}\n\n'
+            'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
+            "data: [DONE]\n\n"
+        )
+        return httpx.Response(
+            200, headers={"content-type": "text/event-stream"}, content=body.encode()
+        )
 
     loop = _loop(_client(handler))
     first = await loop.run("q")
-    assert first.answer == "smile \U0001F600!"
+    assert first.answer == "smile \U0001f600!"
     second = await loop.run("again", session=first.session)
     assert second.status == RunStatus.COMPLETED
-    assert requests[1]["messages"][1]["content"] == "smile \U0001F600!"
+    assert requests[1]["messages"][1]["content"] == "smile \U0001f600!"
 
 
 async def test_a_lone_surrogate_in_the_conversation_never_fails_the_request() -> None:
@@ -221,17 +236,23 @@ async def test_a_lone_surrogate_in_the_conversation_never_fails_the_request() ->
     result = await _loop(_client(handler)).run("half a pair: \ud83d, and a whole \ud83d\ude00")
     assert result.status == RunStatus.COMPLETED
     sent = json.loads(bodies[0])["messages"][0]["content"]
-    assert sent == "half a pair: \ufffd, and a whole \U0001F600"
+    assert sent == "half a pair: \ufffd, and a whole \U0001f600"
 
 
 async def test_anthropic_joins_split_pairs_in_text_and_thinking() -> None:
     events: list[dict[str, Any]] = [
         {"type": "message_start", "message": {"id": "m", "model": "c", "usage": {}}},
         {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
-        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta",
-                                                              "text": "a\ud83d"}},
-        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta",
-                                                              "text": "\ude00b\ud83d"}},
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "text_delta", "text": "a\ud83d"},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "text_delta", "text": "\ude00b\ud83d"},
+        },
         {"type": "content_block_stop", "index": 0},
         {"type": "message_stop"},
     ]
@@ -240,10 +261,11 @@ async def test_anthropic_joins_split_pairs_in_text_and_thinking() -> None:
     def handler(request: httpx.Request) -> httpx.Response:
         return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body)
 
-    client = AnthropicClient(api_key=KEY, http_client=httpx.AsyncClient(
-        transport=httpx.MockTransport(handler)))
+    client = AnthropicClient(
+        api_key=KEY, http_client=httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    )
     out = await _collect(client)
-    assert "".join(e.text for e in out if isinstance(e, TextDelta)) == "a\U0001F600b\ufffd"
+    assert "".join(e.text for e in out if isinstance(e, TextDelta)) == "a\U0001f600b\ufffd"
 
 
 # -- token counts ---------------------------------------------------------------------------
@@ -265,17 +287,28 @@ async def test_an_implausible_token_count_is_unknown_and_counted(bad: Any) -> No
 
 async def test_an_absurd_count_from_anthropic_is_unknown_and_counted() -> None:
     events: list[dict[str, Any]] = [
-        {"type": "message_start", "message": {"id": "m", "model": "c",
-                                              "usage": {"input_tokens": 2**64}}},
-        {"type": "message_delta", "delta": {"stop_reason": "end_turn"},
-         "usage": {"output_tokens": 5}},
+        {
+            "type": "message_start",
+            "message": {"id": "m", "model": "c", "usage": {"input_tokens": 2**64}},
+        },
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn"},
+            "usage": {"output_tokens": 5},
+        },
         {"type": "message_stop"},
     ]
     body = "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()
-    client = AnthropicClient(api_key=KEY, http_client=httpx.AsyncClient(
-        transport=httpx.MockTransport(
-            lambda r: httpx.Response(200, headers={"content-type": "text/event-stream"},
-                                     content=body))))
+    client = AnthropicClient(
+        api_key=KEY,
+        http_client=httpx.AsyncClient(
+            transport=httpx.MockTransport(
+                lambda r: httpx.Response(
+                    200, headers={"content-type": "text/event-stream"}, content=body
+                )
+            )
+        ),
+    )
     out = await _collect(client)
     assert UsageReport(Usage(input_tokens=0, output_tokens=5)) in out
     assert client.rejected_token_counts == 1
@@ -300,8 +333,10 @@ class _Trickle(httpx.AsyncByteStream):
 
 def _endless(piece: bytes, every: float, head: bytes = b"") -> Handler:
     def handler(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, headers={"content-type": "text/event-stream"},
-                              stream=_Trickle(piece, every, head))
+        return httpx.Response(
+            200, headers={"content-type": "text/event-stream"}, stream=_Trickle(piece, every, head)
+        )
+
     return handler
 
 
@@ -313,8 +348,9 @@ async def test_keep_alive_comments_forever_end_at_the_deadline() -> None:
 
 
 async def test_a_trickling_answer_ends_at_the_deadline() -> None:
-    client = _client(_endless(b"x", 0.01, head=b'data: {"choices":[{"delta":{"content":"'),
-                     deadline=0.2)
+    client = _client(
+        _endless(b"x", 0.01, head=b'data: {"choices":[{"delta":{"content":"'), deadline=0.2
+    )
     with pytest.raises(StreamError, match="deadline") as info:
         await _collect(client)
     assert info.value.retryable
@@ -325,8 +361,11 @@ async def test_a_server_that_never_answers_ends_at_the_deadline() -> None:
         await asyncio.Event().wait()
         raise AssertionError("unreachable")
 
-    client = OpenAIClient(api_key=KEY, deadline=0.1,
-                          http_client=httpx.AsyncClient(transport=httpx.MockTransport(never)))
+    client = OpenAIClient(
+        api_key=KEY,
+        deadline=0.1,
+        http_client=httpx.AsyncClient(transport=httpx.MockTransport(never)),
+    )
     with pytest.raises(ModelError, match=r"no response .* within the deadline") as info:
         await _collect(client)
     assert info.value.retryable
@@ -342,8 +381,9 @@ async def test_an_endless_answer_ends_at_max_response_bytes() -> None:
 
 
 async def test_a_line_past_max_line_chars_is_a_clear_stream_error() -> None:
-    client = _client(_endless(b"y" * 4096, 0, head=b"data: "), max_line_chars=100_000,
-                     deadline=None)
+    client = _client(
+        _endless(b"y" * 4096, 0, head=b"data: "), max_line_chars=100_000, deadline=None
+    )
     with pytest.raises(StreamError, match="longer than max_line_chars") as info:
         await _collect(client)
     assert info.value.retryable
@@ -357,8 +397,17 @@ def test_the_sse_decoder_bounds_lines_and_event_data() -> None:
         decoder.feed(b"z" * 101)
     many = SSEDecoder(max_line_chars=1000)
     with pytest.raises(LineTooLong, match="data of an event"):
-        many.feed(b"data: " + b"w" * 400 + b"\n" + b"data: " + b"w" * 400 + b"\n"
-                  + b"data: " + b"w" * 400 + b"\n")
+        many.feed(
+            b"data: "
+            + b"w" * 400
+            + b"\n"
+            + b"data: "
+            + b"w" * 400
+            + b"\n"
+            + b"data: "
+            + b"w" * 400
+            + b"\n"
+        )
 
 
 def test_a_long_line_in_many_chunks_is_joined_once() -> None:
@@ -402,9 +451,12 @@ class _Body(httpx.AsyncByteStream):
 
 def _garbled_gzip(status: int) -> Handler:
     def handler(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(status, headers={"content-encoding": "gzip",
-                                               "content-type": "text/event-stream"},
-                              stream=_Body(b"this is not gzip at all"))
+        return httpx.Response(
+            status,
+            headers={"content-encoding": "gzip", "content-type": "text/event-stream"},
+            stream=_Body(b"this is not gzip at all"),
+        )
+
     return handler
 
 
@@ -430,22 +482,28 @@ async def test_a_stream_body_that_cannot_be_decoded_is_a_retryable_stream_error(
     good = gzip.compress(ANSWER)
 
     def fine(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, headers={"content-encoding": "gzip",
-                                            "content-type": "text/event-stream"}, content=good)
+        return httpx.Response(
+            200,
+            headers={"content-encoding": "gzip", "content-type": "text/event-stream"},
+            content=good,
+        )
 
     assert any(isinstance(e, TextDelta) for e in await _collect(_client(fine)))
 
 
-@pytest.mark.parametrize(("exc", "retryable"), [
-    (httpx.ConnectError("refused"), True),
-    (httpx.ReadTimeout("slow"), True),
-    (httpx.RemoteProtocolError("bad framing"), True),
-    (httpx.ProxyError("proxy down"), True),
-    (httpx.DecodingError("bad gzip"), True),
-    (httpx.TooManyRedirects("loop"), False),
-    (httpx.UnsupportedProtocol("ftp"), False),
-    (ConnectionResetError("reset by a custom transport"), True),
-])
+@pytest.mark.parametrize(
+    ("exc", "retryable"),
+    [
+        (httpx.ConnectError("refused"), True),
+        (httpx.ReadTimeout("slow"), True),
+        (httpx.RemoteProtocolError("bad framing"), True),
+        (httpx.ProxyError("proxy down"), True),
+        (httpx.DecodingError("bad gzip"), True),
+        (httpx.TooManyRedirects("loop"), False),
+        (httpx.UnsupportedProtocol("ftp"), False),
+        (ConnectionResetError("reset by a custom transport"), True),
+    ],
+)
 async def test_every_httpx_error_at_send_is_a_model_error(exc: Exception, retryable: bool) -> None:
     def handler(request: httpx.Request) -> httpx.Response:
         raise exc
@@ -457,8 +515,9 @@ async def test_every_httpx_error_at_send_is_a_model_error(exc: Exception, retrya
 
 async def test_an_unencodable_request_body_is_a_clear_model_error() -> None:
     client = _client(lambda r: httpx.Response(200))
-    request = ModelRequest(model="m", messages=(UserMessage(content="hi"),),
-                           options={"temperature": float("nan")})
+    request = ModelRequest(
+        model="m", messages=(UserMessage(content="hi"),), options={"temperature": float("nan")}
+    )
     with pytest.raises(ModelError, match="cannot build the request") as info:
         _ = [e async for e in client.stream(request)]
     assert not info.value.retryable
@@ -478,8 +537,12 @@ async def test_an_absurd_count_from_any_client_never_poisons_metric_export(
 
     reader = InMemoryMetricReader()
     provider = MeterProvider(metric_readers=[reader])
-    client = ScriptedClient([Reply(text="a", usage=Usage(input_tokens=2**64, output_tokens=3)),
-                             Reply(text="b", usage=Usage(input_tokens=10, output_tokens=2))])
+    client = ScriptedClient(
+        [
+            Reply(text="a", usage=Usage(input_tokens=2**64, output_tokens=3)),
+            Reply(text="b", usage=Usage(input_tokens=10, output_tokens=2)),
+        ]
+    )
     loop = AgentLoop(client, model="m", observers=[MetricsObserver(provider)], detectors=[])
     with caplog.at_level(logging.WARNING, logger="loopobs.usage"):
         first = await loop.run("q")

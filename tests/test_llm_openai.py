@@ -84,7 +84,8 @@ async def test_plain_text_any_framing(newline: bytes, chunk_size: int) -> None:
     ]
     # both details reported (reasoning as 0): reported, not unknown
     assert [e.usage.details for e in events if isinstance(e, UsageReport)] == [
-        ("cache_read", "reasoning")]
+        ("cache_read", "reasoning")
+    ]
     assert replay.all_closed
 
 
@@ -98,8 +99,11 @@ async def test_parallel_tool_calls_assembled_from_interleaved_fragments() -> Non
         ToolCallPart(id="call_clock", name="local_time", arguments={}),
     ]
     assert events[-1] == Finish(
-        reason="tool_calls", response_id="chatcmpl-C2toolcalls", response_model="gpt-4o-2024-08-06",
-        service_tier="default", system_fingerprint="fp_eb9dce56a8",
+        reason="tool_calls",
+        response_id="chatcmpl-C2toolcalls",
+        response_model="gpt-4o-2024-08-06",
+        service_tier="default",
+        system_fingerprint="fp_eb9dce56a8",
     )
     assert events[-2] == UsageReport(Usage(input_tokens=310, output_tokens=62))
 
@@ -116,8 +120,11 @@ async def test_reasoning_content_field() -> None:
         UsageReport(Usage(input_tokens=14, output_tokens=40, reasoning_output_tokens=31)) in events
     )
     assert events[-1] == Finish(
-        reason="stop", response_id="0f5b8a52-reasoner", response_model="deepseek-reasoner",
-        service_tier="default", system_fingerprint="fp_eb9dce56a8",
+        reason="stop",
+        response_id="0f5b8a52-reasoner",
+        response_model="deepseek-reasoner",
+        service_tier="default",
+        system_fingerprint="fp_eb9dce56a8",
     )
 
 
@@ -131,8 +138,12 @@ async def test_reasoning_field_and_usage_without_details() -> None:
     assert text_of(events) == "Hello! How can I help?"
     assert events[-2:] == [
         UsageReport(Usage(input_tokens=11, output_tokens=28)),
-        Finish(reason="stop", response_id="chatcmpl-812", response_model="qwen3:8b",
-               system_fingerprint="fp_ollama"),
+        Finish(
+            reason="stop",
+            response_id="chatcmpl-812",
+            response_model="qwen3:8b",
+            system_fingerprint="fp_ollama",
+        ),
     ]
     # no details reported: unknown, not 0
     assert [e.usage.details for e in events if isinstance(e, UsageReport)] == [()]
@@ -210,7 +221,8 @@ async def test_tool_arguments_that_are_not_a_json_object(arguments: str, fragmen
     replay = Replay([_sse(f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n")])
     calls = [e.call for e in await collect(client_for(replay)) if isinstance(e, ToolCallReady)]
     assert [(c.id, c.name, c.raw_arguments, dict(c.arguments)) for c in calls] == [
-        ("c1", "f", arguments, {})]
+        ("c1", "f", arguments, {})
+    ]
     assert fragment
 
 
@@ -716,9 +728,21 @@ async def test_run_answers_bad_tool_arguments_with_an_error_result() -> None:
     """Malformed argument JSON becomes an InvalidToolInput result, and the run goes on."""
     chunk = {
         "id": "x9",
-        "choices": [{"index": 0, "delta": {"tool_calls": [
-            {"index": 0, "id": "c1", "function": {"name": "get_weather", "arguments": '{"city": '}}
-        ]}, "finish_reason": "tool_calls"}],
+        "choices": [
+            {
+                "index": 0,
+                "delta": {
+                    "tool_calls": [
+                        {
+                            "index": 0,
+                            "id": "c1",
+                            "function": {"name": "get_weather", "arguments": '{"city": '},
+                        }
+                    ]
+                },
+                "finish_reason": "tool_calls",
+            }
+        ],
     }
     bad = _sse(f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n")
     recorder = RecordingObserver()

@@ -28,11 +28,17 @@ from loopobs.llm import AnthropicClient, OpenAIClient
 from loopobs.llm._encoded import EncodedMessages
 from loopobs.llm._http import HttpModelClient, json_body
 
-TOOLS = (ToolDefinition(name="search", description="Find things",
-                        parameters={"type": "object", "properties": {"q": {"type": "string"}}}),)
+TOOLS = (
+    ToolDefinition(
+        name="search",
+        description="Find things",
+        parameters={"type": "object", "properties": {"q": {"type": "string"}}},
+    ),
+)
 
-_text = st.text(alphabet=st.characters(codec=None, min_codepoint=0, max_codepoint=0x1F600),
-                max_size=12)
+_text = st.text(
+    alphabet=st.characters(codec=None, min_codepoint=0, max_codepoint=0x1F600), max_size=12
+)
 
 
 def _message(kind: int, text: str, n: int) -> Message:
@@ -44,14 +50,18 @@ def _message(kind: int, text: str, n: int) -> Message:
         return AssistantMessage(
             content=text,
             tool_calls=(ToolCallPart(id=f"c{n}", name="search", arguments={"q": text, "n": n}),),
-            thinking_blocks=(ThinkingBlock(thinking=text, signature="sig"),
-                             ThinkingBlock(redacted="opaque")))
+            thinking_blocks=(
+                ThinkingBlock(thinking=text, signature="sig"),
+                ThinkingBlock(redacted="opaque"),
+            ),
+        )
     if kind == 3:
         return AssistantMessage(content=text)
     if kind == 4:
         return AssistantMessage()
-    return ToolResultMessage(tool_call_id=f"c{n}", name="search", content=text,
-                             is_error=bool(n % 2))
+    return ToolResultMessage(
+        tool_call_id=f"c{n}", name="search", content=text, is_error=bool(n % 2)
+    )
 
 
 def _clients() -> list[HttpModelClient]:
@@ -60,18 +70,23 @@ def _clients() -> list[HttpModelClient]:
 
 def _grow(client: HttpModelClient, history: list[Message], options: dict[str, Any]) -> None:
     for end in range(1, len(history) + 1):
-        request = ModelRequest(model="m\"x", messages=tuple(history[:end]), tools=TOOLS,
-                               options=options)
+        request = ModelRequest(
+            model='m"x', messages=tuple(history[:end]), tools=TOOLS, options=options
+        )
         assert client.build_content(request) == json_body(client.build_body(request))
 
 
 @pytest.mark.slow  # one of the longest of the suite: `make unit-fast` leaves it out
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 5), _text), max_size=14),
-       st.sampled_from([{}, {"temperature": 0.5, "stream": False},
-                        {"stream_options": {"x": 1}, "max_tokens": 9}]))
-def test_cached_bodies_equal_full_encoding(steps: list[tuple[int, str]],
-                                           options: dict[str, Any]) -> None:
+@given(
+    st.lists(st.tuples(st.integers(0, 5), _text), max_size=14),
+    st.sampled_from(
+        [{}, {"temperature": 0.5, "stream": False}, {"stream_options": {"x": 1}, "max_tokens": 9}]
+    ),
+)
+def test_cached_bodies_equal_full_encoding(
+    steps: list[tuple[int, str]], options: dict[str, Any]
+) -> None:
     history = [_message(kind, text, n) for n, (kind, text) in enumerate(steps)]
     for client in _clients():
         _grow(client, history, options)
@@ -79,12 +94,15 @@ def test_cached_bodies_equal_full_encoding(steps: list[tuple[int, str]],
 
 def test_lone_surrogates_and_odd_text_equal_full_encoding() -> None:
     history: list[Message] = [
-        SystemMessage(content="be brief"), UserMessage(content="a\ud83d"),
-        AssistantMessage(content="\ude00 \u2028 \"q\" ,\"messages\":[]",
-                         tool_calls=(ToolCallPart(id="1", name="search",
-                                                  arguments={"q": "\ud83d\ude00"}),)),
+        SystemMessage(content="be brief"),
+        UserMessage(content="a\ud83d"),
+        AssistantMessage(
+            content='\ude00 \u2028 "q" ,"messages":[]',
+            tool_calls=(ToolCallPart(id="1", name="search", arguments={"q": "\ud83d\ude00"}),),
+        ),
         ToolResultMessage(tool_call_id="1", name="search", content="\ud800"),
-        UserMessage(content="after the result"), AssistantMessage(content="done"),
+        UserMessage(content="after the result"),
+        AssistantMessage(content="done"),
     ]
     for client in _clients():
         _grow(client, history, {})
@@ -101,22 +119,30 @@ def test_a_turn_encodes_only_its_new_messages(make: Any) -> None:
         # Only the two messages added since the last request are encoded.
         if turn:
             assert cache.encoded - before == 2
-        history += [AssistantMessage(content=f"t{turn}", tool_calls=(
-                        ToolCallPart(id=f"c{turn}", name="search", arguments={"q": turn}),)),
-                    ToolResultMessage(tool_call_id=f"c{turn}", name="search", content="r")]
+        history += [
+            AssistantMessage(
+                content=f"t{turn}",
+                tool_calls=(ToolCallPart(id=f"c{turn}", name="search", arguments={"q": turn}),),
+            ),
+            ToolResultMessage(tool_call_id=f"c{turn}", name="search", content="r"),
+        ]
 
 
 def test_options_that_replace_the_messages_are_encoded_whole() -> None:
     for client in _clients():
-        request = ModelRequest(model="m", messages=(UserMessage(content="hi"),),
-                               options={"messages": [{"role": "user", "content": "other"}]})
+        request = ModelRequest(
+            model="m",
+            messages=(UserMessage(content="hi"),),
+            options={"messages": [{"role": "user", "content": "other"}]},
+        )
         assert client.build_content(request) == json_body(client.build_body(request))
         assert b"other" in client.build_content(request)
 
 
 def test_the_cache_is_bounded_in_bytes() -> None:
-    cache: EncodedMessages[bytes] = EncodedMessages(lambda m: m.content.encode(), len,
-                                                    max_bytes=1000)
+    cache: EncodedMessages[bytes] = EncodedMessages(
+        lambda m: m.content.encode(), len, max_bytes=1000
+    )
     kept = [UserMessage(content="x" * 100) for _ in range(50)]
     for message in kept:
         assert cache.get(message) == b"x" * 100

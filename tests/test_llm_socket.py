@@ -33,22 +33,51 @@ def _chunk(payload: dict[str, Any]) -> bytes:
 def _answer(request: dict[str, Any]) -> list[bytes]:
     messages = request["messages"]
     wants_tool = bool(request.get("tools")) and not any(m["role"] == "tool" for m in messages)
-    base: dict[str, Any] = {"id": "chatcmpl-local", "object": "chat.completion.chunk",
-                            "model": "local-model"}
+    base: dict[str, Any] = {
+        "id": "chatcmpl-local",
+        "object": "chat.completion.chunk",
+        "model": "local-model",
+    }
     if wants_tool:
-        call = {"index": 0, "id": "call_local", "type": "function",
-                "function": {"name": "read_file", "arguments": ""}}
+        call = {
+            "index": 0,
+            "id": "call_local",
+            "type": "function",
+            "function": {"name": "read_file", "arguments": ""},
+        }
         parts: list[dict[str, Any]] = [
             {**base, "choices": [{"index": 0, "delta": {"tool_calls": [call]}}]},
-            {**base, "choices": [{"index": 0, "delta": {"tool_calls": [
-                {"index": 0, "function": {"arguments": '{"path": "expenses/'}}]}}]},
-            {**base, "choices": [{"index": 0, "delta": {"tool_calls": [
-                {"index": 0, "function": {"arguments": 'config.yaml"}'}}]}}]},
+            {
+                **base,
+                "choices": [
+                    {
+                        "index": 0,
+                        "delta": {
+                            "tool_calls": [
+                                {"index": 0, "function": {"arguments": '{"path": "expenses/'}}
+                            ]
+                        },
+                    }
+                ],
+            },
+            {
+                **base,
+                "choices": [
+                    {
+                        "index": 0,
+                        "delta": {
+                            "tool_calls": [{"index": 0, "function": {"arguments": 'config.yaml"}'}}]
+                        },
+                    }
+                ],
+            },
             {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
         ]
     else:
-        parts = [{**base, "choices": [{"index": 0, "delta": {"content": word}}]}
-                 for word in ("The ", "limit ", "is ", "2000 ", "EUR.")]
+        parts = [
+            {**base, "choices": [{"index": 0, "delta": {"content": word}}]}
+            for word in ("The ", "limit ", "is ", "2000 ", "EUR.")
+        ]
         parts.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
     parts.append({**base, "choices": [], "usage": {"prompt_tokens": 50, "completion_tokens": 7}})
     return [*(_chunk(p) for p in parts), b"data: [DONE]\n\n"]
@@ -116,8 +145,9 @@ async def test_runs_reuse_one_connection(server: _Server) -> None:
     """Three runs with tool calls stream over one kept-alive connection, with exact usage."""
     client = OpenAIClient(base_url=_url(server), api_key="sk-local")
     recorder = RecordingObserver()
-    loop = AgentLoop(client, model="local-model", tools=[read_file], observers=[recorder],
-                     detectors=[])
+    loop = AgentLoop(
+        client, model="local-model", tools=[read_file], observers=[recorder], detectors=[]
+    )
     try:
         for _ in range(3):
             result = await loop.run("What is my limit?")
@@ -129,9 +159,13 @@ async def test_runs_reuse_one_connection(server: _Server) -> None:
     assert len(server.requests) == 6
     assert len(set(server.peers)) == 1  # one TCP connection for every call
     assert server.requests[1]["messages"][-1] == {
-        "role": "tool", "tool_call_id": "call_local", "content": "limit: 2000"}
+        "role": "tool",
+        "tool_call_id": "call_local",
+        "content": "limit: 2000",
+    }
     assert [c.input for c in recorder.of("on_tool_call_received")] == [
-        {"path": "expenses/config.yaml"}] * 3
+        {"path": "expenses/config.yaml"}
+    ] * 3
 
 
 async def test_cancelling_mid_stream_closes_the_response(server: _Server) -> None:
@@ -159,12 +193,29 @@ async def test_cancelling_mid_stream_closes_the_response(server: _Server) -> Non
     await client.aclose()
 
 
-def test_demo_against_a_model_server(server: _Server, capsys: pytest.CaptureFixture[str],
-                                     monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_demo_against_a_model_server(
+    server: _Server,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
     """`loopobs demo --base-url` runs the showcase agent against a real streaming server."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-local")
-    code = main(["demo", "--base-url", _url(server), "--model", "local-model", "--no-live",
-                 "--metrics-port", "0", "--exit", "--out", str(tmp_path)])
+    code = main(
+        [
+            "demo",
+            "--base-url",
+            _url(server),
+            "--model",
+            "local-model",
+            "--no-live",
+            "--metrics-port",
+            "0",
+            "--exit",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0, out
     assert out.count("answer: The limit is 2000 EUR.") == 2
@@ -188,8 +239,13 @@ async def test_httpx_instrumentation_spans_nest_under_chat(server: _Server) -> N
     http = httpx.AsyncClient()
     HTTPXClientInstrumentor.instrument_client(http, tracer_provider=provider)
     client = OpenAIClient(base_url=_url(server), api_key="sk-local", http_client=http)
-    loop = AgentLoop(client, model="local-model", tools=[read_file], detectors=[],
-                     observers=[TracingObserver(provider)])
+    loop = AgentLoop(
+        client,
+        model="local-model",
+        tools=[read_file],
+        detectors=[],
+        observers=[TracingObserver(provider)],
+    )
     result = await loop.run("What is my limit?")
     await http.aclose()
     assert result.status is RunStatus.COMPLETED

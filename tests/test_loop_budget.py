@@ -27,8 +27,11 @@ from tests._loop_support import search
 
 def gpt4o_cost(usage: Usage) -> float:
     """genai-prices' own price of ``usage`` on gpt-4o."""
-    gp = genai_prices.Usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
-                            cache_read_tokens=usage.cache_read_input_tokens)
+    gp = genai_prices.Usage(
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cache_read_tokens=usage.cache_read_input_tokens,
+    )
     return float(genai_prices.calc_price(gp, "gpt-4o", provider_id="openai").total_price)
 
 
@@ -38,8 +41,10 @@ def runaway_usage(i: int) -> Usage:
 
 
 def runaway(n: int = 20) -> list[Reply]:
-    return [Reply(tool_calls=(ToolCall("search", {"query": f"q{i}"}),), usage=runaway_usage(i))
-            for i in range(n)]
+    return [
+        Reply(tool_calls=(ToolCall("search", {"query": f"q{i}"}),), usage=runaway_usage(i))
+        for i in range(n)
+    ]
 
 
 def loop_over(steps: Any, **kwargs: Any) -> tuple[AgentLoop, RecordingObserver, ScriptedClient]:
@@ -59,7 +64,7 @@ async def test_a_runaway_loop_stops_before_the_call_that_would_cross_the_budget(
     made = len(client.requests)
     costs = [gpt4o_cost(runaway_usage(i)) for i in range(made + 1)]
     assert made == 2
-    assert sum(costs[:made]) <= 0.01 < sum(costs[:made + 1])
+    assert sum(costs[:made]) <= 0.01 < sum(costs[: made + 1])
     assert result.status is RunStatus.BUDGET_EXCEEDED
     assert isinstance(result.error, BudgetExceeded)
     assert (result.error.limit, result.error.budget, result.error.scope) == ("usd", 0.01, "run")
@@ -70,7 +75,7 @@ async def test_a_runaway_loop_stops_before_the_call_that_would_cross_the_budget(
     # the stop came before a turn was opened for the refused call
     hooks = [h for h, _ in rec.events]
     stop_at = hooks.index("on_budget_exceeded")
-    assert hooks[stop_at + 1:] == ["on_run_end"]
+    assert hooks[stop_at + 1 :] == ["on_run_end"]
     assert hooks.count("on_turn_start") == made
     (stop,) = rec.of("on_budget_exceeded")
     assert (stop.action, stop.limit) == ("stop", "usd")
@@ -82,9 +87,13 @@ async def test_a_runaway_loop_stops_before_the_call_that_would_cross_the_budget(
 
 async def test_every_call_and_turn_carries_genai_prices_cost() -> None:
     """cost_usd on stream events and turn ends is genai-prices' figure; the run's is the sum."""
-    steps = [Reply(tool_calls=(ToolCall("search", {"query": "a"}),),
-                   usage=Usage(input_tokens=4000, output_tokens=120, cache_read_input_tokens=3000)),
-             Reply(text="done", usage=Usage(input_tokens=4500, output_tokens=40))]
+    steps = [
+        Reply(
+            tool_calls=(ToolCall("search", {"query": "a"}),),
+            usage=Usage(input_tokens=4000, output_tokens=120, cache_read_input_tokens=3000),
+        ),
+        Reply(text="done", usage=Usage(input_tokens=4500, output_tokens=40)),
+    ]
     loop, rec, _ = loop_over(steps)
     session = Conversation()
     result = await loop.run("q", session=session)
@@ -103,9 +112,12 @@ async def test_every_call_and_turn_carries_genai_prices_cost() -> None:
 async def test_an_unpriced_model_makes_the_cost_unknown_not_zero() -> None:
     """No price: the call's, turn's and run's cost is None, and the call counts as unpriced."""
     rec = RecordingObserver()
-    loop = AgentLoop(ScriptedClient([Reply(text="hi", usage=Usage(input_tokens=10,
-                                                                  output_tokens=2))]),
-                     model="house-model-7b", observers=[rec], detectors=[])
+    loop = AgentLoop(
+        ScriptedClient([Reply(text="hi", usage=Usage(input_tokens=10, output_tokens=2))]),
+        model="house-model-7b",
+        observers=[rec],
+        detectors=[],
+    )
     result = await loop.run("q")
     assert result.ok
     assert rec.of("on_stream_success")[0].cost_usd is None
@@ -117,21 +129,29 @@ async def test_an_unpriced_model_makes_the_cost_unknown_not_zero() -> None:
 
 async def test_user_prices_apply_to_custom_models() -> None:
     """AgentLoop(prices=...) prices a model genai-prices does not know."""
-    loop = AgentLoop(ScriptedClient([Reply(text="hi", usage=Usage(input_tokens=1_000_000,
-                                                                  output_tokens=100_000))]),
-                     model="house-model-7b", detectors=[],
-                     prices={"house-model-7b": ModelRates(input_per_mtok=0.2, output_per_mtok=1)})
+    loop = AgentLoop(
+        ScriptedClient(
+            [Reply(text="hi", usage=Usage(input_tokens=1_000_000, output_tokens=100_000))]
+        ),
+        model="house-model-7b",
+        detectors=[],
+        prices={"house-model-7b": ModelRates(input_per_mtok=0.2, output_per_mtok=1)},
+    )
     result = await loop.run("q")
     assert result.cost_usd == pytest.approx(0.3)
 
 
-@pytest.mark.parametrize(("budget", "calls", "limit"), [
-    (Budget(model_calls=3), 3, "model_calls"),
-    (Budget(input_tokens=4_500), 2, "input_tokens"),
-    (Budget(total_tokens=5_000), 2, "total_tokens"),
-])
-async def test_count_limits_refuse_the_call_that_would_cross_them(budget: Budget, calls: int,
-                                                                 limit: str) -> None:
+@pytest.mark.parametrize(
+    ("budget", "calls", "limit"),
+    [
+        (Budget(model_calls=3), 3, "model_calls"),
+        (Budget(input_tokens=4_500), 2, "input_tokens"),
+        (Budget(total_tokens=5_000), 2, "total_tokens"),
+    ],
+)
+async def test_count_limits_refuse_the_call_that_would_cross_them(
+    budget: Budget, calls: int, limit: str
+) -> None:
     """Model calls and tokens are checked before each call with the request's estimate."""
     loop, rec, client = loop_over(runaway(), budget=budget)
     result = await loop.run("go")
@@ -144,8 +164,10 @@ async def test_count_limits_refuse_the_call_that_would_cross_them(budget: Budget
 
 async def test_tool_calls_are_checked_after_each_call_and_the_wave_finishes() -> None:
     """Budget(tool_calls=2): the wave that crosses runs to the end; no model call follows."""
-    wave = Reply(tool_calls=tuple(ToolCall("search", {"query": f"q{i}"}) for i in range(3)),
-                 usage=Usage(input_tokens=100, output_tokens=10))
+    wave = Reply(
+        tool_calls=tuple(ToolCall("search", {"query": f"q{i}"}) for i in range(3)),
+        usage=Usage(input_tokens=100, output_tokens=10),
+    )
     loop, rec, client = loop_over([wave, Reply(text="never")], budget=Budget(tool_calls=2))
     result = await loop.run("go")
     assert result.status is RunStatus.BUDGET_EXCEEDED
@@ -161,15 +183,17 @@ async def test_tool_calls_are_checked_after_each_call_and_the_wave_finishes() ->
 
 async def test_a_response_that_crosses_the_budget_keeps_its_answer() -> None:
     """Checked after the response: the answer stays, the status says the budget was crossed."""
-    loop, rec, _ = loop_over([Reply(text="the answer", usage=Usage(input_tokens=10,
-                                                                   output_tokens=900))],
-                             budget=Budget(output_tokens=500))
+    loop, rec, _ = loop_over(
+        [Reply(text="the answer", usage=Usage(input_tokens=10, output_tokens=900))],
+        budget=Budget(output_tokens=500),
+    )
     result = await loop.run("q")
     assert result.status is RunStatus.BUDGET_EXCEEDED
     assert result.answer == "the answer"
     hooks = [h for h, _ in rec.events if h not in ("on_text_delta", "on_thinking_delta")]
-    assert hooks.index("on_response") < hooks.index("on_budget_exceeded") < hooks.index(
-        "on_turn_end")
+    assert (
+        hooks.index("on_response") < hooks.index("on_budget_exceeded") < hooks.index("on_turn_end")
+    )
 
 
 async def test_warn_at_warns_once_and_the_run_completes() -> None:
@@ -185,8 +209,7 @@ async def test_warn_at_warns_once_and_the_run_completes() -> None:
 
 async def test_a_session_budget_spans_runs_and_stops_later_runs_at_once() -> None:
     """Conversation(budget=...) adds up over runs; once crossed, a new run ends before any turn."""
-    steps = [Reply(text=f"a{i}", usage=Usage(input_tokens=100, output_tokens=10))
-             for i in range(5)]
+    steps = [Reply(text=f"a{i}", usage=Usage(input_tokens=100, output_tokens=10)) for i in range(5)]
     loop, rec, client = loop_over(steps)
     session = Conversation(budget=Budget(model_calls=2))
     first = await loop.run("one", session=session)
@@ -237,13 +260,18 @@ async def test_a_spent_wall_time_budget_stops_before_the_first_call() -> None:
 
 async def test_a_price_lookup_that_raises_never_breaks_the_run() -> None:
     """A user's lookup that raises prices nothing (cost unknown); the run completes."""
+
     class Broken:
-        def cost_usd(self, model: str, provider: str, usage: Usage, *,
-                     response_model: str | None = None) -> float | None:
+        def cost_usd(
+            self, model: str, provider: str, usage: Usage, *, response_model: str | None = None
+        ) -> float | None:
             raise RuntimeError("price service down")
 
-    loop, rec, _ = loop_over([Reply(text="fine", usage=Usage(input_tokens=5, output_tokens=1))],
-                             prices=Broken(), budget=Budget(usd=1.0))
+    loop, rec, _ = loop_over(
+        [Reply(text="fine", usage=Usage(input_tokens=5, output_tokens=1))],
+        prices=Broken(),
+        budget=Budget(usd=1.0),
+    )
     result = await loop.run("q")
     assert result.ok
     assert result.cost_usd is None

@@ -24,13 +24,24 @@ async def test_parallel_calls_with_one_id_stay_distinct(
     """Two parallel calls sharing an id: the contract holds, each call has its own span and
     its own result, and the ids sent back to the model tell them apart."""
     rec = RecordingObserver()
-    client = ScriptedClient([
-        Reply(tool_calls=(ToolCall("wait", {"ms": 30}, id="dup"),
-                          ToolCall("wait", {"ms": 1}, id="dup"))),
-        Reply(text="done"),
-    ])
-    loop = AgentLoop(client, model="m1", tools=[wait], detectors=[],
-                     observers=[rec, TracingObserver(tracer_provider)])
+    client = ScriptedClient(
+        [
+            Reply(
+                tool_calls=(
+                    ToolCall("wait", {"ms": 30}, id="dup"),
+                    ToolCall("wait", {"ms": 1}, id="dup"),
+                )
+            ),
+            Reply(text="done"),
+        ]
+    )
+    loop = AgentLoop(
+        client,
+        model="m1",
+        tools=[wait],
+        detectors=[],
+        observers=[rec, TracingObserver(tracer_provider)],
+    )
     result = await loop.run("go")
     assert result.ok
     assert_contract(rec.events)
@@ -51,12 +62,18 @@ async def test_parallel_calls_with_one_id_stay_distinct(
 async def test_a_suffix_never_takes_an_id_the_model_used() -> None:
     """Renaming a repeated id avoids every id of the response, also ones that look renamed."""
     rec = RecordingObserver()
-    client = ScriptedClient([
-        Reply(tool_calls=(ToolCall("wait", {"ms": 1}, id="a"),
-                          ToolCall("wait", {"ms": 1}, id="a"),
-                          ToolCall("wait", {"ms": 1}, id="a_2"))),
-        Reply(text="done"),
-    ])
+    client = ScriptedClient(
+        [
+            Reply(
+                tool_calls=(
+                    ToolCall("wait", {"ms": 1}, id="a"),
+                    ToolCall("wait", {"ms": 1}, id="a"),
+                    ToolCall("wait", {"ms": 1}, id="a_2"),
+                )
+            ),
+            Reply(text="done"),
+        ]
+    )
     loop = AgentLoop(client, model="m1", tools=[wait], detectors=[], observers=[rec])
     assert (await loop.run("go")).ok
     ids = [c.tool_call_id for c in rec.of("on_tool_call_received")]

@@ -91,10 +91,14 @@ async def test_cancel_during_tools(parallel: bool) -> None:
     started = asyncio.Event()
     stuck_calls = 2 if parallel else 1
     tools = _blocking_tools(started, stuck_calls)
-    calls = (ToolCall("quick", {}, id="q"), ToolCall("stuck", {"n": 1}, id="s1"),
-             ToolCall("stuck", {"n": 2}, id="s2"))
-    loop, rec, _ = make_loop([Reply(tool_calls=calls, usage=u(3, 1))], tools=tools,
-                             parallel_tool_calls=parallel)
+    calls = (
+        ToolCall("quick", {}, id="q"),
+        ToolCall("stuck", {"n": 1}, id="s1"),
+        ToolCall("stuck", {"n": 2}, id="s2"),
+    )
+    loop, rec, _ = make_loop(
+        [Reply(tool_calls=calls, usage=u(3, 1))], tools=tools, parallel_tool_calls=parallel
+    )
     session = Conversation()
     task = asyncio.create_task(loop.run("q", session=session))
     await asyncio.wait_for(started.wait(), 5)

@@ -54,8 +54,13 @@ async def test_cancelling_the_run_still_cancels_a_running_tool() -> None:
         return "never"
 
     rec = RecordingObserver()
-    loop = AgentLoop(ScriptedClient([Reply(tool_calls=(ToolCall("hang"),))]), model="m1",
-                     tools=[hang], detectors=[], observers=[rec])
+    loop = AgentLoop(
+        ScriptedClient([Reply(tool_calls=(ToolCall("hang"),))]),
+        model="m1",
+        tools=[hang],
+        detectors=[],
+        observers=[rec],
+    )
     task = asyncio.create_task(loop.run("go"))
     await started.wait()
     task.cancel()
@@ -78,8 +83,12 @@ async def test_an_observer_raising_cancelled_error_leaves_nothing_open(
     """Counted as that observer's failure; the run completes; spans end, runs.active is 0."""
     tracing, metrics = TracingObserver(tracer_provider), MetricsObserver(meter_provider)
     bad = CancelsOnStart()
-    loop = AgentLoop(ScriptedClient([Reply(text="fine")]), model="m1", detectors=[],
-                     observers=[tracing, metrics, bad])
+    loop = AgentLoop(
+        ScriptedClient([Reply(text="fine")]),
+        model="m1",
+        detectors=[],
+        observers=[tracing, metrics, bad],
+    )
     result = await loop.run("go")
     assert result.ok
     assert tracing.open_spans() == 0

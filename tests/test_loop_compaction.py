@@ -29,8 +29,9 @@ def _calls(n: int) -> Reply:
 async def test_compaction_runs_at_the_threshold_before_the_model_call() -> None:
     """Over threshold × window, the loop compacts, reports real counts, then calls the model."""
     steps = [_calls(100), _calls(300), _calls(900), Reply(text="ok", usage=u(100, 1))]
-    loop, rec, client = make_loop(steps, tools=[search], context_window=1000,
-                                  system_prompt="be brief")
+    loop, rec, client = make_loop(
+        steps, tools=[search], context_window=1000, system_prompt="be brief"
+    )
     result = await loop.run("first question")
     assert result.ok
     assert_contract(rec.events)
@@ -41,7 +42,8 @@ async def test_compaction_runs_at_the_threshold_before_the_model_call() -> None:
     assert ctx.tokens_after < ctx.tokens_before
     assert ctx.tokens_saved == ctx.tokens_before - ctx.tokens_after
     assert ctx.messages_removed == len(client.requests[2].messages) + 2 - len(
-        client.requests[3].messages)
+        client.requests[3].messages
+    )
     events = names(rec.events)
     at = events.index("on_compaction")
     assert events[at - 1] == "on_turn_end"
@@ -49,15 +51,16 @@ async def test_compaction_runs_at_the_threshold_before_the_model_call() -> None:
     last = client.requests[3].messages
     assert last[0] == SystemMessage(content="be brief")
     assert last[1] == UserMessage(content="first question")
-    assert result.messages[: 2] == last[:2]
+    assert result.messages[:2] == last[:2]
     assert _tool_pairs_intact(last)
 
 
 async def test_no_compaction_below_the_threshold_or_without_a_window() -> None:
     """Under the threshold, or with context_window=None, nothing is compacted."""
     for window in (None, 100_000):
-        loop, rec, _ = make_loop([_calls(900), Reply(text="ok")], tools=[search],
-                                 context_window=window)
+        loop, rec, _ = make_loop(
+            [_calls(900), Reply(text="ok")], tools=[search], context_window=window
+        )
         assert (await loop.run("q")).ok
         assert not rec.of("on_compaction")
 
@@ -76,6 +79,7 @@ async def test_a_context_that_cannot_fit_fails_the_run() -> None:
 
 
 # -- the compactor's invariant, over random conversations ----------------------------------
+
 
 def _tool_pairs_intact(messages: Sequence[Message]) -> bool:
     """Every tool result follows its call, and every call kept has all its results."""
@@ -109,18 +113,23 @@ def conversations(draw: st.DrawFn) -> list[Message]:
         elif kind == "answer":
             out.append(AssistantMessage(content=draw(text)))
         else:
-            calls = tuple(ToolCallPart(id=f"c{next(ids)}", name="t", arguments={"q": draw(text)})
-                          for _ in range(draw(st.integers(1, 3))))
+            calls = tuple(
+                ToolCallPart(id=f"c{next(ids)}", name="t", arguments={"q": draw(text)})
+                for _ in range(draw(st.integers(1, 3)))
+            )
             out.append(AssistantMessage(content=draw(text), tool_calls=calls))
-            out.extend(ToolResultMessage(tool_call_id=c.id, name="t", content=draw(text))
-                       for c in calls)
+            out.extend(
+                ToolResultMessage(tool_call_id=c.id, name="t", content=draw(text)) for c in calls
+            )
     return out
 
 
 @settings(max_examples=300, deadline=None)
 @given(conversations(), st.integers(1, 400), st.integers(0, 6))
 def test_truncating_compactor_never_splits_a_tool_exchange(
-    messages: list[Message], target: int, preserve: int,
+    messages: list[Message],
+    target: int,
+    preserve: int,
 ) -> None:
     """Compaction keeps system prompt and first user message, a recent suffix, whole exchanges."""
     out = TruncatingCompactor(preserve_recent=preserve).compact(messages, target)
@@ -128,7 +137,7 @@ def test_truncating_compactor_never_splits_a_tool_exchange(
     head = 2 if isinstance(messages[0], SystemMessage) else 1
     assert out[:head] == messages[:head]
     tail = out[head:]
-    assert tail == messages[len(messages) - len(tail):]
+    assert tail == messages[len(messages) - len(tail) :]
     if estimate_tokens(out) > target:
         # over target only because every later cut would keep fewer than preserve_recent
         later = [i for i in range(1, len(tail)) if not isinstance(tail[i], ToolResultMessage)]

@@ -21,10 +21,16 @@ def _script(request: ModelRequest) -> Step:
     done = sum(1 for m in request.messages if m.role == "assistant")
     usage = Usage(input_tokens=n + done, output_tokens=1)
     if done < 2:
-        return Reply(text=f"step {done}", usage=usage,
-                     tool_calls=(ToolCall("search", {"query": f"run {n}"}),
-                                 ToolCall("add", {"a": n, "b": done})) if done == 0 else
-                     (ToolCall("add", {"a": n, "b": 1}),))
+        return Reply(
+            text=f"step {done}",
+            usage=usage,
+            tool_calls=(
+                ToolCall("search", {"query": f"run {n}"}),
+                ToolCall("add", {"a": n, "b": done}),
+            )
+            if done == 0
+            else (ToolCall("add", {"a": n, "b": 1}),),
+        )
     return Reply(text=f"answer {n}", usage=usage)
 
 
@@ -45,8 +51,9 @@ async def test_100_concurrent_runs_on_separate_sessions() -> None:
         events = rec.for_run(result.run_id)
         start = events[0][1]
         assert getattr(start, "session_id", None) == result.session.id
-        assert [t for t in (getattr(c, "turn", None) for _, c in events) if t is not None] == \
-            sorted(t for t in (getattr(c, "turn", None) for _, c in events) if t is not None)
+        assert [
+            t for t in (getattr(c, "turn", None) for _, c in events) if t is not None
+        ] == sorted(t for t in (getattr(c, "turn", None) for _, c in events) if t is not None)
         tool_msgs = [m.content for m in result.messages if m.role == "tool"]
         assert tool_msgs == [f"results for run {n} (limit 3)", str(n), str(n + 1)]
         shape = names(events)

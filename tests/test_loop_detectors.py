@@ -43,9 +43,16 @@ class OnSecondPost(LoopObserver):
         self.posts += 1
         if self.posts == 2:
             for target in self.targets:
-                target.on_loop_detected(LoopDetectedContext(
-                    run_id=ctx.run_id, time_ns=ctx.time_ns, pattern="search(a)", repetitions=2,
-                    tool="search", action=self.action))
+                target.on_loop_detected(
+                    LoopDetectedContext(
+                        run_id=ctx.run_id,
+                        time_ns=ctx.time_ns,
+                        pattern="search(a)",
+                        repetitions=2,
+                        tool="search",
+                        action=self.action,
+                    )
+                )
 
 
 async def test_a_stop_verdict_ends_the_run_loop_detected() -> None:
@@ -61,7 +68,7 @@ async def test_a_stop_verdict_ends_the_run_loop_detected() -> None:
     events = names(rec.events)
     at = events.index("on_loop_detected")
     assert events[at - 1] == "on_tool_post"
-    assert events[at + 1:] == ["on_turn_end", "on_run_end"]
+    assert events[at + 1 :] == ["on_turn_end", "on_run_end"]
     assert rec.of("on_turn_end")[-1].success is False
     end = rec.of("on_run_end")[0]
     assert (end.status, end.success) == ("loop_detected", False)
@@ -70,8 +77,9 @@ async def test_a_stop_verdict_ends_the_run_loop_detected() -> None:
 
 async def test_a_warn_verdict_adds_a_note_to_the_next_request() -> None:
     """A warn verdict becomes a note in the next model request only; the run goes on."""
-    loop, rec, client = make_loop([TOOL_TURN, TOOL_TURN, ANSWER, ANSWER],
-                                  detectors=[OnSecondPost("warn")])
+    loop, rec, client = make_loop(
+        [TOOL_TURN, TOOL_TURN, ANSWER, ANSWER], detectors=[OnSecondPost("warn")]
+    )
     result = await loop.run("q")
     assert result.ok
     last = client.requests[2].messages[-1]
@@ -100,9 +108,15 @@ class ConvergeOnToolTurn(LoopObserver):
         if self.seen != self.at:
             return
         for target in self.targets:
-            target.on_convergence_detected(ConvergenceDetectedContext(
-                run_id=ctx.run_id, time_ns=ctx.time_ns, action=self.action, similarity=1.0,
-                consecutive=3))
+            target.on_convergence_detected(
+                ConvergenceDetectedContext(
+                    run_id=ctx.run_id,
+                    time_ns=ctx.time_ns,
+                    action=self.action,
+                    similarity=1.0,
+                    consecutive=3,
+                )
+            )
 
 
 async def test_a_stop_verdict_on_a_tool_calling_response_is_not_lost() -> None:
@@ -118,8 +132,9 @@ async def test_a_stop_verdict_on_a_tool_calling_response_is_not_lost() -> None:
 async def test_a_compact_verdict_compacts_before_the_next_call() -> None:
     """A compact verdict compacts the conversation before the next model call."""
     long = Reply(tool_calls=(ToolCall("search", {"query": "x" * 400}),), usage=u(1, 1))
-    loop, rec, _ = make_loop([long, long, long, ANSWER],
-                             detectors=[ConvergeOnToolTurn("compact", at=3)])
+    loop, rec, _ = make_loop(
+        [long, long, long, ANSWER], detectors=[ConvergeOnToolTurn("compact", at=3)]
+    )
     result = await loop.run("q")
     assert result.ok
     compactions = rec.of("on_compaction")
@@ -154,16 +169,22 @@ async def test_the_default_repetition_detector_warns_then_stops() -> None:
     assert_contract(rec.events)
 
 
-@pytest.mark.parametrize(("action", "status"), [("stop", RunStatus.CONVERGED),
-                                                ("warn", RunStatus.COMPLETED)])
+@pytest.mark.parametrize(
+    ("action", "status"), [("stop", RunStatus.CONVERGED), ("warn", RunStatus.COMPLETED)]
+)
 async def test_the_convergence_detector_across_runs_of_a_session(
-    action: Any, status: RunStatus,
+    action: Any,
+    status: RunStatus,
 ) -> None:
     """Identical answers over a session's runs converge; stop ends the run converged."""
     rec = RecordingObserver()
     client = ScriptedClient(lambda request: Reply(text="Paris is the capital.", usage=u(1, 1)))
-    loop = AgentLoop(client, model="m1", observers=[rec],
-                     detectors=[ConvergenceDetector(consecutive=2, action=action)])
+    loop = AgentLoop(
+        client,
+        model="m1",
+        observers=[rec],
+        detectors=[ConvergenceDetector(consecutive=2, action=action)],
+    )
     first = await loop.run("capital?")
     second = await loop.run("capital, really?", session=first.session)
     assert first.status is RunStatus.COMPLETED
@@ -181,8 +202,12 @@ async def test_convergence_compact_reaches_the_next_run_of_the_session() -> None
     answer = "The limit is two thousand euros per trip, approved by finance."
     steps: list[Step] = [Reply(text=answer, usage=u(1, 1)) for _ in range(4)]
     recorder = RecordingObserver()
-    loop = AgentLoop(ScriptedClient(steps), model="m1", observers=[recorder],
-                     detectors=[ConvergenceDetector(consecutive=3, action="compact")])
+    loop = AgentLoop(
+        ScriptedClient(steps),
+        model="m1",
+        observers=[recorder],
+        detectors=[ConvergenceDetector(consecutive=3, action="compact")],
+    )
     session = None
     for _ in range(4):
         result = await loop.run("What is the limit, really?", session=session)

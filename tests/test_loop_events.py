@@ -32,10 +32,15 @@ from loopobs.sessions import session
 from loopobs.testing import RecordingObserver, assert_contract, check_contract
 from tests._loop_support import Raising, checked, make_loop, names, scripted_usage, search, u
 
-TOOL_TURN = Reply(text="let me look", thinking="hmm",
-                  tool_calls=(ToolCall("search", {"query": "a"}, id="c1"),
-                              ToolCall("add", {"a": 1, "b": 2}, id="c2")),
-                  usage=u(10, 5))
+TOOL_TURN = Reply(
+    text="let me look",
+    thinking="hmm",
+    tool_calls=(
+        ToolCall("search", {"query": "a"}, id="c1"),
+        ToolCall("add", {"a": 1, "b": 2}, id="c2"),
+    ),
+    usage=u(10, 5),
+)
 ANSWER = Reply(text="the answer is 3", usage=u(20, 7))
 
 
@@ -46,18 +51,30 @@ async def test_event_order_of_a_tool_using_run() -> None:
     events = checked(rec, result)
     assert names(events) == [
         "on_run_start",
-        "on_turn_start", "on_stream_start", "on_stream_success", "on_response",
-        "on_tool_call_received", "on_tool_call_received",
-        "on_tool_pre", "on_tool_pre", "on_tool_post", "on_tool_post",
+        "on_turn_start",
+        "on_stream_start",
+        "on_stream_success",
+        "on_response",
+        "on_tool_call_received",
+        "on_tool_call_received",
+        "on_tool_pre",
+        "on_tool_pre",
+        "on_tool_post",
+        "on_tool_post",
         "on_turn_end",
-        "on_turn_start", "on_stream_start", "on_stream_success", "on_response", "on_turn_end",
+        "on_turn_start",
+        "on_stream_start",
+        "on_stream_success",
+        "on_response",
+        "on_turn_end",
         "on_run_end",
     ]
     hooks = [h for h, _ in events]
     first_delta = hooks.index("on_thinking_delta")
     assert hooks.index("on_stream_start") < first_delta < hooks.index("on_stream_success")
     assert "".join(c.delta for c in rec.of("on_text_delta", result.run_id)) == (
-        "let me look" + "the answer is 3")
+        "let me look" + "the answer is 3"
+    )
 
 
 async def test_run_result_fields() -> None:
@@ -84,8 +101,10 @@ async def test_run_result_fields() -> None:
     assert (end.success, end.status, end.total_turns) == (True, "completed", 2)
     assert (end.input_tokens, end.output_tokens) == (30, 12)
     turn_ends = rec.of("on_turn_end")
-    assert [(t.turn, t.input_tokens, t.output_tokens) for t in turn_ends] == [(0, 10, 5),
-                                                                              (1, 20, 7)]
+    assert [(t.turn, t.input_tokens, t.output_tokens) for t in turn_ends] == [
+        (0, 10, 5),
+        (1, 20, 7),
+    ]
     responses = rec.of("on_response")
     assert [r.tool_calls for r in responses] == [2, 0]
 
@@ -205,8 +224,15 @@ async def test_contexts_are_built_only_for_hooks_someone_listens_to(
             built.append(_hook)
             return _cls(*args, **kwargs)
 
-        for module in (compaction, driver, model_call, parking, tool_phase, context_providers,
-                       session):
+        for module in (
+            compaction,
+            driver,
+            model_call,
+            parking,
+            tool_phase,
+            context_providers,
+            session,
+        ):
             if hasattr(module, name):
                 monkeypatch.setattr(module, name, counting)
                 patched.add(hook)
@@ -223,11 +249,18 @@ async def test_contexts_are_built_only_for_hooks_someone_listens_to(
 
     end_only = EndOnly()
     client = ScriptedClient([TOOL_TURN, ANSWER])
+
     async def provider(query: str) -> str:
         return "context"
 
-    loop = AgentLoop(client, model="m1", tools=[search, _add()], observers=[end_only],
-                     detectors=[], context_providers=[provider])
+    loop = AgentLoop(
+        client,
+        model="m1",
+        tools=[search, _add()],
+        observers=[end_only],
+        detectors=[],
+        context_providers=[provider],
+    )
     result = await loop.run("q")
     assert result.ok
     assert built == ["on_run_end"]
@@ -253,7 +286,11 @@ async def test_an_observer_raising_in_every_hook_never_breaks_a_run() -> None:
     loop.observers.add(rec)  # after the raising one: it still gets every event
     result = await loop.run("question")
     assert (result.status, result.answer, result.turns, result.usage) == (
-        plain.status, plain.answer, plain.turns, plain.usage)
+        plain.status,
+        plain.answer,
+        plain.turns,
+        plain.usage,
+    )
     assert result.messages == plain.messages
     assert names(rec.events) == names(plain_rec.events)
     assert loop.observers.failure_count == len(rec.events)
@@ -271,19 +308,26 @@ def test_check_contract_accepts_interleaved_runs_and_reports_violations() -> Non
         ("on_run_end", RunEndContext(run_id=b, time_ns=4, success=True)),
     ]
     assert check_contract(good) == [
-        f"run {a}: no on_run_end", f"run {a}: turn 0 has no on_turn_end"]
+        f"run {a}: no on_run_end",
+        f"run {a}: turn 0 has no on_turn_end",
+    ]
     with pytest.raises(AssertionError, match="2 event contract violation"):
         assert_contract(good)
-    late_pre = ("on_tool_pre", ToolPreContext(run_id=b, time_ns=5, turn=0, tool="t",
-                                              tool_call_id="y"))
+    late_pre = (
+        "on_tool_pre",
+        ToolPreContext(run_id=b, time_ns=5, turn=0, tool="t", tool_call_id="y"),
+    )
     problems = check_contract([*good, late_pre])
     assert any("after the run's on_run_end" in p for p in problems)
     from loopobs.contract.events import TurnEndContext
 
     unpaired = [
-        *good[:1], good[2], good[3],
+        *good[:1],
+        good[2],
+        good[3],
         ("on_turn_end", TurnEndContext(run_id=a, time_ns=6, turn=0, success=True)),
         ("on_run_end", RunEndContext(run_id=a, time_ns=7, success=True)),
     ]
     assert check_contract(unpaired) == [
-        f"event 3 (on_turn_end) of run {a}: tool call 'x' (t) attempt 0 has no on_tool_post"]
+        f"event 3 (on_turn_end) of run {a}: tool call 'x' (t) attempt 0 has no on_tool_post"
+    ]

@@ -15,11 +15,14 @@ from tests._loop_support import make_loop, names, u
 OK = Reply(text="fine", usage=u(5, 1))
 
 
-@pytest.mark.parametrize("error", [
-    RateLimited(provider="scripted"),
-    ModelError("overloaded", retryable=True, status_code=503),
-    StreamError("connection reset"),
-])
+@pytest.mark.parametrize(
+    "error",
+    [
+        RateLimited(provider="scripted"),
+        ModelError("overloaded", retryable=True, status_code=503),
+        StreamError("connection reset"),
+    ],
+)
 async def test_a_retryable_failure_falls_back_to_the_next_model(error: LoopError) -> None:
     """stream_failure → fallback → model_switched → stream_start on the next model, same turn."""
     loop, rec, client = make_loop([Fail(error), OK], fallback_models=["m2"])
@@ -28,9 +31,17 @@ async def test_a_retryable_failure_falls_back_to_the_next_model(error: LoopError
     assert result.usage == u(5, 1)
     assert [r.model for r in client.requests] == ["m1", "m2"]
     assert names(rec.events) == [
-        "on_run_start", "on_turn_start",
-        "on_stream_start", "on_stream_failure", "on_fallback", "on_model_switched",
-        "on_stream_start", "on_stream_success", "on_response", "on_turn_end", "on_run_end",
+        "on_run_start",
+        "on_turn_start",
+        "on_stream_start",
+        "on_stream_failure",
+        "on_fallback",
+        "on_model_switched",
+        "on_stream_start",
+        "on_stream_success",
+        "on_response",
+        "on_turn_end",
+        "on_run_end",
     ]
     failure = rec.of("on_stream_failure")[0]
     assert (failure.model, failure.attempt, failure.error) == ("m1", 0, error)
@@ -69,8 +80,10 @@ async def test_every_model_failing_is_fallback_exhausted() -> None:
     assert result.error.models == ("m1", "m2", "m3")
     assert [type(e) for e in result.error.failures] == [RateLimited] * 3
     assert len(rec.of("on_stream_failure")) == 3
-    assert [(f.from_model, f.to_model) for f in rec.of("on_fallback")] == [("m1", "m2"),
-                                                                            ("m2", "m3")]
+    assert [(f.from_model, f.to_model) for f in rec.of("on_fallback")] == [
+        ("m1", "m2"),
+        ("m2", "m3"),
+    ]
     assert_contract(rec.events)
 
 
@@ -84,7 +97,9 @@ async def test_the_next_turn_goes_back_to_the_primary_model() -> None:
     assert result.ok
     assert [r.model for r in client.requests] == ["m1", "m2", "m1"]
     assert [(s.from_model, s.to_model) for s in rec.of("on_model_switched")] == [
-        ("m1", "m2"), ("m2", "m1")]
+        ("m1", "m2"),
+        ("m2", "m1"),
+    ]
     assert_contract(rec.events)
 
 
@@ -126,8 +141,7 @@ async def test_a_stream_that_breaks_midway_falls_back(failure: LoopError | None)
 
 async def test_a_client_raising_a_foreign_exception_fails_the_run() -> None:
     """An exception that is not a LoopError becomes a non-retryable ModelError naming it."""
-    loop, rec, _ = make_loop(BreakingClient(OSError("socket gone")),
-                             fallback_models=["m2"])
+    loop, rec, _ = make_loop(BreakingClient(OSError("socket gone")), fallback_models=["m2"])
     result = await loop.run("q")
     assert result.status is RunStatus.FAILED
     assert isinstance(result.error, ModelError)

@@ -28,9 +28,14 @@ from tests import _loop_parking_tools as parking
 from tests._loop_support import add, make_loop, names, u
 
 ROOT = Path(__file__).resolve().parent.parent
-PAY = Reply(text="paying", tool_calls=(ToolCall("add", {"a": 1, "b": 1}, id="a1"),
-                                       ToolCall("approve", {"amount": 40}, id="p1")),
-            usage=u(10, 2))
+PAY = Reply(
+    text="paying",
+    tool_calls=(
+        ToolCall("add", {"a": 1, "b": 1}, id="a1"),
+        ToolCall("approve", {"amount": 40}, id="p1"),
+    ),
+    usage=u(10, 2),
+)
 DONE = Reply(text="paid", usage=u(30, 3))
 TOOLS = (add, parking.approve, parking.webhook, parking.nap)
 AFTER_WAKE = parking.WAKE + dt.timedelta(seconds=1)
@@ -61,16 +66,21 @@ async def test_suspend_ends_the_run_with_a_checkpoint() -> None:
     assert (end.status, end.success) == ("suspended", True)
     cp = result.checkpoint
     assert cp is not None
-    assert (cp.kind, cp.run_id, cp.session_id, cp.turn) == ("suspend", result.run_id,
-                                                            result.session.id, 1)
+    assert (cp.kind, cp.run_id, cp.session_id, cp.turn) == (
+        "suspend",
+        result.run_id,
+        result.session.id,
+        1,
+    )
     assert cp.parked.id == "p1"
     assert [r.content if r else None for r in cp.results] == ["2", None]
 
 
 async def test_signal_suspension_reports_kind_signal() -> None:
     """Suspend(...).on_signal() parks with kind "signal" in the event and the checkpoint."""
-    loop, rec, _ = make_loop([Reply(tool_calls=(ToolCall("webhook", {}),), usage=u(1, 1))],
-                             tools=TOOLS)
+    loop, rec, _ = make_loop(
+        [Reply(tool_calls=(ToolCall("webhook", {}),), usage=u(1, 1))], tools=TOOLS
+    )
     result = await loop.run("go")
     assert rec.of("on_suspended")[0].kind == "signal"
     assert result.checkpoint is not None
@@ -100,8 +110,10 @@ async def test_checkpoint_round_trips_and_resumes_in_a_fresh_loop() -> None:
     assert [t.turn for t in rec.of("on_turn_start")] == [1]
     assert not rec.of("on_tool_call_received")
     sent = client.requests[0].messages
-    assert [(m.role, m.content) for m in sent[-2:]] == [("tool", "2"),
-                                                        ("tool", '{"approved": true}')]
+    assert [(m.role, m.content) for m in sent[-2:]] == [
+        ("tool", "2"),
+        ("tool", '{"approved": true}'),
+    ]
     assert_contract(rec.events)
 
 
@@ -169,8 +181,7 @@ async def test_resume_on_the_live_session_and_a_wrong_session() -> None:
     assert parked.checkpoint is not None
     with pytest.raises(ValueError, match="not the parked run's session"):
         await loop.resume(parked.checkpoint, input={"approved": True}, session=Conversation())
-    result = await loop.resume(parked.checkpoint, input={"approved": True},
-                               session=parked.session)
+    result = await loop.resume(parked.checkpoint, input={"approved": True}, session=parked.session)
     assert result.session is parked.session
     assert result.ok
     assert [t.turn for t in rec.of("on_turn_start")] == [0, 1]
@@ -199,8 +210,15 @@ async def test_sleep_parks_until_wake_at_and_the_call_runs_again_after() -> None
     assert parking.naps == [5, 5]
     assert names(rec2.events) == [
         "on_run_start",
-        "on_turn_start", "on_tool_pre", "on_tool_post", "on_turn_end",
-        "on_turn_start", "on_stream_start", "on_stream_success", "on_response", "on_turn_end",
+        "on_turn_start",
+        "on_tool_pre",
+        "on_tool_post",
+        "on_turn_end",
+        "on_turn_start",
+        "on_stream_start",
+        "on_stream_success",
+        "on_response",
+        "on_turn_end",
         "on_run_end",
     ]
     pre, post = rec2.of("on_tool_pre")[0], rec2.of("on_tool_post")[0]
@@ -213,8 +231,13 @@ async def test_sleep_parks_until_wake_at_and_the_call_runs_again_after() -> None
 
 async def test_a_wave_with_a_suspend_and_a_sleep_reruns_the_sleeper_on_resume() -> None:
     """When two calls of one wave park, the first receives the input and the other runs again."""
-    wave = Reply(tool_calls=(ToolCall("approve", {"amount": 1}, id="p"),
-                             ToolCall("nap", {"minutes": 2}, id="n")), usage=u(1, 1))
+    wave = Reply(
+        tool_calls=(
+            ToolCall("approve", {"amount": 1}, id="p"),
+            ToolCall("nap", {"minutes": 2}, id="n"),
+        ),
+        usage=u(1, 1),
+    )
     loop, rec, _ = make_loop([wave], tools=TOOLS)
     parked = await loop.run("both")
     assert parked.status is RunStatus.SUSPENDED
@@ -254,16 +277,26 @@ print(json.dumps({
 
 def test_resume_in_another_process() -> None:
     """A checkpoint written as JSON is resumed by a separate Python process."""
-    loop, _, _ = make_loop([Reply(tool_calls=(ToolCall("approve", {"amount": 7}, id="p"),))],
-                           tools=TOOLS)
+    loop, _, _ = make_loop(
+        [Reply(tool_calls=(ToolCall("approve", {"amount": 7}, id="p"),))], tools=TOOLS
+    )
     parked = loop.run_sync("pay")
     assert parked.checkpoint is not None
-    out = subprocess.run([sys.executable, "-c", RESUMER],
-                         input=parked.checkpoint.model_dump_json(),
-                         capture_output=True, text=True, cwd=ROOT, check=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", RESUMER],
+        input=parked.checkpoint.model_dump_json(),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=True,
+        timeout=60,
+    )
     report = json.loads(out.stdout)
     assert report == {
-        "status": "completed", "answer": "paid from another process",
-        "session": str(parked.session.id), "resumed_from": str(parked.run_id),
-        "tool": ['{"approved": true}'], "violations": [],
+        "status": "completed",
+        "answer": "paid from another process",
+        "session": str(parked.session.id),
+        "resumed_from": str(parked.run_id),
+        "tool": ['{"approved": true}'],
+        "violations": [],
     }

@@ -35,8 +35,9 @@ def _answer(tokens: tuple[int, int] = (10, 5)) -> Reply:
 
 
 def _loop(shared: SharedBudget, replies: list[Any], **kw: Any) -> AgentLoop:
-    return AgentLoop(ScriptedClient(replies), model="m", detectors=[], shared_budget=shared,
-                     prices=PRICES, **kw)
+    return AgentLoop(
+        ScriptedClient(replies), model="m", detectors=[], shared_budget=shared, prices=PRICES, **kw
+    )
 
 
 async def test_workers_sharing_a_ledger_stay_under_the_tenant_limit() -> None:
@@ -84,8 +85,14 @@ async def test_a_call_whose_worst_case_does_not_fit_is_not_made() -> None:
     """Room for the actual cost is not enough: the reservation must fit before the call."""
     shared = SharedBudget(session=Budget(usd=50.0))
     client = ScriptedClient([_answer((10, 5))])
-    loop = AgentLoop(client, model="m", detectors=[], shared_budget=shared, prices=PRICES,
-                     request_options={"max_tokens": 100})
+    loop = AgentLoop(
+        client,
+        model="m",
+        detectors=[],
+        shared_budget=shared,
+        prices=PRICES,
+        request_options={"max_tokens": 100},
+    )
     recorder = RecordingObserver()
     loop.attach(recorder)
     result = await loop.run("hello")
@@ -113,8 +120,7 @@ async def test_a_failed_or_cancelled_call_gives_its_reservation_back() -> None:
             await gate.wait()
             yield  # pragma: no cover
 
-    hanging = AgentLoop(Hanging([]), model="m", detectors=[], shared_budget=shared,
-                        prices=PRICES)
+    hanging = AgentLoop(Hanging([]), model="m", detectors=[], shared_budget=shared, prices=PRICES)
     task = asyncio.create_task(hanging.run("q", session=Conversation(attribution={"tenant": "t"})))
     for _ in range(50):
         await asyncio.sleep(0)
@@ -181,8 +187,12 @@ async def test_shared_tool_call_limits_refuse_the_call_and_stop_the_run() -> Non
     ledger = InProcessLedger()
     shared = SharedBudget(ledger, scopes={"tenant": Budget(tool_calls=1)})
     calls = (ToolCall("look", {"q": "a"}, id="c1"), ToolCall("look", {"q": "b"}, id="c2"))
-    loop = _loop(shared, [Reply(tool_calls=calls, usage=Usage(input_tokens=1, output_tokens=1)),
-                          _answer()], tools=[look], parallel_tool_calls=False)
+    loop = _loop(
+        shared,
+        [Reply(tool_calls=calls, usage=Usage(input_tokens=1, output_tokens=1)), _answer()],
+        tools=[look],
+        parallel_tool_calls=False,
+    )
     result = await loop.run("q", session=Conversation(attribution={"tenant": str(uuid.uuid4())}))
     assert ran == ["a"]
     assert result.status is RunStatus.BUDGET_EXCEEDED

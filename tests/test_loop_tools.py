@@ -44,33 +44,44 @@ def test_schema_from_type_hints_and_pydantic_models() -> None:
     address = params["$defs"]["Address"]
     assert address["properties"]["zip"]["type"] == "integer"
     assert ship.validate({"item": "x", "to": {"city": "Z", "zip": 8000}})["to"] == Address(
-        city="Z", zip=8000)
+        city="Z", zip=8000
+    )
 
 
 async def test_sync_and_async_tools_run_and_results_keep_the_models_order() -> None:
     """Sync and async tools both run; results are appended in the model's order."""
-    calls = (ToolCall("add", {"a": 2, "b": 3}, id="x"), ToolCall("search", {"query": "q"}, id="y"),
-             ToolCall("add", {"a": 1, "b": 1}, id="z"))
+    calls = (
+        ToolCall("add", {"a": 2, "b": 3}, id="x"),
+        ToolCall("search", {"query": "q"}, id="y"),
+        ToolCall("add", {"a": 1, "b": 1}, id="z"),
+    )
     loop, rec, client = make_loop([Reply(tool_calls=calls, usage=u(1, 1)), ANSWER])
     result = await loop.run("q")
     tool_msgs = [m for m in client.requests[1].messages if m.role == "tool"]
     assert [(m.tool_call_id, m.content) for m in tool_msgs] == [
-        ("x", "5"), ("y", "results for q (limit 3)"), ("z", "2")]
+        ("x", "5"),
+        ("y", "results for q (limit 3)"),
+        ("z", "2"),
+    ]
     posts: list[ToolPostContext] = rec.of("on_tool_post")
     assert all(p.outcome == "output" for p in posts)
     assert all(not p.is_error for p in posts)
     checked(rec, result)
 
 
-@pytest.mark.parametrize(("args", "expected"), [
-    ({"query": 5}, "query: Input should be a valid string"),
-    ({}, "query: Field required"),
-    ({"query": "a", "extra": 1}, "extra: Extra inputs are not permitted"),
-    ('{"query": ', "the arguments are not a JSON object"),
-    ("[1, 2]", "the arguments are not a JSON object"),
-])
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        ({"query": 5}, "query: Input should be a valid string"),
+        ({}, "query: Field required"),
+        ({"query": "a", "extra": 1}, "extra: Extra inputs are not permitted"),
+        ('{"query": ', "the arguments are not a JSON object"),
+        ("[1, 2]", "the arguments are not a JSON object"),
+    ],
+)
 async def test_invalid_arguments_give_an_error_result_and_the_run_goes_on(
-    args: object, expected: str,
+    args: object,
+    expected: str,
 ) -> None:
     """Bad or unparseable arguments give an is_error result naming the problem; the run goes on."""
     call = ToolCall("search", args, id="c1")  # type: ignore[arg-type]
@@ -108,8 +119,9 @@ async def test_unknown_tool_lists_available_tools_with_no_pre_or_post() -> None:
 async def test_a_raising_tool_gives_an_error_result() -> None:
     """A tool that raises becomes an is_error result with the exception's type and message."""
     call = ToolCall("explode", {"reason": "disk full"}, id="e1")
-    loop, rec, client = make_loop([Reply(tool_calls=(call,), usage=u(1, 1)), ANSWER],
-                                  tools=[explode])
+    loop, rec, client = make_loop(
+        [Reply(tool_calls=(call,), usage=u(1, 1)), ANSWER], tools=[explode]
+    )
     result = await loop.run("q")
     assert result.ok
     msg = next(m for m in client.requests[1].messages if m.role == "tool")
@@ -139,7 +151,9 @@ async def test_a_tool_past_its_timeout_gives_an_error_result() -> None:
 
     loop, rec, client = make_loop(
         [Reply(tool_calls=(ToolCall("slow", {}, id="s1"),), usage=u(1, 1)), ANSWER],
-        tools=[slow], tool_timeout=0.01)
+        tools=[slow],
+        tool_timeout=0.01,
+    )
     result = await loop.run("q")
     assert result.ok
     assert cancelled.is_set()
@@ -161,7 +175,9 @@ async def test_a_tools_own_timeout_wins_over_the_loops() -> None:
 
     loop, rec, _ = make_loop(
         [Reply(tool_calls=(ToolCall("slow", {}),), usage=u(1, 1)), ANSWER],
-        tools=[slow], tool_timeout=None)
+        tools=[slow],
+        tool_timeout=None,
+    )
     await loop.run("q")
     assert "timed out after 0.01s" in (rec.of("on_tool_post")[0].result or "")
 
@@ -184,8 +200,7 @@ async def test_parallel_tools_run_concurrently_in_their_own_tasks() -> None:
         return n
 
     calls = tuple(ToolCall("gate", {"n": i}, id=f"g{i}") for i in range(3))
-    loop, rec, client = make_loop([Reply(tool_calls=calls, usage=u(1, 1)), ANSWER],
-                                  tools=[gate])
+    loop, rec, client = make_loop([Reply(tool_calls=calls, usage=u(1, 1)), ANSWER], tools=[gate])
     result = await loop.run("q")
     assert result.ok
     assert len(tasks) == 3
@@ -196,13 +211,16 @@ async def test_parallel_tools_run_concurrently_in_their_own_tasks() -> None:
 async def test_sequential_tools_when_parallel_tool_calls_is_off() -> None:
     """With parallel_tool_calls=False each call finishes before the next begins."""
     calls = tuple(ToolCall("add", {"a": i, "b": 0}, id=f"s{i}") for i in range(3))
-    loop, rec, _ = make_loop([Reply(tool_calls=calls, usage=u(1, 1)), ANSWER],
-                             parallel_tool_calls=False)
+    loop, rec, _ = make_loop(
+        [Reply(tool_calls=calls, usage=u(1, 1)), ANSWER], parallel_tool_calls=False
+    )
     result = await loop.run("q")
-    tool_events = [(h, getattr(c, "tool_call_id", None)) for h, c in rec.events
-                   if h in ("on_tool_pre", "on_tool_post")]
-    assert tool_events == [(h, f"s{i}") for i in range(3) for h in ("on_tool_pre",
-                                                                    "on_tool_post")]
+    tool_events = [
+        (h, getattr(c, "tool_call_id", None))
+        for h, c in rec.events
+        if h in ("on_tool_pre", "on_tool_post")
+    ]
+    assert tool_events == [(h, f"s{i}") for i in range(3) for h in ("on_tool_pre", "on_tool_post")]
     checked(rec, result)
 
 
@@ -221,8 +239,9 @@ async def test_sync_tools_do_not_block_the_event_loop() -> None:
         assert release.wait(5)
         return "released"
 
-    loop, _, _ = make_loop([Reply(tool_calls=(ToolCall("blocking", {}),), usage=u(1, 1)),
-                            ANSWER], tools=[blocking])
+    loop, _, _ = make_loop(
+        [Reply(tool_calls=(ToolCall("blocking", {}),), usage=u(1, 1)), ANSWER], tools=[blocking]
+    )
     task = asyncio.create_task(loop.run("q"))
     assert await asyncio.to_thread(entered.wait, 5)  # the event loop is free meanwhile
     release.set()
@@ -238,8 +257,9 @@ async def test_output_display_hint_and_outcome() -> None:
         """Shows some code."""
         return Output({"k": [1, 2]}, display_hint=DisplayHint.code("python"))
 
-    loop, rec, client = make_loop([Reply(tool_calls=(ToolCall("show", {}),), usage=u(1, 1)),
-                                   ANSWER], tools=[show])
+    loop, rec, client = make_loop(
+        [Reply(tool_calls=(ToolCall("show", {}),), usage=u(1, 1)), ANSWER], tools=[show]
+    )
     await loop.run("q")
     post: ToolPostContext = rec.of("on_tool_post")[0]
     assert post.display_hint == DisplayHint.code("python")
@@ -255,8 +275,7 @@ async def test_empty_output_has_no_result_hash() -> None:
         """Returns None."""
 
     calls = (ToolCall("nothing", {}, id="n"), ToolCall("add", {"a": 1, "b": 1}, id="a"))
-    loop, rec, _ = make_loop([Reply(tool_calls=calls, usage=u(1, 1)), ANSWER],
-                             tools=[nothing, add])
+    loop, rec, _ = make_loop([Reply(tool_calls=calls, usage=u(1, 1)), ANSWER], tools=[nothing, add])
     await loop.run("q")
     posts = {p.tool_call_id: p for p in rec.of("on_tool_post")}
     assert posts["n"].result_hash is None
@@ -266,10 +285,14 @@ async def test_empty_output_has_no_result_hash() -> None:
 def test_result_hash_is_identical_in_another_process() -> None:
     """result_hash is a stable 64-bit value: a fresh interpreter computes the same number."""
     text = "results for Zürich ☀️ (limit 3)"
-    code = ("from loopobs.contract.hashing import result_hash; "
-            f"print(result_hash({text!r}))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True, env={"PYTHONHASHSEED": "12345"})
+    code = f"from loopobs.contract.hashing import result_hash; print(result_hash({text!r}))"
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PYTHONHASHSEED": "12345"},
+    )
     value = result_hash(text)
     assert value is not None
     assert int(out.stdout) == value
@@ -297,10 +320,14 @@ async def test_a_tool_whose_result_cannot_be_rendered_gives_an_error_result() ->
         """Returns an object without a text form."""
         return Unprintable()
 
-    calls = (ToolCall("weird", {}, id="w"), ToolCall("odd", {}, id="o"),
-             ToolCall("add", {"a": 1, "b": 1}, id="a"))
-    loop, rec, client = make_loop([Reply(tool_calls=calls, usage=u(1, 1)), ANSWER],
-                                  tools=[weird, odd, add])
+    calls = (
+        ToolCall("weird", {}, id="w"),
+        ToolCall("odd", {}, id="o"),
+        ToolCall("add", {"a": 1, "b": 1}, id="a"),
+    )
+    loop, rec, client = make_loop(
+        [Reply(tool_calls=calls, usage=u(1, 1)), ANSWER], tools=[weird, odd, add]
+    )
     result = await loop.run("q")
     assert result.status is RunStatus.COMPLETED
     msgs = {m.tool_call_id: m for m in client.requests[1].messages if m.role == "tool"}

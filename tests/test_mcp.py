@@ -47,14 +47,20 @@ def results(recorder: RecordingObserver) -> dict[str, Any]:
 
 
 async def test_stdio_tools_join_and_their_calls_carry_the_mcp_attributes(
-    errlog: TextIO, tracer_provider: TracerProvider, span_exporter: InMemorySpanExporter,
-    meter_provider: MeterProvider, metric_reader: InMemoryMetricReader,
+    errlog: TextIO,
+    tracer_provider: TracerProvider,
+    span_exporter: InMemorySpanExporter,
+    meter_provider: MeterProvider,
+    metric_reader: InMemoryMetricReader,
 ) -> None:
     rec = RecordingObserver()
     client = ScriptedClient([calls(("add", {"a": 2, "b": 3})), Reply(text="5")])
-    loop = AgentLoop(client, model="m", tool_sources=[stdio_server(errlog)],
-                     observers=[rec, TracingObserver(tracer_provider),
-                                MetricsObserver(meter_provider)])
+    loop = AgentLoop(
+        client,
+        model="m",
+        tool_sources=[stdio_server(errlog)],
+        observers=[rec, TracingObserver(tracer_provider), MetricsObserver(meter_provider)],
+    )
     result = await loop.run("2+3?")
     assert result.ok
     assert {t.name for t in client.requests[0].tools} >= {"echo", "add", "fail", "grow"}
@@ -70,8 +76,9 @@ async def test_stdio_tools_join_and_their_calls_carry_the_mcp_attributes(
     received = rec.of("on_tool_call_received")[0]
     assert received.annotations is None  # add: the server says nothing about it
 
-    tool_spans = [s for s in span_exporter.get_finished_spans()
-                  if s.name.startswith("execute_tool")]
+    tool_spans = [
+        s for s in span_exporter.get_finished_spans() if s.name.startswith("execute_tool")
+    ]
     assert len(tool_spans) == 1  # the MCP attributes are on the one execute_tool span
     attrs = tool_spans[0].attributes or {}
     assert attrs["mcp.method.name"] == "tools/call"
@@ -100,18 +107,20 @@ async def test_server_tool_annotations_reach_the_events(errlog: TextIO) -> None:
 
 
 async def test_the_server_joins_the_trace_through_params_meta(
-    tmp_path: Path, errlog: TextIO, tracer_provider: TracerProvider,
+    tmp_path: Path,
+    errlog: TextIO,
+    tracer_provider: TracerProvider,
     span_exporter: InMemorySpanExporter,
 ) -> None:
     """The server process, instrumented with OTel, reads traceparent from _meta."""
     spans_file = tmp_path / "server-spans.jsonl"
     server = stdio_server(errlog, env={"LOOPOBS_TEST_SPANS": str(spans_file)})
     client = ScriptedClient([calls(("echo", {"text": "hi"})), Reply(text="hi")])
-    loop = AgentLoop(client, model="m", tool_sources=[server],
-                     observers=[TracingObserver(tracer_provider)])
+    loop = AgentLoop(
+        client, model="m", tool_sources=[server], observers=[TracingObserver(tracer_provider)]
+    )
     assert (await loop.run("say hi")).ok
-    tool_span = next(s for s in span_exporter.get_finished_spans()
-                     if s.name == "execute_tool echo")
+    tool_span = next(s for s in span_exporter.get_finished_spans() if s.name == "execute_tool echo")
     server_spans = [json.loads(line) for line in spans_file.read_text().splitlines()]
     call_span = next(s for s in server_spans if s["name"] == "tools/call echo")
     assert call_span["trace_id"] == f"{tool_span.context.trace_id:032x}"
@@ -119,13 +128,19 @@ async def test_the_server_joins_the_trace_through_params_meta(
 
 
 async def test_streamable_http_server(
-    tmp_path: Path, tracer_provider: TracerProvider, span_exporter: InMemorySpanExporter,
+    tmp_path: Path,
+    tracer_provider: TracerProvider,
+    span_exporter: InMemorySpanExporter,
 ) -> None:
     rec = RecordingObserver()
     with http_server(tmp_path / "http.log") as server:
         client = ScriptedClient([calls(("echo", {"text": "over http"})), Reply(text="ok")])
-        loop = AgentLoop(client, model="m", tool_sources=[server],
-                         observers=[rec, TracingObserver(tracer_provider)])
+        loop = AgentLoop(
+            client,
+            model="m",
+            tool_sources=[server],
+            observers=[rec, TracingObserver(tracer_provider)],
+        )
         assert (await loop.run("q")).ok
     post = rec.of("on_tool_post")[0]
     assert post.result == "over http"
@@ -145,19 +160,29 @@ async def test_name_clashes_are_an_error_unless_the_server_has_a_prefix(errlog: 
         """A local echo."""
         return text
 
-    loop = AgentLoop(ScriptedClient([Reply(text="never")]), model="m", tools=[echo],
-                     tool_sources=[stdio_server(errlog)])
+    loop = AgentLoop(
+        ScriptedClient([Reply(text="never")]),
+        model="m",
+        tools=[echo],
+        tool_sources=[stdio_server(errlog)],
+    )
     with pytest.raises(ToolNameClash, match="echo"):
         await loop.run("q")
     with pytest.raises(ToolNameClash):
         await loop.open()
     assert loop.open_sources == ()
 
-    client = ScriptedClient([calls(("t_echo", {"text": "remote"}), ("echo", {"text": "local"})),
-                             Reply(text="done")])
+    client = ScriptedClient(
+        [calls(("t_echo", {"text": "remote"}), ("echo", {"text": "local"})), Reply(text="done")]
+    )
     rec = RecordingObserver()
-    loop = AgentLoop(client, model="m", tools=[echo], observers=[rec],
-                     tool_sources=[stdio_server(errlog, prefix="t")])
+    loop = AgentLoop(
+        client,
+        model="m",
+        tools=[echo],
+        observers=[rec],
+        tool_sources=[stdio_server(errlog, prefix="t")],
+    )
     assert (await loop.run("q")).ok
     posts = {p.tool: p for p in rec.of("on_tool_post")}
     assert (posts["t_echo"].result, posts["echo"].result) == ("remote", "local")
@@ -178,11 +203,18 @@ async def test_the_tool_list_refreshes_on_list_changed(errlog: TextIO) -> None:
             await source.changed()
         return ""
 
-    client = ScriptedClient([calls(("grow", {})), calls(("shout", {"text": "hey"})),
-                             Reply(text="HEY")])
+    client = ScriptedClient(
+        [calls(("grow", {})), calls(("shout", {"text": "hey"})), Reply(text="HEY")]
+    )
     rec = RecordingObserver()
-    loop = AgentLoop(client, model="m", tool_sources=[stdio_server(errlog)], observers=[rec],
-                     context_providers=[until_shout_is_listed], context_provider_timeout=30)
+    loop = AgentLoop(
+        client,
+        model="m",
+        tool_sources=[stdio_server(errlog)],
+        observers=[rec],
+        context_providers=[until_shout_is_listed],
+        context_provider_timeout=30,
+    )
     loop_ref.append(loop)
     async with loop:
         result = await loop.run("grow a tool")
@@ -194,14 +226,20 @@ async def test_the_tool_list_refreshes_on_list_changed(errlog: TextIO) -> None:
 
 async def test_failures_are_tool_results_the_model_sees(errlog: TextIO) -> None:
     rec = RecordingObserver()
-    client = ScriptedClient([
-        calls(("fail", {"reason": "nope"}), ("reject", {"value": "x"}),
-              ("add", {"a": "not a number", "b": 1})),
-        calls(("sleep", {"seconds": 30})),
-        Reply(text="done"),
-    ])
-    loop = AgentLoop(client, model="m", observers=[rec],
-                     tool_sources=[stdio_server(errlog, timeout=1.0)])
+    client = ScriptedClient(
+        [
+            calls(
+                ("fail", {"reason": "nope"}),
+                ("reject", {"value": "x"}),
+                ("add", {"a": "not a number", "b": 1}),
+            ),
+            calls(("sleep", {"seconds": 30})),
+            Reply(text="done"),
+        ]
+    )
+    loop = AgentLoop(
+        client, model="m", observers=[rec], tool_sources=[stdio_server(errlog, timeout=1.0)]
+    )
     result = await loop.run("q")
     assert result.ok  # every failure was the model's to see; the run went on
     posts = rec.of("on_tool_post")
@@ -224,8 +262,9 @@ async def test_a_crash_mid_call_is_an_error_result_and_the_server_restarts(
     errlog: TextIO,
 ) -> None:
     rec = RecordingObserver()
-    client = ScriptedClient([calls(("pid", {})), calls(("crash", {})), calls(("pid", {})),
-                             Reply(text="done")])
+    client = ScriptedClient(
+        [calls(("pid", {})), calls(("crash", {})), calls(("pid", {})), Reply(text="done")]
+    )
     loop = AgentLoop(client, model="m", observers=[rec], tool_sources=[stdio_server(errlog)])
     result = await loop.run("q")
     assert result.ok
@@ -240,9 +279,11 @@ async def test_a_crash_mid_call_is_an_error_result_and_the_server_restarts(
 
 
 async def test_a_server_that_cannot_start_fails_clearly(errlog: TextIO) -> None:
-    loop = AgentLoop(ScriptedClient([Reply(text="never")]), model="m",
-                     tool_sources=[McpStdio("/nonexistent/mcp-server", name="ghost",
-                                           errlog=errlog)])
+    loop = AgentLoop(
+        ScriptedClient([Reply(text="never")]),
+        model="m",
+        tool_sources=[McpStdio("/nonexistent/mcp-server", name="ghost", errlog=errlog)],
+    )
     with pytest.raises(McpError, match="ghost") as caught:
         await loop.run("q")
     assert caught.value.kind == "server_down"
@@ -250,10 +291,12 @@ async def test_a_server_that_cannot_start_fails_clearly(errlog: TextIO) -> None:
 
 async def test_a_server_restarts_at_most_restarts_times(errlog: TextIO) -> None:
     rec = RecordingObserver()
-    client = ScriptedClient([calls(("crash", {})), calls(("crash", {})), calls(("pid", {})),
-                             Reply(text="done")])
-    loop = AgentLoop(client, model="m", observers=[rec],
-                     tool_sources=[stdio_server(errlog, restarts=1)])
+    client = ScriptedClient(
+        [calls(("crash", {})), calls(("crash", {})), calls(("pid", {})), Reply(text="done")]
+    )
+    loop = AgentLoop(
+        client, model="m", observers=[rec], tool_sources=[stdio_server(errlog, restarts=1)]
+    )
     assert (await loop.run("q")).ok
     kinds = [p.error.kind for p in rec.of("on_tool_post")]
     assert kinds == ["connection_closed", "connection_closed", "server_down"]
@@ -276,8 +319,9 @@ async def test_per_run_servers_close_when_the_run_ends(errlog: TextIO) -> None:
 async def test_kept_open_servers_serve_every_run_until_closed(errlog: TextIO) -> None:
     before = children_of(os.getpid())  # other tests' helpers may still run
     rec = RecordingObserver()
-    client = ScriptedClient([calls(("pid", {})), Reply(text="a"), calls(("pid", {})),
-                             Reply(text="b")])
+    client = ScriptedClient(
+        [calls(("pid", {})), Reply(text="a"), calls(("pid", {})), Reply(text="b")]
+    )
     loop = AgentLoop(client, model="m", observers=[rec], tool_sources=[stdio_server(errlog)])
     async with loop:
         await loop.run("one")
@@ -299,10 +343,16 @@ async def test_servers_close_when_the_run_is_cancelled(errlog: TextIO) -> None:
                 started.set()
 
     rec = RecordingObserver()
-    client = ScriptedClient([calls(("pid", {})), calls(("sleep", {"seconds": 60})),
-                             Reply(text="never")])
-    loop = AgentLoop(client, model="m", observers=[rec, SleepStarted()],
-                     tool_sources=[stdio_server(errlog)], tool_timeout=None)
+    client = ScriptedClient(
+        [calls(("pid", {})), calls(("sleep", {"seconds": 60})), Reply(text="never")]
+    )
+    loop = AgentLoop(
+        client,
+        model="m",
+        observers=[rec, SleepStarted()],
+        tool_sources=[stdio_server(errlog)],
+        tool_timeout=None,
+    )
     task = asyncio.create_task(loop.run("q"))
     await started.wait()
     task.cancel()
@@ -317,8 +367,9 @@ async def test_servers_close_when_the_run_is_cancelled(errlog: TextIO) -> None:
 async def test_servers_close_when_the_run_fails(errlog: TextIO) -> None:
     before = children_of(os.getpid())  # other tests' helpers may still run
     rec = RecordingObserver()
-    client = ScriptedClient([calls(("pid", {})),
-                             Fail(ModelError("the model is gone", retryable=False))])
+    client = ScriptedClient(
+        [calls(("pid", {})), Fail(ModelError("the model is gone", retryable=False))]
+    )
     loop = AgentLoop(client, model="m", observers=[rec], tool_sources=[stdio_server(errlog)])
     result = await loop.run("q")
     assert result.status == "failed"

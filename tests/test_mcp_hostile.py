@@ -36,9 +36,14 @@ def errlog(tmp_path: Path) -> Iterator[TextIO]:
 
 
 def hostile(mode: str, tmp_path: Path, errlog: TextIO, **kwargs: Any) -> McpStdio:
-    return McpStdio(sys.executable, ["-m", "tests.mcp_servers.hostile_server", mode,
-                                     str(tmp_path / "pid")], cwd=str(REPO), errlog=errlog,
-                    name=mode, **kwargs)
+    return McpStdio(
+        sys.executable,
+        ["-m", "tests.mcp_servers.hostile_server", mode, str(tmp_path / "pid")],
+        cwd=str(REPO),
+        errlog=errlog,
+        name=mode,
+        **kwargs,
+    )
 
 
 def server_pid(tmp_path: Path) -> int:
@@ -58,7 +63,8 @@ async def connect(spec: Any) -> McpToolSource:
 
 
 async def test_a_server_that_never_answers_the_handshake_fails_at_connect_timeout(
-        tmp_path: Path, errlog: TextIO) -> None:
+    tmp_path: Path, errlog: TextIO
+) -> None:
     with pytest.raises(McpError, match="did not answer the handshake") as caught:
         await connect(hostile("silent", tmp_path, errlog, connect_timeout=0.5))
     assert caught.value.kind == "server_down"
@@ -66,7 +72,8 @@ async def test_a_server_that_never_answers_the_handshake_fails_at_connect_timeou
 
 
 async def test_a_server_that_never_answers_tools_list_fails_at_timeout(
-        tmp_path: Path, errlog: TextIO) -> None:
+    tmp_path: Path, errlog: TextIO
+) -> None:
     with pytest.raises(McpError, match=r"did not answer tools/list within 0\.5s") as caught:
         await connect(hostile("no_list", tmp_path, errlog, timeout=0.5, connect_timeout=300))
     assert caught.value.kind == "timeout"
@@ -74,7 +81,8 @@ async def test_a_server_that_never_answers_tools_list_fails_at_timeout(
 
 
 async def test_endless_pagination_is_refused_after_the_page_limit(
-        tmp_path: Path, errlog: TextIO, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, errlog: TextIO, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(mcp_source, "MAX_LIST_PAGES", 50)
     with pytest.raises(McpError, match="another page of tools after 50 pages") as caught:
         await connect(hostile("endless_pages", tmp_path, errlog, connect_timeout=300))
@@ -83,7 +91,8 @@ async def test_endless_pagination_is_refused_after_the_page_limit(
 
 
 async def test_a_listing_past_the_tools_limit_is_refused(
-        tmp_path: Path, errlog: TextIO, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, errlog: TextIO, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(mcp_source, "MAX_TOOLS", 20)
     with pytest.raises(McpError, match="more than 20 tools"):
         await connect(hostile("endless_pages", tmp_path, errlog, connect_timeout=300))
@@ -128,7 +137,8 @@ def silent() -> Iterator[SilentListener]:
 
 @pytest.mark.parametrize(("kind", "path"), [(McpHttp, "/mcp"), (McpSse, "/sse")])
 async def test_remote_servers_that_accept_and_never_answer_fail_at_connect_timeout(
-        silent: SilentListener, kind: type[McpHttp] | type[McpSse], path: str) -> None:
+    silent: SilentListener, kind: type[McpHttp] | type[McpSse], path: str
+) -> None:
     spec = kind(f"http://127.0.0.1:{silent.port}{path}", name="silent", connect_timeout=0.5)
     with pytest.raises(McpError, match=r"within 0\.5s") as caught:
         await connect(spec)
@@ -137,7 +147,8 @@ async def test_remote_servers_that_accept_and_never_answer_fail_at_connect_timeo
 
 
 async def test_a_list_changed_flood_runs_one_refresh_and_one_more(
-        tmp_path: Path, errlog: TextIO) -> None:
+    tmp_path: Path, errlog: TextIO
+) -> None:
     source = await connect(hostile("flood", tmp_path, errlog))
     try:
         assert await text(source, "flood", {"n": 2000}) == "flooded"
@@ -154,7 +165,8 @@ async def test_a_list_changed_flood_runs_one_refresh_and_one_more(
 
 
 async def test_refreshes_that_are_never_answered_time_out_and_the_server_keeps_serving(
-        tmp_path: Path, errlog: TextIO, caplog: pytest.LogCaptureFixture) -> None:
+    tmp_path: Path, errlog: TextIO, caplog: pytest.LogCaptureFixture
+) -> None:
     source = await connect(hostile("flood", tmp_path, errlog, timeout=0.5))
     try:
         with caplog.at_level(logging.WARNING, logger="loopobs.mcp"):
@@ -172,12 +184,16 @@ async def test_refreshes_that_are_never_answered_time_out_and_the_server_keeps_s
 
 
 async def test_a_run_with_a_server_that_never_answers_fails_instead_of_hanging(
-        tmp_path: Path, errlog: TextIO) -> None:
+    tmp_path: Path, errlog: TextIO
+) -> None:
     from loopobs import AgentLoop
     from loopobs.llm.scripted import Reply, ScriptedClient
 
-    loop = AgentLoop(ScriptedClient([Reply(text="never")]), model="m",
-                     tool_sources=[hostile("silent", tmp_path, errlog, connect_timeout=0.5)])
+    loop = AgentLoop(
+        ScriptedClient([Reply(text="never")]),
+        model="m",
+        tool_sources=[hostile("silent", tmp_path, errlog, connect_timeout=0.5)],
+    )
     with pytest.raises(McpError, match="silent"):
         await asyncio.wait_for(loop.run("q"), HANG_GUARD_S)
     assert not alive(server_pid(tmp_path))

@@ -37,15 +37,21 @@ def port_of(spec: McpSse) -> int:
 
 
 async def test_sse_tools_are_listed_and_called_with_the_mcp_attributes(
-    tmp_path: Path, tracer_provider: TracerProvider, span_exporter: InMemorySpanExporter,
-    meter_provider: MeterProvider, metric_reader: InMemoryMetricReader,
+    tmp_path: Path,
+    tracer_provider: TracerProvider,
+    span_exporter: InMemorySpanExporter,
+    meter_provider: MeterProvider,
+    metric_reader: InMemoryMetricReader,
 ) -> None:
     rec = RecordingObserver()
     client = ScriptedClient([calls(("echo", {"text": "over sse"})), Reply(text="ok")])
     with sse_server(tmp_path / "sse.log") as (server, _):
-        loop = AgentLoop(client, model="m", tool_sources=[server],
-                         observers=[rec, TracingObserver(tracer_provider),
-                                    MetricsObserver(meter_provider)])
+        loop = AgentLoop(
+            client,
+            model="m",
+            tool_sources=[server],
+            observers=[rec, TracingObserver(tracer_provider), MetricsObserver(meter_provider)],
+        )
         result = await loop.run("q")
     assert result.ok
     assert {t.name for t in client.requests[0].tools} >= {"echo", "add", "fail", "pid"}
@@ -59,8 +65,9 @@ async def test_sse_tools_are_listed_and_called_with_the_mcp_attributes(
     assert post.mcp.request_id
     assert check_contract(rec.events) == []
 
-    tool_spans = [s for s in span_exporter.get_finished_spans()
-                  if s.name.startswith("execute_tool")]
+    tool_spans = [
+        s for s in span_exporter.get_finished_spans() if s.name.startswith("execute_tool")
+    ]
     assert len(tool_spans) == 1  # the MCP attributes are on the one execute_tool span
     attrs = tool_spans[0].attributes or {}
     assert attrs["mcp.method.name"] == "tools/call"
@@ -78,13 +85,15 @@ async def test_sse_tools_are_listed_and_called_with_the_mcp_attributes(
 
 async def test_sse_failures_are_tool_results_the_model_sees(tmp_path: Path) -> None:
     rec = RecordingObserver()
-    client = ScriptedClient([
-        calls(("fail", {"reason": "nope"}), ("reject", {"value": "x"})),
-        calls(("sleep", {"seconds": 30})),
-        calls(("crash", {})),
-        calls(("pid", {})),
-        Reply(text="done"),
-    ])
+    client = ScriptedClient(
+        [
+            calls(("fail", {"reason": "nope"}), ("reject", {"value": "x"})),
+            calls(("sleep", {"seconds": 30})),
+            calls(("crash", {})),
+            calls(("pid", {})),
+            Reply(text="done"),
+        ]
+    )
     with sse_server(tmp_path / "sse.log", timeout=1.0, restarts=1) as (server, _):
         loop = AgentLoop(client, model="m", observers=[rec], tool_sources=[server])
         result = await loop.run("q")
@@ -104,18 +113,22 @@ async def test_sse_failures_are_tool_results_the_model_sees(tmp_path: Path) -> N
 
 
 async def test_the_sse_server_joins_the_trace_through_params_meta(
-    tmp_path: Path, tracer_provider: TracerProvider, span_exporter: InMemorySpanExporter,
+    tmp_path: Path,
+    tracer_provider: TracerProvider,
+    span_exporter: InMemorySpanExporter,
 ) -> None:
     """The server process, instrumented with OTel, reads traceparent from _meta."""
     spans_file = tmp_path / "server-spans.jsonl"
     client = ScriptedClient([calls(("echo", {"text": "hi"})), Reply(text="hi")])
     with sse_server(tmp_path / "sse.log", env={"LOOPOBS_TEST_SPANS": str(spans_file)}) as (
-            server, _):
-        loop = AgentLoop(client, model="m", tool_sources=[server],
-                         observers=[TracingObserver(tracer_provider)])
+        server,
+        _,
+    ):
+        loop = AgentLoop(
+            client, model="m", tool_sources=[server], observers=[TracingObserver(tracer_provider)]
+        )
         assert (await loop.run("say hi")).ok
-    tool_span = next(s for s in span_exporter.get_finished_spans()
-                     if s.name == "execute_tool echo")
+    tool_span = next(s for s in span_exporter.get_finished_spans() if s.name == "execute_tool echo")
     server_spans = [json.loads(line) for line in spans_file.read_text().splitlines()]
     call_span = next(s for s in server_spans if s["name"] == "tools/call echo")
     assert call_span["trace_id"] == f"{tool_span.context.trace_id:032x}"
@@ -126,8 +139,16 @@ async def test_sse_connections_close_after_a_run_and_after_an_open_loop(tmp_path
     """No stream is left open, per run or kept open, and no process outlives the test's."""
     before = children_of(os.getpid())  # other tests' helpers may still run
     rec = RecordingObserver()
-    client = ScriptedClient([calls(("pid", {})), Reply(text="a"), calls(("pid", {})),
-                             Reply(text="b"), calls(("pid", {})), Reply(text="c")])
+    client = ScriptedClient(
+        [
+            calls(("pid", {})),
+            Reply(text="a"),
+            calls(("pid", {})),
+            Reply(text="b"),
+            calls(("pid", {})),
+            Reply(text="c"),
+        ]
+    )
     with sse_server(tmp_path / "sse.log") as (server, pid):
         port = port_of(server)
         loop = AgentLoop(client, model="m", observers=[rec], tool_sources=[server])

@@ -19,8 +19,11 @@ RUN = uuid.uuid4()
 
 
 def _post(obs: Any, tool: str, n: int) -> None:
-    obs.on_tool_post(ToolPostContext(run_id=RUN, time_ns=n, tool_call_id=f"c{n}", turn=0,
-                                     tool=tool, duration_ms=1.0))
+    obs.on_tool_post(
+        ToolPostContext(
+            run_id=RUN, time_ns=n, tool_call_id=f"c{n}", turn=0, tool=tool, duration_ms=1.0
+        )
+    )
 
 
 def _otel_sums(reader: InMemoryMetricReader, name: str) -> dict[frozenset[Any], float]:
@@ -36,13 +39,17 @@ def test_prometheus_counts_every_repeated_fold() -> None:
     obs = PrometheusObserver(registry, max_label_values=1)
     for n, tool in enumerate(["a", "b", "b", "b", "a", "b"]):
         _post(obs, tool, n)
-    overflow = registry.get_sample_value("loopobs_label_overflow_total",
-                                         {"loopobs_label": "gen_ai_tool_name"})
+    overflow = registry.get_sample_value(
+        "loopobs_label_overflow_total", {"loopobs_label": "gen_ai_tool_name"}
+    )
     assert overflow == 4
-    calls = {tool: registry.get_sample_value(
-        "loopobs_tool_calls_total", {"gen_ai_tool_name": tool, "loopobs_tool_outcome": "output",
-                                     "gen_ai_agent_name": ""})
-        for tool in ("a", c.OVERFLOW_VALUE)}
+    calls = {
+        tool: registry.get_sample_value(
+            "loopobs_tool_calls_total",
+            {"gen_ai_tool_name": tool, "loopobs_tool_outcome": "output", "gen_ai_agent_name": ""},
+        )
+        for tool in ("a", c.OVERFLOW_VALUE)
+    }
     assert calls == {"a": 2, c.OVERFLOW_VALUE: 4}
 
 

@@ -79,13 +79,25 @@ def test_prometheus_observer_matches_the_otel_translation(latest: bool) -> None:
     # the run touched every catalog metric but the overflow counter (no label hit its limit)
     expected = {s.prometheus_name for s in c.metrics_for(latest) if s is not c.LABEL_OVERFLOW}
     assert samples_of(n.removesuffix("_count").removesuffix("_sum") for n in direct) == expected
-    duration = "gen_ai_client_inference_duration_seconds_bucket" if latest else \
-        "gen_ai_client_operation_duration_seconds_bucket"
-    tokens = "gen_ai_client_inference_usage_input_tokens_total" if latest else \
-        "gen_ai_client_token_usage_bucket"
-    for example in (tokens, duration, "loopobs_tokens_total",
-                    "loopobs_tool_calls_total", "loopobs_loop_detections_total",
-                    "loopobs_runs_active", "loopobs_observer_errors_total"):
+    duration = (
+        "gen_ai_client_inference_duration_seconds_bucket"
+        if latest
+        else "gen_ai_client_operation_duration_seconds_bucket"
+    )
+    tokens = (
+        "gen_ai_client_inference_usage_input_tokens_total"
+        if latest
+        else "gen_ai_client_token_usage_bucket"
+    )
+    for example in (
+        tokens,
+        duration,
+        "loopobs_tokens_total",
+        "loopobs_tool_calls_total",
+        "loopobs_loop_detections_total",
+        "loopobs_runs_active",
+        "loopobs_observer_errors_total",
+    ):
         assert example in direct
 
 
@@ -101,8 +113,9 @@ def series(registry: CollectorRegistry) -> dict[tuple[str, frozenset[tuple[str, 
         for sample in family.samples:
             if sample.name == "target_info" or sample.name.endswith(("_created", "_bucket")):
                 continue
-            labels = frozenset((k, v) for k, v in sample.labels.items()
-                               if v and not k.startswith("otel_scope_"))
+            labels = frozenset(
+                (k, v) for k, v in sample.labels.items() if v and not k.startswith("otel_scope_")
+            )
             out[(sample.name, labels)] = sample.value
     return out
 
@@ -123,13 +136,17 @@ def test_both_paths_record_the_same_values(latest: bool) -> None:
         reader = PrometheusMetricReader(disable_target_info=True, registry=otel_registry)
         provider = MeterProvider(metric_readers=[reader])
         try:
-            drive(MetricsObserver(meter_provider=provider, max_label_values=limit,
-                                  latest_semconv=latest))
+            drive(
+                MetricsObserver(
+                    meter_provider=provider, max_label_values=limit, latest_semconv=latest
+                )
+            )
             otel = series(otel_registry)
         finally:
             provider.shutdown()
-        prom = PrometheusObserver(CollectorRegistry(), max_label_values=limit,
-                                  latest_semconv=latest)
+        prom = PrometheusObserver(
+            CollectorRegistry(), max_label_values=limit, latest_semconv=latest
+        )
         drive(prom)
         direct = series(prom.registry)
         # Prometheus also holds known label sets at zero before their first event (runs per
@@ -158,9 +175,14 @@ def test_both_observers_derive_from_the_one_table() -> None:
             assert getattr(backend, hook) is getattr(MetricRecorder, hook), (backend, hook)
     # every catalog metric is in the table but those the recorder derives from several
     # events (chunk intervals, calls per run) and the two the backends record themselves
-    by_recorder = {c.OBSERVER_ERRORS.name, c.LABEL_OVERFLOW.name,
-                   c.TIME_PER_OUTPUT_CHUNK.name, c.INFERENCE_TIME_PER_OUTPUT_CHUNK.name,
-                   c.AGENT_INFERENCE_CALLS.name, c.AGENT_TOOL_CALLS.name}
+    by_recorder = {
+        c.OBSERVER_ERRORS.name,
+        c.LABEL_OVERFLOW.name,
+        c.TIME_PER_OUTPUT_CHUNK.name,
+        c.INFERENCE_TIME_PER_OUTPUT_CHUNK.name,
+        c.AGENT_INFERENCE_CALLS.name,
+        c.AGENT_TOOL_CALLS.name,
+    }
     for latest, table in ((False, EVENT_METRICS), (True, EVENT_METRICS_LATEST)):
         mapped = {r.metric.name for m in table.values() for r in m.recordings}
         assert mapped == {s.name for s in c.metrics_for(latest)} - by_recorder

@@ -65,10 +65,11 @@ async def test_metric_values_equal_the_scripted_sums(
 
     duration = values(pts[c.OPERATION_DURATION.name])
     assert duration[frozenset(m2.items())] == (4, pytest.approx(1.2))
-    assert duration[frozenset({**m1_failed, c.ERROR_TYPE: "RateLimited"}.items())] == \
-        (3, pytest.approx(0.36))
-    assert values(pts[c.TIME_TO_FIRST_CHUNK.name])[frozenset(m2.items())] == \
-        (4, pytest.approx(0.6))
+    assert duration[frozenset({**m1_failed, c.ERROR_TYPE: "RateLimited"}.items())] == (
+        3,
+        pytest.approx(0.36),
+    )
+    assert values(pts[c.TIME_TO_FIRST_CHUNK.name])[frozenset(m2.items())] == (4, pytest.approx(0.6))
 
     tokens = values(pts[c.TOKENS.name])
     calc = {c.GEN_AI_AGENT_NAME: "calc"}
@@ -90,38 +91,63 @@ async def test_metric_values_equal_the_scripted_sums(
         k(**{c.GEN_AI_AGENT_NAME: "agent", c.LOOPOBS_RUN_STATUS: "suspended"}): 1,
     }
     assert values(pts[c.RUNS_ACTIVE.name]) == {
-        k(**{c.GEN_AI_AGENT_NAME: "calc"}): 0, k(**{c.GEN_AI_AGENT_NAME: "agent"}): 0}
+        k(**{c.GEN_AI_AGENT_NAME: "calc"}): 0,
+        k(**{c.GEN_AI_AGENT_NAME: "agent"}): 0,
+    }
     assert values(pts[c.TURNS.name]) == {
-        k(**{c.GEN_AI_AGENT_NAME: "calc"}): 5, k(**{c.GEN_AI_AGENT_NAME: "agent"}): 1}
+        k(**{c.GEN_AI_AGENT_NAME: "calc"}): 5,
+        k(**{c.GEN_AI_AGENT_NAME: "agent"}): 1,
+    }
     agent_duration = values(pts[c.AGENT_DURATION.name])
     calc_run = {OP: "invoke_agent", c.GEN_AI_AGENT_NAME: "calc", MODEL: "m1"}
     assert agent_duration[k(**calc_run)] == (2, pytest.approx(5.0))
-    assert agent_duration[k(**calc_run, **{c.ERROR_TYPE: "FallbackExhausted"})] == \
-        (1, pytest.approx(2.5))
+    assert agent_duration[k(**calc_run, **{c.ERROR_TYPE: "FallbackExhausted"})] == (
+        1,
+        pytest.approx(2.5),
+    )
 
     assert values(pts[c.TOOL_CALLS.name]) == {
         k(**{c.GEN_AI_TOOL_NAME: "add", c.LOOPOBS_TOOL_OUTCOME: "output", **calc}): 2,
         k(**{c.GEN_AI_TOOL_NAME: "div", c.LOOPOBS_TOOL_OUTCOME: "error", **calc}): 2,
-        k(**{c.GEN_AI_TOOL_NAME: "approve", c.LOOPOBS_TOOL_OUTCOME: "suspend",
-             c.GEN_AI_AGENT_NAME: "agent"}): 1,
+        k(
+            **{
+                c.GEN_AI_TOOL_NAME: "approve",
+                c.LOOPOBS_TOOL_OUTCOME: "suspend",
+                c.GEN_AI_AGENT_NAME: "agent",
+            }
+        ): 1,
     }
     tool_duration = values(pts[c.TOOL_DURATION.name])
-    assert tool_duration[k(**{OP: "execute_tool", c.GEN_AI_TOOL_NAME: "div",
-                              c.GEN_AI_TOOL_TYPE: "function", c.GEN_AI_AGENT_NAME: "calc",
-                              c.ERROR_TYPE: "ToolExecutionError"})] == (2, pytest.approx(0.01))
+    assert tool_duration[
+        k(
+            **{
+                OP: "execute_tool",
+                c.GEN_AI_TOOL_NAME: "div",
+                c.GEN_AI_TOOL_TYPE: "function",
+                c.GEN_AI_AGENT_NAME: "calc",
+                c.ERROR_TYPE: "ToolExecutionError",
+            }
+        )
+    ] == (2, pytest.approx(0.01))
     assert values(pts[c.STREAM_FAILURES.name]) == {
-        k(**{PROV: "scripted", MODEL: "m1", c.ERROR_TYPE: "RateLimited", **calc}): 3}
+        k(**{PROV: "scripted", MODEL: "m1", c.ERROR_TYPE: "RateLimited", **calc}): 3
+    }
     assert values(pts[c.FALLBACKS.name]) == {
-        k(**{c.LOOPOBS_MODEL_FROM: "m1", c.LOOPOBS_MODEL_TO: "m2"}): 2}
+        k(**{c.LOOPOBS_MODEL_FROM: "m1", c.LOOPOBS_MODEL_TO: "m2"}): 2
+    }
     assert values(pts[c.MODEL_SWITCHES.name]) == {
-        k(**{c.LOOPOBS_MODEL_FROM: "m1", c.LOOPOBS_MODEL_TO: "m2"}): 2}
+        k(**{c.LOOPOBS_MODEL_FROM: "m1", c.LOOPOBS_MODEL_TO: "m2"}): 2
+    }
     assert values(pts[c.COMPACTIONS.name]) == {k(**{c.LOOPOBS_COMPACTION_REASON: "threshold"}): 2}
     assert values(pts[c.COMPACTION_TOKENS_SAVED.name]) == {
-        k(**{c.LOOPOBS_COMPACTION_REASON: "threshold"}): 12000}
+        k(**{c.LOOPOBS_COMPACTION_REASON: "threshold"}): 12000
+    }
     assert values(pts[c.LOOP_DETECTIONS.name]) == {
-        k(**{c.GEN_AI_TOOL_NAME: "add", c.LOOPOBS_DETECTION_ACTION: "warn"}): 2}
+        k(**{c.GEN_AI_TOOL_NAME: "add", c.LOOPOBS_DETECTION_ACTION: "warn"}): 2
+    }
     assert values(pts[c.CONVERGENCE_DETECTIONS.name]) == {
-        k(**{c.LOOPOBS_DETECTION_ACTION: "stop"}): 2}
+        k(**{c.LOOPOBS_DETECTION_ACTION: "stop"}): 2
+    }
     assert obs.open_runs == 0
 
 
@@ -146,8 +172,12 @@ async def test_instruments_follow_the_catalog(
             assert set(point.attributes or {}) <= set(spec.attributes), spec.name
     # the hand-emitted run prices nothing (its calls count as unpriced) and has no budget
     assert {s.name for s in c.METRICS} - set(found) <= {
-        c.OBSERVER_ERRORS.name, c.LABEL_OVERFLOW.name, c.COST.name, c.RUN_COST.name,
-        c.BUDGET_EXCEEDED.name}
+        c.OBSERVER_ERRORS.name,
+        c.LABEL_OVERFLOW.name,
+        c.COST.name,
+        c.RUN_COST.name,
+        c.BUDGET_EXCEEDED.name,
+    }
 
 
 async def test_no_ids_or_content_in_metric_attributes(
@@ -165,7 +195,8 @@ class Flaky(LoopObserver):
 
 
 async def test_observer_errors_are_read_from_the_sets(
-    meter_provider: MeterProvider, metric_reader: InMemoryMetricReader,
+    meter_provider: MeterProvider,
+    metric_reader: InMemoryMetricReader,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     obs = MetricsObserver(meter_provider)
@@ -174,11 +205,14 @@ async def test_observer_errors_are_read_from_the_sets(
         await full_run(observers)
         await full_run(observers)
     errors = values(collect(metric_reader)[c.OBSERVER_ERRORS.name])
-    assert errors == {k(**{c.LOOPOBS_OBSERVER_NAME: "Flaky",
-                           c.LOOPOBS_OBSERVER_HOOK: "on_tool_pre"}): 4}
+    assert errors == {
+        k(**{c.LOOPOBS_OBSERVER_NAME: "Flaky", c.LOOPOBS_OBSERVER_HOOK: "on_tool_pre"}): 4
+    }
     observers.remove(obs)
-    assert c.OBSERVER_ERRORS.name not in collect(metric_reader) or values(
-        collect(metric_reader)[c.OBSERVER_ERRORS.name]) == {}
+    assert (
+        c.OBSERVER_ERRORS.name not in collect(metric_reader)
+        or values(collect(metric_reader)[c.OBSERVER_ERRORS.name]) == {}
+    )
 
 
 async def test_runs_active_counts_open_runs_and_state_is_dropped(
@@ -194,11 +228,13 @@ async def test_runs_active_counts_open_runs_and_state_is_dropped(
     for s in scripts:
         s.run_end()
     assert values(collect(metric_reader)[c.RUNS_ACTIVE.name]) == {
-        k(**{c.GEN_AI_AGENT_NAME: "a"}): 0}
+        k(**{c.GEN_AI_AGENT_NAME: "a"}): 0
+    }
     assert obs.open_runs == 0
     scripts[0].run_end()  # a duplicate end never drives the gauge negative
     assert values(collect(metric_reader)[c.RUNS_ACTIVE.name]) == {
-        k(**{c.GEN_AI_AGENT_NAME: "a"}): 0}
+        k(**{c.GEN_AI_AGENT_NAME: "a"}): 0
+    }
 
 
 async def test_fifty_concurrent_runs(
@@ -209,8 +245,9 @@ async def test_fifty_concurrent_runs(
     pts = collect(metric_reader)
     assert sum(values(pts[c.RUNS.name]).values()) == 50
     assert sum(values(pts[c.TURNS.name]).values()) == 100
-    assert sum(v for key, v in values(pts[c.TOKENS.name]).items()
-               if (TT, "input") in key) == 50 * 150
+    assert (
+        sum(v for key, v in values(pts[c.TOKENS.name]).items() if (TT, "input") in key) == 50 * 150
+    )
     assert obs.open_runs == 0
 
 
@@ -227,7 +264,8 @@ async def test_label_values_are_capped(
     assert agents == ["_other", "agent-0", "agent-1", "agent-2"]
     assert runs[k(**{c.GEN_AI_AGENT_NAME: "_other", c.LOOPOBS_RUN_STATUS: "completed"})] == 2
     assert values(collect(metric_reader)[c.LABEL_OVERFLOW.name]) == {
-        k(**{c.LOOPOBS_LABEL: c.prometheus_label(c.GEN_AI_AGENT_NAME)}): 2}
+        k(**{c.LOOPOBS_LABEL: c.prometheus_label(c.GEN_AI_AGENT_NAME)}): 2
+    }
 
 
 async def test_api_only_meter_provider() -> None:
@@ -246,8 +284,9 @@ def test_runs_ending_while_other_runs_stream_on_another_thread() -> None:
 
     obs = MetricsObserver(MeterProvider(metric_readers=[InMemoryMetricReader()]))
     for _ in range(500):  # attempts left open by other runs
-        obs.on_stream_start(ev.StreamStartContext(run_id=uuid.uuid4(), time_ns=0, turn=0,
-                                                  model="m", provider="p"))
+        obs.on_stream_start(
+            ev.StreamStartContext(run_id=uuid.uuid4(), time_ns=0, turn=0, model="m", provider="p")
+        )
     stop = threading.Event()
     errors: list[BaseException] = []
 
@@ -255,11 +294,15 @@ def test_runs_ending_while_other_runs_stream_on_another_thread() -> None:
         while not stop.is_set():
             runs = [uuid.uuid4() for _ in range(50)]
             for run_id in runs:
-                obs.on_stream_start(ev.StreamStartContext(run_id=run_id, time_ns=0, turn=0,
-                                                          model="m", provider="p"))
+                obs.on_stream_start(
+                    ev.StreamStartContext(run_id=run_id, time_ns=0, turn=0, model="m", provider="p")
+                )
             for run_id in runs:
-                obs.on_stream_success(ev.StreamSuccessContext(run_id=run_id, time_ns=1, turn=0,
-                                                              model="m", provider="p"))
+                obs.on_stream_success(
+                    ev.StreamSuccessContext(
+                        run_id=run_id, time_ns=1, turn=0, model="m", provider="p"
+                    )
+                )
 
     interval = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)  # switch threads as often as possible

@@ -14,24 +14,31 @@ from loopobs._moved import MOVED
 
 
 def _run(code: str) -> str:
-    out = subprocess.run([sys.executable, "-W", "always::DeprecationWarning", "-c", code],
-                         capture_output=True, text=True, timeout=60, check=True)
+    out = subprocess.run(
+        [sys.executable, "-W", "always::DeprecationWarning", "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     return out.stderr
 
 
 @pytest.mark.parametrize(("old", "new"), sorted(MOVED.items()))
 def test_an_old_path_is_the_new_module_and_warns_once(old: str, new: str) -> None:
     """``import old`` gives the very module of ``new`` and warns, naming both."""
-    stderr = _run(f"import importlib\nold = importlib.import_module({old!r})\n"
-                  f"new = importlib.import_module({new!r})\nassert old is new, (old, new)\n"
-                  f"importlib.import_module({old!r})\n")
+    stderr = _run(
+        f"import importlib\nold = importlib.import_module({old!r})\n"
+        f"new = importlib.import_module({new!r})\nassert old is new, (old, new)\n"
+        f"importlib.import_module({old!r})\n"
+    )
     assert stderr.count(f"{old} moved to {new}") == 1, stderr
 
 
 def test_the_warning_points_at_the_users_import() -> None:
     """The warning names the line that imported the old path, not loopobs' own files."""
     stderr = _run("\n\nfrom loopobs.core.events import RunStartContext\n")
-    assert '<string>:3: DeprecationWarning' in stderr, stderr
+    assert "<string>:3: DeprecationWarning" in stderr, stderr
 
 
 def test_old_packages_reexport_and_keep_their_submodules_single() -> None:
@@ -45,23 +52,31 @@ def test_old_packages_reexport_and_keep_their_submodules_single() -> None:
         "import loopobs.core.compaction as c\n"
         "from loopobs.contract.compaction import Compactor\n"
         "from loopobs.loop.compaction import compact_if_needed\n"
-        "assert c.Compactor is Compactor and c.compact_if_needed is compact_if_needed\n")
+        "assert c.Compactor is Compactor and c.compact_if_needed is compact_if_needed\n"
+    )
     assert "loopobs.core.detectors moved to loopobs.detectors" in stderr
     assert "loopobs.core.compaction moved to" in stderr
 
 
 def test_nothing_in_the_package_uses_an_old_path() -> None:
     """``import loopobs`` and every layer load without a single deprecation warning."""
-    _run("import warnings\nwarnings.simplefilter('error')\nimport loopobs, loopobs.exporters, "
-         "loopobs.llm, loopobs.adapters, loopobs.report, loopobs.sessions, loopobs.detectors\n")
+    _run(
+        "import warnings\nwarnings.simplefilter('error')\nimport loopobs, loopobs.exporters, "
+        "loopobs.llm, loopobs.adapters, loopobs.report, loopobs.sessions, loopobs.detectors\n"
+    )
 
 
 def test_session_is_conversation_under_its_old_name() -> None:
     """``Session`` (from ``loopobs`` or ``loopobs.loop.run``) is ``Conversation``, and warns."""
-    stderr = _run("import loopobs\nfrom loopobs.loop import run\n"
-                  "assert loopobs.Session is loopobs.Conversation\n"
-                  "assert run.Session is run.Conversation\n"
-                  "from loopobs import Session\nassert Session is loopobs.Conversation\n")
-    lines = {line.split(":")[1] for line in stderr.splitlines()
-             if "Session was renamed Conversation" in line}
+    stderr = _run(
+        "import loopobs\nfrom loopobs.loop import run\n"
+        "assert loopobs.Session is loopobs.Conversation\n"
+        "assert run.Session is run.Conversation\n"
+        "from loopobs import Session\nassert Session is loopobs.Conversation\n"
+    )
+    lines = {
+        line.split(":")[1]
+        for line in stderr.splitlines()
+        if "Session was renamed Conversation" in line
+    }
     assert lines == {"3", "4", "5"}, stderr

@@ -490,9 +490,7 @@ def test_add_and_remove_while_other_threads_emit() -> None:
 
         def go() -> None:
             for n in range(per_thread):
-                observers.on_text_delta(
-                    sample_context("on_text_delta", run_id=run_id, time_ns=n)
-                )
+                observers.on_text_delta(sample_context("on_text_delta", run_id=run_id, time_ns=n))
 
         return go
 

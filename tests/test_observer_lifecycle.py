@@ -42,8 +42,15 @@ def _assert_nothing_open(stack: Stack) -> None:
 
 
 def _run_end(run_id: uuid.UUID, time_ns: int) -> RunEndContext:
-    return RunEndContext(run_id=run_id, time_ns=time_ns, success=True, error=None, total_turns=0,
-                         duration_ms=0.0, status=RunStatus.COMPLETED)
+    return RunEndContext(
+        run_id=run_id,
+        time_ns=time_ns,
+        success=True,
+        error=None,
+        total_turns=0,
+        duration_ms=0.0,
+        status=RunStatus.COMPLETED,
+    )
 
 
 def _exporters(stack: Stack) -> list[LoopObserver]:
@@ -61,8 +68,12 @@ async def test_detaching_mid_run_still_delivers_that_runs_end() -> None:
                 if observer in loop.observers:
                     loop.detach(observer)
 
-    loop = AgentLoop(ScriptedClient(tool_script(2)), model="m1", tools=[lookup],
-                     observers=[DetachAll(), *_exporters(stack)])
+    loop = AgentLoop(
+        ScriptedClient(tool_script(2)),
+        model="m1",
+        tools=[lookup],
+        observers=[DetachAll(), *_exporters(stack)],
+    )
     result = await loop.run("q")
     assert result.ok
     _assert_nothing_open(stack)
@@ -92,8 +103,13 @@ async def test_attach_detach_toggling_across_concurrent_runs(seed: int) -> None:
             else:
                 loop.attach(observer)
 
-    loop = AgentLoop(ScriptedClient(tool_script(3)), model="m1", tools=[lookup],
-                     observers=[Toggle(), *exporters], max_turns=10)
+    loop = AgentLoop(
+        ScriptedClient(tool_script(3)),
+        model="m1",
+        tools=[lookup],
+        observers=[Toggle(), *exporters],
+        max_turns=10,
+    )
     results = await asyncio.gather(*(loop.run(f"q{i}") for i in range(200)))
     assert all(r.ok for r in results)
     _assert_nothing_open(stack)
@@ -108,16 +124,17 @@ def test_a_removed_observer_gets_only_the_runs_it_saw_start() -> None:
     rec = RecordingObserver()
     observers = ObserverSet([rec])
     seen, unseen = uuid.uuid4(), uuid.uuid4()
-    observers.on_run_start(RunStartContext(run_id=seen, time_ns=1, session_id=uuid.uuid4(),
-                                           agent="a", model="m"))
+    observers.on_run_start(
+        RunStartContext(run_id=seen, time_ns=1, session_id=uuid.uuid4(), agent="a", model="m")
+    )
     observers.remove(rec)
     observers.add(RecordingObserver())  # someone still listening, so runs keep flowing
-    observers.on_run_start(RunStartContext(run_id=unseen, time_ns=2, session_id=uuid.uuid4(),
-                                           agent="a", model="m"))
+    observers.on_run_start(
+        RunStartContext(run_id=unseen, time_ns=2, session_id=uuid.uuid4(), agent="a", model="m")
+    )
     for run_id in (unseen, seen):
         observers.on_run_end(_run_end(run_id, 3))
-    assert [(h, c.run_id) for h, c in rec.events] == [("on_run_start", seen),
-                                                       ("on_run_end", seen)]
+    assert [(h, c.run_id) for h, c in rec.events] == [("on_run_start", seen), ("on_run_end", seen)]
     # Drained: it is gone for good now.
     observers.on_run_end(_run_end(seen, 4))
     assert len(rec.events) == 2
@@ -141,16 +158,19 @@ def test_a_removed_observer_of_tool_hooks_only_is_released_at_the_run_end() -> N
     tools, starts = ToolsOnly(), Starts()
     observers = ObserverSet([tools, starts])
     run_id = uuid.uuid4()
-    observers.on_run_start(RunStartContext(run_id=run_id, time_ns=1, session_id=uuid.uuid4(),
-                                           agent="a", model="m"))
+    observers.on_run_start(
+        RunStartContext(run_id=run_id, time_ns=1, session_id=uuid.uuid4(), agent="a", model="m")
+    )
     observers.remove(tools)
     observers.remove(starts)
     assert observers.listens("on_tool_pre")
     assert observers.listens("on_run_end")
-    observers.on_tool_pre(ToolPreContext(run_id=run_id, time_ns=2, turn=0, tool="t",
-                                         tool_call_id="c1"))
-    observers.on_tool_pre(ToolPreContext(run_id=uuid.uuid4(), time_ns=2, turn=0, tool="t",
-                                         tool_call_id="other run"))
+    observers.on_tool_pre(
+        ToolPreContext(run_id=run_id, time_ns=2, turn=0, tool="t", tool_call_id="c1")
+    )
+    observers.on_tool_pre(
+        ToolPreContext(run_id=uuid.uuid4(), time_ns=2, turn=0, tool="t", tool_call_id="other run")
+    )
     observers.on_run_end(_run_end(run_id, 3))
     assert tools.seen == ["c1"]
     assert observers._draining == ()
@@ -171,23 +191,41 @@ async def test_detector_failures_are_in_the_one_failure_count() -> None:
     """loop.observers.failures, loopobs_observer_errors_total and loopobs.observer.errors
     all count a failing detector, as they count a failing user observer."""
     stack = make_stack()
-    loop = AgentLoop(ScriptedClient(tool_script(2)), model="m1", tools=[lookup],
-                     observers=stack.observers, detectors=[FailingDetector()])
+    loop = AgentLoop(
+        ScriptedClient(tool_script(2)),
+        model="m1",
+        tools=[lookup],
+        observers=stack.observers,
+        detectors=[FailingDetector()],
+    )
     assert (await loop.run("q")).ok
     assert loop.observers.failures == {("FailingDetector", "on_tool_pre"): 2}
-    assert prom_sum(stack.prometheus.registry, "loopobs_observer_errors_total",
-                    loopobs_observer_name="FailingDetector",
-                    loopobs_observer_hook="on_tool_pre") == 2
-    assert otel_sum(collect(stack), "loopobs.observer.errors",
-                    **{"loopobs.observer.name": "FailingDetector"}) == 2
+    assert (
+        prom_sum(
+            stack.prometheus.registry,
+            "loopobs_observer_errors_total",
+            loopobs_observer_name="FailingDetector",
+            loopobs_observer_hook="on_tool_pre",
+        )
+        == 2
+    )
+    assert (
+        otel_sum(
+            collect(stack),
+            "loopobs.observer.errors",
+            **{"loopobs.observer.name": "FailingDetector"},
+        )
+        == 2
+    )
     stack.close()
 
 
 def test_count_failures_in_shares_one_count() -> None:
     inner = ObserverSet()
     outer = ObserverSet([inner, FailingDetector()], count_failures_in=inner)
-    outer.on_tool_pre(ToolPreContext(run_id=uuid.uuid4(), time_ns=1, turn=0,
-                                     tool="t", tool_call_id="c"))
+    outer.on_tool_pre(
+        ToolPreContext(run_id=uuid.uuid4(), time_ns=1, turn=0, tool="t", tool_call_id="c")
+    )
     assert inner.failures == outer.failures == {("FailingDetector", "on_tool_pre"): 1}
     inner.reset()
     assert outer.failure_count == 0

@@ -44,10 +44,13 @@ def job(i: int, same: bool) -> str:
 
 async def through_the_loop(same: bool, **kwargs: Any) -> tuple[RecordingObserver, Any]:
     rec = RecordingObserver()
-    steps = [Reply(tool_calls=(ToolCall("poll", {"job": job(i, same)}, id=f"c{i}"),))
-             for i in range(CALLS)]
-    loop = AgentLoop(ScriptedClient(steps), model="fake-model", tools=[poll], observers=[rec],
-                     **kwargs)
+    steps = [
+        Reply(tool_calls=(ToolCall("poll", {"job": job(i, same)}, id=f"c{i}"),))
+        for i in range(CALLS)
+    ]
+    loop = AgentLoop(
+        ScriptedClient(steps), model="fake-model", tools=[poll], observers=[rec], **kwargs
+    )
     result = await loop.run("wait for it")
     return rec, result.error
 
@@ -55,22 +58,22 @@ async def through_the_loop(same: bool, **kwargs: Any) -> tuple[RecordingObserver
 def through_the_graph(same: bool, **kwargs: Any) -> tuple[RecordingObserver, Any]:
     rec = RecordingObserver()
     handler = LoopobsCallbackHandler([rec], **kwargs)
-    model = fake_model([ai(calls=[("poll", {"job": job(i, same)}, f"c{i}")])
-                        for i in range(CALLS)])
+    model = fake_model([ai(calls=[("poll", {"job": job(i, same)}, f"c{i}")]) for i in range(CALLS)])
     with pytest.raises(RunStopped) as raised:
-        react_graph(model, [lc_poll]).invoke({"messages": [("user", "wait for it")]},
-                                             config={"callbacks": [handler],
-                                                     "recursion_limit": 100})
+        react_graph(model, [lc_poll]).invoke(
+            {"messages": [("user", "wait for it")]},
+            config={"callbacks": [handler], "recursion_limit": 100},
+        )
     return rec, raised.value
 
 
 def what_happened(rec: RecordingObserver) -> dict[str, Any]:
     end = rec.of("on_run_end")[0]
     return {
-        "loops": [(v.pattern, v.repetitions, v.tool, v.action)
-                  for v in rec.of("on_loop_detected")],
-        "budgets": [(v.limit, v.value, v.budget, v.scope, v.action)
-                    for v in rec.of("on_budget_exceeded")],
+        "loops": [(v.pattern, v.repetitions, v.tool, v.action) for v in rec.of("on_loop_detected")],
+        "budgets": [
+            (v.limit, v.value, v.budget, v.scope, v.action) for v in rec.of("on_budget_exceeded")
+        ],
         "model_calls": len(rec.of("on_stream_start")),
         "tool_calls": len(rec.of("on_tool_post")),
         "status": end.status,
@@ -92,10 +95,12 @@ async def test_a_runaway_tool_loop_stops_the_same_way_in_the_loop_and_the_graph(
     assert_contract(graph_rec.events)
 
 
-@pytest.mark.parametrize("budget", [Budget(model_calls=3), Budget(tool_calls=2),
-                                    Budget(model_calls=5, warn_at=0.5)])
+@pytest.mark.parametrize(
+    "budget", [Budget(model_calls=3), Budget(tool_calls=2), Budget(model_calls=5, warn_at=0.5)]
+)
 async def test_a_budget_overrun_stops_the_same_way_in_the_loop_and_the_graph(
-        budget: Budget) -> None:
+    budget: Budget,
+) -> None:
     """The loop's budget and a BudgetGuard on the graph: same verdicts, same stop, same text."""
     loop_rec, loop_error = await through_the_loop(same=False, budget=budget, detectors=[])
     graph_rec, raised = through_the_graph(same=False, detectors=[BudgetGuard(budget)])
@@ -174,8 +179,7 @@ def test_parallel_branches_share_the_graph_runs_budget() -> None:
     handler = LoopobsCallbackHandler([rec], detectors=[BudgetGuard(Budget(model_calls=3))])
     graph: Any = builder.compile()
     with pytest.raises(RunStopped) as raised:  # the graph run itself is over its budget
-        graph.invoke({"messages": [("user", "go")]},
-                                 config={"callbacks": [handler]})
+        graph.invoke({"messages": [("user", "go")]}, config={"callbacks": [handler]})
     assert raised.value.status == "budget_exceeded"
 
     assert len(rec.of("on_stream_start")) == 3

@@ -30,14 +30,21 @@ pytestmark = pytest.mark.slow  # each test runs a framework in a subprocess
 
 _NO_ADK2 = pytest.mark.skipif(
     not venv_python("adk").exists() and not os.environ.get("CI"),
-    reason="ADK's venv is not built (make bridge-venvs)")
+    reason="ADK's venv is not built (make bridge-venvs)",
+)
 
 
 def _run(scenario: str, schema: str, *flags: str, **env: str) -> dict[str, Any]:
     if not venv_python("adk").exists() and not os.environ.get("CI"):
         pytest.skip("ADK's venv is not built (make bridge-venvs)")
-    return run_app("adk", "_adk_app.py", scenario, *flags,
-                   ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN=SCHEMAS[schema], **env)
+    return run_app(
+        "adk",
+        "_adk_app.py",
+        scenario,
+        *flags,
+        ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN=SCHEMAS[schema],
+        **env,
+    )
 
 
 @_NO_ADK2
@@ -60,10 +67,13 @@ def test_an_adk_agent_is_one_named_run_with_exact_usage(schema: str, group_by: s
     assert got["open_runs"] == 0
 
 
-@pytest.mark.parametrize(("schema", "content"), [
-    ("aligned", {}),  # the default: no content
-    ("legacy", {"ADK_CAPTURE_MESSAGE_CONTENT_IN_SPANS": "false"}),  # placeholders only
-])
+@pytest.mark.parametrize(
+    ("schema", "content"),
+    [
+        ("aligned", {}),  # the default: no content
+        ("legacy", {"ADK_CAPTURE_MESSAGE_CONTENT_IN_SPANS": "false"}),  # placeholders only
+    ],
+)
 def test_content_off_new_work_is_no_loop(schema: str, content: dict[str, str]) -> None:
     """Six polls of six jobs with content off: no detection (the tool name alone is no
     evidence; ADK's "{}" / "N/A" placeholders are no content). A runaway is then not
@@ -74,12 +84,16 @@ def test_content_off_new_work_is_no_loop(schema: str, content: dict[str, str]) -
     assert got["detections"] == []
 
 
-@pytest.mark.parametrize(("schema", "content"), [
-    ("aligned", {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "SPAN_ONLY"}),
-    ("legacy", {}),  # the legacy schema records content by default
-])
+@pytest.mark.parametrize(
+    ("schema", "content"),
+    [
+        ("aligned", {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "SPAN_ONLY"}),
+        ("legacy", {}),  # the legacy schema records content by default
+    ],
+)
 def test_content_on_a_runaway_is_detected_and_new_work_is_not(
-        schema: str, content: dict[str, str]) -> None:
+    schema: str, content: dict[str, str]
+) -> None:
     runaway = _run("runaway", schema, **content)
     assert runaway["arguments"] == [{"job": "42"}] * 6  # each call received once
     assert runaway["detections"] == ["warn", "stop"]

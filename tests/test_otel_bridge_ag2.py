@@ -19,9 +19,13 @@ from tests._bridge_app import installed_version, run_app, venv_python
 
 VERIFIED_AG2 = "1.2.1"
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(
-    not venv_python("ag2").exists() and not os.environ.get("CI"),
-    reason="AG2's venv is not built (make bridge-venvs)")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not venv_python("ag2").exists() and not os.environ.get("CI"),
+        reason="AG2's venv is not built (make bridge-venvs)",
+    ),
+]
 
 
 def _run(scenario: str, *flags: str) -> dict[str, Any]:
@@ -32,8 +36,9 @@ def test_the_venv_has_the_verified_ag2_release() -> None:
     assert installed_version("ag2", "ag2") == VERIFIED_AG2
 
 
-@pytest.mark.parametrize("flags", [(), ("--instrument-openai",),
-                                   ("--instrument-openai", "--group-by", "trace")])
+@pytest.mark.parametrize(
+    "flags", [(), ("--instrument-openai",), ("--instrument-openai", "--group-by", "trace")]
+)
 def test_an_ag2_agent_is_one_named_run_each_call_counted_once(flags: tuple[str, ...]) -> None:
     got = _run("productive", *flags)
     assert got["answer"] == "3 and 7"

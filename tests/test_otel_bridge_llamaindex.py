@@ -19,9 +19,13 @@ from tests._bridge_app import installed_version, run_app, venv_python
 
 VERIFIED = {"llama-index-core": "0.14.25", "openinference-instrumentation-llama-index": "4.6.1"}
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(
-    not venv_python("llamaindex").exists() and not os.environ.get("CI"),
-    reason="LlamaIndex's venv is not built (make bridge-venvs)")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not venv_python("llamaindex").exists() and not os.environ.get("CI"),
+        reason="LlamaIndex's venv is not built (make bridge-venvs)",
+    ),
+]
 
 
 def _run(scenario: str) -> dict[str, Any]:

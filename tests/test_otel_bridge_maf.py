@@ -20,14 +20,23 @@ from tests._bridge_app import installed_version, run_app, venv_python
 
 VERIFIED = {"agent-framework-core": "1.23.0", "agent-framework-openai": "1.17.0"}
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(
-    not venv_python("maf").exists() and not os.environ.get("CI"),
-    reason="the framework's venv is not built (make bridge-venvs)")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not venv_python("maf").exists() and not os.environ.get("CI"),
+        reason="the framework's venv is not built (make bridge-venvs)",
+    ),
+]
 
 
 def _run(scenario: str, *flags: str, sensitive: bool = False) -> dict[str, Any]:
-    return run_app("maf", "_maf_app.py", scenario, *flags,
-                   ENABLE_SENSITIVE_DATA="true" if sensitive else "false")
+    return run_app(
+        "maf",
+        "_maf_app.py",
+        scenario,
+        *flags,
+        ENABLE_SENSITIVE_DATA="true" if sensitive else "false",
+    )
 
 
 def test_the_venv_has_the_verified_releases() -> None:
@@ -35,8 +44,9 @@ def test_the_venv_has_the_verified_releases() -> None:
         assert installed_version("maf", distribution) == version
 
 
-@pytest.mark.parametrize("flags", [(), ("--instrument-openai",),
-                                   ("--instrument-openai", "--group-by", "trace")])
+@pytest.mark.parametrize(
+    "flags", [(), ("--instrument-openai",), ("--instrument-openai", "--group-by", "trace")]
+)
 def test_an_agent_is_one_named_run_each_call_counted_once(flags: tuple[str, ...]) -> None:
     got = _run("productive", *flags)
     assert got["answer"] == "3 and 7"

@@ -21,14 +21,19 @@ from tests._bridge_app import installed_version, run_app, venv_python
 VERIFIED_STRANDS = "1.62.0"
 SHAPES = {"legacy": "", "latest": "gen_ai_latest_experimental"}
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(
-    not venv_python("strands").exists() and not os.environ.get("CI"),
-    reason="Strands' venv is not built (make bridge-venvs)")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not venv_python("strands").exists() and not os.environ.get("CI"),
+        reason="Strands' venv is not built (make bridge-venvs)",
+    ),
+]
 
 
 def _run(scenario: str, shape: str, *flags: str) -> dict[str, Any]:
-    return run_app("strands", "_strands_app.py", scenario, *flags,
-                   OTEL_SEMCONV_STABILITY_OPT_IN=SHAPES[shape])
+    return run_app(
+        "strands", "_strands_app.py", scenario, *flags, OTEL_SEMCONV_STABILITY_OPT_IN=SHAPES[shape]
+    )
 
 
 def test_the_venv_has_the_verified_strands_release() -> None:

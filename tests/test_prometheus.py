@@ -49,7 +49,8 @@ def value(obs: PrometheusObserver, name: str, **labels: str) -> float | None:
         s.value
         for fam in obs.registry.collect()
         for s in fam.samples
-        if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())
+        if s.name == name
+        and all(s.labels.get(k) == v for k, v in labels.items())
         and all(v == "" for k, v in s.labels.items() if k not in labels and k not in loose)
     ]
     return sum(found) if found else None
@@ -79,8 +80,13 @@ def assert_run_figures(obs: PrometheusObserver, n: int) -> None:
     assert value(obs, tok, **M2, **AG, gen_ai_token_type="reasoning") == n * ev.REASONING_TOKENS
     # zero: not recorded
     assert value(obs, tok, **M2, **AG, gen_ai_token_type="cache_write") is None
-    assert sum(value(obs, tok, **M2, **AG, gen_ai_token_type=t) or 0 for t in (
-        "input", "output", "cache_read", "cache_write", "reasoning")) == n * ev.TOKENS_PER_RUN
+    assert (
+        sum(
+            value(obs, tok, **M2, **AG, gen_ai_token_type=t) or 0
+            for t in ("input", "output", "cache_read", "cache_write", "reasoning")
+        )
+        == n * ev.TOKENS_PER_RUN
+    )
 
     use = "gen_ai_client_token_usage"
     for typ, total in (("input", ev.INPUT_TOKENS), ("output", ev.OUTPUT_TOKENS)):
@@ -96,8 +102,12 @@ def assert_run_figures(obs: PrometheusObserver, n: int) -> None:
     assert value(obs, f"{dur}_count", **CHAT_M2, error_type="") == 2 * n
     assert value(obs, f"{dur}_sum", **CHAT_M2, error_type="") == pytest.approx(1.2 * n)
     assert value(obs, f"{dur}_bucket", **CHAT_M2, error_type="", le="0.64") == n  # 0.4 s only
-    m1_failed = {"gen_ai_operation_name": "chat", "gen_ai_provider_name": ev.PROVIDER,
-                 "gen_ai_request_model": "m1", "error_type": "RateLimited"}
+    m1_failed = {
+        "gen_ai_operation_name": "chat",
+        "gen_ai_provider_name": ev.PROVIDER,
+        "gen_ai_request_model": "m1",
+        "error_type": "RateLimited",
+    }
     assert value(obs, f"{dur}_count", **m1_failed) == n
     assert value(obs, f"{dur}_sum", **m1_failed) == pytest.approx(0.05 * n)
     ttfc = "gen_ai_client_operation_time_to_first_chunk_seconds"
@@ -107,7 +117,8 @@ def assert_run_figures(obs: PrometheusObserver, n: int) -> None:
     tool = "gen_ai_execute_tool_duration_seconds"
     assert value(obs, f"{tool}_count", **AG, gen_ai_tool_name="search", error_type="") == n
     assert value(obs, f"{tool}_sum", **AG, gen_ai_tool_name="search", error_type="") == (
-        pytest.approx(0.05 * n))
+        pytest.approx(0.05 * n)
+    )
     fetch_err = {**AG, "gen_ai_tool_name": "fetch", "error_type": "ToolExecutionError"}
     assert value(obs, f"{tool}_count", **fetch_err) == n
     calls = "loopobs_tool_calls_total"
@@ -121,18 +132,35 @@ def assert_run_figures(obs: PrometheusObserver, n: int) -> None:
     assert value(obs, "loopobs_runs_active", **AG) == 0
     assert value(obs, "loopobs_turns_total", **AG) == 2 * n
 
-    assert value(obs, "loopobs_stream_failures_total", **AG, gen_ai_provider_name=ev.PROVIDER,
-                 gen_ai_request_model="m1", error_type="RateLimited") == n
+    assert (
+        value(
+            obs,
+            "loopobs_stream_failures_total",
+            **AG,
+            gen_ai_provider_name=ev.PROVIDER,
+            gen_ai_request_model="m1",
+            error_type="RateLimited",
+        )
+        == n
+    )
     moved = {"loopobs_model_from": "m1", "loopobs_model_to": "m2"}
     assert value(obs, "loopobs_fallbacks_total", **moved) == n
     assert value(obs, "loopobs_model_switches_total", **moved) == n
     assert value(obs, "loopobs_compactions_total", loopobs_compaction_reason="threshold") == n
-    assert value(obs, "loopobs_compaction_tokens_saved_total",
-                 loopobs_compaction_reason="threshold") == n * ev.TOKENS_SAVED
-    assert value(obs, "loopobs_loop_detections_total", gen_ai_tool_name="search",
-                 loopobs_detection_action="warn") == n
-    assert value(obs, "loopobs_convergence_detections_total",
-                 loopobs_detection_action="warn") == n
+    assert (
+        value(obs, "loopobs_compaction_tokens_saved_total", loopobs_compaction_reason="threshold")
+        == n * ev.TOKENS_SAVED
+    )
+    assert (
+        value(
+            obs,
+            "loopobs_loop_detections_total",
+            gen_ai_tool_name="search",
+            loopobs_detection_action="warn",
+        )
+        == n
+    )
+    assert value(obs, "loopobs_convergence_detections_total", loopobs_detection_action="warn") == n
     assert series(obs, "loopobs_label_overflow_total") == []
     assert obs.open_runs == 0
 
@@ -148,8 +176,10 @@ def test_runs_active_counts_open_runs_and_agent_state_is_released(
 ) -> None:
     """``loopobs_runs_active`` is 1 inside a run and 0 after; no per-run state stays behind."""
     inside: list[tuple[float | None, int]] = []
-    ev.emit_run(obs, before_end=lambda: inside.append(
-        (value(obs, "loopobs_runs_active", **AG), obs.open_runs)))
+    ev.emit_run(
+        obs,
+        before_end=lambda: inside.append((value(obs, "loopobs_runs_active", **AG), obs.open_runs)),
+    )
     assert inside == [(1.0, 1)]
     assert value(obs, "loopobs_runs_active", **AG) == 0
     assert obs.open_runs == 0
@@ -195,8 +225,11 @@ def test_names_units_and_buckets_come_from_the_catalog(obs: PrometheusObserver) 
         assert family in families, spec.name
         assert families[family].unit == spec.prometheus_unit
     expected = {
-        "gen_ai_client_token_usage_bucket", "gen_ai_client_operation_duration_seconds_bucket",
-        "loopobs_tokens_total", "loopobs_tool_calls_total", "loopobs_loop_detections_total",
+        "gen_ai_client_token_usage_bucket",
+        "gen_ai_client_operation_duration_seconds_bucket",
+        "loopobs_tokens_total",
+        "loopobs_tool_calls_total",
+        "loopobs_loop_detections_total",
         "loopobs_runs_active",
     }
     ev.emit_run(obs)
@@ -238,44 +271,107 @@ def test_ten_thousand_tool_names_stay_bounded() -> None:
     obs = PrometheusObserver(max_label_values=limit)
     rid = uuid.uuid4()
     for i in range(10_000):
-        obs.on_tool_post(ToolPostContext(run_id=rid, time_ns=i, tool_call_id=f"c{i}", turn=0,
-                                         tool=f"tool-{i}", duration_ms=1.0))
+        obs.on_tool_post(
+            ToolPostContext(
+                run_id=rid,
+                time_ns=i,
+                tool_call_id=f"c{i}",
+                turn=0,
+                tool=f"tool-{i}",
+                duration_ms=1.0,
+            )
+        )
     calls = series(obs, "loopobs_tool_calls_total")
     durations = series(obs, "gen_ai_execute_tool_duration_seconds_count")
     assert len({s["gen_ai_tool_name"] for s in calls}) == limit + 1
     assert len(calls) == (limit + 1) * 4  # each tool's four outcomes start at zero
     assert len(durations) == limit + 1
-    assert value(obs, "loopobs_tool_calls_total", gen_ai_tool_name=c.OVERFLOW_VALUE,
-                 loopobs_tool_outcome="output", **NO_AGENT) == 10_000 - limit
-    assert value(obs, "loopobs_tool_calls_total", gen_ai_tool_name="tool-0",
-                 loopobs_tool_outcome="output", **NO_AGENT) == 1
-    assert value(obs, "loopobs_label_overflow_total",
-                 loopobs_label="gen_ai_tool_name") == 10_000 - limit
+    assert (
+        value(
+            obs,
+            "loopobs_tool_calls_total",
+            gen_ai_tool_name=c.OVERFLOW_VALUE,
+            loopobs_tool_outcome="output",
+            **NO_AGENT,
+        )
+        == 10_000 - limit
+    )
+    assert (
+        value(
+            obs,
+            "loopobs_tool_calls_total",
+            gen_ai_tool_name="tool-0",
+            loopobs_tool_outcome="output",
+            **NO_AGENT,
+        )
+        == 1
+    )
+    assert (
+        value(obs, "loopobs_label_overflow_total", loopobs_label="gen_ai_tool_name")
+        == 10_000 - limit
+    )
     assert obs.label_bounds["gen_ai_tool_name"].admitted == {f"tool-{i}" for i in range(limit)}
     # an admitted name keeps its own series after the limit is reached
-    obs.on_tool_post(ToolPostContext(run_id=rid, time_ns=0, tool_call_id="x", turn=0,
-                                     tool="tool-3", duration_ms=1.0))
-    assert value(obs, "loopobs_tool_calls_total", gen_ai_tool_name="tool-3",
-                 loopobs_tool_outcome="output", **NO_AGENT) == 2
+    obs.on_tool_post(
+        ToolPostContext(
+            run_id=rid, time_ns=0, tool_call_id="x", turn=0, tool="tool-3", duration_ms=1.0
+        )
+    )
+    assert (
+        value(
+            obs,
+            "loopobs_tool_calls_total",
+            gen_ai_tool_name="tool-3",
+            loopobs_tool_outcome="output",
+            **NO_AGENT,
+        )
+        == 2
+    )
 
 
 def test_each_label_name_has_its_own_bound() -> None:
     """Each label name admits its own first values; each overflow is counted per label."""
     obs = PrometheusObserver(max_label_values=1)
     ev.emit_run(obs)  # models m1 then m2, tools search then fetch, outcomes output then error
-    assert value(obs, "loopobs_tool_calls_total", gen_ai_tool_name="search",
-                 loopobs_tool_outcome="output", **AG) == 1
-    assert value(obs, "loopobs_tool_calls_total", gen_ai_tool_name="_other",
-                 loopobs_tool_outcome="_other", **AG) == 1
+    assert (
+        value(
+            obs,
+            "loopobs_tool_calls_total",
+            gen_ai_tool_name="search",
+            loopobs_tool_outcome="output",
+            **AG,
+        )
+        == 1
+    )
+    assert (
+        value(
+            obs,
+            "loopobs_tool_calls_total",
+            gen_ai_tool_name="_other",
+            loopobs_tool_outcome="_other",
+            **AG,
+        )
+        == 1
+    )
     assert value(obs, "loopobs_label_overflow_total", loopobs_label="gen_ai_tool_name") == 1
     assert value(obs, "loopobs_label_overflow_total", loopobs_label="loopobs_tool_outcome") == 1
     # from/to are separate label names: m1 and m2 each take their own slot
-    assert value(obs, "loopobs_fallbacks_total", loopobs_model_from="m1",
-                 loopobs_model_to="m2") == 1
+    assert (
+        value(obs, "loopobs_fallbacks_total", loopobs_model_from="m1", loopobs_model_to="m2") == 1
+    )
     # m1 took the request_model slot; m2's successful calls fold into _other (at the
     # start of each call, for its chunk timings, and at its success)
-    assert value(obs, "loopobs_tokens_total", gen_ai_provider_name=ev.PROVIDER,
-                 gen_ai_request_model="_other", gen_ai_token_type="input", **AG) == ev.INPUT_TOKENS
+    assert (
+        value(
+            obs,
+            "loopobs_tokens_total",
+            gen_ai_provider_name=ev.PROVIDER,
+            gen_ai_request_model="_other",
+            gen_ai_token_type="input",
+            **AG,
+        )
+        == ev.INPUT_TOKENS
+    )
     assert value(obs, "loopobs_label_overflow_total", loopobs_label="gen_ai_request_model") == 4
     assert value(obs, "loopobs_label_overflow_total", loopobs_label="loopobs_model_to") is None
 
@@ -302,8 +398,16 @@ def test_repeated_label_sets_reuse_cached_children(
     monkeypatch.setattr(metric, "labels", counting)
     ev.emit_run(obs)
     assert calls == []
-    assert value(obs, "loopobs_tool_calls_total", gen_ai_tool_name="search",
-                 loopobs_tool_outcome="output", **AG) == 2
+    assert (
+        value(
+            obs,
+            "loopobs_tool_calls_total",
+            gen_ai_tool_name="search",
+            loopobs_tool_outcome="output",
+            **AG,
+        )
+        == 2
+    )
 
 
 def exemplars(obs: PrometheusObserver) -> dict[str, list[dict[str, str]]]:
@@ -328,12 +432,14 @@ def test_exemplars_carry_the_runs_trace_id(obs: PrometheusObserver) -> None:
         trace_links.withdraw(rid)
     found = exemplars(obs)
     link = {"trace_id": trace_id, "span_id": span_id}
-    for name in ("gen_ai_client_token_usage_bucket",
-                 "gen_ai_client_operation_duration_seconds_bucket",
-                 "gen_ai_client_operation_time_to_first_chunk_seconds_bucket",
-                 "gen_ai_execute_tool_duration_seconds_bucket",
-                 "gen_ai_invoke_agent_duration_seconds_bucket",
-                 "loopobs_tokens_total"):
+    for name in (
+        "gen_ai_client_token_usage_bucket",
+        "gen_ai_client_operation_duration_seconds_bucket",
+        "gen_ai_client_operation_time_to_first_chunk_seconds_bucket",
+        "gen_ai_execute_tool_duration_seconds_bucket",
+        "gen_ai_invoke_agent_duration_seconds_bucket",
+        "loopobs_tokens_total",
+    ):
         assert found.get(name), name
         assert all(ex == link for ex in found[name]), name
     assert "loopobs_turns_total" not in found  # counts carry none
@@ -360,18 +466,33 @@ def test_failed_run_and_run_joined_halfway(obs: PrometheusObserver) -> None:
 
     rid = uuid.uuid4()
     obs.on_run_start(RunStartContext(run_id=rid, time_ns=0, session_id=rid, agent="a"))
-    obs.on_run_end(RunEndContext(run_id=rid, time_ns=1, success=False, status=RunStatus.FAILED,
-                                 error=MaxTurnsExceeded("too many"), duration_ms=2000.0))
-    assert value(obs, "gen_ai_invoke_agent_duration_seconds_count", gen_ai_agent_name="a",
-                 error_type="MaxTurnsExceeded") == 1
-    assert value(obs, "loopobs_runs_total", gen_ai_agent_name="a",
-                 loopobs_run_status="failed") == 1
+    obs.on_run_end(
+        RunEndContext(
+            run_id=rid,
+            time_ns=1,
+            success=False,
+            status=RunStatus.FAILED,
+            error=MaxTurnsExceeded("too many"),
+            duration_ms=2000.0,
+        )
+    )
+    assert (
+        value(
+            obs,
+            "gen_ai_invoke_agent_duration_seconds_count",
+            gen_ai_agent_name="a",
+            error_type="MaxTurnsExceeded",
+        )
+        == 1
+    )
+    assert value(obs, "loopobs_runs_total", gen_ai_agent_name="a", loopobs_run_status="failed") == 1
     stray = uuid.uuid4()
     obs.on_turn_end(TurnEndContext(run_id=stray, time_ns=2, turn=0, success=True))
     obs.on_run_end(RunEndContext(run_id=stray, time_ns=3, success=True, duration_ms=10.0))
     assert value(obs, "loopobs_turns_total", gen_ai_agent_name="") == 1
-    assert value(obs, "loopobs_runs_total", gen_ai_agent_name="",
-                 loopobs_run_status="completed") == 1
+    assert (
+        value(obs, "loopobs_runs_total", gen_ai_agent_name="", loopobs_run_status="completed") == 1
+    )
     assert value(obs, "loopobs_runs_active", gen_ai_agent_name="a") == 0
     assert series(obs, "loopobs_runs_active") == [{"gen_ai_agent_name": "a"}]
     assert obs.open_runs == 0
@@ -395,14 +516,32 @@ async def test_hundred_concurrent_agent_loop_runs(obs: PrometheusObserver) -> No
     assert value(obs, "loopobs_tokens_total", **m1, **AG, gen_ai_token_type="output") == used_out
     chat = {"gen_ai_operation_name": "chat", **m1}
     assert value(obs, "gen_ai_client_token_usage_count", **chat, gen_ai_token_type="input") == 200
-    assert value(obs, "gen_ai_client_token_usage_sum", **chat,
-                 gen_ai_token_type="output") == used_out
-    assert value(obs, "gen_ai_client_operation_duration_seconds_count", **chat,
-                 error_type="") == 200
-    assert value(obs, "loopobs_tool_calls_total", gen_ai_tool_name="search",
-                 loopobs_tool_outcome="output", **AG) == 100
-    assert value(obs, "gen_ai_execute_tool_duration_seconds_count", **AG,
-                 gen_ai_tool_name="search", error_type="") == 100
+    assert (
+        value(obs, "gen_ai_client_token_usage_sum", **chat, gen_ai_token_type="output") == used_out
+    )
+    assert (
+        value(obs, "gen_ai_client_operation_duration_seconds_count", **chat, error_type="") == 200
+    )
+    assert (
+        value(
+            obs,
+            "loopobs_tool_calls_total",
+            gen_ai_tool_name="search",
+            loopobs_tool_outcome="output",
+            **AG,
+        )
+        == 100
+    )
+    assert (
+        value(
+            obs,
+            "gen_ai_execute_tool_duration_seconds_count",
+            **AG,
+            gen_ai_tool_name="search",
+            error_type="",
+        )
+        == 100
+    )
     assert value(obs, "loopobs_runs_total", **AG, loopobs_run_status="completed") == 100
     assert value(obs, "gen_ai_invoke_agent_duration_seconds_count", **AG, error_type="") == 100
     assert value(obs, "loopobs_turns_total", **AG) == sum(r.turns for r in results) == 200
@@ -415,32 +554,85 @@ async def test_agent_loop_fallback_is_counted(obs: PrometheusObserver) -> None:
     from loopobs import AgentLoop, RateLimited
     from loopobs.llm import Fail, Reply, ScriptedClient
 
-    client = ScriptedClient([Fail(RateLimited("busy")),
-                             Reply(text="ok", usage=Usage(input_tokens=7, output_tokens=3))])
+    client = ScriptedClient(
+        [Fail(RateLimited("busy")), Reply(text="ok", usage=Usage(input_tokens=7, output_tokens=3))]
+    )
     loop = AgentLoop(client, model="m1", fallback_models=["m2"], observers=[obs])
     result = await loop.run("q")
     assert result.ok
     default_agent = {"gen_ai_agent_name": "agent"}
-    assert value(obs, "loopobs_stream_failures_total", gen_ai_provider_name="scripted",
-                 gen_ai_request_model="m1", error_type="RateLimited", **default_agent) == 1
-    assert value(obs, "loopobs_fallbacks_total", loopobs_model_from="m1",
-                 loopobs_model_to="m2") == 1
-    assert value(obs, "loopobs_tokens_total", gen_ai_provider_name="scripted",
-                 gen_ai_request_model="m2", gen_ai_token_type="input", **default_agent) == 7
-    assert value(obs, "gen_ai_client_operation_duration_seconds_count",
-                 gen_ai_operation_name="chat", gen_ai_provider_name="scripted",
-                 gen_ai_request_model="m1", error_type="RateLimited") == 1
+    assert (
+        value(
+            obs,
+            "loopobs_stream_failures_total",
+            gen_ai_provider_name="scripted",
+            gen_ai_request_model="m1",
+            error_type="RateLimited",
+            **default_agent,
+        )
+        == 1
+    )
+    assert (
+        value(obs, "loopobs_fallbacks_total", loopobs_model_from="m1", loopobs_model_to="m2") == 1
+    )
+    assert (
+        value(
+            obs,
+            "loopobs_tokens_total",
+            gen_ai_provider_name="scripted",
+            gen_ai_request_model="m2",
+            gen_ai_token_type="input",
+            **default_agent,
+        )
+        == 7
+    )
+    assert (
+        value(
+            obs,
+            "gen_ai_client_operation_duration_seconds_count",
+            gen_ai_operation_name="chat",
+            gen_ai_provider_name="scripted",
+            gen_ai_request_model="m1",
+            error_type="RateLimited",
+        )
+        == 1
+    )
 
 
 def test_failed_tool_without_error_object_is_tool_error(obs: PrometheusObserver) -> None:
     """``is_error`` with no error object is labelled ``ToolError``, as MetricsObserver does."""
     rid = uuid.uuid4()
-    obs.on_tool_post(ToolPostContext(run_id=rid, time_ns=0, tool_call_id="c", turn=0,
-                                     tool="t", is_error=True, outcome="error", duration_ms=5.0))
-    assert value(obs, "gen_ai_execute_tool_duration_seconds_count", gen_ai_tool_name="t",
-                 error_type="ToolError") == 1
-    assert value(obs, "loopobs_tool_calls_total", gen_ai_tool_name="t",
-                 loopobs_tool_outcome="error", **NO_AGENT) == 1
+    obs.on_tool_post(
+        ToolPostContext(
+            run_id=rid,
+            time_ns=0,
+            tool_call_id="c",
+            turn=0,
+            tool="t",
+            is_error=True,
+            outcome="error",
+            duration_ms=5.0,
+        )
+    )
+    assert (
+        value(
+            obs,
+            "gen_ai_execute_tool_duration_seconds_count",
+            gen_ai_tool_name="t",
+            error_type="ToolError",
+        )
+        == 1
+    )
+    assert (
+        value(
+            obs,
+            "loopobs_tool_calls_total",
+            gen_ai_tool_name="t",
+            loopobs_tool_outcome="error",
+            **NO_AGENT,
+        )
+        == 1
+    )
 
 
 @pytest.mark.parametrize("deltas", [0, 1])
@@ -452,12 +644,22 @@ def test_an_attempt_without_a_chunk_gap_creates_no_chunk_timing_series(deltas: i
     registry = CollectorRegistry()
     obs = PrometheusObserver(registry)
     rid = uuid.uuid4()
-    obs.on_stream_start(events_.StreamStartContext(run_id=rid, time_ns=0, turn=0,
-                                                   model="brand-new-model", provider="p"))
+    obs.on_stream_start(
+        events_.StreamStartContext(
+            run_id=rid, time_ns=0, turn=0, model="brand-new-model", provider="p"
+        )
+    )
     for n in range(deltas):
         obs.on_text_delta(events_.TextDeltaContext(run_id=rid, time_ns=n, turn=0, delta="x"))
-    obs.on_stream_failure(events_.StreamFailureContext(
-        run_id=rid, time_ns=9, turn=0, model="brand-new-model", provider="p",
-        error=RateLimited("busy")))
+    obs.on_stream_failure(
+        events_.StreamFailureContext(
+            run_id=rid,
+            time_ns=9,
+            turn=0,
+            model="brand-new-model",
+            provider="p",
+            error=RateLimited("busy"),
+        )
+    )
     names = {s.name for family in registry.collect() for s in family.samples}
     assert not any("time_per_output_chunk" in name for name in names)

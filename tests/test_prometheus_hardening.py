@@ -55,15 +55,27 @@ def test_lone_surrogates_in_labels_are_repaired_and_counted() -> None:
     """A split emoji in an agent or tool name must not turn every later scrape into an error."""
     obs = PrometheusObserver(CollectorRegistry())
     rid = uuid.uuid4()
-    obs.on_run_start(RunStartContext(run_id=rid, time_ns=1, session_id=uuid.uuid4(),
-                                     agent="bot-\ud83d"))
-    obs.on_tool_post(ToolPostContext(run_id=rid, time_ns=2, tool_call_id="c", turn=0,
-                                     tool="\ude00search", duration_ms=1.0))
+    obs.on_run_start(
+        RunStartContext(run_id=rid, time_ns=1, session_id=uuid.uuid4(), agent="bot-\ud83d")
+    )
+    obs.on_tool_post(
+        ToolPostContext(
+            run_id=rid, time_ns=2, tool_call_id="c", turn=0, tool="\ude00search", duration_ms=1.0
+        )
+    )
     obs.on_run_end(RunEndContext(run_id=rid, time_ns=3, success=True))
     text = generate_latest(obs.registry).decode()
     assert "bot-\ufffd" in text
-    assert value(obs.registry, "loopobs_tool_calls_total", gen_ai_tool_name="\ufffdsearch",
-                 loopobs_tool_outcome="output", gen_ai_agent_name="bot-\ufffd") == 1
+    assert (
+        value(
+            obs.registry,
+            "loopobs_tool_calls_total",
+            gen_ai_tool_name="\ufffdsearch",
+            loopobs_tool_outcome="output",
+            gen_ai_agent_name="bot-\ufffd",
+        )
+        == 1
+    )
     sanitised = "loopobs_label_sanitised_total"
     assert value(obs.registry, sanitised, loopobs_label="gen_ai_agent_name") == 1
     assert value(obs.registry, sanitised, loopobs_label="gen_ai_tool_name") == 1
@@ -77,36 +89,72 @@ def test_known_label_sets_exist_at_zero_before_their_first_event() -> None:
     obs = PrometheusObserver(CollectorRegistry())
     reg = obs.registry
     for action in ("stop", "warn", "compact", "ask_user", "switch_phase"):
-        assert value(reg, "loopobs_convergence_detections_total",
-                     loopobs_detection_action=action) == 0
+        assert (
+            value(reg, "loopobs_convergence_detections_total", loopobs_detection_action=action) == 0
+        )
     for action in ("warn", "stop"):
-        assert value(reg, "loopobs_loop_detections_total", gen_ai_tool_name="",
-                     loopobs_detection_action=action) == 0
+        assert (
+            value(
+                reg,
+                "loopobs_loop_detections_total",
+                gen_ai_tool_name="",
+                loopobs_detection_action=action,
+            )
+            == 0
+        )
 
     rid = uuid.uuid4()
-    obs.on_run_start(RunStartContext(run_id=rid, time_ns=1, session_id=uuid.uuid4(),
-                                     agent="support"))
-    for status in ("completed", "failed", "cancelled", "suspended", "sleeping", "max_turns",
-                   "loop_detected", "converged", "budget_exceeded"):
-        assert value(reg, "loopobs_runs_total", gen_ai_agent_name="support",
-                     loopobs_run_status=status) == 0
+    obs.on_run_start(
+        RunStartContext(run_id=rid, time_ns=1, session_id=uuid.uuid4(), agent="support")
+    )
+    for status in (
+        "completed",
+        "failed",
+        "cancelled",
+        "suspended",
+        "sleeping",
+        "max_turns",
+        "loop_detected",
+        "converged",
+        "budget_exceeded",
+    ):
+        assert (
+            value(reg, "loopobs_runs_total", gen_ai_agent_name="support", loopobs_run_status=status)
+            == 0
+        )
 
-    obs.on_stream_failure(StreamFailureContext(
-        run_id=rid, time_ns=2, turn=0, model="m1", provider="openai",
-        error=RateLimited("slow down")))
-    model = {"gen_ai_provider_name": "openai", "gen_ai_request_model": "m1",
-             "gen_ai_agent_name": "support"}
+    obs.on_stream_failure(
+        StreamFailureContext(
+            run_id=rid,
+            time_ns=2,
+            turn=0,
+            model="m1",
+            provider="openai",
+            error=RateLimited("slow down"),
+        )
+    )
+    model = {
+        "gen_ai_provider_name": "openai",
+        "gen_ai_request_model": "m1",
+        "gen_ai_agent_name": "support",
+    }
     assert value(reg, "loopobs_stream_failures_total", **model, error_type="RateLimited") == 1
     for error in ("StreamError", "ModelError"):
         assert value(reg, "loopobs_stream_failures_total", **model, error_type=error) == 0
-    obs.on_stream_success(StreamSuccessContext(
-        run_id=rid, time_ns=2, turn=0, model="m2", provider="openai", input_tokens=5))
+    obs.on_stream_success(
+        StreamSuccessContext(
+            run_id=rid, time_ns=2, turn=0, model="m2", provider="openai", input_tokens=5
+        )
+    )
     succeeding = {**model, "gen_ai_request_model": "m2"}  # a model seen only succeeding
     for error in ("RateLimited", "StreamError", "ModelError"):
         assert value(reg, "loopobs_stream_failures_total", **succeeding, error_type=error) == 0
 
-    obs.on_tool_post(ToolPostContext(run_id=rid, time_ns=3, tool_call_id="c", turn=0,
-                                     tool="search", duration_ms=1.0))
+    obs.on_tool_post(
+        ToolPostContext(
+            run_id=rid, time_ns=3, tool_call_id="c", turn=0, tool="search", duration_ms=1.0
+        )
+    )
     tool = {"gen_ai_tool_name": "search", "gen_ai_agent_name": "support"}
     assert value(reg, "loopobs_tool_calls_total", **tool, loopobs_tool_outcome="output") == 1
     for outcome in ("error", "suspend", "sleep"):
@@ -118,8 +166,7 @@ def test_reset_with_runs_open_takes_them_out_of_runs_active() -> None:
     obs = PrometheusObserver(CollectorRegistry())
     ids = [uuid.uuid4() for _ in range(3)]
     for rid in ids:
-        obs.on_run_start(RunStartContext(run_id=rid, time_ns=1, session_id=uuid.uuid4(),
-                                         agent="a"))
+        obs.on_run_start(RunStartContext(run_id=rid, time_ns=1, session_id=uuid.uuid4(), agent="a"))
     assert value(obs.registry, "loopobs_runs_active", gen_ai_agent_name="a") == 3
     obs.reset()
     assert obs.open_runs == 0
@@ -127,8 +174,12 @@ def test_reset_with_runs_open_takes_them_out_of_runs_active() -> None:
     # a run forgotten by reset() that ends later does not drive the gauge below zero
     obs.on_run_end(RunEndContext(run_id=ids[0], time_ns=2, success=True))
     assert value(obs.registry, "loopobs_runs_active", gen_ai_agent_name="a") == 0
-    assert value(obs.registry, "loopobs_runs_total", gen_ai_agent_name="",
-                 loopobs_run_status="completed") == 1
+    assert (
+        value(
+            obs.registry, "loopobs_runs_total", gen_ai_agent_name="", loopobs_run_status="completed"
+        )
+        == 1
+    )
 
 
 # -- the /metrics server --------------------------------------------------------------------
@@ -256,8 +307,15 @@ def multiproc_dir(tmp_path: Path) -> Path:
 
 def _worker(code: str, directory: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": directory}
-    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=120, check=False)
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def _total(registry: CollectorRegistry, name: str) -> float:
@@ -314,8 +372,15 @@ else:
 def test_missing_multiprocess_directory_is_refused_when_built(tmp_path: Path, case: str) -> None:
     missing = str(tmp_path / "nowhere")
     env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": missing}
-    out = subprocess.run([sys.executable, "-c", MISSING_DIR, case], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=60, check=False)
+    out = subprocess.run(
+        [sys.executable, "-c", MISSING_DIR, case],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr
     assert "PROMETHEUS_MULTIPROC_DIR" in out.stdout
     assert "built" not in out.stdout
@@ -327,21 +392,31 @@ def test_huge_label_values_are_cut_and_counted() -> None:
     bound with a marker, the /metrics body stays small, and every cut is counted."""
     obs = PrometheusObserver(CollectorRegistry())
     rid = uuid.uuid4()
-    obs.on_run_start(RunStartContext(run_id=rid, time_ns=1, session_id=uuid.uuid4(),
-                                     agent="bot"))
+    obs.on_run_start(RunStartContext(run_id=rid, time_ns=1, session_id=uuid.uuid4(), agent="bot"))
     for i in range(30):
-        obs.on_tool_post(ToolPostContext(run_id=rid, time_ns=2, tool_call_id=f"c{i}", turn=0,
-                                         tool=f"{i:02d}" + "x" * 50_000, duration_ms=1.0))
+        obs.on_tool_post(
+            ToolPostContext(
+                run_id=rid,
+                time_ns=2,
+                tool_call_id=f"c{i}",
+                turn=0,
+                tool=f"{i:02d}" + "x" * 50_000,
+                duration_ms=1.0,
+            )
+        )
     obs.on_run_end(RunEndContext(run_id=rid, time_ns=3, success=True))
     body = generate_latest(obs.registry)
     assert len(body) < 30 * 50_000 / 3  # uncut, each name alone would be 1.5 MB in all
     from loopobs.exporters.event_metrics import MAX_LABEL_LENGTH, TRUNCATED_MARKER
 
-    tools = {labels["gen_ai_tool_name"]
-             for labels in (s.labels for fam in obs.registry.collect() for s in fam.samples)
-             if labels.get("gen_ai_tool_name")}
+    tools = {
+        labels["gen_ai_tool_name"]
+        for labels in (s.labels for fam in obs.registry.collect() for s in fam.samples)
+        if labels.get("gen_ai_tool_name")
+    }
     assert len(tools) == 30
     assert {len(t) for t in tools} == {MAX_LABEL_LENGTH}
     assert all(t.endswith(TRUNCATED_MARKER) for t in tools)
-    assert value(obs.registry, "loopobs_label_sanitised_total",
-                 loopobs_label="gen_ai_tool_name") == 30
+    assert (
+        value(obs.registry, "loopobs_label_sanitised_total", loopobs_label="gen_ai_tool_name") == 30
+    )

@@ -46,7 +46,11 @@ print("done", flush=True)
 def start_worker(env: dict[str, str], runs: int, hold: bool) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-c", WORKER, str(runs), "hold" if hold else "exit"],
-        cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -94,7 +98,8 @@ def test_three_workers_sum_into_one_endpoint(multiproc_dir: Path) -> None:
             assert total(samples, "gen_ai_invoke_agent_duration_seconds_count") == runs
             assert total(samples, "gen_ai_client_token_usage_count") == 4 * (runs + 1)
             assert total(samples, "gen_ai_client_token_usage_sum") == (runs + 1) * (
-                ev.INPUT_TOKENS + ev.OUTPUT_TOKENS)
+                ev.INPUT_TOKENS + ev.OUTPUT_TOKENS
+            )
             assert total(samples, "loopobs_tool_calls_total") == 2 * (runs + 1)
             assert total(samples, "loopobs_loop_detections_total") == runs + 1
             # synced at each on_run_end: 2 failing turn ends per ended run

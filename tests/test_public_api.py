@@ -24,14 +24,16 @@ import loopobs.sessions
 from loopobs.contract import errors, events, observer
 from tests._ast import parse
 
-CORE_PACKAGES = (loopobs.contract, loopobs.cost, loopobs.detectors, loopobs.loop,
-                 loopobs.sessions)
+CORE_PACKAGES = (loopobs.contract, loopobs.cost, loopobs.detectors, loopobs.loop, loopobs.sessions)
 """The layers below the exporters and the clients: the contract, cost, the loop, sessions."""
 HEAVY = ("opentelemetry.sdk", "prometheus_client", "genai_prices")
 CORE_MODULES = [
     "loopobs",
-    *sorted(m.name for pkg in CORE_PACKAGES
-            for m in pkgutil.iter_modules(pkg.__path__, f"{pkg.__name__}.")),
+    *sorted(
+        m.name
+        for pkg in CORE_PACKAGES
+        for m in pkgutil.iter_modules(pkg.__path__, f"{pkg.__name__}.")
+    ),
 ]
 
 
@@ -57,7 +59,8 @@ def test_every_public_class_of_the_contract_is_exported(module: ModuleType) -> N
     public_classes = {
         name
         for name, value in vars(module).items()
-        if inspect.isclass(value) and value.__module__ == module.__name__
+        if inspect.isclass(value)
+        and value.__module__ == module.__name__
         and not name.startswith("_")
     }
     exported = set(loopobs.__all__)
@@ -69,9 +72,14 @@ def test_every_public_class_of_the_contract_is_exported(module: ModuleType) -> N
 
 def test_core_module_list_includes_the_contract() -> None:
     """The import check below covers the package and every core module, the loop included."""
-    assert {"loopobs", "loopobs.contract.events", "loopobs.contract.errors",
-            "loopobs.contract.observer", "loopobs.loop.loop", "loopobs.loop.driver",
-            } <= set(CORE_MODULES)
+    assert {
+        "loopobs",
+        "loopobs.contract.events",
+        "loopobs.contract.errors",
+        "loopobs.contract.observer",
+        "loopobs.loop.loop",
+        "loopobs.loop.driver",
+    } <= set(CORE_MODULES)
 
 
 def test_core_imports_without_heavy_extras() -> None:
@@ -106,13 +114,16 @@ def _imported_modules(path: Path) -> set[str]:
     return names
 
 
-@pytest.mark.parametrize("path", sorted(p for pkg in CORE_PACKAGES
-                                         for p in Path(pkg.__path__[0]).glob("*.py")),
-                         ids=lambda p: f"{p.parent.name}.{p.stem}")
+@pytest.mark.parametrize(
+    "path",
+    sorted(p for pkg in CORE_PACKAGES for p in Path(pkg.__path__[0]).glob("*.py")),
+    ids=lambda p: f"{p.parent.name}.{p.stem}",
+)
 def test_core_imports_neither_exporters_nor_clients(path: Path) -> None:
     """No core module imports ``loopobs.exporters`` or ``loopobs.llm``, even lazily."""
-    leaks = sorted(m for m in _imported_modules(path)
-                   if m.startswith(("loopobs.exporters", "loopobs.llm")))
+    leaks = sorted(
+        m for m in _imported_modules(path) if m.startswith(("loopobs.exporters", "loopobs.llm"))
+    )
     assert leaks == []
 
 
@@ -137,8 +148,11 @@ def test_private_helpers_stay_in_their_module() -> None:
         tree = parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("loopobs"):
-                offenders.extend(f"{path.name}: {node.module}.{a.name}" for a in node.names
-                                 if a.name.startswith("_") and not a.name.startswith("__"))
+                offenders.extend(
+                    f"{path.name}: {node.module}.{a.name}"
+                    for a in node.names
+                    if a.name.startswith("_") and not a.name.startswith("__")
+                )
     assert offenders == []
 
 
@@ -153,8 +167,9 @@ def test_every_type_in_a_public_signature_is_exported() -> None:
             continue
         members: list[Any] = [value]
         if inspect.isclass(value):
-            members += [m for n, m in vars(value).items()
-                        if inspect.isfunction(m) and not n.startswith("_")]
+            members += [
+                m for n, m in vars(value).items() if inspect.isfunction(m) and not n.startswith("_")
+            ]
             members.append(value.__init__)
         for member in members:
             try:
@@ -188,8 +203,11 @@ def test_lazy_exports_agree_in_their_three_places() -> None:
     tree = ast.parse(Path(loopobs.__file__).read_text(encoding="utf-8"))
     typed: set[str] = set()
     for node in tree.body:
-        if (isinstance(node, ast.If) and isinstance(node.test, ast.Name)
-                and node.test.id == "TYPE_CHECKING"):
+        if (
+            isinstance(node, ast.If)
+            and isinstance(node.test, ast.Name)
+            and node.test.id == "TYPE_CHECKING"
+        ):
             for stmt in node.body:
                 if isinstance(stmt, ast.ImportFrom):
                     typed.update(a.asname or a.name for a in stmt.names)

@@ -20,7 +20,11 @@ def test_emit_by_hand_example_runs() -> None:
     exec(compile(blocks[0], str(README), "exec"), namespace)
     recorder = namespace["recorder"]
     assert [h for h, _ in recorder.events] == [  # type: ignore[attr-defined]
-        "on_run_start", "on_tool_pre", "on_tool_post", "on_run_end"]
+        "on_run_start",
+        "on_tool_pre",
+        "on_tool_post",
+        "on_run_end",
+    ]
 
 
 def test_two_setup_commands() -> None:
@@ -52,9 +56,16 @@ def test_every_python_block_compiles_and_the_observer_example_works() -> None:
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         for ms in (5.0, 1500.0):
-            observer.on_tool_post(ToolPostContext(
-                run_id=uuid.uuid4(), time_ns=0, tool_call_id="c", turn=0, tool="search",
-                duration_ms=ms))
+            observer.on_tool_post(
+                ToolPostContext(
+                    run_id=uuid.uuid4(),
+                    time_ns=0,
+                    tool_call_id="c",
+                    turn=0,
+                    tool="search",
+                    duration_ms=ms,
+                )
+            )
     assert out.getvalue().startswith("search took 1500 ms")
 
 
@@ -71,11 +82,21 @@ def test_observe_a_loop_example_without_any_server_shows_the_error(tmp_path: Pat
     assert "127.0.0.1:8000" in block
     assert "9464" in block
     code = block.replace("127.0.0.1:8000", f"127.0.0.1:{free_port()}").replace("9464", "0")
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("OTEL_", "OPENAI_", "PROMETHEUS_MULTIPROC"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("OTEL_", "OPENAI_", "PROMETHEUS_MULTIPROC"))
+    }
     env["PYTHONPATH"] = str(README.parent)
-    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
-                         capture_output=True, text=True, timeout=120, check=False)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr
     status, _, rest = out.stdout.strip().partition(" ")
     assert status == "failed"
@@ -93,8 +114,7 @@ def test_layout_names_every_module() -> None:
     words = set(re.findall(r"[a-z_]+", layout))
     package = README.parent / "loopobs"
     for folder in ("contract", "cost", "detectors", "loop", "sessions", "exporters", "mcp"):
-        modules = {p.stem for p in (package / folder).glob("*.py")
-                   if not p.stem.startswith("_")}
+        modules = {p.stem for p in (package / folder).glob("*.py") if not p.stem.startswith("_")}
         # trace_links is a deprecated alias in the exporters; it lives in the contract
         missing = modules - words - ({"trace_links"} if folder == "exporters" else set())
         assert missing == set(), f"loopobs/{folder}: {sorted(missing)}"

@@ -40,8 +40,9 @@ class YieldingClient:
     provider = "scripted"
 
     def __init__(self) -> None:
-        self.inner = ScriptedClient(tool_script(TOOL_TURNS, parallel=PARALLEL, fill=4),
-                                    chunk_size=4)
+        self.inner = ScriptedClient(
+            tool_script(TOOL_TURNS, parallel=PARALLEL, fill=4), chunk_size=4
+        )
 
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         return self._play(request)
@@ -123,8 +124,13 @@ async def test_cancellation_storm_leaves_nothing_open(seed: int) -> None:
     rng = random.Random(seed)
     canceller = CancelAt(rng)
     stack = make_stack([canceller])
-    loop = AgentLoop(YieldingClient(), model="m1", tools=[napping_lookup],
-                     observers=stack.observers, max_turns=TOOL_TURNS + 5)
+    loop = AgentLoop(
+        YieldingClient(),
+        model="m1",
+        tools=[napping_lookup],
+        observers=stack.observers,
+        max_turns=TOOL_TURNS + 5,
+    )
     tasks = [asyncio.create_task(loop.run(f"question {i}")) for i in range(RUNS)]
     # Half the runs: also cancelled from outside at a random moment.
     for task in tasks[::2]:
@@ -161,8 +167,13 @@ async def test_cancelled_session_runs_again_cleanly() -> None:
             in_tool.set()
 
     stack = make_stack([InTool()])
-    loop = AgentLoop(YieldingClient(), model="m1", tools=[napping_lookup],
-                     observers=stack.observers, max_turns=TOOL_TURNS + 5)
+    loop = AgentLoop(
+        YieldingClient(),
+        model="m1",
+        tools=[napping_lookup],
+        observers=stack.observers,
+        max_turns=TOOL_TURNS + 5,
+    )
     session = Conversation()
     task = asyncio.create_task(loop.run("first", session=session))
     await asyncio.wait_for(in_tool.wait(), 10)

@@ -107,8 +107,9 @@ async def test_thousand_concurrent_runs_with_scrapes_lose_nothing() -> None:
     assert otel_sum(points, "loopobs.tool.calls") == RUNS * TOOL_TURNS
     assert otel_count(points, "gen_ai.client.operation.duration") == RUNS * turns
     assert otel_sum(points, "gen_ai.client.token.usage", **{"gen_ai.token.type": "input"}) == inputs
-    assert otel_sum(points, "gen_ai.client.token.usage",
-                    **{"gen_ai.token.type": "output"}) == outputs
+    assert (
+        otel_sum(points, "gen_ai.client.token.usage", **{"gen_ai.token.type": "output"}) == outputs
+    )
     reg = stack.prometheus.registry
     assert prom_sum(reg, "loopobs_runs_total") == RUNS
     assert prom_sum(reg, "loopobs_runs_active") == 0

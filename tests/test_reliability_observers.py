@@ -91,8 +91,10 @@ def _assert_complete(stack: Stack, runs: int, tool_turns: int) -> None:
     assert otel_sum(points, "loopobs.turns") == runs * turns
     assert otel_sum(points, "loopobs.tool.calls") == runs * tool_turns
     input_tokens = runs * (tool_turns * STEP_USAGE.input_tokens + ANSWER_USAGE.input_tokens)
-    assert otel_sum(points, "gen_ai.client.token.usage",
-                    **{"gen_ai.token.type": "input"}) == input_tokens
+    assert (
+        otel_sum(points, "gen_ai.client.token.usage", **{"gen_ai.token.type": "input"})
+        == input_tokens
+    )
     reg = stack.prometheus.registry
     assert prom_sum(reg, "loopobs_runs_total") == runs
     assert prom_sum(reg, "loopobs_turns_total") == runs * turns
@@ -102,7 +104,8 @@ def _assert_complete(stack: Stack, runs: int, tool_turns: int) -> None:
 
 
 async def test_observer_raising_in_every_hook_breaks_nothing(
-        caplog: pytest.LogCaptureFixture) -> None:
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     """Runs complete; others' telemetry is whole; every failure counted, one log per hook."""
     bad = RaisesEverywhere()
     stack = make_stack([bad])
@@ -126,7 +129,8 @@ async def test_observer_raising_in_every_hook_breaks_nothing(
     assert all("RaisesEverywhere" in r.getMessage() for r in records)
     # The failures reach both metric paths.
     assert prom_sum(stack.prometheus.registry, "loopobs_observer_errors_total") == len(
-        stack.recorder.events)
+        stack.recorder.events
+    )
     assert otel_sum(collect(stack), "loopobs.observer.errors") == len(stack.recorder.events)
     stack.close()
 
@@ -170,7 +174,8 @@ def _ours(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
 
 
 def test_failure_log_is_rate_limited_and_reports_suppressed(
-        caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """10,000 failures in one hook log once; after the interval, one record says how many."""
     clock = [1000.0]
     monkeypatch.setattr("loopobs.contract.observer.time.monotonic", lambda: clock[0])

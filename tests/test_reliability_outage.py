@@ -107,16 +107,18 @@ class GatedExporter(SpanExporter):
     def wait_for(self, spans: int) -> None:
         """Until ``spans`` spans were exported in all (a hang guard, not a timing)."""
         with self._changed:
-            assert self._changed.wait_for(lambda: sum(self.batches) >= spans, HANG_GUARD_S), \
+            assert self._changed.wait_for(lambda: sum(self.batches) >= spans, HANG_GUARD_S), (
                 f"only {sum(self.batches)} of {spans} spans were exported"
+            )
 
     def shutdown(self) -> None:
         self.release.set()
 
 
 async def _runs(t: Telemetry, n: int) -> None:
-    loop = AgentLoop(ScriptedClient(tool_script(TOOL_TURNS)), model="m1", tools=[lookup],
-                     observers=t.observers)
+    loop = AgentLoop(
+        ScriptedClient(tool_script(TOOL_TURNS)), model="m1", tools=[lookup], observers=t.observers
+    )
     for i in range(n):
         result = await loop.run(f"q{i}")
         assert result.ok
@@ -126,8 +128,9 @@ async def _runs(t: Telemetry, n: int) -> None:
 def _bounded_shutdown(t: Telemetry, timeout_s: float) -> bool:
     """``t.shutdown(timeout_s)``, which must return (the guard is far past its bound)."""
     returned: list[bool] = []
-    thread = threading.Thread(target=lambda: returned.append(t.shutdown(timeout_s=timeout_s)),
-                              daemon=True)
+    thread = threading.Thread(
+        target=lambda: returned.append(t.shutdown(timeout_s=timeout_s)), daemon=True
+    )
     thread.start()
     thread.join(HANG_GUARD_S)
     assert not thread.is_alive(), "shutdown() never returned"
@@ -136,11 +139,17 @@ def _bounded_shutdown(t: Telemetry, timeout_s: float) -> bool:
 
 @pytest.mark.slow
 async def test_silent_collector_never_blocks_runs_and_the_queue_stays_bounded(
-        silent: SilentListener) -> None:
+    silent: SilentListener,
+) -> None:
     """While the exporter hangs on a silent collector, 40 runs complete and nothing waits."""
-    t = configure(traces_exporter="otlp", metrics_exporter="otlp", protocol="http/protobuf",
-                  endpoint=f"http://127.0.0.1:{silent.port}", export_timeout_s=30.0,
-                  max_queue_size=QUEUE)
+    t = configure(
+        traces_exporter="otlp",
+        metrics_exporter="otlp",
+        protocol="http/protobuf",
+        endpoint=f"http://127.0.0.1:{silent.port}",
+        export_timeout_s=30.0,
+        max_queue_size=QUEUE,
+    )
     await _runs(t, 1)
     # Push the first batch to the collector; the export now hangs for up to 30 s.
     t.force_flush(timeout_s=0.05)
@@ -163,8 +172,9 @@ async def test_a_stuck_exporter_keeps_the_queue_at_its_bound() -> None:
     """Spans beyond max_queue_size are dropped, never held: after the stuck batch, exactly
     the queue's worth reaches the exporter once it is free again."""
     gate = GatedExporter(blocked=True)
-    t = configure(traces_exporter="none", metrics_exporter="none", span_exporters=[gate],
-                  max_queue_size=QUEUE)
+    t = configure(
+        traces_exporter="none", metrics_exporter="none", span_exporters=[gate], max_queue_size=QUEUE
+    )
     await _runs(t, 1)
     t.flush_spans(timeout_s=0.05)  # hands the queued spans to the gate, which holds them
     assert gate.entered.wait(HANG_GUARD_S)
@@ -187,9 +197,14 @@ async def test_a_stuck_exporter_keeps_the_queue_at_its_bound() -> None:
 @pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
 async def test_refused_collector_never_blocks_runs(protocol: str) -> None:
     """Connection refused: runs complete, nothing is claimed delivered, shutdown returns."""
-    t = configure(traces_exporter="otlp", metrics_exporter="otlp", protocol=protocol,
-                  endpoint=f"http://127.0.0.1:{closed_port()}", export_timeout_s=30.0,
-                  max_queue_size=QUEUE)
+    t = configure(
+        traces_exporter="otlp",
+        metrics_exporter="otlp",
+        protocol=protocol,
+        endpoint=f"http://127.0.0.1:{closed_port()}",
+        export_timeout_s=30.0,
+        max_queue_size=QUEUE,
+    )
     runs = 30
     await _runs(t, runs)
     delivery = t.span_delivery()
@@ -209,9 +224,15 @@ def _series(reader: InMemoryMetricReader) -> int:
 async def test_metrics_exporter_down_keeps_bounded_state(silent: SilentListener) -> None:
     """Metrics aggregate in place: 200 more runs add no series while the push hangs."""
     reader = InMemoryMetricReader()
-    t = configure(traces_exporter="none", metrics_exporter="otlp", protocol="http/protobuf",
-                  endpoint=f"http://127.0.0.1:{silent.port}", export_timeout_s=30.0,
-                  metric_export_interval_s=0.05, metric_readers=[reader])
+    t = configure(
+        traces_exporter="none",
+        metrics_exporter="otlp",
+        protocol="http/protobuf",
+        endpoint=f"http://127.0.0.1:{silent.port}",
+        export_timeout_s=30.0,
+        metric_export_interval_s=0.05,
+        metric_readers=[reader],
+    )
     await _runs(t, 5)
     assert silent.accepted.wait(HANG_GUARD_S), "the metric exporter never connected"
     before = _series(reader)
@@ -226,8 +247,9 @@ def test_configure_accepts_a_queue_smaller_than_the_default_batch() -> None:
     """max_queue_size below 512 used to raise (the SDK's default batch exceeded the queue);
     now the batches shrink to fit the queue."""
     gate = GatedExporter(blocked=False)
-    t = configure(traces_exporter="none", metrics_exporter="none", span_exporters=[gate],
-                  max_queue_size=8)
+    t = configure(
+        traces_exporter="none", metrics_exporter="none", span_exporters=[gate], max_queue_size=8
+    )
     asyncio.run(_runs(t, 1))
     assert t.flush_spans(timeout_s=HANG_GUARD_S)
     assert sum(gate.batches) <= SPANS_PER_RUN

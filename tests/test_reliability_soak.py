@@ -56,23 +56,31 @@ class CountingExporter(SpanExporter):
 
 @pytest.mark.slow
 async def test_long_session_keeps_memory_flat_and_leaves_no_run_state(
-        tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     """5,000 turns on one session: flat traced memory, compactions, nothing left per run."""
     exporter = CountingExporter()
     tp = TracerProvider()
-    tp.add_span_processor(BatchSpanProcessor(exporter, max_queue_size=4096,
-                                             schedule_delay_millis=50))
+    tp.add_span_processor(
+        BatchSpanProcessor(exporter, max_queue_size=4096, schedule_delay_millis=50)
+    )
     reader = InMemoryMetricReader()
     mp = MeterProvider(metric_readers=[reader])
     tracing, metrics = TracingObserver(tp), MetricsObserver(mp)
     prom = PrometheusObserver(CollectorRegistry())
     jsonl = JsonlRecorder(tmp_path / "soak.jsonl")
     request.addfinalizer(jsonl.shutdown)
-    client = ScriptedClient(tool_script(TURNS_PER_RUN - 1, fill=30, measured_usage=True),
-                            chunk_size=64)
-    loop = AgentLoop(client, model="m1", tools=[lookup],
-                     observers=[tracing, metrics, prom, jsonl],
-                     context_window=WINDOW, max_turns=TURNS_PER_RUN + 5)
+    client = ScriptedClient(
+        tool_script(TURNS_PER_RUN - 1, fill=30, measured_usage=True), chunk_size=64
+    )
+    loop = AgentLoop(
+        client,
+        model="m1",
+        tools=[lookup],
+        observers=[tracing, metrics, prom, jsonl],
+        context_window=WINDOW,
+        max_turns=TURNS_PER_RUN + 5,
+    )
     session = Conversation()
 
     async def runs(n: int) -> None:
@@ -119,4 +127,3 @@ async def test_long_session_keeps_memory_flat_and_leaves_no_run_state(
     assert lines > turns * 8
     tp.shutdown()
     mp.shutdown()
-

@@ -34,8 +34,9 @@ def _events(path: Path) -> list:  # type: ignore[type-arg]
 
 
 def _payload(html: str) -> dict:  # type: ignore[type-arg]
-    match = re.search(r'<script type="application/json" id="report-data">(.*?)</script>', html,
-                      re.S)
+    match = re.search(
+        r'<script type="application/json" id="report-data">(.*?)</script>', html, re.S
+    )
     assert match is not None
     data: dict = json.loads(match.group(1))  # type: ignore[type-arg]
     return data
@@ -49,8 +50,13 @@ def test_demo_log_folds_into_its_runs() -> None:
     by_status: dict[str, int] = {}
     for run in runs:
         by_status[run.status] = by_status.get(run.status, 0) + 1
-    assert by_status == {"completed": 11, "loop_detected": 1, "sleeping": 1, "suspended": 1,
-                         "budget_exceeded": 1}
+    assert by_status == {
+        "completed": 11,
+        "loop_detected": 1,
+        "sleeping": 1,
+        "suspended": 1,
+        "budget_exceeded": 1,
+    }
     looping = next(r for r in runs if r.status == "loop_detected")
     kinds = [bar[0] for bar in looping.bars]
     assert kinds.count("turn") == looping.turns == 10
@@ -65,8 +71,11 @@ def test_demo_log_folds_into_its_runs() -> None:
         if bar[0] == "chat":
             assert bar[2] <= bar[2] + looping.ttft[index] <= bar[3]
     # Tokens add up to the run's own totals.
-    end = next(e for e in events if e.run_id.hex == uuid.UUID(looping.run_id).hex
-               and e.hook == "on_run_end")
+    end = next(
+        e
+        for e in events
+        if e.run_id.hex == uuid.UUID(looping.run_id).hex and e.hook == "on_run_end"
+    )
     assert looping.tokens[0] == end.input_tokens
     assert looping.tokens[1] == end.output_tokens
     # Priced calls: the run's cost is its own total, and each turn's cost is summed per turn.
@@ -75,8 +84,15 @@ def test_demo_log_folds_into_its_runs() -> None:
     assert all(r.cost is not None and r.cost > 0 for r in priced)
     assert any(t[5] is not None for r in priced for t in r.turn_totals.values())
     labels = {m[0] for r in runs for m in r.marks}
-    assert {"fallback", "model switch", "compaction", "parked", "sleeping",
-            "convergence", "budget"} <= labels
+    assert {
+        "fallback",
+        "model switch",
+        "compaction",
+        "parked",
+        "sleeping",
+        "convergence",
+        "budget",
+    } <= labels
 
 
 def test_parallel_tools_overlap_and_errors_are_readable() -> None:
@@ -99,8 +115,9 @@ def test_an_unfinished_run_closes_at_its_last_event() -> None:
         RunStartContext(run_id=run_id, time_ns=t0, session_id=run_id),
         TurnStartContext(run_id=run_id, time_ns=t0 + 1_000_000, turn=0),
         StreamStartContext(run_id=run_id, time_ns=t0 + 2_000_000, turn=0, model="m"),
-        StreamSuccessContext(run_id=run_id, time_ns=t0 + 7_000_000, turn=0, model="m",
-                             input_tokens=5),
+        StreamSuccessContext(
+            run_id=run_id, time_ns=t0 + 7_000_000, turn=0, model="m", input_tokens=5
+        ),
         ToolPreContext(run_id=run_id, time_ns=t0 + 8_000_000, turn=0, tool="t", tool_call_id="a"),
     ]
     (run,) = fold_runs(events)
@@ -138,9 +155,16 @@ def test_the_page_is_self_contained_and_hostile_text_stays_text(tmp_path: Path) 
     events = [
         RunStartContext(run_id=run_id, time_ns=1, session_id=run_id, agent=hostile),
         ToolPreContext(run_id=run_id, time_ns=2, turn=0, tool=hostile, tool_call_id="x"),
-        ToolPostContext(run_id=run_id, time_ns=3, turn=0, tool=hostile, tool_call_id="x",
-                        is_error=True, outcome="error",
-                        error=ToolExecutionError(hostile, tool=hostile)),
+        ToolPostContext(
+            run_id=run_id,
+            time_ns=3,
+            turn=0,
+            tool=hostile,
+            tool_call_id="x",
+            is_error=True,
+            outcome="error",
+            error=ToolExecutionError(hostile, tool=hostile),
+        ),
     ]
     log.write_text("".join(encode_event(e) + "\n" for e in events), encoding="utf-8")
     out = tmp_path / "hostile.html"
@@ -185,32 +209,57 @@ def test_report_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
 
 
 def test_demo_exit_writes_log_report_and_where_to_look(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """`demo --exit` plays once; writes the log, its report and a Prometheus config; says where."""
     out = tmp_path / "out"
-    assert main(["demo", "--exit", "--out", str(out), "--metrics-port", "0", "--no-live",
-                 "--quiet", "--seed", "1"]) == 0
+    assert (
+        main(
+            [
+                "demo",
+                "--exit",
+                "--out",
+                str(out),
+                "--metrics-port",
+                "0",
+                "--no-live",
+                "--quiet",
+                "--seed",
+                "1",
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     assert (out / "demo.jsonl").stat().st_size > 0
     assert (out / "demo.html").stat().st_size > 0
-    assert "targets: [\"127.0.0.1:" in (out / "prometheus.yml").read_text()
+    assert 'targets: ["127.0.0.1:' in (out / "prometheus.yml").read_text()
     assert "Where to look:" in text
-    for what in ("metrics     http://127.0.0.1:", "report      file://", "event log   ",
-                 "prometheus  prometheus --config.file=", "dashboards  "):
+    for what in (
+        "metrics     http://127.0.0.1:",
+        "report      file://",
+        "event log   ",
+        "prometheus  prometheus --config.file=",
+        "dashboards  ",
+    ):
         assert what in text
     assert "until Ctrl-C" not in text
 
 
-@pytest.mark.parametrize(("argv", "expected"), [
-    (["demo", "--latency", "-1"], "-1 is not a duration"),
-    (["demo", "--latency", "soon"], "'soon' is not a number of seconds"),
-    (["demo", "--runs", "x"], "'x' is not a whole number"),
-    (["demo", "--runs", "0"], "0 is not at least 1"),
-    (["demo", "--metrics-port", "http"], "'http' is not a whole number"),
-    (["demo", "--seed", "1.5"], "'1.5' is not a whole number"),
-])
-def test_argument_errors_name_no_internals(argv: list[str], expected: str,
-                                           capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["demo", "--latency", "-1"], "-1 is not a duration"),
+        (["demo", "--latency", "soon"], "'soon' is not a number of seconds"),
+        (["demo", "--runs", "x"], "'x' is not a whole number"),
+        (["demo", "--runs", "0"], "0 is not at least 1"),
+        (["demo", "--metrics-port", "http"], "'http' is not a whole number"),
+        (["demo", "--seed", "1.5"], "'1.5' is not a whole number"),
+    ],
+)
+def test_argument_errors_name_no_internals(
+    argv: list[str], expected: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Bad values end with one line that says what is wrong, never an internal function name."""
     with pytest.raises(SystemExit) as exit_info:
         main(argv)
@@ -222,8 +271,9 @@ def test_argument_errors_name_no_internals(argv: list[str], expected: str,
     assert "_seconds" not in err
 
 
-def test_replay_without_an_exporter_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_replay_without_an_exporter_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """With no OTLP endpoint configured, replay says it only shows the console view."""
     for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
         monkeypatch.delenv(name, raising=False)
@@ -244,7 +294,8 @@ def _report_to(target: Path, capsys: pytest.CaptureFixture[str]) -> str:
 
 
 def test_report_output_is_never_a_fifo_symlink_or_device(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """-o writes only to a regular file or a new path; anything else is refused, untouched."""
     import os
     import stat
@@ -279,7 +330,8 @@ def test_report_output_is_never_a_fifo_symlink_or_device(
 
 
 def test_report_replaces_a_regular_file_whole_and_keeps_its_mode(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     import os
     import stat
 
@@ -306,21 +358,32 @@ def _session_log() -> tuple[uuid.UUID, list]:  # type: ignore[type-arg]
     session, run = uuid.uuid4(), uuid.uuid4()
     t = 1_700_000_000_000_000_000
     events = [
-        BackpressureContext(run_id=session, time_ns=t, queue="inbox", outcome="saturated",
-                            capacity=2, policy="block"),
+        BackpressureContext(
+            run_id=session,
+            time_ns=t,
+            queue="inbox",
+            outcome="saturated",
+            capacity=2,
+            policy="block",
+        ),
         RunStartContext(run_id=run, time_ns=t + 1, session_id=session, agent="a", model="m"),
         TurnStartContext(run_id=run, time_ns=t + 2, turn=0),
         TurnEndContext(run_id=run, time_ns=t + 3, turn=0, success=True),
         RunEndContext(run_id=run, time_ns=t + 4, success=True, status=RunStatus.COMPLETED),
         SessionResetContext(run_id=session, time_ns=t + 5, epoch=1, discarded=2),
-        BackpressureContext(run_id=session, time_ns=t + 6, queue="inbox", outcome="rejected",
-                            capacity=2, policy="block"),
+        BackpressureContext(
+            run_id=session,
+            time_ns=t + 6,
+            queue="inbox",
+            outcome="rejected",
+            capacity=2,
+            policy="block",
+        ),
     ]
     return session, events
 
 
-def test_session_events_belong_to_their_session_not_to_an_incomplete_run(
-        tmp_path: Path) -> None:
+def test_session_events_belong_to_their_session_not_to_an_incomplete_run(tmp_path: Path) -> None:
     """on_backpressure / on_session_reset carry the session's id: no run is made of them."""
     from loopobs.report import fold_log
 

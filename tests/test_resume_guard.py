@@ -71,8 +71,14 @@ def paying_loop(rec: RecordingObserver | None = None, **kwargs: Any) -> AgentLoo
             return Reply(text="done")
         return Reply(tool_calls=(ToolCall("approve", {"amount": 40}, id="p1"),))
 
-    return AgentLoop(ScriptedClient(script), model="m1", tools=[approve, pay, wait],
-                     detectors=[], observers=[rec] if rec else [], **kwargs)
+    return AgentLoop(
+        ScriptedClient(script),
+        model="m1",
+        tools=[approve, pay, wait],
+        detectors=[],
+        observers=[rec] if rec else [],
+        **kwargs,
+    )
 
 
 async def parked(loop: AgentLoop) -> Checkpoint:
@@ -88,11 +94,19 @@ def tamper(cp: Checkpoint, **update: Any) -> Checkpoint:
     return Checkpoint.model_validate(data)
 
 
-@pytest.mark.parametrize("change", [
-    "parked id outside the wave", "rerun id outside the wave", "results of another wave",
-    "no wave at all", "sleep without wake_at", "naive wake_at", "schema not a schema",
-    "schema with a bad pattern",
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        "parked id outside the wave",
+        "rerun id outside the wave",
+        "results of another wave",
+        "no wave at all",
+        "sleep without wake_at",
+        "naive wake_at",
+        "schema not a schema",
+        "schema with a bad pattern",
+    ],
+)
 async def test_a_tampered_checkpoint_is_invalid_resume_input(change: str) -> None:
     """Each tampering is refused as InvalidResumeInput, and nothing runs or changes."""
     rec = RecordingObserver()
@@ -150,8 +164,12 @@ async def test_a_remote_ref_is_never_fetched() -> None:
 
 async def test_a_naive_now_is_refused_clearly() -> None:
     """resume(now=<naive>) is InvalidResumeInput naming ``now``, not a TypeError."""
-    loop = AgentLoop(ScriptedClient([Reply(tool_calls=(ToolCall("wait"),))]), model="m1",
-                     tools=[wait], detectors=[])
+    loop = AgentLoop(
+        ScriptedClient([Reply(tool_calls=(ToolCall("wait"),))]),
+        model="m1",
+        tools=[wait],
+        detectors=[],
+    )
     cp = await parked(loop)
     with pytest.raises(InvalidResumeInput, match="now"):
         await loop.resume(cp, now=dt.datetime(2031, 1, 1))
@@ -180,8 +198,9 @@ async def test_concurrent_resumes_run_one() -> None:
     """Three resumes at once, each on its own session copy: one runs, two are refused."""
     loop = paying_loop()
     cp = await parked(loop)
-    outcomes = await asyncio.gather(*(loop.resume(cp, {"ok": True}) for _ in range(3)),
-                                    return_exceptions=True)
+    outcomes = await asyncio.gather(
+        *(loop.resume(cp, {"ok": True}) for _ in range(3)), return_exceptions=True
+    )
     completed = [o for o in outcomes if not isinstance(o, BaseException)]
     refused = [o for o in outcomes if isinstance(o, CheckpointAlreadyResumed)]
     assert len(completed) == 1

@@ -44,7 +44,8 @@ def everything(stack: Stack, caplog: pytest.LogCaptureFixture, *extra: object) -
     data = stack.metric_reader.get_metrics_data()
     logs = "\n".join(
         r.getMessage() + ("".join(traceback.format_exception(*r.exc_info)) if r.exc_info else "")
-        for r in caplog.records)
+        for r in caplog.records
+    )
     return {
         "spans": "\n".join(_span_text(s) for s in stack.span_exporter.get_finished_spans()),
         "otel metrics": data.to_json() if data is not None else "",
@@ -67,13 +68,16 @@ def _echoing_server(seen: list[str]) -> httpx.MockTransport:
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
 async def test_api_key_never_reaches_telemetry_logs_or_errors(
-        provider: str, caplog: pytest.LogCaptureFixture) -> None:
+    provider: str, caplog: pytest.LogCaptureFixture
+) -> None:
     """The key is sent, echoed by the server, and found in no output at all."""
     seen: list[str] = []
     http = httpx.AsyncClient(transport=_echoing_server(seen))
-    client: Any = (OpenAIClient("http://127.0.0.1:9/v1", api_key=KEY, http_client=http)
-                   if provider == "openai" else
-                   AnthropicClient("http://127.0.0.1:9", api_key=KEY, http_client=http))
+    client: Any = (
+        OpenAIClient("http://127.0.0.1:9/v1", api_key=KEY, http_client=http)
+        if provider == "openai"
+        else AnthropicClient("http://127.0.0.1:9", api_key=KEY, http_client=http)
+    )
     stack = make_stack()
     loop = AgentLoop(client, model="m1", observers=stack.observers, fallback_models=["m2"])
     with caplog.at_level(logging.DEBUG):
@@ -110,21 +114,32 @@ def vault(query: str) -> str:
 def _secret_script(request: ModelRequest) -> Reply:
     results = [m for m in request.messages if isinstance(m, ToolResultMessage)]
     if len(results) == 0:
-        return Reply(thinking=SECRETS["thinking"], text="checking", tool_calls=(
-            ToolCall("vault", {"query": SECRETS["argument"]}),
-            ToolCall("vault", {"query": 7, "extra": SECRETS["bad argument"]}),
-            ToolCall("vault", f'{{"query": "{SECRETS["bad argument"]}"')))
+        return Reply(
+            thinking=SECRETS["thinking"],
+            text="checking",
+            tool_calls=(
+                ToolCall("vault", {"query": SECRETS["argument"]}),
+                ToolCall("vault", {"query": 7, "extra": SECRETS["bad argument"]}),
+                ToolCall("vault", f'{{"query": "{SECRETS["bad argument"]}"'),
+            ),
+        )
     return Reply(text=f"The answer is {SECRETS['answer']}")
 
 
 async def _secret_run(stack: Stack) -> Any:
-    loop = AgentLoop(ScriptedClient(_secret_script, chunk_size=4), model="m1", tools=[vault],
-                     system_prompt=SECRETS["system"], observers=stack.observers)
+    loop = AgentLoop(
+        ScriptedClient(_secret_script, chunk_size=4),
+        model="m1",
+        tools=[vault],
+        system_prompt=SECRETS["system"],
+        observers=stack.observers,
+    )
     return await loop.run(SECRETS["query"])
 
 
 async def test_no_content_in_spans_metrics_or_logs_without_capture(
-        caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Capture off: no planted content anywhere but the JSONL event log, which has it all."""
     monkeypatch.delenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", raising=False)
     stack = make_stack()
@@ -141,7 +156,8 @@ async def test_no_content_in_spans_metrics_or_logs_without_capture(
     # Deltas come in 4-character chunks (so no span could hold a secret by accident):
     # the log's deltas joined hold the reasoning.
     log = "\n".join(lines) + "".join(
-        json.loads(line)["delta"] for line in lines if '"on_thinking_delta"' in line)
+        json.loads(line)["delta"] for line in lines if '"on_thinking_delta"' in line
+    )
     for name, secret in SECRETS.items():
         assert secret in log, f"the event log lost the {name}"
     assert jsonl_module.__doc__ is not None
@@ -173,7 +189,8 @@ def test_metrics_server_binds_loopback_unless_told() -> None:
         assert server.addr == "127.0.0.1"
         assert server._httpd.socket.getsockname()[0] == "127.0.0.1"
     assert "127.0.0.1 unless told otherwise" in " ".join(
-        (metrics_server_module.__doc__ or "").split())
+        (metrics_server_module.__doc__ or "").split()
+    )
 
 
 async def test_label_values_are_bounded_and_ids_never_labels() -> None:
@@ -189,8 +206,14 @@ async def test_label_values_are_bounded_and_ids_never_labels() -> None:
         name = f"tool_{i}"
         t = tool(name=name)(lambda: "ok")
         client = ScriptedClient([Reply(tool_calls=(ToolCall(name, {}),)), Reply(text="done")])
-        loop = AgentLoop(client, model=f"model-{i}", tools=[t], agent_name=f"agent-{i}",
-                         observers=stack.observers, detectors=[])
+        loop = AgentLoop(
+            client,
+            model=f"model-{i}",
+            tools=[t],
+            agent_name=f"agent-{i}",
+            observers=stack.observers,
+            detectors=[],
+        )
         result = await loop.run("go")
         assert result.ok
         ids |= {str(result.run_id), str(result.session.id)}
@@ -232,7 +255,8 @@ def lookup_person(query: str) -> str:
 
 
 async def test_a_stopped_loop_names_no_argument_values(
-        caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A runaway call with a secret argument: the stop names the tool and a hash, never the value.
 
     The detector's pattern quotes the arguments; with capture off it must reach neither the
@@ -240,10 +264,12 @@ async def test_a_stopped_loop_names_no_argument_values(
     """
     monkeypatch.delenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", raising=False)
     stack = make_stack()
-    script = ScriptedClient(lambda _: Reply(tool_calls=(
-        ToolCall("lookup_person", {"query": LOOP_SECRET}),)))
-    loop = AgentLoop(script, model="m1", tools=[lookup_person], observers=stack.observers,
-                     max_turns=40)
+    script = ScriptedClient(
+        lambda _: Reply(tool_calls=(ToolCall("lookup_person", {"query": LOOP_SECRET}),))
+    )
+    loop = AgentLoop(
+        script, model="m1", tools=[lookup_person], observers=stack.observers, max_turns=40
+    )
     with caplog.at_level(logging.DEBUG):
         result = await loop.run("find them")
     assert result.status == "loop_detected"
@@ -256,8 +282,9 @@ async def test_a_stopped_loop_names_no_argument_values(
 
     monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "SPAN_ONLY")
     captured = make_stack()
-    loop = AgentLoop(script, model="m1", tools=[lookup_person], observers=captured.observers,
-                     max_turns=40)
+    loop = AgentLoop(
+        script, model="m1", tools=[lookup_person], observers=captured.observers, max_turns=40
+    )
     await loop.run("find them")
     spans = "\n".join(_span_text(s) for s in captured.span_exporter.get_finished_spans())
     assert LOOP_SECRET in spans  # capture on: the pattern is on the detection event

@@ -45,8 +45,12 @@ from tests._ast import parse
 from tests._llm_replay import PLANTED_KEY, Replay, get_weather, local_time
 from tests._otel_capture import Capture
 
-REQUIRED, CONDITIONAL, RECOMMENDED, OPT_IN = "required", "conditionally_required", \
-    "recommended", "opt_in"
+REQUIRED, CONDITIONAL, RECOMMENDED, OPT_IN = (
+    "required",
+    "conditionally_required",
+    "recommended",
+    "opt_in",
+)
 STR, INT, DOUBLE, BOOL, STRS = "string", "int", "double", "boolean", "string[]"
 
 Condition = Callable[[Mapping[str, Any], bool], bool]
@@ -120,7 +124,11 @@ CHAT_SPAN = {
     c.GEN_AI_REQUEST_MODEL: Attr(CONDITIONAL, STR, _always),  # "if available": it always is
     c.GEN_AI_CONVERSATION_ID: Attr(CONDITIONAL, STR, _always),  # the session id
     c.GEN_AI_REQUEST_STREAM: Attr(CONDITIONAL, BOOL, _always),  # every loopobs call streams
-    **_ERROR, **_SERVER, **_REQUEST, **_USAGE, **_CONTENT,
+    **_ERROR,
+    **_SERVER,
+    **_REQUEST,
+    **_USAGE,
+    **_CONTENT,
     c.GEN_AI_RESPONSE_ID: Attr(RECOMMENDED, STR),
     c.GEN_AI_RESPONSE_MODEL: Attr(RECOMMENDED, STR),
     c.GEN_AI_RESPONSE_FINISH_REASONS: Attr(RECOMMENDED, STRS),
@@ -148,7 +156,9 @@ AGENT_SPAN = {
     c.GEN_AI_AGENT_NAME: Attr(CONDITIONAL, STR, _always),
     c.GEN_AI_CONVERSATION_ID: Attr(CONDITIONAL, STR, _always),
     c.GEN_AI_REQUEST_MODEL: Attr(CONDITIONAL, STR, _always),
-    **_REQUEST, **_USAGE, **_CONTENT,
+    **_REQUEST,
+    **_USAGE,
+    **_CONTENT,
     c.GEN_AI_RESPONSE_FINISH_REASONS: Attr(RECOMMENDED, STRS),
 }
 
@@ -160,17 +170,22 @@ _CLIENT_METRIC = {
     c.GEN_AI_RESPONSE_MODEL: Attr(RECOMMENDED, STR),
     **_SERVER,
 }
-TOKEN_USAGE = Signal({**_CLIENT_METRIC, c.GEN_AI_TOKEN_TYPE: Attr(REQUIRED, STR)},
-                     "histogram", "{token}")
+TOKEN_USAGE = Signal(
+    {**_CLIENT_METRIC, c.GEN_AI_TOKEN_TYPE: Attr(REQUIRED, STR)}, "histogram", "{token}"
+)
 DURATION = Signal({**_CLIENT_METRIC, **_ERROR}, "histogram", "s")
 CHUNK_TIMING = Signal(_CLIENT_METRIC, "histogram", "s")
-TOOL_DURATION = Signal({
-    **_ERROR,
-    c.GEN_AI_OPERATION_NAME: Attr(REQUIRED, STR),
-    c.GEN_AI_TOOL_NAME: Attr(REQUIRED, STR),
-    c.GEN_AI_TOOL_TYPE: Attr(RECOMMENDED, STR),
-    c.GEN_AI_AGENT_NAME: Attr(CONDITIONAL, STR, _always),
-}, "histogram", "s")
+TOOL_DURATION = Signal(
+    {
+        **_ERROR,
+        c.GEN_AI_OPERATION_NAME: Attr(REQUIRED, STR),
+        c.GEN_AI_TOOL_NAME: Attr(REQUIRED, STR),
+        c.GEN_AI_TOOL_TYPE: Attr(RECOMMENDED, STR),
+        c.GEN_AI_AGENT_NAME: Attr(CONDITIONAL, STR, _always),
+    },
+    "histogram",
+    "s",
+)
 AGENT_METRIC = {
     **_ERROR,
     c.GEN_AI_OPERATION_NAME: Attr(REQUIRED, STR),
@@ -246,20 +261,30 @@ LATEST = Spec(
         "chat": _latest(CHAT_SPAN),
         "execute_tool": TOOL_SPAN,
         # genai v0.1.0: the internal agent span lists no provider (and no agent id).
-        "invoke_agent": _latest({k: v for k, v in AGENT_SPAN.items()
-                                 if k != c.GEN_AI_PROVIDER_NAME}),
+        "invoke_agent": _latest(
+            {k: v for k, v in AGENT_SPAN.items() if k != c.GEN_AI_PROVIDER_NAME}
+        ),
     },
     metrics={
         c.INFERENCE_DURATION.name: DURATION,
         c.INFERENCE_TIME_TO_FIRST_CHUNK.name: CHUNK_TIMING,
         c.INFERENCE_TIME_PER_OUTPUT_CHUNK.name: CHUNK_TIMING,
-        **{spec.name: Signal(_INFERENCE_COUNTER, "sum", "{token}") for spec in (
-            c.INFERENCE_INPUT_TOKENS, c.INFERENCE_OUTPUT_TOKENS, c.INFERENCE_CACHE_READ_TOKENS,
-            c.INFERENCE_CACHE_WRITE_TOKENS, c.INFERENCE_REASONING_TOKENS)},
-        c.INFERENCE_OPERATION_INPUT_TOKENS.name: Signal({**_CLIENT_METRIC, **_ERROR},
-                                                        "histogram", "{token}"),
-        c.INFERENCE_OPERATION_OUTPUT_TOKENS.name: Signal({**_CLIENT_METRIC, **_ERROR},
-                                                         "histogram", "{token}"),
+        **{
+            spec.name: Signal(_INFERENCE_COUNTER, "sum", "{token}")
+            for spec in (
+                c.INFERENCE_INPUT_TOKENS,
+                c.INFERENCE_OUTPUT_TOKENS,
+                c.INFERENCE_CACHE_READ_TOKENS,
+                c.INFERENCE_CACHE_WRITE_TOKENS,
+                c.INFERENCE_REASONING_TOKENS,
+            )
+        },
+        c.INFERENCE_OPERATION_INPUT_TOKENS.name: Signal(
+            {**_CLIENT_METRIC, **_ERROR}, "histogram", "{token}"
+        ),
+        c.INFERENCE_OPERATION_OUTPUT_TOKENS.name: Signal(
+            {**_CLIENT_METRIC, **_ERROR}, "histogram", "{token}"
+        ),
         c.TOOL_DURATION.name: TOOL_DURATION,
         c.AGENT_DURATION.name: AGENT_DURATION,
         c.AGENT_INFERENCE_CALLS.name: Signal(AGENT_METRIC, "histogram", "{inference_call}"),
@@ -270,11 +295,16 @@ LATEST = Spec(
         c.EVENT_INFERENCE_EXCEPTION: _latest(EXCEPTION_EVENT),
         c.EVENT_EVALUATION_RESULT: EVALUATION_EVENT,
     },
-    deprecated=frozenset({
-        c.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS, c.TOKEN_USAGE.name,
-        c.OPERATION_DURATION.name, c.TIME_TO_FIRST_CHUNK.name, c.TIME_PER_OUTPUT_CHUNK.name,
-        c.EVENT_OPERATION_EXCEPTION,
-    }),
+    deprecated=frozenset(
+        {
+            c.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS,
+            c.TOKEN_USAGE.name,
+            c.OPERATION_DURATION.name,
+            c.TIME_TO_FIRST_CHUNK.name,
+            c.TIME_PER_OUTPUT_CHUNK.name,
+            c.EVENT_OPERATION_EXCEPTION,
+        }
+    ),
 )
 
 # -- what the semconv package deprecates ------------------------------------------------------
@@ -291,9 +321,12 @@ def _package_deprecations() -> frozenset[str]:
         tree = parse(inspect.getsource(module))
         body = tree.body
         for node, following in itertools.pairwise(body):
-            if not (isinstance(node, ast.AnnAssign) and isinstance(node.value, ast.Constant)
-                    and isinstance(following, ast.Expr)
-                    and isinstance(following.value, ast.Constant)):
+            if not (
+                isinstance(node, ast.AnnAssign)
+                and isinstance(node.value, ast.Constant)
+                and isinstance(following, ast.Expr)
+                and isinstance(following.value, ast.Constant)
+            ):
                 continue
             doc = str(following.value.value)
             if "Deprecated: Replaced by" in doc or "Deprecated: Removed" in doc:
@@ -322,14 +355,20 @@ def _type_ok(value: Any, kind: str) -> bool:
     raise AssertionError(kind)
 
 
-def problems_of(where: str, attributes: Mapping[str, Any], table: Mapping[str, Attr],
-                failed: bool, deprecated: frozenset[str]) -> list[str]:
+def problems_of(
+    where: str,
+    attributes: Mapping[str, Any],
+    table: Mapping[str, Attr],
+    failed: bool,
+    deprecated: frozenset[str],
+) -> list[str]:
     """What is wrong with one signal's attributes against its table (empty: conformant)."""
     out = []
     for key, attr in table.items():
         present = key in attributes
-        if not present and (attr.level == REQUIRED or
-                            (attr.level == CONDITIONAL and attr.when(attributes, failed))):
+        if not present and (
+            attr.level == REQUIRED or (attr.level == CONDITIONAL and attr.when(attributes, failed))
+        ):
             out.append(f"{where}: {attr.level} {key} missing")
         if present and not _type_ok(attributes[key], attr.type):
             out.append(f"{where}: {key}={attributes[key]!r} is not {attr.type}")
@@ -354,8 +393,11 @@ def check_spans(spans: Sequence[ReadableSpan], spec: Spec) -> list[str]:
         failed = span.status.status_code is StatusCode.ERROR
         if kind == "turn":
             # loopobs's own span: no GenAI operation, nothing from the GenAI namespaces
-            out += [f"turn: {k} on loopobs's own span" for k in attributes
-                    if k.startswith(_CHECKED_PREFIXES) and k != c.ERROR_TYPE]
+            out += [
+                f"turn: {k} on loopobs's own span"
+                for k in attributes
+                if k.startswith(_CHECKED_PREFIXES) and k != c.ERROR_TYPE
+            ]
             continue
         seen.add(kind)
         table = spec.spans.get(kind)
@@ -390,8 +432,13 @@ def check_metrics(capture: Capture, spec: Spec) -> list[str]:
             out.append(f"metric {name} has unit {metric.unit}, not {signal.unit}")
         for point in metric.data.data_points:
             attributes = dict(point.attributes or {})
-            out += problems_of(f"metric {name}", attributes, signal.attributes,
-                               c.ERROR_TYPE in attributes, spec.deprecated)
+            out += problems_of(
+                f"metric {name}",
+                attributes,
+                signal.attributes,
+                c.ERROR_TYPE in attributes,
+                spec.deprecated,
+            )
     out += [f"metric {name} was not recorded" for name in set(spec.metrics) - set(exported)]
     return out
 
@@ -412,8 +459,9 @@ def check_events(capture: Capture, spec: Spec) -> list[str]:
             continue
         if not log.span_id:
             out.append(f"event {name} is not in a span's context")
-        out += problems_of(f"event {name}", dict(log.attributes or {}), table, False,
-                           spec.deprecated)
+        out += problems_of(
+            f"event {name}", dict(log.attributes or {}), table, False, spec.deprecated
+        )
     out += [f"event {name} was not emitted" for name in set(spec.events) - seen]
     return out
 
@@ -422,18 +470,38 @@ def check_events(capture: Capture, spec: Spec) -> list[str]:
 async def _drive(capture: Capture, latest: bool) -> None:
     observers = capture.observers(capture_content="SPAN_AND_EVENT", latest=latest)
     replay = Replay.of(["openai_tool_calls", "openai_text"])
-    loop = AgentLoop(OpenAIClient(api_key=PLANTED_KEY, http_client=replay.http()),
-                     model="gpt-4o", tools=[get_weather, local_time], observers=observers,
-                     detectors=[], system_prompt="Be brief.",
-                     request_options={"max_tokens": 300, "temperature": 0.2, "seed": 3,
-                                      "stop": ["\n\n"], "service_tier": "default"})
+    loop = AgentLoop(
+        OpenAIClient(api_key=PLANTED_KEY, http_client=replay.http()),
+        model="gpt-4o",
+        tools=[get_weather, local_time],
+        observers=observers,
+        detectors=[],
+        system_prompt="Be brief.",
+        request_options={
+            "max_tokens": 300,
+            "temperature": 0.2,
+            "seed": 3,
+            "stop": ["\n\n"],
+            "service_tier": "default",
+        },
+    )
     result = await loop.run("Weather in Paris and Tokyo, and the time?")
     assert result.ok
-    loopobs.record_evaluation(result.run_id, name="helpful", score=1.0, label="pass",
-                              logger_provider=capture.logger_provider,
-                              meter_provider=capture.meter_provider)
-    failing = AgentLoop(ScriptedClient([Fail(RateLimited("busy")), Reply(text="ok")]),
-                        model="m1", fallback_models=["m2"], observers=observers, detectors=[])
+    loopobs.record_evaluation(
+        result.run_id,
+        name="helpful",
+        score=1.0,
+        label="pass",
+        logger_provider=capture.logger_provider,
+        meter_provider=capture.meter_provider,
+    )
+    failing = AgentLoop(
+        ScriptedClient([Fail(RateLimited("busy")), Reply(text="ok")]),
+        model="m1",
+        fallback_models=["m2"],
+        observers=observers,
+        detectors=[],
+    )
     assert (await failing.run("q")).ok
 
 
@@ -470,27 +538,37 @@ def test_the_checker_finds_each_kind_of_problem() -> None:
     """A missing required attribute, a wrong type, an unlisted one and a deprecated name."""
     good = {c.GEN_AI_OPERATION_NAME: "execute_tool", c.GEN_AI_TOOL_NAME: "t"}
     assert problems_of("s", good, TOOL_SPAN, False, frozenset()) == []
-    assert problems_of("s", {c.GEN_AI_OPERATION_NAME: "execute_tool"}, TOOL_SPAN, False,
-                       frozenset()) == ["s: required gen_ai.tool.name missing"]
+    assert problems_of(
+        "s", {c.GEN_AI_OPERATION_NAME: "execute_tool"}, TOOL_SPAN, False, frozenset()
+    ) == ["s: required gen_ai.tool.name missing"]
     assert problems_of("s", good, TOOL_SPAN, True, frozenset()) == [
-        "s: conditionally_required error.type missing"]
-    assert problems_of("s", {**good, c.GEN_AI_TOOL_CALL_ID: 7}, TOOL_SPAN, False,
-                       frozenset()) == ["s: gen_ai.tool.call.id=7 is not string"]
-    assert problems_of("s", {**good, c.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: 1}, TOOL_SPAN,
-                       False, frozenset()) == [
-        "s: gen_ai.usage.reasoning.output_tokens is not listed for this signal"]
+        "s: conditionally_required error.type missing"
+    ]
+    assert problems_of("s", {**good, c.GEN_AI_TOOL_CALL_ID: 7}, TOOL_SPAN, False, frozenset()) == [
+        "s: gen_ai.tool.call.id=7 is not string"
+    ]
+    assert problems_of(
+        "s", {**good, c.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: 1}, TOOL_SPAN, False, frozenset()
+    ) == ["s: gen_ai.usage.reasoning.output_tokens is not listed for this signal"]
     assert "gen_ai.system" in PACKAGE_DEPRECATED
     assert c.GEN_AI_PROVIDER_NAME not in PACKAGE_DEPRECATED  # moved, not deprecated
-    assert problems_of("s", {**good, "gen_ai.system": "openai"}, TOOL_SPAN, False,
-                       frozenset()) == ["s: gen_ai.system is deprecated"]
-    assert problems_of("s", {**good, c.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS: 1},
-                       TOOL_SPAN, False, LATEST.deprecated) == [
-        "s: gen_ai.usage.cache_creation.input_tokens is deprecated"]
+    assert problems_of("s", {**good, "gen_ai.system": "openai"}, TOOL_SPAN, False, frozenset()) == [
+        "s: gen_ai.system is deprecated"
+    ]
+    assert problems_of(
+        "s",
+        {**good, c.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS: 1},
+        TOOL_SPAN,
+        False,
+        LATEST.deprecated,
+    ) == ["s: gen_ai.usage.cache_creation.input_tokens is deprecated"]
     port = {c.SERVER_ADDRESS: "h"}
     assert problems_of("m", port, _SERVER, False, frozenset()) == [
-        "m: conditionally_required server.port missing"]
+        "m: conditionally_required server.port missing"
+    ]
     assert problems_of("m", {**port, c.SERVER_PORT: "443"}, _SERVER, False, frozenset()) == [
-        "m: server.port='443' is not int"]
+        "m: server.port='443' is not int"
+    ]
 
 
 def test_every_catalog_name_with_a_package_constant_uses_it() -> None:
@@ -499,8 +577,11 @@ def test_every_catalog_name_with_a_package_constant_uses_it() -> None:
     for module in (gen_ai_attributes, openai_attributes, gen_ai_metrics):
         tree = parse(inspect.getsource(module))
         for node in tree.body:
-            if isinstance(node, ast.AnnAssign) and isinstance(node.value, ast.Constant) and \
-                    isinstance(node.target, ast.Name):
+            if (
+                isinstance(node, ast.AnnAssign)
+                and isinstance(node.value, ast.Constant)
+                and isinstance(node.target, ast.Name)
+            ):
                 package[str(node.value.value)] = node.target.id
     source = inspect.getsource(c)
     typed = [value for value in package if f'"{value}"' in source]

@@ -77,7 +77,10 @@ async def test_inject_hint_reaches_the_next_model_call_but_not_the_history() -> 
         history = session.history()
     request = client.requests[0].messages
     assert [(m.role, m.content) for m in request] == [
-        ("user", "earlier question"), ("user", "now"), ("system", "be brief")]
+        ("user", "earlier question"),
+        ("user", "now"),
+        ("system", "be brief"),
+    ]
     assert [m.content for m in history] == ["earlier question", "now", "NOW"]
     hint = rec.of("on_context_provider")
     assert [(h.provider, h.outcome, h.text) for h in hint] == [("injected_hint", "ok", "be brief")]
@@ -114,12 +117,14 @@ async def test_interrupt_ends_the_run_as_interrupted_and_the_session_goes_on() -
 
 
 async def test_ask_user_waits_for_reply_and_times_out() -> None:
-    client = ScriptedClient([
-        Reply(tool_calls=(ToolCall("ask_user", {"question": "which city?"}, id="q1"),)),
-        Reply(text="noted"),
-        Reply(tool_calls=(ToolCall("ask_user", {"question": "are you there?"}, id="q2"),)),
-        Reply(text="no answer"),
-    ])
+    client = ScriptedClient(
+        [
+            Reply(tool_calls=(ToolCall("ask_user", {"question": "which city?"}, id="q1"),)),
+            Reply(text="noted"),
+            Reply(tool_calls=(ToolCall("ask_user", {"question": "are you there?"}, id="q2"),)),
+            Reply(text="no answer"),
+        ]
+    )
     loop = AgentLoop(client, model="m")
     updates: list[SessionUpdate] = []
     async with AgentSession(loop, ask_user_timeout=0.05) as session:
@@ -195,9 +200,13 @@ async def _blocked_session(policy: str, rec: RecordingObserver, *observers: obje
         await gate.wait()
         return "released"
 
-    client = ScriptedClient(lambda request: (
-        Reply(text="ok") if request.messages[-1].role == "tool"
-        else Reply(tool_calls=(ToolCall("hold", {}),))))
+    client = ScriptedClient(
+        lambda request: (
+            Reply(text="ok")
+            if request.messages[-1].role == "tool"
+            else Reply(tool_calls=(ToolCall("hold", {}),))
+        )
+    )
     loop = AgentLoop(client, model="m", tools=[hold], observers=[rec, *observers])  # type: ignore[list-item]
     session = AgentSession(loop, queue_size=2, queue_policy=policy)  # type: ignore[arg-type]
     await session.start()
@@ -207,7 +216,8 @@ async def _blocked_session(policy: str, rec: RecordingObserver, *observers: obje
 
 
 async def test_reject_policy_refuses_when_full_with_events_and_a_counter(
-    meter_provider: MeterProvider, metric_reader: InMemoryMetricReader,
+    meter_provider: MeterProvider,
+    metric_reader: InMemoryMetricReader,
 ) -> None:
     rec = RecordingObserver()
     session, gate, first = await _blocked_session("reject", rec, MetricsObserver(meter_provider))
@@ -223,8 +233,10 @@ async def test_reject_policy_refuses_when_full_with_events_and_a_counter(
     outcomes = [c.outcome for c in rec.of("on_backpressure")]
     assert outcomes == ["saturated", "rejected", "rejected"]
     assert check_contract(rec.events) == []
-    counts = {p.attributes["loopobs.queue.outcome"]: p.value
-              for p in metric_points(metric_reader)["loopobs.session.queue.events"]}
+    counts = {
+        p.attributes["loopobs.queue.outcome"]: p.value
+        for p in metric_points(metric_reader)["loopobs.session.queue.events"]
+    }
     assert counts == {"saturated": 1, "rejected": 2}
 
 
@@ -285,7 +297,8 @@ async def test_close_interrupts_persists_and_refuses_more(tmp_path: Path) -> Non
 
 
 def test_threads_building_the_first_sessions_share_one_ask_user_tool(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The tool is built once however many threads ask first: a session refuses another."""
     import threading
 

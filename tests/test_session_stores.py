@@ -76,8 +76,9 @@ async def test_a_hung_store_fails_the_send_at_store_timeout() -> None:
         async def flush(self) -> None:
             await asyncio.Event().wait()
 
-    session = AgentSession(AgentLoop(echo_client(), model="m"), store=HungStore(),
-                           store_timeout=0.2)
+    session = AgentSession(
+        AgentLoop(echo_client(), model="m"), store=HungStore(), store_timeout=0.2
+    )
     await session.start()
     with pytest.raises(StoreFailed, match=r"flush did not finish within 0\.2s"):
         await guarded(await session.send("hello"))
@@ -109,8 +110,7 @@ async def test_close_with_a_failing_store_still_delivers_closed() -> None:
 async def test_file_store_keeps_buffered_messages_when_a_write_fails(tmp_path: Path) -> None:
     store = FileStore(tmp_path)
     sid = uuid.uuid4()
-    messages: list[Message] = [UserMessage(content="keep me"),
-                               AssistantMessage(content="KEEP ME")]
+    messages: list[Message] = [UserMessage(content="keep me"), AssistantMessage(content="KEEP ME")]
     await store.append(sid, messages)
     store.path(sid).mkdir()  # the file cannot be opened: the write fails
     with pytest.raises(IsADirectoryError):
@@ -119,11 +119,15 @@ async def test_file_store_keeps_buffered_messages_when_a_write_fails(tmp_path: P
     await store.append(sid, [UserMessage(content="later")])
     await store.flush()
     assert [m.content for m in await FileStore(tmp_path).load(sid)] == [
-        "keep me", "KEEP ME", "later"]
+        "keep me",
+        "KEEP ME",
+        "later",
+    ]
 
 
 async def test_a_failed_fsync_cuts_its_batch_back_so_a_retry_writes_it_once(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     store = FileStore(tmp_path)
     sid = uuid.uuid4()
     await store.append(sid, [UserMessage(content="one")])
@@ -147,7 +151,8 @@ def _whole(text: str) -> str:
 
 
 async def test_a_torn_last_line_loads_what_is_whole_and_is_reported(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     sid = uuid.uuid4()
     path = tmp_path / f"{sid}.jsonl"
     path.write_text(_whole("one") + "\n" + _whole("two") + "\n" + _whole("three")[:15])
@@ -178,12 +183,13 @@ async def test_a_whole_last_record_without_its_newline_is_kept(tmp_path: Path) -
 async def test_a_malformed_line_inside_the_file_names_file_and_line(tmp_path: Path) -> None:
     sid = uuid.uuid4()
     path = tmp_path / f"{sid}.jsonl"
-    path.write_text(_whole("one") + "\n{\"role\": 5}\n" + _whole("three") + "\n")
+    path.write_text(_whole("one") + '\n{"role": 5}\n' + _whole("three") + "\n")
     with pytest.raises(StoreCorrupt, match=rf"{path}:2: not a stored message") as caught:
         await FileStore(tmp_path).load(sid)
     assert (caught.value.path, caught.value.line) == (str(path), 2)
-    session = AgentSession(AgentLoop(echo_client(), model="m"), store=FileStore(tmp_path),
-                           session_id=sid)
+    session = AgentSession(
+        AgentLoop(echo_client(), model="m"), store=FileStore(tmp_path), session_id=sid
+    )
     with pytest.raises(StoreCorrupt):
         await session.start()
 
@@ -224,8 +230,7 @@ async def test_reset_while_an_append_is_in_flight_does_not_bring_the_old_message
         await guarded(asyncio.gather(reply, return_exceptions=True))
         assert session.history() == []
     assert store.messages.get(session.id, []) == []
-    reloaded = AgentSession(AgentLoop(echo_client(), model="m"), store=store,
-                            session_id=session.id)
+    reloaded = AgentSession(AgentLoop(echo_client(), model="m"), store=store, session_id=session.id)
     await reloaded.start()
     assert reloaded.history() == []
     await reloaded.close()
@@ -255,8 +260,9 @@ async def test_a_session_whose_run_failed_keeps_that_error_when_the_store_fails_
         return "never"
 
     store = FailingStore()
-    loop = AgentLoop(ScriptedClient([Reply(tool_calls=(ToolCall("slow", {}),))]), model="m",
-                     tools=[slow])
+    loop = AgentLoop(
+        ScriptedClient([Reply(tool_calls=(ToolCall("slow", {}),))]), model="m", tools=[slow]
+    )
     async with AgentSession(loop, store=store) as session:
         store.failing = True
         reply = await session.send("go")

@@ -58,8 +58,7 @@ async def test_commit_spends_what_was_used_and_releases_the_rest() -> None:
 async def test_a_refusal_in_one_scope_reserves_nothing_anywhere() -> None:
     ledger = InProcessLedger()
     scopes = [ScopeLimit("a", Budget(usd=10)), ScopeLimit("b", Budget(model_calls=0))]
-    assert isinstance(await ledger.reserve(scopes, Amounts(usd=1, model_calls=1), ttl_s=5),
-                      Refusal)
+    assert isinstance(await ledger.reserve(scopes, Amounts(usd=1, model_calls=1), ttl_s=5), Refusal)
     assert await ledger.reserved("a") == Amounts()
 
 
@@ -101,7 +100,8 @@ async def test_fail_closed_refuses_naming_the_store() -> None:
 
 
 async def test_fail_open_lets_calls_through_counted_and_logs_once_per_outage(
-        caplog: pytest.LogCaptureFixture) -> None:
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     ledger = DownLedger()
     budget = SharedBudget(ledger, session=Budget(usd=1), on_unavailable="fail_open")
     scopes = budget.scopes_for("s1", {"tenant": "acme"})
@@ -122,8 +122,9 @@ async def test_a_full_scope_raises_budget_exceeded_with_its_name() -> None:
     budget = SharedBudget(scopes={"tenant": Budget(model_calls=2)})
     scopes = budget.scopes_for("s1", {"tenant": "acme"})
     for _ in range(2):
-        await budget.commit(await budget.reserve(scopes, Amounts(model_calls=1)),
-                            Amounts(model_calls=1))
+        await budget.commit(
+            await budget.reserve(scopes, Amounts(model_calls=1)), Amounts(model_calls=1)
+        )
     with pytest.raises(BudgetExceeded) as caught:
         await budget.reserve(scopes, Amounts(model_calls=1))
     assert (caught.value.scope, caught.value.limit) == ("tenant:acme", "model_calls")

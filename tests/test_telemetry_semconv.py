@@ -40,29 +40,50 @@ def lookup(city: str) -> str:
 
 
 def scripted_loop(cap: Capture, steps: list[Any], **kwargs: Any) -> AgentLoop:
-    observers = cap.observers(capture_content=kwargs.pop("capture_content", False),
-                              latest=kwargs.pop("latest", False),
-                              redact=kwargs.pop("redact", None))
-    return AgentLoop(ScriptedClient(steps), model="m1", tools=[lookup], observers=observers,
-                     detectors=[], **kwargs)
+    observers = cap.observers(
+        capture_content=kwargs.pop("capture_content", False),
+        latest=kwargs.pop("latest", False),
+        redact=kwargs.pop("redact", None),
+    )
+    return AgentLoop(
+        ScriptedClient(steps),
+        model="m1",
+        tools=[lookup],
+        observers=observers,
+        detectors=[],
+        **kwargs,
+    )
 
 
 TOOL_THEN_ANSWER = [
-    Reply(tool_calls=(ToolCall("lookup", {"city": "Oslo"}, id="c1"),),
-          usage=Usage(input_tokens=10, output_tokens=2), finish_reason="tool_calls"),
-    Reply(text="It is sunny.", usage=Usage(input_tokens=20, output_tokens=4),
-          finish_reason="stop"),
+    Reply(
+        tool_calls=(ToolCall("lookup", {"city": "Oslo"}, id="c1"),),
+        usage=Usage(input_tokens=10, output_tokens=2),
+        finish_reason="tool_calls",
+    ),
+    Reply(text="It is sunny.", usage=Usage(input_tokens=20, output_tokens=4), finish_reason="stop"),
 ]
 
 
 async def test_openai_chat_span_has_server_request_and_provider_attributes(cap: Capture) -> None:
     """Options reach the request body and the chat span; server, openai.* and usage details too."""
     replay = Replay.of(["openai_text"])
-    options = {"max_tokens": 256, "temperature": 0, "top_p": 0.5, "stop": ["END"], "seed": 7,
-               "service_tier": "auto", "user": "not reported"}
-    loop = AgentLoop(OpenAIClient(api_key=PLANTED_KEY, http_client=replay.http()),
-                     model="gpt-4o", observers=cap.observers(), detectors=[],
-                     request_options=options)
+    options = {
+        "max_tokens": 256,
+        "temperature": 0,
+        "top_p": 0.5,
+        "stop": ["END"],
+        "seed": 7,
+        "service_tier": "auto",
+        "user": "not reported",
+    }
+    loop = AgentLoop(
+        OpenAIClient(api_key=PLANTED_KEY, http_client=replay.http()),
+        model="gpt-4o",
+        observers=cap.observers(),
+        detectors=[],
+        request_options=options,
+    )
     result = await loop.run("Capital of France?")
     assert result.ok
     body = replay.json(0)
@@ -118,12 +139,17 @@ async def test_tool_span_and_duration_carry_description_type_and_agent(cap: Capt
     assert span[c.GEN_AI_TOOL_TYPE] == "function"
     (point,) = cap.metrics()[c.TOOL_DURATION.name]
     assert dict(point.attributes) == {
-        c.GEN_AI_OPERATION_NAME: "execute_tool", c.GEN_AI_TOOL_NAME: "lookup",
-        c.GEN_AI_TOOL_TYPE: "function", c.GEN_AI_AGENT_NAME: "weather"}
+        c.GEN_AI_OPERATION_NAME: "execute_tool",
+        c.GEN_AI_TOOL_NAME: "lookup",
+        c.GEN_AI_TOOL_TYPE: "function",
+        c.GEN_AI_AGENT_NAME: "weather",
+    }
     (agent,) = cap.metrics()[c.AGENT_DURATION.name]
     assert dict(agent.attributes) == {
-        c.GEN_AI_OPERATION_NAME: "invoke_agent", c.GEN_AI_AGENT_NAME: "weather",
-        c.GEN_AI_REQUEST_MODEL: "m1"}
+        c.GEN_AI_OPERATION_NAME: "invoke_agent",
+        c.GEN_AI_AGENT_NAME: "weather",
+        c.GEN_AI_REQUEST_MODEL: "m1",
+    }
 
 
 async def test_inference_details_is_a_log_record_in_the_chat_span(cap: Capture) -> None:
@@ -158,10 +184,12 @@ async def test_no_content_mode_emits_no_inference_details(cap: Capture) -> None:
     assert cap.logs(c.EVENT_INFERENCE_DETAILS) == []
 
 
-@pytest.mark.parametrize(("latest", "event"), [
-    (False, c.EVENT_OPERATION_EXCEPTION), (True, c.EVENT_INFERENCE_EXCEPTION)])
-async def test_failed_call_emits_the_exception_event(cap: Capture, latest: bool,
-                                                     event: str) -> None:
+@pytest.mark.parametrize(
+    ("latest", "event"), [(False, c.EVENT_OPERATION_EXCEPTION), (True, c.EVENT_INFERENCE_EXCEPTION)]
+)
+async def test_failed_call_emits_the_exception_event(
+    cap: Capture, latest: bool, event: str
+) -> None:
     """A failed model call: a WARN log record with exception.* in the failed chat span."""
     steps = [Fail(RateLimited("slow down")), Reply(text="ok")]
     await scripted_loop(cap, steps, fallback_models=["m2"], latest=latest).run("q")
@@ -177,24 +205,37 @@ async def test_failed_call_emits_the_exception_event(cap: Capture, latest: bool,
     assert got[c.ERROR_TYPE] == "RateLimited"
 
 
-async def test_latest_names_behind_the_switch(cap: Capture,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_latest_names_behind_the_switch(
+    cap: Capture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The environment switch selects cache_write naming, the new metrics, no provider on agent."""
     monkeypatch.setenv(c.SEMCONV_OPT_IN_ENV, "http, gen_ai_latest_experimental")
     observers = cap.observers(latest=None)  # type: ignore[arg-type]
-    steps = [Reply(text="hi", usage=Usage(input_tokens=30, output_tokens=5,
-                                          cache_write_input_tokens=0, details=("cache_write",)))]
-    await AgentLoop(ScriptedClient(steps), model="m1", observers=observers,
-                    detectors=[]).run("q")
+    steps = [
+        Reply(
+            text="hi",
+            usage=Usage(
+                input_tokens=30,
+                output_tokens=5,
+                cache_write_input_tokens=0,
+                details=("cache_write",),
+            ),
+        )
+    ]
+    await AgentLoop(ScriptedClient(steps), model="m1", observers=observers, detectors=[]).run("q")
     spans = cap.spans()
     chat = attrs(spans["chat m1"])
     assert chat[c.GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS] == 0
     assert c.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS not in chat
     assert c.GEN_AI_PROVIDER_NAME not in attrs(spans["invoke_agent agent"])
     names = set(cap.metrics())
-    assert {c.INFERENCE_DURATION.name, c.INFERENCE_INPUT_TOKENS.name,
-            c.INFERENCE_CACHE_WRITE_TOKENS.name, c.AGENT_INFERENCE_CALLS.name,
-            c.AGENT_TOOL_CALLS.name} <= names
+    assert {
+        c.INFERENCE_DURATION.name,
+        c.INFERENCE_INPUT_TOKENS.name,
+        c.INFERENCE_CACHE_WRITE_TOKENS.name,
+        c.AGENT_INFERENCE_CALLS.name,
+        c.AGENT_TOOL_CALLS.name,
+    } <= names
     assert not names & {c.OPERATION_DURATION.name, c.TOKEN_USAGE.name}
     (calls,) = cap.metrics()[c.AGENT_INFERENCE_CALLS.name]
     assert calls.sum == 1
@@ -219,22 +260,36 @@ def test_time_per_output_chunk_is_recorded_between_chunks_as_they_arrive(cap: Ca
 
     (_, metrics) = cap.observers()
     rid = uuid.uuid4()
-    metrics.on_stream_start(ev.StreamStartContext(run_id=rid, time_ns=0, turn=0, model="m",
-                                                  provider="p", server_address="h",
-                                                  server_port=8080))
+    metrics.on_stream_start(
+        ev.StreamStartContext(
+            run_id=rid,
+            time_ns=0,
+            turn=0,
+            model="m",
+            provider="p",
+            server_address="h",
+            server_port=8080,
+        )
+    )
     metrics.on_text_delta(ev.TextDeltaContext(run_id=rid, time_ns=5_000_000, turn=0, delta="x"))
     assert c.TIME_PER_OUTPUT_CHUNK.name not in cap.metrics()
     for t_ms in (15, 45):
-        metrics.on_text_delta(ev.TextDeltaContext(run_id=rid, time_ns=t_ms * 1_000_000, turn=0,
-                                                  delta="x"))
+        metrics.on_text_delta(
+            ev.TextDeltaContext(run_id=rid, time_ns=t_ms * 1_000_000, turn=0, delta="x")
+        )
     (point,) = cap.metrics()[c.TIME_PER_OUTPUT_CHUNK.name]
     assert point.count == 2
     assert point.sum == pytest.approx(0.04)
-    assert dict(point.attributes) == {c.GEN_AI_OPERATION_NAME: "chat", c.GEN_AI_PROVIDER_NAME: "p",
-                                      c.GEN_AI_REQUEST_MODEL: "m", c.SERVER_ADDRESS: "h",
-                                      c.SERVER_PORT: 8080}
-    metrics.on_stream_success(ev.StreamSuccessContext(
-        run_id=rid, time_ns=50_000_000, turn=0, model="m", provider="p"))
+    assert dict(point.attributes) == {
+        c.GEN_AI_OPERATION_NAME: "chat",
+        c.GEN_AI_PROVIDER_NAME: "p",
+        c.GEN_AI_REQUEST_MODEL: "m",
+        c.SERVER_ADDRESS: "h",
+        c.SERVER_PORT: 8080,
+    }
+    metrics.on_stream_success(
+        ev.StreamSuccessContext(run_id=rid, time_ns=50_000_000, turn=0, model="m", provider="p")
+    )
     metrics.on_text_delta(ev.TextDeltaContext(run_id=rid, time_ns=60_000_000, turn=0, delta="x"))
     (point,) = cap.metrics()[c.TIME_PER_OUTPUT_CHUNK.name]
     assert point.count == 2  # a chunk after the attempt's end times nothing
@@ -243,8 +298,12 @@ def test_time_per_output_chunk_is_recorded_between_chunks_as_they_arrive(cap: Ca
 def test_chunk_gap_exemplars_link_to_the_chat_span_they_timed(cap: Capture) -> None:
     """Under the loop, each gap is recorded while its chat span is current."""
     observers = cap.observers()
-    loop = AgentLoop(ScriptedClient([Reply(text="a reply of a few chunks")], chunk_size=4),
-                     model="m", detectors=[], observers=observers)
+    loop = AgentLoop(
+        ScriptedClient([Reply(text="a reply of a few chunks")], chunk_size=4),
+        model="m",
+        detectors=[],
+        observers=observers,
+    )
     with cap.tracer_provider.get_tracer("app").start_as_current_span("request"):
         assert asyncio.run(loop.run("hi")).ok
     chats = {s.context.span_id for s in cap.all_spans() if s.name.startswith("chat")}
@@ -263,8 +322,7 @@ def _exported_text(cap: Capture) -> str:
     for span in cap.all_spans():
         parts.append(json.dumps(attrs(span), default=str))
         parts.extend(json.dumps(dict(e.attributes or {}), default=str) for e in span.events)
-    parts.extend(json.dumps(dict(r.log_record.attributes or {}), default=str)
-                 for r in cap.logs())
+    parts.extend(json.dumps(dict(r.log_record.attributes or {}), default=str) for r in cap.logs())
     return "\n".join(parts)
 
 
@@ -283,8 +341,14 @@ async def test_redaction_removes_planted_values_everywhere(cap: Capture, redact:
         Reply(text=f"Done, I mailed {PLANTED[1]}."),
     ]
     observers = cap.observers(capture_content="SPAN_AND_EVENT", redact=redact)
-    loop = AgentLoop(ScriptedClient(steps), model="m1", tools=[crm], observers=observers,
-                     detectors=[], system_prompt=f"Admin key {PLANTED[0]}")
+    loop = AgentLoop(
+        ScriptedClient(steps),
+        model="m1",
+        tools=[crm],
+        observers=observers,
+        detectors=[],
+        system_prompt=f"Admin key {PLANTED[0]}",
+    )
     assert (await loop.run(prompt)).ok
     text = _exported_text(cap)
     assert c.GEN_AI_INPUT_MESSAGES in text  # content was captured
@@ -302,8 +366,7 @@ def test_builtin_redactor_keeps_ordinary_text() -> None:
     """Numbers, dates and words that are not secrets survive."""
     text = "Order 12345 on 2024-05-01 costs 99.50; see https://example.com/docs, version 1.2.3"
     assert redact_common_secrets(text) == text
-    assert redact_common_secrets("token: Bearer abcdefghijklmnop1234") == \
-        "token: [REDACTED:bearer]"
+    assert redact_common_secrets("token: Bearer abcdefghijklmnop1234") == "token: [REDACTED:bearer]"
 
 
 # -- evaluations ----------------------------------------------------------------------------
@@ -311,9 +374,15 @@ async def test_record_evaluation_lands_on_the_run_span_and_in_a_metric(cap: Capt
     """By run id, after the run ended: the event is in the invoke_agent span; the score counted."""
     result = await scripted_loop(cap, TOOL_THEN_ANSWER).run("weather?")
     found = loopobs.record_evaluation(
-        result.run_id, name="helpfulness", score=0.75, label="pass",
-        explanation=f"answered {PLANTED[1]}", logger_provider=cap.logger_provider,
-        meter_provider=cap.meter_provider, redact=redact_common_secrets)
+        result.run_id,
+        name="helpfulness",
+        score=0.75,
+        label="pass",
+        explanation=f"answered {PLANTED[1]}",
+        logger_provider=cap.logger_provider,
+        meter_provider=cap.meter_provider,
+        redact=redact_common_secrets,
+    )
     assert found
     (record,) = cap.logs(c.EVENT_EVALUATION_RESULT)
     run_span = cap.spans()["invoke_agent agent"]
@@ -321,26 +390,38 @@ async def test_record_evaluation_lands_on_the_run_span_and_in_a_metric(cap: Capt
     log = record.log_record
     assert (log.trace_id, log.span_id) == (run_span.context.trace_id, run_span.context.span_id)
     assert dict(log.attributes or {}) == {
-        c.GEN_AI_EVALUATION_NAME: "helpfulness", c.GEN_AI_EVALUATION_SCORE_VALUE: 0.75,
+        c.GEN_AI_EVALUATION_NAME: "helpfulness",
+        c.GEN_AI_EVALUATION_SCORE_VALUE: 0.75,
         c.GEN_AI_EVALUATION_SCORE_LABEL: "pass",
-        c.GEN_AI_EVALUATION_EXPLANATION: "answered [REDACTED:email]"}
+        c.GEN_AI_EVALUATION_EXPLANATION: "answered [REDACTED:email]",
+    }
     (point,) = cap.metrics()[c.EVALUATION_SCORE.name]
     assert (point.count, point.sum) == (1, 0.75)
-    assert dict(point.attributes) == {c.GEN_AI_EVALUATION_NAME: "helpfulness",
-                                      c.GEN_AI_EVALUATION_SCORE_LABEL: "pass"}
+    assert dict(point.attributes) == {
+        c.GEN_AI_EVALUATION_NAME: "helpfulness",
+        c.GEN_AI_EVALUATION_SCORE_LABEL: "pass",
+    }
 
 
 def test_record_evaluation_on_a_span_and_on_an_unknown_run(cap: Capture) -> None:
     """A span is evaluated in its own context; an unknown run id still emits, returning False."""
     tracer = cap.tracer_provider.get_tracer("t")
     with tracer.start_as_current_span("judge me") as span:
-        assert loopobs.record_evaluation(span, name="exact", label="fail",
-                                         logger_provider=cap.logger_provider,
-                                         meter_provider=cap.meter_provider)
+        assert loopobs.record_evaluation(
+            span,
+            name="exact",
+            label="fail",
+            logger_provider=cap.logger_provider,
+            meter_provider=cap.meter_provider,
+        )
     trace_links.reset()
-    assert not loopobs.record_evaluation(uuid.uuid4(), name="exact", score=0.0,
-                                         logger_provider=cap.logger_provider,
-                                         meter_provider=cap.meter_provider)
+    assert not loopobs.record_evaluation(
+        uuid.uuid4(),
+        name="exact",
+        score=0.0,
+        logger_provider=cap.logger_provider,
+        meter_provider=cap.meter_provider,
+    )
     first, second = cap.logs(c.EVENT_EVALUATION_RESULT)
     assert first.log_record.span_id == span.get_span_context().span_id
     assert not second.log_record.span_id

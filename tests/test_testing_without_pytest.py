@@ -32,9 +32,15 @@ AFTER = "\nassert 'pytest' not in sys.modules and '_pytest' not in sys.modules\n
 
 
 def _run_without_pytest(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", NO_PYTEST + code + AFTER], capture_output=True,
-                          text=True, cwd=cwd, timeout=120, check=False,
-                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    return subprocess.run(
+        [sys.executable, "-c", NO_PYTEST + code + AFTER],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=120,
+        check=False,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
 
 
 def test_the_blocker_really_hides_pytest(tmp_path: Path) -> None:
@@ -79,8 +85,11 @@ def test_recording_helpers_import_and_work_without_pytest(tmp_path: Path) -> Non
 
 def test_docs_examples_using_the_recorder_run_without_pytest(tmp_path: Path) -> None:
     """Every docs code block that uses ``loopobs.testing`` runs in a script without pytest."""
-    blocks = [(page, line, code) for page, line, code in BLOCKS
-              if "loopobs.testing" in code and page not in FRAMEWORK_PAGES]
+    blocks = [
+        (page, line, code)
+        for page, line, code in BLOCKS
+        if "loopobs.testing" in code and page not in FRAMEWORK_PAGES
+    ]
     assert len(blocks) >= 5
     for page, line, code in blocks:
         out = _run_without_pytest(code, tmp_path)

@@ -60,9 +60,13 @@ def _no_detach_errors(caplog: pytest.LogCaptureFixture) -> Any:
     yield
     # Exporter threads left retrying by other tests' outage checks may log into any
     # test; what this guards against is logged by the SDK on the test's own thread.
-    bad = [r for r in caplog.records if r.name.startswith("opentelemetry")
-           and not r.name.startswith("opentelemetry.exporter")
-           and r.thread == threading.get_ident()]
+    bad = [
+        r
+        for r in caplog.records
+        if r.name.startswith("opentelemetry")
+        and not r.name.startswith("opentelemetry.exporter")
+        and r.thread == threading.get_ident()
+    ]
     assert not bad, [r.getMessage() for r in bad]
 
 
@@ -73,8 +77,12 @@ async def test_full_run_gives_the_exact_span_tree(
     s = await full_run(obs, agent="calc")
     spans = by_name(span_exporter)
     assert sorted((k, len(v)) for k, v in spans.items()) == [
-        ("chat m1", 1), ("chat m2", 2), ("execute_tool add", 1), ("execute_tool div", 1),
-        ("invoke_agent calc", 1), ("turn", 2),
+        ("chat m1", 1),
+        ("chat m2", 2),
+        ("execute_tool add", 1),
+        ("execute_tool div", 1),
+        ("invoke_agent calc", 1),
+        ("turn", 2),
     ]
     (run,) = spans["invoke_agent calc"]
     turn0, turn1 = sorted(spans["turn"], key=lambda sp: attrs(sp)[c.LOOPOBS_TURN_INDEX])
@@ -86,8 +94,9 @@ async def test_full_run_gives_the_exact_span_tree(
     # kinds, parents, one trace
     assert run.kind is SpanKind.INTERNAL
     assert run.parent is None
-    assert {sp.context.trace_id for sp in span_exporter.get_finished_spans()
-            } == {run.context.trace_id}
+    assert {sp.context.trace_id for sp in span_exporter.get_finished_spans()} == {
+        run.context.trace_id
+    }
     assert [parent_id(t) for t in (turn0, turn1)] == [sid(run)] * 2
     assert [parent_id(x) for x in (failed_chat, ok0, add, div)] == [sid(turn0)] * 4
     assert parent_id(ok1) == sid(turn1)
@@ -105,49 +114,91 @@ async def test_full_run_gives_the_exact_span_tree(
 
     # attributes
     assert attrs(run) == {
-        c.GEN_AI_OPERATION_NAME: "invoke_agent", c.GEN_AI_AGENT_NAME: "calc",
-        c.GEN_AI_CONVERSATION_ID: str(s.session_id), c.LOOPOBS_RUN_ID: str(s.run_id),
-        c.GEN_AI_REQUEST_MODEL: "m1", c.LOOPOBS_RUN_STATUS: "completed",
-        c.LOOPOBS_RUN_TOTAL_TURNS: 2, c.GEN_AI_USAGE_INPUT_TOKENS: 150,
-        c.GEN_AI_USAGE_OUTPUT_TOKENS: 30, c.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: 10,
-        c.GEN_AI_PROVIDER_NAME: "scripted", c.LOOPOBS_RUN_LOOP_DETECTED: True,  # it warned
+        c.GEN_AI_OPERATION_NAME: "invoke_agent",
+        c.GEN_AI_AGENT_NAME: "calc",
+        c.GEN_AI_CONVERSATION_ID: str(s.session_id),
+        c.LOOPOBS_RUN_ID: str(s.run_id),
+        c.GEN_AI_REQUEST_MODEL: "m1",
+        c.LOOPOBS_RUN_STATUS: "completed",
+        c.LOOPOBS_RUN_TOTAL_TURNS: 2,
+        c.GEN_AI_USAGE_INPUT_TOKENS: 150,
+        c.GEN_AI_USAGE_OUTPUT_TOKENS: 30,
+        c.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: 10,
+        c.GEN_AI_PROVIDER_NAME: "scripted",
+        c.LOOPOBS_RUN_LOOP_DETECTED: True,  # it warned
         c.LOOPOBS_RUN_BUDGET_STOPPED: False,
     }  # no reasoning tokens: the conventions list none on invoke_agent
     assert attrs(ok0) == {
-        c.GEN_AI_OPERATION_NAME: "chat", c.GEN_AI_REQUEST_MODEL: "m2",
-        c.GEN_AI_REQUEST_STREAM: True, c.GEN_AI_CONVERSATION_ID: str(s.session_id),
-        c.LOOPOBS_ATTEMPT: 1, c.GEN_AI_PROVIDER_NAME: "scripted",
-        c.GEN_AI_RESPONSE_MODEL: "m2-2026", c.GEN_AI_USAGE_INPUT_TOKENS: 100,
-        c.GEN_AI_USAGE_OUTPUT_TOKENS: 20, c.GEN_AI_RESPONSE_ID: "resp-0-1",
+        c.GEN_AI_OPERATION_NAME: "chat",
+        c.GEN_AI_REQUEST_MODEL: "m2",
+        c.GEN_AI_REQUEST_STREAM: True,
+        c.GEN_AI_CONVERSATION_ID: str(s.session_id),
+        c.LOOPOBS_ATTEMPT: 1,
+        c.GEN_AI_PROVIDER_NAME: "scripted",
+        c.GEN_AI_RESPONSE_MODEL: "m2-2026",
+        c.GEN_AI_USAGE_INPUT_TOKENS: 100,
+        c.GEN_AI_USAGE_OUTPUT_TOKENS: 20,
+        c.GEN_AI_RESPONSE_ID: "resp-0-1",
         c.GEN_AI_RESPONSE_FINISH_REASONS: ("tool_calls",),
-        c.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: 10, c.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: 5,
+        c.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: 10,
+        c.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: 5,
         c.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: 0.15,
     }
     assert attrs(add) == {
-        c.GEN_AI_OPERATION_NAME: "execute_tool", c.GEN_AI_TOOL_NAME: "add",
-        c.GEN_AI_TOOL_CALL_ID: "call-a", c.GEN_AI_TOOL_TYPE: "function", c.LOOPOBS_ATTEMPT: 0,
-        c.LOOPOBS_TOOL_OUTCOME: "output", c.LOOPOBS_TOOL_RESULT_HASH: "fedcba9876543210",
+        c.GEN_AI_OPERATION_NAME: "execute_tool",
+        c.GEN_AI_TOOL_NAME: "add",
+        c.GEN_AI_TOOL_CALL_ID: "call-a",
+        c.GEN_AI_TOOL_TYPE: "function",
+        c.LOOPOBS_ATTEMPT: 0,
+        c.LOOPOBS_TOOL_OUTCOME: "output",
+        c.LOOPOBS_TOOL_RESULT_HASH: "fedcba9876543210",
     }
     assert attrs(div)[c.LOOPOBS_TOOL_OUTCOME] == "error"
-    assert attrs(turn0) == {c.LOOPOBS_TURN_INDEX: 0, c.LOOPOBS_TURN_INPUT_TOKENS: 100,
-                            c.LOOPOBS_TURN_OUTPUT_TOKENS: 20}
+    assert attrs(turn0) == {
+        c.LOOPOBS_TURN_INDEX: 0,
+        c.LOOPOBS_TURN_INPUT_TOKENS: 100,
+        c.LOOPOBS_TURN_OUTPUT_TOKENS: 20,
+    }
 
     # span events, with their fields
-    assert events(run) == [(c.EVENT_COMPACTION, {
-        c.LOOPOBS_COMPACTION_TOKENS_BEFORE: 9000, c.LOOPOBS_COMPACTION_TOKENS_AFTER: 3000,
-        c.LOOPOBS_COMPACTION_TOKENS_SAVED: 6000, c.LOOPOBS_COMPACTION_MESSAGES_REMOVED: 7,
-        c.LOOPOBS_COMPACTION_REASON: "threshold"})]
-    assert events(turn0) == [
-        (c.EVENT_FALLBACK, {c.LOOPOBS_MODEL_FROM: "m1", c.LOOPOBS_MODEL_TO: "m2",
-                            c.LOOPOBS_TURN_INDEX: 0}),
-        (c.EVENT_MODEL_SWITCHED, {c.LOOPOBS_MODEL_FROM: "m1", c.LOOPOBS_MODEL_TO: "m2"}),
-        (c.EVENT_LOOP_DETECTED, {c.LOOPOBS_DETECTION_PATTERN: "add(…)",  # no arguments: content
-                                 c.LOOPOBS_DETECTION_REPETITIONS: 3,
-                                 c.LOOPOBS_DETECTION_ACTION: "warn", c.GEN_AI_TOOL_NAME: "add"}),
+    assert events(run) == [
+        (
+            c.EVENT_COMPACTION,
+            {
+                c.LOOPOBS_COMPACTION_TOKENS_BEFORE: 9000,
+                c.LOOPOBS_COMPACTION_TOKENS_AFTER: 3000,
+                c.LOOPOBS_COMPACTION_TOKENS_SAVED: 6000,
+                c.LOOPOBS_COMPACTION_MESSAGES_REMOVED: 7,
+                c.LOOPOBS_COMPACTION_REASON: "threshold",
+            },
+        )
     ]
-    assert events(turn1) == [(c.EVENT_CONVERGENCE_DETECTED, {
-        c.LOOPOBS_DETECTION_ACTION: "stop", c.LOOPOBS_DETECTION_SIMILARITY: 0.97,
-        c.LOOPOBS_DETECTION_CONSECUTIVE: 3})]
+    assert events(turn0) == [
+        (
+            c.EVENT_FALLBACK,
+            {c.LOOPOBS_MODEL_FROM: "m1", c.LOOPOBS_MODEL_TO: "m2", c.LOOPOBS_TURN_INDEX: 0},
+        ),
+        (c.EVENT_MODEL_SWITCHED, {c.LOOPOBS_MODEL_FROM: "m1", c.LOOPOBS_MODEL_TO: "m2"}),
+        (
+            c.EVENT_LOOP_DETECTED,
+            {
+                c.LOOPOBS_DETECTION_PATTERN: "add(…)",  # no arguments: content
+                c.LOOPOBS_DETECTION_REPETITIONS: 3,
+                c.LOOPOBS_DETECTION_ACTION: "warn",
+                c.GEN_AI_TOOL_NAME: "add",
+            },
+        ),
+    ]
+    assert events(turn1) == [
+        (
+            c.EVENT_CONVERGENCE_DETECTED,
+            {
+                c.LOOPOBS_DETECTION_ACTION: "stop",
+                c.LOOPOBS_DETECTION_SIMILARITY: 0.97,
+                c.LOOPOBS_DETECTION_CONSECUTIVE: 3,
+            },
+        )
+    ]
 
     # times are the events' times (a replayed log gives identical spans)
     assert run.start_time == s.times[0]
@@ -184,8 +235,12 @@ async def test_without_turn_spans_calls_sit_under_the_run(
     assert len(children) == 5
     assert {parent_id(sp) for sp in children} == {sid(run)}
     assert [e[0] for e in events(run)] == [
-        c.EVENT_COMPACTION, c.EVENT_FALLBACK, c.EVENT_MODEL_SWITCHED, c.EVENT_LOOP_DETECTED,
-        c.EVENT_CONVERGENCE_DETECTED]
+        c.EVENT_COMPACTION,
+        c.EVENT_FALLBACK,
+        c.EVENT_MODEL_SWITCHED,
+        c.EVENT_LOOP_DETECTED,
+        c.EVENT_CONVERGENCE_DETECTED,
+    ]
 
 
 async def test_failed_turn_and_run_are_errors(
@@ -193,8 +248,11 @@ async def test_failed_turn_and_run_are_errors(
 ) -> None:
     await failed_run(TracingObserver(tracer_provider))
     spans = by_name(span_exporter)
-    for name, etype in (("chat m1", "RateLimited"), ("turn", "FallbackExhausted"),
-                        ("invoke_agent agent", "FallbackExhausted")):
+    for name, etype in (
+        ("chat m1", "RateLimited"),
+        ("turn", "FallbackExhausted"),
+        ("invoke_agent agent", "FallbackExhausted"),
+    ):
         (sp,) = spans[name]
         assert sp.status.status_code is StatusCode.ERROR, name
         assert attrs(sp)[c.ERROR_TYPE] == etype
@@ -213,13 +271,26 @@ async def test_parking_is_an_event_not_an_error(
     assert run.status.status_code is StatusCode.UNSET
     assert turn.status.status_code is StatusCode.UNSET
     assert attrs(run)[c.LOOPOBS_RUN_STATUS] == ("sleeping" if sleep else "suspended")
-    expected = ((c.EVENT_SLEEP, {c.GEN_AI_TOOL_NAME: "approve", c.GEN_AI_TOOL_CALL_ID: "call-p",
-                                 c.LOOPOBS_PARK_WAKE_AT: "2030-01-01T00:00:00+00:00"})
-                if sleep else
-                (c.EVENT_SUSPENDED, {c.GEN_AI_TOOL_NAME: "approve",
-                                     c.GEN_AI_TOOL_CALL_ID: "call-p",
-                                     c.LOOPOBS_PARK_REASON: "needs approval",
-                                     c.LOOPOBS_PARK_KIND: "human"}))
+    expected = (
+        (
+            c.EVENT_SLEEP,
+            {
+                c.GEN_AI_TOOL_NAME: "approve",
+                c.GEN_AI_TOOL_CALL_ID: "call-p",
+                c.LOOPOBS_PARK_WAKE_AT: "2030-01-01T00:00:00+00:00",
+            },
+        )
+        if sleep
+        else (
+            c.EVENT_SUSPENDED,
+            {
+                c.GEN_AI_TOOL_NAME: "approve",
+                c.GEN_AI_TOOL_CALL_ID: "call-p",
+                c.LOOPOBS_PARK_REASON: "needs approval",
+                c.LOOPOBS_PARK_KIND: "human",
+            },
+        )
+    )
     assert events(turn) == [expected]
     (tool,) = spans["execute_tool approve"]
     assert attrs(tool)[c.LOOPOBS_TOOL_OUTCOME] == ("sleep" if sleep else "suspend")
@@ -229,8 +300,9 @@ async def test_fifty_concurrent_runs_give_fifty_complete_traces(
     tracer_provider: TracerProvider, span_exporter: InMemorySpanExporter
 ) -> None:
     obs = TracingObserver(tracer_provider)
-    scripts = await asyncio.gather(*(full_run(obs, agent=f"a{i % 5}", t0=T0 + i)
-                                     for i in range(50)))
+    scripts = await asyncio.gather(
+        *(full_run(obs, agent=f"a{i % 5}", t0=T0 + i) for i in range(50))
+    )
     spans = span_exporter.get_finished_spans()
     assert len(spans) == 50 * 8
     traces: dict[int, list[ReadableSpan]] = {}
@@ -244,14 +316,22 @@ async def test_fifty_concurrent_runs_give_fifty_complete_traces(
         ids = {sid(sp) for sp in members}
         assert all(parent_id(sp) in ids for sp in members if sp.parent is not None)
         assert sorted(sp.name.split()[0] for sp in members) == [
-            "chat", "chat", "chat", "execute_tool", "execute_tool", "invoke_agent", "turn",
-            "turn"]
+            "chat",
+            "chat",
+            "chat",
+            "execute_tool",
+            "execute_tool",
+            "invoke_agent",
+            "turn",
+            "turn",
+        ]
         # every span of a trace carries its own run's session
         root = roots[0]
         run_ids.add(attrs(root)[c.LOOPOBS_RUN_ID])
         chats = [sp for sp in members if sp.name.startswith("chat")]
         assert {attrs(sp)[c.GEN_AI_CONVERSATION_ID] for sp in chats} == {
-            attrs(root)[c.GEN_AI_CONVERSATION_ID]}
+            attrs(root)[c.GEN_AI_CONVERSATION_ID]
+        }
     assert run_ids == {str(s.run_id) for s in scripts}
     assert obs.open_runs == 0
     assert obs.open_spans() == 0
@@ -322,7 +402,8 @@ class Boom(LoopObserver):
 
 
 async def test_a_failing_observer_elsewhere_does_not_break_the_tree(
-    tracer_provider: TracerProvider, span_exporter: InMemorySpanExporter,
+    tracer_provider: TracerProvider,
+    span_exporter: InMemorySpanExporter,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     observers = ObserverSet([Boom(), TracingObserver(tracer_provider)])
@@ -413,8 +494,9 @@ async def test_resumed_run_links_to_the_parked_run(
     resumed = Script(obs, session_id=parked.session_id)
     resumed.run_start(resumed_from=parked_id_elsewhere)
     resumed.run_end()
-    first, second = (sp for sp in span_exporter.get_finished_spans()
-                     if sp.name.startswith("invoke_agent"))
+    first, second = (
+        sp for sp in span_exporter.get_finished_spans() if sp.name.startswith("invoke_agent")
+    )
     (link,) = second.links
     assert link.context.trace_id == first.context.trace_id
     assert link.context.span_id == sid(first)
@@ -423,12 +505,18 @@ async def test_resumed_run_links_to_the_parked_run(
 
 # -- content ----------------------------------------------------------------------------------
 
-CONTENT_KEYS = {c.GEN_AI_INPUT_MESSAGES, c.GEN_AI_OUTPUT_MESSAGES, c.GEN_AI_SYSTEM_INSTRUCTIONS,
-                c.GEN_AI_TOOL_CALL_ARGUMENTS, c.GEN_AI_TOOL_CALL_RESULT}
+CONTENT_KEYS = {
+    c.GEN_AI_INPUT_MESSAGES,
+    c.GEN_AI_OUTPUT_MESSAGES,
+    c.GEN_AI_SYSTEM_INSTRUCTIONS,
+    c.GEN_AI_TOOL_CALL_ARGUMENTS,
+    c.GEN_AI_TOOL_CALL_RESULT,
+}
 
 
 async def test_no_content_by_default(
-    tracer_provider: TracerProvider, span_exporter: InMemorySpanExporter,
+    tracer_provider: TracerProvider,
+    span_exporter: InMemorySpanExporter,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv(content.CAPTURE_CONTENT_ENV, raising=False)
@@ -442,8 +530,9 @@ async def test_no_content_by_default(
 async def test_span_only_content_follows_the_message_schema(
     tracer_provider: TracerProvider, span_exporter: InMemorySpanExporter
 ) -> None:
-    await full_run(TracingObserver(tracer_provider, capture_content="span_only"),
-                   instructions="be terse")
+    await full_run(
+        TracingObserver(tracer_provider, capture_content="span_only"), instructions="be terse"
+    )
     spans = by_name(span_exporter)
     ok0, ok1 = sorted(spans["chat m2"], key=lambda sp: sp.start_time or 0)
     (failed,) = spans["chat m1"]
@@ -451,24 +540,48 @@ async def test_span_only_content_follows_the_message_schema(
     assert json.loads(attrs(failed)[c.GEN_AI_INPUT_MESSAGES]) == [user]
     assert c.GEN_AI_OUTPUT_MESSAGES not in attrs(failed)
     assert json.loads(attrs(ok0)[c.GEN_AI_SYSTEM_INSTRUCTIONS]) == [
-        {"type": "text", "content": "be terse"}]
-    calls = [{"type": "tool_call", "id": "call-a", "name": "add", "arguments": {"a": 2, "b": 2}},
-             {"type": "tool_call", "id": "call-b", "name": "div", "arguments": {"a": 1, "b": 0}}]
-    assert json.loads(attrs(ok0)[c.GEN_AI_OUTPUT_MESSAGES]) == [{
-        "role": "assistant", "finish_reason": "tool_call",
-        "parts": [{"type": "reasoning", "content": "let me add"},
-                  {"type": "text", "content": "Adding"}, *calls]}]
+        {"type": "text", "content": "be terse"}
+    ]
+    calls = [
+        {"type": "tool_call", "id": "call-a", "name": "add", "arguments": {"a": 2, "b": 2}},
+        {"type": "tool_call", "id": "call-b", "name": "div", "arguments": {"a": 1, "b": 0}},
+    ]
+    assert json.loads(attrs(ok0)[c.GEN_AI_OUTPUT_MESSAGES]) == [
+        {
+            "role": "assistant",
+            "finish_reason": "tool_call",
+            "parts": [
+                {"type": "reasoning", "content": "let me add"},
+                {"type": "text", "content": "Adding"},
+                *calls,
+            ],
+        }
+    ]
     assert json.loads(attrs(ok1)[c.GEN_AI_INPUT_MESSAGES]) == [
         user,
         {"role": "assistant", "parts": [{"type": "text", "content": "Adding"}, *calls]},
-        {"role": "tool", "parts": [{"type": "tool_call_response", "id": "call-a",
-                                    "response": "4"}]},
-        {"role": "tool", "parts": [{"type": "tool_call_response", "id": "call-b",
-                                    "response": "error: division by zero"}]},
+        {
+            "role": "tool",
+            "parts": [{"type": "tool_call_response", "id": "call-a", "response": "4"}],
+        },
+        {
+            "role": "tool",
+            "parts": [
+                {
+                    "type": "tool_call_response",
+                    "id": "call-b",
+                    "response": "error: division by zero",
+                }
+            ],
+        },
     ]
-    assert json.loads(attrs(ok1)[c.GEN_AI_OUTPUT_MESSAGES]) == [{
-        "role": "assistant", "finish_reason": "stop",
-        "parts": [{"type": "text", "content": "It is 4."}]}]
+    assert json.loads(attrs(ok1)[c.GEN_AI_OUTPUT_MESSAGES]) == [
+        {
+            "role": "assistant",
+            "finish_reason": "stop",
+            "parts": [{"type": "text", "content": "It is 4."}],
+        }
+    ]
     # the chat span still ends when the stream succeeded, not when the tools ran
     assert ok0.end_time is not None
     assert spans["execute_tool add"][0].start_time is not None
@@ -483,18 +596,25 @@ async def test_span_only_content_follows_the_message_schema(
 
 @pytest.mark.parametrize(("mode", "on_span"), [("EVENT_ONLY", False), ("SPAN_AND_EVENT", True)])
 async def test_event_modes_put_content_on_the_details_event(
-    tracer_provider: TracerProvider, span_exporter: InMemorySpanExporter,
-    monkeypatch: pytest.MonkeyPatch, mode: str, on_span: bool,
+    tracer_provider: TracerProvider,
+    span_exporter: InMemorySpanExporter,
+    monkeypatch: pytest.MonkeyPatch,
+    mode: str,
+    on_span: bool,
 ) -> None:
     monkeypatch.setenv(content.CAPTURE_CONTENT_ENV, mode.lower())
     await full_run(TracingObserver(tracer_provider), instructions="be terse")
     ok1 = max(by_name(span_exporter)["chat m2"], key=lambda sp: sp.start_time or 0)
     (details,) = [e for e in ok1.events if e.name == c.EVENT_INFERENCE_DETAILS]
     ev = dict(details.attributes or {})
-    assert set(ev) == {c.GEN_AI_INPUT_MESSAGES, c.GEN_AI_OUTPUT_MESSAGES,
-                       c.GEN_AI_SYSTEM_INSTRUCTIONS}
+    assert set(ev) == {
+        c.GEN_AI_INPUT_MESSAGES,
+        c.GEN_AI_OUTPUT_MESSAGES,
+        c.GEN_AI_SYSTEM_INSTRUCTIONS,
+    }
     assert json.loads(str(ev[c.GEN_AI_OUTPUT_MESSAGES]))[0]["parts"] == [
-        {"type": "text", "content": "It is 4."}]
+        {"type": "text", "content": "It is 4."}
+    ]
     assert details.timestamp == ok1.end_time
     assert (c.GEN_AI_INPUT_MESSAGES in attrs(ok1)) is on_span
 
@@ -504,24 +624,24 @@ def test_content_mode_parsing(
 ) -> None:
     parse = content.parse_content_mode
     assert parse(None, {}) is ContentMode.NO_CONTENT
-    assert parse(None, {content.CAPTURE_CONTENT_ENV: "Span_And_Event"}) is \
-        ContentMode.SPAN_AND_EVENT
+    assert (
+        parse(None, {content.CAPTURE_CONTENT_ENV: "Span_And_Event"}) is ContentMode.SPAN_AND_EVENT
+    )
     assert parse(True) is ContentMode.SPAN_ONLY
     assert parse(False) is ContentMode.NO_CONTENT
     assert parse("true") is ContentMode.SPAN_ONLY
     assert parse(ContentMode.EVENT_ONLY) is ContentMode.EVENT_ONLY
     with caplog.at_level(logging.WARNING, logger="loopobs.exporters.content"):
-        assert parse(None, {content.CAPTURE_CONTENT_ENV: "everything"}) is \
-            ContentMode.NO_CONTENT
+        assert parse(None, {content.CAPTURE_CONTENT_ENV: "everything"}) is ContentMode.NO_CONTENT
     assert "everything" in caplog.text
     assert "capturing no content" in caplog.text
     monkeypatch.setenv(content.CAPTURE_CONTENT_ENV, "bogus")
     with caplog.at_level(logging.WARNING, logger="loopobs.exporters.content"):
-        assert TracingObserver(trace.NoOpTracerProvider()).content_mode is \
-            ContentMode.NO_CONTENT
+        assert TracingObserver(trace.NoOpTracerProvider()).content_mode is ContentMode.NO_CONTENT
 
 
 # -- not recording --------------------------------------------------------------------------------
+
 
 async def test_sampled_out_runs_skip_attribute_and_content_work(
     monkeypatch: pytest.MonkeyPatch,
@@ -604,8 +724,14 @@ async def test_agent_loop_fifty_concurrent_runs_with_nested_user_spans(
     for members in traces.values():
         named = {sp.name: sp for sp in members}
         assert sorted(sp.name for sp in members) == [
-            "chat m", "chat m", "execute_tool work", "invoke_agent agent", "turn", "turn",
-            "user work"]
+            "chat m",
+            "chat m",
+            "execute_tool work",
+            "invoke_agent agent",
+            "turn",
+            "turn",
+            "user work",
+        ]
         assert parent_id(named["user work"]) == sid(named["execute_tool work"])
     assert obs.open_runs == 0
     assert obs.open_spans() == 0
@@ -627,8 +753,9 @@ async def test_agent_loop_cancellation_ends_every_span(
         return n
 
     obs = TracingObserver(tracer_provider)
-    loop = AgentLoop(ScriptedClient(_script), model="m", tools=[work], observers=[obs],
-                     tool_timeout=None)
+    loop = AgentLoop(
+        ScriptedClient(_script), model="m", tools=[work], observers=[obs], tool_timeout=None
+    )
     task = asyncio.create_task(loop.run("q"))
     await entered.wait()
     task.cancel()
@@ -657,8 +784,13 @@ async def test_resumed_run_links_to_the_parked_run_through_the_checkpoint(
         return Suspend("approve?", {"type": "object", "properties": {"ok": {"type": "boolean"}}})
 
     def make_loop(step: Reply) -> AgentLoop:
-        return AgentLoop(ScriptedClient([step]), model="m1", tools=[approve], detectors=[],
-                         observers=[TracingObserver(tracer_provider)])
+        return AgentLoop(
+            ScriptedClient([step]),
+            model="m1",
+            tools=[approve],
+            detectors=[],
+            observers=[TracingObserver(tracer_provider)],
+        )
 
     parked = await make_loop(Reply(tool_calls=(ToolCall("approve", {"amount": 3}),))).run("pay")
     assert parked.checkpoint is not None
@@ -680,8 +812,7 @@ async def test_resumed_run_links_to_the_parked_run_through_the_checkpoint(
 
 def test_without_content_capture_the_chunk_and_content_hooks_are_not_listened_to() -> None:
     """The loop builds no chunk events for tracing alone when content is not captured."""
-    content_only = {"on_text_delta", "on_thinking_delta", "on_tool_call_received",
-                    "on_response"}
+    content_only = {"on_text_delta", "on_thinking_delta", "on_tool_call_received", "on_response"}
     quiet = ObserverSet([TracingObserver(TracerProvider())])
     assert not content_only & quiet.listening
     assert quiet.listens("on_stream_start")

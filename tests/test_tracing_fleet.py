@@ -23,14 +23,20 @@ def ping(host: str) -> str:
     return "no answer"
 
 
-async def test_a_looping_run_says_so_on_its_root(tracer_provider: TracerProvider,
-                                                 span_exporter: InMemorySpanExporter) -> None:
+async def test_a_looping_run_says_so_on_its_root(
+    tracer_provider: TracerProvider, span_exporter: InMemorySpanExporter
+) -> None:
     same = Reply(tool_calls=(ToolCall("ping", {"host": "a"}),))
-    loop = AgentLoop(ScriptedClient([same] * 12 + [Reply(text="gave up")]), model="m",
-                     tools=[ping], observers=[TracingObserver(tracer_provider)],
-                     detectors=[RepetitionDetector(warn_after=2, stop_after=100)])
-    result = await loop.run("ping a", session=Conversation(attribution={"tenant": "acme",
-                                                                         "user": "u-9"}))
+    loop = AgentLoop(
+        ScriptedClient([same] * 12 + [Reply(text="gave up")]),
+        model="m",
+        tools=[ping],
+        observers=[TracingObserver(tracer_provider)],
+        detectors=[RepetitionDetector(warn_after=2, stop_after=100)],
+    )
+    result = await loop.run(
+        "ping a", session=Conversation(attribution={"tenant": "acme", "user": "u-9"})
+    )
     assert result.status is RunStatus.LOOP_DETECTED
     root = _root(span_exporter)
     assert root[c.LOOPOBS_RUN_LOOP_DETECTED] is True
@@ -39,13 +45,23 @@ async def test_a_looping_run_says_so_on_its_root(tracer_provider: TracerProvider
     assert root[c.USER_ID] == "u-9"
 
 
-async def test_a_budget_stop_says_so_on_its_root(tracer_provider: TracerProvider,
-                                                 span_exporter: InMemorySpanExporter) -> None:
-    reply = Reply(text="", tool_calls=(ToolCall("ping", {"host": "a"}),),
-                  usage=Usage(input_tokens=10, output_tokens=10))
-    loop = AgentLoop(ScriptedClient([reply] * 5), model="m", tools=[ping], detectors=[],
-                     observers=[TracingObserver(tracer_provider)], budget=Budget(model_calls=2),
-                     prices={"m": ModelRates(input_per_mtok=1.0, output_per_mtok=1.0)})
+async def test_a_budget_stop_says_so_on_its_root(
+    tracer_provider: TracerProvider, span_exporter: InMemorySpanExporter
+) -> None:
+    reply = Reply(
+        text="",
+        tool_calls=(ToolCall("ping", {"host": "a"}),),
+        usage=Usage(input_tokens=10, output_tokens=10),
+    )
+    loop = AgentLoop(
+        ScriptedClient([reply] * 5),
+        model="m",
+        tools=[ping],
+        detectors=[],
+        observers=[TracingObserver(tracer_provider)],
+        budget=Budget(model_calls=2),
+        prices={"m": ModelRates(input_per_mtok=1.0, output_per_mtok=1.0)},
+    )
     result = await loop.run("ping")
     assert result.status is RunStatus.BUDGET_EXCEEDED
     root = _root(span_exporter)

@@ -59,7 +59,8 @@ def _no_limit_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_an_11_mb_tool_result_becomes_a_bounded_attribute(
-        provider: tuple[TracerProvider, InMemorySpanExporter]) -> None:
+    provider: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
     """By default a content value is cut to 32,768 characters, with a marker, and counted;
     the next call's input messages (which quote the result) are cut too."""
     tracer_provider, exporter = provider
@@ -81,8 +82,8 @@ def test_an_11_mb_tool_result_becomes_a_bounded_attribute(
 
 
 def test_the_standard_length_variable_lowers_the_bound(
-        provider: tuple[TracerProvider, InMemorySpanExporter],
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    provider: tuple[TracerProvider, InMemorySpanExporter], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "1000")
     tracer_provider, exporter = provider
     obs = TracingObserver(tracer_provider, capture_content=True)
@@ -95,8 +96,7 @@ def test_the_standard_length_variable_lowers_the_bound(
     assert result.endswith(content.TRUNCATED_MARKER)
 
 
-def test_the_providers_span_limits_are_learnt_and_counted(
-        caplog: pytest.LogCaptureFixture) -> None:
+def test_the_providers_span_limits_are_learnt_and_counted(caplog: pytest.LogCaptureFixture) -> None:
     """A provider built with SpanLimits cuts values itself (silently for us): the observer
     reads back what the span kept, counts the cut, and cuts later values itself (marker
     included, and no more SDK warnings)."""
@@ -121,7 +121,8 @@ def test_the_providers_span_limits_are_learnt_and_counted(
 
 
 def test_usage_attributes_are_set_before_content_ones(
-        provider: tuple[TracerProvider, InMemorySpanExporter]) -> None:
+    provider: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
     """On a chat span the token usage comes before the content: a backend keeping only the
     first attributes of a span keeps the numbers."""
     tracer_provider, exporter = provider
@@ -133,7 +134,8 @@ def test_usage_attributes_are_set_before_content_ones(
 
 
 def test_no_bound_of_its_own_when_asked(
-        provider: tuple[TracerProvider, InMemorySpanExporter]) -> None:
+    provider: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
     tracer_provider, exporter = provider
     obs = TracingObserver(tracer_provider, capture_content=True, max_content_length=None)
     _tool_run(obs, "r" * 100_000)
@@ -143,7 +145,8 @@ def test_no_bound_of_its_own_when_asked(
 
 
 def test_event_content_and_log_records_are_bounded_too(
-        provider: tuple[TracerProvider, InMemorySpanExporter]) -> None:
+    provider: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
     tracer_provider, exporter = provider
     obs = TracingObserver(tracer_provider, capture_content="EVENT_ONLY", max_content_length=64)
     _tool_run(obs, "r" * 1000, query="q" * 1000)
@@ -154,13 +157,15 @@ def test_event_content_and_log_records_are_bounded_too(
             assert len(value) <= 64
     short, cut = content.cut_strings({"a": ["x" * 100, {"b": "y"}]}, 20)
     assert cut == 1
-    assert json.dumps(short) == json.dumps({"a": ["x" * (20 - len(content.TRUNCATED_MARKER))
-                                                  + content.TRUNCATED_MARKER, {"b": "y"}]})
+    assert json.dumps(short) == json.dumps(
+        {"a": ["x" * (20 - len(content.TRUNCATED_MARKER)) + content.TRUNCATED_MARKER, {"b": "y"}]}
+    )
     assert content.cut("x" * 100, 5) == "xxxxx"
 
 
 def test_a_failing_redaction_hook_still_ends_the_chat_span(
-        provider: tuple[TracerProvider, InMemorySpanExporter]) -> None:
+    provider: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
     """An observer never leaves a span open: a redaction hook raising while a call's content
     is gathered still ends the call's span."""
     tracer_provider, exporter = provider

@@ -59,8 +59,12 @@ def __getattr__(name: str) -> Any:
     if name == "ToolCall":
         # The adapters' ToolCall shared its name with loopobs.llm.ToolCall (a scripted
         # model's call); it is FrameworkToolCall now.
-        warnings.warn("loopobs.adapters.ToolCall was renamed FrameworkToolCall "
-                      "(loopobs.llm.ToolCall is the scripted model's); the old name goes away "
-                      "in loopobs 0.3", DeprecationWarning, stacklevel=2)
+        warnings.warn(
+            "loopobs.adapters.ToolCall was renamed FrameworkToolCall "
+            "(loopobs.llm.ToolCall is the scripted model's); the old name goes away "
+            "in loopobs 0.3",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         return FrameworkToolCall
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

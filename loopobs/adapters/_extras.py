@@ -5,8 +5,9 @@ from __future__ import annotations
 __all__ = ["missing_extra"]
 
 
-def missing_extra(adapter: str, package: str, extra: str,
-                  cause: ModuleNotFoundError) -> ImportError:
+def missing_extra(
+    adapter: str, package: str, extra: str, cause: ModuleNotFoundError
+) -> ImportError:
     """The ``ImportError`` an adapter module raises when ``package`` cannot be imported.
 
     Use it around the framework import at the top of the adapter module::

@@ -147,8 +147,9 @@ class RunStopped(LoopDetected):
 
     _fields: ClassVar[tuple[str, ...]] = ("pattern", "status")
 
-    def __init__(self, message: str = "", *, pattern: str = "",
-                 status: str = "loop_detected") -> None:
+    def __init__(
+        self, message: str = "", *, pattern: str = "", status: str = "loop_detected"
+    ) -> None:
         super().__init__(message or f"stopped: {pattern}", pattern=pattern)
         self.status = status
 
@@ -211,8 +212,9 @@ def tool_error(error: BaseException | None, tool: str) -> ToolError | Cancelled:
         return ToolExecutionError("the tool failed", tool=tool, error_type="Error")
     if _cancelled(error):
         return Cancelled("the tool call was cancelled")
-    return ToolExecutionError(f"{type(error).__name__}: {error}", tool=tool,
-                              error_type=type(error).__name__)
+    return ToolExecutionError(
+        f"{type(error).__name__}: {error}", tool=tool, error_type=type(error).__name__
+    )
 
 
 def _run_error(error: BaseException) -> LoopError:
@@ -297,9 +299,14 @@ class RunTracker:
     Thread-safe: runs may start and end concurrently on any thread or task.
     """
 
-    def __init__(self, observers: Iterable[LoopObserver] = (), *,
-                 detectors: Iterable[LoopObserver] | None = None, agent: str = "agent",
-                 prices: PricesArg = None) -> None:
+    def __init__(
+        self,
+        observers: Iterable[LoopObserver] = (),
+        *,
+        detectors: Iterable[LoopObserver] | None = None,
+        agent: str = "agent",
+        prices: PricesArg = None,
+    ) -> None:
         self.agent = agent
         self.prices: PriceLookup = price_lookup(prices)
         """How model calls are priced (``cost_usd`` on the contexts), as for ``AgentLoop``."""
@@ -328,8 +335,11 @@ class RunTracker:
     @property
     def emit(self) -> ObserverSet:
         """Deprecated: :attr:`receivers` (``emit`` is the verb of ``ObserverSet.emit``)."""
-        warnings.warn("RunTracker.emit is RunTracker.receivers; the old name goes away in "
-                      "loopobs 0.3", DeprecationWarning, stacklevel=2)
+        warnings.warn(
+            "RunTracker.emit is RunTracker.receivers; the old name goes away in loopobs 0.3",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         return self.receivers
 
     def attach(self, observer: LoopObserver) -> None:
@@ -359,10 +369,18 @@ class RunTracker:
         with self._lock:
             self._rejected_token_counts += count
 
-    def start_run(self, *, agent: str | None = None, model: str = "",
-                  session_id: uuid.UUID | None = None, instructions: str = "",
-                  query: str = "", resumed_from: uuid.UUID | None = None,
-                  time_ns: int | None = None, branch_of: AdapterRun | None = None) -> AdapterRun:
+    def start_run(
+        self,
+        *,
+        agent: str | None = None,
+        model: str = "",
+        session_id: uuid.UUID | None = None,
+        instructions: str = "",
+        query: str = "",
+        resumed_from: uuid.UUID | None = None,
+        time_ns: int | None = None,
+        branch_of: AdapterRun | None = None,
+    ) -> AdapterRun:
         """Begin a run: emits ``on_run_start`` and returns the run to report into.
 
         ``session_id`` ties runs of one conversation together (turn numbers keep
@@ -376,10 +394,17 @@ class RunTracker:
         """
         if branch_of is not None:
             session_id = branch_of.session_id
-        return AdapterRun(self, agent=agent or self.agent, model=model,
-                         session_id=session_id or uuid.uuid4(), instructions=instructions,
-                         query=query, resumed_from=resumed_from, time_ns=time_ns,
-                         branch_of=branch_of)
+        return AdapterRun(
+            self,
+            agent=agent or self.agent,
+            model=model,
+            session_id=session_id or uuid.uuid4(),
+            instructions=instructions,
+            query=query,
+            resumed_from=resumed_from,
+            time_ns=time_ns,
+            branch_of=branch_of,
+        )
 
     # -- used by AdapterRun ----------------------------------------------------------------
     def _next_turn(self, session_id: uuid.UUID) -> int:
@@ -452,9 +477,19 @@ class AdapterRun:
     processors do); durations are then measured between the given times.
     """
 
-    def __init__(self, tracker: RunTracker, *, agent: str, model: str, session_id: uuid.UUID,
-                 instructions: str, query: str, resumed_from: uuid.UUID | None,
-                 time_ns: int | None, branch_of: AdapterRun | None = None) -> None:
+    def __init__(
+        self,
+        tracker: RunTracker,
+        *,
+        agent: str,
+        model: str,
+        session_id: uuid.UUID,
+        instructions: str,
+        query: str,
+        resumed_from: uuid.UUID | None,
+        time_ns: int | None,
+        branch_of: AdapterRun | None = None,
+    ) -> None:
         self.tracker = tracker
         self.run_id = uuid.uuid4()
         self.branch_of = branch_of
@@ -485,9 +520,17 @@ class AdapterRun:
                 guard.branch(self.run_id, of=branch_of.run_id)
         em = tracker.receivers
         if em.listens("on_run_start"):
-            em.on_run_start(RunStartContext(
-                run_id=self.run_id, time_ns=self._started_ns, session_id=session_id,
-                agent=agent, model=model, resumed_from=resumed_from, instructions=instructions))
+            em.on_run_start(
+                RunStartContext(
+                    run_id=self.run_id,
+                    time_ns=self._started_ns,
+                    session_id=session_id,
+                    agent=agent,
+                    model=model,
+                    resumed_from=resumed_from,
+                    instructions=instructions,
+                )
+            )
 
     # -- state -----------------------------------------------------------------------------
     @property
@@ -553,13 +596,17 @@ class AdapterRun:
         """Open a new turn (ending the current one); lock held."""
         if self._turn is not None:
             self._close_turn(at)
-        turn = _Turn(self.tracker._next_turn(self.session_id),
-                     at if at is not None else _now_ns(), _perf())
+        turn = _Turn(
+            self.tracker._next_turn(self.session_id), at if at is not None else _now_ns(), _perf()
+        )
         self._turn = turn
         em = self.tracker.receivers
         if em.listens("on_turn_start"):
-            em.on_turn_start(TurnStartContext(run_id=self.run_id, time_ns=turn.started_ns,
-                                              turn=turn.number, query=self.query))
+            em.on_turn_start(
+                TurnStartContext(
+                    run_id=self.run_id, time_ns=turn.started_ns, turn=turn.number, query=self.query
+                )
+            )
         return turn
 
     def _close_turn(self, at: int | None, error: LoopError | None = None) -> None:
@@ -578,13 +625,19 @@ class AdapterRun:
         em = self.tracker.receivers
         if em.listens("on_turn_end"):
             usage = turn.usage
-            em.on_turn_end(TurnEndContext(
-                run_id=self.run_id, time_ns=at if at is not None else _now_ns(),
-                turn=turn.number, success=error is None, error=error,
-                duration_ms=_duration_ms(turn.started_ns, turn.started, at),
-                input_tokens=usage.input_tokens if usage else 0,
-                output_tokens=usage.output_tokens if usage else 0,
-                cost_usd=turn.cost_usd if turn.answered else 0.0))
+            em.on_turn_end(
+                TurnEndContext(
+                    run_id=self.run_id,
+                    time_ns=at if at is not None else _now_ns(),
+                    turn=turn.number,
+                    success=error is None,
+                    error=error,
+                    duration_ms=_duration_ms(turn.started_ns, turn.started, at),
+                    input_tokens=usage.input_tokens if usage else 0,
+                    output_tokens=usage.output_tokens if usage else 0,
+                    cost_usd=turn.cost_usd if turn.answered else 0.0,
+                )
+            )
 
     def end_turn(self, *, error: BaseException | None = None, time_ns: int | None = None) -> None:
         """End the open turn now (adapters that know turn boundaries); no-op between turns."""
@@ -593,8 +646,9 @@ class AdapterRun:
                 self._close_turn(time_ns, _run_error(error) if error is not None else None)
 
     # -- model calls -----------------------------------------------------------------------
-    def model_start(self, key: Hashable, *, model: str = "", provider: str = "",
-                    time_ns: int | None = None) -> bool:
+    def model_start(
+        self, key: Hashable, *, model: str = "", provider: str = "", time_ns: int | None = None
+    ) -> bool:
         """A model call begins: ``on_stream_start`` (and ``on_turn_start`` for a new turn).
 
         A call opens a new turn unless the open turn has not had its response yet
@@ -609,15 +663,27 @@ class AdapterRun:
             if turn is None or turn.answered or turn.tools_ran:
                 turn = self._open_turn(time_ns)
             model = model or self.model
-            stream = _Stream(model, provider, turn.attempts,
-                             time_ns if time_ns is not None else _now_ns(), _perf())
+            stream = _Stream(
+                model,
+                provider,
+                turn.attempts,
+                time_ns if time_ns is not None else _now_ns(),
+                _perf(),
+            )
             turn.attempts += 1
             self._stream_key, self._stream = key, stream
             em = self.tracker.receivers
             if em.listens("on_stream_start"):
-                em.on_stream_start(StreamStartContext(
-                    run_id=self.run_id, time_ns=stream.started_ns, turn=turn.number,
-                    model=model, provider=provider, attempt=stream.attempt))
+                em.on_stream_start(
+                    StreamStartContext(
+                        run_id=self.run_id,
+                        time_ns=stream.started_ns,
+                        turn=turn.number,
+                        model=model,
+                        provider=provider,
+                        attempt=stream.attempt,
+                    )
+                )
             return True
 
     def text_delta(self, key: Hashable, delta: str, *, time_ns: int | None = None) -> None:
@@ -630,9 +696,14 @@ class AdapterRun:
                 stream.first = _perf()
             em = self.tracker.receivers
             if em.listens("on_text_delta"):
-                em.on_text_delta(TextDeltaContext(
-                    run_id=self.run_id, time_ns=time_ns if time_ns is not None else _now_ns(),
-                    turn=turn.number, delta=delta))
+                em.on_text_delta(
+                    TextDeltaContext(
+                        run_id=self.run_id,
+                        time_ns=time_ns if time_ns is not None else _now_ns(),
+                        turn=turn.number,
+                        delta=delta,
+                    )
+                )
 
     def thinking_delta(self, key: Hashable, delta: str, *, time_ns: int | None = None) -> None:
         """A chunk of reasoning of the model call ``key`` (``""``: redacted)."""
@@ -644,15 +715,28 @@ class AdapterRun:
                 stream.first = _perf()
             em = self.tracker.receivers
             if em.listens("on_thinking_delta"):
-                em.on_thinking_delta(ThinkingDeltaContext(
-                    run_id=self.run_id, time_ns=time_ns if time_ns is not None else _now_ns(),
-                    turn=turn.number, delta=delta))
+                em.on_thinking_delta(
+                    ThinkingDeltaContext(
+                        run_id=self.run_id,
+                        time_ns=time_ns if time_ns is not None else _now_ns(),
+                        turn=turn.number,
+                        delta=delta,
+                    )
+                )
 
-    def model_end(self, key: Hashable, *, usage: Usage | None = None, text: str = "",
-                  tool_calls: Sequence[FrameworkToolCall] = (), finish_reason: str | None = None,
-                  response_id: str | None = None, response_model: str | None = None,
-                  time_to_first_token_ms: float | None = None,
-                  time_ns: int | None = None) -> None:
+    def model_end(
+        self,
+        key: Hashable,
+        *,
+        usage: Usage | None = None,
+        text: str = "",
+        tool_calls: Sequence[FrameworkToolCall] = (),
+        finish_reason: str | None = None,
+        response_id: str | None = None,
+        response_model: str | None = None,
+        time_to_first_token_ms: float | None = None,
+        time_ns: int | None = None,
+    ) -> None:
         """The model call ``key`` succeeded.
 
         Emits ``on_stream_success`` (with ``usage`` as reported, but for implausible
@@ -677,28 +761,51 @@ class AdapterRun:
             if usage is not None:
                 self.usage = self.usage + usage
                 if not rejected:
-                    cost = safe_cost(self.tracker.prices, stream.model, stream.provider, usage,
-                                     response_model=response_model)
+                    cost = safe_cost(
+                        self.tracker.prices,
+                        stream.model,
+                        stream.provider,
+                        usage,
+                        response_model=response_model,
+                    )
             self.spend.add_call(usage, cost)
             turn.answered, turn.usage, turn.cost_usd, turn.error = True, usage, cost, None
             em = self.tracker.receivers
             if time_to_first_token_ms is None and stream.first is not None:
                 time_to_first_token_ms = (stream.first - stream.started) * 1000.0
             if em.listens("on_stream_success"):
-                em.on_stream_success(StreamSuccessContext(
-                    run_id=self.run_id, time_ns=at, turn=turn.number, model=stream.model,
-                    input_tokens=u.input_tokens, output_tokens=u.output_tokens,
-                    provider=stream.provider, attempt=stream.attempt,
-                    duration_ms=_duration_ms(stream.started_ns, stream.started, time_ns),
-                    time_to_first_token_ms=time_to_first_token_ms, finish_reason=finish_reason,
-                    response_id=response_id, response_model=response_model,
-                    cache_read_input_tokens=u.cache_read_input_tokens,
-                    cache_write_input_tokens=u.cache_write_input_tokens,
-                    reasoning_output_tokens=u.reasoning_output_tokens, cost_usd=cost))
+                em.on_stream_success(
+                    StreamSuccessContext(
+                        run_id=self.run_id,
+                        time_ns=at,
+                        turn=turn.number,
+                        model=stream.model,
+                        input_tokens=u.input_tokens,
+                        output_tokens=u.output_tokens,
+                        provider=stream.provider,
+                        attempt=stream.attempt,
+                        duration_ms=_duration_ms(stream.started_ns, stream.started, time_ns),
+                        time_to_first_token_ms=time_to_first_token_ms,
+                        finish_reason=finish_reason,
+                        response_id=response_id,
+                        response_model=response_model,
+                        cache_read_input_tokens=u.cache_read_input_tokens,
+                        cache_write_input_tokens=u.cache_write_input_tokens,
+                        reasoning_output_tokens=u.reasoning_output_tokens,
+                        cost_usd=cost,
+                    )
+                )
             if em.listens("on_response"):
-                em.on_response(ResponseContext(run_id=self.run_id, time_ns=at, turn=turn.number,
-                                               text=text, usage=usage,
-                                               tool_calls=len(tool_calls)))
+                em.on_response(
+                    ResponseContext(
+                        run_id=self.run_id,
+                        time_ns=at,
+                        turn=turn.number,
+                        text=text,
+                        usage=usage,
+                        tool_calls=len(tool_calls),
+                    )
+                )
             listens = em.listens("on_tool_call_received")
             for call in tool_calls:
                 # A new response's call is a new call, even if a model reuses an id.
@@ -706,12 +813,20 @@ class AdapterRun:
             for call in tool_calls:
                 self._received.add(call.id)
                 if listens:
-                    em.on_tool_call_received(ToolCallReceivedContext(
-                        run_id=self.run_id, time_ns=at, turn=turn.number, tool=call.name,
-                        tool_call_id=call.id, input=call.arguments))
+                    em.on_tool_call_received(
+                        ToolCallReceivedContext(
+                            run_id=self.run_id,
+                            time_ns=at,
+                            turn=turn.number,
+                            tool=call.name,
+                            tool_call_id=call.id,
+                            input=call.arguments,
+                        )
+                    )
 
-    def model_error(self, key: Hashable, error: BaseException | None = None, *,
-                    time_ns: int | None = None) -> None:
+    def model_error(
+        self, key: Hashable, error: BaseException | None = None, *, time_ns: int | None = None
+    ) -> None:
         """The model call ``key`` failed (cancellation included): ``on_stream_failure``."""
         with self._lock:
             if self._stream is None or self._stream_key != key:
@@ -726,16 +841,29 @@ class AdapterRun:
         turn.error = error
         em = self.tracker.receivers
         if em.listens("on_stream_failure"):
-            em.on_stream_failure(StreamFailureContext(
-                run_id=self.run_id, time_ns=at if at is not None else _now_ns(),
-                turn=turn.number, model=stream.model, error=error, provider=stream.provider,
-                attempt=stream.attempt,
-                duration_ms=_duration_ms(stream.started_ns, stream.started, at)))
+            em.on_stream_failure(
+                StreamFailureContext(
+                    run_id=self.run_id,
+                    time_ns=at if at is not None else _now_ns(),
+                    turn=turn.number,
+                    model=stream.model,
+                    error=error,
+                    provider=stream.provider,
+                    attempt=stream.attempt,
+                    duration_ms=_duration_ms(stream.started_ns, stream.started, at),
+                )
+            )
 
     # -- tools -----------------------------------------------------------------------------
-    def tool_start(self, key: Hashable, *, tool: str, call_id: str | None = None,
-                   arguments: Mapping[str, Any] | None = None,
-                   time_ns: int | None = None) -> None:
+    def tool_start(
+        self,
+        key: Hashable,
+        *,
+        tool: str,
+        call_id: str | None = None,
+        arguments: Mapping[str, Any] | None = None,
+        time_ns: int | None = None,
+    ) -> None:
         """A tool call attempt begins: ``on_tool_pre``.
 
         ``call_id`` is the model's id for the call (``str(key)`` when the framework
@@ -756,18 +884,39 @@ class AdapterRun:
             if cid not in self._received:
                 self._received.add(cid)
                 if em.listens("on_tool_call_received"):
-                    em.on_tool_call_received(ToolCallReceivedContext(
-                        run_id=self.run_id, time_ns=at, turn=turn.number, tool=tool,
-                        tool_call_id=cid, input=dict(arguments or {})))
+                    em.on_tool_call_received(
+                        ToolCallReceivedContext(
+                            run_id=self.run_id,
+                            time_ns=at,
+                            turn=turn.number,
+                            tool=tool,
+                            tool_call_id=cid,
+                            input=dict(arguments or {}),
+                        )
+                    )
             attempt = self._attempts.get(cid, 0)
             self._attempts[cid] = attempt + 1
             self._tools[key] = _Tool(tool, cid, attempt, at, _perf())
             if em.listens("on_tool_pre"):
-                em.on_tool_pre(ToolPreContext(run_id=self.run_id, time_ns=at, turn=turn.number,
-                                              tool=tool, tool_call_id=cid, attempt=attempt))
+                em.on_tool_pre(
+                    ToolPreContext(
+                        run_id=self.run_id,
+                        time_ns=at,
+                        turn=turn.number,
+                        tool=tool,
+                        tool_call_id=cid,
+                        attempt=attempt,
+                    )
+                )
 
-    def tool_end(self, key: Hashable, *, result: str | None = None,
-                 error: BaseException | None = None, time_ns: int | None = None) -> None:
+    def tool_end(
+        self,
+        key: Hashable,
+        *,
+        result: str | None = None,
+        error: BaseException | None = None,
+        time_ns: int | None = None,
+    ) -> None:
         """The tool call attempt ``key`` ended: ``on_tool_post`` with its result or error.
 
         Detectors judge the call here; a stop they decide is raised by the adapter
@@ -780,8 +929,9 @@ class AdapterRun:
             err = tool_error(error, item.tool) if error is not None else None
             self._end_tool(key, result, err, time_ns)
 
-    def _end_tool(self, key: Hashable, result: str | None, error: ToolError | Cancelled | None,
-                  at: int | None) -> None:
+    def _end_tool(
+        self, key: Hashable, result: str | None, error: ToolError | Cancelled | None, at: int | None
+    ) -> None:
         item = self._tools.pop(key, None)
         turn = self._turn
         if item is None or turn is None:
@@ -790,17 +940,31 @@ class AdapterRun:
         if not em.listens("on_tool_post"):
             return
         text = result if error is None else (result or f"Error: {error}")
-        em.on_tool_post(ToolPostContext(
-            run_id=self.run_id, time_ns=at if at is not None else _now_ns(),
-            tool_call_id=item.call_id, turn=turn.number, tool=item.tool,
-            result_hash=hashing.result_hash(text) if text else None,
-            is_error=error is not None,
-            duration_ms=_duration_ms(item.started_ns, item.started, at), attempt=item.attempt,
-            outcome="error" if error is not None else "output", error=error, result=text))
+        em.on_tool_post(
+            ToolPostContext(
+                run_id=self.run_id,
+                time_ns=at if at is not None else _now_ns(),
+                tool_call_id=item.call_id,
+                turn=turn.number,
+                tool=item.tool,
+                result_hash=hashing.result_hash(text) if text else None,
+                is_error=error is not None,
+                duration_ms=_duration_ms(item.started_ns, item.started, at),
+                attempt=item.attempt,
+                outcome="error" if error is not None else "output",
+                error=error,
+                result=text,
+            )
+        )
 
     # -- the end ---------------------------------------------------------------------------
-    def end(self, *, error: BaseException | None = None, status: RunStatus | str | None = None,
-            time_ns: int | None = None) -> None:
+    def end(
+        self,
+        *,
+        error: BaseException | None = None,
+        status: RunStatus | str | None = None,
+        time_ns: int | None = None,
+    ) -> None:
         """End the run: close what is open, emit ``on_run_end``. Only the first call counts.
 
         ``status`` defaults to ``completed`` without ``error``, the stop's status
@@ -830,12 +994,20 @@ class AdapterRun:
                 self._close_turn(time_ns, err)
                 em = self.tracker.receivers
                 if em.listens("on_run_end"):
-                    em.on_run_end(RunEndContext(
-                        run_id=self.run_id, time_ns=time_ns if time_ns is not None else _now_ns(),
-                        success=final in _SUCCESS, error=err, total_turns=self.turns,
-                        duration_ms=_duration_ms(self._started_ns, self._started, time_ns),
-                        status=final, input_tokens=self.usage.input_tokens,
-                        output_tokens=self.usage.output_tokens, cost_usd=self.spend.cost_usd))
+                    em.on_run_end(
+                        RunEndContext(
+                            run_id=self.run_id,
+                            time_ns=time_ns if time_ns is not None else _now_ns(),
+                            success=final in _SUCCESS,
+                            error=err,
+                            total_turns=self.turns,
+                            duration_ms=_duration_ms(self._started_ns, self._started, time_ns),
+                            status=final,
+                            input_tokens=self.usage.input_tokens,
+                            output_tokens=self.usage.output_tokens,
+                            cost_usd=self.spend.cost_usd,
+                        )
+                    )
             finally:
                 self.tracker._closed(self)
 
@@ -862,8 +1034,11 @@ def _log_failure(where: str, exc: Exception) -> None:
     if last is not None and now - last < _LOG_INTERVAL_S:
         return
     _last_log[where] = now
-    logger.error("loopobs adapter hook %s raised; the framework's run continues", where,
-                 exc_info=(type(exc), exc, exc.__traceback__))
+    logger.error(
+        "loopobs adapter hook %s raised; the framework's run continues",
+        where,
+        exc_info=(type(exc), exc, exc.__traceback__),
+    )
 
 
 def shielded(fn: _F) -> _F:

@@ -75,7 +75,8 @@ __all__ = ["LoopobsPlugin", "observed_run", "stop_of"]
 _SESSION_NAMESPACE = uuid.UUID("0b7d6a1e-3f5c-4d2e-9a8b-7c6d5e4f3a21")
 
 _mine: contextvars.ContextVar[list[AdapterRun] | None] = contextvars.ContextVar(
-    "loopobs_adk_runs", default=None)
+    "loopobs_adk_runs", default=None
+)
 """The runs started inside one :func:`observed_run`, so it can end them on cancellation."""
 
 
@@ -119,7 +120,9 @@ def _read(content: types.Content | None) -> tuple[str, list[FrameworkToolCall]]:
             texts.append(part.text)
         call = part.function_call
         if call is not None and call.name:
-            calls.append(FrameworkToolCall(call.id or f"{call.name}#{n}", call.name, dict(call.args or {})))
+            calls.append(
+                FrameworkToolCall(call.id or f"{call.name}#{n}", call.name, dict(call.args or {}))
+            )
     return "".join(texts), calls
 
 
@@ -165,13 +168,22 @@ class LoopobsPlugin(BasePlugin):
         name: the plugin's name in ADK's plugin manager.
     """
 
-    def __init__(self, observers: Iterable[LoopObserver] = (), *,
-                 detectors: Iterable[LoopObserver] | None = None, agent: str = "agent",
-                 prices: PricesArg = None, tracker: RunTracker | None = None,
-                 name: str = "loopobs") -> None:
+    def __init__(
+        self,
+        observers: Iterable[LoopObserver] = (),
+        *,
+        detectors: Iterable[LoopObserver] | None = None,
+        agent: str = "agent",
+        prices: PricesArg = None,
+        tracker: RunTracker | None = None,
+        name: str = "loopobs",
+    ) -> None:
         super().__init__(name)
-        self.tracker = tracker if tracker is not None else RunTracker(
-            observers, detectors=detectors, agent=agent, prices=prices)
+        self.tracker = (
+            tracker
+            if tracker is not None
+            else RunTracker(observers, detectors=detectors, agent=agent, prices=prices)
+        )
         self._invocations: dict[str, _Invocation] = {}
 
     @property
@@ -186,19 +198,23 @@ class LoopobsPlugin(BasePlugin):
 
     # -- the invocation ------------------------------------------------------------------
     @shielded
-    async def before_run_callback(self, *, invocation_context: InvocationContext
-                                  ) -> types.Content | None:
+    async def before_run_callback(
+        self, *, invocation_context: InvocationContext
+    ) -> types.Content | None:
         """An invocation begins: ``on_run_start``."""
         root = invocation_context.agent
         model = getattr(root, "model", None)
         session = invocation_context.session
         name = getattr(root, "name", None)
         run = self.tracker.start_run(
-            agent=name if isinstance(name, str) and name else None, model=_model_name(model),
+            agent=name if isinstance(name, str) and name else None,
+            model=_model_name(model),
             session_id=uuid.uuid5(_SESSION_NAMESPACE, f"{session.app_name}/{session.id}"),
             query=_text(invocation_context.user_content),
-            instructions=getattr(root, "instruction", "") if isinstance(
-                getattr(root, "instruction", None), str) else "")
+            instructions=getattr(root, "instruction", "")
+            if isinstance(getattr(root, "instruction", None), str)
+            else "",
+        )
         self._invocations[invocation_context.invocation_id] = _Invocation(run)
         mine = _mine.get()
         if mine is not None:
@@ -220,8 +236,9 @@ class LoopobsPlugin(BasePlugin):
         self._finish(invocation_context.invocation_id, None)
 
     @shielded
-    async def on_run_error_callback(self, *, invocation_context: InvocationContext,
-                                    error: Exception) -> None:
+    async def on_run_error_callback(
+        self, *, invocation_context: InvocationContext, error: Exception
+    ) -> None:
         """The invocation failed (a stop included): ``on_run_end`` with the error."""
         self._finish(invocation_context.invocation_id, error)
 
@@ -230,8 +247,9 @@ class LoopobsPlugin(BasePlugin):
         return self._invocations.get(context.invocation_id)
 
     @shielded
-    async def _model_start(self, callback_context: CallbackContext,
-                           llm_request: LlmRequest) -> None:
+    async def _model_start(
+        self, callback_context: CallbackContext, llm_request: LlmRequest
+    ) -> None:
         state = self._state(callback_context)
         if state is None:
             return
@@ -245,15 +263,17 @@ class LoopobsPlugin(BasePlugin):
         if state.run.model_start(state.calls, model=model, provider=provider):
             state.key = state.calls
 
-    async def before_model_callback(self, *, callback_context: CallbackContext,
-                                    llm_request: LlmRequest) -> LlmResponse | None:
+    async def before_model_callback(
+        self, *, callback_context: CallbackContext, llm_request: LlmRequest
+    ) -> LlmResponse | None:
         """A model call begins (a new turn); raises a decided stop before the call."""
         await self._model_start(callback_context, llm_request)
         return None
 
     @shielded
-    async def after_model_callback(self, *, callback_context: CallbackContext,
-                                   llm_response: LlmResponse) -> LlmResponse | None:
+    async def after_model_callback(
+        self, *, callback_context: CallbackContext, llm_response: LlmResponse
+    ) -> LlmResponse | None:
         """A response (or, streamed, a partial chunk of one) arrived."""
         state = self._state(callback_context)
         if state is None or state.key is None:
@@ -265,21 +285,29 @@ class LoopobsPlugin(BasePlugin):
             return None
         key, state.key = state.key, None
         if llm_response.error_code and llm_response.content is None:
-            state.run.model_error(key, RuntimeError(
-                f"{llm_response.error_code}: {llm_response.error_message or ''}".rstrip(": ")))
+            state.run.model_error(
+                key,
+                RuntimeError(
+                    f"{llm_response.error_code}: {llm_response.error_message or ''}".rstrip(": ")
+                ),
+            )
             return None
         text, calls = _read(llm_response.content)
         finish = llm_response.finish_reason
         state.run.model_end(
-            key, usage=_usage(llm_response), text=text, tool_calls=calls,
+            key,
+            usage=_usage(llm_response),
+            text=text,
+            tool_calls=calls,
             finish_reason=finish.value.lower() if finish is not None else None,
-            response_model=llm_response.model_version)
+            response_model=llm_response.model_version,
+        )
         return None
 
     @shielded
-    async def on_model_error_callback(self, *, callback_context: CallbackContext,
-                                      llm_request: LlmRequest,
-                                      error: Exception) -> LlmResponse | None:
+    async def on_model_error_callback(
+        self, *, callback_context: CallbackContext, llm_request: LlmRequest, error: Exception
+    ) -> LlmResponse | None:
         """The model call raised: its stream fails (ADK then raises, unless another plugin
         recovers)."""
         state = self._state(callback_context)
@@ -290,21 +318,30 @@ class LoopobsPlugin(BasePlugin):
 
     # -- tools ---------------------------------------------------------------------------
     @shielded
-    async def before_tool_callback(self, *, tool: BaseTool, tool_args: dict[str, Any],
-                                   tool_context: ToolContext) -> dict[str, Any] | None:
+    async def before_tool_callback(
+        self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext
+    ) -> dict[str, Any] | None:
         """A tool call attempt begins: ``on_tool_pre``."""
         state = self._state(tool_context)
         if state is not None:
             call_id = tool_context.function_call_id or f"{tool.name}#{id(tool_context)}"
-            state.run.tool_start(call_id, tool=tool.name, call_id=call_id,
-                                 arguments=dict(tool_args) if isinstance(tool_args, Mapping)
-                                 else {})
+            state.run.tool_start(
+                call_id,
+                tool=tool.name,
+                call_id=call_id,
+                arguments=dict(tool_args) if isinstance(tool_args, Mapping) else {},
+            )
         return None
 
     @shielded
-    async def after_tool_callback(self, *, tool: BaseTool, tool_args: dict[str, Any],
-                                  tool_context: ToolContext,
-                                  result: dict[str, Any]) -> dict[str, Any] | None:
+    async def after_tool_callback(
+        self,
+        *,
+        tool: BaseTool,
+        tool_args: dict[str, Any],
+        tool_context: ToolContext,
+        result: dict[str, Any],
+    ) -> dict[str, Any] | None:
         """A tool call attempt returned: ``on_tool_post`` with its result."""
         state = self._state(tool_context)
         if state is not None:
@@ -313,9 +350,14 @@ class LoopobsPlugin(BasePlugin):
         return None
 
     @shielded
-    async def on_tool_error_callback(self, *, tool: BaseTool, tool_args: dict[str, Any],
-                                     tool_context: ToolContext,
-                                     error: Exception) -> dict[str, Any] | None:
+    async def on_tool_error_callback(
+        self,
+        *,
+        tool: BaseTool,
+        tool_args: dict[str, Any],
+        tool_context: ToolContext,
+        error: Exception,
+    ) -> dict[str, Any] | None:
         """A tool call attempt raised (or was cancelled): ``on_tool_post`` with the error."""
         state = self._state(tool_context)
         if state is not None:

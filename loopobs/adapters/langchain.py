@@ -122,8 +122,7 @@ def _query(inputs: Any) -> str:
         for message in reversed(messages):
             if isinstance(message, BaseMessage) and message.type == "human":
                 return _text(message.content)
-            if (isinstance(message, tuple) and len(message) == 2
-                    and message[0] in ("user", "human")):
+            if isinstance(message, tuple) and len(message) == 2 and message[0] in ("user", "human"):
                 return str(message[1])
     if isinstance(inputs, Mapping):
         value = inputs.get("input") or inputs.get("question")
@@ -138,26 +137,37 @@ def _usage(message: Any, llm_output: Mapping[str, Any] | None) -> Usage | None:
     if meta:
         inp = meta.get("input_token_details") or {}
         out = meta.get("output_token_details") or {}
-        return Usage(input_tokens=token_count(meta.get("input_tokens")),
-                     output_tokens=token_count(meta.get("output_tokens")),
-                     cache_read_input_tokens=token_count(inp.get("cache_read")),
-                     cache_write_input_tokens=token_count(inp.get("cache_creation")),
-                     reasoning_output_tokens=token_count(out.get("reasoning")))
+        return Usage(
+            input_tokens=token_count(meta.get("input_tokens")),
+            output_tokens=token_count(meta.get("output_tokens")),
+            cache_read_input_tokens=token_count(inp.get("cache_read")),
+            cache_write_input_tokens=token_count(inp.get("cache_creation")),
+            reasoning_output_tokens=token_count(out.get("reasoning")),
+        )
     usage = (llm_output or {}).get("token_usage") or (llm_output or {}).get("usage")
     if isinstance(usage, Mapping) and ("prompt_tokens" in usage or "input_tokens" in usage):
         return Usage(
             input_tokens=token_count(usage.get("prompt_tokens", usage.get("input_tokens"))),
-            output_tokens=token_count(usage.get("completion_tokens",
-                                                usage.get("output_tokens"))))
+            output_tokens=token_count(usage.get("completion_tokens", usage.get("output_tokens"))),
+        )
     return None
 
 
-def _model_name(serialized: Mapping[str, Any] | None, metadata: Mapping[str, Any] | None,
-                kwargs: Mapping[str, Any]) -> tuple[str, str]:
+def _model_name(
+    serialized: Mapping[str, Any] | None,
+    metadata: Mapping[str, Any] | None,
+    kwargs: Mapping[str, Any],
+) -> tuple[str, str]:
     meta = metadata or {}
     params = kwargs.get("invocation_params") or {}
-    model = (meta.get("ls_model_name") or params.get("model") or params.get("model_name")
-             or (serialized or {}).get("name") or params.get("_type") or "")
+    model = (
+        meta.get("ls_model_name")
+        or params.get("model")
+        or params.get("model_name")
+        or (serialized or {}).get("name")
+        or params.get("_type")
+        or ""
+    )
     return str(model), str(meta.get("ls_provider") or "")
 
 
@@ -193,8 +203,9 @@ class _Bridge:
         """LangChain runs followed now (their end not reported yet)."""
         return len(self._owner)
 
-    def _follow(self, run_id: uuid.UUID, run: AdapterRun, *, root: bool = False,
-                tool: bool = False) -> None:
+    def _follow(
+        self, run_id: uuid.UUID, run: AdapterRun, *, root: bool = False, tool: bool = False
+    ) -> None:
         """Follow ``run_id`` until its end; past the bound, forget the oldest followed."""
         ended: list[AdapterRun] = []
         with self._lock:
@@ -220,16 +231,23 @@ class _Bridge:
         return self._owner.get(parent) if parent is not None else None
 
     # -- chains --------------------------------------------------------------------------
-    def chain_start(self, serialized: Mapping[str, Any] | None, inputs: Any,
-                    run_id: uuid.UUID, parent: uuid.UUID | None,
-                    metadata: Mapping[str, Any] | None, name: str | None) -> None:
+    def chain_start(
+        self,
+        serialized: Mapping[str, Any] | None,
+        inputs: Any,
+        run_id: uuid.UUID,
+        parent: uuid.UUID | None,
+        metadata: Mapping[str, Any] | None,
+        name: str | None,
+    ) -> None:
         owner = self._owner_of(parent)
         if owner is not None and parent not in self._tools:
             self._follow(run_id, owner)
             return
         agent = self.agent or name or (serialized or {}).get("name") or None
-        run = self.tracker.start_run(agent=agent, session_id=_session(metadata),
-                                     query=_query(inputs))
+        run = self.tracker.start_run(
+            agent=agent, session_id=_session(metadata), query=_query(inputs)
+        )
         self._open(run_id, run)
 
     def chain_end(self, run_id: uuid.UUID, error: BaseException | None) -> None:
@@ -240,9 +258,15 @@ class _Bridge:
             run.end(error=error)
 
     # -- model calls ---------------------------------------------------------------------
-    def model_start(self, serialized: Mapping[str, Any] | None, messages: Any,
-                    run_id: uuid.UUID, parent: uuid.UUID | None,
-                    metadata: Mapping[str, Any] | None, kwargs: Mapping[str, Any]) -> None:
+    def model_start(
+        self,
+        serialized: Mapping[str, Any] | None,
+        messages: Any,
+        run_id: uuid.UUID,
+        parent: uuid.UUID | None,
+        metadata: Mapping[str, Any] | None,
+        kwargs: Mapping[str, Any],
+    ) -> None:
         model, provider = _model_name(serialized, metadata, kwargs)
         run = self._owner_of(parent)
         if run is not None and parent not in self._tools:
@@ -256,8 +280,9 @@ class _Bridge:
         query = _query(messages[0] if messages and isinstance(messages[0], list) else messages)
         agent = (metadata or {}).get("langgraph_node") or self.agent or model or None
         branch_of = run if run is not None and parent not in self._tools else None
-        fork = self.tracker.start_run(agent=str(agent) if agent else None, model=model,
-                                      query=query, branch_of=branch_of)
+        fork = self.tracker.start_run(
+            agent=str(agent) if agent else None, model=model, query=query, branch_of=branch_of
+        )
         try:
             fork.before_model_call(model=model, provider=provider)
         except RunStopped as stop:
@@ -285,19 +310,29 @@ class _Bridge:
             standalone = self._roots.pop(run_id, None)
         if run is None:
             return
-        generation = response.generations[0][0] if response.generations and \
-            response.generations[0] else None
+        generation = (
+            response.generations[0][0] if response.generations and response.generations[0] else None
+        )
         message = getattr(generation, "message", None)
-        text = _text(message.content) if message is not None else \
-            (generation.text if generation is not None else "")
-        calls = [FrameworkToolCall(str(c.get("id") or ""), str(c.get("name", "")), c.get("args") or {})
-                 for c in (getattr(message, "tool_calls", None) or [])]
+        text = (
+            _text(message.content)
+            if message is not None
+            else (generation.text if generation is not None else "")
+        )
+        calls = [
+            FrameworkToolCall(str(c.get("id") or ""), str(c.get("name", "")), c.get("args") or {})
+            for c in (getattr(message, "tool_calls", None) or [])
+        ]
         meta: Mapping[str, Any] = getattr(message, "response_metadata", None) or {}
-        run.model_end(run_id, usage=_usage(message, response.llm_output), text=text,
-                      tool_calls=calls,
-                      finish_reason=meta.get("finish_reason") or meta.get("stop_reason"),
-                      response_id=meta.get("id") or getattr(message, "id", None),
-                      response_model=meta.get("model_name") or meta.get("model"))
+        run.model_end(
+            run_id,
+            usage=_usage(message, response.llm_output),
+            text=text,
+            tool_calls=calls,
+            finish_reason=meta.get("finish_reason") or meta.get("stop_reason"),
+            response_id=meta.get("id") or getattr(message, "id", None),
+            response_model=meta.get("model_name") or meta.get("model"),
+        )
         if standalone is not None:
             standalone.end()
             return
@@ -313,9 +348,16 @@ class _Bridge:
             standalone.end(error=error)
 
     # -- tools ---------------------------------------------------------------------------
-    def tool_start(self, serialized: Mapping[str, Any] | None, input_str: str,
-                   run_id: uuid.UUID, parent: uuid.UUID | None, name: str | None,
-                   inputs: Mapping[str, Any] | None, call_id: str | None) -> None:
+    def tool_start(
+        self,
+        serialized: Mapping[str, Any] | None,
+        input_str: str,
+        run_id: uuid.UUID,
+        parent: uuid.UUID | None,
+        name: str | None,
+        inputs: Mapping[str, Any] | None,
+        call_id: str | None,
+    ) -> None:
         tool = name or (serialized or {}).get("name") or "tool"
         run = self._owner_of(parent)
         if run is None or parent in self._tools:
@@ -338,8 +380,13 @@ class _Bridge:
         elif isinstance(output, ToolMessage):
             text = _text(output.content)
             if output.status == "error":
-                run.tool_end(run_id, result=text, error=ToolExecutionError(
-                    text, tool=output.name or "", error_type="ToolException"))
+                run.tool_end(
+                    run_id,
+                    result=text,
+                    error=ToolExecutionError(
+                        text, tool=output.name or "", error_type="ToolException"
+                    ),
+                )
             else:
                 run.tool_end(run_id, result=text)
         else:
@@ -350,8 +397,12 @@ class _Bridge:
             run.raise_if_stopped()
 
 
-def _tracker(observers: Iterable[LoopObserver], detectors: Iterable[LoopObserver] | None,
-             tracker: RunTracker | None, prices: PricesArg) -> RunTracker:
+def _tracker(
+    observers: Iterable[LoopObserver],
+    detectors: Iterable[LoopObserver] | None,
+    tracker: RunTracker | None,
+    prices: PricesArg,
+) -> RunTracker:
     if tracker is not None:
         return tracker
     return RunTracker(observers, detectors=detectors, prices=prices)
@@ -366,9 +417,15 @@ class _Feeding:
     raise_error = True
     run_inline = True
 
-    def __init__(self, observers: Iterable[LoopObserver] = (), *,
-                 detectors: Iterable[LoopObserver] | None = None, agent: str | None = None,
-                 prices: PricesArg = None, tracker: RunTracker | None = None) -> None:
+    def __init__(
+        self,
+        observers: Iterable[LoopObserver] = (),
+        *,
+        detectors: Iterable[LoopObserver] | None = None,
+        agent: str | None = None,
+        prices: PricesArg = None,
+        tracker: RunTracker | None = None,
+    ) -> None:
         super().__init__()
         self.tracker = _tracker(observers, detectors, tracker, prices)
         self._bridge = _Bridge(self.tracker, agent)
@@ -408,83 +465,161 @@ class LoopobsCallbackHandler(_Feeding, BaseCallbackHandler):
     """
 
     @shielded
-    def on_chain_start(self, serialized: dict[str, Any], inputs: dict[str, Any], *,
-                       run_id: uuid.UUID, parent_run_id: uuid.UUID | None = None,
-                       tags: list[str] | None = None, metadata: dict[str, Any] | None = None,
-                       **kwargs: Any) -> None:
+    def on_chain_start(
+        self,
+        serialized: dict[str, Any],
+        inputs: dict[str, Any],
+        *,
+        run_id: uuid.UUID,
+        parent_run_id: uuid.UUID | None = None,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
         """The outermost chain starts a run; nested ones join their parent's."""
-        self._bridge.chain_start(serialized, inputs, run_id, parent_run_id, metadata,
-                                 kwargs.get("name"))
+        self._bridge.chain_start(
+            serialized, inputs, run_id, parent_run_id, metadata, kwargs.get("name")
+        )
 
     @shielded
-    def on_chain_end(self, outputs: dict[str, Any], *, run_id: uuid.UUID,
-                     parent_run_id: uuid.UUID | None = None, **kwargs: Any) -> None:
+    def on_chain_end(
+        self,
+        outputs: dict[str, Any],
+        *,
+        run_id: uuid.UUID,
+        parent_run_id: uuid.UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
         """The outermost chain's end ends its run."""
         self._bridge.chain_end(run_id, None)
 
     @shielded
-    def on_chain_error(self, error: BaseException, *, run_id: uuid.UUID,
-                       parent_run_id: uuid.UUID | None = None, **kwargs: Any) -> None:
+    def on_chain_error(
+        self,
+        error: BaseException,
+        *,
+        run_id: uuid.UUID,
+        parent_run_id: uuid.UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
         """The outermost chain's error ends its run (status from the error)."""
         self._bridge.chain_end(run_id, error)
 
     @shielded
-    def on_chat_model_start(self, serialized: dict[str, Any],
-                            messages: list[list[BaseMessage]], *, run_id: uuid.UUID,
-                            parent_run_id: uuid.UUID | None = None,
-                            tags: list[str] | None = None,
-                            metadata: dict[str, Any] | None = None, **kwargs: Any) -> None:
+    def on_chat_model_start(
+        self,
+        serialized: dict[str, Any],
+        messages: list[list[BaseMessage]],
+        *,
+        run_id: uuid.UUID,
+        parent_run_id: uuid.UUID | None = None,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
         """A model call begins (may raise ``RunStopped`` for a stopped run)."""
         self._bridge.model_start(serialized, messages, run_id, parent_run_id, metadata, kwargs)
 
     @shielded
-    def on_llm_start(self, serialized: dict[str, Any], prompts: list[str], *,
-                     run_id: uuid.UUID, parent_run_id: uuid.UUID | None = None,
-                     tags: list[str] | None = None, metadata: dict[str, Any] | None = None,
-                     **kwargs: Any) -> None:
+    def on_llm_start(
+        self,
+        serialized: dict[str, Any],
+        prompts: list[str],
+        *,
+        run_id: uuid.UUID,
+        parent_run_id: uuid.UUID | None = None,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
         """A completion-model call begins (may raise ``RunStopped`` for a stopped run)."""
         self._bridge.model_start(serialized, prompts, run_id, parent_run_id, metadata, kwargs)
 
     @shielded
-    def on_llm_new_token(self, token: str | list[str | dict[str, Any]], *,
-                         chunk: Any = None,
-                         run_id: uuid.UUID, parent_run_id: uuid.UUID | None = None,
-                         tags: list[str] | None = None, **kwargs: Any) -> None:
+    def on_llm_new_token(
+        self,
+        token: str | list[str | dict[str, Any]],
+        *,
+        chunk: Any = None,
+        run_id: uuid.UUID,
+        parent_run_id: uuid.UUID | None = None,
+        tags: list[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
         """A streamed chunk: a text (or reasoning) delta."""
         self._bridge.token(run_id, token, chunk)
 
     @shielded
-    def on_llm_end(self, response: LLMResult, *, run_id: uuid.UUID,
-                   parent_run_id: uuid.UUID | None = None, tags: list[str] | None = None,
-                   **kwargs: Any) -> None:
+    def on_llm_end(
+        self,
+        response: LLMResult,
+        *,
+        run_id: uuid.UUID,
+        parent_run_id: uuid.UUID | None = None,
+        tags: list[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
         """The model call succeeded (may raise ``RunStopped`` on converged answers)."""
         self._bridge.model_end(response, run_id)
 
     @shielded
-    def on_llm_error(self, error: BaseException, *, run_id: uuid.UUID,
-                     parent_run_id: uuid.UUID | None = None, tags: list[str] | None = None,
-                     **kwargs: Any) -> None:
+    def on_llm_error(
+        self,
+        error: BaseException,
+        *,
+        run_id: uuid.UUID,
+        parent_run_id: uuid.UUID | None = None,
+        tags: list[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
         """The model call failed or was cancelled."""
         self._bridge.model_error(error, run_id)
 
     @shielded
-    def on_tool_start(self, serialized: dict[str, Any], input_str: str, *,
-                      run_id: uuid.UUID, parent_run_id: uuid.UUID | None = None,
-                      tags: list[str] | None = None, metadata: dict[str, Any] | None = None,
-                      inputs: dict[str, Any] | None = None, **kwargs: Any) -> None:
+    def on_tool_start(
+        self,
+        serialized: dict[str, Any],
+        input_str: str,
+        *,
+        run_id: uuid.UUID,
+        parent_run_id: uuid.UUID | None = None,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        inputs: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
         """A tool call attempt begins (may raise ``RunStopped`` for a stopped run)."""
-        self._bridge.tool_start(serialized, input_str, run_id, parent_run_id,
-                                kwargs.get("name"), inputs, kwargs.get("tool_call_id"))
+        self._bridge.tool_start(
+            serialized,
+            input_str,
+            run_id,
+            parent_run_id,
+            kwargs.get("name"),
+            inputs,
+            kwargs.get("tool_call_id"),
+        )
 
     @shielded
-    def on_tool_end(self, output: Any, *, run_id: uuid.UUID,
-                    parent_run_id: uuid.UUID | None = None, **kwargs: Any) -> None:
+    def on_tool_end(
+        self,
+        output: Any,
+        *,
+        run_id: uuid.UUID,
+        parent_run_id: uuid.UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
         """The tool call attempt ended (may raise ``RunStopped`` when it completes a loop)."""
         self._bridge.tool_end(output, run_id, None)
 
     @shielded
-    def on_tool_error(self, error: BaseException, *, run_id: uuid.UUID,
-                      parent_run_id: uuid.UUID | None = None, **kwargs: Any) -> None:
+    def on_tool_error(
+        self,
+        error: BaseException,
+        *,
+        run_id: uuid.UUID,
+        parent_run_id: uuid.UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
         """The tool call attempt raised or was cancelled."""
         self._bridge.tool_end(None, run_id, error)
 
@@ -498,88 +633,164 @@ class AsyncLoopobsCallbackHandler(_Feeding, AsyncCallbackHandler):
     """
 
     @shielded
-    async def on_chain_start(self, serialized: dict[str, Any], inputs: dict[str, Any], *,
-                             run_id: uuid.UUID, parent_run_id: uuid.UUID | None = None,
-                             tags: list[str] | None = None,
-                             metadata: dict[str, Any] | None = None, **kwargs: Any) -> None:
+    async def on_chain_start(
+        self,
+        serialized: dict[str, Any],
+        inputs: dict[str, Any],
+        *,
+        run_id: uuid.UUID,
+        parent_run_id: uuid.UUID | None = None,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
         """The outermost chain starts a run; nested ones join their parent's."""
-        self._bridge.chain_start(serialized, inputs, run_id, parent_run_id, metadata,
-                                 kwargs.get("name"))
+        self._bridge.chain_start(
+            serialized, inputs, run_id, parent_run_id, metadata, kwargs.get("name")
+        )
 
     @shielded
-    async def on_chain_end(self, outputs: dict[str, Any], *, run_id: uuid.UUID,
-                           parent_run_id: uuid.UUID | None = None,
-                           tags: list[str] | None = None, **kwargs: Any) -> None:
+    async def on_chain_end(
+        self,
+        outputs: dict[str, Any],
+        *,
+        run_id: uuid.UUID,
+        parent_run_id: uuid.UUID | None = None,
+        tags: list[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
         """The outermost chain's end ends its run."""
         self._bridge.chain_end(run_id, None)
 
     @shielded
-    async def on_chain_error(self, error: BaseException, *, run_id: uuid.UUID,
-                             parent_run_id: uuid.UUID | None = None,
-                             tags: list[str] | None = None, **kwargs: Any) -> None:
+    async def on_chain_error(
+        self,
+        error: BaseException,
+        *,
+        run_id: uuid.UUID,
+        parent_run_id: uuid.UUID | None = None,
+        tags: list[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
         """The outermost chain's error ends its run (status from the error)."""
         self._bridge.chain_end(run_id, error)
 
     @shielded
-    async def on_chat_model_start(self, serialized: dict[str, Any],
-                                  messages: list[list[BaseMessage]], *, run_id: uuid.UUID,
-                                  parent_run_id: uuid.UUID | None = None,
-                                  tags: list[str] | None = None,
-                                  metadata: dict[str, Any] | None = None,
-                                  **kwargs: Any) -> None:
+    async def on_chat_model_start(
+        self,
+        serialized: dict[str, Any],
+        messages: list[list[BaseMessage]],
+        *,
+        run_id: uuid.UUID,
+        parent_run_id: uuid.UUID | None = None,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
         """A model call begins (may raise ``RunStopped`` for a stopped run)."""
         self._bridge.model_start(serialized, messages, run_id, parent_run_id, metadata, kwargs)
 
     @shielded
-    async def on_llm_start(self, serialized: dict[str, Any], prompts: list[str], *,
-                           run_id: uuid.UUID, parent_run_id: uuid.UUID | None = None,
-                           tags: list[str] | None = None,
-                           metadata: dict[str, Any] | None = None, **kwargs: Any) -> None:
+    async def on_llm_start(
+        self,
+        serialized: dict[str, Any],
+        prompts: list[str],
+        *,
+        run_id: uuid.UUID,
+        parent_run_id: uuid.UUID | None = None,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
         """A completion-model call begins (may raise ``RunStopped`` for a stopped run)."""
         self._bridge.model_start(serialized, prompts, run_id, parent_run_id, metadata, kwargs)
 
     @shielded
-    async def on_llm_new_token(self, token: str | list[str | dict[str, Any]], *,
-                               chunk: Any = None,
-                               run_id: uuid.UUID, parent_run_id: uuid.UUID | None = None,
-                               tags: list[str] | None = None, **kwargs: Any) -> None:
+    async def on_llm_new_token(
+        self,
+        token: str | list[str | dict[str, Any]],
+        *,
+        chunk: Any = None,
+        run_id: uuid.UUID,
+        parent_run_id: uuid.UUID | None = None,
+        tags: list[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
         """A streamed chunk: a text (or reasoning) delta."""
         self._bridge.token(run_id, token, chunk)
 
     @shielded
-    async def on_llm_end(self, response: LLMResult, *, run_id: uuid.UUID,
-                         parent_run_id: uuid.UUID | None = None,
-                         tags: list[str] | None = None, **kwargs: Any) -> None:
+    async def on_llm_end(
+        self,
+        response: LLMResult,
+        *,
+        run_id: uuid.UUID,
+        parent_run_id: uuid.UUID | None = None,
+        tags: list[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
         """The model call succeeded (may raise ``RunStopped`` on converged answers)."""
         self._bridge.model_end(response, run_id)
 
     @shielded
-    async def on_llm_error(self, error: BaseException, *, run_id: uuid.UUID,
-                           parent_run_id: uuid.UUID | None = None,
-                           tags: list[str] | None = None, **kwargs: Any) -> None:
+    async def on_llm_error(
+        self,
+        error: BaseException,
+        *,
+        run_id: uuid.UUID,
+        parent_run_id: uuid.UUID | None = None,
+        tags: list[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
         """The model call failed or was cancelled."""
         self._bridge.model_error(error, run_id)
 
     @shielded
-    async def on_tool_start(self, serialized: dict[str, Any], input_str: str, *,
-                            run_id: uuid.UUID, parent_run_id: uuid.UUID | None = None,
-                            tags: list[str] | None = None,
-                            metadata: dict[str, Any] | None = None,
-                            inputs: dict[str, Any] | None = None, **kwargs: Any) -> None:
+    async def on_tool_start(
+        self,
+        serialized: dict[str, Any],
+        input_str: str,
+        *,
+        run_id: uuid.UUID,
+        parent_run_id: uuid.UUID | None = None,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        inputs: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
         """A tool call attempt begins (may raise ``RunStopped`` for a stopped run)."""
-        self._bridge.tool_start(serialized, input_str, run_id, parent_run_id,
-                                kwargs.get("name"), inputs, kwargs.get("tool_call_id"))
+        self._bridge.tool_start(
+            serialized,
+            input_str,
+            run_id,
+            parent_run_id,
+            kwargs.get("name"),
+            inputs,
+            kwargs.get("tool_call_id"),
+        )
 
     @shielded
-    async def on_tool_end(self, output: Any, *, run_id: uuid.UUID,
-                          parent_run_id: uuid.UUID | None = None,
-                          tags: list[str] | None = None, **kwargs: Any) -> None:
+    async def on_tool_end(
+        self,
+        output: Any,
+        *,
+        run_id: uuid.UUID,
+        parent_run_id: uuid.UUID | None = None,
+        tags: list[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
         """The tool call attempt ended (may raise ``RunStopped`` when it completes a loop)."""
         self._bridge.tool_end(output, run_id, None)
 
     @shielded
-    async def on_tool_error(self, error: BaseException, *, run_id: uuid.UUID,
-                            parent_run_id: uuid.UUID | None = None,
-                            tags: list[str] | None = None, **kwargs: Any) -> None:
+    async def on_tool_error(
+        self,
+        error: BaseException,
+        *,
+        run_id: uuid.UUID,
+        parent_run_id: uuid.UUID | None = None,
+        tags: list[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
         """The tool call attempt raised or was cancelled."""
         self._bridge.tool_end(None, run_id, error)

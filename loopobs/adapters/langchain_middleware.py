@@ -74,10 +74,14 @@ def _model_name(model: Any) -> str:
 
 def _provider(model: Any) -> str:
     module = type(model).__module__
-    for prefix, name in (("langchain_openai", "openai"), ("langchain_anthropic", "anthropic"),
-                         ("langchain_google_genai", "gcp.gemini"),
-                         ("langchain_google_vertexai", "gcp.vertex_ai"),
-                         ("langchain_aws", "aws.bedrock"), ("langchain_mistralai", "mistral_ai")):
+    for prefix, name in (
+        ("langchain_openai", "openai"),
+        ("langchain_anthropic", "anthropic"),
+        ("langchain_google_genai", "gcp.gemini"),
+        ("langchain_google_vertexai", "gcp.vertex_ai"),
+        ("langchain_aws", "aws.bedrock"),
+        ("langchain_mistralai", "mistral_ai"),
+    ):
         if module.startswith(prefix):
             return name
     return ""
@@ -89,11 +93,13 @@ def _usage(message: AIMessage) -> Usage | None:
         return None
     inp: Mapping[str, Any] = meta.get("input_token_details") or {}
     out: Mapping[str, Any] = meta.get("output_token_details") or {}
-    return Usage(input_tokens=int(meta.get("input_tokens") or 0),
-                 output_tokens=int(meta.get("output_tokens") or 0),
-                 cache_read_input_tokens=int(inp.get("cache_read") or 0),
-                 cache_write_input_tokens=int(inp.get("cache_creation") or 0),
-                 reasoning_output_tokens=int(out.get("reasoning") or 0))
+    return Usage(
+        input_tokens=int(meta.get("input_tokens") or 0),
+        output_tokens=int(meta.get("output_tokens") or 0),
+        cache_read_input_tokens=int(inp.get("cache_read") or 0),
+        cache_write_input_tokens=int(inp.get("cache_creation") or 0),
+        reasoning_output_tokens=int(out.get("reasoning") or 0),
+    )
 
 
 def _ai_message(response: ModelResponse[Any] | Any) -> AIMessage | None:
@@ -126,12 +132,21 @@ class LoopobsMiddleware(AgentMiddleware[LoopobsState, Any, Any]):
 
     state_schema = LoopobsState
 
-    def __init__(self, observers: Iterable[LoopObserver] = (), *,
-                 detectors: Iterable[LoopObserver] | None = None, agent: str = "agent",
-                 prices: PricesArg = None, tracker: RunTracker | None = None) -> None:
+    def __init__(
+        self,
+        observers: Iterable[LoopObserver] = (),
+        *,
+        detectors: Iterable[LoopObserver] | None = None,
+        agent: str = "agent",
+        prices: PricesArg = None,
+        tracker: RunTracker | None = None,
+    ) -> None:
         super().__init__()
-        self.tracker = tracker if tracker is not None else RunTracker(
-            observers, detectors=detectors, agent=agent, prices=prices)
+        self.tracker = (
+            tracker
+            if tracker is not None
+            else RunTracker(observers, detectors=detectors, agent=agent, prices=prices)
+        )
         self._lock = threading.Lock()
         self._runs: dict[str, AdapterRun] = {}
         self._calls: dict[str, int] = {}
@@ -184,8 +199,9 @@ class LoopobsMiddleware(AgentMiddleware[LoopobsState, Any, Any]):
         """The agent run begins: ``on_run_start``; its key goes into the state."""
         return self._start(state, runtime)
 
-    async def abefore_agent(self, state: LoopobsState,
-                            runtime: Runtime[Any]) -> dict[str, Any] | None:
+    async def abefore_agent(
+        self, state: LoopobsState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
         """``before_agent``, for ``ainvoke`` / ``astream``."""
         return self._start(state, runtime)
 
@@ -194,8 +210,9 @@ class LoopobsMiddleware(AgentMiddleware[LoopobsState, Any, Any]):
         self._finish(state)
         return None
 
-    async def aafter_agent(self, state: LoopobsState,
-                           runtime: Runtime[Any]) -> dict[str, Any] | None:
+    async def aafter_agent(
+        self, state: LoopobsState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
         """``after_agent``, for ``ainvoke`` / ``astream``."""
         self._finish(state)
         return None
@@ -215,8 +232,7 @@ class LoopobsMiddleware(AgentMiddleware[LoopobsState, Any, Any]):
             raise
         with self._lock:
             self._calls[key] = call = self._calls.get(key, 0) + 1
-        return (key, run, call) if run.model_start(call, model=model, provider=provider) \
-            else None
+        return (key, run, call) if run.model_start(call, model=model, provider=provider) else None
 
     @shielded
     def _model_end(self, opened: tuple[str, AdapterRun, int], response: Any) -> None:
@@ -226,15 +242,23 @@ class LoopobsMiddleware(AgentMiddleware[LoopobsState, Any, Any]):
             run.model_end(call)
             return
         text = message.content if isinstance(message.content, str) else message.text
-        calls = [FrameworkToolCall(str(c.get("id") or c["name"]), c["name"], dict(c.get("args") or {}))
-                 for c in message.tool_calls]
+        calls = [
+            FrameworkToolCall(str(c.get("id") or c["name"]), c["name"], dict(c.get("args") or {}))
+            for c in message.tool_calls
+        ]
         meta = message.response_metadata or {}
         finish = meta.get("finish_reason")
-        run.model_end(call, usage=_usage(message), text=text, tool_calls=calls,
-                      finish_reason=finish if isinstance(finish, str) else None,
-                      response_id=message.id,
-                      response_model=meta.get("model_name") if isinstance(
-                          meta.get("model_name"), str) else None)
+        run.model_end(
+            call,
+            usage=_usage(message),
+            text=text,
+            tool_calls=calls,
+            finish_reason=finish if isinstance(finish, str) else None,
+            response_id=message.id,
+            response_model=meta.get("model_name")
+            if isinstance(meta.get("model_name"), str)
+            else None,
+        )
 
     @shielded
     def _model_failed(self, opened: tuple[str, AdapterRun, int], error: BaseException) -> None:
@@ -242,8 +266,9 @@ class LoopobsMiddleware(AgentMiddleware[LoopobsState, Any, Any]):
         run.model_error(call, error)
         self._end(key, error)
 
-    def wrap_model_call(self, request: ModelRequest[Any],
-                        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]) -> Any:
+    def wrap_model_call(
+        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
+    ) -> Any:
         """A model call: a turn, its usage and tool calls; raises a decided stop first."""
         opened = self._model_start(request)
         if opened is None:
@@ -257,8 +282,10 @@ class LoopobsMiddleware(AgentMiddleware[LoopobsState, Any, Any]):
         return response
 
     async def awrap_model_call(
-            self, request: ModelRequest[Any],
-            handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]) -> Any:
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    ) -> Any:
         """``wrap_model_call``, for ``ainvoke`` / ``astream``."""
         opened = self._model_start(request)
         if opened is None:
@@ -280,13 +307,15 @@ class LoopobsMiddleware(AgentMiddleware[LoopobsState, Any, Any]):
         key, run = found
         call = request.tool_call
         call_id = str(call.get("id") or call["name"])
-        run.tool_start(call_id, tool=call["name"], call_id=call_id,
-                       arguments=dict(call.get("args") or {}))
+        run.tool_start(
+            call_id, tool=call["name"], call_id=call_id, arguments=dict(call.get("args") or {})
+        )
         return key, run, call_id
 
     @shielded
-    def _tool_end(self, opened: tuple[str, AdapterRun, str], result: Any,
-                  error: BaseException | None = None) -> None:
+    def _tool_end(
+        self, opened: tuple[str, AdapterRun, str], result: Any, error: BaseException | None = None
+    ) -> None:
         key, run, call_id = opened
         if error is not None:
             # Escaping the outermost middleware, the error ends the graph run: end ours too.
@@ -302,8 +331,11 @@ class LoopobsMiddleware(AgentMiddleware[LoopobsState, Any, Any]):
         else:
             run.tool_end(call_id, result=str(result))
 
-    def wrap_tool_call(self, request: ToolCallRequest,
-                       handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]]) -> Any:
+    def wrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
+    ) -> Any:
         """A tool call attempt: ``on_tool_pre`` and ``on_tool_post``."""
         opened = self._tool_start(request)
         if opened is None:
@@ -317,8 +349,10 @@ class LoopobsMiddleware(AgentMiddleware[LoopobsState, Any, Any]):
         return result
 
     async def awrap_tool_call(
-            self, request: ToolCallRequest,
-            handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]]) -> Any:
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
+    ) -> Any:
         """``wrap_tool_call``, for ``ainvoke`` / ``astream``."""
         opened = self._tool_start(request)
         if opened is None:

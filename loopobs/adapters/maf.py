@@ -75,7 +75,8 @@ class _Current:
 
 
 _current: contextvars.ContextVar[_Current | None] = contextvars.ContextVar(
-    "loopobs_maf_run", default=None)
+    "loopobs_maf_run", default=None
+)
 
 
 def _model_name(client: Any, options: Any) -> str:
@@ -101,13 +102,18 @@ def _provider(client: Any) -> str:
 def _usage(details: Any) -> Usage | None:
     if not isinstance(details, dict) or details.get("input_token_count") is None:
         return None
-    return Usage(input_tokens=int(details.get("input_token_count") or 0),
-                 output_tokens=int(details.get("output_token_count") or 0))
+    return Usage(
+        input_tokens=int(details.get("input_token_count") or 0),
+        output_tokens=int(details.get("output_token_count") or 0),
+    )
 
 
 def _contents_text(contents: Iterable[Any]) -> str:
-    texts = [c.text for c in contents if getattr(c, "type", None) == "text"
-             and isinstance(getattr(c, "text", None), str)]
+    texts = [
+        c.text
+        for c in contents
+        if getattr(c, "type", None) == "text" and isinstance(getattr(c, "text", None), str)
+    ]
     return "".join(texts)
 
 
@@ -157,11 +163,13 @@ class _Agent(AgentMiddleware):
         run = self.owner.tracker.start_run(
             agent=name if isinstance(name, str) and name else None,
             session_id=uuid.uuid5(_SESSION_NAMESPACE, str(session_id)) if session_id else None,
-            query=query)
+            query=query,
+        )
         return _Current(run)
 
-    async def process(self, context: AgentContext,
-                      call_next: Callable[[], Awaitable[None]]) -> None:
+    async def process(
+        self, context: AgentContext, call_next: Callable[[], Awaitable[None]]
+    ) -> None:
         """One agent run: ``on_run_start``, the run, ``on_run_end`` (once, whatever happens)."""
         current = self._start(context)
         if current is None:
@@ -206,16 +214,22 @@ class _Chat(ChatMiddleware):
                 if getattr(content, "type", None) == "function_call":
                     name = str(getattr(content, "name", "") or "tool")
                     call_id = str(getattr(content, "call_id", "") or name)
-                    calls.append(FrameworkToolCall(call_id, name,
-                                          _arguments(getattr(content, "arguments", None))))
+                    calls.append(
+                        FrameworkToolCall(
+                            call_id, name, _arguments(getattr(content, "arguments", None))
+                        )
+                    )
         finish = getattr(response, "finish_reason", None)
         current.run.model_end(
-            key, usage=_usage(getattr(response, "usage_details", None)), text="".join(texts),
-            tool_calls=calls, finish_reason=str(finish) if finish is not None else None,
-            response_id=getattr(response, "response_id", None))
+            key,
+            usage=_usage(getattr(response, "usage_details", None)),
+            text="".join(texts),
+            tool_calls=calls,
+            finish_reason=str(finish) if finish is not None else None,
+            response_id=getattr(response, "response_id", None),
+        )
 
-    async def process(self, context: ChatContext,
-                      call_next: Callable[[], Awaitable[None]]) -> None:
+    async def process(self, context: ChatContext, call_next: Callable[[], Awaitable[None]]) -> None:
         """One model call; raises a decided stop before it."""
         opened = self._start(context)
         if opened is None:
@@ -242,21 +256,24 @@ class _Function(FunctionMiddleware):
         name = str(getattr(context.function, "name", "") or "tool")
         metadata = context.metadata if isinstance(context.metadata, dict) else {}
         call_id = str(metadata.get("call_id") or f"{name}#{current.tools}")
-        current.run.tool_start(call_id, tool=name, call_id=call_id,
-                               arguments=_arguments(context.arguments))
+        current.run.tool_start(
+            call_id, tool=name, call_id=call_id, arguments=_arguments(context.arguments)
+        )
         return current.run, call_id
 
     @shielded
-    def _end(self, opened: tuple[AdapterRun, str], result: Any,
-             error: BaseException | None) -> None:
+    def _end(
+        self, opened: tuple[AdapterRun, str], result: Any, error: BaseException | None
+    ) -> None:
         run, call_id = opened
         if error is not None:
             run.tool_end(call_id, error=error)
         else:
             run.tool_end(call_id, result=_result_text(result))
 
-    async def process(self, context: FunctionInvocationContext,
-                      call_next: Callable[[], Awaitable[None]]) -> None:
+    async def process(
+        self, context: FunctionInvocationContext, call_next: Callable[[], Awaitable[None]]
+    ) -> None:
         """One tool call attempt: ``on_tool_pre`` and ``on_tool_post``."""
         opened = self._start(context)
         if opened is None:
@@ -286,11 +303,20 @@ class LoopobsMiddleware:
             (``observers``, ``detectors``, ``agent`` and ``prices`` are then ignored).
     """
 
-    def __init__(self, observers: Iterable[LoopObserver] = (), *,
-                 detectors: Iterable[LoopObserver] | None = None, agent: str = "agent",
-                 prices: PricesArg = None, tracker: RunTracker | None = None) -> None:
-        self.tracker = tracker if tracker is not None else RunTracker(
-            observers, detectors=detectors, agent=agent, prices=prices)
+    def __init__(
+        self,
+        observers: Iterable[LoopObserver] = (),
+        *,
+        detectors: Iterable[LoopObserver] | None = None,
+        agent: str = "agent",
+        prices: PricesArg = None,
+        tracker: RunTracker | None = None,
+    ) -> None:
+        self.tracker = (
+            tracker
+            if tracker is not None
+            else RunTracker(observers, detectors=detectors, agent=agent, prices=prices)
+        )
         self.middleware: list[Any] = [_Agent(self), _Chat(), _Function()]
         """The agent, chat and function middleware, to pass to the ``Agent`` together."""
 

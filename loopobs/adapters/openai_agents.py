@@ -209,8 +209,9 @@ class ObservedRunHooks(RunHooks[Any]):
     they would without the adapter.
     """
 
-    def __init__(self, run: AdapterRun, run_config: RunConfig | None,
-                 inner: RunHooks[Any] | None = None) -> None:
+    def __init__(
+        self, run: AdapterRun, run_config: RunConfig | None, inner: RunHooks[Any] | None = None
+    ) -> None:
         self.run = run
         self.inner = inner
         self._run_config = run_config
@@ -242,13 +243,22 @@ class ObservedRunHooks(RunHooks[Any]):
         if previous and previous != model:
             em = self.run.tracker.receivers
             if em.listens("on_model_switched"):
-                em.on_model_switched(ModelSwitchedContext(
-                    run_id=self.run.run_id, time_ns=_now_ns(), from_model=previous,
-                    to_model=model))
+                em.on_model_switched(
+                    ModelSwitchedContext(
+                        run_id=self.run.run_id,
+                        time_ns=_now_ns(),
+                        from_model=previous,
+                        to_model=model,
+                    )
+                )
 
-    async def on_llm_start(self, context: RunContextWrapper[Any], agent: Agent[Any],
-                           system_prompt: str | None,
-                           input_items: list[TResponseInputItem]) -> None:
+    async def on_llm_start(
+        self,
+        context: RunContextWrapper[Any],
+        agent: Agent[Any],
+        system_prompt: str | None,
+        input_items: list[TResponseInputItem],
+    ) -> None:
         """A model call begins: a new turn and its ``on_stream_start``; raises a decided stop."""
         await self._llm_start(agent)
         if self.inner is not None:
@@ -261,11 +271,17 @@ class ObservedRunHooks(RunHooks[Any]):
             return
         text, calls = _read_response(response)
         self._last_calls = calls
-        self.run.model_end(key, usage=_usage(response.usage), text=text, tool_calls=calls,
-                           response_id=response.response_id)
+        self.run.model_end(
+            key,
+            usage=_usage(response.usage),
+            text=text,
+            tool_calls=calls,
+            response_id=response.response_id,
+        )
 
-    async def on_llm_end(self, context: RunContextWrapper[Any], agent: Agent[Any],
-                         response: ModelResponse) -> None:
+    async def on_llm_end(
+        self, context: RunContextWrapper[Any], agent: Agent[Any], response: ModelResponse
+    ) -> None:
         """The model call returned: usage, text and the tool calls it asks for."""
         await self._llm_end(response)
         if self.inner is not None:
@@ -277,23 +293,27 @@ class ObservedRunHooks(RunHooks[Any]):
         if isinstance(context, ToolContext):
             key: object = context.tool_call_id
             self._started_ids.add(context.tool_call_id)
-            self.run.tool_start(key, tool=tool.name, call_id=context.tool_call_id,
-                                arguments=_arguments(context.tool_arguments))
+            self.run.tool_start(
+                key,
+                tool=tool.name,
+                call_id=context.tool_call_id,
+                arguments=_arguments(context.tool_arguments),
+            )
         else:  # hosted and shell-like tools carry no call id
             key = f"{tool.name}#{self._tools}"
             self.run.tool_start(key, tool=tool.name)
         self._tool_keys[id(context)] = key
 
-    async def on_tool_start(self, context: RunContextWrapper[Any], agent: Agent[Any],
-                            tool: Tool) -> None:
+    async def on_tool_start(
+        self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool
+    ) -> None:
         """A tool call attempt begins: ``on_tool_pre``."""
         await self._tool_start(context, tool)
         if self.inner is not None:
             await self.inner.on_tool_start(context, agent, tool)
 
     @shielded
-    async def _tool_end(self, context: RunContextWrapper[Any], tool: Tool,
-                        result: object) -> None:
+    async def _tool_end(self, context: RunContextWrapper[Any], tool: Tool, result: object) -> None:
         key = self._tool_keys.pop(id(context), None)
         if key is None and isinstance(context, ToolContext):
             key = context.tool_call_id
@@ -304,8 +324,9 @@ class ObservedRunHooks(RunHooks[Any]):
         error = None if failure is None else ToolExecutionError(failure, tool=tool.name)
         self.run.tool_end(key, result=text, error=error)
 
-    async def on_tool_end(self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool,
-                          result: object) -> None:
+    async def on_tool_end(
+        self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool, result: object
+    ) -> None:
         """A tool call attempt returned: ``on_tool_post`` with its result.
 
         The SDK turns a tool's exception into a message for the model (its
@@ -337,12 +358,14 @@ class ObservedRunHooks(RunHooks[Any]):
             self._tools += 1
             key = name = Handoff.default_tool_name(to_agent)
             call_id = f"{name}#{self._tools}"
-        self.run.tool_start(key, tool=name, call_id=call_id,
-                            arguments=call.arguments if call is not None else {})
+        self.run.tool_start(
+            key, tool=name, call_id=call_id, arguments=call.arguments if call is not None else {}
+        )
         self.run.tool_end(key, result=to_agent.name)
 
-    async def on_handoff(self, context: RunContextWrapper[Any], from_agent: Agent[Any],
-                         to_agent: Agent[Any]) -> None:
+    async def on_handoff(
+        self, context: RunContextWrapper[Any], from_agent: Agent[Any], to_agent: Agent[Any]
+    ) -> None:
         """Control passes to another agent: reported as a tool call of the handoff."""
         await self._handoff(to_agent)
         if self.inner is not None:
@@ -353,8 +376,9 @@ class ObservedRunHooks(RunHooks[Any]):
         if self.inner is not None:
             await self.inner.on_agent_start(context, agent)
 
-    async def on_agent_end(self, context: AgentHookContext[Any], agent: Agent[Any],
-                           output: Any) -> None:
+    async def on_agent_end(
+        self, context: AgentHookContext[Any], agent: Agent[Any], output: Any
+    ) -> None:
         """Only forwarded: the run ends when ``Runner`` returns."""
         if self.inner is not None:
             await self.inner.on_agent_end(context, agent, output)
@@ -371,14 +395,21 @@ class ObservedRunHooks(RunHooks[Any]):
         call_id = getattr(raw, "call_id", None) or str(id(item))
         em = run.tracker.receivers
         if em.listens("on_suspended"):
-            em.on_suspended(SuspendedContext(
-                run_id=run.run_id, time_ns=_now_ns(), turn=turn, tool=str(tool),
-                tool_call_id=str(call_id), reason="the tool call needs approval",
-                input_schema={}, kind="human"))
+            em.on_suspended(
+                SuspendedContext(
+                    run_id=run.run_id,
+                    time_ns=_now_ns(),
+                    turn=turn,
+                    tool=str(tool),
+                    tool_call_id=str(call_id),
+                    reason="the tool call needs approval",
+                    input_schema={},
+                    kind="human",
+                )
+            )
         return True
 
-    def finish(self, error: BaseException | None = None,
-               interruptions: Sequence[Any] = ()) -> None:
+    def finish(self, error: BaseException | None = None, interruptions: Sequence[Any] = ()) -> None:
         """End the run (once): fail the model call in flight with ``error``, then ``on_run_end``.
 
         A run the SDK interrupted for tool approvals ends ``suspended``, after an
@@ -416,9 +447,14 @@ class AgentsAdapter:
         prices: how model calls are priced (``cost_usd``), as ``AgentLoop(prices=...)``.
     """
 
-    def __init__(self, observers: Iterable[LoopObserver] = (), *,
-                 detectors: Iterable[LoopObserver] | None = None, agent: str = "agent",
-                 prices: PricesArg = None) -> None:
+    def __init__(
+        self,
+        observers: Iterable[LoopObserver] = (),
+        *,
+        detectors: Iterable[LoopObserver] | None = None,
+        agent: str = "agent",
+        prices: PricesArg = None,
+    ) -> None:
         self.tracker = RunTracker(observers, detectors=detectors, agent=agent, prices=prices)
 
     @property
@@ -440,15 +476,22 @@ class AgentsAdapter:
         key = getattr(session, "session_id", None) or kwargs.get("conversation_id")
         session_id = uuid.uuid5(_SESSION_NAMESPACE, str(key)) if key else None
         run = self.tracker.start_run(
-            agent=agent.name or None, model=_model_name(agent, run_config),
-            session_id=session_id, query=_query(input),
-            instructions=agent.instructions if isinstance(agent.instructions, str) else "")
+            agent=agent.name or None,
+            model=_model_name(agent, run_config),
+            session_id=session_id,
+            query=_query(input),
+            instructions=agent.instructions if isinstance(agent.instructions, str) else "",
+        )
         hooks = ObservedRunHooks(run, run_config, kwargs.get("hooks"))
         kwargs["hooks"] = hooks
         return hooks
 
-    async def run(self, agent: Agent[Any], input: str | list[TResponseInputItem] | RunState[Any],
-                  **kwargs: Any) -> RunResult:
+    async def run(
+        self,
+        agent: Agent[Any],
+        input: str | list[TResponseInputItem] | RunState[Any],
+        **kwargs: Any,
+    ) -> RunResult:
         """``Runner.run(agent, input, **kwargs)``, observed.
 
         Raises:
@@ -464,13 +507,21 @@ class AgentsAdapter:
         hooks.finish(interruptions=result.interruptions)
         return result
 
-    def run_sync(self, agent: Agent[Any], input: str | list[TResponseInputItem] | RunState[Any],
-                 **kwargs: Any) -> RunResult:
+    def run_sync(
+        self,
+        agent: Agent[Any],
+        input: str | list[TResponseInputItem] | RunState[Any],
+        **kwargs: Any,
+    ) -> RunResult:
         """``Runner.run_sync(...)``, observed: :meth:`run` for code without an event loop."""
         return asyncio.run(self.run(agent, input, **kwargs))
 
-    def run_streamed(self, agent: Agent[Any], input: str | list[TResponseInputItem] | RunState[Any],
-                     **kwargs: Any) -> RunResultStreaming:
+    def run_streamed(
+        self,
+        agent: Agent[Any],
+        input: str | list[TResponseInputItem] | RunState[Any],
+        **kwargs: Any,
+    ) -> RunResultStreaming:
         """``Runner.run_streamed(...)``, observed; must be called inside an event loop.
 
         The run ends when the SDK's run task ends: after the last event, on an
@@ -490,8 +541,9 @@ class AgentsAdapter:
         return result
 
 
-def _finish_streamed(hooks: ObservedRunHooks, result: RunResultStreaming,
-                     task: asyncio.Task[Any]) -> None:
+def _finish_streamed(
+    hooks: ObservedRunHooks, result: RunResultStreaming, task: asyncio.Task[Any]
+) -> None:
     if task.cancelled():
         hooks.finish(asyncio.CancelledError())
     elif task.exception() is not None:

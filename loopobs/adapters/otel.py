@@ -128,10 +128,18 @@ DETAILS_EVENT = "gen_ai.client.inference.operation.details"
 ANTHROPIC_SESSION = "anthropic.session.id"
 
 _MODEL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
-_ARGUMENT_ATTRIBUTES = (c.GEN_AI_TOOL_CALL_ARGUMENTS, OI_TOOL_CALL_ARGUMENTS, OI_INPUT,
-                        ADK_TOOL_ARGS)
-_RESULT_ATTRIBUTES = (c.GEN_AI_TOOL_CALL_RESULT, OI_OUTPUT, ANTHROPIC_TOOL_RESULT,
-                      ADK_TOOL_RESPONSE)
+_ARGUMENT_ATTRIBUTES = (
+    c.GEN_AI_TOOL_CALL_ARGUMENTS,
+    OI_TOOL_CALL_ARGUMENTS,
+    OI_INPUT,
+    ADK_TOOL_ARGS,
+)
+_RESULT_ATTRIBUTES = (
+    c.GEN_AI_TOOL_CALL_RESULT,
+    OI_OUTPUT,
+    ANTHROPIC_TOOL_RESULT,
+    ADK_TOOL_RESPONSE,
+)
 _LONE = -1
 """The key under which the runs of one-span traces remember response ids (span ids are > 0)."""
 _MAX_ASKED = 256
@@ -202,8 +210,11 @@ def _count(attrs: Mapping[str, Any], skipped: _Skipped, *names: str) -> Any:
 def _str(attrs: Mapping[str, Any], *names: str) -> str:
     for name in names:
         value = attrs.get(name)
-        if isinstance(value, str) and value and not (
-                name in (ADK_TOOL_ARGS, ADK_TOOL_RESPONSE) and value in ADK_PLACEHOLDERS):
+        if (
+            isinstance(value, str)
+            and value
+            and not (name in (ADK_TOOL_ARGS, ADK_TOOL_RESPONSE) and value in ADK_PLACEHOLDERS)
+        ):
             return value
     return ""
 
@@ -267,9 +278,19 @@ def _sends_no_request(name: str, attrs: Mapping[str, Any]) -> bool:
     """Whether an LLM span only prepares a request: OpenInference's LlamaIndex
     instrumentation writes ``OpenAI._prepare_chat_with_tools`` (kind ``LLM``, no usage,
     no messages) beside the span of the call itself."""
-    return "._prepare_" in name and attrs.get(OI_SPAN_KIND) == "LLM" and not any(
-        n in attrs for n in (OI_PROMPT_TOKENS, OI_COMPLETION_TOKENS, OI_FINISH_REASON,
-                             c.GEN_AI_USAGE_INPUT_TOKENS))
+    return (
+        "._prepare_" in name
+        and attrs.get(OI_SPAN_KIND) == "LLM"
+        and not any(
+            n in attrs
+            for n in (
+                OI_PROMPT_TOKENS,
+                OI_COMPLETION_TOKENS,
+                OI_FINISH_REASON,
+                c.GEN_AI_USAGE_INPUT_TOKENS,
+            )
+        )
+    )
 
 
 def _blocks_text(text: str) -> str:
@@ -282,8 +303,9 @@ def _blocks_text(text: str) -> str:
     except (ValueError, RecursionError):
         return text
     if not isinstance(blocks, list) or not all(
-            isinstance(b, dict) and b.get("type", "text") == "text"
-            and isinstance(b.get("text"), str) for b in blocks):
+        isinstance(b, dict) and b.get("type", "text") == "text" and isinstance(b.get("text"), str)
+        for b in blocks
+    ):
         return text
     return "".join(b["text"] for b in blocks)
 
@@ -299,28 +321,46 @@ def _event_str(span: ReadableSpan, event: str, name: str) -> str:
 
 
 def _usage(attrs: Mapping[str, Any], skipped: _Skipped) -> Usage | None:
-    names = (c.GEN_AI_USAGE_INPUT_TOKENS, c.GEN_AI_USAGE_OUTPUT_TOKENS, _LEGACY_INPUT_TOKENS,
-             _LEGACY_OUTPUT_TOKENS, OI_PROMPT_TOKENS, OI_COMPLETION_TOKENS)
+    names = (
+        c.GEN_AI_USAGE_INPUT_TOKENS,
+        c.GEN_AI_USAGE_OUTPUT_TOKENS,
+        _LEGACY_INPUT_TOKENS,
+        _LEGACY_OUTPUT_TOKENS,
+        OI_PROMPT_TOKENS,
+        OI_COMPLETION_TOKENS,
+    )
     if not any(n in attrs for n in names):
         return None
     return Usage(
-        input_tokens=_count(attrs, skipped, c.GEN_AI_USAGE_INPUT_TOKENS, _LEGACY_INPUT_TOKENS,
-                            OI_PROMPT_TOKENS),
-        output_tokens=_count(attrs, skipped, c.GEN_AI_USAGE_OUTPUT_TOKENS, _LEGACY_OUTPUT_TOKENS,
-                             OI_COMPLETION_TOKENS),
-        cache_read_input_tokens=_count(attrs, skipped, c.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
-                                       OI_CACHE_READ),
-        cache_write_input_tokens=_count(attrs, skipped,
-                                        c.GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS,
-                                        c.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS,
-                                        OI_CACHE_WRITE),
-        reasoning_output_tokens=_count(attrs, skipped, c.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS,
-                                       OI_REASONING),
+        input_tokens=_count(
+            attrs, skipped, c.GEN_AI_USAGE_INPUT_TOKENS, _LEGACY_INPUT_TOKENS, OI_PROMPT_TOKENS
+        ),
+        output_tokens=_count(
+            attrs,
+            skipped,
+            c.GEN_AI_USAGE_OUTPUT_TOKENS,
+            _LEGACY_OUTPUT_TOKENS,
+            OI_COMPLETION_TOKENS,
+        ),
+        cache_read_input_tokens=_count(
+            attrs, skipped, c.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, OI_CACHE_READ
+        ),
+        cache_write_input_tokens=_count(
+            attrs,
+            skipped,
+            c.GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS,
+            c.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS,
+            OI_CACHE_WRITE,
+        ),
+        reasoning_output_tokens=_count(
+            attrs, skipped, c.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS, OI_REASONING
+        ),
     )
 
 
-def _output(attrs: Mapping[str, Any], skipped: _Skipped,
-            span: ReadableSpan | None = None) -> tuple[str, list[FrameworkToolCall]]:
+def _output(
+    attrs: Mapping[str, Any], skipped: _Skipped, span: ReadableSpan | None = None
+) -> tuple[str, list[FrameworkToolCall]]:
     """The response text and the tool calls it asks for, from either convention.
 
     Messages or parts of an unexpected shape are skipped (counted once per span).
@@ -336,8 +376,11 @@ def _output(attrs: Mapping[str, Any], skipped: _Skipped,
         malformed = not isinstance(messages, list)
         for message in messages if isinstance(messages, list) else []:
             parts = message.get("parts") if isinstance(message, dict) else None
-            if parts is None and isinstance(message, dict) and (
-                    "content" in message or "tool_calls" in message):
+            if (
+                parts is None
+                and isinstance(message, dict)
+                and ("content" in message or "tool_calls" in message)
+            ):
                 # OpenAI-style messages (AG2 writes them so): content and tool_calls
                 malformed |= not _openai_message(message, text, calls, name, skipped)
                 continue
@@ -352,11 +395,17 @@ def _output(attrs: Mapping[str, Any], skipped: _Skipped,
                     text.append(str(part.get("content") or ""))
                 elif part.get("type") == "tool_call":
                     args = part.get("arguments")
-                    calls.append(FrameworkToolCall(
-                        str(part.get("id") or ""), str(part.get("name") or ""),
-                        args if isinstance(args, dict)
-                        else (_arguments(args, name, skipped) or {}) if isinstance(args, str)
-                        else {}))
+                    calls.append(
+                        FrameworkToolCall(
+                            str(part.get("id") or ""),
+                            str(part.get("name") or ""),
+                            args
+                            if isinstance(args, dict)
+                            else (_arguments(args, name, skipped) or {})
+                            if isinstance(args, str)
+                            else {},
+                        )
+                    )
         if malformed and messages is not None:
             skipped.add(name)
         return "".join(text), calls
@@ -371,16 +420,25 @@ def _output(attrs: Mapping[str, Any], skipped: _Skipped,
         if call_name is None:
             break
         args = attrs.get(call + "function.arguments")
-        arguments = _arguments(args, call + "function.arguments", skipped) \
-            if isinstance(args, str) else None
-        calls.append(FrameworkToolCall(str(attrs.get(call + "id") or ""), str(call_name),
-                              arguments or {}))
+        arguments = (
+            _arguments(args, call + "function.arguments", skipped)
+            if isinstance(args, str)
+            else None
+        )
+        calls.append(
+            FrameworkToolCall(str(attrs.get(call + "id") or ""), str(call_name), arguments or {})
+        )
         index += 1
     return "".join(text), calls
 
 
-def _openai_message(message: dict[str, Any], text: list[str], calls: list[FrameworkToolCall],
-                    name: str, skipped: _Skipped) -> bool:
+def _openai_message(
+    message: dict[str, Any],
+    text: list[str],
+    calls: list[FrameworkToolCall],
+    name: str,
+    skipped: _Skipped,
+) -> bool:
     """Read an OpenAI-style message's text and tool calls; False if it is malformed."""
     content = message.get("content")
     if isinstance(content, str):
@@ -395,10 +453,17 @@ def _openai_message(message: dict[str, Any], text: list[str], calls: list[Framew
         if not isinstance(function, dict):
             return False
         args = function.get("arguments")
-        calls.append(FrameworkToolCall(
-            str(call.get("id") or ""), str(function.get("name") or ""),
-            args if isinstance(args, dict)
-            else (_arguments(args, name, skipped) or {}) if isinstance(args, str) else {}))
+        calls.append(
+            FrameworkToolCall(
+                str(call.get("id") or ""),
+                str(function.get("name") or ""),
+                args
+                if isinstance(args, dict)
+                else (_arguments(args, name, skipped) or {})
+                if isinstance(args, str)
+                else {},
+            )
+        )
     return True
 
 
@@ -508,14 +573,22 @@ class GenAISpanProcessor(SpanProcessor):
     and flushes the observers (shut them down yourself: they may be shared).
     """
 
-    def __init__(self, observers: Iterable[LoopObserver] = (), *,
-                 detectors: Iterable[LoopObserver] | None = None,
-                 group_by: Literal["trace", "agent"] = "trace",
-                 prices: PricesArg = None, tracker: RunTracker | None = None) -> None:
+    def __init__(
+        self,
+        observers: Iterable[LoopObserver] = (),
+        *,
+        detectors: Iterable[LoopObserver] | None = None,
+        group_by: Literal["trace", "agent"] = "trace",
+        prices: PricesArg = None,
+        tracker: RunTracker | None = None,
+    ) -> None:
         if group_by not in ("trace", "agent"):
             raise ValueError("group_by must be 'trace' or 'agent'")
-        self.tracker = tracker if tracker is not None else RunTracker(
-            observers, detectors=detectors, prices=prices)
+        self.tracker = (
+            tracker
+            if tracker is not None
+            else RunTracker(observers, detectors=detectors, prices=prices)
+        )
         self.group_by = group_by
         self._lock = threading.RLock()
         self._nodes: OrderedDict[int, _Node] = OrderedDict()
@@ -556,8 +629,10 @@ class GenAISpanProcessor(SpanProcessor):
     @shielded
     def on_start(self, span: Span, parent_context: otel_context.Context | None = None) -> None:
         """Follow the span; an agent span starts its run."""
-        if span.instrumentation_scope is not None and \
-                span.instrumentation_scope.name == c.SCOPE_NAME:
+        if (
+            span.instrumentation_scope is not None
+            and span.instrumentation_scope.name == c.SCOPE_NAME
+        ):
             return
         if self._closed:
             return
@@ -570,10 +645,14 @@ class GenAISpanProcessor(SpanProcessor):
             parent = self._nodes.get(parent_id) if parent_id is not None else None
             if parent is not None and parent.kind == "other" and parent_id is not None:
                 self._classify_late(parent_id, parent)
-            node = _Node(kind, parent.agent if parent else None,
-                         parent.root if parent else sid, start,
-                         parent=parent_id if parent is not None else None,
-                         span=span if kind == "other" else None)
+            node = _Node(
+                kind,
+                parent.agent if parent else None,
+                parent.root if parent else sid,
+                start,
+                parent=parent_id if parent is not None else None,
+                span=span if kind == "other" else None,
+            )
             if kind == "agent":
                 node.agent = sid
             # A run waits for its own span and its model and tool spans; the app's other
@@ -647,22 +726,40 @@ class GenAISpanProcessor(SpanProcessor):
         return True
 
     # -- runs ------------------------------------------------------------------------------
-    def _start_run(self, key: int, span_name: str, attrs: Mapping[str, Any], start: int,
-                   *, agent: bool, session_attrs: Mapping[str, Any] | None = None,
-                   lone: bool = False) -> AdapterRun:
-        session = _str(attrs if session_attrs is None else session_attrs,
-                       c.GEN_AI_CONVERSATION_ID, OI_SESSION, ADK_SESSION, ANTHROPIC_SESSION)
+    def _start_run(
+        self,
+        key: int,
+        span_name: str,
+        attrs: Mapping[str, Any],
+        start: int,
+        *,
+        agent: bool,
+        session_attrs: Mapping[str, Any] | None = None,
+        lone: bool = False,
+    ) -> AdapterRun:
+        session = _str(
+            attrs if session_attrs is None else session_attrs,
+            c.GEN_AI_CONVERSATION_ID,
+            OI_SESSION,
+            ADK_SESSION,
+            ANTHROPIC_SESSION,
+        )
         name = _str(attrs, c.GEN_AI_AGENT_NAME, OI_AGENT_NAME)
         if not name and agent:
             if span_name.startswith(ADK_AGENT_SPAN) and span_name.endswith("]"):
-                name = span_name[len(ADK_AGENT_SPAN):-1]
+                name = span_name[len(ADK_AGENT_SPAN) : -1]
             else:
                 name = span_name.removeprefix(c.SPAN_INVOKE_AGENT).strip() or span_name
         run = self.tracker.start_run(
-            agent=name or None, model=_str(attrs, c.GEN_AI_REQUEST_MODEL, OI_MODEL),
-            session_id=uuid.uuid5(_SESSION_NAMESPACE, session) if session
-            else self._lone_session if lone else None,
-            time_ns=start)
+            agent=name or None,
+            model=_str(attrs, c.GEN_AI_REQUEST_MODEL, OI_MODEL),
+            session_id=uuid.uuid5(_SESSION_NAMESPACE, session)
+            if session
+            else self._lone_session
+            if lone
+            else None,
+            time_ns=start,
+        )
         self._runs[key] = run
         return run
 
@@ -689,8 +786,9 @@ class GenAISpanProcessor(SpanProcessor):
         if sid not in self._runs:
             self._start_run(sid, name, attrs, node.start_ns, agent=True)
 
-    def _run_for(self, node: _Node, sid: int, span: ReadableSpan,
-                 attrs: Mapping[str, Any]) -> AdapterRun | None:
+    def _run_for(
+        self, node: _Node, sid: int, span: ReadableSpan, attrs: Mapping[str, Any]
+    ) -> AdapterRun | None:
         """The run ``node`` reports into; for spans outside agents, opened on first use.
 
         A run of a trace that is this one span (an app with no span of its own around
@@ -705,8 +803,15 @@ class GenAISpanProcessor(SpanProcessor):
         if run is None:
             owner = self._owners.get(node.root)
             start = owner.start_ns if owner is not None else node.start_ns
-            run = self._start_run(node.root, span.name, {}, start, agent=False,
-                                  session_attrs=attrs, lone=node.root == sid)
+            run = self._start_run(
+                node.root,
+                span.name,
+                {},
+                start,
+                agent=False,
+                session_attrs=attrs,
+                lone=node.root == sid,
+            )
         return run
 
     def _cover(self, node: _Node) -> None:
@@ -749,8 +854,7 @@ class GenAISpanProcessor(SpanProcessor):
             seen.popitem(last=False)
         return False
 
-    def _release(self, sid: int, node: _Node, error_type: str | None,
-                 end_ns: int | None) -> None:
+    def _release(self, sid: int, node: _Node, error_type: str | None, end_ns: int | None) -> None:
         """``sid`` ended (or was forgotten); its run ends once nothing of it is open."""
         key = node.owner
         owner = self._owners.get(key)
@@ -773,8 +877,9 @@ class GenAISpanProcessor(SpanProcessor):
         # (or was forgotten, its end never seen: then the run ends cancelled).
         self._end_run(key, owner.error_type, owner.end_ns, seen=owner.ended)
 
-    def _end_run(self, key: int, error_type: str | None, end_ns: int | None, *,
-                 seen: bool = True) -> None:
+    def _end_run(
+        self, key: int, error_type: str | None, end_ns: int | None, *, seen: bool = True
+    ) -> None:
         self._responses.pop(key, None)
         self._tool_ids.pop(key, None)
         self._asked.pop(key, None)
@@ -798,11 +903,15 @@ class GenAISpanProcessor(SpanProcessor):
             self._last_log = now
             logger.warning(
                 "span %r had malformed attributes (%s); they were skipped (%d so far)",
-                span.name, ", ".join(sorted(set(skipped.names))), self._skipped)
+                span.name,
+                ", ".join(sorted(set(skipped.names))),
+                self._skipped,
+            )
 
     # -- model and tool spans --------------------------------------------------------------
-    def _report(self, kind: Kind, node: _Node, sid: int, span: ReadableSpan,
-                attrs: Mapping[str, Any]) -> None:
+    def _report(
+        self, kind: Kind, node: _Node, sid: int, span: ReadableSpan, attrs: Mapping[str, Any]
+    ) -> None:
         if kind == "model":
             if _sends_no_request(span.name, attrs):
                 return
@@ -822,8 +931,15 @@ class GenAISpanProcessor(SpanProcessor):
         if skipped.names:
             self._skip(span, skipped)
 
-    def _model(self, run: AdapterRun, sid: int, span: ReadableSpan,
-               attrs: Mapping[str, Any], skipped: _Skipped, key: int) -> None:
+    def _model(
+        self,
+        run: AdapterRun,
+        sid: int,
+        span: ReadableSpan,
+        attrs: Mapping[str, Any],
+        skipped: _Skipped,
+        key: int,
+    ) -> None:
         # Everything is read before the call is reported, so a span read halfway never
         # leaves its call open (to be ended as cancelled with the run).
         model = _str(attrs, c.GEN_AI_REQUEST_MODEL, OI_MODEL, c.GEN_AI_RESPONSE_MODEL)
@@ -831,8 +947,9 @@ class GenAISpanProcessor(SpanProcessor):
         error_type = _error(span)
         if error_type is not None:
             if run.model_start(sid, model=model, provider=provider, time_ns=span.start_time):
-                run.model_error(sid, ModelError(error_type, provider=provider or None),
-                                time_ns=span.end_time)
+                run.model_error(
+                    sid, ModelError(error_type, provider=provider or None), time_ns=span.end_time
+                )
             return
         text, calls = _output(attrs, skipped, span)
         ran = self._tool_ids.get(key)
@@ -843,22 +960,41 @@ class GenAISpanProcessor(SpanProcessor):
             asked.extend((call.id, call.name) for call in calls if call.id)
             del asked[:-_MAX_ASKED]
         reasons = attrs.get(c.GEN_AI_RESPONSE_FINISH_REASONS)
-        finish = reasons[0] if isinstance(reasons, (tuple, list)) and reasons else \
-            _str(attrs, OI_FINISH_REASON) or None
+        finish = (
+            reasons[0]
+            if isinstance(reasons, (tuple, list)) and reasons
+            else _str(attrs, OI_FINISH_REASON) or None
+        )
         usage = _usage(attrs, skipped)
         first_chunk_ms = _first_chunk_ms(span, skipped)
         if not run.model_start(sid, model=model, provider=provider, time_ns=span.start_time):
             return
-        run.model_end(sid, usage=usage, text=text, tool_calls=calls,
-                      finish_reason=str(finish) if finish else None,
-                      response_id=_str(attrs, c.GEN_AI_RESPONSE_ID) or None,
-                      response_model=_str(attrs, c.GEN_AI_RESPONSE_MODEL) or None,
-                      time_to_first_token_ms=first_chunk_ms, time_ns=span.end_time)
+        run.model_end(
+            sid,
+            usage=usage,
+            text=text,
+            tool_calls=calls,
+            finish_reason=str(finish) if finish else None,
+            response_id=_str(attrs, c.GEN_AI_RESPONSE_ID) or None,
+            response_model=_str(attrs, c.GEN_AI_RESPONSE_MODEL) or None,
+            time_to_first_token_ms=first_chunk_ms,
+            time_ns=span.end_time,
+        )
 
-    def _tool(self, run: AdapterRun, sid: int, span: ReadableSpan,
-              attrs: Mapping[str, Any], skipped: _Skipped, key: int) -> None:
-        name = _str(attrs, c.GEN_AI_TOOL_NAME, OI_TOOL_NAME) or \
-            span.name.removeprefix(c.SPAN_EXECUTE_TOOL).strip() or "tool"
+    def _tool(
+        self,
+        run: AdapterRun,
+        sid: int,
+        span: ReadableSpan,
+        attrs: Mapping[str, Any],
+        skipped: _Skipped,
+        key: int,
+    ) -> None:
+        name = (
+            _str(attrs, c.GEN_AI_TOOL_NAME, OI_TOOL_NAME)
+            or span.name.removeprefix(c.SPAN_EXECUTE_TOOL).strip()
+            or "tool"
+        )
         # Never OpenInference's tool.parameters: that is the tool's JSON schema, the same
         # for every call of the tool.
         args_name = next((n for n in _ARGUMENT_ATTRIBUTES if _str(attrs, n)), "")
@@ -867,44 +1003,76 @@ class GenAISpanProcessor(SpanProcessor):
             args_name = STRANDS_TOOL_MESSAGE
             raw_args = _event_str(span, STRANDS_TOOL_MESSAGE, "content")
         arguments = _arguments(raw_args, args_name, skipped) if raw_args else None
-        raw_result = _str(attrs, *_RESULT_ATTRIBUTES) or \
-            _event_str(span, STRANDS_CHOICE, "message")
+        raw_result = _str(attrs, *_RESULT_ATTRIBUTES) or _event_str(span, STRANDS_CHOICE, "message")
         result, output_call_id, failed = _tool_output(raw_result, skipped)
         if result and OI_OUTPUT not in attrs:
             result = _blocks_text(result)
         error_type = _error(span) or ("ToolException" if failed else None)
-        error = ToolExecutionError(f"the tool span ended with an error: {error_type}",
-                                   tool=name, error_type=error_type) if error_type else None
-        call_id = _str(attrs, c.GEN_AI_TOOL_CALL_ID, OI_TOOL_ID, OI_TOOL_CALL_ID) or \
-            output_call_id
+        error = (
+            ToolExecutionError(
+                f"the tool span ended with an error: {error_type}", tool=name, error_type=error_type
+            )
+            if error_type
+            else None
+        )
+        call_id = _str(attrs, c.GEN_AI_TOOL_CALL_ID, OI_TOOL_ID, OI_TOOL_CALL_ID) or output_call_id
         asked = self._asked.get(key)
         if asked:
             # the model's call this span runs: its own id, else the first of its tool
-            index = next((i for i, (cid, tool) in enumerate(asked)
-                          if cid == call_id or (not call_id and tool == name)), None)
+            index = next(
+                (
+                    i
+                    for i, (cid, tool) in enumerate(asked)
+                    if cid == call_id or (not call_id and tool == name)
+                ),
+                None,
+            )
             if index is not None:
                 call_id = asked.pop(index)[0]
         if call_id:
             _seen(self._tool_ids, key, call_id)
-        run.tool_start(sid, tool=name, call_id=call_id, arguments=arguments,
-                       time_ns=span.start_time)
+        run.tool_start(
+            sid, tool=name, call_id=call_id, arguments=arguments, time_ns=span.start_time
+        )
         run.tool_end(sid, result=result or None, error=error, time_ns=span.end_time)
 
 
-CONTENT_ATTRIBUTES: frozenset[str] = frozenset({
-    c.GEN_AI_INPUT_MESSAGES, c.GEN_AI_OUTPUT_MESSAGES, "gen_ai.system_instructions",
-    c.GEN_AI_TOOL_CALL_ARGUMENTS, c.GEN_AI_TOOL_CALL_RESULT, OI_INPUT, OI_OUTPUT,
-    ANTHROPIC_TOOL_RESULT, ADK_TOOL_ARGS, ADK_TOOL_RESPONSE, "gcp.vertex.agent.llm_request",
-    "gcp.vertex.agent.llm_response", "gen_ai.prompt", "gen_ai.completion",
-})
+CONTENT_ATTRIBUTES: frozenset[str] = frozenset(
+    {
+        c.GEN_AI_INPUT_MESSAGES,
+        c.GEN_AI_OUTPUT_MESSAGES,
+        "gen_ai.system_instructions",
+        c.GEN_AI_TOOL_CALL_ARGUMENTS,
+        c.GEN_AI_TOOL_CALL_RESULT,
+        OI_INPUT,
+        OI_OUTPUT,
+        ANTHROPIC_TOOL_RESULT,
+        ADK_TOOL_ARGS,
+        ADK_TOOL_RESPONSE,
+        "gcp.vertex.agent.llm_request",
+        "gcp.vertex.agent.llm_response",
+        "gen_ai.prompt",
+        "gen_ai.completion",
+    }
+)
 """Span attributes that hold message content, in the conventions the processor reads."""
-CONTENT_PREFIXES: tuple[str, ...] = ("llm.input_messages.", "llm.output_messages.",
-                                     "gen_ai.prompt.", "gen_ai.completion.")
+CONTENT_PREFIXES: tuple[str, ...] = (
+    "llm.input_messages.",
+    "llm.output_messages.",
+    "gen_ai.prompt.",
+    "gen_ai.completion.",
+)
 """Prefixes of flattened content attributes (OpenInference's, OpenLLMetry's)."""
-CONTENT_EVENTS: frozenset[str] = frozenset({
-    DETAILS_EVENT, STRANDS_TOOL_MESSAGE, STRANDS_CHOICE, "gen_ai.user.message",
-    "gen_ai.assistant.message", "gen_ai.system.message",
-})
+CONTENT_EVENTS: frozenset[str] = frozenset(
+    {
+        DETAILS_EVENT,
+        STRANDS_TOOL_MESSAGE,
+        STRANDS_CHOICE,
+        "gen_ai.user.message",
+        "gen_ai.assistant.message",
+        "gen_ai.system.message",
+    }
+)
 """Span events that carry message content (the latest conventions' and the legacy ones)."""
 
 
@@ -924,10 +1092,14 @@ class ContentStrippingExporter(SpanExporter):
     stripped span gets ``loopobs.content.stripped = true``.
     """
 
-    def __init__(self, exporter: SpanExporter, *,
-                 attributes: Iterable[str] = CONTENT_ATTRIBUTES,
-                 prefixes: Iterable[str] = CONTENT_PREFIXES,
-                 events: Iterable[str] = CONTENT_EVENTS) -> None:
+    def __init__(
+        self,
+        exporter: SpanExporter,
+        *,
+        attributes: Iterable[str] = CONTENT_ATTRIBUTES,
+        prefixes: Iterable[str] = CONTENT_PREFIXES,
+        events: Iterable[str] = CONTENT_EVENTS,
+    ) -> None:
         self.exporter = exporter
         self._attributes = frozenset(attributes)
         self._prefixes = tuple(prefixes)
@@ -945,13 +1117,26 @@ class ContentStrippingExporter(SpanExporter):
         kept = {k: v for k, v in attrs.items() if not self._content(k)}
         kept["loopobs.content.stripped"] = True
         return ReadableSpan(
-            name=span.name, context=span.context, parent=span.parent, resource=span.resource,
+            name=span.name,
+            context=span.context,
+            parent=span.parent,
+            resource=span.resource,
             attributes=kept,
-            events=[Event(e.name, {k: v for k, v in (e.attributes or {}).items()
-                                   if not self._content(k)}, e.timestamp) for e in events],
-            links=span.links, kind=span.kind, status=span.status,
-            start_time=span.start_time, end_time=span.end_time,
-            instrumentation_scope=span.instrumentation_scope)
+            events=[
+                Event(
+                    e.name,
+                    {k: v for k, v in (e.attributes or {}).items() if not self._content(k)},
+                    e.timestamp,
+                )
+                for e in events
+            ],
+            links=span.links,
+            kind=span.kind,
+            status=span.status,
+            start_time=span.start_time,
+            end_time=span.end_time,
+            instrumentation_scope=span.instrumentation_scope,
+        )
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         return self.exporter.export([self.strip(span) for span in spans])

@@ -121,7 +121,9 @@ def _text(value: Any) -> str:
         return str(value)
 
 
-def _read_response(response: ModelResponse, output_tools: set[str]) -> tuple[str, list[FrameworkToolCall]]:
+def _read_response(
+    response: ModelResponse, output_tools: set[str]
+) -> tuple[str, list[FrameworkToolCall]]:
     """The response's text (or, for an output tool, its arguments) and its tool calls."""
     texts: list[str] = []
     calls: list[FrameworkToolCall] = []
@@ -132,7 +134,9 @@ def _read_response(response: ModelResponse, output_tools: set[str]) -> tuple[str
             if part.tool_name in output_tools:
                 texts.append(part.args_as_json_str())
             else:
-                calls.append(FrameworkToolCall(part.tool_call_id, part.tool_name, part.args_as_dict()))
+                calls.append(
+                    FrameworkToolCall(part.tool_call_id, part.tool_name, part.args_as_dict())
+                )
     return "".join(texts), calls
 
 
@@ -156,12 +160,19 @@ class LoopobsCapability(AbstractCapability[Any]):
             pydantic-ai then streams every model request of the agent's runs.
     """
 
-    def __init__(self, observers: Iterable[LoopObserver] = (), *,
-                 detectors: Iterable[LoopObserver] | None = None, agent: str = "agent",
-                 prices: PricesArg = None, tracker: RunTracker | None = None,
-                 deltas: bool = False) -> None:
-        self.tracker = tracker or RunTracker(observers, detectors=detectors, agent=agent,
-                                             prices=prices)
+    def __init__(
+        self,
+        observers: Iterable[LoopObserver] = (),
+        *,
+        detectors: Iterable[LoopObserver] | None = None,
+        agent: str = "agent",
+        prices: PricesArg = None,
+        tracker: RunTracker | None = None,
+        deltas: bool = False,
+    ) -> None:
+        self.tracker = tracker or RunTracker(
+            observers, detectors=detectors, agent=agent, prices=prices
+        )
         self.deltas = deltas
 
     def __repr__(self) -> str:
@@ -199,11 +210,15 @@ class _ObservedRun(AbstractCapability[Any]):
     @shielded
     def _start(self, ctx: RunContext[Any]) -> None:
         agent = ctx.agent.name if ctx.agent is not None else None
-        session = (uuid.uuid5(_SESSION_NAMESPACE, ctx.conversation_id)
-                   if ctx.conversation_id else None)
+        session = (
+            uuid.uuid5(_SESSION_NAMESPACE, ctx.conversation_id) if ctx.conversation_id else None
+        )
         self.run = self.tracker.start_run(
-            agent=agent, model=ctx.model.model_name, session_id=session,
-            query=ctx.prompt if isinstance(ctx.prompt, str) else "")
+            agent=agent,
+            model=ctx.model.model_name,
+            session_id=session,
+            query=ctx.prompt if isinstance(ctx.prompt, str) else "",
+        )
 
     def _end(self, error: BaseException | None, status: str | None = None) -> None:
         run = self.run
@@ -237,19 +252,30 @@ class _ObservedRun(AbstractCapability[Any]):
     def _park(self, requests: DeferredToolRequests) -> bool:
         run = self.run
         turn = run.turn if run is not None else None
-        waiting = [(c, "human") for c in requests.approvals] + \
-            [(c, "signal") for c in requests.calls]
+        waiting = [(c, "human") for c in requests.approvals] + [
+            (c, "signal") for c in requests.calls
+        ]
         if run is None or turn is None or not waiting:
             return False
         call, kind = waiting[0]
         em = run.tracker.receivers
         if em.listens("on_suspended"):
-            em.on_suspended(SuspendedContext(
-                run_id=run.run_id, time_ns=time.time_ns(), turn=turn, tool=call.tool_name,
-                tool_call_id=call.tool_call_id,
-                reason=("the tool call needs approval" if kind == "human"
-                        else "the tool call runs outside the agent"),
-                input_schema={}, kind="human" if kind == "human" else "signal"))
+            em.on_suspended(
+                SuspendedContext(
+                    run_id=run.run_id,
+                    time_ns=time.time_ns(),
+                    turn=turn,
+                    tool=call.tool_name,
+                    tool_call_id=call.tool_call_id,
+                    reason=(
+                        "the tool call needs approval"
+                        if kind == "human"
+                        else "the tool call runs outside the agent"
+                    ),
+                    input_schema={},
+                    kind="human" if kind == "human" else "signal",
+                )
+            )
         return True
 
     # -- model requests --------------------------------------------------------------------
@@ -274,19 +300,34 @@ class _ObservedRun(AbstractCapability[Any]):
         model = request_context.model
         previous, current = self._open_model, model.model_name
         self._open = None
-        run.model_error(open_key, ModelError(
-            f"attempt {open_key[1]} failed; pydantic-ai made another",
-            retryable=True, provider=model.system or None))
+        run.model_error(
+            open_key,
+            ModelError(
+                f"attempt {open_key[1]} failed; pydantic-ai made another",
+                retryable=True,
+                provider=model.system or None,
+            ),
+        )
         turn = run.turn
         em = run.tracker.receivers
         if previous != current and turn is not None:
             now = time.time_ns()
             if em.listens("on_fallback"):
-                em.on_fallback(FallbackContext(run_id=run.run_id, time_ns=now,
-                                               from_model=previous, to_model=current, turn=turn))
+                em.on_fallback(
+                    FallbackContext(
+                        run_id=run.run_id,
+                        time_ns=now,
+                        from_model=previous,
+                        to_model=current,
+                        turn=turn,
+                    )
+                )
             if em.listens("on_model_switched"):
-                em.on_model_switched(ModelSwitchedContext(
-                    run_id=run.run_id, time_ns=now, from_model=previous, to_model=current))
+                em.on_model_switched(
+                    ModelSwitchedContext(
+                        run_id=run.run_id, time_ns=now, from_model=previous, to_model=current
+                    )
+                )
         key = (self._requests, int(getattr(request_context, "attempt", open_key[1] + 1)))
         if run.model_start(key, model=current, provider=model.system):
             self._open, self._open_model = key, current
@@ -299,10 +340,15 @@ class _ObservedRun(AbstractCapability[Any]):
             return
         outputs = {t.name for t in request_context.model_request_parameters.output_tools}
         text, calls = _read_response(response, outputs)
-        run.model_end(key, usage=_usage(response.usage), text=text, tool_calls=calls,
-                      finish_reason=response.finish_reason,
-                      response_id=response.provider_response_id,
-                      response_model=response.model_name)
+        run.model_end(
+            key,
+            usage=_usage(response.usage),
+            text=text,
+            tool_calls=calls,
+            finish_reason=response.finish_reason,
+            response_id=response.provider_response_id,
+            response_model=response.model_name,
+        )
 
     @shielded
     def _model_error(self, error: BaseException) -> None:
@@ -311,9 +357,9 @@ class _ObservedRun(AbstractCapability[Any]):
         if run is not None and key is not None:
             run.model_error(key, error)
 
-    async def wrap_model_request(self, ctx: RunContext[Any], *,
-                                 request_context: ModelRequestContext,
-                                 handler: Any) -> ModelResponse:
+    async def wrap_model_request(
+        self, ctx: RunContext[Any], *, request_context: ModelRequestContext, handler: Any
+    ) -> ModelResponse:
         """One model request: a turn, its ``on_stream_start`` and success or failure."""
         self._requests += 1
         self._model_start(request_context)
@@ -325,8 +371,9 @@ class _ObservedRun(AbstractCapability[Any]):
         self._model_end(request_context, response)
         return response
 
-    async def prepare_model_request(self, ctx: RunContext[Any],
-                                    request_context: ModelRequestContext) -> ModelRequestContext:
+    async def prepare_model_request(
+        self, ctx: RunContext[Any], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
         """Each attempt of a request; from the second on (a ``ModelFallback`` moving to the
         next model, a backoff retrying), the previous attempt failed: its stream fails, and
         a fallback to another model is reported (``on_fallback``, ``on_model_switched``)."""
@@ -338,28 +385,40 @@ class _ObservedRun(AbstractCapability[Any]):
     @shielded
     def _tool_start(self, key: object, ctx: RunContext[Any], call: ToolCallPart) -> None:
         if self.run is not None:
-            self.run.tool_start(key, tool=call.tool_name, call_id=call.tool_call_id,
-                                arguments=call.args_as_dict())
+            self.run.tool_start(
+                key, tool=call.tool_name, call_id=call.tool_call_id, arguments=call.args_as_dict()
+            )
 
     @shielded
-    def _tool_end(self, key: object, tool: str, result: Any = None,
-                  error: BaseException | None = None) -> None:
+    def _tool_end(
+        self, key: object, tool: str, result: Any = None, error: BaseException | None = None
+    ) -> None:
         run = self.run
         if run is None:
             return
         if isinstance(error, ToolRetryError):
             # The model is asked to try again: the call failed, the run goes on.
             message = str(error)
-            run.tool_end(key, result=message, error=ToolExecutionError(
-                message, tool=tool, error_type="ModelRetry"))
+            run.tool_end(
+                key,
+                result=message,
+                error=ToolExecutionError(message, tool=tool, error_type="ModelRetry"),
+            )
         elif error is not None:
             run.tool_end(key, error=error)
         else:
             run.tool_end(key, result=_text(result))
         run.raise_if_stopped()
 
-    async def wrap_tool_execute(self, ctx: RunContext[Any], *, call: ToolCallPart,
-                                tool_def: ToolDefinition, args: Any, handler: Any) -> Any:
+    async def wrap_tool_execute(
+        self,
+        ctx: RunContext[Any],
+        *,
+        call: ToolCallPart,
+        tool_def: ToolDefinition,
+        args: Any,
+        handler: Any,
+    ) -> Any:
         """One tool call attempt: ``on_tool_pre``, then ``on_tool_post`` with its outcome.
 
         Raises ``RunStopped`` after the call when the loop policy stopped the run.

@@ -71,9 +71,16 @@ __all__ = ["LoopobsHooks", "invoke_observed", "stop_of"]
 _MAX_AGENTS = 4096
 """Agents whose loopobs session the hooks remember; the least recently used go first."""
 
-_PROVIDERS = {"openai": "openai", "anthropic": "anthropic", "bedrock": "aws.bedrock",
-              "gemini": "gcp.gemini", "mistral": "mistral_ai", "ollama": "ollama",
-              "llamaapi": "meta", "writer": "writer"}
+_PROVIDERS = {
+    "openai": "openai",
+    "anthropic": "anthropic",
+    "bedrock": "aws.bedrock",
+    "gemini": "gcp.gemini",
+    "mistral": "mistral_ai",
+    "ollama": "ollama",
+    "llamaapi": "meta",
+    "writer": "writer",
+}
 
 
 def _model_id(agent: Agent) -> str:
@@ -97,8 +104,9 @@ def _provider(agent: Agent) -> str:
 
 
 def _text(blocks: Iterable[Any]) -> str:
-    return "".join(b["text"] for b in blocks if isinstance(b, Mapping)
-                   and isinstance(b.get("text"), str))
+    return "".join(
+        b["text"] for b in blocks if isinstance(b, Mapping) and isinstance(b.get("text"), str)
+    )
 
 
 def _query(messages: Sequence[Any] | None) -> str:
@@ -115,10 +123,12 @@ def _usage(message: Mapping[str, Any]) -> Usage | None:
     usage = metadata.get("usage") if isinstance(metadata, Mapping) else None
     if not isinstance(usage, Mapping) or "inputTokens" not in usage:
         return None
-    return Usage(input_tokens=int(usage.get("inputTokens") or 0),
-                 output_tokens=int(usage.get("outputTokens") or 0),
-                 cache_read_input_tokens=int(usage.get("cacheReadInputTokens") or 0),
-                 cache_write_input_tokens=int(usage.get("cacheWriteInputTokens") or 0))
+    return Usage(
+        input_tokens=int(usage.get("inputTokens") or 0),
+        output_tokens=int(usage.get("outputTokens") or 0),
+        cache_read_input_tokens=int(usage.get("cacheReadInputTokens") or 0),
+        cache_write_input_tokens=int(usage.get("cacheWriteInputTokens") or 0),
+    )
 
 
 def _calls(message: Mapping[str, Any]) -> list[FrameworkToolCall]:
@@ -127,8 +137,13 @@ def _calls(message: Mapping[str, Any]) -> list[FrameworkToolCall]:
         use = block.get("toolUse") if isinstance(block, Mapping) else None
         if isinstance(use, Mapping) and use.get("name"):
             arguments = use.get("input")
-            calls.append(FrameworkToolCall(str(use.get("toolUseId") or use["name"]), str(use["name"]),
-                                  dict(arguments) if isinstance(arguments, Mapping) else {}))
+            calls.append(
+                FrameworkToolCall(
+                    str(use.get("toolUseId") or use["name"]),
+                    str(use["name"]),
+                    dict(arguments) if isinstance(arguments, Mapping) else {},
+                )
+            )
     return calls
 
 
@@ -166,11 +181,20 @@ class LoopobsHooks(HookProvider):
             (``observers``, ``detectors``, ``agent`` and ``prices`` are then ignored).
     """
 
-    def __init__(self, observers: Iterable[LoopObserver] = (), *,
-                 detectors: Iterable[LoopObserver] | None = None, agent: str = "agent",
-                 prices: PricesArg = None, tracker: RunTracker | None = None) -> None:
-        self.tracker = tracker if tracker is not None else RunTracker(
-            observers, detectors=detectors, agent=agent, prices=prices)
+    def __init__(
+        self,
+        observers: Iterable[LoopObserver] = (),
+        *,
+        detectors: Iterable[LoopObserver] | None = None,
+        agent: str = "agent",
+        prices: PricesArg = None,
+        tracker: RunTracker | None = None,
+    ) -> None:
+        self.tracker = (
+            tracker
+            if tracker is not None
+            else RunTracker(observers, detectors=detectors, agent=agent, prices=prices)
+        )
         self._lock = threading.Lock()
         self._invocations: dict[int, _Invocation] = {}
         self._sessions: OrderedDict[int, uuid.UUID] = OrderedDict()
@@ -214,8 +238,12 @@ class LoopobsHooks(HookProvider):
             stale.run.end(error=LoopError("the invocation ended unreported"))
         prompt = agent.system_prompt
         run = self.tracker.start_run(
-            agent=agent.name or None, model=_model_id(agent), session_id=self._session(agent),
-            query=_query(event.messages), instructions=prompt if isinstance(prompt, str) else "")
+            agent=agent.name or None,
+            model=_model_id(agent),
+            session_id=self._session(agent),
+            query=_query(event.messages),
+            instructions=prompt if isinstance(prompt, str) else "",
+        )
         self._invocations[id(agent)] = _Invocation(run)
 
     @shielded
@@ -226,8 +254,9 @@ class LoopobsHooks(HookProvider):
         run = state.run
         result: AgentResult | None = event.result
         # Strands reports an invocation that raised with no result (and not the error).
-        error = run.stopped or (None if result is not None else
-                                LoopError("the agent invocation raised"))
+        error = run.stopped or (
+            None if result is not None else LoopError("the agent invocation raised")
+        )
         if state.key is not None:
             run.model_error(state.key, error)
         run.end(error=error)
@@ -256,8 +285,13 @@ class LoopobsHooks(HookProvider):
             state.run.model_error(key, event.exception)
             return
         message = response.message
-        state.run.model_end(key, usage=_usage(message), text=_text(message.get("content") or ()),
-                            tool_calls=_calls(message), finish_reason=str(response.stop_reason))
+        state.run.model_end(
+            key,
+            usage=_usage(message),
+            text=_text(message.get("content") or ()),
+            tool_calls=_calls(message),
+            finish_reason=str(response.stop_reason),
+        )
 
     # -- tools ---------------------------------------------------------------------------
     @shielded
@@ -269,8 +303,12 @@ class LoopobsHooks(HookProvider):
         name = str(use.get("name") or "tool")
         call_id = str(use.get("toolUseId") or name)
         arguments = use.get("input")
-        state.run.tool_start(call_id, tool=name, call_id=call_id,
-                             arguments=dict(arguments) if isinstance(arguments, Mapping) else {})
+        state.run.tool_start(
+            call_id,
+            tool=name,
+            call_id=call_id,
+            arguments=dict(arguments) if isinstance(arguments, Mapping) else {},
+        )
 
     @shielded
     def _after_tool(self, event: AfterToolCallEvent) -> None:

@@ -36,13 +36,12 @@ def _message_chars(message: Message) -> int:
     return len(message.content)
 
 
-def estimate_tokens(
-    messages: Sequence[Message], tools: Sequence[ToolDefinition] = ()
-) -> int:
+def estimate_tokens(messages: Sequence[Message], tools: Sequence[ToolDefinition] = ()) -> int:
     """A character-based estimate of the tokens ``messages`` (and tool schemas) take."""
     chars = sum(_message_chars(m) for m in messages)
-    chars += sum(len(t.name) + len(t.description) + len(json.dumps(dict(t.parameters)))
-                 for t in tools)
+    chars += sum(
+        len(t.name) + len(t.description) + len(json.dumps(dict(t.parameters))) for t in tools
+    )
     return chars // CHARS_PER_TOKEN + MESSAGE_OVERHEAD_TOKENS * len(messages)
 
 

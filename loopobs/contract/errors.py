@@ -336,8 +336,9 @@ class FallbackExhausted(ModelError):
     ) -> None:
         models = tuple(models)
         failures = tuple(failures)
-        detail = "; ".join(f"{m}: {type(e).__name__}"
-                           for m, e in zip(models, failures, strict=False))
+        detail = "; ".join(
+            f"{m}: {type(e).__name__}" for m, e in zip(models, failures, strict=False)
+        )
         super().__init__(
             message or f"all models failed: {detail or ', '.join(models)}",
             retryable=retryable,
@@ -349,8 +350,10 @@ class FallbackExhausted(ModelError):
 
     @classmethod
     def _decode(cls, kwargs: dict[str, Any]) -> LoopError:
-        failures = [e if isinstance(e, LoopError) else LoopError.from_dict(e)
-                    for e in kwargs.pop("failures", ())]
+        failures = [
+            e if isinstance(e, LoopError) else LoopError.from_dict(e)
+            for e in kwargs.pop("failures", ())
+        ]
         return cls(failures=failures, **kwargs)
 
 
@@ -423,7 +426,8 @@ class ToolWorkersExhausted(ToolError):
 
     def __init__(self, message: str = "", *, tool: str = "", workers: int = 0) -> None:
         super().__init__(
-            message or f"tool {tool!r} did not run: all {workers} worker threads for sync tools "
+            message
+            or f"tool {tool!r} did not run: all {workers} worker threads for sync tools "
             "are still busy with earlier calls",
             tool=tool,
         )
@@ -441,10 +445,18 @@ class McpError(ToolError):
 
     _fields: ClassVar[tuple[str, ...]] = ("tool", "server", "kind", "code")
 
-    def __init__(self, message: str = "", *, tool: str = "", server: str = "",
-                 kind: str = "protocol", code: int | None = None) -> None:
-        super().__init__(message or f"MCP server {server!r} failed the call of {tool!r} ({kind})",
-                         tool=tool)
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        tool: str = "",
+        server: str = "",
+        kind: str = "protocol",
+        code: int | None = None,
+    ) -> None:
+        super().__init__(
+            message or f"MCP server {server!r} failed the call of {tool!r} ({kind})", tool=tool
+        )
         self.server = server
         self.kind = kind
         self.code = code
@@ -459,8 +471,11 @@ class ToolNameClash(LoopError, ValueError):
     _fields: ClassVar[tuple[str, ...]] = ("tool",)
 
     def __init__(self, message: str = "", *, tool: str = "") -> None:
-        super().__init__(message or f"two tools are named {tool!r}; give an MCP server a "
-                         "prefix (McpStdio(..., prefix='fs') names its tools fs_<tool>)")
+        super().__init__(
+            message
+            or f"two tools are named {tool!r}; give an MCP server a "
+            "prefix (McpStdio(..., prefix='fs') names its tools fs_<tool>)"
+        )
         self.tool = tool
 
 
@@ -469,10 +484,10 @@ class ProviderFailed(LoopError):
 
     _fields: ClassVar[tuple[str, ...]] = ("context_provider", "error_type")
 
-    def __init__(self, message: str = "", *, context_provider: str = "",
-                 error_type: str = "") -> None:
-        super().__init__(message or f"context provider {context_provider!r} failed "
-                         f"({error_type})")
+    def __init__(
+        self, message: str = "", *, context_provider: str = "", error_type: str = ""
+    ) -> None:
+        super().__init__(message or f"context provider {context_provider!r} failed ({error_type})")
         self.context_provider = context_provider
         self.error_type = error_type
 
@@ -540,8 +555,15 @@ class BudgetExceeded(LoopError):
 
     _fields: ClassVar[tuple[str, ...]] = ("limit", "value", "budget", "scope")
 
-    def __init__(self, message: str = "", *, limit: str = "", value: float = 0.0,
-                 budget: float = 0.0, scope: str = "run") -> None:
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        limit: str = "",
+        value: float = 0.0,
+        budget: float = 0.0,
+        scope: str = "run",
+    ) -> None:
         super().__init__(message or f"{scope} budget exceeded: {limit} {value:g} > {budget:g}")
         self.limit = limit
         self.value = value
@@ -583,7 +605,8 @@ class SessionBusy(LoopError):
 
     def __init__(self, message: str = "", *, session_id: str = "") -> None:
         super().__init__(
-            message or f"session {session_id} already has a run in progress; "
+            message
+            or f"session {session_id} already has a run in progress; "
             "use a new session or wait for that run to finish"
         )
         self.session_id = session_id
@@ -683,8 +706,8 @@ class CheckpointAlreadyResumed(ResumeError):
 
     def __init__(self, message: str = "", *, run_id: str = "") -> None:
         super().__init__(
-            message or f"the checkpoint of run {run_id} was already resumed; "
-            "a checkpoint resumes once"
+            message
+            or f"the checkpoint of run {run_id} was already resumed; a checkpoint resumes once"
         )
         self.run_id = run_id
 

@@ -111,6 +111,7 @@ class _IsoDatetime:
             ),
         )
 
+
 class RunStatus(str, enum.Enum):
     """How a run ended."""
 
@@ -730,7 +731,12 @@ class SessionResetContext(EventContext):
 SESSION_HOOKS: frozenset[str] = frozenset({"on_backpressure", "on_session_reset"})
 """Hooks of a session rather than a run: their ``run_id`` is the session's id."""
 BudgetLimit = Literal[
-    "usd", "input_tokens", "output_tokens", "total_tokens", "tool_calls", "model_calls",
+    "usd",
+    "input_tokens",
+    "output_tokens",
+    "total_tokens",
+    "tool_calls",
+    "model_calls",
     "wall_time_s",
 ]
 """The limits a budget can set."""
@@ -760,7 +766,8 @@ class BudgetExceededContext(EventContext):
 
 
 CONTEXT_TYPES: Mapping[str, type[EventContext]] = {
-    value.hook: value for value in list(globals().values())
+    value.hook: value
+    for value in list(globals().values())
     if isinstance(value, type) and issubclass(value, EventContext) and value is not EventContext
 }
 """Hook name → context class, for every hook of the contract: the context classes of this

@@ -48,16 +48,15 @@ def _normalise(value: Any) -> Any:
 
 # One encoder built once: ``json.dumps`` with non-default options builds a new
 # encoder on every call, which costs about as much as the encoding itself.
-_ENCODER = json.JSONEncoder(
-    sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
-)
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 # The C encoder behind it, made once too (``JSONEncoder.encode`` makes one per call).
 # No circular-reference markers: tool arguments are parsed JSON, never cyclic; a
 # cyclic value ends in RecursionError and is encoded by the pure path below.
 _C_MAKE_ENCODER = getattr(json.encoder, "c_make_encoder", None)
 _C_ENCODE: Callable[[Any, int], Any] | None = (
     _C_MAKE_ENCODER(None, str, json.encoder.encode_basestring, None, ":", ",", True, False, True)
-    if _C_MAKE_ENCODER is not None else None
+    if _C_MAKE_ENCODER is not None
+    else None
 )
 _PLAIN = frozenset({str, int, bool, type(None)})
 

@@ -22,7 +22,11 @@ def parse_isoformat(text: str) -> _dt.datetime:
     if match is None:
         return _dt.datetime.fromisoformat(text)
     sign, hours, minutes, seconds, micros = match.groups()
-    offset = _dt.timedelta(hours=int(hours), minutes=int(minutes), seconds=int(seconds or 0),
-                           microseconds=int(micros or 0))
+    offset = _dt.timedelta(
+        hours=int(hours),
+        minutes=int(minutes),
+        seconds=int(seconds or 0),
+        microseconds=int(micros or 0),
+    )
     naive = _dt.datetime.fromisoformat(text[: match.start()])
     return naive.replace(tzinfo=_dt.timezone(-offset if sign == "-" else offset))

@@ -211,8 +211,9 @@ def listened_hooks(observer: LoopObserver) -> frozenset[HookName]:
         return observer.listening
     cls = type(observer)
     unheard = observer.unheard_hooks
-    return frozenset(h for h in HOOKS
-                     if getattr(cls, h) is not getattr(LoopObserver, h) and h not in unheard)
+    return frozenset(
+        h for h in HOOKS if getattr(cls, h) is not getattr(LoopObserver, h) and h not in unheard
+    )
 
 
 _Dispatch = Callable[[Any], None]

@@ -32,8 +32,17 @@ if TYPE_CHECKING:
     # rendered: `import loopobs` does not need it.
     from pydantic import BaseModel, TypeAdapter
 
-__all__ = ["Output", "Sleep", "Suspend", "Tool", "ToolCallScope", "ToolReturn",
-           "current_tool_call", "render_result", "tool"]
+__all__ = [
+    "Output",
+    "Sleep",
+    "Suspend",
+    "Tool",
+    "ToolCallScope",
+    "ToolReturn",
+    "current_tool_call",
+    "render_result",
+    "tool",
+]
 
 
 @dataclass(slots=True)
@@ -51,7 +60,8 @@ class ToolCallScope:
 
 
 _CALL: contextvars.ContextVar[ToolCallScope | None] = contextvars.ContextVar(
-    "loopobs_tool_call", default=None)
+    "loopobs_tool_call", default=None
+)
 
 
 def current_tool_call() -> ToolCallScope | None:
@@ -214,8 +224,9 @@ class Tool:
         return Output(value)
 
 
-def _annotations(read_only: bool | None, idempotent: bool | None,
-                 side_effecting: bool | None, waits: bool | None) -> ToolAnnotations | None:
+def _annotations(
+    read_only: bool | None, idempotent: bool | None, side_effecting: bool | None, waits: bool | None
+) -> ToolAnnotations | None:
     if read_only is None and idempotent is None and side_effecting is None and waits is None:
         return None
     if read_only and side_effecting:
@@ -224,8 +235,9 @@ def _annotations(read_only: bool | None, idempotent: bool | None,
         side_effecting = not read_only
     if idempotent is None and read_only:
         idempotent = True
-    return ToolAnnotations(read_only=read_only, idempotent=idempotent,
-                           side_effecting=side_effecting, waits=waits)
+    return ToolAnnotations(
+        read_only=read_only, idempotent=idempotent, side_effecting=side_effecting, waits=waits
+    )
 
 
 def _arguments_model(fn: Callable[..., Any], name: str) -> type[BaseModel]:
@@ -309,8 +321,13 @@ def tool(
     tool paces polling.
     """
     options: dict[str, Any] = {
-        "name": name, "description": description, "timeout": timeout, "read_only": read_only,
-        "idempotent": idempotent, "side_effecting": side_effecting, "waits": waits,
+        "name": name,
+        "description": description,
+        "timeout": timeout,
+        "read_only": read_only,
+        "idempotent": idempotent,
+        "side_effecting": side_effecting,
+        "waits": waits,
     }
     if fn is not None:
         return Tool(fn, **options)

@@ -11,6 +11,10 @@ from loopobs.loop.compaction import __all__ as _loop_names
 
 __all__ = [*_contract_names, *_loop_names]  # noqa: PLE0604
 
-warnings.warn("loopobs.core.compaction moved to loopobs.contract.compaction (estimates, "
-              f"compactors) and loopobs.loop.compaction; the old path goes away in loopobs "
-              f"{REMOVED_IN}", DeprecationWarning, stacklevel=2)
+warnings.warn(
+    "loopobs.core.compaction moved to loopobs.contract.compaction (estimates, "
+    f"compactors) and loopobs.loop.compaction; the old path goes away in loopobs "
+    f"{REMOVED_IN}",
+    DeprecationWarning,
+    stacklevel=2,
+)

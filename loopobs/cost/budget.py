@@ -40,10 +40,14 @@ __all__ = ["DEFAULT_MAX_RUNS", "Budget", "BudgetGuard", "BudgetTracker", "Spend"
 Scope = Literal["run", "session"]
 
 _LIMITS: Final[tuple[BudgetLimit, ...]] = (
-    "usd", "input_tokens", "output_tokens", "total_tokens", "tool_calls", "model_calls",
+    "usd",
+    "input_tokens",
+    "output_tokens",
+    "total_tokens",
+    "tool_calls",
+    "model_calls",
     "wall_time_s",
 )
-
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -77,12 +81,15 @@ class Budget:
                 raise TypeError(f"Budget: {name} must be a number, got {limit!r}")
             # NaN compares false with everything: a NaN limit would never be crossed.
             if not math.isfinite(limit) or limit < 0:
-                raise ValueError(f"Budget: {name} must be a finite, non-negative number, "
-                                 f"got {limit!r}")
+                raise ValueError(
+                    f"Budget: {name} must be a finite, non-negative number, got {limit!r}"
+                )
         warn_at = self.warn_at
-        if warn_at is not None and (isinstance(warn_at, bool)
-                                    or not isinstance(warn_at, (int, float))
-                                    or not 0 < warn_at < 1):
+        if warn_at is not None and (
+            isinstance(warn_at, bool)
+            or not isinstance(warn_at, (int, float))
+            or not 0 < warn_at < 1
+        ):
             raise ValueError("Budget: warn_at must be a share between 0 and 1")
 
     def limits(self) -> Iterator[tuple[BudgetLimit, float]]:
@@ -184,8 +191,9 @@ class BudgetTracker:
         """The stop verdict, once a limit was crossed."""
         return self._stopped
 
-    def before_call(self, run_id: UUID, estimate: Usage,
-                    estimated_usd: float | None) -> list[BudgetExceededContext]:
+    def before_call(
+        self, run_id: UUID, estimate: Usage, estimated_usd: float | None
+    ) -> list[BudgetExceededContext]:
         """Verdicts for making one more model call of ``estimate`` usage and cost.
 
         The call's tokens and dollars, and one more model call, are added to
@@ -207,8 +215,9 @@ class BudgetTracker:
         self._tick()
         return self._verdicts(run_id, self.spend.value)
 
-    def _verdicts(self, run_id: UUID,
-                  value_of: Callable[[BudgetLimit], float]) -> list[BudgetExceededContext]:
+    def _verdicts(
+        self, run_id: UUID, value_of: Callable[[BudgetLimit], float]
+    ) -> list[BudgetExceededContext]:
         stopped = self._stopped
         if stopped is not None:
             if run_id in self._stopped_runs:
@@ -221,23 +230,44 @@ class BudgetTracker:
             value = value_of(name)
             if value > limit:
                 self._stopped = BudgetExceededContext(
-                    run_id=run_id, time_ns=time.time_ns(), limit=name, value=value,
-                    budget=limit, scope=self.scope, action="stop")
+                    run_id=run_id,
+                    time_ns=time.time_ns(),
+                    limit=name,
+                    value=value,
+                    budget=limit,
+                    scope=self.scope,
+                    action="stop",
+                )
                 self._stopped_runs.add(run_id)
                 return [*out, self._stopped]
-            if (budget.warn_at is not None and name not in self._warned
-                    and value >= budget.warn_at * limit):
+            if (
+                budget.warn_at is not None
+                and name not in self._warned
+                and value >= budget.warn_at * limit
+            ):
                 self._warned.add(name)
-                out.append(BudgetExceededContext(
-                    run_id=run_id, time_ns=time.time_ns(), limit=name, value=value,
-                    budget=limit, scope=self.scope, action="warn"))
+                out.append(
+                    BudgetExceededContext(
+                        run_id=run_id,
+                        time_ns=time.time_ns(),
+                        limit=name,
+                        value=value,
+                        budget=limit,
+                        scope=self.scope,
+                        action="warn",
+                    )
+                )
         return out
 
 
 def error_of(verdict: BudgetExceededContext) -> BudgetExceeded:
     """The error a stop verdict ends the run with."""
-    return BudgetExceeded(limit=verdict.limit, value=verdict.value, budget=verdict.budget,
-                          scope=verdict.scope_key or verdict.scope)
+    return BudgetExceeded(
+        limit=verdict.limit,
+        value=verdict.value,
+        budget=verdict.budget,
+        scope=verdict.scope_key or verdict.scope,
+    )
 
 
 if TYPE_CHECKING:

@@ -46,16 +46,22 @@ __all__ = [
 
 logger = logging.getLogger("loopobs.pricing")
 
-_COUNTS = ("input_tokens", "output_tokens", "cache_read_input_tokens",
-           "cache_write_input_tokens", "reasoning_output_tokens")
+_COUNTS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_input_tokens",
+    "cache_write_input_tokens",
+    "reasoning_output_tokens",
+)
 
 
 @runtime_checkable
 class PriceLookup(Protocol):
     """Prices one model call. Implementations must be cheap, thread-safe and never raise."""
 
-    def cost_usd(self, model: str, provider: str, usage: Usage, *,
-                 response_model: str | None = None) -> float | None:
+    def cost_usd(
+        self, model: str, provider: str, usage: Usage, *, response_model: str | None = None
+    ) -> float | None:
         """USD for ``usage`` on ``model`` at ``provider``; ``None`` when the price is unknown.
 
         ``response_model`` is the model the provider says answered (an Azure
@@ -81,8 +87,13 @@ class ModelRates:
     reasoning_per_mtok: float | None = None
 
     def __post_init__(self) -> None:
-        for name in ("input_per_mtok", "output_per_mtok", "cache_read_per_mtok",
-                     "cache_write_per_mtok", "reasoning_per_mtok"):
+        for name in (
+            "input_per_mtok",
+            "output_per_mtok",
+            "cache_read_per_mtok",
+            "cache_write_per_mtok",
+            "reasoning_per_mtok",
+        ):
             rate = getattr(self, name)
             if rate is not None:
                 _check_rate(f"ModelRates.{name}", rate)
@@ -90,14 +101,17 @@ class ModelRates:
     def usd(self, usage: Usage) -> float:
         """USD for ``usage`` at these rates."""
         cached_read = usage.cache_read_input_tokens if self.cache_read_per_mtok is not None else 0
-        cached_write = (usage.cache_write_input_tokens
-                        if self.cache_write_per_mtok is not None else 0)
+        cached_write = (
+            usage.cache_write_input_tokens if self.cache_write_per_mtok is not None else 0
+        )
         reasoning = usage.reasoning_output_tokens if self.reasoning_per_mtok is not None else 0
-        total = ((usage.input_tokens - cached_read - cached_write) * self.input_per_mtok
-                 + cached_read * (self.cache_read_per_mtok or 0.0)
-                 + cached_write * (self.cache_write_per_mtok or 0.0)
-                 + (usage.output_tokens - reasoning) * self.output_per_mtok
-                 + reasoning * (self.reasoning_per_mtok or 0.0))
+        total = (
+            (usage.input_tokens - cached_read - cached_write) * self.input_per_mtok
+            + cached_read * (self.cache_read_per_mtok or 0.0)
+            + cached_write * (self.cache_write_per_mtok or 0.0)
+            + (usage.output_tokens - reasoning) * self.output_per_mtok
+            + reasoning * (self.reasoning_per_mtok or 0.0)
+        )
         return max(0.0, total) / 1_000_000
 
 
@@ -167,16 +181,22 @@ class GenAIPrices:
         data_snapshot.get_snapshot()
         return True
 
-    def cost_usd(self, model: str, provider: str, usage: Usage, *,
-                 response_model: str | None = None) -> float | None:
+    def cost_usd(
+        self, model: str, provider: str, usage: Usage, *, response_model: str | None = None
+    ) -> float | None:
         """USD from ``genai-prices``, or ``None`` (unknown model, package missing, bad usage)."""
         if self._unavailable:
             return None
         try:
             key = (model, provider, response_model)
             cached = self._rates.get(key)
-            if cached is not None and cached[1] is not None and _plain(usage) and \
-                    time.monotonic() - cached[0] < self.RATES_TTL_S and self._current():
+            if (
+                cached is not None
+                and cached[1] is not None
+                and _plain(usage)
+                and time.monotonic() - cached[0] < self.RATES_TTL_S
+                and self._current()
+            ):
                 return cached[1].cost(usage)
             found = self._resolve(model, provider, response_model)
             if found is None:
@@ -189,8 +209,9 @@ class GenAIPrices:
                     return rates.cost(usage)
             return self._calc(found, usage)
         except Exception as exc:  # never let pricing break a run; the cost is then unknown
-            logger.warning("cannot price %s at %s: %s: %s", model, provider,
-                           type(exc).__name__, exc)
+            logger.warning(
+                "cannot price %s at %s: %s: %s", model, provider, type(exc).__name__, exc
+            )
             return None
 
     def _current(self) -> bool:
@@ -201,18 +222,24 @@ class GenAIPrices:
 
     def _calc(self, found: tuple[Any, Any], usage: Usage) -> float:
         gp_provider, gp_model = found
-        calc = gp_model.calc_price(_gp_usage(usage), gp_provider,
-                                   auto_update_timestamp=_auto_update_timestamp(self._snapshot))
+        calc = gp_model.calc_price(
+            _gp_usage(usage),
+            gp_provider,
+            auto_update_timestamp=_auto_update_timestamp(self._snapshot),
+        )
         return float(calc.total_price)
 
-    def _resolve(self, model: str, provider: str,
-                 response_model: str | None) -> tuple[Any, Any] | None:
+    def _resolve(
+        self, model: str, provider: str, response_model: str | None
+    ) -> tuple[Any, Any] | None:
         try:
             from genai_prices import data_snapshot
         except ImportError:
             self._unavailable = True
-            logger.warning("genai-prices is not installed (pip install 'loopobs[cost]'); "
-                           "model call costs are unknown")
+            logger.warning(
+                "genai-prices is not installed (pip install 'loopobs[cost]'); "
+                "model call costs are unknown"
+            )
             return None
         snapshot = data_snapshot.get_snapshot()
         key = (model, provider, response_model)
@@ -247,8 +274,9 @@ def _match(snapshot: Any, ref: str, provider: str) -> tuple[Any, Any] | None:
     attempts.append((ref, None))
     for model_ref, provider_id in attempts:
         try:
-            provider_obj, model_obj = snapshot.find_provider_model(model_ref, None, provider_id,
-                                                                   None)
+            provider_obj, model_obj = snapshot.find_provider_model(
+                model_ref, None, provider_id, None
+            )
             return provider_obj, model_obj
         except LookupError:
             continue
@@ -267,32 +295,57 @@ class _Rates:
     reasoning: float
 
     def cost(self, usage: Usage) -> float:
-        return (self.base + usage.input_tokens * self.input
-                + usage.output_tokens * self.output
-                + usage.cache_read_input_tokens * self.cache_read
-                + usage.cache_write_input_tokens * self.cache_write
-                + usage.reasoning_output_tokens * self.reasoning)
+        return (
+            self.base
+            + usage.input_tokens * self.input
+            + usage.output_tokens * self.output
+            + usage.cache_read_input_tokens * self.cache_read
+            + usage.cache_write_input_tokens * self.cache_write
+            + usage.reasoning_output_tokens * self.reasoning
+        )
 
 
 # Usages the linear rates must reproduce: small, mixed, and large enough to pass any
 # context-length tier (a tiered price is then priced by genai-prices on every call).
 _PROBES = (
-    Usage(input_tokens=1_234, output_tokens=567, cache_read_input_tokens=200,
-          cache_write_input_tokens=30, reasoning_output_tokens=50),
-    Usage(input_tokens=180_000, output_tokens=9_000, cache_read_input_tokens=60_000,
-          reasoning_output_tokens=4_000),
-    Usage(input_tokens=3_000_000, output_tokens=250_000, cache_read_input_tokens=1_000_000,
-          cache_write_input_tokens=500_000, reasoning_output_tokens=100_000),
+    Usage(
+        input_tokens=1_234,
+        output_tokens=567,
+        cache_read_input_tokens=200,
+        cache_write_input_tokens=30,
+        reasoning_output_tokens=50,
+    ),
+    Usage(
+        input_tokens=180_000,
+        output_tokens=9_000,
+        cache_read_input_tokens=60_000,
+        reasoning_output_tokens=4_000,
+    ),
+    Usage(
+        input_tokens=3_000_000,
+        output_tokens=250_000,
+        cache_read_input_tokens=1_000_000,
+        cache_write_input_tokens=500_000,
+        reasoning_output_tokens=100_000,
+    ),
 )
 _N = 1_000_000
 
 
 def _plain(usage: Usage) -> bool:
     """A usage genai-prices accepts: cached within input, reasoning within output."""
-    return (usage.cache_read_input_tokens + usage.cache_write_input_tokens <= usage.input_tokens
-            and usage.reasoning_output_tokens <= usage.output_tokens
-            and min(usage.input_tokens, usage.output_tokens, usage.cache_read_input_tokens,
-                    usage.cache_write_input_tokens, usage.reasoning_output_tokens) >= 0)
+    return (
+        usage.cache_read_input_tokens + usage.cache_write_input_tokens <= usage.input_tokens
+        and usage.reasoning_output_tokens <= usage.output_tokens
+        and min(
+            usage.input_tokens,
+            usage.output_tokens,
+            usage.cache_read_input_tokens,
+            usage.cache_write_input_tokens,
+            usage.reasoning_output_tokens,
+        )
+        >= 0
+    )
 
 
 def _linear_rates(calc: Callable[[Usage], float]) -> _Rates | None:
@@ -302,10 +355,10 @@ def _linear_rates(calc: Callable[[Usage], float]) -> _Rates | None:
     per_output = (calc(Usage(output_tokens=_N)) - base) / _N
     # Cached and reasoning tokens are parts of input and output: priced by what they add.
     cache_read = (calc(Usage(input_tokens=_N, cache_read_input_tokens=_N)) - base) / _N - per_input
-    cache_write = (calc(Usage(input_tokens=_N, cache_write_input_tokens=_N)) - base) / _N \
-        - per_input
-    reasoning = (calc(Usage(output_tokens=_N, reasoning_output_tokens=_N)) - base) / _N \
-        - per_output
+    cache_write = (
+        calc(Usage(input_tokens=_N, cache_write_input_tokens=_N)) - base
+    ) / _N - per_input
+    reasoning = (calc(Usage(output_tokens=_N, reasoning_output_tokens=_N)) - base) / _N - per_output
     rates = _Rates(base, per_input, per_output, cache_read, cache_write, reasoning)
     for probe in _PROBES:
         expected = calc(probe)
@@ -342,8 +395,9 @@ class _Overrides:
         self._rates = dict(rates)
         self._fallback = fallback
 
-    def cost_usd(self, model: str, provider: str, usage: Usage, *,
-                 response_model: str | None = None) -> float | None:
+    def cost_usd(
+        self, model: str, provider: str, usage: Usage, *, response_model: str | None = None
+    ) -> float | None:
         rates = self._rates
         for key in (f"{provider}/{model}", model, response_model):
             if key is not None and key in rates:
@@ -359,13 +413,19 @@ class _Function:
         self._fn = fn
         self._fallback = fallback
 
-    def cost_usd(self, model: str, provider: str, usage: Usage, *,
-                 response_model: str | None = None) -> float | None:
+    def cost_usd(
+        self, model: str, provider: str, usage: Usage, *, response_model: str | None = None
+    ) -> float | None:
         try:
             cost = self._fn(model, provider, usage)
         except Exception as exc:
-            logger.warning("the price function raised for %s at %s: %s: %s", model, provider,
-                           type(exc).__name__, exc)
+            logger.warning(
+                "the price function raised for %s at %s: %s: %s",
+                model,
+                provider,
+                type(exc).__name__,
+                exc,
+            )
             cost = None
         if cost is not None:
             return float(cost)
@@ -386,8 +446,14 @@ def default_prices() -> GenAIPrices:
     return _default
 
 
-def safe_cost(prices: PriceLookup, model: str, provider: str, usage: Usage, *,
-              response_model: str | None = None) -> float | None:
+def safe_cost(
+    prices: PriceLookup,
+    model: str,
+    provider: str,
+    usage: Usage,
+    *,
+    response_model: str | None = None,
+) -> float | None:
     """``prices.cost_usd(...)``, or None (unknown) when the price cannot be trusted.
 
     A lookup that raises, or answers anything but a finite, non-negative number
@@ -402,8 +468,9 @@ def safe_cost(prices: PriceLookup, model: str, provider: str, usage: Usage, *,
         cost = prices.cost_usd(model, provider, usage, response_model=response_model)
         return known_cost(cost)
     except Exception as exc:
-        logger.warning("the price lookup raised for %s at %s: %s: %s", model, provider,
-                       type(exc).__name__, exc)
+        logger.warning(
+            "the price lookup raised for %s at %s: %s: %s", model, provider, type(exc).__name__, exc
+        )
         return None
 
 

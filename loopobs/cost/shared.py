@@ -82,17 +82,22 @@ class Amounts:
     @classmethod
     def from_dict(cls, values: Mapping[str, float]) -> Amounts:
         """The amounts of a mapping written by :meth:`as_dict` (missing names are 0)."""
-        return cls(usd=float(values.get("usd", 0.0)),
-                   input_tokens=int(values.get("input_tokens", 0)),
-                   output_tokens=int(values.get("output_tokens", 0)),
-                   model_calls=int(values.get("model_calls", 0)),
-                   tool_calls=int(values.get("tool_calls", 0)))
+        return cls(
+            usd=float(values.get("usd", 0.0)),
+            input_tokens=int(values.get("input_tokens", 0)),
+            output_tokens=int(values.get("output_tokens", 0)),
+            model_calls=int(values.get("model_calls", 0)),
+            tool_calls=int(values.get("tool_calls", 0)),
+        )
 
 
 def limits_of(budget: Budget) -> dict[str, float]:
     """The shared limits of ``budget``: the dimensions above, plus ``total_tokens``."""
-    return {name: limit for name, limit in budget.limits()
-            if name in DIMENSIONS or name == "total_tokens"}
+    return {
+        name: limit
+        for name, limit in budget.limits()
+        if name in DIMENSIONS or name == "total_tokens"
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,10 +134,12 @@ class Refusal:
     @property
     def message(self) -> str:
         """One line for errors and events (no values of the call's content)."""
-        return (f"{self.scope}: {self.limit} would reach "
-                f"{self.committed + self.reserved + self.requested:g} of {self.setting:g} "
-                f"(committed {self.committed:g}, reserved {self.reserved:g}, "
-                f"this call {self.requested:g})")
+        return (
+            f"{self.scope}: {self.limit} would reach "
+            f"{self.committed + self.reserved + self.requested:g} of {self.setting:g} "
+            f"(committed {self.committed:g}, reserved {self.reserved:g}, "
+            f"this call {self.requested:g})"
+        )
 
 
 class BudgetLedger(Protocol):
@@ -141,8 +148,9 @@ class BudgetLedger(Protocol):
     name: str
     """The store's name in errors (``"memory"``, ``"redis://127.0.0.1:6379/0"``)."""
 
-    async def reserve(self, scopes: Sequence[ScopeLimit], amounts: Amounts, *,
-                      ttl_s: float) -> Reservation | Refusal:
+    async def reserve(
+        self, scopes: Sequence[ScopeLimit], amounts: Amounts, *, ttl_s: float
+    ) -> Reservation | Refusal:
         """Hold ``amounts`` in every scope, or nothing when one of them has no room."""
         ...
 
@@ -167,8 +175,12 @@ def _total_tokens(values: Mapping[str, float]) -> float:
     return values.get("input_tokens", 0.0) + values.get("output_tokens", 0.0)
 
 
-def first_refusal(scope: ScopeLimit, committed: Mapping[str, float],
-                  reserved: Mapping[str, float], requested: Mapping[str, float]) -> Refusal | None:
+def first_refusal(
+    scope: ScopeLimit,
+    committed: Mapping[str, float],
+    reserved: Mapping[str, float],
+    requested: Mapping[str, float],
+) -> Refusal | None:
     """The first limit of ``scope`` that ``requested`` would cross, if any.
 
     A limit is crossed when committed + reserved + requested exceeds it; exactly
@@ -211,8 +223,9 @@ class InProcessLedger:
 
     name = "memory"
 
-    def __init__(self, *, clock: Callable[[], float] = time.monotonic,
-                 max_entries: int = 10_000) -> None:
+    def __init__(
+        self, *, clock: Callable[[], float] = time.monotonic, max_entries: int = 10_000
+    ) -> None:
         self._clock = clock
         self._max_entries = max_entries
         self._lock = threading.Lock()
@@ -234,8 +247,9 @@ class InProcessLedger:
                     held[name] += value
         return held
 
-    async def reserve(self, scopes: Sequence[ScopeLimit], amounts: Amounts, *,
-                      ttl_s: float) -> Reservation | Refusal:
+    async def reserve(
+        self, scopes: Sequence[ScopeLimit], amounts: Amounts, *, ttl_s: float
+    ) -> Reservation | Refusal:
         """Hold ``amounts`` in every scope, or nothing (see :class:`BudgetLedger`)."""
         requested = amounts.as_dict()
         with self._lock:
@@ -290,8 +304,12 @@ class InProcessLedger:
             state = self._scopes.get(scope)
             if state is None:
                 return True
-            return all(math.isclose(state.committed[n], sum(e[n] for e in state.ledger),
-                                    rel_tol=1e-9, abs_tol=1e-9) for n in DIMENSIONS)
+            return all(
+                math.isclose(
+                    state.committed[n], sum(e[n] for e in state.ledger), rel_tol=1e-9, abs_tol=1e-9
+                )
+                for n in DIMENSIONS
+            )
 
 
 FailurePolicy = Literal["fail_closed", "fail_open"]
@@ -321,17 +339,25 @@ class SharedBudget:
     commit is then added on top of whatever was reserved meanwhile.
     """
 
-    def __init__(self, ledger: BudgetLedger | None = None, *, session: Budget | None = None,
-                 scopes: Mapping[str, Budget] | None = None,
-                 on_unavailable: FailurePolicy = "fail_closed",
-                 reservation_ttl_s: float = 600.0,
-                 assumed_output_tokens: int = 4096) -> None:
+    def __init__(
+        self,
+        ledger: BudgetLedger | None = None,
+        *,
+        session: Budget | None = None,
+        scopes: Mapping[str, Budget] | None = None,
+        on_unavailable: FailurePolicy = "fail_closed",
+        reservation_ttl_s: float = 600.0,
+        assumed_output_tokens: int = 4096,
+    ) -> None:
         if on_unavailable not in ("fail_closed", "fail_open"):
             raise ValueError("SharedBudget: on_unavailable is 'fail_closed' or 'fail_open'")
         if not math.isfinite(reservation_ttl_s) or reservation_ttl_s <= 0:
             raise ValueError("SharedBudget: reservation_ttl_s must be positive")
-        if isinstance(assumed_output_tokens, bool) or not isinstance(assumed_output_tokens, int) \
-                or assumed_output_tokens < 1:
+        if (
+            isinstance(assumed_output_tokens, bool)
+            or not isinstance(assumed_output_tokens, int)
+            or assumed_output_tokens < 1
+        ):
             raise ValueError("SharedBudget: assumed_output_tokens must be a positive integer")
         self.assumed_output_tokens = assumed_output_tokens
         """Output tokens reserved for a call whose request sets no ``max_tokens``."""
@@ -349,8 +375,9 @@ class SharedBudget:
         self._outage = False
         self._lock = threading.Lock()
 
-    def scopes_for(self, session_id: object, attribution: Mapping[str, str] | None = None
-                   ) -> list[ScopeLimit]:
+    def scopes_for(
+        self, session_id: object, attribution: Mapping[str, str] | None = None
+    ) -> list[ScopeLimit]:
         """The scopes of a call in ``session_id`` for ``attribution``."""
         out = [ScopeLimit(f"session:{session_id}", self.session)]
         for name, value in sorted((attribution or {}).items()):
@@ -363,9 +390,13 @@ class SharedBudget:
             first = not self._outage
             self._outage = True
         if first:
-            _log.warning("shared budget store %s unavailable (%s): %s; calls are %s until it "
-                         "answers", self.ledger.name, what, exc,
-                         "refused" if self.on_unavailable == "fail_closed" else "unguarded")
+            _log.warning(
+                "shared budget store %s unavailable (%s): %s; calls are %s until it answers",
+                self.ledger.name,
+                what,
+                exc,
+                "refused" if self.on_unavailable == "fail_closed" else "unguarded",
+            )
 
     def _answered(self) -> None:
         if self._outage:
@@ -374,8 +405,7 @@ class SharedBudget:
             if was:
                 _log.warning("shared budget store %s answers again", self.ledger.name)
 
-    async def reserve(self, scopes: Sequence[ScopeLimit], amounts: Amounts
-                      ) -> Reservation | None:
+    async def reserve(self, scopes: Sequence[ScopeLimit], amounts: Amounts) -> Reservation | None:
         """Reserve a call's worst case; None means "let through unguarded" (``fail_open``).
 
         Raises:
@@ -392,16 +422,22 @@ class SharedBudget:
                 return None
             with self._lock:
                 self.refused_calls += 1
-            raise BudgetUnavailable(f"shared budget store {self.ledger.name} unavailable: "
-                                    f"{exc.reason}", store=self.ledger.name,
-                                    reason=exc.reason) from exc
+            raise BudgetUnavailable(
+                f"shared budget store {self.ledger.name} unavailable: {exc.reason}",
+                store=self.ledger.name,
+                reason=exc.reason,
+            ) from exc
         self._answered()
         if isinstance(result, Refusal):
             with self._lock:
                 self.refused_calls += 1
-            raise BudgetExceeded(f"shared budget: {result.message}", limit=result.limit,
-                                 value=result.committed + result.reserved + result.requested,
-                                 budget=result.setting, scope=result.scope)
+            raise BudgetExceeded(
+                f"shared budget: {result.message}",
+                limit=result.limit,
+                value=result.committed + result.reserved + result.requested,
+                budget=result.setting,
+                scope=result.scope,
+            )
         return result
 
     async def commit(self, reservation: Reservation | None, actual: Amounts) -> None:

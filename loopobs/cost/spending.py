@@ -58,8 +58,13 @@ Deliver = Callable[[BudgetExceededContext], None]
 
 _T = TypeVar("_T")
 
-_COUNTS: Final = ("input_tokens", "output_tokens", "cache_read_input_tokens",
-                  "cache_write_input_tokens", "reasoning_output_tokens")
+_COUNTS: Final = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_input_tokens",
+    "cache_write_input_tokens",
+    "reasoning_output_tokens",
+)
 
 
 class SpendingAccount(Protocol):
@@ -94,19 +99,38 @@ class RunSpending:
     Not thread-safe: one run (or the guard's lock) drives it.
     """
 
-    __slots__ = ("_branch", "_clock", "_emit", "_last_output_tokens", "_prices", "_run_id",
-                 "_run_tracker", "_session", "_started", "_trackers", "_unpriced_noted",
-                 "_usd_limited", "spend")
+    __slots__ = (
+        "_branch",
+        "_clock",
+        "_emit",
+        "_last_output_tokens",
+        "_prices",
+        "_run_id",
+        "_run_tracker",
+        "_session",
+        "_started",
+        "_trackers",
+        "_unpriced_noted",
+        "_usd_limited",
+        "spend",
+    )
 
     spend: Spend
     """What this run used (shared with the run it is a branch of)."""
     _run_tracker: BudgetTracker | None
     _session: SpendingAccount | None
 
-    def __init__(self, *, run_id: UUID, prices: PriceLookup, budget: Budget | None,
-                 session: SpendingAccount | None, emit: Deliver | ObserverSet | None = None,
-                 clock: Callable[[], float] = time.monotonic,
-                 branch_of: RunSpending | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        run_id: UUID,
+        prices: PriceLookup,
+        budget: Budget | None,
+        session: SpendingAccount | None,
+        emit: Deliver | ObserverSet | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        branch_of: RunSpending | None = None,
+    ) -> None:
         self._run_id = run_id
         self._prices = prices
         self._emit = emit.on_budget_exceeded if isinstance(emit, ObserverSet) else emit
@@ -118,8 +142,11 @@ class RunSpending:
             self._session = branch_of._session
         else:
             self.spend = Spend()
-            self._run_tracker = (BudgetTracker(budget, "run", spend=self.spend, clock=clock)
-                                 if budget is not None else None)
+            self._run_tracker = (
+                BudgetTracker(budget, "run", spend=self.spend, clock=clock)
+                if budget is not None
+                else None
+            )
             self._session = session
         session_tracker = self._session.budget_tracker if self._session is not None else None
         self._trackers = tuple(t for t in (self._run_tracker, session_tracker) if t is not None)
@@ -150,8 +177,9 @@ class RunSpending:
         """
         return Usage(input_tokens=input_tokens, output_tokens=self._last_output_tokens)
 
-    def before_call(self, model: str, provider: str,
-                    estimate: Usage) -> list[BudgetExceededContext]:
+    def before_call(
+        self, model: str, provider: str, estimate: Usage
+    ) -> list[BudgetExceededContext]:
         """Check one more call to ``model`` of ``estimate`` usage against the budgets.
 
         One more model call, the estimate's tokens and (when a budget limits dollars)
@@ -162,8 +190,9 @@ class RunSpending:
             return []
         estimate, _ = plausible_usage(estimate)
         cost = safe_cost(self._prices, model, provider, estimate) if self._usd_limited else None
-        return self._deliver([v for t in self._trackers
-                              for v in t.before_call(self._run_id, estimate, cost)])
+        return self._deliver(
+            [v for t in self._trackers for v in t.before_call(self._run_id, estimate, cost)]
+        )
 
     def model_call(self) -> None:
         """Count a model call attempt (run and session)."""
@@ -177,8 +206,15 @@ class RunSpending:
         if self._session is not None:
             self._session.spend.tool_calls += 1
 
-    def price(self, model: str, provider: str, usage: Usage | None,
-              response_model: str | None = None, *, known: bool = True) -> float | None:
+    def price(
+        self,
+        model: str,
+        provider: str,
+        usage: Usage | None,
+        response_model: str | None = None,
+        *,
+        known: bool = True,
+    ) -> float | None:
         """Price a call's reported usage and add it to the run's and the session's spend.
 
         For a call that completed, and for one cut off after it reported its usage.
@@ -192,8 +228,9 @@ class RunSpending:
         self.add_call(usage, cost, model=model, provider=provider)
         return cost
 
-    def add_call(self, usage: Usage | None, cost_usd: float | None, *, model: str = "",
-                 provider: str = "") -> None:
+    def add_call(
+        self, usage: Usage | None, cost_usd: float | None, *, model: str = "", provider: str = ""
+    ) -> None:
         """Add a call's usage and its cost as priced elsewhere (``None``: unknown)."""
         if usage is not None:
             self._last_output_tokens = usage.output_tokens
@@ -202,9 +239,13 @@ class RunSpending:
             self._session.spend.add_call(usage, cost_usd)
         if cost_usd is None and self._usd_limited and not self._unpriced_noted:
             self._unpriced_noted = True
-            logger.warning("run %s: a call to %s (%s) has no known price; it does not count "
-                           "toward the USD budget (give the loop prices=...)", self._run_id,
-                           model, provider)
+            logger.warning(
+                "run %s: a call to %s (%s) has no known price; it does not count "
+                "toward the USD budget (give the loop prices=...)",
+                self._run_id,
+                model,
+                provider,
+            )
 
     def check(self) -> list[BudgetExceededContext]:
         """Check what was used against the budgets (after a response or a tool call)."""
@@ -252,9 +293,15 @@ class BudgetGuard(LoopObserver):
     estimated usage.
     """
 
-    def __init__(self, budget: Budget | None = None, *, session_budget: Budget | None = None,
-                 prices: PricesArg = None, max_runs: int = DEFAULT_MAX_RUNS,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        budget: Budget | None = None,
+        *,
+        session_budget: Budget | None = None,
+        prices: PricesArg = None,
+        max_runs: int = DEFAULT_MAX_RUNS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         if budget is None and session_budget is None:
             raise ValueError("BudgetGuard needs a budget or a session_budget")
         self.budget = budget
@@ -310,16 +357,18 @@ class BudgetGuard(LoopObserver):
         with self._lock:
             _put(self._branches, run_id, of, self._max_runs)
 
-    def before_call(self, run_id: UUID, model: str, provider: str,
-                    estimate: Usage) -> BudgetExceededContext | None:
+    def before_call(
+        self, run_id: UUID, model: str, provider: str, estimate: Usage
+    ) -> BudgetExceededContext | None:
         """Check one more model call of ``estimate`` usage; the stop verdict if it may not run.
 
         Emits the verdicts like the other checks.
         """
         with self._lock:
             spending = self._runs.get(run_id)
-            verdicts = (spending.before_call(model, provider, estimate)
-                        if spending is not None else [])
+            verdicts = (
+                spending.before_call(model, provider, estimate) if spending is not None else []
+            )
         self._deliver(run_id, verdicts)
         return self._stops.get(run_id)
 
@@ -330,12 +379,22 @@ class BudgetGuard(LoopObserver):
             parent_id = self._branches.pop(ctx.run_id, None)
             parent = self._runs.get(parent_id) if parent_id is not None else None
             if parent is not None:
-                spending = RunSpending(run_id=ctx.run_id, prices=self._prices, budget=None,
-                                       session=None, clock=self._clock, branch_of=parent)
+                spending = RunSpending(
+                    run_id=ctx.run_id,
+                    prices=self._prices,
+                    budget=None,
+                    session=None,
+                    clock=self._clock,
+                    branch_of=parent,
+                )
             else:
-                spending = RunSpending(run_id=ctx.run_id, prices=self._prices,
-                                       budget=self.budget, session=self._account(ctx.session_id),
-                                       clock=self._clock)
+                spending = RunSpending(
+                    run_id=ctx.run_id,
+                    prices=self._prices,
+                    budget=self.budget,
+                    session=self._account(ctx.session_id),
+                    clock=self._clock,
+                )
             _put(self._runs, ctx.run_id, spending, self._max_runs)
 
     def on_stream_start(self, ctx: StreamStartContext) -> None:
@@ -348,19 +407,22 @@ class BudgetGuard(LoopObserver):
     def on_stream_success(self, ctx: StreamSuccessContext) -> None:
         """Add the call's tokens and cost, then check the limits."""
         counts = {name: plausible_token_count(getattr(ctx, name)) for name in _COUNTS}
-        usage = Usage(input_tokens=counts["input_tokens"] or 0,
-                      output_tokens=counts["output_tokens"] or 0,
-                      cache_read_input_tokens=counts["cache_read_input_tokens"] or 0,
-                      cache_write_input_tokens=counts["cache_write_input_tokens"] or 0,
-                      reasoning_output_tokens=counts["reasoning_output_tokens"] or 0)
+        usage = Usage(
+            input_tokens=counts["input_tokens"] or 0,
+            output_tokens=counts["output_tokens"] or 0,
+            cache_read_input_tokens=counts["cache_read_input_tokens"] or 0,
+            cache_write_input_tokens=counts["cache_write_input_tokens"] or 0,
+            reasoning_output_tokens=counts["reasoning_output_tokens"] or 0,
+        )
         known = None not in counts.values()
         with self._lock:
             spending = self._runs.get(ctx.run_id)
             if spending is None:
                 return
             if ctx.cost_usd is not None:
-                spending.add_call(usage, known_cost(ctx.cost_usd), model=ctx.model,
-                                  provider=ctx.provider)
+                spending.add_call(
+                    usage, known_cost(ctx.cost_usd), model=ctx.model, provider=ctx.provider
+                )
             else:
                 spending.price(ctx.model, ctx.provider, usage, ctx.response_model, known=known)
             verdicts = spending.check()
@@ -401,8 +463,9 @@ class BudgetGuard(LoopObserver):
         account = self._sessions.get(session_id)
         if account is None:
             account = _Account(None)
-            account.budget_tracker = BudgetTracker(self.session_budget, "session",
-                                                   spend=account.spend, clock=self._clock)
+            account.budget_tracker = BudgetTracker(
+                self.session_budget, "session", spend=account.spend, clock=self._clock
+            )
         _put(self._sessions, session_id, account, self._max_runs)
         return account
 

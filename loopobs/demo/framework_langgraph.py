@@ -54,16 +54,25 @@ def booking_status(booking: str) -> str:
     return "queued"
 
 
-def _ai(rng: random.Random, text: str = "", calls: Sequence[tuple[str, dict[str, Any]]] = (),
-        ids: Iterator[int] | None = None) -> AIMessage:
+def _ai(
+    rng: random.Random,
+    text: str = "",
+    calls: Sequence[tuple[str, dict[str, Any]]] = (),
+    ids: Iterator[int] | None = None,
+) -> AIMessage:
     counter = ids or itertools.count()
     base_in, base_out = rng.randint(300, 900), rng.randint(20, 120)
     return AIMessage(
         content=text,
-        tool_calls=[{"name": n, "args": a, "id": f"call_{next(counter)}", "type": "tool_call"}
-                    for n, a in calls],
-        usage_metadata={"input_tokens": base_in, "output_tokens": base_out,
-                        "total_tokens": base_in + base_out},
+        tool_calls=[
+            {"name": n, "args": a, "id": f"call_{next(counter)}", "type": "tool_call"}
+            for n, a in calls
+        ],
+        usage_metadata={
+            "input_tokens": base_in,
+            "output_tokens": base_out,
+            "total_tokens": base_in + base_out,
+        },
         response_metadata={"model_name": "fake-gpt"},
     )
 
@@ -76,40 +85,59 @@ def _graph(answers: Iterator[AIMessage]) -> Any:
 
     graph = StateGraph(MessagesState)
     graph.add_node("agent", RunnableLambda(agent))
-    graph.add_node("tools", ToolNode([search, exchange_rate, booking_status],
-                                     handle_tool_errors=True))
+    graph.add_node(
+        "tools", ToolNode([search, exchange_rate, booking_status], handle_tool_errors=True)
+    )
     graph.add_edge(START, "agent")
     graph.add_conditional_edges("agent", tools_condition, ["tools", END])
     graph.add_edge("tools", "agent")
     return graph.compile()
 
 
-async def play(observers: Sequence[LoopObserver], rng: random.Random, rounds: int,
-               write: Any = print) -> None:
+async def play(
+    observers: Sequence[LoopObserver], rng: random.Random, rounds: int, write: Any = print
+) -> None:
     """Run the three LangGraph scenarios ``rounds`` times into ``observers``."""
     handler = LoopobsCallbackHandler(
-        observers, agent="langgraph-travel",
-        detectors=[RepetitionDetector(warn_after=3, stop_after=5), ConvergenceDetector()])
+        observers,
+        agent="langgraph-travel",
+        detectors=[RepetitionDetector(warn_after=3, stop_after=5), ConvergenceDetector()],
+    )
     config: Any = {"callbacks": [handler], "recursion_limit": 100}
     for _ in range(rounds):
         ids = itertools.count()
-        research = iter([
-            _ai(rng, calls=[("search", {"query": "Portugal in spring"}),
-                            ("exchange_rate", {"base": "USD", "quote": "EUR"})], ids=ids),
-            _ai(rng, "Lisbon and Porto; 1 USD is 0.92 EUR."),
-        ])
-        await _graph(research).ainvoke({"messages": [("user", "Plan a week in Portugal")]},
-                                       config=config)
-        failing = iter([
-            _ai(rng, calls=[("booking_status", {"booking": "broken"})], ids=ids),
-            _ai(rng, "The booking service is down; try again later."),
-        ])
-        await _graph(failing).ainvoke({"messages": [("user", "Is my booking done?")]},
-                                      config=config)
-        polling = (_ai(rng, calls=[("booking_status", {"booking": "B-42"})], ids=ids)
-                   for _ in itertools.count())
+        research = iter(
+            [
+                _ai(
+                    rng,
+                    calls=[
+                        ("search", {"query": "Portugal in spring"}),
+                        ("exchange_rate", {"base": "USD", "quote": "EUR"}),
+                    ],
+                    ids=ids,
+                ),
+                _ai(rng, "Lisbon and Porto; 1 USD is 0.92 EUR."),
+            ]
+        )
+        await _graph(research).ainvoke(
+            {"messages": [("user", "Plan a week in Portugal")]}, config=config
+        )
+        failing = iter(
+            [
+                _ai(rng, calls=[("booking_status", {"booking": "broken"})], ids=ids),
+                _ai(rng, "The booking service is down; try again later."),
+            ]
+        )
+        await _graph(failing).ainvoke(
+            {"messages": [("user", "Is my booking done?")]}, config=config
+        )
+        polling = (
+            _ai(rng, calls=[("booking_status", {"booking": "B-42"})], ids=ids)
+            for _ in itertools.count()
+        )
         try:
-            await _graph(polling).ainvoke({"messages": [("user", "Wait for booking B-42")]},
-                                          config=config)
+            await _graph(polling).ainvoke(
+                {"messages": [("user", "Wait for booking B-42")]}, config=config
+            )
         except LoopDetected as stop:
             write(f"loopobs demo (langgraph): the graph was stopped: {stop}")

@@ -116,20 +116,24 @@ class LiveView(LoopObserver):
     def status_line(self) -> str:
         """The one-line view of everything counted so far."""
         elapsed = time.monotonic() - self.started
-        return (f"⏱ {elapsed:5.1f}s  runs {self.runs} (+{self.active} active)  turns {self.turns}  "
-                f"tokens {self.tokens_in}/{self.tokens_out}  spend {self._spend()}  "
-                f"tools {self.tool_calls} "
-                f"({self.tool_errors} err)  stream failures {self.stream_failures}  "
-                f"loops {self.loops}  converged {self.convergences}")
+        return (
+            f"⏱ {elapsed:5.1f}s  runs {self.runs} (+{self.active} active)  turns {self.turns}  "
+            f"tokens {self.tokens_in}/{self.tokens_out}  spend {self._spend()}  "
+            f"tools {self.tool_calls} "
+            f"({self.tool_errors} err)  stream failures {self.stream_failures}  "
+            f"loops {self.loops}  converged {self.convergences}"
+        )
 
     def summary(self) -> str:
         """The closing summary."""
         statuses = ", ".join(f"{k} {v}" for k, v in sorted(self.statuses.items()))
-        return (f"summary: {self.runs} runs ({statuses}); {self.turns} turns; tokens "
-                f"in {self.tokens_in} out {self.tokens_out}; {self.tool_calls} tool calls "
-                f"({self.tool_errors} errors); {self.stream_failures} stream failures; "
-                f"{self.loops} loop detections; {self.convergences} convergence detections; "
-                f"spend {self._spend()}; {self.budget_stops} budget stops")
+        return (
+            f"summary: {self.runs} runs ({statuses}); {self.turns} turns; tokens "
+            f"in {self.tokens_in} out {self.tokens_out}; {self.tool_calls} tool calls "
+            f"({self.tool_errors} errors); {self.stream_failures} stream failures; "
+            f"{self.loops} loop detections; {self.convergences} convergence detections; "
+            f"spend {self._spend()}; {self.budget_stops} budget stops"
+        )
 
     def write(self, text: str) -> None:
         """Print ``text`` above the live status line."""

@@ -67,8 +67,10 @@ async def fetch_page(url: str) -> str:
 @tool
 def read_file(path: str) -> Output:
     """Read a file of the expenses workspace."""
-    return Output("currency: EUR\nlimit: 2000\napprover: finance@example.test\n",
-                  display_hint=DisplayHint.code("yaml"))
+    return Output(
+        "currency: EUR\nlimit: 2000\napprover: finance@example.test\n",
+        display_hint=DisplayHint.code("yaml"),
+    )
 
 
 @tool
@@ -127,57 +129,91 @@ class Showcase:
     def _usage(self, base_in: int, base_out: int) -> Usage:
         jitter = self.rng.uniform(0.8, 1.25)
         cached = int(base_in * 0.4) if self.rng.random() < 0.5 else 0
-        return Usage(input_tokens=int(base_in * jitter), output_tokens=int(base_out * jitter),
-                     cache_read_input_tokens=cached,
-                     reasoning_output_tokens=int(base_out * 0.2))
+        return Usage(
+            input_tokens=int(base_in * jitter),
+            output_tokens=int(base_out * jitter),
+            cache_read_input_tokens=cached,
+            reasoning_output_tokens=int(base_out * 0.2),
+        )
 
-    def loop(self, steps: Sequence[Step], *, context_window: int | None = None,
-             budget: Budget | None = None) -> AgentLoop:
+    def loop(
+        self,
+        steps: Sequence[Step],
+        *,
+        context_window: int | None = None,
+        budget: Budget | None = None,
+    ) -> AgentLoop:
         """An agent loop on a fresh scripted model, with the shared observers."""
-        client: LlmClient = ScriptedClient(steps, chunk_size=self.rng.choice((6, 8, 12)),
-                                           latency_s=self.latency_s * self.rng.uniform(0.5, 2))
-        return AgentLoop(client, model="gpt-4o-mini", tools=showcase_tools(),
-                         system_prompt=SYSTEM_PROMPT, observers=self.observers,
-                         agent_name=self.agent_name, fallback_models=["claude-haiku"],
-                         context_window=context_window, budget=budget)
+        client: LlmClient = ScriptedClient(
+            steps,
+            chunk_size=self.rng.choice((6, 8, 12)),
+            latency_s=self.latency_s * self.rng.uniform(0.5, 2),
+        )
+        return AgentLoop(
+            client,
+            model="gpt-4o-mini",
+            tools=showcase_tools(),
+            system_prompt=SYSTEM_PROMPT,
+            observers=self.observers,
+            agent_name=self.agent_name,
+            fallback_models=["claude-haiku"],
+            context_window=context_window,
+            budget=budget,
+        )
 
     # -- scenarios ---------------------------------------------------------------------------
     async def research(self) -> list[RunResult]:
         """Thinking, parallel tool calls, an unknown tool and an invalid argument, an answer."""
-        loop = self.loop([
-            Reply(thinking="The user wants a city break; compare two cities.",
-                  text="Let me look up both cities.",
-                  tool_calls=(ToolCall("search", {"query": "lisbon"}),
-                              ToolCall("search", {"query": "porto", "limit": "many"}),
-                              ToolCall("fetch_page", {"url": "https://example.test/lisbon"}),
-                              ToolCall("weather", {"city": "lisbon"})),
-                  usage=self._usage(420, 60)),
-            Reply(thinking="",
-                  text="Lisbon suits a short city break: trams, tiles and pastries; Porto is "
-                       "better for wine lovers.",
-                  usage=self._usage(900, 40)),
-        ])
+        loop = self.loop(
+            [
+                Reply(
+                    thinking="The user wants a city break; compare two cities.",
+                    text="Let me look up both cities.",
+                    tool_calls=(
+                        ToolCall("search", {"query": "lisbon"}),
+                        ToolCall("search", {"query": "porto", "limit": "many"}),
+                        ToolCall("fetch_page", {"url": "https://example.test/lisbon"}),
+                        ToolCall("weather", {"city": "lisbon"}),
+                    ),
+                    usage=self._usage(420, 60),
+                ),
+                Reply(
+                    thinking="",
+                    text="Lisbon suits a short city break: trams, tiles and pastries; Porto is "
+                    "better for wine lovers.",
+                    usage=self._usage(900, 40),
+                ),
+            ]
+        )
         return [await loop.run("Lisbon or Porto for a weekend?")]
 
     async def flaky(self) -> list[RunResult]:
         """A rate-limited model call recovered by fallback, and a tool that raises."""
-        loop = self.loop([
-            Fail(RateLimited("429 Too Many Requests", retry_after=1.0, provider="scripted")),
-            Reply(text="Checking the rate.",
-                  tool_calls=(ToolCall("exchange_rate", {"base": "EUR", "quote": "GBP"}),),
-                  usage=self._usage(380, 25)),
-            Fail(StreamError("connection reset mid-stream", provider="scripted")),
-            Reply(text="I could not get a EUR/GBP rate; please try again later.",
-                  usage=self._usage(520, 30)),
-        ])
+        loop = self.loop(
+            [
+                Fail(RateLimited("429 Too Many Requests", retry_after=1.0, provider="scripted")),
+                Reply(
+                    text="Checking the rate.",
+                    tool_calls=(ToolCall("exchange_rate", {"base": "EUR", "quote": "GBP"}),),
+                    usage=self._usage(380, 25),
+                ),
+                Fail(StreamError("connection reset mid-stream", provider="scripted")),
+                Reply(
+                    text="I could not get a EUR/GBP rate; please try again later.",
+                    usage=self._usage(520, 30),
+                ),
+            ]
+        )
         return [await loop.run("How much is 300 EUR in GBP?")]
 
     async def switch(self) -> list[RunResult]:
         """Two runs on one session, with a model switch in between."""
-        loop = self.loop([
-            Reply(text="Your limit is 2000 EUR.", usage=self._usage(300, 12)),
-            Reply(text="The approver is finance@example.test.", usage=self._usage(340, 14)),
-        ])
+        loop = self.loop(
+            [
+                Reply(text="Your limit is 2000 EUR.", usage=self._usage(300, 12)),
+                Reply(text="The approver is finance@example.test.", usage=self._usage(340, 14)),
+            ]
+        )
         first = await loop.run("What is my expense limit?")
         loop.switch_model("gpt-4o")
         second = await loop.run("Who approves expenses?", session=first.session)
@@ -188,20 +224,30 @@ class Showcase:
         pages = list(_PAGES)
         steps: list[Step] = []
         for i, url in enumerate(pages):
-            steps.append(Reply(text=f"Reading page {i + 1}.",
-                               tool_calls=(ToolCall("fetch_page", {"url": url}),),
-                               usage=Usage(input_tokens=300 + 330 * i, output_tokens=20)))
-        steps.append(Reply(text="All three cities are worth it; Faro for beaches.",
-                           usage=Usage(input_tokens=600, output_tokens=30)))
+            steps.append(
+                Reply(
+                    text=f"Reading page {i + 1}.",
+                    tool_calls=(ToolCall("fetch_page", {"url": url}),),
+                    usage=Usage(input_tokens=300 + 330 * i, output_tokens=20),
+                )
+            )
+        steps.append(
+            Reply(
+                text="All three cities are worth it; Faro for beaches.",
+                usage=Usage(input_tokens=600, output_tokens=30),
+            )
+        )
         loop = self.loop(steps, context_window=1200)
         return [await loop.run("Summarise the three city guides.")]
 
     async def runaway(self) -> list[RunResult]:
         """A model that keeps re-reading the same file until the detector stops it."""
         steps: list[Step] = [
-            Reply(text="Let me check the config again.",
-                  tool_calls=(ToolCall("read_file", {"path": "expenses/config.yaml"}),),
-                  usage=self._usage(350 + 40 * i, 18))
+            Reply(
+                text="Let me check the config again.",
+                tool_calls=(ToolCall("read_file", {"path": "expenses/config.yaml"}),),
+                usage=self._usage(350 + 40 * i, 18),
+            )
             for i in range(12)
         ]
         loop = self.loop(steps)
@@ -210,8 +256,9 @@ class Showcase:
     async def converged(self) -> list[RunResult]:
         """The same question asked again and again on one session: answers converge."""
         answer = "Your expense limit is 2000 EUR per trip, approved by finance."
-        steps: list[Step] = [Reply(text=answer, usage=self._usage(300 + 30 * i, 15))
-                             for i in range(4)]
+        steps: list[Step] = [
+            Reply(text=answer, usage=self._usage(300 + 30 * i, 15)) for i in range(4)
+        ]
         loop = self.loop(steps)
         results: list[RunResult] = []
         session = Conversation()
@@ -221,13 +268,18 @@ class Showcase:
 
     async def approval(self) -> list[RunResult]:
         """A payment that parks on a human approval, then resumes with the answer."""
-        loop = self.loop([
-            Reply(text="This needs approval.",
-                  tool_calls=(ToolCall("request_approval",
-                                       {"amount": 480.0, "vendor": "Hotel Avenida"}),),
-                  usage=self._usage(410, 30)),
-            Reply(text="Approved: the hotel is booked.", usage=self._usage(470, 12)),
-        ])
+        loop = self.loop(
+            [
+                Reply(
+                    text="This needs approval.",
+                    tool_calls=(
+                        ToolCall("request_approval", {"amount": 480.0, "vendor": "Hotel Avenida"}),
+                    ),
+                    usage=self._usage(410, 30),
+                ),
+                Reply(text="Approved: the hotel is booked.", usage=self._usage(470, 12)),
+            ]
+        )
         parked = await loop.run("Book Hotel Avenida for 480 EUR.")
         assert parked.checkpoint is not None
         resumed = await loop.resume(parked.checkpoint, {"approved": True, "note": "within policy"})
@@ -236,12 +288,16 @@ class Showcase:
     async def settlement(self) -> list[RunResult]:
         """A tool that sleeps until a payment settles; the run resumes after waking."""
         payment = f"pay-{self.rng.randrange(10**6):06d}"
-        loop = self.loop([
-            Reply(text="Waiting for the payment to settle.",
-                  tool_calls=(ToolCall("wait_for_settlement", {"payment_id": payment}),),
-                  usage=self._usage(390, 20)),
-            Reply(text="The payment has settled.", usage=self._usage(430, 10)),
-        ])
+        loop = self.loop(
+            [
+                Reply(
+                    text="Waiting for the payment to settle.",
+                    tool_calls=(ToolCall("wait_for_settlement", {"payment_id": payment}),),
+                    usage=self._usage(390, 20),
+                ),
+                Reply(text="The payment has settled.", usage=self._usage(430, 10)),
+            ]
+        )
         parked = await loop.run(f"Tell me when {payment} settles.")
         checkpoint = parked.checkpoint
         assert checkpoint is not None
@@ -270,24 +326,50 @@ class Showcase:
             await asyncio.sleep(1.0)  # a slow backend: skipped at its timeout, every time
             return "1200 points"
 
-        client = ScriptedClient([
-            Reply(text="Let me check the entry rules.",
-                  tool_calls=(ToolCall("visa_rules", {"country": "Brazil"}),
-                              ToolCall("plug_type", {"country": "Brazil"}),
-                              ToolCall("plug_type", {"nation": "Brazil"})),  # refused
-                  usage=self._usage(520, 30)),
-            Reply(text="No visa is needed for up to 90 days; bring a type N plug adapter.",
-                  usage=self._usage(640, 24)),
-            Reply(text="India: apply for the e-Visa online, at least four days ahead.",
-                  usage=self._usage(700, 18)),
-        ], chunk_size=self.rng.choice((6, 8, 12)), latency_s=self.latency_s)
-        providers = [ProviderSpec(traveller_profile, "traveller_profile"),
-                     ProviderSpec(loyalty_points, "loyalty_points", 0.02)]
-        loop = AgentLoop(client, model="gpt-4o-mini", tools=showcase_tools(),
-                         system_prompt=SYSTEM_PROMPT, observers=self.observers,
-                         agent_name=self.agent_name, context_providers=providers,
-                         tool_sources=[McpStdio(sys.executable, ["-m", "loopobs.demo.mcp_server"],
-                                               name="travel-facts", env=_import_path())])
+        client = ScriptedClient(
+            [
+                Reply(
+                    text="Let me check the entry rules.",
+                    tool_calls=(
+                        ToolCall("visa_rules", {"country": "Brazil"}),
+                        ToolCall("plug_type", {"country": "Brazil"}),
+                        ToolCall("plug_type", {"nation": "Brazil"}),
+                    ),  # refused
+                    usage=self._usage(520, 30),
+                ),
+                Reply(
+                    text="No visa is needed for up to 90 days; bring a type N plug adapter.",
+                    usage=self._usage(640, 24),
+                ),
+                Reply(
+                    text="India: apply for the e-Visa online, at least four days ahead.",
+                    usage=self._usage(700, 18),
+                ),
+            ],
+            chunk_size=self.rng.choice((6, 8, 12)),
+            latency_s=self.latency_s,
+        )
+        providers = [
+            ProviderSpec(traveller_profile, "traveller_profile"),
+            ProviderSpec(loyalty_points, "loyalty_points", 0.02),
+        ]
+        loop = AgentLoop(
+            client,
+            model="gpt-4o-mini",
+            tools=showcase_tools(),
+            system_prompt=SYSTEM_PROMPT,
+            observers=self.observers,
+            agent_name=self.agent_name,
+            context_providers=providers,
+            tool_sources=[
+                McpStdio(
+                    sys.executable,
+                    ["-m", "loopobs.demo.mcp_server"],
+                    name="travel-facts",
+                    env=_import_path(),
+                )
+            ],
+        )
         # An inbox of one message: the first send fills it (a "saturated" event).
         async with loop, AgentSession(loop, queue_size=1) as session:
             first = await (await session.send("Do I need a visa for Brazil?"))
@@ -303,9 +385,11 @@ class Showcase:
         half and refuses the call that would cross it.
         """
         steps: list[Step] = [
-            Reply(text=f"Searching more ({i + 1}).",
-                  tool_calls=(ToolCall("search", {"query": f"hotel deal {i}"}),),
-                  usage=Usage(input_tokens=400 + 300 * i, output_tokens=25))
+            Reply(
+                text=f"Searching more ({i + 1}).",
+                tool_calls=(ToolCall("search", {"query": f"hotel deal {i}"}),),
+                usage=Usage(input_tokens=400 + 300 * i, output_tokens=25),
+            )
             for i in range(12)
         ]
         loop = self.loop(steps, budget=Budget(usd=0.0005, warn_at=0.5))

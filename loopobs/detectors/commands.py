@@ -29,8 +29,18 @@ import re
 import shlex
 from typing import Any, Final, Literal, NamedTuple
 
-__all__ = ["CallEffect", "CommandEffect", "CommandInfo", "ToolRole", "call_effect",
-           "classify_code", "classify_command", "command_text", "failed_output", "tool_role"]
+__all__ = [
+    "CallEffect",
+    "CommandEffect",
+    "CommandInfo",
+    "ToolRole",
+    "call_effect",
+    "classify_code",
+    "classify_command",
+    "command_text",
+    "failed_output",
+    "tool_role",
+]
 
 CommandEffect = Literal["read", "run", "write"]
 
@@ -44,21 +54,84 @@ _NULL_TARGETS: Final = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/d
 _ASSIGNMENT: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 _HEREDOC: Final = re.compile(r"<<(-?)[ \t]*(['\"]?)([A-Za-z_][A-Za-z0-9_.-]*)\2")
 
+
 def _set(words: str) -> frozenset[str]:
     return frozenset(words.split())
 
 
-_KEYWORDS: Final = frozenset({"then", "do", "else", "elif", "if", "while", "until", "!",
-                              "time", "exec", "command", "builtin", "done", "fi", "esac"})
+_KEYWORDS: Final = frozenset(
+    {
+        "then",
+        "do",
+        "else",
+        "elif",
+        "if",
+        "while",
+        "until",
+        "!",
+        "time",
+        "exec",
+        "command",
+        "builtin",
+        "done",
+        "fi",
+        "esac",
+    }
+)
 # Wrappers: the program they run comes after their own options (and a value for some).
-_WRAPPERS: Final = frozenset({"sudo", "timeout", "nohup", "env", "nice", "ionice", "stdbuf",
-                              "xargs", "doas", "chronic", "unbuffer", "gtimeout", "caffeinate"})
-_WRAPPER_VALUE_OPTS: Final = frozenset({"-u", "-g", "-n", "-s", "-k", "-I", "-d", "-P", "-L",
-                                        "-E", "-o", "-e", "-i", "-c", "-C", "-a"})
-_NEUTRAL: Final = frozenset({"cd", "pushd", "popd", "export", "set", "unset", "source", ".",
-                             "true", "false", ":", "echo", "printf", "read", "sleep", "wait",
-                             "alias", "shopt", "trap", "return", "exit", "local", "declare",
-                             "eval", "hash", "ulimit", "umask", "clear", "history"})
+_WRAPPERS: Final = frozenset(
+    {
+        "sudo",
+        "timeout",
+        "nohup",
+        "env",
+        "nice",
+        "ionice",
+        "stdbuf",
+        "xargs",
+        "doas",
+        "chronic",
+        "unbuffer",
+        "gtimeout",
+        "caffeinate",
+    }
+)
+_WRAPPER_VALUE_OPTS: Final = frozenset(
+    {"-u", "-g", "-n", "-s", "-k", "-I", "-d", "-P", "-L", "-E", "-o", "-e", "-i", "-c", "-C", "-a"}
+)
+_NEUTRAL: Final = frozenset(
+    {
+        "cd",
+        "pushd",
+        "popd",
+        "export",
+        "set",
+        "unset",
+        "source",
+        ".",
+        "true",
+        "false",
+        ":",
+        "echo",
+        "printf",
+        "read",
+        "sleep",
+        "wait",
+        "alias",
+        "shopt",
+        "trap",
+        "return",
+        "exit",
+        "local",
+        "declare",
+        "eval",
+        "hash",
+        "ulimit",
+        "umask",
+        "clear",
+        "history",
+    }
+)
 _READERS: Final = _set(
     "cat tac ls ll dir tree grep egrep fgrep rg ag ack find fd locate head tail less more nl "
     "wc sort uniq cut tr awk gawk mawk column paste join comm diff cmp sdiff colordiff file "
@@ -66,24 +139,79 @@ _READERS: Final = _set(
     "strings jq yq xmllint md5sum sha1sum sha256sum cksum ps top pgrep id whoami groups "
     "hostname uname date cal env printenv test [ [[ lsof free uptime man help info "
     "zcat zgrep zless bzcat xzcat unzip-l lscpu lsblk nproc getent dpkg-query rpm-q "
-    "git-status ping curl-head wget-spider")
+    "git-status ping curl-head wget-spider"
+)
 _WRITERS: Final = _set(
     "rm rmdir mv cp mkdir touch ln chmod chown chgrp install patch truncate dd shred rsync "
     "kill pkill killall unlink mkfifo mknod mktemp useradd userdel chattr setfacl "
-    "systemctl service crontab")
+    "systemctl service crontab"
+)
 _RUNNERS_READ_ONLY_FLAGS: Final = frozenset({"--version", "-V", "--help", "-h"})
 _GIT_READS: Final = _set(
     "status diff log show blame grep ls-files ls-tree rev-parse describe shortlog reflog "
     "cat-file show-ref whatchanged name-rev rev-list merge-base count-objects help version "
-    "--version")
+    "--version"
+)
 _GIT_LISTS: Final = frozenset({"branch", "tag", "remote", "stash", "config", "worktree"})
-_GIT_LIST_WORDS: Final = frozenset({"list", "show", "-l", "--list", "-a", "-r", "-v", "-vv",
-                                    "--get", "--get-all", "-n", "--show-current"})
-_INSTALLERS: Final = frozenset({"pip", "pip3", "uv", "npm", "yarn", "pnpm", "apt", "apt-get",
-                                "conda", "mamba", "gem", "cargo", "go", "brew", "poetry",
-                                "pipx", "dnf", "yum", "apk", "pacman", "bundle", "composer"})
-_INSTALL_VERBS: Final = frozenset({"install", "uninstall", "remove", "add", "update", "upgrade",
-                                   "i", "get", "sync", "purge", "ci", "rm", "link"})
+_GIT_LIST_WORDS: Final = frozenset(
+    {
+        "list",
+        "show",
+        "-l",
+        "--list",
+        "-a",
+        "-r",
+        "-v",
+        "-vv",
+        "--get",
+        "--get-all",
+        "-n",
+        "--show-current",
+    }
+)
+_INSTALLERS: Final = frozenset(
+    {
+        "pip",
+        "pip3",
+        "uv",
+        "npm",
+        "yarn",
+        "pnpm",
+        "apt",
+        "apt-get",
+        "conda",
+        "mamba",
+        "gem",
+        "cargo",
+        "go",
+        "brew",
+        "poetry",
+        "pipx",
+        "dnf",
+        "yum",
+        "apk",
+        "pacman",
+        "bundle",
+        "composer",
+    }
+)
+_INSTALL_VERBS: Final = frozenset(
+    {
+        "install",
+        "uninstall",
+        "remove",
+        "add",
+        "update",
+        "upgrade",
+        "i",
+        "get",
+        "sync",
+        "purge",
+        "ci",
+        "rm",
+        "link",
+    }
+)
 _INTERPRETERS: Final = re.compile(r"(?:python|pypy|ipython)[0-9.]*")
 _INTERPRETER_PREFIXES: Final = ("python", "pypy", "ipython")
 _SPECIAL_WORDS: Final = frozenset({"{}", ";", "+", "\\;", "--", "-", "{", "}"})
@@ -92,13 +220,15 @@ _SPECIAL_WORDS: Final = frozenset({"{}", ";", "+", "\\;", "--", "-", "{", "}"})
 _CODE_WRITES: Final = re.compile(
     r"""open\([^)]*['"][^'"]*[wax+][^'"]*['"]|\.write_(?:text|bytes)\(|os\.(?:remove|unlink|"""
     r"""rename|replace|makedirs|mkdir|rmdir)\(|shutil\.|\.unlink\(|\.mkdir\(|\.rename\(|"""
-    r"""\.touch\(|subprocess\.|os\.system\(|\.to_csv\(|\.savefig\(|json\.dump\(""")
+    r"""\.touch\(|subprocess\.|os\.system\(|\.to_csv\(|\.savefig\(|json\.dump\("""
+)
 
 _FAILURE: Final = re.compile(
     r"^\s*(?:<returncode>[1-9]\d*</returncode>|error\b|fatal\b|usage:)|command not found|"
     r"no such file or directory|permission denied|cannot (?:open|create|stat|remove|move)|"
     r"not permitted|no replacement was performed|did not appear verbatim|traceback \(most "
-    r"recent call last\)|hunks? failed|is not unique")
+    r"recent call last\)|hunks? failed|is not unique"
+)
 """Matched against the lower-cased output: a case-insensitive search of these alternatives
 costs five times as much."""
 _FAILURE_SCAN: Final = 2_000
@@ -185,7 +315,8 @@ def shlex_tokens(command: str) -> list[str] | None:
 _TOKEN: Final = re.compile(
     r"""[ \t\r]*+((?:[^ \t\r'"\\;&|()<>\n]++|'[^']*+'|"[^"\\]*+(?:\\.[^"\\]*+)*+"|\\.)++"""
     r"""|[;&|()<>\n]++|[^ \t\r])""",
-    re.DOTALL)
+    re.DOTALL,
+)
 _PLAIN: Final = re.compile(r"[;&|()<>\n]+|[^ \t\r;&|()<>\n]+")
 _QUOTING: Final = re.compile(r"""['"\\]""")
 _PART: Final = re.compile(r"""'([^']*)'|"([^"\\]*(?:\\.[^"\\]*)*)"|\\(.)""", re.DOTALL)
@@ -235,8 +366,10 @@ _OPERATOR: Final = 1
 _TO_FILE: Final = 2
 _FROM_FILE: Final = 3
 _TOKEN_KINDS: Final[dict[str, int]] = {
-    **dict.fromkeys(_OPERATORS, _OPERATOR), **dict.fromkeys(_REDIRECT_OUT, _TO_FILE),
-    **dict.fromkeys((*_REDIRECT_IN, "<<"), _FROM_FILE)}
+    **dict.fromkeys(_OPERATORS, _OPERATOR),
+    **dict.fromkeys(_REDIRECT_OUT, _TO_FILE),
+    **dict.fromkeys((*_REDIRECT_IN, "<<"), _FROM_FILE),
+}
 
 
 def _simple_commands(tokens: list[str]) -> list[tuple[list[str], list[str]]]:
@@ -258,8 +391,12 @@ def _simple_commands(tokens: list[str]) -> list[tuple[list[str], list[str]]]:
             # A file descriptor before it ("2>") stays a word: the tokens cannot tell
             # "echo 2 > f" from "echo 2>f", and a digit more changes no judgement.
             target = next(rest, "")
-            if kind == _TO_FILE and target and target not in _NULL_TARGETS and (
-                    target != "-" and not target.isdecimal()):
+            if (
+                kind == _TO_FILE
+                and target
+                and target not in _NULL_TARGETS
+                and (target != "-" and not target.isdecimal())
+            ):
                 written.append(target)
     if words or written:
         commands.append((words, written))
@@ -309,7 +446,7 @@ def _git(words: list[str]) -> CommandEffect:
     if i >= len(words):
         return "read"
     sub = words[i]
-    rest = words[i + 1:]
+    rest = words[i + 1 :]
     if sub in _GIT_READS:
         return "read"
     if sub in _GIT_LISTS:
@@ -334,8 +471,12 @@ def _judge(words: list[str], bodies: list[str]) -> tuple[str, CommandEffect]:
             return program, _interpreted(args, bodies)
         return program, "run"
     if program == "sed":
-        inplace = any(a == "--in-place" or a.startswith("--in-place=") or (
-            a.startswith("-") and not a.startswith("--") and "i" in a) for a in args)
+        inplace = any(
+            a == "--in-place"
+            or a.startswith("--in-place=")
+            or (a.startswith("-") and not a.startswith("--") and "i" in a)
+            for a in args
+        )
         return program, "write" if inplace else "read"
     if program == "perl":
         return program, "write" if any(
@@ -348,7 +489,7 @@ def _judge(words: list[str], bodies: list[str]) -> tuple[str, CommandEffect]:
             return program, "write"
         for j, a in enumerate(args):
             if a in ("-exec", "-execdir", "-ok", "-okdir") and j + 1 < len(args):
-                sub = _strip_prefixes(args[j + 1:])
+                sub = _strip_prefixes(args[j + 1 :])
                 if sub and _judge(sub, bodies)[1] == "write":
                     return program, "write"
         return program, "read"
@@ -359,8 +500,9 @@ def _judge(words: list[str], bodies: list[str]) -> tuple[str, CommandEffect]:
         return program, _git(words)
     if program == "tar":
         mode = next((a for a in args if not a.startswith("--")), "")
-        return program, "write" if ("x" in mode or "c" in mode or "r" in mode
-                                    or "u" in mode) else "read"
+        return program, "write" if (
+            "x" in mode or "c" in mode or "r" in mode or "u" in mode
+        ) else "read"
     # unzip, gunzip, gzip, bunzip2, xz, zip, 7z
     return program, "read" if "-l" in args or "-t" in args else "write"
 
@@ -382,13 +524,32 @@ def _interpreted(args: list[str], bodies: list[str]) -> CommandEffect:
 
 
 _RANK: Final[dict[CommandEffect, int]] = {"read": 0, "run": 1, "write": 2}
-_SPECIAL: Final = frozenset({"sed", "perl", "awk", "gawk", "find", "tee", "git", "tar", "unzip",
-                             "gunzip", "gzip", "bunzip2", "xz", "zip", "7z"})
+_SPECIAL: Final = frozenset(
+    {
+        "sed",
+        "perl",
+        "awk",
+        "gawk",
+        "find",
+        "tee",
+        "git",
+        "tar",
+        "unzip",
+        "gunzip",
+        "gzip",
+        "bunzip2",
+        "xz",
+        "zip",
+        "7z",
+    }
+)
 _READ: Final[CommandEffect] = "read"
 _WRITE: Final[CommandEffect] = "write"
 _PLAIN_EFFECTS: Final[dict[str, CommandEffect]] = {
-    **dict.fromkeys(_READERS - _SPECIAL, _READ), **dict.fromkeys(_WRITERS - _SPECIAL, _WRITE),
-    **dict.fromkeys(_NEUTRAL, _READ)}
+    **dict.fromkeys(_READERS - _SPECIAL, _READ),
+    **dict.fromkeys(_WRITERS - _SPECIAL, _WRITE),
+    **dict.fromkeys(_NEUTRAL, _READ),
+}
 
 
 def classify_command(command: str) -> CommandInfo | None:
@@ -396,8 +557,7 @@ def classify_command(command: str) -> CommandInfo | None:
 
     Never raises: any string is either judged or ``None``.
     """
-    text, bodies = _cut_heredocs(command if len(command) <= _MAX_CHARS
-                                 else command[:_MAX_CHARS])
+    text, bodies = _cut_heredocs(command if len(command) <= _MAX_CHARS else command[:_MAX_CHARS])
     split = tokens(text)
     if not split:
         return None
@@ -417,8 +577,11 @@ def classify_command(command: str) -> CommandInfo | None:
             effect = judged
         if judged == "write" and words:
             target.add(programs[-1])
-            target.update(w for w in words[1:] if w not in _SPECIAL_WORDS and not (
-                w.startswith("-") and len(w) > 1))
+            target.update(
+                w
+                for w in words[1:]
+                if w not in _SPECIAL_WORDS and not (w.startswith("-") and len(w) > 1)
+            )
     if not programs and not target:
         return None
     if effect == "write":
@@ -426,8 +589,9 @@ def classify_command(command: str) -> CommandInfo | None:
     key = "\x1f".join(split)
     if bodies:
         key += "\x1e" + "\x1e".join(bodies)
-    return CommandInfo(effect, tuple(programs),
-                       frozenset(target) if effect == "write" else frozenset(), key)
+    return CommandInfo(
+        effect, tuple(programs), frozenset(target) if effect == "write" else frozenset(), key
+    )
 
 
 def classify_code(code: str) -> CommandEffect:
@@ -445,22 +609,65 @@ def failed_output(result: str) -> bool:
 
 # -- which tools run commands, code or edits ---------------------------------------------------
 
-_COMMAND_NAMES: Final = frozenset({
-    "bash", "shell", "sh", "zsh", "terminal", "console", "execute_bash", "run_command",
-    "exec_command", "execute_command", "run_shell_command", "run_terminal_cmd", "shell_exec",
-    "run_shell", "execute_shell", "run_bash", "bash_tool", "local_shell", "container_exec",
-    "run_in_terminal", "cmd"})
+_COMMAND_NAMES: Final = frozenset(
+    {
+        "bash",
+        "shell",
+        "sh",
+        "zsh",
+        "terminal",
+        "console",
+        "execute_bash",
+        "run_command",
+        "exec_command",
+        "execute_command",
+        "run_shell_command",
+        "run_terminal_cmd",
+        "shell_exec",
+        "run_shell",
+        "execute_shell",
+        "run_bash",
+        "bash_tool",
+        "local_shell",
+        "container_exec",
+        "run_in_terminal",
+        "cmd",
+    }
+)
 _COMMAND_WORDS: Final = frozenset({"bash", "shell", "sh", "zsh", "terminal", "console"})
 _COMMAND_ARGS: Final = ("command", "cmd")
 _CODE_WORDS: Final = frozenset({"python", "ipython", "jupyter", "notebook", "interpreter"})
 _CODE_ARGS: Final = ("code", "source", "script")
-_EDITOR_WORDS: Final = frozenset({"editor", "str_replace_editor", "str_replace_based_edit_tool",
-                                  "edit_file", "file_editor", "apply_patch", "text_editor"})
+_EDITOR_WORDS: Final = frozenset(
+    {
+        "editor",
+        "str_replace_editor",
+        "str_replace_based_edit_tool",
+        "edit_file",
+        "file_editor",
+        "apply_patch",
+        "text_editor",
+    }
+)
 _EDITOR_READS: Final = frozenset({"view", "read", "show", "cat", "open", "list"})
-_EDITOR_WRITES: Final = frozenset({"create", "str_replace", "insert", "undo_edit", "write",
-                                   "append", "replace", "edit", "delete", "patch", "apply"})
-_CODE_NAMES: Final = frozenset({"execute_python", "run_python", "python_exec",
-                                "code_interpreter", "execute_code", "run_code"})
+_EDITOR_WRITES: Final = frozenset(
+    {
+        "create",
+        "str_replace",
+        "insert",
+        "undo_edit",
+        "write",
+        "append",
+        "replace",
+        "edit",
+        "delete",
+        "patch",
+        "apply",
+    }
+)
+_CODE_NAMES: Final = frozenset(
+    {"execute_python", "run_python", "python_exec", "code_interpreter", "execute_code", "run_code"}
+)
 _NAME_WORDS: Final = re.compile(r"[a-z0-9]+")
 _LAST_SEGMENT: Final = re.compile(r"^.*(?:__|[./:])")
 
@@ -480,8 +687,11 @@ def command_text(value: Any) -> str | None:
     if isinstance(value, str):
         return value
     if isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value):
-        if len(value) >= 3 and _program(value[0]) in ("bash", "sh", "zsh") and value[1] in (
-                "-c", "-lc", "-ic", "-cl"):
+        if (
+            len(value) >= 3
+            and _program(value[0]) in ("bash", "sh", "zsh")
+            and value[1] in ("-c", "-lc", "-ic", "-cl")
+        ):
             return str(value[2])
         return shlex.join(value)
     return None
@@ -512,8 +722,9 @@ def tool_role(tool: str) -> ToolRole | None:
     return None
 
 
-def call_effect(tool: str, args: object, command_arg: str | None = None,
-                role: ToolRole | None = None) -> CallEffect | None:
+def call_effect(
+    tool: str, args: object, command_arg: str | None = None, role: ToolRole | None = None
+) -> CallEffect | None:
     """The effect of one call of a command, code or editor tool (``role``, else
     :func:`tool_role`): a command line in a ``command`` or ``cmd`` argument (or the
     declared ``command_arg``) is parsed, a code tool's ``code`` scanned, an editor's

@@ -17,8 +17,13 @@ from loopobs.contract.events import (
 from loopobs.detectors._session import DEFAULT_MAX_SESSIONS, SessionDetector
 from loopobs.detectors.normalise import mask_dates
 
-__all__ = ["SKETCH_SIZE", "ConvergenceAction", "ConvergenceDetector", "answer_sketch",
-           "sketch_similarity"]
+__all__ = [
+    "SKETCH_SIZE",
+    "ConvergenceAction",
+    "ConvergenceDetector",
+    "answer_sketch",
+    "sketch_similarity",
+]
 
 _CONVERGENCE_ACTIONS: Final = frozenset(get_args(ConvergenceAction))
 
@@ -62,8 +67,10 @@ def _tokens(text: str) -> tuple[list[str], tuple[str, ...]]:
     # A number starts with a digit: an ASCII one (below ":"; no word character is below
     # "0") or another script's (at or above "\x80"). Two comparisons settle the words that
     # start with an ASCII letter, most of them, without a method call.
-    words = ["#" if (t < ":" or t >= "\x80") and (t.isdecimal() or "." in t or "," in t)
-             else t for t in found]
+    words = [
+        "#" if (t < ":" or t >= "\x80") and (t.isdecimal() or "." in t or "," in t) else t
+        for t in found
+    ]
     numbers = tuple([t for t, w in zip(found, words, strict=True) if w == "#"][:_MAX_NUMBERS])
     return words, numbers
 
@@ -126,8 +133,13 @@ def sketch_similarity(a: frozenset[int], b: frozenset[int], k: int = SKETCH_SIZE
 class _Answer:
     __slots__ = ("count", "numbers", "question", "size", "sketch")
 
-    def __init__(self, sketch: frozenset[int], size: int, numbers: tuple[str, ...],
-                 question: tuple[frozenset[int], int] | None) -> None:
+    def __init__(
+        self,
+        sketch: frozenset[int],
+        size: int,
+        numbers: tuple[str, ...],
+        question: tuple[frozenset[int], int] | None,
+    ) -> None:
         self.sketch, self.size, self.numbers, self.question = sketch, size, numbers, question
         self.count = 1  # this answer and the earlier ones it repeats, through the window
 
@@ -251,13 +263,18 @@ class ConvergenceDetector(SessionDetector[_Answers]):
             same = differing <= 2.5
         if not same:
             return None
-        if old.numbers != new.numbers and len(old.numbers) == len(new.numbers) and not all(
-            a == b or _counter_step(a, b, back) for a, b in zip(old.numbers, new.numbers,
-                                                                strict=True)
+        if (
+            old.numbers != new.numbers
+            and len(old.numbers) == len(new.numbers)
+            and not all(
+                a == b or _counter_step(a, b, back)
+                for a, b in zip(old.numbers, new.numbers, strict=True)
+            )
         ):
             return None
         if (
-            old.question is not None and new.question is not None
+            old.question is not None
+            and new.question is not None
             and min(old.size, new.size) < _SHORT_ANSWER_TOKENS
             and new.question[1] >= _REQUEST_WORDS
             and sketch_similarity(old.question[0], new.question[0]) < _QUESTION_SIMILARITY
@@ -298,8 +315,12 @@ class ConvergenceDetector(SessionDetector[_Answers]):
             s.history.append(answer)
             streak = max(s.streak, answer.count)
             action: ConvergenceAction
-            if self.stop_after and streak >= self.stop_after and s.level < _STOPPED \
-                    and self.action not in ("stop", "ask_user"):
+            if (
+                self.stop_after
+                and streak >= self.stop_after
+                and s.level < _STOPPED
+                and self.action not in ("stop", "ask_user")
+            ):
                 s.level, action = _STOPPED, "stop"
             elif streak >= self.consecutive and s.level < _FIRED:
                 s.level, action = _FIRED, self.action
@@ -310,13 +331,17 @@ class ConvergenceDetector(SessionDetector[_Answers]):
             targets = self._targets
         if s.streak >= streak:
             signal = "same_answer" if back == 1 else "alternating"
-            reason = (f"{streak} answers in a row each repeat one of the last {self.history} "
-                      f"(similarity {score:.2f} with the answer {back} back)")
+            reason = (
+                f"{streak} answers in a row each repeat one of the last {self.history} "
+                f"(similarity {score:.2f} with the answer {back} back)"
+            )
         else:
             signal = "repeated_answer"
-            reason = (f"the same answer {streak} times within the last {self.history + 1} "
-                      f"answers, others between (similarity {score:.2f} with the answer "
-                      f"{back} back)")
+            reason = (
+                f"the same answer {streak} times within the last {self.history + 1} "
+                f"answers, others between (similarity {score:.2f} with the answer "
+                f"{back} back)"
+            )
         event = ConvergenceDetectedContext(
             run_id=ctx.run_id,
             time_ns=ctx.time_ns,

@@ -50,40 +50,144 @@ __all__ = [
     "mask_volatile",
 ]
 
-DEFAULT_IGNORE: Final = frozenset({
-    "nonce", "cache_buster", "cachebuster", "cache_bust", "cb", "_", "_t", "ts", "timestamp",
-    "now", "request_id", "requestid", "idempotency_key", "trace_id", "correlation_id", "since",
-    "random", "rand", "salt",
-})
+DEFAULT_IGNORE: Final = frozenset(
+    {
+        "nonce",
+        "cache_buster",
+        "cachebuster",
+        "cache_bust",
+        "cb",
+        "_",
+        "_t",
+        "ts",
+        "timestamp",
+        "now",
+        "request_id",
+        "requestid",
+        "idempotency_key",
+        "trace_id",
+        "correlation_id",
+        "since",
+        "random",
+        "rand",
+        "salt",
+    }
+)
 """Argument names dropped before hashing: they vary per call by design."""
 
-DEFAULT_MASK_NUMBERS: Final = frozenset({
-    "timeout", "timeout_s", "timeout_ms", "timeout_seconds", "wait", "wait_s", "wait_ms",
-    "wait_seconds", "delay", "delay_s", "backoff", "retry", "retries", "attempt", "attempts",
-    "max_wait", "poll_interval", "interval", "page", "page_number", "pageno",
-})
+DEFAULT_MASK_NUMBERS: Final = frozenset(
+    {
+        "timeout",
+        "timeout_s",
+        "timeout_ms",
+        "timeout_seconds",
+        "wait",
+        "wait_s",
+        "wait_ms",
+        "wait_seconds",
+        "delay",
+        "delay_s",
+        "backoff",
+        "retry",
+        "retries",
+        "attempt",
+        "attempts",
+        "max_wait",
+        "poll_interval",
+        "interval",
+        "page",
+        "page_number",
+        "pageno",
+    }
+)
 """Argument names whose numeric values are masked: budgets, retry counters, page numbers."""
 
 _PAGE_KEYS: Final = frozenset({"page", "page_number", "pageno"})
 
-DEFAULT_PATH_KEYS: Final = frozenset({
-    "path", "file", "filename", "file_path", "filepath", "dir", "directory", "folder", "cwd",
-    "dest", "destination", "src", "source", "target_path",
-})
+DEFAULT_PATH_KEYS: Final = frozenset(
+    {
+        "path",
+        "file",
+        "filename",
+        "file_path",
+        "filepath",
+        "dir",
+        "directory",
+        "folder",
+        "cwd",
+        "dest",
+        "destination",
+        "src",
+        "source",
+        "target_path",
+    }
+)
 """Argument names always treated as paths (other strings are, when they look like one)."""
 
-DEFAULT_FREE_TEXT: Final = frozenset({
-    "query", "q", "search", "search_query", "question", "keywords", "terms", "topic",
-})
+DEFAULT_FREE_TEXT: Final = frozenset(
+    {
+        "query",
+        "q",
+        "search",
+        "search_query",
+        "question",
+        "keywords",
+        "terms",
+        "topic",
+    }
+)
 """Argument names compared as a set of words: a reworded query is the same query."""
 
 _STOP_WORDS: Final = frozenset(
     [
-        "a", "an", "and", "are", "as", "at", "be", "by", "do", "does", "for", "from", "how",
-        "i", "in", "is", "it", "me", "of", "on", "or", "the", "to", "what", "when", "where",
-        "which", "who", "why", "with", "about", "can", "could", "should", "would", "my", "our",
-        "this", "that", "these", "those", "find", "search", "show", "get", "look", "up",
-        "please"
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "do",
+        "does",
+        "for",
+        "from",
+        "how",
+        "i",
+        "in",
+        "is",
+        "it",
+        "me",
+        "of",
+        "on",
+        "or",
+        "the",
+        "to",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "why",
+        "with",
+        "about",
+        "can",
+        "could",
+        "should",
+        "would",
+        "my",
+        "our",
+        "this",
+        "that",
+        "these",
+        "those",
+        "find",
+        "search",
+        "show",
+        "get",
+        "look",
+        "up",
+        "please",
     ]
 )
 
@@ -213,8 +317,19 @@ class Normaliser:
         enabled: ``False`` hashes arguments (canonical JSON) and results exactly.
     """
 
-    __slots__ = ("_default", "_per_tool", "_roots", "enabled", "free_text", "ignore",
-                 "mask_numbers", "max_result_chars", "path_roots", "paths", "tools")
+    __slots__ = (
+        "_default",
+        "_per_tool",
+        "_roots",
+        "enabled",
+        "free_text",
+        "ignore",
+        "mask_numbers",
+        "max_result_chars",
+        "path_roots",
+        "paths",
+        "tools",
+    )
 
     def __init__(
         self,
@@ -236,30 +351,44 @@ class Normaliser:
         self.tools: Mapping[str, ToolNormalisation] = dict(tools or {})
         self.max_result_chars = max_result_chars
         self.enabled = enabled
-        default = _Rules(self.ignore, self.mask_numbers, self.paths, self.free_text, False,
-                         frozenset(), True)
+        default = _Rules(
+            self.ignore, self.mask_numbers, self.paths, self.free_text, False, frozenset(), True
+        )
         per_tool = {}
         for name, t in self.tools.items():
             case_all = t.case_insensitive is True
-            case_keys = (frozenset() if isinstance(t.case_insensitive, bool)
-                         else _lower(t.case_insensitive))
+            case_keys = (
+                frozenset() if isinstance(t.case_insensitive, bool) else _lower(t.case_insensitive)
+            )
             per_tool[name] = _Rules(
                 default.ignore if t.ignore is None else _lower(t.ignore),
                 default.mask_numbers if t.mask_numbers is None else _lower(t.mask_numbers),
                 default.paths if t.paths is None else _lower(t.paths),
                 default.free_text if t.free_text is None else _lower(t.free_text),
-                case_all, case_keys, t.normalise_results,
+                case_all,
+                case_keys,
+                t.normalise_results,
             )
         given = self.path_roots if self.path_roots is not None else (os.getcwd(),)
         self._default = default
         self._per_tool = per_tool
-        self._roots = tuple(sorted((posixpath.normpath(r).rstrip("/") + "/" for r in given
-                                    if r.startswith("/") and r.rstrip("/")),
-                                   key=len, reverse=True))
+        self._roots = tuple(
+            sorted(
+                (
+                    posixpath.normpath(r).rstrip("/") + "/"
+                    for r in given
+                    if r.startswith("/") and r.rstrip("/")
+                ),
+                key=len,
+                reverse=True,
+            )
+        )
 
     def __repr__(self) -> str:
-        return (f"Normaliser(path_roots={self.path_roots!r}, tools={sorted(self.tools)!r}, "
-                f"enabled={self.enabled})")
+        return (
+            f"Normaliser(path_roots={self.path_roots!r}, tools={sorted(self.tools)!r}, "
+            f"enabled={self.enabled})"
+        )
 
     def _rules(self, tool: str) -> _Rules:
         return self._per_tool.get(tool, self._default)
@@ -314,8 +443,12 @@ class Normaliser:
             text = canonical_json(self._walk(arguments, rules, applied, page, None))
         # Kept in memory only (the loop's state), so Python's string hash will do; the
         # stable hash of ``text`` is computed for a detection's event.
-        return (hash(text), frozenset(applied) if applied else _NOTHING,
-                page[0] if page else None, text)
+        return (
+            hash(text),
+            frozenset(applied) if applied else _NOTHING,
+            page[0] if page else None,
+            text,
+        )
 
     @staticmethod
     def shape_key(canonical: str) -> int:  # an in-process key, like arguments_key's
@@ -328,8 +461,9 @@ class Normaliser:
         """
         return hash(_NUMBER_TOKEN.sub("<n>", canonical))
 
-    def _walk(self, value: Any, rules: _Rules, applied: set[str], page: list[str],
-              key: str | None) -> Any:
+    def _walk(
+        self, value: Any, rules: _Rules, applied: set[str], page: list[str], key: str | None
+    ) -> Any:
         t = type(value)
         if t is dict or isinstance(value, Mapping):
             out: dict[str, Any] = {}
@@ -348,8 +482,9 @@ class Normaliser:
             if key in rules.mask_numbers:
                 applied.add("number")
                 if key in _PAGE_KEYS:
-                    page.append(str(int(value)) if t is float and value.is_integer()
-                                else str(value))
+                    page.append(
+                        str(int(value)) if t is float and value.is_integer() else str(value)
+                    )
                 return "<n>"
             if _is_epoch(value):
                 applied.add("time")
@@ -362,9 +497,13 @@ class Normaliser:
             if key in rules.free_text:
                 # Masked whole (dates span words) and word by word ("0h" after a ".").
                 # A word of letters only, shorter than a hex id, has nothing to mask.
-                words = sorted({_stem(w if w.isalpha() and len(w) < 15 else mask_volatile(w))
-                                for w in _QUERY_WORD.findall(mask_volatile(value.casefold()))
-                                if w not in _STOP_WORDS})
+                words = sorted(
+                    {
+                        _stem(w if w.isalpha() and len(w) < 15 else mask_volatile(w))
+                        for w in _QUERY_WORD.findall(mask_volatile(value.casefold()))
+                        if w not in _STOP_WORDS
+                    }
+                )
                 # "|" between words: a space could join "0" and "h" into a duration.
                 folded = "|".join(words) if words else _SPACES.sub(" ", value.strip())
                 if folded != value:
@@ -378,8 +517,14 @@ class Normaliser:
         if not value:
             return value
         if "\n" not in value and (
-            value[0] in _BLANKS or value[-1] in _BLANKS or "  " in value or "\t" in value
-            or value[0] in "/." or "./" in value or "//" in value or value[-1] == "/"
+            value[0] in _BLANKS
+            or value[-1] in _BLANKS
+            or "  " in value
+            or "\t" in value
+            or value[0] in "/."
+            or "./" in value
+            or "//" in value
+            or value[-1] == "/"
         ):
             # Folding whitespace and resolving a path can each expose work for the other
             # ("a/ ./" → "a/ " → "a/" → "a"): repeat to a fixpoint.
@@ -433,7 +578,7 @@ class Normaliser:
         if path.startswith("/"):
             for root in self._roots:
                 if path.startswith(root) or path + "/" == root:
-                    path = path[len(root):] or "."
+                    path = path[len(root) :] or "."
                     break
         return path
 
@@ -453,7 +598,7 @@ class Normaliser:
             masked = re.sub(rf"(?<![\w.]){re.escape(page)}(?![\w.])", "<n>", masked)
         if masked is head or masked == head:
             return text
-        return masked if head is text else masked + text[self.max_result_chars:]
+        return masked if head is text else masked + text[self.max_result_chars :]
 
     def result_kinds(self, tool: str, text: str, page: str | None) -> set[str]:
         """What :meth:`result_text` masks in ``text``: ``result:time``, ``result:page`` …"""

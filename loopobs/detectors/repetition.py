@@ -70,8 +70,6 @@ class _Pending(NamedTuple):
     """What a parsed write acts on (its identity as progress), else ``None``."""
 
 
-
-
 _UNKNOWN_CALL_ARGS: Final[Mapping[str, Any]] = {}
 _UNKNOWN_ROLE: Final[Any] = object()
 _EFFECT_CACHE: Final = 1024
@@ -83,8 +81,9 @@ _RESULT_CACHE: Final = 4096
 _EAGER_RESULT_CHARS: Final = 512
 """Results up to this long are always normalised; a longer one only when its call was seen
 before (masking costs about 16 ns a character, and only a repeat needs it)."""
-_NEW_CONTENT: Final = frozenset({"new_str", "file_text", "content", "new_content", "replacement",
-                                 "replacement_text"})
+_NEW_CONTENT: Final = frozenset(
+    {"new_str", "file_text", "content", "new_content", "replacement", "replacement_text"}
+)
 """Arguments of an editor call that hold the text it would write."""
 _SAME_ARGS: Final = 16
 """Arguments remembered per same-result streak, to tell a recurring call from new ones."""
@@ -93,9 +92,23 @@ _SAME_ARGS: Final = 16
 class _OpStat:
     """One operation's current streak: how often, how paced, what was reported."""
 
-    __slots__ = ("count", "epoch", "first_ns", "first_pos", "gen", "last_gap",
-                 "last_ns", "last_pos", "level", "level_pos", "novel_mark", "paced", "polls",
-                 "start_epoch", "wait_mark")
+    __slots__ = (
+        "count",
+        "epoch",
+        "first_ns",
+        "first_pos",
+        "gen",
+        "last_gap",
+        "last_ns",
+        "last_pos",
+        "level",
+        "level_pos",
+        "novel_mark",
+        "paced",
+        "polls",
+        "start_epoch",
+        "wait_mark",
+    )
 
     def __init__(self) -> None:
         self.count = self.polls = self.level = self.level_pos = self.novel_mark = 0
@@ -108,8 +121,18 @@ class _SameStat:
     """One (tool, result) pair: how many different arguments gave it, and how often one of
     them came back."""
 
-    __slots__ = ("args", "changed", "distinct", "epoch", "first", "first_pos", "last_pos",
-                 "level", "recurred", "seen")
+    __slots__ = (
+        "args",
+        "changed",
+        "distinct",
+        "epoch",
+        "first",
+        "first_pos",
+        "last_pos",
+        "level",
+        "recurred",
+        "seen",
+    )
 
     def __init__(self) -> None:
         self.args: int | None = None
@@ -123,9 +146,27 @@ class _SameStat:
 class _Repetitions:
     """One session's bounded memory: operation streaks, calls, same results, a ring for cycles."""
 
-    __slots__ = ("calls", "cands", "cycle_level", "cycle_period", "cycle_start", "epoch",
-                 "floor", "last_end", "novel", "ops", "pos", "ring", "ring_calls", "run",
-                 "run_pos", "same", "wait_ns", "wait_pos", "written")
+    __slots__ = (
+        "calls",
+        "cands",
+        "cycle_level",
+        "cycle_period",
+        "cycle_start",
+        "epoch",
+        "floor",
+        "last_end",
+        "novel",
+        "ops",
+        "pos",
+        "ring",
+        "ring_calls",
+        "run",
+        "run_pos",
+        "same",
+        "wait_ns",
+        "wait_pos",
+        "written",
+    )
 
     def __init__(self, ring: int) -> None:
         self.pos = self.epoch = self.floor = self.wait_ns = self.novel = self.wait_pos = 0
@@ -153,24 +194,84 @@ class _Repetitions:
 
 _SIDE_VERBS: Final = frozenset(
     [
-        "write", "edit", "create", "delete", "remove", "rm", "mv", "move", "rename", "commit",
-        "push", "apply", "patch", "update", "insert", "upsert", "put", "post", "send", "set",
-        "add", "install", "deploy", "save", "append", "replace", "merge", "submit", "upload",
-        "drop", "truncate", "mkdir", "touch", "kill", "restart", "publish"
+        "write",
+        "edit",
+        "create",
+        "delete",
+        "remove",
+        "rm",
+        "mv",
+        "move",
+        "rename",
+        "commit",
+        "push",
+        "apply",
+        "patch",
+        "update",
+        "insert",
+        "upsert",
+        "put",
+        "post",
+        "send",
+        "set",
+        "add",
+        "install",
+        "deploy",
+        "save",
+        "append",
+        "replace",
+        "merge",
+        "submit",
+        "upload",
+        "drop",
+        "truncate",
+        "mkdir",
+        "touch",
+        "kill",
+        "restart",
+        "publish",
     ]
 )
 _READ_VERBS: Final = frozenset(
     [
-        "read", "get", "list", "ls", "search", "find", "grep", "fetch", "query", "lookup",
-        "show", "view", "cat", "status", "describe", "inspect", "head", "tail", "stat", "diff",
-        "log", "count", "check", "browse", "open", "test", "tests", "lint", "typecheck",
-        "validate", "verify"
+        "read",
+        "get",
+        "list",
+        "ls",
+        "search",
+        "find",
+        "grep",
+        "fetch",
+        "query",
+        "lookup",
+        "show",
+        "view",
+        "cat",
+        "status",
+        "describe",
+        "inspect",
+        "head",
+        "tail",
+        "stat",
+        "diff",
+        "log",
+        "count",
+        "check",
+        "browse",
+        "open",
+        "test",
+        "tests",
+        "lint",
+        "typecheck",
+        "validate",
+        "verify",
     ]
 )
 _WAIT_VERBS: Final = frozenset({"sleep", "wait"})
 # Tools where the model thinks aloud: a different thought between two repeats is no new work.
-_THINK_WORDS: Final = frozenset({"think", "thought", "thoughts", "reflect", "reflection",
-                                 "scratchpad"})
+_THINK_WORDS: Final = frozenset(
+    {"think", "thought", "thoughts", "reflect", "reflection", "scratchpad"}
+)
 # Words of a tool name: snake_case, kebab-case and camelCase alike.
 _NAME_PARTS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 
@@ -187,8 +288,9 @@ def _truncate(text: str) -> str:
     return text if len(text) <= _LABEL_CHARS else text[: _LABEL_CHARS - 1] + "…"
 
 
-def _recent_ids(s: _Repetitions, size: int, since: int, tool: str, ahash: int | bool | None,
-                rkey: int | None) -> list[str]:
+def _recent_ids(
+    s: _Repetitions, size: int, since: int, tool: str, ahash: int | bool | None, rkey: int | None
+) -> list[str]:
     """Call ids of the latest steps (still in the ring, from ``since``) matching the
     operation; ``ahash=False`` matches any arguments. Only run for a detection."""
     ids: list[str] = []
@@ -196,8 +298,13 @@ def _recent_ids(s: _Repetitions, size: int, since: int, tool: str, ahash: int | 
     for position in range(s.pos, lowest - 1, -1):
         op = s.ring[position % size]
         call = s.ring_calls[position % size]
-        if op is not None and call is not None and op[0] == tool and op[2] == rkey and (
-                ahash is False or op[1] == ahash):
+        if (
+            op is not None
+            and call is not None
+            and op[0] == tool
+            and op[2] == rkey
+            and (ahash is False or op[1] == ahash)
+        ):
             ids.append(call[2])
             if len(ids) == _MAX_IDS:
                 break
@@ -352,8 +459,7 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         if memory < 1:
             raise ValueError("memory must be at least 1")
         if sure_stop_after and sure_stop_after < warn_after:
-            raise ValueError("sure_stop_after must be 0 (only stop_after) or at least "
-                             "warn_after")
+            raise ValueError("sure_stop_after must be 0 (only stop_after) or at least warn_after")
         if poll_stop_s and poll_stop_s < poll_warn_s:
             raise ValueError("poll_stop_s must be 0 (never stop) or at least poll_warn_s")
         super().__init__(max_sessions=max_sessions)
@@ -447,8 +553,11 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
                 ro = not side and bool(parts & _READ_VERBS)
             if waits is None:
                 waits = bool(parts & _WAIT_VERBS)
-        inert = bool(self.infer_annotations and not side
-                     and {w.lower() for w in _NAME_PARTS.findall(tool)} & _THINK_WORDS)
+        inert = bool(
+            self.infer_annotations
+            and not side
+            and {w.lower() for w in _NAME_PARTS.findall(tool)} & _THINK_WORDS
+        )
         kind = (bool(side), bool(ro), bool(waits), inert)
         if not on_event and len(self._kinds) < 4096:
             self._kinds[tool] = kind
@@ -485,7 +594,8 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
             canonical = effect.key
             if len(args) > 1:
                 canonical += "\x1d" + canonical_json(
-                    {k: v for k, v in args.items() if k != effect.arg})
+                    {k: v for k, v in args.items() if k != effect.arg}
+                )
             ahash = hash(canonical)
         else:
             ahash, applied, page, canonical = self.normaliser.arguments_key(tool, args)
@@ -543,8 +653,17 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         calls = self._pending.get(ctx.run_id.int)
         pending = calls.pop(ctx.tool_call_id, None) if calls is not None else None
         if pending is None:
-            pending = _Pending(ctx.tool, None, _UNKNOWN_CALL_ARGS,
-                               self._kind(ctx.tool, None), frozenset(), None, "", False, None)
+            pending = _Pending(
+                ctx.tool,
+                None,
+                _UNKNOWN_CALL_ARGS,
+                self._kind(ctx.tool, None),
+                frozenset(),
+                None,
+                "",
+                False,
+                None,
+            )
         if raw is None and not ctx.is_error and not pending.args:
             # No arguments and no result to tell this call from the last (content capture
             # off in a span-bridged app): the tool's name alone is no evidence of a loop.
@@ -570,32 +689,56 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         # A write is new work only if it differs in more than its numbers (a revision
         # counter or a timestamp in an otherwise identical write is not progress), and
         # only if it worked: a command or an edit whose output says it failed changed nothing.
-        failed = ctx.is_error or bool(pending.parsed and pending.kind[0] and text
-                                      and failed_output(text))
-        if (failed and pending.parsed and pending.kind[0] and pending.target is None
-                and not _NEW_CONTENT.isdisjoint(pending.args)):
+        failed = ctx.is_error or bool(
+            pending.parsed and pending.kind[0] and text and failed_output(text)
+        )
+        if (
+            failed
+            and pending.parsed
+            and pending.kind[0]
+            and pending.target is None
+            and not _NEW_CONTENT.isdisjoint(pending.args)
+        ):
             pending = self._rejected_edit(pending)
         shape = None
         if pending.kind[0] and not failed:
-            shape = (pending.target if pending.target is not None
-                     else self.normaliser.shape_key(pending.canonical))
+            shape = (
+                pending.target
+                if pending.target is not None
+                else self.normaliser.shape_key(pending.canonical)
+            )
         with self._lock:
             key, state = self._state(ctx.run_id)
             if state.run != ctx.run_id.int:
                 # A new run is a new request: surer stops need their evidence within one run.
                 state.run, state.run_pos = ctx.run_id.int, state.pos + 1
-            detection = self._record(state, pending, rkey, raw, ctx.tool_call_id, ctx.time_ns,
-                                     duration_ns, ctx.is_error, failed,
-                                     len(text) if text else 0, shape)
+            detection = self._record(
+                state,
+                pending,
+                rkey,
+                raw,
+                ctx.tool_call_id,
+                ctx.time_ns,
+                duration_ns,
+                ctx.is_error,
+                failed,
+                len(text) if text else 0,
+                shape,
+            )
             if detection is not None and detection[4] == _STOP:
                 self._clear_session(key)
             targets = self._targets
         if detection is None:
             return
         signal, pattern, repetitions, tool, level, ids, reason = detection
-        applied = sorted(pending.applied | (
-            self.normaliser.result_kinds(pending.tool, text, pending.page)
-            if text and rkey != raw else set()))
+        applied = sorted(
+            pending.applied
+            | (
+                self.normaliser.result_kinds(pending.tool, text, pending.page)
+                if text and rkey != raw
+                else set()
+            )
+        )
         event = LoopDetectedContext(
             run_id=ctx.run_id,
             time_ns=ctx.time_ns,
@@ -607,15 +750,21 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
             reason=reason + (f" (normalised: {', '.join(applied)})" if applied else ""),
             call_ids=tuple(ids),
             normalised=tuple(applied),
-            arguments_hash=(stable_hash64(pending.canonical.encode("utf-8", "surrogatepass"))
-                            if pending.args is not _UNKNOWN_CALL_ARGS else None),
-            raw_arguments_hash=(arguments_hash(pending.args)
-                                if pending.args is not _UNKNOWN_CALL_ARGS else None),
+            arguments_hash=(
+                stable_hash64(pending.canonical.encode("utf-8", "surrogatepass"))
+                if pending.args is not _UNKNOWN_CALL_ARGS
+                else None
+            ),
+            raw_arguments_hash=(
+                arguments_hash(pending.args) if pending.args is not _UNKNOWN_CALL_ARGS else None
+            ),
             # The key used was the raw text's (nothing masked, or not normalised): no need
             # to mask a long result again for the event.
-            result_hash=(result_hash(self.normaliser.result_text(pending.tool, text,
-                                                                 pending.page))
-                         if text and rkey != raw else raw),
+            result_hash=(
+                result_hash(self.normaliser.result_text(pending.tool, text, pending.page))
+                if text and rkey != raw
+                else raw
+            ),
             raw_result_hash=raw,
         )
         for target in targets:
@@ -639,8 +788,17 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
 
     # -- the session's memory --------------------------------------------------------------
     def _record(
-        self, s: _Repetitions, p: _Pending, rkey: int | None, raw: int | None, call_id: str,
-        time_ns: int, duration_ns: int, is_error: bool, failed: bool, result_len: int,
+        self,
+        s: _Repetitions,
+        p: _Pending,
+        rkey: int | None,
+        raw: int | None,
+        call_id: str,
+        time_ns: int,
+        duration_ns: int,
+        is_error: bool,
+        failed: bool,
+        result_len: int,
         shape: int | None,
     ) -> tuple[str, str, int, str | None, int, list[str], str] | None:
         """Add one operation; the detection it completes, if any. Lock held."""
@@ -692,10 +850,12 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
             prev_pos = st.last_pos
             # Seen again, but after more than a few operations never seen before: a
             # re-read amid new work, not a loop (a loop's steps are themselves repeats).
-            fresh = (st.gen != c[1] or (not side and st.epoch != s.epoch)
-                     or pos - st.last_pos > self.horizon
-                     or s.novel - st.novel_mark > (self.read_novelty if read_only
-                                                   else self.novelty))
+            fresh = (
+                st.gen != c[1]
+                or (not side and st.epoch != s.epoch)
+                or pos - st.last_pos > self.horizon
+                or s.novel - st.novel_mark > (self.read_novelty if read_only else self.novelty)
+            )
         paced = False
         if fresh:
             st.count, st.polls, st.level, st.last_gap, st.paced = 1, 0, _NONE, 0, False
@@ -707,7 +867,13 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
             else:
                 st.count += 1
         st.gen, st.epoch, st.last_pos, st.last_ns, st.wait_mark, st.novel_mark = (
-            c[1], s.epoch, pos, time_ns, s.wait_ns, s.novel)
+            c[1],
+            s.epoch,
+            pos,
+            time_ns,
+            s.wait_ns,
+            s.novel,
+        )
 
         cycle = self._cycle(s, op, (tool, p.args, call_id), pos, prev_pos)
         # A cycle with a wait in it (poll, sleep, poll …; or an idle gap between two of its
@@ -736,9 +902,15 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         gap = time_ns - duration_ns - st.last_ns
         last = st.last_gap
         st.last_gap = gap
-        paced = s.wait_ns - st.wait_mark >= self.min_wait_ns or gap >= self.poll_gap_ns or (
-            last > 0 and gap >= self.backoff_min_ns
-            and (gap * 10 >= last * 18 or (st.paced and gap * 10 >= last * 9)))
+        paced = (
+            s.wait_ns - st.wait_mark >= self.min_wait_ns
+            or gap >= self.poll_gap_ns
+            or (
+                last > 0
+                and gap >= self.backoff_min_ns
+                and (gap * 10 >= last * 18 or (st.paced and gap * 10 >= last * 9))
+            )
+        )
         st.paced = paced
         return paced
 
@@ -748,22 +920,38 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         return _WARN if n >= warn_at else _NONE
 
     def _repeat_detection(
-        self, s: _Repetitions, st: _OpStat, p: _Pending, rkey: int | None, is_error: bool,
+        self,
+        s: _Repetitions,
+        st: _OpStat,
+        p: _Pending,
+        rkey: int | None,
+        is_error: bool,
         time_ns: int,
     ) -> tuple[str, str, int, str | None, int, list[str], str] | None:
         warn_at = self.warn_after + 1 if is_error else self.warn_after
         level = self._level(st.count, warn_at)
         sure = self.sure_stop_after
-        if (sure and self.stop_after and level == _WARN and not st.polls
-                and st.count >= max(sure, warn_at) and st.start_epoch == s.epoch
-                and st.first_pos >= s.run_pos):
+        if (
+            sure
+            and self.stop_after
+            and level == _WARN
+            and not st.polls
+            and st.count >= max(sure, warn_at)
+            and st.start_epoch == s.epoch
+            and st.first_pos >= s.run_pos
+        ):
             # The same call, the same result, nothing changed since: no need to wait longer.
             level = _STOP
         signal = "repeat"
         if st.polls:
             elapsed = time_ns - st.first_ns
-            budget = (_STOP if self.poll_stop_ns and elapsed >= self.poll_stop_ns
-                      else _WARN if elapsed >= self.poll_warn_ns else _NONE)
+            budget = (
+                _STOP
+                if self.poll_stop_ns and elapsed >= self.poll_stop_ns
+                else _WARN
+                if elapsed >= self.poll_warn_ns
+                else _NONE
+            )
             if budget > level:
                 level, signal = budget, "poll_budget"
         if level <= st.level:
@@ -772,17 +960,26 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         label = self.label(p.tool, p.args)
         n = st.count + st.polls
         if signal == "poll_budget":
-            reason = (f"{label} was polled {n} times over {(time_ns - st.first_ns) / 1e9:.0f} s "
-                      f"with the same result, past the "
-                      f"{(self.poll_stop_ns if level == _STOP else self.poll_warn_ns) / 1e9:.0f} s "
-                      f"polling budget")
+            reason = (
+                f"{label} was polled {n} times over {(time_ns - st.first_ns) / 1e9:.0f} s "
+                f"with the same result, past the "
+                f"{(self.poll_stop_ns if level == _STOP else self.poll_warn_ns) / 1e9:.0f} s "
+                f"polling budget"
+            )
         else:
             what = "failed with the same error" if is_error else "returned the same result"
             reason = f"{label} {what} {n} times"
             if st.polls:
                 reason += f" ({st.count} of them without waiting)"
-        return signal, label, st.count if signal == "repeat" else n, p.tool, level, \
-            _recent_ids(s, self._ring, st.first_pos, p.tool, p.ahash, rkey), reason
+        return (
+            signal,
+            label,
+            st.count if signal == "repeat" else n,
+            p.tool,
+            level,
+            _recent_ids(s, self._ring, st.first_pos, p.tool, p.ahash, rkey),
+            reason,
+        )
 
     def _same_result(
         self, s: _Repetitions, p: _Pending, rkey: int, call_id: str, pos: int
@@ -822,23 +1019,35 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
             return None  # new arguments only: constant feedback; one only: a plain repeat
         calls = sr.distinct + sr.recurred
         level = self._level(calls, self.warn_after)
-        if (level == _WARN and self.sure_stop_after and self.stop_after and sr.recurred >= 2
-                and calls >= self.sure_stop_after and sr.first_pos >= s.run_pos):
+        if (
+            level == _WARN
+            and self.sure_stop_after
+            and self.stop_after
+            and sr.recurred >= 2
+            and calls >= self.sure_stop_after
+            and sr.first_pos >= s.run_pos
+        ):
             level = _STOP  # calls came back twice with the same result, nothing changed since
         if level <= sr.level:
             return None
         sr.level = level
         label = self.label(p.tool, p.args)
-        reason = (f"{p.tool} returned the same result {sr.distinct + sr.recurred} times in a "
-                  f"row of calls, for {sr.distinct} kinds of arguments that came back "
-                  f"{sr.recurred} times (the same up to digits and case), latest {label}")
+        reason = (
+            f"{p.tool} returned the same result {sr.distinct + sr.recurred} times in a "
+            f"row of calls, for {sr.distinct} kinds of arguments that came back "
+            f"{sr.recurred} times (the same up to digits and case), latest {label}"
+        )
         ids = _recent_ids(s, self._ring, sr.first_pos, p.tool, False, rkey)
         return "same_result", label, sr.distinct + sr.recurred, p.tool, level, ids, reason
 
     # -- cycles ----------------------------------------------------------------------------
     def _cycle(
-        self, s: _Repetitions, op: _OpKey, call: tuple[str, Mapping[str, Any], str],
-        pos: int, prev_pos: int,
+        self,
+        s: _Repetitions,
+        op: _OpKey,
+        call: tuple[str, Mapping[str, Any], str],
+        pos: int,
+        prev_pos: int,
     ) -> tuple[int, int] | None:
         """Update the candidate periods with ``op``; the cycle the tail is in, if any."""
         ring, size, floor = s.ring, self._ring, s.floor
@@ -891,8 +1100,10 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         cycles = (run + period) // period
         one_run = pos - run - period + 1 >= s.run_pos
         warn, stop = self._cycle_levels(period, one_run)
-        if stop and (cycles >= stop or (
-                period <= _SHORT_CYCLE and one_run and run >= period + _THIRD_PASS_STEPS)):
+        if stop and (
+            cycles >= stop
+            or (period <= _SHORT_CYCLE and one_run and run >= period + _THIRD_PASS_STEPS)
+        ):
             # A short cycle's third pass need not finish: two of its steps repeating the
             # two passes before, nothing changed since, is as sure (A B C D A B C D A B).
             level = _STOP
@@ -926,11 +1137,13 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         if reported:
             return None
         labels = [self.label(c[0], c[1]) for c in calls if c is not None]
-        shown = labels if period <= _PATTERN_STEPS else [*labels[:_PATTERN_STEPS - 1], "…"]
+        shown = labels if period <= _PATTERN_STEPS else [*labels[: _PATTERN_STEPS - 1], "…"]
         pattern = " → ".join(shown)
         tools = {c[0] for c in calls if c is not None}
         ids = [c[2] for c in calls if c is not None][-_MAX_IDS:]
-        reason = (f"a {period}-step sequence of calls repeated with the same results "
-                  f"({run} steps in a row equal to the step {period} before)")
+        reason = (
+            f"a {period}-step sequence of calls repeated with the same results "
+            f"({run} steps in a row equal to the step {period} before)"
+        )
         tool = tools.pop() if len(tools) == 1 else None
         return "cycle", pattern, max(cycles, 2), tool, level, ids, reason

@@ -64,8 +64,9 @@ def _positive_number(value: float, what: str) -> float:
     return float(value)
 
 
-def _seconds(arg: float | None, arg_name: str, env: tuple[str, ...], default_s: float,
-             env_unit_s: float) -> float:
+def _seconds(
+    arg: float | None, arg_name: str, env: tuple[str, ...], default_s: float, env_unit_s: float
+) -> float:
     """``arg`` (seconds), else the first variable set (in ``env_unit_s``), else the default."""
     if arg is not None:
         return _positive_number(arg, arg_name)
@@ -117,40 +118,75 @@ def resolve_settings(
             the message names the argument or variable.
     """
     traces_timeout = _seconds(
-        export_timeout_s, "export_timeout_s",
+        export_timeout_s,
+        "export_timeout_s",
         ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT"),
-        DEFAULT_EXPORT_TIMEOUT_S, 1.0)
+        DEFAULT_EXPORT_TIMEOUT_S,
+        1.0,
+    )
     metrics_timeout = _seconds(
-        export_timeout_s, "export_timeout_s",
+        export_timeout_s,
+        "export_timeout_s",
         ("OTEL_EXPORTER_OTLP_METRICS_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT"),
-        DEFAULT_EXPORT_TIMEOUT_S, 1.0)
-    interval = _seconds(metric_export_interval_s, "metric_export_interval_s",
-                        ("OTEL_METRIC_EXPORT_INTERVAL",),
-                        DEFAULT_METRIC_EXPORT_INTERVAL_MS / 1000, 0.001)
-    metric_timeout = _seconds(metric_export_timeout_s, "metric_export_timeout_s",
-                              ("OTEL_METRIC_EXPORT_TIMEOUT",),
-                              DEFAULT_METRIC_EXPORT_TIMEOUT_MS / 1000, 0.001)
-    delay = _seconds(schedule_delay_s, "schedule_delay_s", ("OTEL_BSP_SCHEDULE_DELAY",),
-                     DEFAULT_BSP_SCHEDULE_DELAY_MS / 1000, 0.001)
-    batch_timeout = _seconds(batch_export_timeout_s, "batch_export_timeout_s",
-                             ("OTEL_BSP_EXPORT_TIMEOUT",),
-                             DEFAULT_BSP_EXPORT_TIMEOUT_MS / 1000, 0.001)
-    queue = _count(max_queue_size, "max_queue_size", "OTEL_BSP_MAX_QUEUE_SIZE",
-                   DEFAULT_BSP_MAX_QUEUE_SIZE)
+        DEFAULT_EXPORT_TIMEOUT_S,
+        1.0,
+    )
+    interval = _seconds(
+        metric_export_interval_s,
+        "metric_export_interval_s",
+        ("OTEL_METRIC_EXPORT_INTERVAL",),
+        DEFAULT_METRIC_EXPORT_INTERVAL_MS / 1000,
+        0.001,
+    )
+    metric_timeout = _seconds(
+        metric_export_timeout_s,
+        "metric_export_timeout_s",
+        ("OTEL_METRIC_EXPORT_TIMEOUT",),
+        DEFAULT_METRIC_EXPORT_TIMEOUT_MS / 1000,
+        0.001,
+    )
+    delay = _seconds(
+        schedule_delay_s,
+        "schedule_delay_s",
+        ("OTEL_BSP_SCHEDULE_DELAY",),
+        DEFAULT_BSP_SCHEDULE_DELAY_MS / 1000,
+        0.001,
+    )
+    batch_timeout = _seconds(
+        batch_export_timeout_s,
+        "batch_export_timeout_s",
+        ("OTEL_BSP_EXPORT_TIMEOUT",),
+        DEFAULT_BSP_EXPORT_TIMEOUT_MS / 1000,
+        0.001,
+    )
+    queue = _count(
+        max_queue_size, "max_queue_size", "OTEL_BSP_MAX_QUEUE_SIZE", DEFAULT_BSP_MAX_QUEUE_SIZE
+    )
     batch_given = max_export_batch_size is not None or _env("OTEL_BSP_MAX_EXPORT_BATCH_SIZE")
-    batch = _count(max_export_batch_size, "max_export_batch_size",
-                   "OTEL_BSP_MAX_EXPORT_BATCH_SIZE", DEFAULT_BSP_MAX_EXPORT_BATCH_SIZE)
+    batch = _count(
+        max_export_batch_size,
+        "max_export_batch_size",
+        "OTEL_BSP_MAX_EXPORT_BATCH_SIZE",
+        DEFAULT_BSP_MAX_EXPORT_BATCH_SIZE,
+    )
     if batch > queue:
         if batch_given:
-            raise ValueError(f"the span export batch ({batch}, max_export_batch_size or "
-                             f"OTEL_BSP_MAX_EXPORT_BATCH_SIZE) exceeds the queue ({queue}, "
-                             "max_queue_size or OTEL_BSP_MAX_QUEUE_SIZE)")
+            raise ValueError(
+                f"the span export batch ({batch}, max_export_batch_size or "
+                f"OTEL_BSP_MAX_EXPORT_BATCH_SIZE) exceeds the queue ({queue}, "
+                "max_queue_size or OTEL_BSP_MAX_QUEUE_SIZE)"
+            )
         batch = queue  # the SDK rejects a batch larger than the queue
     return ExportSettings(
-        traces_timeout_s=traces_timeout, metrics_timeout_s=metrics_timeout,
-        metric_export_interval_s=interval, metric_export_timeout_s=metric_timeout,
-        max_queue_size=queue, max_export_batch_size=batch, schedule_delay_s=delay,
-        batch_export_timeout_s=batch_timeout)
+        traces_timeout_s=traces_timeout,
+        metrics_timeout_s=metrics_timeout,
+        metric_export_interval_s=interval,
+        metric_export_timeout_s=metric_timeout,
+        max_queue_size=queue,
+        max_export_batch_size=batch,
+        schedule_delay_s=delay,
+        batch_export_timeout_s=batch_timeout,
+    )
 
 
 # The W3C baggage shape the SDK accepts (liberally: spaces allowed in values), one member
@@ -172,7 +208,8 @@ def _parse_header_variable(name: str, raw: str) -> dict[str, str]:
             hint = " (separate headers with ',', not ';')" if ";" in member else ""
             raise ValueError(
                 f"{name} is malformed: entry {index} of {len(members)} is not name=value with "
-                f"URL-encoded characters{hint}; the value is not shown")
+                f"URL-encoded characters{hint}; the value is not shown"
+            )
         headers[unquote(match.group(1)).strip().lower()] = unquote(match.group(2)).strip()
     return headers
 
@@ -212,14 +249,23 @@ def check_endpoint(endpoint: str | None, signal: str, protocol: str) -> None:
     """
     if protocol == "grpc":
         return
-    sources = [("endpoint", endpoint)] if endpoint else [
-        (name, _env(name)) for name in (f"OTEL_EXPORTER_OTLP_{signal.upper()}_ENDPOINT",
-                                        "OTEL_EXPORTER_OTLP_ENDPOINT")]
+    sources = (
+        [("endpoint", endpoint)]
+        if endpoint
+        else [
+            (name, _env(name))
+            for name in (
+                f"OTEL_EXPORTER_OTLP_{signal.upper()}_ENDPOINT",
+                "OTEL_EXPORTER_OTLP_ENDPOINT",
+            )
+        ]
+    )
     for name, value in sources:
         if value:
             if urlsplit(value).scheme not in ("http", "https"):
-                raise ValueError(f"{name} needs a scheme for OTLP/HTTP: http:// or https:// "
-                                 f"(got {value!r})")
+                raise ValueError(
+                    f"{name} needs a scheme for OTLP/HTTP: http:// or https:// (got {value!r})"
+                )
             return
 
 

@@ -225,19 +225,69 @@ TOKEN_REASONING = "reasoning"
 
 # -- buckets ----------------------------------------------------------------------------------
 TOKEN_BUCKETS: tuple[float, ...] = (
-    1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864,
+    1,
+    4,
+    16,
+    64,
+    256,
+    1024,
+    4096,
+    16384,
+    65536,
+    262144,
+    1048576,
+    4194304,
+    16777216,
+    67108864,
 )
 """Advisory buckets of ``gen_ai.client.token.usage`` (semconv)."""
 DURATION_BUCKETS: tuple[float, ...] = (
-    0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
+    0.01,
+    0.02,
+    0.04,
+    0.08,
+    0.16,
+    0.32,
+    0.64,
+    1.28,
+    2.56,
+    5.12,
+    10.24,
+    20.48,
+    40.96,
+    81.92,
 )
 """Advisory buckets of ``gen_ai.client.operation.duration`` and the chunk timings (semconv)."""
 AGENT_DURATION_BUCKETS: tuple[float, ...] = (
-    0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 51.2, 102.4, 204.8, 409.6,
+    0.1,
+    0.2,
+    0.4,
+    0.8,
+    1.6,
+    3.2,
+    6.4,
+    12.8,
+    25.6,
+    51.2,
+    102.4,
+    204.8,
+    409.6,
 )
 """Whole runs take longer than one call: doubling from 0.1 s to about 7 minutes."""
 RUN_COST_BUCKETS: tuple[float, ...] = (
-    0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1, 3, 10, 30, 100,
+    0.0001,
+    0.0003,
+    0.001,
+    0.003,
+    0.01,
+    0.03,
+    0.1,
+    0.3,
+    1,
+    3,
+    10,
+    30,
+    100,
 )
 """USD per run: a tenth of a cent to a hundred dollars, about ×3 per bucket."""
 
@@ -270,8 +320,9 @@ class MetricSpec:
         its word (``_seconds``); counters end in ``_total``.
         """
         base = re.sub(r"[^a-zA-Z0-9:]+", "_", self.name)
-        suffix = _UNIT_SUFFIX.get(self.unit, "" if self.unit.startswith("{") or
-                                  self.unit == "1" else self.unit)
+        suffix = _UNIT_SUFFIX.get(
+            self.unit, "" if self.unit.startswith("{") or self.unit == "1" else self.unit
+        )
         if suffix and not base.endswith("_" + suffix):
             base = f"{base}_{suffix}"
         if self.kind == "counter" and not base.endswith("_total"):
@@ -291,37 +342,59 @@ class MetricSpec:
         return tuple(prometheus_label(a) for a in self.attributes)
 
 
-_MODEL_CALL = (GEN_AI_OPERATION_NAME, GEN_AI_PROVIDER_NAME, GEN_AI_REQUEST_MODEL,
-               GEN_AI_RESPONSE_MODEL, SERVER_ADDRESS, SERVER_PORT)
+_MODEL_CALL = (
+    GEN_AI_OPERATION_NAME,
+    GEN_AI_PROVIDER_NAME,
+    GEN_AI_REQUEST_MODEL,
+    GEN_AI_RESPONSE_MODEL,
+    SERVER_ADDRESS,
+    SERVER_PORT,
+)
 
 TOKEN_USAGE = MetricSpec(
-    _gm.GEN_AI_CLIENT_TOKEN_USAGE, "histogram", "{token}",
+    _gm.GEN_AI_CLIENT_TOKEN_USAGE,
+    "histogram",
+    "{token}",
     "Tokens per model call, by token type (input, output).",
-    (*_MODEL_CALL, GEN_AI_TOKEN_TYPE), TOKEN_BUCKETS,
+    (*_MODEL_CALL, GEN_AI_TOKEN_TYPE),
+    TOKEN_BUCKETS,
 )
 OPERATION_DURATION = MetricSpec(
-    _gm.GEN_AI_CLIENT_OPERATION_DURATION, "histogram", "s",
+    _gm.GEN_AI_CLIENT_OPERATION_DURATION,
+    "histogram",
+    "s",
     "Duration of one model call attempt.",
-    (*_MODEL_CALL, ERROR_TYPE), DURATION_BUCKETS,
+    (*_MODEL_CALL, ERROR_TYPE),
+    DURATION_BUCKETS,
 )
 TIME_TO_FIRST_CHUNK = MetricSpec(
-    _gm.GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK, "histogram", "s",
+    _gm.GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK,
+    "histogram",
+    "s",
     "Time from the start of a streamed model call to its first chunk.",
-    _MODEL_CALL, DURATION_BUCKETS,
+    _MODEL_CALL,
+    DURATION_BUCKETS,
 )
 TIME_PER_OUTPUT_CHUNK = MetricSpec(
-    _gm.GEN_AI_CLIENT_OPERATION_TIME_PER_OUTPUT_CHUNK, "histogram", "s",
+    _gm.GEN_AI_CLIENT_OPERATION_TIME_PER_OUTPUT_CHUNK,
+    "histogram",
+    "s",
     "Time between consecutive chunks of a streamed model call, for each chunk after the first.",
-    _MODEL_CALL, DURATION_BUCKETS,
+    _MODEL_CALL,
+    DURATION_BUCKETS,
 )
 TOOL_DURATION = MetricSpec(
-    "gen_ai.execute_tool.duration", "histogram", "s",
+    "gen_ai.execute_tool.duration",
+    "histogram",
+    "s",
     "Duration of one tool call attempt.",
     (GEN_AI_OPERATION_NAME, GEN_AI_TOOL_NAME, GEN_AI_TOOL_TYPE, GEN_AI_AGENT_NAME, ERROR_TYPE),
     DURATION_BUCKETS,
 )
 AGENT_DURATION = MetricSpec(
-    "gen_ai.invoke_agent.duration", "histogram", "s",
+    "gen_ai.invoke_agent.duration",
+    "histogram",
+    "s",
     "Duration of one agent run.",
     (GEN_AI_OPERATION_NAME, GEN_AI_AGENT_NAME, GEN_AI_REQUEST_MODEL, ERROR_TYPE),
     AGENT_DURATION_BUCKETS,
@@ -329,137 +402,212 @@ AGENT_DURATION = MetricSpec(
 
 # -- the newer names (semantic-conventions-genai), behind OTEL_SEMCONV_STABILITY_OPT_IN ----
 INFERENCE_DURATION = MetricSpec(
-    "gen_ai.client.inference.duration", "histogram", "s",
+    "gen_ai.client.inference.duration",
+    "histogram",
+    "s",
     "Duration of one model call attempt.",
-    (*_MODEL_CALL, ERROR_TYPE), DURATION_BUCKETS,
+    (*_MODEL_CALL, ERROR_TYPE),
+    DURATION_BUCKETS,
 )
 INFERENCE_TIME_TO_FIRST_CHUNK = MetricSpec(
-    "gen_ai.client.inference.time_to_first_chunk", "histogram", "s",
+    "gen_ai.client.inference.time_to_first_chunk",
+    "histogram",
+    "s",
     "Time from the start of a streamed model call to its first chunk.",
-    _MODEL_CALL, DURATION_BUCKETS,
+    _MODEL_CALL,
+    DURATION_BUCKETS,
 )
 INFERENCE_TIME_PER_OUTPUT_CHUNK = MetricSpec(
-    "gen_ai.client.inference.time_per_output_chunk", "histogram", "s",
+    "gen_ai.client.inference.time_per_output_chunk",
+    "histogram",
+    "s",
     "Time between consecutive chunks of a streamed model call, for each chunk after the first.",
-    _MODEL_CALL, DURATION_BUCKETS,
+    _MODEL_CALL,
+    DURATION_BUCKETS,
 )
 _USAGE_COUNTER = (*_MODEL_CALL, GEN_AI_TOKEN_MODALITY)
 
 
 def _usage_counter(name: str, what: str) -> MetricSpec:
-    return MetricSpec(f"gen_ai.client.inference.usage.{name}", "counter", "{token}",
-                      f"{what}, per model call attempt (0 when none was reported).",
-                      _USAGE_COUNTER)
+    return MetricSpec(
+        f"gen_ai.client.inference.usage.{name}",
+        "counter",
+        "{token}",
+        f"{what}, per model call attempt (0 when none was reported).",
+        _USAGE_COUNTER,
+    )
 
 
 INFERENCE_INPUT_TOKENS = _usage_counter("input_tokens", "Input tokens, cached ones included")
 INFERENCE_OUTPUT_TOKENS = _usage_counter("output_tokens", "Output tokens, reasoning included")
-INFERENCE_CACHE_READ_TOKENS = _usage_counter("cache_read.input_tokens",
-                                             "Input tokens served from the provider's cache")
-INFERENCE_CACHE_WRITE_TOKENS = _usage_counter("cache_write.input_tokens",
-                                              "Input tokens written to the provider's cache")
-INFERENCE_REASONING_TOKENS = _usage_counter("reasoning.output_tokens",
-                                            "Output tokens spent on reasoning")
+INFERENCE_CACHE_READ_TOKENS = _usage_counter(
+    "cache_read.input_tokens", "Input tokens served from the provider's cache"
+)
+INFERENCE_CACHE_WRITE_TOKENS = _usage_counter(
+    "cache_write.input_tokens", "Input tokens written to the provider's cache"
+)
+INFERENCE_REASONING_TOKENS = _usage_counter(
+    "reasoning.output_tokens", "Output tokens spent on reasoning"
+)
 INFERENCE_OPERATION_INPUT_TOKENS = MetricSpec(
-    "gen_ai.client.inference.operation.input_tokens", "histogram", "{token}",
+    "gen_ai.client.inference.operation.input_tokens",
+    "histogram",
+    "{token}",
     "Input tokens per model call (for percentiles; the counters are for totals).",
-    (*_MODEL_CALL, ERROR_TYPE), TOKEN_BUCKETS,
+    (*_MODEL_CALL, ERROR_TYPE),
+    TOKEN_BUCKETS,
 )
 INFERENCE_OPERATION_OUTPUT_TOKENS = MetricSpec(
-    "gen_ai.client.inference.operation.output_tokens", "histogram", "{token}",
+    "gen_ai.client.inference.operation.output_tokens",
+    "histogram",
+    "{token}",
     "Output tokens per model call (for percentiles; the counters are for totals).",
-    (*_MODEL_CALL, ERROR_TYPE), TOKEN_BUCKETS,
+    (*_MODEL_CALL, ERROR_TYPE),
+    TOKEN_BUCKETS,
 )
 CALL_COUNT_BUCKETS: tuple[float, ...] = (1, 2, 4, 8, 16, 32, 64, 128)
 """Model or tool calls per run: doubling from 1 to 128."""
 AGENT_INFERENCE_CALLS = MetricSpec(
-    "gen_ai.invoke_agent.inference_calls", "histogram", "{inference_call}",
+    "gen_ai.invoke_agent.inference_calls",
+    "histogram",
+    "{inference_call}",
     "Model call attempts per agent run.",
     (GEN_AI_OPERATION_NAME, GEN_AI_AGENT_NAME, GEN_AI_REQUEST_MODEL, ERROR_TYPE),
     CALL_COUNT_BUCKETS,
 )
 AGENT_TOOL_CALLS = MetricSpec(
-    "gen_ai.invoke_agent.tool_calls", "histogram", "{tool_call}",
+    "gen_ai.invoke_agent.tool_calls",
+    "histogram",
+    "{tool_call}",
     "Tool call attempts per agent run.",
     (GEN_AI_OPERATION_NAME, GEN_AI_AGENT_NAME, GEN_AI_REQUEST_MODEL, ERROR_TYPE),
     CALL_COUNT_BUCKETS,
 )
 
 RUNS = MetricSpec(
-    "loopobs.runs", "counter", "{run}", "Runs ended, by status.",
+    "loopobs.runs",
+    "counter",
+    "{run}",
+    "Runs ended, by status.",
     (GEN_AI_AGENT_NAME, LOOPOBS_RUN_STATUS),
 )
 RUNS_ACTIVE = MetricSpec(
-    "loopobs.runs.active", "updown_counter", "{run}", "Runs in progress.",
+    "loopobs.runs.active",
+    "updown_counter",
+    "{run}",
+    "Runs in progress.",
     (GEN_AI_AGENT_NAME,),
 )
 TURNS = MetricSpec(
-    "loopobs.turns", "counter", "{turn}", "Turns ended.",
+    "loopobs.turns",
+    "counter",
+    "{turn}",
+    "Turns ended.",
     (GEN_AI_AGENT_NAME,),
 )
 TOKENS = MetricSpec(
-    "loopobs.tokens", "counter", "{token}",
+    "loopobs.tokens",
+    "counter",
+    "{token}",
     "Tokens used, by model and type (input, output, cache_read, cache_write, reasoning).",
     (GEN_AI_PROVIDER_NAME, GEN_AI_REQUEST_MODEL, GEN_AI_TOKEN_TYPE, GEN_AI_AGENT_NAME),
 )
 TOOL_CALLS = MetricSpec(
-    "loopobs.tool.calls", "counter", "{call}", "Tool call attempts, by tool and outcome.",
+    "loopobs.tool.calls",
+    "counter",
+    "{call}",
+    "Tool call attempts, by tool and outcome.",
     (GEN_AI_TOOL_NAME, LOOPOBS_TOOL_OUTCOME, GEN_AI_AGENT_NAME),
 )
 STREAM_FAILURES = MetricSpec(
-    "loopobs.stream.failures", "counter", "{failure}", "Failed model call attempts.",
+    "loopobs.stream.failures",
+    "counter",
+    "{failure}",
+    "Failed model call attempts.",
     (GEN_AI_PROVIDER_NAME, GEN_AI_REQUEST_MODEL, ERROR_TYPE, GEN_AI_AGENT_NAME),
 )
 FALLBACKS = MetricSpec(
-    "loopobs.fallbacks", "counter", "{fallback}", "Turns moved to a fallback model.",
+    "loopobs.fallbacks",
+    "counter",
+    "{fallback}",
+    "Turns moved to a fallback model.",
     (LOOPOBS_MODEL_FROM, LOOPOBS_MODEL_TO),
 )
 MODEL_SWITCHES = MetricSpec(
-    "loopobs.model_switches", "counter", "{switch}", "Model changes between calls.",
+    "loopobs.model_switches",
+    "counter",
+    "{switch}",
+    "Model changes between calls.",
     (LOOPOBS_MODEL_FROM, LOOPOBS_MODEL_TO),
 )
 COMPACTIONS = MetricSpec(
-    "loopobs.compactions", "counter", "{compaction}", "Context compactions.",
+    "loopobs.compactions",
+    "counter",
+    "{compaction}",
+    "Context compactions.",
     (LOOPOBS_COMPACTION_REASON,),
 )
 COMPACTION_TOKENS_SAVED = MetricSpec(
-    "loopobs.compaction.tokens_saved", "counter", "{token}", "Tokens removed by compaction.",
+    "loopobs.compaction.tokens_saved",
+    "counter",
+    "{token}",
+    "Tokens removed by compaction.",
     (LOOPOBS_COMPACTION_REASON,),
 )
 LOOP_DETECTIONS = MetricSpec(
-    "loopobs.loop_detections", "counter", "{detection}", "Runaway tool loops detected.",
+    "loopobs.loop_detections",
+    "counter",
+    "{detection}",
+    "Runaway tool loops detected.",
     (GEN_AI_TOOL_NAME, LOOPOBS_DETECTION_ACTION),
 )
 CONVERGENCE_DETECTIONS = MetricSpec(
-    "loopobs.convergence_detections", "counter", "{detection}", "Converged answers detected.",
+    "loopobs.convergence_detections",
+    "counter",
+    "{detection}",
+    "Converged answers detected.",
     (LOOPOBS_DETECTION_ACTION,),
 )
 OBSERVER_ERRORS = MetricSpec(
-    "loopobs.observer.errors", "counter", "{error}", "Exceptions raised by observers.",
+    "loopobs.observer.errors",
+    "counter",
+    "{error}",
+    "Exceptions raised by observers.",
     (LOOPOBS_OBSERVER_NAME, LOOPOBS_OBSERVER_HOOK),
 )
 LABEL_OVERFLOW = MetricSpec(
-    "loopobs.label_overflow", "counter", "{value}",
+    "loopobs.label_overflow",
+    "counter",
+    "{value}",
     "Label values folded into _other because a label reached its limit of distinct values.",
     (LOOPOBS_LABEL,),
 )
 COST = MetricSpec(
-    "loopobs.cost.usd", "counter", "{USD}",
+    "loopobs.cost.usd",
+    "counter",
+    "{USD}",
     "USD spent on model calls, priced from their usage (priced calls only).",
     (GEN_AI_PROVIDER_NAME, GEN_AI_REQUEST_MODEL),
 )
 UNPRICED_CALLS = MetricSpec(
-    "loopobs.cost.unpriced_calls", "counter", "{call}",
+    "loopobs.cost.unpriced_calls",
+    "counter",
+    "{call}",
     "Model calls whose cost is unknown (no price for the model), by model.",
     (GEN_AI_PROVIDER_NAME, GEN_AI_REQUEST_MODEL),
 )
 RUN_COST = MetricSpec(
-    "loopobs.run.cost.usd", "histogram", "{USD}",
+    "loopobs.run.cost.usd",
+    "histogram",
+    "{USD}",
     "USD per run, for runs whose every model call was priced.",
-    (GEN_AI_AGENT_NAME,), RUN_COST_BUCKETS,
+    (GEN_AI_AGENT_NAME,),
+    RUN_COST_BUCKETS,
 )
 BUDGET_EXCEEDED = MetricSpec(
-    "loopobs.budget.exceeded", "counter", "{event}",
+    "loopobs.budget.exceeded",
+    "counter",
+    "{event}",
     "Budget verdicts: limits crossed (action stop) and warning shares reached (action warn).",
     (GEN_AI_AGENT_NAME, LOOPOBS_BUDGET_LIMIT, LOOPOBS_BUDGET_SCOPE, LOOPOBS_BUDGET_ACTION),
 )
@@ -489,23 +637,43 @@ LOOPOBS_QUEUE_POLICY = "loopobs.queue.policy"
 LOOPOBS_QUEUE_CAPACITY = "loopobs.queue.capacity"
 
 MCP_DURATION_BUCKETS: tuple[float, ...] = (
-    0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+    0.01,
+    0.02,
+    0.05,
+    0.1,
+    0.2,
+    0.5,
+    1.0,
+    2.0,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    120.0,
+    300.0,
 )
 """The MCP conventions' advice for ``mcp.client.operation.duration``."""
 
 MCP_CLIENT_DURATION = MetricSpec(
-    "mcp.client.operation.duration", "histogram", "s",
+    "mcp.client.operation.duration",
+    "histogram",
+    "s",
     "Duration of one MCP request as the client sees it (tool calls).",
     (MCP_METHOD_NAME, GEN_AI_TOOL_NAME, ERROR_TYPE, NETWORK_TRANSPORT, MCP_PROTOCOL_VERSION),
     MCP_DURATION_BUCKETS,
 )
 CONTEXT_PROVIDER_DURATION = MetricSpec(
-    "loopobs.context_provider.duration", "histogram", "s",
+    "loopobs.context_provider.duration",
+    "histogram",
+    "s",
     "Duration of one context provider before a model call, by outcome.",
-    (LOOPOBS_CONTEXT_PROVIDER_NAME, LOOPOBS_CONTEXT_PROVIDER_OUTCOME), DURATION_BUCKETS,
+    (LOOPOBS_CONTEXT_PROVIDER_NAME, LOOPOBS_CONTEXT_PROVIDER_OUTCOME),
+    DURATION_BUCKETS,
 )
 SESSION_QUEUE_EVENTS = MetricSpec(
-    "loopobs.session.queue.events", "counter", "{event}",
+    "loopobs.session.queue.events",
+    "counter",
+    "{event}",
     "Backpressure of session queues: saturated, dropped, rejected.",
     (LOOPOBS_QUEUE_NAME, LOOPOBS_QUEUE_OUTCOME),
 )
@@ -565,7 +733,9 @@ METRICS_LATEST: tuple[MetricSpec, ...] = (
 """Every metric loopobs records with the opt-in switch set (see :func:`latest_experimental`)."""
 
 EVALUATION_SCORE = MetricSpec(
-    "loopobs.evaluation.score", "histogram", "1",
+    "loopobs.evaluation.score",
+    "histogram",
+    "1",
     "Evaluation scores recorded with loopobs.record_evaluation, by evaluation name and label.",
     (GEN_AI_EVALUATION_NAME, GEN_AI_EVALUATION_SCORE_LABEL),
     (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0),
@@ -598,7 +768,9 @@ MULTIPROCESS_DAMAGED_FILES = "loopobs_multiprocess_damaged_files"
 """Gauge (Prometheus only): multi-process files a scrape skipped because they could not be
 read."""
 LABEL_SANITISED = MetricSpec(
-    "loopobs.label_sanitised", "counter", "{value}",
+    "loopobs.label_sanitised",
+    "counter",
+    "{value}",
     "Label values repaired: cut to the length bound, or (Prometheus) unencodable characters "
     "(lone surrogates) replaced with U+FFFD.",
     (LOOPOBS_LABEL,),

@@ -121,19 +121,28 @@ def render_run(events: Sequence[EventContext]) -> tuple[str, RunSummary]:
             if turn_node is not None:
                 took = ctx.time_ns - started.pop(("turn", ctx.turn), ctx.time_ns)
                 state = "ok" if ctx.success else f"FAILED {type(ctx.error).__name__}"
-                turn_node.label += (f"  {state}  {_ms(took)}  tokens in={ctx.input_tokens} "
-                                    f"out={ctx.output_tokens}  cost {usd(ctx.cost_usd)}")
+                turn_node.label += (
+                    f"  {state}  {_ms(took)}  tokens in={ctx.input_tokens} "
+                    f"out={ctx.output_tokens}  cost {usd(ctx.cost_usd)}"
+                )
             summary.turns += 1
             turn_node = None
         elif isinstance(ctx, StreamStartContext):
             started[("chat", (ctx.turn, ctx.attempt))] = ctx.time_ns
         elif isinstance(ctx, StreamSuccessContext):
             took = ctx.time_ns - started.pop(("chat", (ctx.turn, ctx.attempt)), ctx.time_ns)
-            ttft = (f" ttft {ctx.time_to_first_token_ms:.0f}ms"
-                    if ctx.time_to_first_token_ms is not None else "")
-            parent.children.append(_Node(
-                f"chat {ctx.model} #{ctx.attempt}  ok  {_ms(took)}{ttft}  in={ctx.input_tokens} "
-                f"out={ctx.output_tokens}  finish={ctx.finish_reason}  cost {usd(ctx.cost_usd)}"))
+            ttft = (
+                f" ttft {ctx.time_to_first_token_ms:.0f}ms"
+                if ctx.time_to_first_token_ms is not None
+                else ""
+            )
+            parent.children.append(
+                _Node(
+                    f"chat {ctx.model} #{ctx.attempt}  ok  {_ms(took)}{ttft}  "
+                    f"in={ctx.input_tokens} out={ctx.output_tokens}  "
+                    f"finish={ctx.finish_reason}  cost {usd(ctx.cost_usd)}"
+                )
+            )
             summary.input_tokens += ctx.input_tokens
             summary.output_tokens += ctx.output_tokens
             if ctx.cost_usd is None:
@@ -142,43 +151,60 @@ def render_run(events: Sequence[EventContext]) -> tuple[str, RunSummary]:
                 summary.cost_usd += ctx.cost_usd
         elif isinstance(ctx, StreamFailureContext):
             took = ctx.time_ns - started.pop(("chat", (ctx.turn, ctx.attempt)), ctx.time_ns)
-            parent.children.append(_Node(
-                f"chat {ctx.model} #{ctx.attempt}  FAILED {type(ctx.error).__name__}  {_ms(took)}"))
+            parent.children.append(
+                _Node(
+                    f"chat {ctx.model} #{ctx.attempt}  FAILED {type(ctx.error).__name__}  "
+                    f"{_ms(took)}"
+                )
+            )
             summary.stream_failures += 1
         elif isinstance(ctx, ToolPreContext):
             unrun.pop(ctx.tool_call_id, None)
             started[("tool", (ctx.tool_call_id, ctx.attempt))] = ctx.time_ns
         elif isinstance(ctx, ToolPostContext):
-            took = ctx.time_ns - started.pop(("tool", (ctx.tool_call_id, ctx.attempt)),
-                                             ctx.time_ns)
-            state = (f"ERROR {type(ctx.error).__name__}" if ctx.is_error and ctx.error
-                     else "ERROR" if ctx.is_error else ctx.outcome)
+            took = ctx.time_ns - started.pop(("tool", (ctx.tool_call_id, ctx.attempt)), ctx.time_ns)
+            state = (
+                f"ERROR {type(ctx.error).__name__}"
+                if ctx.is_error and ctx.error
+                else "ERROR"
+                if ctx.is_error
+                else ctx.outcome
+            )
             server = f"  mcp {ctx.mcp.server}" if ctx.mcp is not None else ""
-            parent.children.append(_Node(f"tool {ctx.tool} [{ctx.tool_call_id}]  {state}  "
-                                         f"{_ms(took)}{server}"))
+            parent.children.append(
+                _Node(f"tool {ctx.tool} [{ctx.tool_call_id}]  {state}  {_ms(took)}{server}")
+            )
             summary.tool_calls += 1
             summary.tool_errors += ctx.is_error
         elif isinstance(ctx, ContextProviderContext):
             # The length only: the text is content.
             detail = f"{ctx.chars} chars" if ctx.outcome == "ok" else ctx.outcome.upper()
-            parent.children.append(_Node(
-                f"context {ctx.provider}  {detail}  {ctx.duration_ms:.0f}ms"))
+            parent.children.append(
+                _Node(f"context {ctx.provider}  {detail}  {ctx.duration_ms:.0f}ms")
+            )
         elif isinstance(ctx, FallbackContext):
             parent.children.append(_Node(f"⇢ fallback {ctx.from_model} → {ctx.to_model}"))
         elif isinstance(ctx, ModelSwitchedContext):
             parent.children.append(_Node(f"⇄ model switched {ctx.from_model} → {ctx.to_model}"))
         elif isinstance(ctx, CompactionContext):
-            parent.children.append(_Node(
-                f"✂ compaction ({ctx.reason}) {ctx.tokens_before} → {ctx.tokens_after} tokens, "
-                f"{ctx.messages_removed} messages removed"))
+            parent.children.append(
+                _Node(
+                    f"✂ compaction ({ctx.reason}) {ctx.tokens_before} → {ctx.tokens_after} tokens, "
+                    f"{ctx.messages_removed} messages removed"
+                )
+            )
         elif isinstance(ctx, LoopDetectedContext):
-            parent.children.append(_Node(
-                f"⚠ loop detected: {ctx.summary()} ×{ctx.repetitions} → {ctx.action}"))
+            parent.children.append(
+                _Node(f"⚠ loop detected: {ctx.summary()} ×{ctx.repetitions} → {ctx.action}")
+            )
             summary.detections += 1
         elif isinstance(ctx, ConvergenceDetectedContext):
-            parent.children.append(_Node(
-                f"⚠ answers converged: {ctx.consecutive} alike (similarity {ctx.similarity:.2f})"
-                f" → {ctx.action}"))
+            parent.children.append(
+                _Node(
+                    f"⚠ answers converged: {ctx.consecutive} alike "
+                    f"(similarity {ctx.similarity:.2f}) → {ctx.action}"
+                )
+            )
             summary.detections += 1
         elif isinstance(ctx, SuspendedContext):
             parent.children.append(_Node(f"⏸ suspended by {ctx.tool} ({ctx.kind} gate)"))
@@ -186,8 +212,10 @@ def render_run(events: Sequence[EventContext]) -> tuple[str, RunSummary]:
             parent.children.append(_Node(f"⏾ sleeping until {ctx.wake_at.isoformat()}"))
         elif isinstance(ctx, BudgetExceededContext):
             if ctx.action == "stop":
-                what = (f"⛔ {ctx.scope} budget exceeded: {ctx.limit} {ctx.value:g} > "
-                        f"{ctx.budget:g} → stop")
+                what = (
+                    f"⛔ {ctx.scope} budget exceeded: {ctx.limit} {ctx.value:g} > "
+                    f"{ctx.budget:g} → stop"
+                )
                 summary.budget_stops += 1
             else:
                 what = f"⚠ {ctx.scope} budget warning: {ctx.limit} {ctx.value:g} of {ctx.budget:g}"
@@ -197,10 +225,12 @@ def render_run(events: Sequence[EventContext]) -> tuple[str, RunSummary]:
             summary.duration_ns = ctx.time_ns - first_ns
             if ctx.error is not None and ctx.status != "completed":
                 root.children.append(_Node(f"✗ {type(ctx.error).__name__}: {ctx.error}"))
-    head = (f"run {str(summary.run_id)[:8]}  agent={summary.agent} model={summary.model}  "
-            f"{summary.status}  turns={summary.turns}  {_ms(summary.duration_ns)}  "
-            f"tokens in={summary.input_tokens} out={summary.output_tokens}  "
-            f"cost {_cost(summary)}")
+    head = (
+        f"run {str(summary.run_id)[:8]}  agent={summary.agent} model={summary.model}  "
+        f"{summary.status}  turns={summary.turns}  {_ms(summary.duration_ns)}  "
+        f"tokens in={summary.input_tokens} out={summary.output_tokens}  "
+        f"cost {_cost(summary)}"
+    )
     lines = [head]
     _draw(root.children, "", lines)
     return "\n".join(lines), summary
@@ -227,9 +257,12 @@ def summarise_runs(summaries: Iterable[RunSummary]) -> str:
     for s in items:
         by_status[s.status] = by_status.get(s.status, 0) + 1
     statuses = ", ".join(f"{k} {v}" for k, v in sorted(by_status.items()))
-    total = RunSummary(run_id=UUID(int=0), cost_usd=sum(s.cost_usd for s in items),
-                       unpriced_calls=sum(s.unpriced_calls for s in items),
-                       budget_stops=sum(s.budget_stops for s in items))
+    total = RunSummary(
+        run_id=UUID(int=0),
+        cost_usd=sum(s.cost_usd for s in items),
+        unpriced_calls=sum(s.unpriced_calls for s in items),
+        budget_stops=sum(s.budget_stops for s in items),
+    )
     return (
         f"{len(items)} runs ({statuses}); turns {sum(s.turns for s in items)}; "
         f"tokens in {sum(s.input_tokens for s in items)} out "
@@ -247,8 +280,9 @@ class ConsoleTreeObserver(LoopObserver):
     runs print whole trees, never interleaved lines.
     """
 
-    def __init__(self, stream: IO[str] | None = None, *,
-                 writer: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self, stream: IO[str] | None = None, *, writer: Callable[[str], None] | None = None
+    ) -> None:
         self._stream = stream
         self._writer = writer
         self._runs: dict[UUID, list[EventContext]] = {}

@@ -158,7 +158,7 @@ def cut(text: str, limit: int | None) -> str | None:
         return None
     if limit <= len(TRUNCATED_MARKER):
         return text[:limit]
-    return text[:limit - len(TRUNCATED_MARKER)] + TRUNCATED_MARKER
+    return text[: limit - len(TRUNCATED_MARKER)] + TRUNCATED_MARKER
 
 
 def cut_strings(value: Any, limit: int | None) -> tuple[Any, int]:
@@ -221,8 +221,10 @@ def assistant_message(
 
 def tool_message(call_id: str, response: str) -> dict[str, Any]:
     """A tool message answering ``call_id``."""
-    return {"role": "tool", "parts": [{"type": "tool_call_response", "id": call_id,
-                                       "response": response}]}
+    return {
+        "role": "tool",
+        "parts": [{"type": "tool_call_response", "id": call_id, "response": response}],
+    }
 
 
 _FINISH_REASONS: Mapping[str, str] = {

@@ -31,8 +31,14 @@ def _span_of(target: UUID | Span) -> Span | None:
         pair = trace_links.resolve(target)
         if pair is None:
             return None
-        return NonRecordingSpan(SpanContext(int(pair[0], 16), int(pair[1], 16), is_remote=False,
-                                            trace_flags=TraceFlags(TraceFlags.SAMPLED)))
+        return NonRecordingSpan(
+            SpanContext(
+                int(pair[0], 16),
+                int(pair[1], 16),
+                is_remote=False,
+                trace_flags=TraceFlags(TraceFlags.SAMPLED),
+            )
+        )
     return target if target.get_span_context().is_valid else None
 
 
@@ -84,8 +90,9 @@ def record_evaluation(
     if label is not None:
         attributes[c.GEN_AI_EVALUATION_SCORE_LABEL] = label
     if explanation is not None:
-        attributes[c.GEN_AI_EVALUATION_EXPLANATION] = \
+        attributes[c.GEN_AI_EVALUATION_EXPLANATION] = (
             explanation if redact is None else redact(explanation)
+        )
     if response_id is not None:
         attributes[c.GEN_AI_RESPONSE_ID] = response_id
     if error_type is not None:
@@ -93,15 +100,22 @@ def record_evaluation(
     logs = logger_provider if logger_provider is not None else otel_logs.get_logger_provider()
     logger = logs.get_logger(c.SCOPE_NAME, __version__, schema_url=c.SCHEMA_URL)
     context = trace.set_span_in_context(span) if span is not None else None
-    logger.emit(timestamp=time.time_ns(), context=context,
-                event_name=c.EVENT_EVALUATION_RESULT, attributes=attributes)
+    logger.emit(
+        timestamp=time.time_ns(),
+        context=context,
+        event_name=c.EVENT_EVALUATION_RESULT,
+        attributes=attributes,
+    )
     if score is not None:
         provider = meter_provider if meter_provider is not None else metrics.get_meter_provider()
         meter = provider.get_meter(c.SCOPE_NAME, __version__, schema_url=c.SCHEMA_URL)
         spec = c.EVALUATION_SCORE
         histogram = meter.create_histogram(
-            spec.name, unit=spec.unit, description=spec.description,
-            explicit_bucket_boundaries_advisory=list(spec.buckets or ()))
+            spec.name,
+            unit=spec.unit,
+            description=spec.description,
+            explicit_bucket_boundaries_advisory=list(spec.buckets or ()),
+        )
         labels = {c.GEN_AI_EVALUATION_NAME: name}
         if label is not None:
             labels[c.GEN_AI_EVALUATION_SCORE_LABEL] = label

@@ -59,7 +59,7 @@ def truncated_label(value: str) -> str | None:
     """``value`` cut to :data:`MAX_LABEL_LENGTH` characters (the marker last); None if it fits."""
     if len(value) <= MAX_LABEL_LENGTH:
         return None
-    return value[:MAX_LABEL_LENGTH - len(TRUNCATED_MARKER)] + TRUNCATED_MARKER
+    return value[: MAX_LABEL_LENGTH - len(TRUNCATED_MARKER)] + TRUNCATED_MARKER
 
 
 def error_type(error: LoopError | None, default: str = c.ERROR_TYPE_OTHER) -> str:
@@ -145,8 +145,13 @@ def _tool_error(ctx: ev.ToolPostContext) -> str:
 
 
 _SERVER = (c.SERVER_ADDRESS, c.SERVER_PORT)
-_SUCCESS_KEYS = (c.GEN_AI_PROVIDER_NAME, c.GEN_AI_REQUEST_MODEL, c.GEN_AI_RESPONSE_MODEL,
-                 *_SERVER, c.GEN_AI_TOKEN_MODALITY)
+_SUCCESS_KEYS = (
+    c.GEN_AI_PROVIDER_NAME,
+    c.GEN_AI_REQUEST_MODEL,
+    c.GEN_AI_RESPONSE_MODEL,
+    *_SERVER,
+    c.GEN_AI_TOKEN_MODALITY,
+)
 _FAILURE_KEYS = (c.GEN_AI_PROVIDER_NAME, c.GEN_AI_REQUEST_MODEL, *_SERVER, c.ERROR_TYPE)
 
 
@@ -154,12 +159,19 @@ def _tool_labels(ctx: ev.ToolPostContext) -> tuple[str, ...]:
     mcp = ctx.mcp
     if mcp is None:
         return (ctx.tool, _tool_error(ctx), ctx.outcome, "", "", "")
-    return (ctx.tool, _tool_error(ctx), ctx.outcome, mcp.method, mcp.transport,
-            mcp.protocol_version or "")
+    return (
+        ctx.tool,
+        _tool_error(ctx),
+        ctx.outcome,
+        mcp.method,
+        mcp.transport,
+        mcp.protocol_version or "",
+    )
 
 
 def _mcp_seconds(ctx: ev.ToolPostContext) -> float | None:
     return None if ctx.mcp is None else ctx.mcp.duration_ms / 1000.0
+
 
 _FROM_TO = (c.LOOPOBS_MODEL_FROM, c.LOOPOBS_MODEL_TO)
 _CHAT = {c.GEN_AI_OPERATION_NAME: c.OP_CHAT}
@@ -172,24 +184,36 @@ def _port(port: int | None) -> str:
 
 def _success_labels(ctx: ev.StreamSuccessContext) -> tuple[str, ...]:
     reported = ctx.input_tokens or ctx.output_tokens or ctx.usage_details
-    return (ctx.provider, ctx.model, ctx.response_model or ctx.model, ctx.server_address or "",
-            _port(ctx.server_port),
-            c.TOKEN_MODALITY_TEXT if reported else c.TOKEN_MODALITY_UNKNOWN)
+    return (
+        ctx.provider,
+        ctx.model,
+        ctx.response_model or ctx.model,
+        ctx.server_address or "",
+        _port(ctx.server_port),
+        c.TOKEN_MODALITY_TEXT if reported else c.TOKEN_MODALITY_UNKNOWN,
+    )
 
 
 def _failure_labels(ctx: ev.StreamFailureContext) -> tuple[str, ...]:
-    return (ctx.provider, ctx.model, ctx.server_address or "", _port(ctx.server_port),
-            error_type(ctx.error))
+    return (
+        ctx.provider,
+        ctx.model,
+        ctx.server_address or "",
+        _port(ctx.server_port),
+        error_type(ctx.error),
+    )
 
 
 def _token_usage(kind: str, count: Callable[[ev.StreamSuccessContext], int]) -> Recording:
     return Recording(c.TOKEN_USAGE, count, {**_CHAT, c.GEN_AI_TOKEN_TYPE: kind}, exemplar=True)
 
 
-def _tokens(kind: str, count: Callable[[ev.StreamSuccessContext], int], *,
-            skip_zero: bool) -> Recording:
-    return Recording(c.TOKENS, count, {c.GEN_AI_TOKEN_TYPE: kind}, skip_zero=skip_zero,
-                     exemplar=True)
+def _tokens(
+    kind: str, count: Callable[[ev.StreamSuccessContext], int], *, skip_zero: bool
+) -> Recording:
+    return Recording(
+        c.TOKENS, count, {c.GEN_AI_TOKEN_TYPE: kind}, skip_zero=skip_zero, exemplar=True
+    )
 
 
 def _zero(ctx: Any) -> float:
@@ -217,10 +241,13 @@ def event_metrics_for(latest: bool) -> Mapping[ev.HookName, EventMetrics]:
             Recording(c.INFERENCE_OPERATION_OUTPUT_TOKENS, lambda ctx: ctx.output_tokens, _CHAT),
         )
         failed_usage: tuple[Recording, ...] = tuple(
-            Recording(spec, _zero, _UNKNOWN_MODALITY) for spec, _ in _LATEST_COUNTERS)
+            Recording(spec, _zero, _UNKNOWN_MODALITY) for spec, _ in _LATEST_COUNTERS
+        )
     else:
-        usage = (_token_usage(c.TOKEN_INPUT, lambda ctx: ctx.input_tokens),
-                 _token_usage(c.TOKEN_OUTPUT, lambda ctx: ctx.output_tokens))
+        usage = (
+            _token_usage(c.TOKEN_INPUT, lambda ctx: ctx.input_tokens),
+            _token_usage(c.TOKEN_OUTPUT, lambda ctx: ctx.output_tokens),
+        )
         failed_usage = ()
     success_keys = _SUCCESS_KEYS if latest else _SUCCESS_KEYS[:-1]
 
@@ -228,67 +255,98 @@ def event_metrics_for(latest: bool) -> Mapping[ev.HookName, EventMetrics]:
         return _success_labels(ctx) if latest else _success_labels(ctx)[:-1]
 
     return {
-        "on_run_start": EventMetrics((), _nothing, (
-            Recording(c.RUNS_ACTIVE, _one),
-        ), with_agent=True),
+        "on_run_start": EventMetrics(
+            (), _nothing, (Recording(c.RUNS_ACTIVE, _one),), with_agent=True
+        ),
         "on_run_end": EventMetrics(
             (c.LOOPOBS_RUN_STATUS, c.ERROR_TYPE),
             lambda ctx: (str(ctx.status), "" if ctx.error is None else error_type(ctx.error)),
             (
                 Recording(c.RUNS, _one),
-                Recording(c.AGENT_DURATION, _seconds,
-                          {c.GEN_AI_OPERATION_NAME: c.OP_INVOKE_AGENT}, exemplar=True),
+                Recording(
+                    c.AGENT_DURATION,
+                    _seconds,
+                    {c.GEN_AI_OPERATION_NAME: c.OP_INVOKE_AGENT},
+                    exemplar=True,
+                ),
                 Recording(c.RUNS_ACTIVE, _minus_one, started_only=True),
                 Recording(c.RUN_COST, _cost, exemplar=True),
             ),
             with_agent=True,
         ),
-        "on_turn_end": EventMetrics((), _nothing, (
-            Recording(c.TURNS, _one),
-        ), with_agent=True),
-        "on_stream_success": EventMetrics(success_keys, success_labels, (
-            *usage,
-            Recording(duration, _seconds, _CHAT, exemplar=True),
-            Recording(ttfc, _ttfc, _CHAT, exemplar=True),
-            _tokens(c.TOKEN_INPUT, lambda ctx: ctx.input_tokens, skip_zero=False),
-            _tokens(c.TOKEN_OUTPUT, lambda ctx: ctx.output_tokens, skip_zero=False),
-            _tokens(c.TOKEN_CACHE_READ, lambda ctx: ctx.cache_read_input_tokens, skip_zero=True),
-            _tokens(c.TOKEN_CACHE_WRITE, lambda ctx: ctx.cache_write_input_tokens,
-                    skip_zero=True),
-            _tokens(c.TOKEN_REASONING, lambda ctx: ctx.reasoning_output_tokens, skip_zero=True),
-            Recording(c.COST, _cost, exemplar=True),
-            Recording(c.UNPRICED_CALLS, _unpriced),
-        ), with_agent=True),
-        "on_stream_failure": EventMetrics(_FAILURE_KEYS, _failure_labels, (
-            Recording(duration, _seconds, _CHAT, exemplar=True),
-            *failed_usage,
-            Recording(c.STREAM_FAILURES, _one),
-        ), with_agent=True),
+        "on_turn_end": EventMetrics((), _nothing, (Recording(c.TURNS, _one),), with_agent=True),
+        "on_stream_success": EventMetrics(
+            success_keys,
+            success_labels,
+            (
+                *usage,
+                Recording(duration, _seconds, _CHAT, exemplar=True),
+                Recording(ttfc, _ttfc, _CHAT, exemplar=True),
+                _tokens(c.TOKEN_INPUT, lambda ctx: ctx.input_tokens, skip_zero=False),
+                _tokens(c.TOKEN_OUTPUT, lambda ctx: ctx.output_tokens, skip_zero=False),
+                _tokens(
+                    c.TOKEN_CACHE_READ, lambda ctx: ctx.cache_read_input_tokens, skip_zero=True
+                ),
+                _tokens(
+                    c.TOKEN_CACHE_WRITE, lambda ctx: ctx.cache_write_input_tokens, skip_zero=True
+                ),
+                _tokens(c.TOKEN_REASONING, lambda ctx: ctx.reasoning_output_tokens, skip_zero=True),
+                Recording(c.COST, _cost, exemplar=True),
+                Recording(c.UNPRICED_CALLS, _unpriced),
+            ),
+            with_agent=True,
+        ),
+        "on_stream_failure": EventMetrics(
+            _FAILURE_KEYS,
+            _failure_labels,
+            (
+                Recording(duration, _seconds, _CHAT, exemplar=True),
+                *failed_usage,
+                Recording(c.STREAM_FAILURES, _one),
+            ),
+            with_agent=True,
+        ),
         "on_tool_post": EventMetrics(
-            (c.GEN_AI_TOOL_NAME, c.ERROR_TYPE, c.LOOPOBS_TOOL_OUTCOME, c.MCP_METHOD_NAME,
-             c.NETWORK_TRANSPORT, c.MCP_PROTOCOL_VERSION),
+            (
+                c.GEN_AI_TOOL_NAME,
+                c.ERROR_TYPE,
+                c.LOOPOBS_TOOL_OUTCOME,
+                c.MCP_METHOD_NAME,
+                c.NETWORK_TRANSPORT,
+                c.MCP_PROTOCOL_VERSION,
+            ),
             _tool_labels,
             (
-                Recording(c.TOOL_DURATION, _seconds,
-                          {c.GEN_AI_OPERATION_NAME: c.OP_EXECUTE_TOOL,
-                           c.GEN_AI_TOOL_TYPE: c.TOOL_TYPE_FUNCTION}, exemplar=True),
+                Recording(
+                    c.TOOL_DURATION,
+                    _seconds,
+                    {
+                        c.GEN_AI_OPERATION_NAME: c.OP_EXECUTE_TOOL,
+                        c.GEN_AI_TOOL_TYPE: c.TOOL_TYPE_FUNCTION,
+                    },
+                    exemplar=True,
+                ),
                 Recording(c.TOOL_CALLS, _one),
                 Recording(c.MCP_CLIENT_DURATION, _mcp_seconds, exemplar=True),
             ),
             with_agent=True,
         ),
-        "on_fallback": EventMetrics(_FROM_TO, lambda ctx: (ctx.from_model, ctx.to_model), (
-            Recording(c.FALLBACKS, _one),
-        )),
-        "on_model_switched": EventMetrics(_FROM_TO, lambda ctx: (ctx.from_model, ctx.to_model), (
-            Recording(c.MODEL_SWITCHES, _one),
-        )),
+        "on_fallback": EventMetrics(
+            _FROM_TO, lambda ctx: (ctx.from_model, ctx.to_model), (Recording(c.FALLBACKS, _one),)
+        ),
+        "on_model_switched": EventMetrics(
+            _FROM_TO,
+            lambda ctx: (ctx.from_model, ctx.to_model),
+            (Recording(c.MODEL_SWITCHES, _one),),
+        ),
         "on_compaction": EventMetrics(
-            (c.LOOPOBS_COMPACTION_REASON,), lambda ctx: (ctx.reason,),
+            (c.LOOPOBS_COMPACTION_REASON,),
+            lambda ctx: (ctx.reason,),
             (
                 Recording(c.COMPACTIONS, _one),
-                Recording(c.COMPACTION_TOKENS_SAVED, lambda ctx: max(0, ctx.tokens_saved),
-                          skip_zero=True),
+                Recording(
+                    c.COMPACTION_TOKENS_SAVED, lambda ctx: max(0, ctx.tokens_saved), skip_zero=True
+                ),
             ),
         ),
         "on_loop_detected": EventMetrics(
@@ -297,7 +355,8 @@ def event_metrics_for(latest: bool) -> Mapping[ev.HookName, EventMetrics]:
             (Recording(c.LOOP_DETECTIONS, _one),),
         ),
         "on_convergence_detected": EventMetrics(
-            (c.LOOPOBS_DETECTION_ACTION,), lambda ctx: (ctx.action,),
+            (c.LOOPOBS_DETECTION_ACTION,),
+            lambda ctx: (ctx.action,),
             (Recording(c.CONVERGENCE_DETECTIONS, _one),),
         ),
         "on_context_provider": EventMetrics(
@@ -306,7 +365,8 @@ def event_metrics_for(latest: bool) -> Mapping[ev.HookName, EventMetrics]:
             (Recording(c.CONTEXT_PROVIDER_DURATION, _seconds, exemplar=True),),
         ),
         "on_backpressure": EventMetrics(
-            (c.LOOPOBS_QUEUE_NAME, c.LOOPOBS_QUEUE_OUTCOME), lambda ctx: (ctx.queue, ctx.outcome),
+            (c.LOOPOBS_QUEUE_NAME, c.LOOPOBS_QUEUE_OUTCOME),
+            lambda ctx: (ctx.queue, ctx.outcome),
             (Recording(c.SESSION_QUEUE_EVENTS, _one),),
         ),
         "on_budget_exceeded": EventMetrics(
@@ -391,13 +451,16 @@ class MetricRecorder(LoopObserver):
     share between concurrent runs and threads, as the backends are.
     """
 
-    def __init__(self, max_label_values: int = DEFAULT_MAX_LABEL_VALUES, *,
-                 latest_semconv: bool | None = None) -> None:
+    def __init__(
+        self,
+        max_label_values: int = DEFAULT_MAX_LABEL_VALUES,
+        *,
+        latest_semconv: bool | None = None,
+    ) -> None:
         if max_label_values < 1:
             raise ValueError("max_label_values must be at least 1")
         self.max_label_values = max_label_values
-        self.latest_semconv = (c.latest_experimental() if latest_semconv is None
-                               else latest_semconv)
+        self.latest_semconv = c.latest_experimental() if latest_semconv is None else latest_semconv
         """Whether the newest GenAI names are recorded (``OTEL_SEMCONV_STABILITY_OPT_IN``)."""
         self.metric_specs = c.metrics_for(self.latest_semconv)
         """The metrics this recorder records: the catalog's set for its conventions."""
@@ -471,21 +534,38 @@ class MetricRecorder(LoopObserver):
                         tail.append(fixed)
                     else:
                         indices.append(position.get(attribute, absent_at))
-                steps.append(_Step(recording.value, recording.skip_zero, recording.started_only,
-                                   _picker(indices), self._memo(recording)))
-            self._plans[hook] = _Plan(mapping.labels,
-                                      tuple(self._bounder(k) for k in mapping.keys),
-                                      mapping.with_agent, tuple(tail), tuple(steps))
-        chunk = c.INFERENCE_TIME_PER_OUTPUT_CHUNK if self.latest_semconv \
-            else c.TIME_PER_OUTPUT_CHUNK
+                steps.append(
+                    _Step(
+                        recording.value,
+                        recording.skip_zero,
+                        recording.started_only,
+                        _picker(indices),
+                        self._memo(recording),
+                    )
+                )
+            self._plans[hook] = _Plan(
+                mapping.labels,
+                tuple(self._bounder(k) for k in mapping.keys),
+                mapping.with_agent,
+                tuple(tail),
+                tuple(steps),
+            )
+        chunk = (
+            c.INFERENCE_TIME_PER_OUTPUT_CHUNK if self.latest_semconv else c.TIME_PER_OUTPUT_CHUNK
+        )
         self._chunk_bind = self._memo(Recording(chunk, _one, _CHAT))
         self._chunk_bounds = tuple(
             self._bounder(key) if key != c.GEN_AI_OPERATION_NAME else None
-            for key in chunk.attributes)
-        self._per_run_sinks = tuple(
-            self._sink(Recording(spec, _one, {c.GEN_AI_OPERATION_NAME: c.OP_INVOKE_AGENT}))
-            for spec in (c.AGENT_INFERENCE_CALLS, c.AGENT_TOOL_CALLS)
-        ) if self.latest_semconv else ()
+            for key in chunk.attributes
+        )
+        self._per_run_sinks = (
+            tuple(
+                self._sink(Recording(spec, _one, {c.GEN_AI_OPERATION_NAME: c.OP_INVOKE_AGENT}))
+                for spec in (c.AGENT_INFERENCE_CALLS, c.AGENT_TOOL_CALLS)
+            )
+            if self.latest_semconv
+            else ()
+        )
 
     # -- the walk --------------------------------------------------------------------------
     def _apply(self, ctx: ev.EventContext, agent: str | None, model: str = "") -> None:
@@ -511,8 +591,9 @@ class MetricRecorder(LoopObserver):
                     self._picked.clear()
                 self._picked[key] = slots
         run_id = ctx.run_id
-        for (value_of, skip_zero, started_only, _pick, bind), slot in zip(plan.steps, slots,
-                                                                          strict=True):
+        for (value_of, skip_zero, started_only, _pick, bind), slot in zip(
+            plan.steps, slots, strict=True
+        ):
             if started_only and agent is None:
                 continue
             value = value_of(ctx)
@@ -567,8 +648,12 @@ class MetricRecorder(LoopObserver):
         self._apply(ctx, agent, model)
         calls = self._calls.pop(ctx.run_id, None)
         if calls is not None and agent is not None:
-            labels = (c.OP_INVOKE_AGENT, agent, model,
-                      "" if ctx.error is None else error_type(ctx.error))
+            labels = (
+                c.OP_INVOKE_AGENT,
+                agent,
+                model,
+                "" if ctx.error is None else error_type(ctx.error),
+            )
             for sink, count in zip(self._per_run_sinks, calls, strict=True):
                 sink(count, labels, ctx.run_id)
 
@@ -577,13 +662,19 @@ class MetricRecorder(LoopObserver):
         calls = self._calls.get(ctx.run_id)
         if calls is not None:
             calls[0] += 1
-        raw = {c.GEN_AI_PROVIDER_NAME: ctx.provider, c.GEN_AI_REQUEST_MODEL: ctx.model,
-               c.SERVER_ADDRESS: ctx.server_address or "", c.SERVER_PORT: _port(ctx.server_port)}
-        attributes = (c.INFERENCE_TIME_PER_OUTPUT_CHUNK if self.latest_semconv
-                      else c.TIME_PER_OUTPUT_CHUNK).attributes
-        labels = tuple(c.OP_CHAT if bound is None else (bound(value) if (value := raw.get(key))
-                                                        else "")
-                       for key, bound in zip(attributes, self._chunk_bounds, strict=True))
+        raw = {
+            c.GEN_AI_PROVIDER_NAME: ctx.provider,
+            c.GEN_AI_REQUEST_MODEL: ctx.model,
+            c.SERVER_ADDRESS: ctx.server_address or "",
+            c.SERVER_PORT: _port(ctx.server_port),
+        }
+        attributes = (
+            c.INFERENCE_TIME_PER_OUTPUT_CHUNK if self.latest_semconv else c.TIME_PER_OUTPUT_CHUNK
+        ).attributes
+        labels = tuple(
+            c.OP_CHAT if bound is None else (bound(value) if (value := raw.get(key)) else "")
+            for key, bound in zip(attributes, self._chunk_bounds, strict=True)
+        )
         turns = self._chunks.get(ctx.run_id)
         if turns is None:
             turns = self._chunks[ctx.run_id] = {}

@@ -91,8 +91,12 @@ def encode_event(ctx: EventContext) -> str:
         # Lone surrogates cannot be UTF-8: pydantic refuses them in values and silently
         # replaces them with U+FFFD in mapping keys. The stdlib encoder writes ASCII with
         # \uXXXX escapes, exact for them and for a genuine U+FFFD alike.
-        return _with_hook(ctx, json.dumps(_adapter(type(ctx)).dump_python(ctx),
-                                          default=_json_default, separators=(",", ":")))
+        return _with_hook(
+            ctx,
+            json.dumps(
+                _adapter(type(ctx)).dump_python(ctx), default=_json_default, separators=(",", ":")
+            ),
+        )
     # Every context has fields, so the body is never "{}": the head replaces its "{".
     line = (head + raw[1:]).decode()
     return line if line.isascii() else _escape_line_breaks(line)
@@ -187,8 +191,10 @@ def _upgrade(hook: str, data: dict[str, Any]) -> None:
     if type(version) is not int or version < 1:
         raise ValueError(f"invalid log version {version!r}")
     if version > LOG_VERSION:
-        raise ValueError(f"log version {version} is newer than this reader's ({LOG_VERSION}); "
-                         "upgrade loopobs to read it")
+        raise ValueError(
+            f"log version {version} is newer than this reader's ({LOG_VERSION}); "
+            "upgrade loopobs to read it"
+        )
     for step in range(version, LOG_VERSION):
         for old, new in _RENAMED_FIELDS.get(step, {}).get(hook, {}).items():
             if old in data and new not in data:
@@ -222,8 +228,13 @@ class JsonlRecorder(EventSink):
     passed in is flushed but left open.
     """
 
-    def __init__(self, path_or_stream: str | os.PathLike[str] | IO[str], *,
-                 buffer_lines: int = 256, flush_interval_s: float | None = 1.0) -> None:
+    def __init__(
+        self,
+        path_or_stream: str | os.PathLike[str] | IO[str],
+        *,
+        buffer_lines: int = 256,
+        flush_interval_s: float | None = 1.0,
+    ) -> None:
         if flush_interval_s is not None and not flush_interval_s > 0:
             raise ValueError("flush_interval_s must be positive, or None for no time bound")
         if isinstance(path_or_stream, (str, os.PathLike)):
@@ -326,7 +337,11 @@ class JsonlRecorder(EventSink):
             dropped, failures = self._dropped, self._failures
         logger.warning(
             "JsonlRecorder could not write (%s: %s); %d line(s) dropped in %d failed write(s) "
-            "so far", type(exc).__name__, exc, dropped, failures,
+            "so far",
+            type(exc).__name__,
+            exc,
+            dropped,
+            failures,
         )
 
     def force_flush(self, timeout_s: float | None = None) -> None:

@@ -74,9 +74,12 @@ class MetricsObserver(MetricRecorder):
         from loopobs._version import __version__
 
         if bound_instruments is not None:
-            warnings.warn("MetricsObserver(bound_instruments=...) has no effect and will be "
-                          "removed in 0.3: values always go through the public OpenTelemetry API",
-                          DeprecationWarning, stacklevel=2)
+            warnings.warn(
+                "MetricsObserver(bound_instruments=...) has no effect and will be "
+                "removed in 0.3: values always go through the public OpenTelemetry API",
+                DeprecationWarning,
+                stacklevel=2,
+            )
         super().__init__(max_label_values, latest_semconv=latest_semconv)
         self._provider = meter_provider
         provider = meter_provider if meter_provider is not None else metrics.get_meter_provider()
@@ -88,8 +91,8 @@ class MetricsObserver(MetricRecorder):
         for spec in self.metric_specs:
             if spec is c.OBSERVER_ERRORS:
                 self._instruments[spec.name] = meter.create_observable_counter(
-                    spec.name, [self._observe_errors], unit=spec.unit,
-                    description=spec.description)
+                    spec.name, [self._observe_errors], unit=spec.unit, description=spec.description
+                )
             else:
                 self._instruments[spec.name] = _create(meter, spec)
         self._runs_active = self._instruments[c.RUNS_ACTIVE.name]
@@ -131,8 +134,11 @@ class MetricsObserver(MetricRecorder):
         def bind(values: tuple[str, ...]) -> Recorder:
             # The label row is strings; OTel attributes keep the convention's int type. Built
             # once per label set: each record hands the SDK the same dict.
-            labels = {key: int(v) if key in c.INT_ATTRIBUTES else v
-                      for key, v in zip(attributes, values, strict=True) if v}
+            labels = {
+                key: int(v) if key in c.INT_ATTRIBUTES else v
+                for key, v in zip(attributes, values, strict=True)
+                if v
+            }
             if histogram:
                 return lambda value, run_id: instrument.record(value, labels)
             return lambda value, run_id: instrument.add(value, labels)
@@ -154,9 +160,13 @@ class MetricsObserver(MetricRecorder):
             for key, count in observers.failures.items():
                 totals[key] = totals.get(key, 0) + count
         return [
-            Observation(count, {c.LOOPOBS_OBSERVER_NAME: self._bound(c.LOOPOBS_OBSERVER_NAME, name),
-                                c.LOOPOBS_OBSERVER_HOOK: self._bound(c.LOOPOBS_OBSERVER_HOOK,
-                                                                     hook)})
+            Observation(
+                count,
+                {
+                    c.LOOPOBS_OBSERVER_NAME: self._bound(c.LOOPOBS_OBSERVER_NAME, name),
+                    c.LOOPOBS_OBSERVER_HOOK: self._bound(c.LOOPOBS_OBSERVER_HOOK, hook),
+                },
+            )
             for (name, hook), count in totals.items()
         ]
 
@@ -176,10 +186,11 @@ class MetricsObserver(MetricRecorder):
 def _create(meter: metrics.Meter, spec: MetricSpec) -> Any:
     if spec.kind == "histogram":
         return meter.create_histogram(
-            spec.name, unit=spec.unit, description=spec.description,
-            explicit_bucket_boundaries_advisory=list(spec.buckets) if spec.buckets else None)
+            spec.name,
+            unit=spec.unit,
+            description=spec.description,
+            explicit_bucket_boundaries_advisory=list(spec.buckets) if spec.buckets else None,
+        )
     if spec.kind == "updown_counter":
-        return meter.create_up_down_counter(spec.name, unit=spec.unit,
-                                            description=spec.description)
+        return meter.create_up_down_counter(spec.name, unit=spec.unit, description=spec.description)
     return meter.create_counter(spec.name, unit=spec.unit, description=spec.description)
-

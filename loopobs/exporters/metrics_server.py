@@ -96,8 +96,14 @@ class _BoundedServer(ThreadingMixIn, WSGIServer):
     daemon_threads = True
     block_on_close = False
 
-    def __init__(self, address: tuple[str, int], family: socket.AddressFamily, *,
-                 max_connections: int, idle_timeout_s: float) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        family: socket.AddressFamily,
+        *,
+        max_connections: int,
+        idle_timeout_s: float,
+    ) -> None:
         self.address_family = family
         self.closing = False
         self.idle_timeout_s = idle_timeout_s
@@ -259,7 +265,8 @@ class _TolerantMultiProcessCollector(MultiProcessCollector):
         yield from self.merge(readable, accumulate=True)  # type: ignore[no-untyped-call]
         gauge = GaugeMetricFamily(
             c.MULTIPROCESS_DAMAGED_FILES,
-            "Multi-process files skipped at this scrape because they could not be read.")
+            "Multi-process files skipped at this scrape because they could not be read.",
+        )
         gauge.add_metric([], len(damaged))
         yield gauge
 
@@ -268,9 +275,13 @@ class _TolerantMultiProcessCollector(MultiProcessCollector):
             if path in self._reported:
                 return
             self._reported.add(path)
-        _logger.warning("loopobs /metrics: skipping damaged multi-process file %s (%s: %s); "
-                        "its worker's values are missing until it is removed",
-                        path, type(exc).__name__, exc)
+        _logger.warning(
+            "loopobs /metrics: skipping damaged multi-process file %s (%s: %s); "
+            "its worker's values are missing until it is removed",
+            path,
+            type(exc).__name__,
+            exc,
+        )
 
 
 def multiprocess_registry(path: str | None = None) -> CollectorRegistry:
@@ -336,10 +347,15 @@ def start_metrics_server(
         )
     infos = socket.getaddrinfo(addr, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     family, _, _, _, sockaddr = infos[0]
-    httpd = _BoundedServer((str(sockaddr[0]), port), family, max_connections=max_connections,
-                           idle_timeout_s=idle_timeout_s)
+    httpd = _BoundedServer(
+        (str(sockaddr[0]), port),
+        family,
+        max_connections=max_connections,
+        idle_timeout_s=idle_timeout_s,
+    )
     httpd.set_app(_routes(make_wsgi_app(served)))
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True,
-                              name=f"loopobs-metrics-{httpd.server_address[1]}")
+    thread = threading.Thread(
+        target=httpd.serve_forever, daemon=True, name=f"loopobs-metrics-{httpd.server_address[1]}"
+    )
     thread.start()
     return MetricsServer(httpd, thread, served)

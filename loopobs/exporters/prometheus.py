@@ -106,10 +106,13 @@ def _check_multiprocess_dir() -> None:
     if not path:
         raise ValueError(
             f"prometheus-client is in multi-process mode but {_MULTIPROC_ENV} is no longer set: "
-            "set it (to a writable directory) for the whole life of the process")
+            "set it (to a writable directory) for the whole life of the process"
+        )
     if not os.path.isdir(path) or not os.access(path, os.W_OK | os.X_OK):
-        raise ValueError(f"{_MULTIPROC_ENV}={path!r} is not a writable directory: create it "
-                         "before the workers start")
+        raise ValueError(
+            f"{_MULTIPROC_ENV}={path!r} is not a writable directory: create it "
+            "before the workers start"
+        )
 
 
 def _sanitised(value: str) -> str | None:
@@ -138,11 +141,20 @@ class BoundedLabel:
     Thread-safe; an admitted value costs one set lookup.
     """
 
-    __slots__ = ("_lock", "_overflow", "_overflow_metric", "_sanitised", "_sanitised_metric",
-                 "_values", "limit", "name")
+    __slots__ = (
+        "_lock",
+        "_overflow",
+        "_overflow_metric",
+        "_sanitised",
+        "_sanitised_metric",
+        "_values",
+        "limit",
+        "name",
+    )
 
-    def __init__(self, name: str, limit: int, overflow: Counter,
-                 sanitised: Counter | None = None) -> None:
+    def __init__(
+        self, name: str, limit: int, overflow: Counter, sanitised: Counter | None = None
+    ) -> None:
         self.name = name
         self.limit = limit
         self._overflow_metric = overflow
@@ -307,7 +319,8 @@ class PrometheusObserver(MetricRecorder):
             for attribute in spec.attributes:
                 if attribute not in self._bounds:
                     self._bounds[attribute] = BoundedLabel(
-                        c.prometheus_label(attribute), max_label_values, overflow, sanitised)
+                        c.prometheus_label(attribute), max_label_values, overflow, sanitised
+                    )
         self._families: dict[str, _Family] = {}
         for spec in self.metric_specs:
             if spec is c.OBSERVER_ERRORS or spec is c.LABEL_OVERFLOW:
@@ -383,8 +396,10 @@ class PrometheusObserver(MetricRecorder):
             if trigger is not spec:
                 continue
             # Where each label of the target comes from: the trigger's values, or `known`.
-            sources = [None if attribute == varying else spec.attributes.index(attribute)
-                       for attribute in target.attributes]
+            sources = [
+                None if attribute == varying else spec.attributes.index(attribute)
+                for attribute in target.attributes
+            ]
             makers.append((target.name, sources, known, self._families[target.name].child_of))
         if not makers:
             return None
@@ -471,13 +486,26 @@ def _build(spec: c.MetricSpec, registry: CollectorRegistry | None) -> Any:
     """The prometheus-client metric for ``spec``, under OTel's Prometheus translation name."""
     if spec.kind == "histogram":
         return Histogram(
-            spec.prometheus_name, spec.description, spec.prometheus_labels,
-            registry=registry, unit=spec.prometheus_unit,
+            spec.prometheus_name,
+            spec.description,
+            spec.prometheus_labels,
+            registry=registry,
+            unit=spec.prometheus_unit,
             buckets=spec.buckets or Histogram.DEFAULT_BUCKETS,
         )
     if spec.kind == "updown_counter":
         # livesum: in multi-process mode the live workers' values add up.
-        return Gauge(spec.prometheus_name, spec.description, spec.prometheus_labels,
-                     registry=registry, multiprocess_mode="livesum")
-    return Counter(spec.prometheus_name, spec.description, spec.prometheus_labels,
-                   registry=registry, unit=spec.prometheus_unit)
+        return Gauge(
+            spec.prometheus_name,
+            spec.description,
+            spec.prometheus_labels,
+            registry=registry,
+            multiprocess_mode="livesum",
+        )
+    return Counter(
+        spec.prometheus_name,
+        spec.description,
+        spec.prometheus_labels,
+        registry=registry,
+        unit=spec.prometheus_unit,
+    )

@@ -210,8 +210,9 @@ def _bounded(work: Any, timeout_s: float) -> bool:
     return done.wait(timeout_s) and bool(succeeded)
 
 
-def _choice(name: str, value: str | None, env: Sequence[str], default: str,
-            allowed: Sequence[str]) -> tuple[list[str], bool]:
+def _choice(
+    name: str, value: str | None, env: Sequence[str], default: str, allowed: Sequence[str]
+) -> tuple[list[str], bool]:
     """The chosen values (deduplicated, in order) and whether anything chose them explicitly.
 
     As the SDK does: ``none`` alone means no exporter; ``none`` next to other
@@ -236,8 +237,9 @@ def _choice(name: str, value: str | None, env: Sequence[str], default: str,
     if "none" in chosen:
         if len(chosen) == 1:
             return [], explicit
-        _logger.warning("loopobs.configure: %s lists 'none' with other exporters; 'none' is "
-                        "ignored", name)
+        _logger.warning(
+            "loopobs.configure: %s lists 'none' with other exporters; 'none' is ignored", name
+        )
         chosen.remove("none")
     return chosen, explicit
 
@@ -247,8 +249,13 @@ def _signal_url(endpoint: str, signal: str) -> str:
     return base if base.endswith(f"/v1/{signal}") else f"{base}/v1/{signal}"
 
 
-def _span_exporter(kind: str, protocol: str, endpoint: str | None,
-                   headers: Mapping[str, str] | None, timeout_s: float) -> SpanExporter:
+def _span_exporter(
+    kind: str,
+    protocol: str,
+    endpoint: str | None,
+    headers: Mapping[str, str] | None,
+    timeout_s: float,
+) -> SpanExporter:
     if kind == "console":
         from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
@@ -258,17 +265,25 @@ def _span_exporter(kind: str, protocol: str, endpoint: str | None,
             OTLPSpanExporter as GrpcSpanExporter,
         )
 
-        return GrpcSpanExporter(endpoint=endpoint, headers=dict(headers) if headers else None,
-                                timeout=timeout_s)
+        return GrpcSpanExporter(
+            endpoint=endpoint, headers=dict(headers) if headers else None, timeout=timeout_s
+        )
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
     return OTLPSpanExporter(
         endpoint=_signal_url(endpoint, "traces") if endpoint else None,
-        headers=headers, timeout=timeout_s)
+        headers=headers,
+        timeout=timeout_s,
+    )
 
 
-def _metric_exporter(kind: str, protocol: str, endpoint: str | None,
-                     headers: Mapping[str, str] | None, timeout_s: float) -> MetricExporter:
+def _metric_exporter(
+    kind: str,
+    protocol: str,
+    endpoint: str | None,
+    headers: Mapping[str, str] | None,
+    timeout_s: float,
+) -> MetricExporter:
     if kind == "console":
         from opentelemetry.sdk.metrics.export import ConsoleMetricExporter
 
@@ -278,13 +293,16 @@ def _metric_exporter(kind: str, protocol: str, endpoint: str | None,
             OTLPMetricExporter as GrpcMetricExporter,
         )
 
-        return GrpcMetricExporter(endpoint=endpoint, headers=dict(headers) if headers else None,
-                                  timeout=timeout_s)
+        return GrpcMetricExporter(
+            endpoint=endpoint, headers=dict(headers) if headers else None, timeout=timeout_s
+        )
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 
     return OTLPMetricExporter(
         endpoint=_signal_url(endpoint, "metrics") if endpoint else None,
-        headers=headers, timeout=timeout_s)
+        headers=headers,
+        timeout=timeout_s,
+    )
 
 
 def _require_otel(exports: Sequence[tuple[str, str, str]]) -> None:
@@ -307,28 +325,36 @@ def _require_otel(exports: Sequence[tuple[str, str, str]]) -> None:
             raise ImportError(
                 f"loopobs.configure() needs the OpenTelemetry SDK and OTLP exporters "
                 f"({exc.name} is not installed): pip install 'loopobs[otel]'",
-                name=exc.name) from exc
+                name=exc.name,
+            ) from exc
 
 
 def _disabled() -> bool:
     return os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true"
 
 
-def _install_globals(tracer_provider: trace.TracerProvider,
-                     meter_provider: ApiMeterProvider) -> bool:
+def _install_globals(
+    tracer_provider: trace.TracerProvider, meter_provider: ApiMeterProvider
+) -> bool:
     """Install both providers globally; warn (naming which) when one was already there."""
     trace.set_tracer_provider(tracer_provider)
     metrics.set_meter_provider(meter_provider)
-    refused = [what for what, now, mine in (
-        ("tracer", trace.get_tracer_provider(), tracer_provider),
-        ("meter", metrics.get_meter_provider(), meter_provider),
-    ) if now is not mine]
+    refused = [
+        what
+        for what, now, mine in (
+            ("tracer", trace.get_tracer_provider(), tracer_provider),
+            ("meter", metrics.get_meter_provider(), meter_provider),
+        )
+        if now is not mine
+    ]
     if refused:
         warnings.warn(
             f"configure(set_global=True): a global {' and '.join(refused)} provider was already "
             "installed and OpenTelemetry allows one per process, so this handle's providers "
             "are NOT global (Telemetry.is_global is False); use them through its observers",
-            RuntimeWarning, stacklevel=3)
+            RuntimeWarning,
+            stacklevel=3,
+        )
     return not refused
 
 
@@ -417,49 +443,78 @@ def configure(
     if _disabled():
         tp_noop = trace.NoOpTracerProvider()
         mp_noop = metrics.NoOpMeterProvider()
-        return Telemetry(TracingObserver(tp_noop, capture_content=capture_content,
-                                         turn_spans=turn_spans,
-                                         propagate_context=propagate_context,
-                                         logger_provider=otel_logs.NoOpLoggerProvider()),
-                         MetricsObserver(mp_noop), tp_noop, mp_noop, enabled=False)
+        return Telemetry(
+            TracingObserver(
+                tp_noop,
+                capture_content=capture_content,
+                turn_spans=turn_spans,
+                propagate_context=propagate_context,
+                logger_provider=otel_logs.NoOpLoggerProvider(),
+            ),
+            MetricsObserver(mp_noop),
+            tp_noop,
+            mp_noop,
+            enabled=False,
+        )
 
     # Everything that can be wrong is checked before any object (or thread) exists.
     settings = resolve_settings(
-        export_timeout_s=export_timeout_s, metric_export_interval_s=metric_export_interval_s,
-        metric_export_timeout_s=metric_export_timeout_s, max_queue_size=max_queue_size,
-        max_export_batch_size=max_export_batch_size, schedule_delay_s=schedule_delay_s,
-        batch_export_timeout_s=batch_export_timeout_s)
-    trace_kinds, trace_explicit = _choice("traces_exporter", traces_exporter,
-                                          ["OTEL_TRACES_EXPORTER"], "otlp", EXPORTERS)
-    metric_kinds, metric_explicit = _choice("metrics_exporter", metrics_exporter,
-                                            ["OTEL_METRICS_EXPORTER"], "otlp", EXPORTERS)
+        export_timeout_s=export_timeout_s,
+        metric_export_interval_s=metric_export_interval_s,
+        metric_export_timeout_s=metric_export_timeout_s,
+        max_queue_size=max_queue_size,
+        max_export_batch_size=max_export_batch_size,
+        schedule_delay_s=schedule_delay_s,
+        batch_export_timeout_s=batch_export_timeout_s,
+    )
+    trace_kinds, trace_explicit = _choice(
+        "traces_exporter", traces_exporter, ["OTEL_TRACES_EXPORTER"], "otlp", EXPORTERS
+    )
+    metric_kinds, metric_explicit = _choice(
+        "metrics_exporter", metrics_exporter, ["OTEL_METRICS_EXPORTER"], "otlp", EXPORTERS
+    )
     trace_protocol = _choice(
-        "protocol", protocol,
+        "protocol",
+        protocol,
         ["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"],
-        DEFAULT_PROTOCOL, PROTOCOLS)[0][0]
+        DEFAULT_PROTOCOL,
+        PROTOCOLS,
+    )[0][0]
     metric_protocol = _choice(
-        "protocol", protocol,
+        "protocol",
+        protocol,
         ["OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"],
-        DEFAULT_PROTOCOL, PROTOCOLS)[0][0]
+        DEFAULT_PROTOCOL,
+        PROTOCOLS,
+    )[0][0]
     if "otlp" in trace_kinds:
         check_endpoint(endpoint, "traces", trace_protocol)
     if "otlp" in metric_kinds:
         check_endpoint(endpoint, "metrics", metric_protocol)
     trace_headers = otlp_headers(headers, "traces") if "otlp" in trace_kinds else None
     metric_headers = otlp_headers(headers, "metrics") if "otlp" in metric_kinds else None
-    unset = [signal for signal, kinds, explicit in (("traces", trace_kinds, trace_explicit),
-                                                     ("metrics", metric_kinds, metric_explicit))
-             if kinds == ["otlp"] and not explicit and not endpoint_configured(endpoint, signal)]
+    unset = [
+        signal
+        for signal, kinds, explicit in (
+            ("traces", trace_kinds, trace_explicit),
+            ("metrics", metric_kinds, metric_explicit),
+        )
+        if kinds == ["otlp"] and not explicit and not endpoint_configured(endpoint, signal)
+    ]
     if unset:
         trace_kinds = [] if "traces" in unset else trace_kinds
         metric_kinds = [] if "metrics" in unset else metric_kinds
         _logger.warning(
             "loopobs.configure: no OTLP endpoint configured, so %s are not exported (set "
             "OTEL_EXPORTER_OTLP_ENDPOINT or pass endpoint=; OTEL_TRACES_EXPORTER=otlp "
-            "sends to the OTLP default, localhost:4318)", " and ".join(unset))
+            "sends to the OTLP default, localhost:4318)",
+            " and ".join(unset),
+        )
 
-    _require_otel([("traces", k, trace_protocol) for k in trace_kinds]
-                  + [("metrics", k, metric_protocol) for k in metric_kinds])
+    _require_otel(
+        [("traces", k, trace_protocol) for k in trace_kinds]
+        + [("metrics", k, metric_protocol) for k in metric_kinds]
+    )
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
     from opentelemetry.sdk.resources import SERVICE_NAME, Resource
@@ -473,8 +528,9 @@ def configure(
         attributes[SERVICE_NAME] = service_name
     resource = Resource.create(attributes)
     named = str(resource.attributes.get(SERVICE_NAME, ""))
-    if default_service_name and (named == "unknown_service"
-                                 or named.startswith("unknown_service:")):
+    if default_service_name and (
+        named == "unknown_service" or named.startswith("unknown_service:")
+    ):
         resource = resource.merge(Resource({SERVICE_NAME: default_service_name}))
 
     built: list[Any] = []
@@ -482,38 +538,64 @@ def configure(
     tracer_provider: TracerProvider | None = None
     meter_provider: MeterProvider | None = None
     try:
-        tracer_provider = TracerProvider(resource=resource, sampler=sampler,
-                                         shutdown_on_exit=False)
+        tracer_provider = TracerProvider(resource=resource, sampler=sampler, shutdown_on_exit=False)
         ended = EndedSpans()
         tracer_provider.add_span_processor(ended)
         for kind in trace_kinds:
-            built.append(_span_exporter(kind, trace_protocol, endpoint, trace_headers,
-                                        settings.traces_timeout_s))
+            built.append(
+                _span_exporter(
+                    kind, trace_protocol, endpoint, trace_headers, settings.traces_timeout_s
+                )
+            )
         counted = [CountingSpanExporter(e) for e in (*built, *span_exporters)]
         for exporter in counted:
-            tracer_provider.add_span_processor(BatchSpanProcessor(
-                exporter, max_queue_size=settings.max_queue_size,
-                max_export_batch_size=settings.max_export_batch_size,
-                schedule_delay_millis=settings.schedule_delay_s * 1000,
-                export_timeout_millis=settings.batch_export_timeout_s * 1000))
+            tracer_provider.add_span_processor(
+                BatchSpanProcessor(
+                    exporter,
+                    max_queue_size=settings.max_queue_size,
+                    max_export_batch_size=settings.max_export_batch_size,
+                    schedule_delay_millis=settings.schedule_delay_s * 1000,
+                    export_timeout_millis=settings.batch_export_timeout_s * 1000,
+                )
+            )
 
-        metric_exporters = [_metric_exporter(k, metric_protocol, endpoint, metric_headers,
-                                             settings.metrics_timeout_s) for k in metric_kinds]
+        metric_exporters = [
+            _metric_exporter(
+                k, metric_protocol, endpoint, metric_headers, settings.metrics_timeout_s
+            )
+            for k in metric_kinds
+        ]
         built.extend(metric_exporters)
         for metric_exporter in metric_exporters:
-            own_readers.append(PeriodicExportingMetricReader(
-                metric_exporter,
-                export_interval_millis=settings.metric_export_interval_s * 1000,
-                export_timeout_millis=settings.metric_export_timeout_s * 1000))
-        meter_provider = MeterProvider(resource=resource,
-                                       metric_readers=[*own_readers, *metric_readers],
-                                       shutdown_on_exit=False)
+            own_readers.append(
+                PeriodicExportingMetricReader(
+                    metric_exporter,
+                    export_interval_millis=settings.metric_export_interval_s * 1000,
+                    export_timeout_millis=settings.metric_export_timeout_s * 1000,
+                )
+            )
+        meter_provider = MeterProvider(
+            resource=resource,
+            metric_readers=[*own_readers, *metric_readers],
+            shutdown_on_exit=False,
+        )
         telemetry = Telemetry(
-            TracingObserver(tracer_provider, capture_content=capture_content,
-                            turn_spans=turn_spans, propagate_context=propagate_context,
-                            redact=redact, logger_provider=logger_provider),
-            MetricsObserver(meter_provider), tracer_provider, meter_provider,
-            exporters=tuple(built), settings=settings, _ended=ended, _counted=tuple(counted))
+            TracingObserver(
+                tracer_provider,
+                capture_content=capture_content,
+                turn_spans=turn_spans,
+                propagate_context=propagate_context,
+                redact=redact,
+                logger_provider=logger_provider,
+            ),
+            MetricsObserver(meter_provider),
+            tracer_provider,
+            meter_provider,
+            exporters=tuple(built),
+            settings=settings,
+            _ended=ended,
+            _counted=tuple(counted),
+        )
     except BaseException:
         _abandon(tracer_provider, meter_provider, own_readers, built)
         raise
@@ -524,11 +606,15 @@ def configure(
     return telemetry
 
 
-def _abandon(tracer_provider: Any, meter_provider: Any, readers: Sequence[Any],
-             exporters: Sequence[Any]) -> None:
+def _abandon(
+    tracer_provider: Any, meter_provider: Any, readers: Sequence[Any], exporters: Sequence[Any]
+) -> None:
     """Stop whatever a failed configure() had built, so no thread or socket outlives it."""
-    stoppable = [tracer_provider, meter_provider] if meter_provider is not None else [
-        tracer_provider, *readers]
+    stoppable = (
+        [tracer_provider, meter_provider]
+        if meter_provider is not None
+        else [tracer_provider, *readers]
+    )
     for item in stoppable:
         if item is not None:
             with contextlib.suppress(Exception):

@@ -118,7 +118,8 @@ def _mcp_attributes(mcp: McpCallInfo) -> dict[str, Any]:
 
 
 _CONTENT_ONLY_HOOKS: frozenset[HookName] = frozenset(
-    {"on_text_delta", "on_thinking_delta", "on_tool_call_received", "on_response"})
+    {"on_text_delta", "on_thinking_delta", "on_tool_call_received", "on_response"}
+)
 """Hooks whose events the tracing observer reads only for captured content."""
 
 
@@ -273,23 +274,25 @@ class TracingObserver(LoopObserver):
 
         if max_content_length is not None and max_content_length < 0:
             raise ValueError("max_content_length must be None or at least 0")
-        limits = [n for n in (max_content_length, content.attribute_length_limit())
-                  if n is not None]
+        limits = [
+            n for n in (max_content_length, content.attribute_length_limit()) if n is not None
+        ]
         self._content_limit = min(limits) if limits else None
         self._truncated = 0
 
         self._provider = tracer_provider
         provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
         self._tracer = provider.get_tracer(c.SCOPE_NAME, __version__, schema_url=c.SCHEMA_URL)
-        logs = logger_provider if logger_provider is not None else \
-            otel_logs.get_logger_provider()
+        logs = logger_provider if logger_provider is not None else otel_logs.get_logger_provider()
         self._logger = logs.get_logger(c.SCOPE_NAME, __version__, schema_url=c.SCHEMA_URL)
         self._redact = redact
-        self.latest_semconv = c.latest_experimental() if latest_semconv is None \
-            else latest_semconv
+        self.latest_semconv = c.latest_experimental() if latest_semconv is None else latest_semconv
         """Whether the newest GenAI names are used (fixed at construction)."""
-        self._cache_write_attr = c.GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS if self.latest_semconv \
+        self._cache_write_attr = (
+            c.GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS
+            if self.latest_semconv
             else c.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS
+        )
         self._content_mode = content.parse_content_mode(capture_content)
         self._capture = self._content_mode.enabled  # read per event; the enum check is not free
         if not self._capture:
@@ -369,8 +372,11 @@ class TracingObserver(LoopObserver):
         chat.input_on_span = False
         self._set_content(chat.span, c.GEN_AI_INPUT_MESSAGES, chat.input_json)
         if run.instructions:
-            self._set_content(chat.span, c.GEN_AI_SYSTEM_INSTRUCTIONS, self._dumps(
-                content.system_instructions(run.instructions)))
+            self._set_content(
+                chat.span,
+                c.GEN_AI_SYSTEM_INSTRUCTIONS,
+                self._dumps(content.system_instructions(run.instructions)),
+            )
 
     def _end_chat_span(self, run: _Run, chat: _Open, end_ns: int) -> None:
         """End a ``chat`` span, its input content set first; it ends even if that fails."""
@@ -379,11 +385,22 @@ class TracingObserver(LoopObserver):
         finally:
             chat.span.end(end_time=end_ns)
 
-    def _emit(self, span: Span, name: str, attributes: Mapping[str, Any], time_ns: int,
-              severity: otel_logs.SeverityNumber | None = None) -> None:
+    def _emit(
+        self,
+        span: Span,
+        name: str,
+        attributes: Mapping[str, Any],
+        time_ns: int,
+        severity: otel_logs.SeverityNumber | None = None,
+    ) -> None:
         """A log-record event ``name`` in ``span``'s context."""
-        self._logger.emit(timestamp=time_ns, context=trace.set_span_in_context(span),
-                          event_name=name, attributes=attributes, severity_number=severity)
+        self._logger.emit(
+            timestamp=time_ns,
+            context=trace.set_span_in_context(span),
+            event_name=name,
+            attributes=attributes,
+            severity_number=severity,
+        )
 
     def _parent(self, run: _Run, turn: int) -> Span:
         return run.turns.get(turn, run.root) if self.turn_spans else run.root
@@ -419,15 +436,22 @@ class TracingObserver(LoopObserver):
         """A completed call's content: output messages, the details event, the history."""
         text = "".join(chat.text)
         run.history.append(content.assistant_message(text, chat.tool_calls))
-        messages = self._content([content.output_message(
-            text, chat.tool_calls, chat.finish_reason, "".join(chat.reasoning))])
+        messages = self._content(
+            [
+                content.output_message(
+                    text, chat.tool_calls, chat.finish_reason, "".join(chat.reasoning)
+                )
+            ]
+        )
         output = content.dumps(messages)
         if self.content_mode.on_span:
             self._set_input(run, chat)
             self._set_content(chat.span, c.GEN_AI_OUTPUT_MESSAGES, output)
         if self.content_mode.on_event:
-            attrs = {c.GEN_AI_INPUT_MESSAGES: self._capped(chat.input_json),
-                     c.GEN_AI_OUTPUT_MESSAGES: self._capped(output)}
+            attrs = {
+                c.GEN_AI_INPUT_MESSAGES: self._capped(chat.input_json),
+                c.GEN_AI_OUTPUT_MESSAGES: self._capped(output),
+            }
             # The log record carries the structured content, as the conventions ask.
             record: dict[str, Any] = {
                 c.GEN_AI_INPUT_MESSAGES: self._content(chat.input_messages),
@@ -473,12 +497,23 @@ class TracingObserver(LoopObserver):
             attrs[c.LOOPOBS_RUN_RESUMED_FROM] = str(ctx.resumed_from)
             parked = trace_links.resolve(ctx.resumed_from)
             if parked is not None:
-                links.append(Link(SpanContext(
-                    int(parked[0], 16), int(parked[1], 16), is_remote=True,
-                    trace_flags=TraceFlags(TraceFlags.SAMPLED))))
+                links.append(
+                    Link(
+                        SpanContext(
+                            int(parked[0], 16),
+                            int(parked[1], 16),
+                            is_remote=True,
+                            trace_flags=TraceFlags(TraceFlags.SAMPLED),
+                        )
+                    )
+                )
         root = self._tracer.start_span(
-            f"{c.SPAN_INVOKE_AGENT} {ctx.agent}", kind=SpanKind.INTERNAL, attributes=attrs,
-            links=links, start_time=ctx.time_ns)
+            f"{c.SPAN_INVOKE_AGENT} {ctx.agent}",
+            kind=SpanKind.INTERNAL,
+            attributes=attrs,
+            links=links,
+            start_time=ctx.time_ns,
+        )
         recording = root.is_recording()
         run = _Run(root=root, recording=recording, session=session)
         if recording and self._capture:
@@ -489,8 +524,9 @@ class TracingObserver(LoopObserver):
             self._close_run(previous, ctx.time_ns)
         span_context = root.get_span_context()
         if recording and span_context.is_valid:
-            trace_links.publish(ctx.run_id, f"{span_context.trace_id:032x}",
-                                f"{span_context.span_id:016x}")
+            trace_links.publish(
+                ctx.run_id, f"{span_context.trace_id:032x}", f"{span_context.span_id:016x}"
+            )
 
     def on_run_end(self, ctx: RunEndContext) -> None:
         """End the run span and anything of the run still open; set status, turns, usage.
@@ -560,15 +596,18 @@ class TracingObserver(LoopObserver):
             return
         self._flush_pending(run)
         run.open_turn = ctx.turn
-        if run.recording and self._capture and ctx.query and \
-                ctx.query != run.last_query:
+        if run.recording and self._capture and ctx.query and ctx.query != run.last_query:
             run.last_query = ctx.query
             run.history.append(content.user_message(ctx.query))
         if not self.turn_spans:
             return
         span = self._tracer.start_span(
-            c.SPAN_TURN, context=trace.set_span_in_context(run.root), kind=SpanKind.INTERNAL,
-            attributes={c.LOOPOBS_TURN_INDEX: ctx.turn}, start_time=ctx.time_ns)
+            c.SPAN_TURN,
+            context=trace.set_span_in_context(run.root),
+            kind=SpanKind.INTERNAL,
+            attributes={c.LOOPOBS_TURN_INDEX: ctx.turn},
+            start_time=ctx.time_ns,
+        )
         old = run.turns.pop(ctx.turn, None)
         run.turns[ctx.turn] = span
         if old is not None:
@@ -595,8 +634,12 @@ class TracingObserver(LoopObserver):
         if span is None:
             return
         if run.recording:
-            span.set_attributes({c.LOOPOBS_TURN_INPUT_TOKENS: ctx.input_tokens,
-                                 c.LOOPOBS_TURN_OUTPUT_TOKENS: ctx.output_tokens})
+            span.set_attributes(
+                {
+                    c.LOOPOBS_TURN_INPUT_TOKENS: ctx.input_tokens,
+                    c.LOOPOBS_TURN_OUTPUT_TOKENS: ctx.output_tokens,
+                }
+            )
             if ctx.cost_usd is not None:
                 span.set_attribute(c.LOOPOBS_COST_USD, ctx.cost_usd)
             if not ctx.success:
@@ -628,9 +671,12 @@ class TracingObserver(LoopObserver):
         if ctx.request_options:
             _request_attributes(attrs, ctx.request_options, ctx.provider)
         span = self._tracer.start_span(
-            f"{c.SPAN_CHAT} {ctx.model}", context=trace.set_span_in_context(
-                self._parent(run, ctx.turn)),
-            kind=SpanKind.CLIENT, attributes=attrs, start_time=ctx.time_ns)
+            f"{c.SPAN_CHAT} {ctx.model}",
+            context=trace.set_span_in_context(self._parent(run, ctx.turn)),
+            kind=SpanKind.CLIENT,
+            attributes=attrs,
+            start_time=ctx.time_ns,
+        )
         item = _Open(span=span, turn=ctx.turn)
         if run.recording:
             item.attrs = {k: v for k, v in attrs.items() if k != c.LOOPOBS_ATTEMPT}
@@ -738,13 +784,18 @@ class TracingObserver(LoopObserver):
         self._detach(item)
         if run.recording:
             _fail(item.span, ctx.error)
-            self._emit(item.span, c.EVENT_INFERENCE_EXCEPTION if self.latest_semconv
-                       else c.EVENT_OPERATION_EXCEPTION, {
-                           **item.attrs,
-                           c.ERROR_TYPE: _error_type(ctx.error),
-                           c.EXCEPTION_TYPE: _error_type(ctx.error),
-                           c.EXCEPTION_MESSAGE: str(ctx.error),
-                       }, ctx.time_ns, otel_logs.SeverityNumber.WARN)
+            self._emit(
+                item.span,
+                c.EVENT_INFERENCE_EXCEPTION if self.latest_semconv else c.EVENT_OPERATION_EXCEPTION,
+                {
+                    **item.attrs,
+                    c.ERROR_TYPE: _error_type(ctx.error),
+                    c.EXCEPTION_TYPE: _error_type(ctx.error),
+                    c.EXCEPTION_MESSAGE: str(ctx.error),
+                },
+                ctx.time_ns,
+                otel_logs.SeverityNumber.WARN,
+            )
         self._end_chat_span(run, item, ctx.time_ns)
 
     def on_response(self, ctx: ResponseContext) -> None:
@@ -790,13 +841,19 @@ class TracingObserver(LoopObserver):
         if ctx.tool_description:
             attrs[c.GEN_AI_TOOL_DESCRIPTION] = ctx.tool_description
         arguments = None
-        if run.recording and self._capture and \
-                (args := run.tool_args.get(ctx.tool_call_id)) is not None:
+        if (
+            run.recording
+            and self._capture
+            and (args := run.tool_args.get(ctx.tool_call_id)) is not None
+        ):
             arguments = attrs[c.GEN_AI_TOOL_CALL_ARGUMENTS] = self._capped(self._dumps(args))
         span = self._tracer.start_span(
             f"{c.SPAN_EXECUTE_TOOL} {ctx.tool}",
             context=trace.set_span_in_context(self._parent(run, ctx.turn)),
-            kind=SpanKind.INTERNAL, attributes=attrs, start_time=ctx.time_ns)
+            kind=SpanKind.INTERNAL,
+            attributes=attrs,
+            start_time=ctx.time_ns,
+        )
         if arguments is not None:
             self._learn_limit(span, c.GEN_AI_TOOL_CALL_ARGUMENTS, arguments)
         item = _Open(span=span, turn=ctx.turn)
@@ -825,7 +882,8 @@ class TracingObserver(LoopObserver):
             if self._capture and ctx.result is not None:
                 if not ctx.is_error:
                     result = attrs[c.GEN_AI_TOOL_CALL_RESULT] = self._capped(
-                        ctx.result if self._redact is None else self._redact(ctx.result))
+                        ctx.result if self._redact is None else self._redact(ctx.result)
+                    )
                 index = run.tool_results.get(ctx.tool_call_id)
                 message = content.tool_message(ctx.tool_call_id, ctx.result)
                 if index is None:
@@ -861,7 +919,10 @@ class TracingObserver(LoopObserver):
         span = self._tracer.start_span(
             f"{c.SPAN_CONTEXT_PROVIDER} {ctx.provider}",
             context=trace.set_span_in_context(self._parent(run, ctx.turn)),
-            kind=SpanKind.INTERNAL, attributes=attrs, start_time=start)
+            kind=SpanKind.INTERNAL,
+            attributes=attrs,
+            start_time=start,
+        )
         if ctx.error is not None:
             _fail(span, ctx.error, ctx.outcome)
         span.end(end_time=ctx.time_ns)
@@ -869,27 +930,44 @@ class TracingObserver(LoopObserver):
     def on_backpressure(self, ctx: BackpressureContext) -> None:
         """A zero-length ``session_queue {queue}`` span (its own trace: no run owns it)."""
         span = self._tracer.start_span(
-            f"{c.SPAN_SESSION_QUEUE} {ctx.queue}", kind=SpanKind.INTERNAL,
-            context=otel_context.Context(), start_time=ctx.time_ns,
-            attributes={c.LOOPOBS_SESSION_ID: str(ctx.run_id), c.LOOPOBS_QUEUE_NAME: ctx.queue,
-                        c.LOOPOBS_QUEUE_OUTCOME: ctx.outcome,
-                        c.LOOPOBS_QUEUE_POLICY: ctx.policy,
-                        c.LOOPOBS_QUEUE_CAPACITY: ctx.capacity})
+            f"{c.SPAN_SESSION_QUEUE} {ctx.queue}",
+            kind=SpanKind.INTERNAL,
+            context=otel_context.Context(),
+            start_time=ctx.time_ns,
+            attributes={
+                c.LOOPOBS_SESSION_ID: str(ctx.run_id),
+                c.LOOPOBS_QUEUE_NAME: ctx.queue,
+                c.LOOPOBS_QUEUE_OUTCOME: ctx.outcome,
+                c.LOOPOBS_QUEUE_POLICY: ctx.policy,
+                c.LOOPOBS_QUEUE_CAPACITY: ctx.capacity,
+            },
+        )
         span.end(end_time=ctx.time_ns)
 
     def on_session_reset(self, ctx: SessionResetContext) -> None:
         """A zero-length ``session_reset`` span (its own trace)."""
         span = self._tracer.start_span(
-            c.SPAN_SESSION_RESET, kind=SpanKind.INTERNAL, context=otel_context.Context(),
+            c.SPAN_SESSION_RESET,
+            kind=SpanKind.INTERNAL,
+            context=otel_context.Context(),
             start_time=ctx.time_ns,
-            attributes={c.LOOPOBS_SESSION_ID: str(ctx.run_id),
-                        c.LOOPOBS_SESSION_EPOCH: ctx.epoch,
-                        c.LOOPOBS_SESSION_DISCARDED: ctx.discarded})
+            attributes={
+                c.LOOPOBS_SESSION_ID: str(ctx.run_id),
+                c.LOOPOBS_SESSION_EPOCH: ctx.epoch,
+                c.LOOPOBS_SESSION_DISCARDED: ctx.discarded,
+            },
+        )
         span.end(end_time=ctx.time_ns)
 
     # -- span events -----------------------------------------------------------------------
-    def _event(self, run_id: UUID, name: str, attrs: Mapping[str, Any], time_ns: int,
-               turn: int | None = None) -> None:
+    def _event(
+        self,
+        run_id: UUID,
+        name: str,
+        attrs: Mapping[str, Any],
+        time_ns: int,
+        turn: int | None = None,
+    ) -> None:
         run = self._runs.get(run_id)
         if run is None or not run.recording:
             return
@@ -897,32 +975,51 @@ class TracingObserver(LoopObserver):
 
     def on_compaction(self, ctx: CompactionContext) -> None:
         """Add a ``loopobs.compaction`` event (to the open turn, else the run span)."""
-        self._event(ctx.run_id, c.EVENT_COMPACTION, {
-            c.LOOPOBS_COMPACTION_TOKENS_BEFORE: ctx.tokens_before,
-            c.LOOPOBS_COMPACTION_TOKENS_AFTER: ctx.tokens_after,
-            c.LOOPOBS_COMPACTION_TOKENS_SAVED: ctx.tokens_saved,
-            c.LOOPOBS_COMPACTION_MESSAGES_REMOVED: ctx.messages_removed,
-            c.LOOPOBS_COMPACTION_REASON: ctx.reason,
-        }, ctx.time_ns)
+        self._event(
+            ctx.run_id,
+            c.EVENT_COMPACTION,
+            {
+                c.LOOPOBS_COMPACTION_TOKENS_BEFORE: ctx.tokens_before,
+                c.LOOPOBS_COMPACTION_TOKENS_AFTER: ctx.tokens_after,
+                c.LOOPOBS_COMPACTION_TOKENS_SAVED: ctx.tokens_saved,
+                c.LOOPOBS_COMPACTION_MESSAGES_REMOVED: ctx.messages_removed,
+                c.LOOPOBS_COMPACTION_REASON: ctx.reason,
+            },
+            ctx.time_ns,
+        )
 
     def on_fallback(self, ctx: FallbackContext) -> None:
         """Add a ``loopobs.fallback`` event to the turn's span."""
-        self._event(ctx.run_id, c.EVENT_FALLBACK, {
-            c.LOOPOBS_MODEL_FROM: ctx.from_model, c.LOOPOBS_MODEL_TO: ctx.to_model,
-            c.LOOPOBS_TURN_INDEX: ctx.turn,
-        }, ctx.time_ns, ctx.turn)
+        self._event(
+            ctx.run_id,
+            c.EVENT_FALLBACK,
+            {
+                c.LOOPOBS_MODEL_FROM: ctx.from_model,
+                c.LOOPOBS_MODEL_TO: ctx.to_model,
+                c.LOOPOBS_TURN_INDEX: ctx.turn,
+            },
+            ctx.time_ns,
+            ctx.turn,
+        )
 
     def on_model_switched(self, ctx: ModelSwitchedContext) -> None:
         """Add a ``loopobs.model_switched`` event (to the open turn, else the run span)."""
-        self._event(ctx.run_id, c.EVENT_MODEL_SWITCHED, {
-            c.LOOPOBS_MODEL_FROM: ctx.from_model, c.LOOPOBS_MODEL_TO: ctx.to_model,
-        }, ctx.time_ns)
+        self._event(
+            ctx.run_id,
+            c.EVENT_MODEL_SWITCHED,
+            {
+                c.LOOPOBS_MODEL_FROM: ctx.from_model,
+                c.LOOPOBS_MODEL_TO: ctx.to_model,
+            },
+            ctx.time_ns,
+        )
 
     def on_loop_detected(self, ctx: LoopDetectedContext) -> None:
         """Add a ``loopobs.loop_detected`` event (to the open turn, else the run span)."""
         attrs: dict[str, Any] = {
             # The pattern quotes tool arguments: content, so only with capture on.
-            c.LOOPOBS_DETECTION_PATTERN: self._capped(ctx.pattern) if self._capture
+            c.LOOPOBS_DETECTION_PATTERN: self._capped(ctx.pattern)
+            if self._capture
             else ctx.summary(),
             c.LOOPOBS_DETECTION_REPETITIONS: ctx.repetitions,
             c.LOOPOBS_DETECTION_ACTION: ctx.action,
@@ -940,33 +1037,60 @@ class TracingObserver(LoopObserver):
     def on_convergence_detected(self, ctx: ConvergenceDetectedContext) -> None:
         """Add a ``loopobs.convergence_detected`` event (to the open turn, else the run span)."""
         self._note_detection(ctx.run_id)
-        self._event(ctx.run_id, c.EVENT_CONVERGENCE_DETECTED, {
-            c.LOOPOBS_DETECTION_ACTION: ctx.action,
-            c.LOOPOBS_DETECTION_SIMILARITY: ctx.similarity,
-            c.LOOPOBS_DETECTION_CONSECUTIVE: ctx.consecutive,
-        }, ctx.time_ns)
+        self._event(
+            ctx.run_id,
+            c.EVENT_CONVERGENCE_DETECTED,
+            {
+                c.LOOPOBS_DETECTION_ACTION: ctx.action,
+                c.LOOPOBS_DETECTION_SIMILARITY: ctx.similarity,
+                c.LOOPOBS_DETECTION_CONSECUTIVE: ctx.consecutive,
+            },
+            ctx.time_ns,
+        )
 
     def on_suspended(self, ctx: SuspendedContext) -> None:
         """Add a ``loopobs.suspended`` event to the turn's span (the reason is not content)."""
-        self._event(ctx.run_id, c.EVENT_SUSPENDED, {
-            c.GEN_AI_TOOL_NAME: ctx.tool, c.GEN_AI_TOOL_CALL_ID: ctx.tool_call_id,
-            c.LOOPOBS_PARK_REASON: ctx.reason, c.LOOPOBS_PARK_KIND: ctx.kind,
-        }, ctx.time_ns, ctx.turn)
+        self._event(
+            ctx.run_id,
+            c.EVENT_SUSPENDED,
+            {
+                c.GEN_AI_TOOL_NAME: ctx.tool,
+                c.GEN_AI_TOOL_CALL_ID: ctx.tool_call_id,
+                c.LOOPOBS_PARK_REASON: ctx.reason,
+                c.LOOPOBS_PARK_KIND: ctx.kind,
+            },
+            ctx.time_ns,
+            ctx.turn,
+        )
 
     def on_sleep(self, ctx: SleepContext) -> None:
         """Add a ``loopobs.sleep`` event to the turn's span, with ``wake_at`` in ISO 8601."""
-        self._event(ctx.run_id, c.EVENT_SLEEP, {
-            c.GEN_AI_TOOL_NAME: ctx.tool, c.GEN_AI_TOOL_CALL_ID: ctx.tool_call_id,
-            c.LOOPOBS_PARK_WAKE_AT: ctx.wake_at.isoformat(),
-        }, ctx.time_ns, ctx.turn)
+        self._event(
+            ctx.run_id,
+            c.EVENT_SLEEP,
+            {
+                c.GEN_AI_TOOL_NAME: ctx.tool,
+                c.GEN_AI_TOOL_CALL_ID: ctx.tool_call_id,
+                c.LOOPOBS_PARK_WAKE_AT: ctx.wake_at.isoformat(),
+            },
+            ctx.time_ns,
+            ctx.turn,
+        )
 
     def on_budget_exceeded(self, ctx: BudgetExceededContext) -> None:
         """Add a ``loopobs.budget_exceeded`` event (to the open turn, else the run span)."""
-        self._event(ctx.run_id, c.EVENT_BUDGET_EXCEEDED, {
-            c.LOOPOBS_BUDGET_LIMIT: ctx.limit, c.LOOPOBS_BUDGET_VALUE: ctx.value,
-            c.LOOPOBS_BUDGET_ALLOWED: ctx.budget, c.LOOPOBS_BUDGET_SCOPE: ctx.scope,
-            c.LOOPOBS_BUDGET_ACTION: ctx.action,
-        }, ctx.time_ns)
+        self._event(
+            ctx.run_id,
+            c.EVENT_BUDGET_EXCEEDED,
+            {
+                c.LOOPOBS_BUDGET_LIMIT: ctx.limit,
+                c.LOOPOBS_BUDGET_VALUE: ctx.value,
+                c.LOOPOBS_BUDGET_ALLOWED: ctx.budget,
+                c.LOOPOBS_BUDGET_SCOPE: ctx.scope,
+                c.LOOPOBS_BUDGET_ACTION: ctx.action,
+            },
+            ctx.time_ns,
+        )
 
     # -- lifecycle -------------------------------------------------------------------------
     def reset(self) -> None:

@@ -31,8 +31,13 @@ class EncodedMessages(Generic[_T]):
     again when next seen). ``size(value)`` says how many bytes a result counts for.
     """
 
-    def __init__(self, encode: Callable[[Any], _T], size: Callable[[_T], int], *,
-                 max_bytes: int = DEFAULT_CACHE_BYTES) -> None:
+    def __init__(
+        self,
+        encode: Callable[[Any], _T],
+        size: Callable[[_T], int],
+        *,
+        max_bytes: int = DEFAULT_CACHE_BYTES,
+    ) -> None:
         self._encode = encode
         self._size = size
         self.max_bytes = max_bytes

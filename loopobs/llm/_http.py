@@ -289,9 +289,7 @@ def json_body(body: object) -> bytes:
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
-        return (
-            text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace").encode()
-        )
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace").encode()
 
 
 def _transport_error(
@@ -323,8 +321,9 @@ def _transport_error(
             else "the stream broke off"
         )
         return StreamError(f"{provider}: {what}: {detail}", provider=provider)
-    return ModelError(f"{provider}: cannot reach {host}: {detail}", retryable=True,
-                      provider=provider)
+    return ModelError(
+        f"{provider}: cannot reach {host}: {detail}", retryable=True, provider=provider
+    )
 
 
 def _cause(exc: BaseException, secret: str | None) -> BaseException | None:
@@ -372,14 +371,19 @@ async def stream_events(
         )
     except (ValueError, TypeError) as exc:  # a body json.dumps refuses, a header httpx refuses
         raise ModelError(
-            shorten(redact(f"{provider}: cannot build the request: "
-                           f"{type(exc).__name__}: {exc}", secret), 300),
+            shorten(
+                redact(
+                    f"{provider}: cannot build the request: {type(exc).__name__}: {exc}", secret
+                ),
+                300,
+            ),
             retryable=False,
             provider=provider,
         ) from None
     except httpx.InvalidURL as exc:
-        raise _transport_error(exc, provider=provider, host=host, secret=secret,
-                               streaming=False) from None
+        raise _transport_error(
+            exc, provider=provider, host=host, secret=secret, streaming=False
+        ) from None
     host = request.url.host
     when = None if deadline is None else asyncio.get_running_loop().time() + deadline
     started = False
@@ -528,7 +532,8 @@ class HttpModelClient:
         self.server_address: str | None = parsed.host or None
         """The host of ``base_url`` (``server.address`` on the telemetry)."""
         self.server_port: int | None = parsed.port or (
-            {"https": 443, "http": 80}.get(parsed.scheme) if parsed.host else None)
+            {"https": 443, "http": 80}.get(parsed.scheme) if parsed.host else None
+        )
         """The port of ``base_url``, the scheme's default when it names none."""
         # An explicit key wins; None means "read the provider's environment variable".
         if api_key is not None:
@@ -611,7 +616,8 @@ class HttpModelClient:
                 self._rejected_token_counts += rejected
                 _usage_logger.warning(
                     "%s reported %d implausible token count(s); treated as unknown",
-                    self.provider, rejected,
+                    self.provider,
+                    rejected,
                 )
 
     async def aclose(self) -> None:

@@ -149,9 +149,13 @@ class AnthropicClient(HttpModelClient):
         if "://" not in base_url:
             # The first argument used to be the API key: take it as one (never as a URL, which
             # would put a secret into request errors) and say how to write it now.
-            warnings.warn("AnthropicClient(api_key): pass api_key= by keyword; the first "
-                          "argument is the base URL, as for every client (the old form goes "
-                          "away in loopobs 0.3)", DeprecationWarning, stacklevel=2)
+            warnings.warn(
+                "AnthropicClient(api_key): pass api_key= by keyword; the first "
+                "argument is the base URL, as for every client (the old form goes "
+                "away in loopobs 0.3)",
+                DeprecationWarning,
+                stacklevel=2,
+            )
             api_key = api_key if api_key is not None else base_url
             base_url = "https://api.anthropic.com"
         super().__init__(
@@ -298,8 +302,14 @@ def _encode_message(message: Message) -> bytes:
     """The part of ``message`` that build_content joins: a tool result's block, a user
     message's content string, an assistant message's content items (b"" when none)."""
     if isinstance(message, ToolResultMessage):
-        return json_body({"type": "tool_result", "tool_use_id": message.tool_call_id,
-                          "content": message.content, "is_error": message.is_error})
+        return json_body(
+            {
+                "type": "tool_result",
+                "tool_use_id": message.tool_call_id,
+                "content": message.content,
+                "is_error": message.is_error,
+            }
+        )
     if isinstance(message, UserMessage):
         return json_body(message.content)
     if isinstance(message, AssistantMessage):
@@ -315,8 +325,9 @@ def _assistant_content(message: AssistantMessage) -> list[dict[str, Any]]:
         if block.redacted is not None:
             content.append({"type": "redacted_thinking", "data": block.redacted})
         elif block.signature is not None:
-            content.append({"type": "thinking", "thinking": block.thinking,
-                            "signature": block.signature})
+            content.append(
+                {"type": "thinking", "thinking": block.thinking, "signature": block.signature}
+            )
     if message.content:
         content.append({"type": "text", "text": message.content})
     content.extend(
@@ -524,8 +535,11 @@ class MessagesDecoder:
 
     def _finished_block(self, block: _Block | None) -> list[StreamEvent]:
         if block is not None and block.type == "thinking" and block.signature:
-            return [ThinkingBlockReady(ThinkingBlock(thinking="".join(block.thinking),
-                                                     signature=block.signature))]
+            return [
+                ThinkingBlockReady(
+                    ThinkingBlock(thinking="".join(block.thinking), signature=block.signature)
+                )
+            ]
         if block is not None and block.type == "redacted_thinking" and block.redacted:
             return [ThinkingBlockReady(ThinkingBlock(redacted=block.redacted))]
         if block is None or block.type != "tool_use":
@@ -539,8 +553,9 @@ class MessagesDecoder:
                 parsed = None
             if not isinstance(parsed, dict):
                 # The loop answers it with an InvalidToolInput result the model can act on.
-                return [ToolCallReady(ToolCallPart(id=block.id, name=block.name,
-                                                   raw_arguments=raw))]
+                return [
+                    ToolCallReady(ToolCallPart(id=block.id, name=block.name, raw_arguments=raw))
+                ]
             arguments = fix_surrogates_in(parsed)
         return [ToolCallReady(ToolCallPart(id=block.id, name=block.name, arguments=arguments))]
 
@@ -623,6 +638,3 @@ def _index(payload: dict[str, Any]) -> int:
     if isinstance(index, bool) or not isinstance(index, int):
         raise TypeError("expected an index")
     return index
-
-
-

@@ -127,9 +127,12 @@ class OpenAIClient(HttpModelClient):
         if legacy_key:
             if len(legacy_key) > 1:
                 raise TypeError("OpenAIClient takes one positional argument (base_url)")
-            warnings.warn("OpenAIClient(base_url, api_key): pass api_key= by keyword, as every "
-                          "client takes it; the positional form goes away in loopobs 0.3",
-                          DeprecationWarning, stacklevel=2)
+            warnings.warn(
+                "OpenAIClient(base_url, api_key): pass api_key= by keyword, as every "
+                "client takes it; the positional form goes away in loopobs 0.3",
+                DeprecationWarning,
+                stacklevel=2,
+            )
             api_key = api_key if api_key is not None else legacy_key[0]
         super().__init__(
             base_url=base_url,
@@ -143,7 +146,8 @@ class OpenAIClient(HttpModelClient):
             max_line_chars=max_line_chars,
         )
         self._encoded: EncodedMessages[bytes] = EncodedMessages(
-            lambda message: json_body(_message(message)), len)
+            lambda message: json_body(_message(message)), len
+        )
 
     def build_content(self, request: ModelRequest) -> bytes:
         """``json_body(self.build_body(request))``, byte for byte, encoding only new messages.
@@ -489,8 +493,6 @@ def _text(value: Any) -> str:
     if not isinstance(value, str):
         raise TypeError("expected a string")
     return value
-
-
 
 
 def _tool_call_part(call_id: str, name: str, arguments: str) -> ToolCallPart:

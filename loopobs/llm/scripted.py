@@ -146,8 +146,9 @@ class ScriptedClient:
         if step.usage is not None:
             yield UsageReport(step.usage)
         reason = step.finish_reason or ("tool_calls" if step.tool_calls else "stop")
-        yield Finish(reason=reason, response_id=f"scripted-{next(self._ids)}",
-                     response_model=request.model)
+        yield Finish(
+            reason=reason, response_id=f"scripted-{next(self._ids)}", response_model=request.model
+        )
 
     def _part(self, call: ToolCall) -> ToolCallPart:
         call_id = call.id or f"call_{next(self._ids)}"

@@ -71,9 +71,12 @@ def _bind_where_annotated() -> None:
     # These modules name the classes in (string) annotations but import them only for
     # type checkers, so that importing them does not load pydantic; binding the names
     # there once the classes exist lets typing.get_type_hints resolve those annotations.
-    names = {"loopobs.loop.run": (Checkpoint, ParkedCall), "loopobs.loop.loop": (Checkpoint,),
-             "loopobs.loop.parking": (Checkpoint, ParkedCall),
-             "loopobs.loop.driver": (Checkpoint,)}
+    names = {
+        "loopobs.loop.run": (Checkpoint, ParkedCall),
+        "loopobs.loop.loop": (Checkpoint,),
+        "loopobs.loop.parking": (Checkpoint, ParkedCall),
+        "loopobs.loop.driver": (Checkpoint,),
+    }
     for module_name, classes in names.items():
         module = sys.modules.get(module_name)
         if module is not None:

@@ -36,7 +36,7 @@ def estimate_request(session: Conversation, tools: Sequence[ToolDefinition] = ()
     the first count.
     """
     if session.last_input_tokens is not None:
-        new = session.messages[session.messages_at_last_usage:]
+        new = session.messages[session.messages_at_last_usage :]
         return session.last_input_tokens + estimate_tokens(new)
     return estimate_tokens(session.messages, tools)
 
@@ -81,11 +81,17 @@ def compact_if_needed(deps: RunDeps, run_id: uuid.UUID, session: Conversation) -
         after = round(estimate_tokens(compacted) * scale)
         em = deps.observers
         if em.listens("on_compaction"):
-            em.on_compaction(CompactionContext(
-                run_id=run_id, time_ns=time.time_ns(), tokens_before=before,
-                tokens_after=after, tokens_saved=max(0, before - after),
-                messages_removed=removed, reason=reason,
-            ))
+            em.on_compaction(
+                CompactionContext(
+                    run_id=run_id,
+                    time_ns=time.time_ns(),
+                    tokens_before=before,
+                    tokens_after=after,
+                    tokens_saved=max(0, before - after),
+                    messages_removed=removed,
+                    reason=reason,
+                )
+            )
     else:
         after = before
     if window is not None and after >= window:

@@ -71,35 +71,68 @@ async def _run_one(spec: ProviderSpec, query: str, timeout: float | None) -> _Re
             raise TypeError(f"context provider {spec.name!r} is not async")
         text: object = await (answer if timeout is None else asyncio.wait_for(answer, timeout))
     except asyncio.TimeoutError:
-        return _Result("timeout", None, (time.perf_counter() - started) * 1000.0, ProviderFailed(
-            f"context provider {spec.name!r} ran past its timeout of {timeout:g}s",
-            context_provider=spec.name, error_type="timeout"))
+        return _Result(
+            "timeout",
+            None,
+            (time.perf_counter() - started) * 1000.0,
+            ProviderFailed(
+                f"context provider {spec.name!r} ran past its timeout of {timeout:g}s",
+                context_provider=spec.name,
+                error_type="timeout",
+            ),
+        )
     except asyncio.CancelledError:
         task = asyncio.current_task()
         if task is None or task.cancelling():
             raise  # the run is cancelled: every provider is
         # Nothing cancelled this provider: it raised CancelledError itself, and that is
         # its own failure, not the run's cancellation.
-        return _Result("error", None, (time.perf_counter() - started) * 1000.0, ProviderFailed(
-            f"context provider {spec.name!r} failed: it raised CancelledError itself",
-            context_provider=spec.name, error_type="CancelledError"))
+        return _Result(
+            "error",
+            None,
+            (time.perf_counter() - started) * 1000.0,
+            ProviderFailed(
+                f"context provider {spec.name!r} failed: it raised CancelledError itself",
+                context_provider=spec.name,
+                error_type="CancelledError",
+            ),
+        )
     except Exception as exc:
-        return _Result("error", None, (time.perf_counter() - started) * 1000.0, ProviderFailed(
-            f"context provider {spec.name!r} failed: {type(exc).__name__}",
-            context_provider=spec.name, error_type=type(exc).__name__))
+        return _Result(
+            "error",
+            None,
+            (time.perf_counter() - started) * 1000.0,
+            ProviderFailed(
+                f"context provider {spec.name!r} failed: {type(exc).__name__}",
+                context_provider=spec.name,
+                error_type=type(exc).__name__,
+            ),
+        )
     duration = (time.perf_counter() - started) * 1000.0
     if text is None or text == "":
         return _Result("empty", None, duration)
     if not isinstance(text, str):
-        return _Result("error", None, duration, ProviderFailed(
-            f"context provider {spec.name!r} returned {type(text).__name__}, not text",
-            context_provider=spec.name, error_type="TypeError"))
+        return _Result(
+            "error",
+            None,
+            duration,
+            ProviderFailed(
+                f"context provider {spec.name!r} returned {type(text).__name__}, not text",
+                context_provider=spec.name,
+                error_type="TypeError",
+            ),
+        )
     return _Result("ok", text, duration)
 
 
-async def gather_context(providers: Sequence[ProviderSpec], observers: ObserverSet,
-                         run_id: uuid.UUID, turn: int, query: str,
-                         timeout: float | None) -> list[str]:
+async def gather_context(
+    providers: Sequence[ProviderSpec],
+    observers: ObserverSet,
+    run_id: uuid.UUID,
+    turn: int,
+    query: str,
+    timeout: float | None,
+) -> list[str]:
     """Run ``providers`` concurrently; emit each outcome; return the texts to inject.
 
     A cancellation of the caller cancels every provider still running (and no
@@ -107,16 +140,26 @@ async def gather_context(providers: Sequence[ProviderSpec], observers: ObserverS
     """
     if not providers:
         return []
-    results = await asyncio.gather(*(
-        _run_one(p, query, p.timeout if p.timeout is not None else timeout) for p in providers))
+    results = await asyncio.gather(
+        *(_run_one(p, query, p.timeout if p.timeout is not None else timeout) for p in providers)
+    )
     texts: list[str] = []
     listening = observers.listens("on_context_provider")
     for spec, result in zip(providers, results, strict=True):
         if result.text is not None:
             texts.append(result.text)
         if listening and not (result.outcome == "empty" and spec.quiet_when_empty):
-            observers.on_context_provider(ContextProviderContext(
-                run_id=run_id, time_ns=time.time_ns(), turn=turn, provider=spec.name,
-                outcome=result.outcome, duration_ms=result.duration_ms,
-                chars=len(result.text or ""), error=result.error, text=result.text))
+            observers.on_context_provider(
+                ContextProviderContext(
+                    run_id=run_id,
+                    time_ns=time.time_ns(),
+                    turn=turn,
+                    provider=spec.name,
+                    outcome=result.outcome,
+                    duration_ms=result.duration_ms,
+                    chars=len(result.text or ""),
+                    error=result.error,
+                    text=result.text,
+                )
+            )
     return texts

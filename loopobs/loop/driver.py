@@ -92,14 +92,26 @@ class RunDriver:
 
     def __post_init__(self) -> None:
         deps = self.deps
-        self.spending = RunSpending(run_id=self.run_id, prices=deps.prices,
-                                    budget=deps.settings.budget, session=self.session,
-                                    emit=deps.observers.on_budget_exceeded)
-        shared = (SharedSpend(deps.shared_budget, session_id=self.session.id,
-                              attribution=self.session.attribution, prices=deps.prices)
-                  if deps.shared_budget is not None else None)
-        self.model_call = ModelCall(deps, self.run_id, self.session, spending=self.spending,
-                                    shared=shared)
+        self.spending = RunSpending(
+            run_id=self.run_id,
+            prices=deps.prices,
+            budget=deps.settings.budget,
+            session=self.session,
+            emit=deps.observers.on_budget_exceeded,
+        )
+        shared = (
+            SharedSpend(
+                deps.shared_budget,
+                session_id=self.session.id,
+                attribution=self.session.attribution,
+                prices=deps.prices,
+            )
+            if deps.shared_budget is not None
+            else None
+        )
+        self.model_call = ModelCall(
+            deps, self.run_id, self.session, spending=self.spending, shared=shared
+        )
         self.tool_phase = ToolPhase(deps, self.run_id, spending=self.spending, shared=shared)
 
     # -- the run ---------------------------------------------------------------------------
@@ -121,13 +133,18 @@ class RunDriver:
             # Inside the try: whatever escapes the start (a strict set re-raising an
             # observer's error) still ends with on_run_end for those that saw the start.
             if em.listens("on_run_start"):
-                em.on_run_start(RunStartContext(
-                    run_id=self.run_id, time_ns=now_ns(), session_id=self.session.id,
-                    agent=deps.settings.agent_name, model=deps.model(),
-                    resumed_from=checkpoint.run_id if checkpoint else None,
-                    instructions=deps.settings.system_prompt or "",
-                    attribution=dict(self.session.attribution),
-                ))
+                em.on_run_start(
+                    RunStartContext(
+                        run_id=self.run_id,
+                        time_ns=now_ns(),
+                        session_id=self.session.id,
+                        agent=deps.settings.agent_name,
+                        model=deps.model(),
+                        resumed_from=checkpoint.run_id if checkpoint else None,
+                        instructions=deps.settings.system_prompt or "",
+                        attribution=dict(self.session.attribution),
+                    )
+                )
             if checkpoint is not None:
                 await self._resume(checkpoint, resume_input)
             while self.outcome is None:
@@ -141,8 +158,9 @@ class RunDriver:
         except LoopError as exc:
             self.outcome = _Outcome(RunStatus.FAILED, exc)
         except Exception as exc:
-            self.outcome = _Outcome(RunStatus.FAILED,
-                                    LoopError(f"internal error: {type(exc).__name__}: {exc}"))
+            self.outcome = _Outcome(
+                RunStatus.FAILED, LoopError(f"internal error: {type(exc).__name__}: {exc}")
+            )
             raise
         finally:
             self.spending.finish()
@@ -157,23 +175,37 @@ class RunDriver:
         em = self.deps.observers
         if outcome.checkpoint is not None:
             outcome.checkpoint = parking.with_trace_context(
-                outcome.checkpoint, self.deps.links, self.run_id)
+                outcome.checkpoint, self.deps.links, self.run_id
+            )
         if em.listens("on_run_end"):
-            em.on_run_end(RunEndContext(
-                run_id=self.run_id, time_ns=now_ns(), success=outcome.status in _SUCCESSFUL,
-                error=outcome.error, total_turns=self.turns,
-                duration_ms=(perf() - self.started) * 1000.0, status=outcome.status,
-                input_tokens=self.usage.input_tokens, output_tokens=self.usage.output_tokens,
-                cost_usd=self.spending.spend.cost_usd,
-            ))
+            em.on_run_end(
+                RunEndContext(
+                    run_id=self.run_id,
+                    time_ns=now_ns(),
+                    success=outcome.status in _SUCCESSFUL,
+                    error=outcome.error,
+                    total_turns=self.turns,
+                    duration_ms=(perf() - self.started) * 1000.0,
+                    status=outcome.status,
+                    input_tokens=self.usage.input_tokens,
+                    output_tokens=self.usage.output_tokens,
+                    cost_usd=self.spending.spend.cost_usd,
+                )
+            )
 
     def _result(self) -> RunResult:
         outcome = self.outcome
         assert outcome is not None
         return RunResult(
-            status=outcome.status, answer=outcome.answer, messages=tuple(self.session.messages),
-            turns=self.turns, usage=self.usage, error=outcome.error,
-            checkpoint=outcome.checkpoint, session=self.session, run_id=self.run_id,
+            status=outcome.status,
+            answer=outcome.answer,
+            messages=tuple(self.session.messages),
+            turns=self.turns,
+            usage=self.usage,
+            error=outcome.error,
+            checkpoint=outcome.checkpoint,
+            session=self.session,
+            run_id=self.run_id,
             spend=self.spending.spend,
         )
 
@@ -207,8 +239,10 @@ class RunDriver:
         # The run adds no user message of its own (notes are transient), so the latest
         # one is found once per run rather than by a scan of the history every turn.
         if self.query is None:
-            self.query = next((m.content for m in reversed(self.session.messages)
-                               if isinstance(m, UserMessage)), "")
+            self.query = next(
+                (m.content for m in reversed(self.session.messages) if isinstance(m, UserMessage)),
+                "",
+            )
         return self.query
 
     @contextlib.contextmanager
@@ -224,8 +258,11 @@ class RunDriver:
         session.turn += 1
         started = perf()
         if em.listens("on_turn_start"):
-            em.on_turn_start(TurnStartContext(run_id=self.run_id, time_ns=now_ns(),
-                                              turn=state.turn, query=self._query()))
+            em.on_turn_start(
+                TurnStartContext(
+                    run_id=self.run_id, time_ns=now_ns(), turn=state.turn, query=self._query()
+                )
+            )
         try:
             yield state
         except asyncio.CancelledError as exc:
@@ -243,21 +280,32 @@ class RunDriver:
             self.turns += 1
             if em.listens("on_turn_end"):
                 usage = state.usage
-                em.on_turn_end(TurnEndContext(
-                    run_id=self.run_id, time_ns=now_ns(), turn=state.turn, success=state.ok,
-                    error=state.error, duration_ms=(perf() - started) * 1000.0,
-                    input_tokens=usage.input_tokens if usage else 0,
-                    output_tokens=usage.output_tokens if usage else 0,
-                    cost_usd=state.cost_usd,
-                ))
+                em.on_turn_end(
+                    TurnEndContext(
+                        run_id=self.run_id,
+                        time_ns=now_ns(),
+                        turn=state.turn,
+                        success=state.ok,
+                        error=state.error,
+                        duration_ms=(perf() - started) * 1000.0,
+                        input_tokens=usage.input_tokens if usage else 0,
+                        output_tokens=usage.output_tokens if usage else 0,
+                        cost_usd=state.cost_usd,
+                    )
+                )
 
     async def _turn(self, model: str) -> None:
         with self._open_turn() as state:
             deps = self.deps
             if deps.providers:
                 self.session.context_texts = await gather_context(
-                    deps.providers, deps.observers, self.run_id, state.turn, self._query(),
-                    deps.settings.context_provider_timeout)
+                    deps.providers,
+                    deps.observers,
+                    self.run_id,
+                    state.turn,
+                    self._query(),
+                    deps.settings.context_provider_timeout,
+                )
             try:
                 response = await self.model_call(state.turn, model)
             except Stopped as stopped:
@@ -279,18 +327,27 @@ class RunDriver:
         session = self.session
         policy = self.deps.policy
         if not response.calls:
-            session.messages.append(AssistantMessage(content=response.text,
-                                                     thinking=response.thinking,
-                                                     thinking_blocks=response.blocks))
+            session.messages.append(
+                AssistantMessage(
+                    content=response.text,
+                    thinking=response.thinking,
+                    thinking_blocks=response.blocks,
+                )
+            )
             stop = policy.apply(self.run_id, session)
             if stop is not None:
                 self.outcome = _Outcome(stop.status, stop.error, answer=response.text)
                 return False, stop.error
             self.outcome = _Outcome(RunStatus.COMPLETED, answer=response.text)
             return True, None
-        session.messages.append(AssistantMessage(
-            content=response.text, tool_calls=tuple(response.calls), thinking=response.thinking,
-            thinking_blocks=response.blocks))
+        session.messages.append(
+            AssistantMessage(
+                content=response.text,
+                tool_calls=tuple(response.calls),
+                thinking=response.thinking,
+                thinking_blocks=response.blocks,
+            )
+        )
         # Verdicts on the response (a warning is a note for the next call); a stop still
         # lets the requested tools run, so every call in the conversation has its result.
         early_stop = policy.apply(self.run_id, session)
@@ -304,12 +361,17 @@ class RunDriver:
             return False, stop.error
         return True, None
 
-    def _park(self, turn: int, outcomes: Sequence[ToolAttempt],
-              wave_results: Sequence[ToolResultMessage | None] | None = None) -> bool:
+    def _park(
+        self,
+        turn: int,
+        outcomes: Sequence[ToolAttempt],
+        wave_results: Sequence[ToolResultMessage | None] | None = None,
+    ) -> bool:
         """If a call parked, end the run with the checkpoint; return whether one did."""
         deps = self.deps
-        parked = parking.park(deps.observers, self.run_id, self.session, turn, deps.model(),
-                              outcomes, wave_results)
+        parked = parking.park(
+            deps.observers, self.run_id, self.session, turn, deps.model(), outcomes, wave_results
+        )
         if parked is None:
             return False
         self.outcome = _Outcome(parked.status, checkpoint=parked.checkpoint)
@@ -331,9 +393,12 @@ class RunDriver:
 
         calls = plan.to_run
         with self._open_turn() as state:
-            outcomes = await self.tool_phase(state.turn, [Checkpoint.part(c) for c in calls],
-                                             received=False,
-                                             attempts=[c.attempt + 1 for c in calls])
+            outcomes = await self.tool_phase(
+                state.turn,
+                [Checkpoint.part(c) for c in calls],
+                received=False,
+                attempts=[c.attempt + 1 for c in calls],
+            )
             for call, outcome in zip(calls, outcomes, strict=True):
                 if outcome.message is not None:
                     plan.results[plan.slots[call.id]] = outcome.message

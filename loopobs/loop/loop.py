@@ -188,12 +188,16 @@ class AgentLoop:
         self.request_options: dict[str, Any] = dict(request_options or {})
         self._claims: parking.ResumeClaims = parking.CLAIMS
         if mcp_servers:
-            warnings.warn("AgentLoop(mcp_servers=...) is tool_sources=...: MCP servers are tool "
-                          "sources like any other (mcp_servers goes away in loopobs 0.3)",
-                          DeprecationWarning, stacklevel=2)
+            warnings.warn(
+                "AgentLoop(mcp_servers=...) is tool_sources=...: MCP servers are tool "
+                "sources like any other (mcp_servers goes away in loopobs 0.3)",
+                DeprecationWarning,
+                stacklevel=2,
+            )
         self.tool_sources: tuple[ToolSource, ...] = (*mcp_servers, *tool_sources)
         self.context_providers: tuple[ProviderSpec, ...] = tuple(
-            provider_spec(p) for p in context_providers)
+            provider_spec(p) for p in context_providers
+        )
         self.context_provider_timeout = context_provider_timeout
         self._open_sources: list[ConnectedSource] | None = None
         self._open_lock = asyncio.Lock()
@@ -262,24 +266,38 @@ class AgentLoop:
         """What one run works with: a snapshot of the settings, the live model and tools."""
         tools: Mapping[str, Tool] = LiveTools(self.tools, sources) if sources else dict(self.tools)
         return RunDeps(
-            client=self.client, tools=tools, observers=self._emit, policy=self._policy,
+            client=self.client,
+            tools=tools,
+            observers=self._emit,
+            policy=self._policy,
             providers=self.context_providers,
-            compactor=self.compactor, links=self._links, workers=self.workers,
-            model=lambda: self.model, prices=self.prices, shared_budget=self.shared_budget,
+            compactor=self.compactor,
+            links=self._links,
+            workers=self.workers,
+            model=lambda: self.model,
+            prices=self.prices,
+            shared_budget=self.shared_budget,
             settings=LoopSettings(
-                max_turns=self.max_turns, tool_timeout=self.tool_timeout,
+                max_turns=self.max_turns,
+                tool_timeout=self.tool_timeout,
                 parallel_tool_calls=self.parallel_tool_calls,
                 context_window=self.context_window,
                 compaction_threshold=self.compaction_threshold,
-                fallback_models=self.fallback_models, agent_name=self.agent_name,
-                system_prompt=self.system_prompt, budget=self.budget,
+                fallback_models=self.fallback_models,
+                agent_name=self.agent_name,
+                system_prompt=self.system_prompt,
+                budget=self.budget,
                 request_options=dict(self.request_options),
                 context_provider_timeout=self.context_provider_timeout,
             ),
         )
 
-    async def run(self, input: str | Sequence[Message], *, session: Conversation | None = None,
-                  ) -> RunResult:
+    async def run(
+        self,
+        input: str | Sequence[Message],
+        *,
+        session: Conversation | None = None,
+    ) -> RunResult:
         """Run the agent on ``input`` (a question, or messages to append) and return the result.
 
         Errors of the run (model failures, limits, detectors) end up in the
@@ -318,8 +336,9 @@ class AgentLoop:
             # Also on cancellation: the servers' processes must not outlive the run.
             await asyncio.shield(_close_all(connected))
 
-    def run_sync(self, input: str | Sequence[Message], *,
-                 session: Conversation | None = None) -> RunResult:
+    def run_sync(
+        self, input: str | Sequence[Message], *, session: Conversation | None = None
+    ) -> RunResult:
         """:meth:`run` for code without an event loop.
 
         Raises:
@@ -378,10 +397,10 @@ class AgentLoop:
             if not granted:
                 raise CheckpointAlreadyResumed(
                     f"the checkpoint of run {checkpoint.run_id} was claimed elsewhere",
-                    run_id=str(checkpoint.run_id))
+                    run_id=str(checkpoint.run_id),
+                )
             async with self._sources_for_run() as sources:
-                return await RunDriver(self._run_deps(sources), session).execute(
-                    checkpoint, input)
+                return await RunDriver(self._run_deps(sources), session).execute(checkpoint, input)
         finally:
             session.busy = False
 
@@ -398,8 +417,9 @@ class AgentLoop:
 _log = logging.getLogger("loopobs.loop")
 
 
-async def _connect_all(sources: Sequence[ToolSource],
-                       observers: ObserverSet) -> list[ConnectedSource]:
+async def _connect_all(
+    sources: Sequence[ToolSource], observers: ObserverSet
+) -> list[ConnectedSource]:
     """Connect every source, concurrently; if one fails, close the others and raise."""
     if not sources:
         return []

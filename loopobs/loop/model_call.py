@@ -121,8 +121,10 @@ def _server(client: object) -> tuple[str | None, int | None]:
     """The client's ``server_address`` and ``server_port``, when it has well-typed ones."""
     address = getattr(client, "server_address", None)
     port = getattr(client, "server_port", None)
-    return (address if isinstance(address, str) and address else None,
-            port if isinstance(port, int) and not isinstance(port, bool) else None)
+    return (
+        address if isinstance(address, str) and address else None,
+        port if isinstance(port, int) and not isinstance(port, bool) else None,
+    )
 
 
 def _sent_options(client: object, options: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -140,8 +142,11 @@ def note_model(deps: RunDeps, run_id: uuid.UUID, session: Conversation, model: s
     if previous is not None and previous != model:
         em = deps.observers
         if em.listens("on_model_switched"):
-            em.on_model_switched(ModelSwitchedContext(
-                run_id=run_id, time_ns=now_ns(), from_model=previous, to_model=model))
+            em.on_model_switched(
+                ModelSwitchedContext(
+                    run_id=run_id, time_ns=now_ns(), from_model=previous, to_model=model
+                )
+            )
 
 
 class ModelCall:
@@ -152,15 +157,30 @@ class ModelCall:
 
     __slots__ = ("_costs", "_deps", "_run_id", "_session", "_shared", "_spending")
 
-    def __init__(self, deps: RunDeps, run_id: uuid.UUID, session: Conversation, *,
-                 spending: RunSpending | None = None, shared: SharedSpend | None = None) -> None:
+    def __init__(
+        self,
+        deps: RunDeps,
+        run_id: uuid.UUID,
+        session: Conversation,
+        *,
+        spending: RunSpending | None = None,
+        shared: SharedSpend | None = None,
+    ) -> None:
         self._deps = deps
         self._shared = shared
         self._run_id = run_id
         self._session = session
-        self._spending = spending if spending is not None else RunSpending(
-            run_id=run_id, prices=deps.prices, budget=None, session=session,
-            emit=deps.observers.on_budget_exceeded)
+        self._spending = (
+            spending
+            if spending is not None
+            else RunSpending(
+                run_id=run_id,
+                prices=deps.prices,
+                budget=None,
+                session=session,
+                emit=deps.observers.on_budget_exceeded,
+            )
+        )
         self._costs: list[float | None] = []
         """The priced attempts of the current turn's call."""
 
@@ -196,8 +216,9 @@ class ModelCall:
         spending.before_call(model, provider, spending.estimate(self.estimate()))
         return self._deps.policy.apply(self._run_id, self._session)
 
-    async def _reserve_shared(self, model: str, provider: str,
-                              request: ModelRequest) -> Reservation | None:
+    async def _reserve_shared(
+        self, model: str, provider: str, request: ModelRequest
+    ) -> Reservation | None:
         """Reserve the attempt's worst case in the shared budget (None: none to settle).
 
         A scope without room becomes a ``stop`` verdict (``scope="shared"``), applied by
@@ -211,15 +232,23 @@ class ModelCall:
         if shared is None:
             return None
         try:
-            return await shared.reserve_model_call(model, provider, self.estimate(),
-                                                   request.options)
+            return await shared.reserve_model_call(
+                model, provider, self.estimate(), request.options
+            )
         except BudgetExceeded as refused:
             em = self._deps.observers
             if em.listens("on_budget_exceeded"):
-                em.on_budget_exceeded(BudgetExceededContext(
-                    run_id=self._run_id, time_ns=now_ns(), limit=refused.limit,  # type: ignore[arg-type]
-                    value=refused.value, budget=refused.budget, scope="shared",
-                    scope_key=refused.scope))
+                em.on_budget_exceeded(
+                    BudgetExceededContext(
+                        run_id=self._run_id,
+                        time_ns=now_ns(),
+                        limit=refused.limit,  # type: ignore[arg-type]
+                        value=refused.value,
+                        budget=refused.budget,
+                        scope="shared",
+                        scope_key=refused.scope,
+                    )
+                )
             stop = self._deps.policy.apply(self._run_id, self._session)
             if stop is None:  # nobody applies verdicts: the call still must not be made
                 raise
@@ -252,15 +281,22 @@ class ModelCall:
                 if not exc.retryable or len(chain) == 1:
                     raise
                 if attempt + 1 == len(chain):
-                    raise FallbackExhausted(models=chain, failures=failures,
-                                            provider=exc.provider) from exc
+                    raise FallbackExhausted(
+                        models=chain, failures=failures, provider=exc.provider
+                    ) from exc
                 following = chain[attempt + 1]
                 self._refuse_over_budget(following)
                 em = self._deps.observers
                 if em.listens("on_fallback"):
-                    em.on_fallback(FallbackContext(run_id=self._run_id, time_ns=now_ns(),
-                                                   from_model=current, to_model=following,
-                                                   turn=turn))
+                    em.on_fallback(
+                        FallbackContext(
+                            run_id=self._run_id,
+                            time_ns=now_ns(),
+                            from_model=current,
+                            to_model=following,
+                            turn=turn,
+                        )
+                    )
                 self._session.last_model = current
                 note_model(self._deps, self._run_id, self._session, following)
         raise AssertionError("unreachable: the chain is never empty")  # pragma: no cover
@@ -271,9 +307,12 @@ class ModelCall:
         messages: list[Message] = list(session.messages)
         messages.extend(SystemMessage(content=t) for t in session.context_texts)
         messages.extend(UserMessage(content=n) for n in session.pending_notes)
-        return ModelRequest(model=model, messages=tuple(messages),
-                            tools=self._deps.tool_definitions,
-                            options=self._deps.settings.request_options)
+        return ModelRequest(
+            model=model,
+            messages=tuple(messages),
+            tools=self._deps.tool_definitions,
+            options=self._deps.settings.request_options,
+        )
 
     async def _stream(self, turn: int, model: str, attempt: int) -> ModelResponse:
         deps = self._deps
@@ -289,10 +328,19 @@ class ModelCall:
         spending = self._spending
         spending.model_call()
         if em.listens("on_stream_start"):
-            em.on_stream_start(StreamStartContext(
-                run_id=run_id, time_ns=now_ns(), turn=turn, model=model, provider=provider,
-                attempt=attempt, request_options=_sent_options(client, request.options),
-                server_address=server[0], server_port=server[1]))
+            em.on_stream_start(
+                StreamStartContext(
+                    run_id=run_id,
+                    time_ns=now_ns(),
+                    turn=turn,
+                    model=model,
+                    provider=provider,
+                    attempt=attempt,
+                    request_options=_sent_options(client, request.options),
+                    server_address=server[0],
+                    server_port=server[1],
+                )
+            )
         started = perf()
         first: float | None = None
         text: list[str] = []
@@ -312,14 +360,20 @@ class ModelCall:
                     if isinstance(event, TextDelta):
                         text.append(event.text)
                         if em.listens("on_text_delta"):
-                            em.on_text_delta(TextDeltaContext(run_id=run_id, time_ns=now_ns(),
-                                                              turn=turn, delta=event.text))
+                            em.on_text_delta(
+                                TextDeltaContext(
+                                    run_id=run_id, time_ns=now_ns(), turn=turn, delta=event.text
+                                )
+                            )
                     elif isinstance(event, ThinkingDelta):
                         thinking = thinking if thinking is not None else []
                         thinking.append(event.text)
                         if em.listens("on_thinking_delta"):
-                            em.on_thinking_delta(ThinkingDeltaContext(
-                                run_id=run_id, time_ns=now_ns(), turn=turn, delta=event.text))
+                            em.on_thinking_delta(
+                                ThinkingDeltaContext(
+                                    run_id=run_id, time_ns=now_ns(), turn=turn, delta=event.text
+                                )
+                            )
                     elif isinstance(event, ToolCallReady):
                         calls.append(event.call)
                     elif isinstance(event, ThinkingBlockReady):
@@ -330,8 +384,9 @@ class ModelCall:
                     elif isinstance(event, Finish):
                         finish = event
                 if finish is None:
-                    raise StreamError("the model stream ended before its final event",
-                                      provider=provider)
+                    raise StreamError(
+                        "the model stream ended before its final event", provider=provider
+                    )
             finally:
                 aclose = getattr(stream, "aclose", None)
                 if aclose is not None:
@@ -353,8 +408,11 @@ class ModelCall:
                 raise
             if not isinstance(exc, Exception):
                 raise
-            err = ModelError(f"the model client raised {type(exc).__name__}: {exc}",
-                             retryable=False, provider=provider)
+            err = ModelError(
+                f"the model client raised {type(exc).__name__}: {exc}",
+                retryable=False,
+                provider=provider,
+            )
             self._failed(turn, model, provider, attempt, started, err, server)
             raise err from exc
         ended = perf()
@@ -371,35 +429,80 @@ class ModelCall:
             await self._shared.settle(held, usage, cost)
         if em.listens("on_stream_success"):
             u = usage or Usage()
-            em.on_stream_success(StreamSuccessContext(
-                run_id=run_id, time_ns=now_ns(), turn=turn, model=model,
-                input_tokens=u.input_tokens, output_tokens=u.output_tokens, provider=provider,
-                attempt=attempt, duration_ms=(ended - started) * 1000.0,
-                time_to_first_token_ms=(first - started) * 1000.0 if first is not None else None,
-                finish_reason=finish.reason, response_id=finish.response_id,
-                response_model=finish.response_model,
-                cache_read_input_tokens=u.cache_read_input_tokens,
-                cache_write_input_tokens=u.cache_write_input_tokens,
-                reasoning_output_tokens=u.reasoning_output_tokens, cost_usd=cost,
-                usage_details=u.details, server_address=server[0], server_port=server[1],
-                service_tier=finish.service_tier, system_fingerprint=finish.system_fingerprint,
-            ))
+            em.on_stream_success(
+                StreamSuccessContext(
+                    run_id=run_id,
+                    time_ns=now_ns(),
+                    turn=turn,
+                    model=model,
+                    input_tokens=u.input_tokens,
+                    output_tokens=u.output_tokens,
+                    provider=provider,
+                    attempt=attempt,
+                    duration_ms=(ended - started) * 1000.0,
+                    time_to_first_token_ms=(first - started) * 1000.0
+                    if first is not None
+                    else None,
+                    finish_reason=finish.reason,
+                    response_id=finish.response_id,
+                    response_model=finish.response_model,
+                    cache_read_input_tokens=u.cache_read_input_tokens,
+                    cache_write_input_tokens=u.cache_write_input_tokens,
+                    reasoning_output_tokens=u.reasoning_output_tokens,
+                    cost_usd=cost,
+                    usage_details=u.details,
+                    server_address=server[0],
+                    server_port=server[1],
+                    service_tier=finish.service_tier,
+                    system_fingerprint=finish.system_fingerprint,
+                )
+            )
         if em.listens("on_response"):
-            em.on_response(ResponseContext(run_id=run_id, time_ns=now_ns(), turn=turn,
-                                           text=response_text, usage=usage,
-                                           tool_calls=len(calls)))
+            em.on_response(
+                ResponseContext(
+                    run_id=run_id,
+                    time_ns=now_ns(),
+                    turn=turn,
+                    text=response_text,
+                    usage=usage,
+                    tool_calls=len(calls),
+                )
+            )
         spending.check()
         costs = self._costs
         turn_cost = None if None in costs else sum(c for c in costs if c is not None)
-        return ModelResponse(response_text, "".join(thinking) if thinking is not None else None,
-                             distinct_call_ids(calls), usage, tuple(blocks), turn_cost)
+        return ModelResponse(
+            response_text,
+            "".join(thinking) if thinking is not None else None,
+            distinct_call_ids(calls),
+            usage,
+            tuple(blocks),
+            turn_cost,
+        )
 
-    def _failed(self, turn: int, model: str, provider: str, attempt: int,
-                started: float, error: LoopError,
-                server: tuple[str | None, int | None]) -> None:
+    def _failed(
+        self,
+        turn: int,
+        model: str,
+        provider: str,
+        attempt: int,
+        started: float,
+        error: LoopError,
+        server: tuple[str | None, int | None],
+    ) -> None:
         em = self._deps.observers
         if em.listens("on_stream_failure"):
-            em.on_stream_failure(StreamFailureContext(
-                run_id=self._run_id, time_ns=now_ns(), turn=turn, model=model, error=error,
-                provider=provider, attempt=attempt, duration_ms=(perf() - started) * 1000.0,
-                server_address=server[0], server_port=server[1]))
+            em.on_stream_failure(
+                StreamFailureContext(
+                    run_id=self._run_id,
+                    time_ns=now_ns(),
+                    turn=turn,
+                    model=model,
+                    error=error,
+                    provider=provider,
+                    attempt=attempt,
+                    duration_ms=(perf() - started) * 1000.0,
+                    server_address=server[0],
+                    server_port=server[1],
+                )
+            )

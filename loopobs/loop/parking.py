@@ -56,9 +56,15 @@ class Parked:
     checkpoint: Checkpoint
 
 
-def park(observers: ObserverSet, run_id: uuid.UUID, session: Conversation, turn: int, model: str,
-         outcomes: Sequence[ToolAttempt],
-         wave_results: Sequence[ToolResultMessage | None] | None = None) -> Parked | None:
+def park(
+    observers: ObserverSet,
+    run_id: uuid.UUID,
+    session: Conversation,
+    turn: int,
+    model: str,
+    outcomes: Sequence[ToolAttempt],
+    wave_results: Sequence[ToolResultMessage | None] | None = None,
+) -> Parked | None:
     """If a call of ``outcomes`` parked, emit the park event and return the checkpoint.
 
     ``model`` is recorded when the session has none yet. ``wave_results`` are
@@ -74,36 +80,71 @@ def park(observers: ObserverSet, run_id: uuid.UUID, session: Conversation, turn:
     first = parks[0]
     assert first.call is not None
     assert first.park is not None
-    parked = ParkedCall(id=first.call.id, name=first.call.name,
-                        arguments=dict(first.call.arguments), attempt=first.attempt)
-    rerun = [ParkedCall(id=o.call.id, name=o.call.name, arguments=dict(o.call.arguments),
-                        attempt=o.attempt) for o in parks[1:] if o.call is not None]
+    parked = ParkedCall(
+        id=first.call.id,
+        name=first.call.name,
+        arguments=dict(first.call.arguments),
+        attempt=first.attempt,
+    )
+    rerun = [
+        ParkedCall(
+            id=o.call.id, name=o.call.name, arguments=dict(o.call.arguments), attempt=o.attempt
+        )
+        for o in parks[1:]
+        if o.call is not None
+    ]
     common: dict[str, Any] = {
-        "run_id": run_id, "session_id": session.id, "turn": session.turn,
-        "model": session.last_model or model, "messages": list(session.messages),
-        "parked": parked, "rerun": rerun,
-        "results": (list(wave_results) if wave_results is not None
-                    else [o.message for o in outcomes]),
+        "run_id": run_id,
+        "session_id": session.id,
+        "turn": session.turn,
+        "model": session.last_model or model,
+        "messages": list(session.messages),
+        "parked": parked,
+        "rerun": rerun,
+        "results": (
+            list(wave_results) if wave_results is not None else [o.message for o in outcomes]
+        ),
     }
     how = first.park
     if isinstance(how, Suspend):
         if observers.listens("on_suspended"):
-            observers.on_suspended(SuspendedContext(
-                run_id=run_id, time_ns=now_ns(), turn=turn, tool=parked.name,
-                tool_call_id=parked.id, reason=how.reason,
-                input_schema=dict(how.input_schema), kind=how.kind))
-        return Parked(RunStatus.SUSPENDED, Checkpoint(
-            kind="suspend", reason=how.reason, input_schema=dict(how.input_schema),
-            suspension_kind=how.kind, **common))
+            observers.on_suspended(
+                SuspendedContext(
+                    run_id=run_id,
+                    time_ns=now_ns(),
+                    turn=turn,
+                    tool=parked.name,
+                    tool_call_id=parked.id,
+                    reason=how.reason,
+                    input_schema=dict(how.input_schema),
+                    kind=how.kind,
+                )
+            )
+        return Parked(
+            RunStatus.SUSPENDED,
+            Checkpoint(
+                kind="suspend",
+                reason=how.reason,
+                input_schema=dict(how.input_schema),
+                suspension_kind=how.kind,
+                **common,
+            ),
+        )
     if observers.listens("on_sleep"):
-        observers.on_sleep(SleepContext(run_id=run_id, time_ns=now_ns(), turn=turn,
-                                   tool=parked.name, tool_call_id=parked.id,
-                                   wake_at=how.wake_at))
+        observers.on_sleep(
+            SleepContext(
+                run_id=run_id,
+                time_ns=now_ns(),
+                turn=turn,
+                tool=parked.name,
+                tool_call_id=parked.id,
+                wake_at=how.wake_at,
+            )
+        )
     return Parked(RunStatus.SLEEPING, Checkpoint(kind="sleep", wake_at=how.wake_at, **common))
 
 
-def with_trace_context(checkpoint: Checkpoint, links: TraceLinks,
-                       run_id: uuid.UUID) -> Checkpoint:
+def with_trace_context(checkpoint: Checkpoint, links: TraceLinks, run_id: uuid.UUID) -> Checkpoint:
     """``checkpoint`` carrying the W3C trace context of ``run_id``'s span, when it is traced."""
     carrier = links.carrier(run_id)
     if carrier is None:
@@ -127,8 +168,9 @@ def check_resume(checkpoint: Checkpoint, input: Any, now: _dt.datetime | None) -
     """
     problems = checkpoint_problems(checkpoint)
     if problems:
-        raise InvalidResumeInput(f"the checkpoint cannot be resumed: {'; '.join(problems)}",
-                                 errors=problems)
+        raise InvalidResumeInput(
+            f"the checkpoint cannot be resumed: {'; '.join(problems)}", errors=problems
+        )
     if checkpoint.kind == "suspend":
         errors = _schema_errors(checkpoint.input_schema or {}, input)
         if errors:
@@ -136,9 +178,12 @@ def check_resume(checkpoint: Checkpoint, input: Any, now: _dt.datetime | None) -
         return
     assert checkpoint.wake_at is not None  # checked above
     if now is not None and now.utcoffset() is None:
-        raise InvalidResumeInput(errors=[
-            "now: a naive datetime cannot be compared with wake_at; pass an aware one, "
-            "e.g. datetime.now(timezone.utc)"])
+        raise InvalidResumeInput(
+            errors=[
+                "now: a naive datetime cannot be compared with wake_at; pass an aware one, "
+                "e.g. datetime.now(timezone.utc)"
+            ]
+        )
     current = now or _dt.datetime.now(_dt.timezone.utc)
     if current < checkpoint.wake_at:
         raise NotYetAwake(wake_at=checkpoint.wake_at)
@@ -154,8 +199,9 @@ def checkpoint_problems(checkpoint: Checkpoint) -> list[str]:
         problems.append(f"results: {len(checkpoint.results)} for a wave of {len(wave)} calls")
     known = set(wave)
     parked = [checkpoint.parked, *checkpoint.rerun]
-    for where, call in zip(["parked", *(f"rerun[{i}]" for i in range(len(checkpoint.rerun)))],
-                           parked, strict=True):
+    for where, call in zip(
+        ["parked", *(f"rerun[{i}]" for i in range(len(checkpoint.rerun)))], parked, strict=True
+    ):
         if call.id not in known:
             problems.append(f"{where}.id: not a call of the parked wave")
     if len({call.id for call in parked}) != len(parked):
@@ -197,8 +243,9 @@ def resumed_session(checkpoint: Checkpoint, session: Conversation | None) -> Con
         ValueError: ``session`` is not the parked run's session.
     """
     if session is None:
-        session = Conversation(id=checkpoint.session_id, messages=list(checkpoint.messages),
-                          turn=checkpoint.turn)
+        session = Conversation(
+            id=checkpoint.session_id, messages=list(checkpoint.messages), turn=checkpoint.turn
+        )
         session.last_model = checkpoint.model
     elif session.id != checkpoint.session_id:
         raise ValueError("the session given is not the parked run's session")
@@ -223,8 +270,10 @@ def plan_resume(checkpoint: Checkpoint, resume_input: Any) -> ResumePlan:
     to_run = list(checkpoint.rerun)
     if checkpoint.kind == "suspend":
         results[slots[checkpoint.parked.id]] = ToolResultMessage(
-            tool_call_id=checkpoint.parked.id, name=checkpoint.parked.name,
-            content=render_result(resume_input))
+            tool_call_id=checkpoint.parked.id,
+            name=checkpoint.parked.name,
+            content=render_result(resume_input),
+        )
     else:
         to_run.insert(0, checkpoint.parked)
     return ResumePlan(results, slots, to_run)

@@ -92,8 +92,9 @@ def decide(verdict: Verdict) -> Decision:
     """
     if isinstance(verdict, BudgetExceededContext):
         if verdict.action == "stop":
-            return Decision(stop=Stop(RunStatus.BUDGET_EXCEEDED, error_of(verdict),
-                                      f"{verdict.limit} budget"))
+            return Decision(
+                stop=Stop(RunStatus.BUDGET_EXCEEDED, error_of(verdict), f"{verdict.limit} budget")
+            )
         return _NOTHING
     if isinstance(verdict, LoopDetectedContext):
         # The model sees the calls it made; the run's error, which reaches span status and
@@ -112,8 +113,9 @@ def decide(verdict: Verdict) -> Decision:
         return Decision(stop=Stop(status, LoopDetected(stopped, pattern=pattern), pattern))
     if action == "compact":
         return Decision(compact=True)
-    return Decision(note=f"{NOTE_PREFIX}{told}. Try a different approach or give your "
-                         "final answer.")
+    return Decision(
+        note=f"{NOTE_PREFIX}{told}. Try a different approach or give your final answer."
+    )
 
 
 class RunPolicy(LoopObserver):

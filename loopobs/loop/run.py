@@ -41,15 +41,17 @@ def _checked_attribution(attribution: Mapping[str, str] | None) -> dict[str, str
     if not attribution:
         return {}
     if len(attribution) > MAX_ATTRIBUTION_ENTRIES:
-        raise ValueError(f"attribution: at most {MAX_ATTRIBUTION_ENTRIES} entries, "
-                         f"not {len(attribution)}")
+        raise ValueError(
+            f"attribution: at most {MAX_ATTRIBUTION_ENTRIES} entries, not {len(attribution)}"
+        )
     out: dict[str, str] = {}
     for name, value in attribution.items():
         if not isinstance(name, str) or not isinstance(value, str):
             raise TypeError("attribution: names and values are strings")
         if not name or not value or max(len(name), len(value)) > MAX_ATTRIBUTION_TEXT:
-            raise ValueError("attribution: names and values are 1 to "
-                             f"{MAX_ATTRIBUTION_TEXT} characters")
+            raise ValueError(
+                f"attribution: names and values are 1 to {MAX_ATTRIBUTION_TEXT} characters"
+            )
         if ":" in name:
             raise ValueError(f"attribution: a name may not contain ':' ({name!r})")
         out[name] = value
@@ -112,8 +114,7 @@ class Conversation:
             return None
         tracker = self._budget_tracker
         if tracker is None or tracker.budget is not self.budget:
-            tracker = self._budget_tracker = BudgetTracker(self.budget, "session",
-                                                           spend=self.spend)
+            tracker = self._budget_tracker = BudgetTracker(self.budget, "session", spend=self.spend)
         return tracker
 
     def __repr__(self) -> str:
@@ -151,8 +152,10 @@ class RunResult:
 
 _LAZY = ("Checkpoint", "ParkedCall")
 
-RENAMED_SESSION = ("Session was renamed Conversation (it is one conversation's history; "
-                   "AgentSession is the long-lived session): the old name goes away in loopobs 0.3")
+RENAMED_SESSION = (
+    "Session was renamed Conversation (it is one conversation's history; "
+    "AgentSession is the long-lived session): the old name goes away in loopobs 0.3"
+)
 
 
 def __getattr__(name: str) -> Any:

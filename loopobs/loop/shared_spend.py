@@ -37,13 +37,20 @@ class SharedSpend:
 
     __slots__ = ("_budget", "_prices", "_scopes", "_tools_limited", "_unpriced_noted")
 
-    def __init__(self, budget: SharedBudget, *, session_id: object,
-                 attribution: Mapping[str, str], prices: PriceLookup) -> None:
+    def __init__(
+        self,
+        budget: SharedBudget,
+        *,
+        session_id: object,
+        attribution: Mapping[str, str],
+        prices: PriceLookup,
+    ) -> None:
         self._budget = budget
         self._prices = prices
         self._scopes: list[ScopeLimit] = budget.scopes_for(session_id, attribution)
-        self._tools_limited = any(s.budget is not None and s.budget.tool_calls is not None
-                                  for s in self._scopes)
+        self._tools_limited = any(
+            s.budget is not None and s.budget.tool_calls is not None for s in self._scopes
+        )
         self._unpriced_noted = False
 
     @property
@@ -58,8 +65,9 @@ class SharedSpend:
                 return value
         return self._budget.assumed_output_tokens
 
-    async def reserve_model_call(self, model: str, provider: str, input_tokens: int,
-                                 options: Mapping[str, object]) -> Reservation | None:
+    async def reserve_model_call(
+        self, model: str, provider: str, input_tokens: int, options: Mapping[str, object]
+    ) -> Reservation | None:
         """Reserve the worst case of one model call attempt.
 
         Returns None when the call goes through unguarded (``fail_open`` outage).
@@ -69,31 +77,48 @@ class SharedSpend:
             BudgetUnavailable: the ledger did not answer and the policy is ``fail_closed``.
         """
         output_tokens = self._output_cap(options)
-        cost = safe_cost(self._prices, model, provider,
-                         Usage(input_tokens=input_tokens, output_tokens=output_tokens))
+        cost = safe_cost(
+            self._prices,
+            model,
+            provider,
+            Usage(input_tokens=input_tokens, output_tokens=output_tokens),
+        )
         if cost is None and not self._unpriced_noted and self._usd_limited():
             self._unpriced_noted = True
-            _log.warning("shared budget: model %r has no price; its calls reserve and "
-                         "commit no dollars (USD limits do not apply to them)", model)
-        worst = Amounts(usd=cost or 0.0, input_tokens=input_tokens,
-                        output_tokens=output_tokens, model_calls=1)
+            _log.warning(
+                "shared budget: model %r has no price; its calls reserve and "
+                "commit no dollars (USD limits do not apply to them)",
+                model,
+            )
+        worst = Amounts(
+            usd=cost or 0.0, input_tokens=input_tokens, output_tokens=output_tokens, model_calls=1
+        )
         return await self._budget.reserve(self._scopes, worst)
 
     def _usd_limited(self) -> bool:
         return any(s.budget is not None and s.budget.usd is not None for s in self._scopes)
 
-    async def settle(self, reservation: Reservation | None, usage: Usage | None,
-                     cost_usd: float | None, *, tool_calls: int = 0) -> None:
+    async def settle(
+        self,
+        reservation: Reservation | None,
+        usage: Usage | None,
+        cost_usd: float | None,
+        *,
+        tool_calls: int = 0,
+    ) -> None:
         """Commit an attempt: the calls it counts (it was made, whatever its outcome) and
         what the provider reported (nothing, when it reported nothing); the rest of the
         reservation is released in the same step. Shielded, so a second cancellation
         cannot leave the reservation open (its TTL is the last resort); never raises."""
         if reservation is None:
             return
-        spent = Amounts(usd=cost_usd or 0.0,
-                        input_tokens=usage.input_tokens if usage is not None else 0,
-                        output_tokens=usage.output_tokens if usage is not None else 0,
-                        model_calls=reservation.amounts.model_calls, tool_calls=tool_calls)
+        spent = Amounts(
+            usd=cost_usd or 0.0,
+            input_tokens=usage.input_tokens if usage is not None else 0,
+            output_tokens=usage.output_tokens if usage is not None else 0,
+            model_calls=reservation.amounts.model_calls,
+            tool_calls=tool_calls,
+        )
         await asyncio.shield(self._budget.commit(reservation, spent))
 
     async def release(self, reservation: Reservation | None) -> None:

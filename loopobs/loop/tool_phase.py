@@ -76,8 +76,14 @@ class ToolPhase:
 
     __slots__ = ("_deps", "_run_id", "_shared", "_spending")
 
-    def __init__(self, deps: RunDeps, run_id: uuid.UUID, *,
-                 spending: RunSpending | None = None, shared: SharedSpend | None = None) -> None:
+    def __init__(
+        self,
+        deps: RunDeps,
+        run_id: uuid.UUID,
+        *,
+        spending: RunSpending | None = None,
+        shared: SharedSpend | None = None,
+    ) -> None:
         self._deps = deps
         self._run_id = run_id
         self._spending = spending
@@ -97,14 +103,27 @@ class ToolPhase:
         except BudgetExceeded as refused:
             em = self._deps.observers
             if em.listens("on_budget_exceeded"):
-                em.on_budget_exceeded(BudgetExceededContext(
-                    run_id=self._run_id, time_ns=now_ns(), limit="tool_calls",
-                    value=refused.value, budget=refused.budget, scope="shared",
-                    scope_key=refused.scope))
+                em.on_budget_exceeded(
+                    BudgetExceededContext(
+                        run_id=self._run_id,
+                        time_ns=now_ns(),
+                        limit="tool_calls",
+                        value=refused.value,
+                        budget=refused.budget,
+                        scope="shared",
+                        scope_key=refused.scope,
+                    )
+                )
             raise
 
-    async def __call__(self, turn: int, calls: Sequence[ToolCallPart], *, received: bool,
-                       attempts: Sequence[int] | None = None) -> list[ToolAttempt]:
+    async def __call__(
+        self,
+        turn: int,
+        calls: Sequence[ToolCallPart],
+        *,
+        received: bool,
+        attempts: Sequence[int] | None = None,
+    ) -> list[ToolAttempt]:
         """Run ``calls``; their outcomes come back in the model's order.
 
         ``received``: the calls are a fresh response's (emit ``on_tool_call_received``);
@@ -116,10 +135,17 @@ class ToolPhase:
         if received and em.listens("on_tool_call_received"):
             for call in calls:
                 known = deps.tools.get(call.name)
-                em.on_tool_call_received(ToolCallReceivedContext(
-                    run_id=self._run_id, time_ns=now_ns(), turn=turn, tool=call.name,
-                    tool_call_id=call.id, input=call.arguments,
-                    annotations=known.annotations if known is not None else None))
+                em.on_tool_call_received(
+                    ToolCallReceivedContext(
+                        run_id=self._run_id,
+                        time_ns=now_ns(),
+                        turn=turn,
+                        tool=call.name,
+                        tool_call_id=call.id,
+                        input=call.arguments,
+                        annotations=known.annotations if known is not None else None,
+                    )
+                )
         parallel = deps.settings.parallel_tool_calls
         results: list[ToolAttempt | None] = [None] * len(calls)
         pending: list[tuple[int, asyncio.Task[ToolAttempt]]] = []
@@ -127,9 +153,14 @@ class ToolPhase:
             found = deps.tools.get(call.name)
             if found is None:
                 error = ToolNotFound(tool=call.name, available=sorted(deps.tools))
-                results[index] = ToolAttempt(ToolResultMessage(
-                    tool_call_id=call.id, name=call.name, content=f"Error: {error}",
-                    is_error=True))
+                results[index] = ToolAttempt(
+                    ToolResultMessage(
+                        tool_call_id=call.id,
+                        name=call.name,
+                        content=f"Error: {error}",
+                        is_error=True,
+                    )
+                )
                 continue
             attempt = attempts[index] if attempts is not None else 0
             task = asyncio.create_task(self._execute(turn, found, call, attempt))
@@ -142,14 +173,23 @@ class ToolPhase:
             results[index] = task.result()
         return [r for r in results if r is not None]
 
-    async def _execute(self, turn: int, found: Tool, call: ToolCallPart,
-                       attempt: int) -> ToolAttempt:
+    async def _execute(
+        self, turn: int, found: Tool, call: ToolCallPart, attempt: int
+    ) -> ToolAttempt:
         """One tool call attempt; runs in its own task, which emits its pre and post events."""
         em = self._deps.observers
         if em.listens("on_tool_pre"):
-            em.on_tool_pre(ToolPreContext(run_id=self._run_id, time_ns=now_ns(), turn=turn,
-                                          tool=found.name, tool_call_id=call.id, attempt=attempt,
-                                          tool_description=found.description))
+            em.on_tool_pre(
+                ToolPreContext(
+                    run_id=self._run_id,
+                    time_ns=now_ns(),
+                    turn=turn,
+                    tool=found.name,
+                    tool_call_id=call.id,
+                    attempt=attempt,
+                    tool_description=found.description,
+                )
+            )
         scope = ToolCallScope(found.name, call.id)
         enter_tool_call(scope)  # this task's own context: nothing to reset
         started = perf()
@@ -163,8 +203,9 @@ class ToolPhase:
             if call.raw_arguments is not None:
                 # The raw text is content: the model sees it in the result text below, but
                 # the error (whose message reaches span statuses and logs) never holds it.
-                raise InvalidToolInput(tool=found.name,
-                                       errors=["the arguments are not a JSON object"])
+                raise InvalidToolInput(
+                    tool=found.name, errors=["the arguments are not a JSON object"]
+                )
             run_sync = functools.partial(self._deps.workers.run, tool=found.name)
             invocation = found.invoke(call.arguments, run_sync=run_sync)
             if timeout is None:
@@ -177,20 +218,25 @@ class ToolPhase:
                 text = render_result(returned.value)
         except asyncio.CancelledError:
             if _cancel_requested():
-                self._post(turn, found.name, call.id, attempt, started, None, Cancelled(), None,
-                           scope)
+                self._post(
+                    turn, found.name, call.id, attempt, started, None, Cancelled(), None, scope
+                )
                 raise
             # Nobody cancelled this task: the tool raised CancelledError itself. That is
             # the tool's failure, reported to the model like any other.
-            error = ToolExecutionError("CancelledError: the tool raised CancelledError",
-                                       tool=found.name, error_type="CancelledError")
+            error = ToolExecutionError(
+                "CancelledError: the tool raised CancelledError",
+                tool=found.name,
+                error_type="CancelledError",
+            )
         except asyncio.TimeoutError:
             error = ToolTimeout(tool=found.name, timeout_s=timeout or 0.0)
         except ToolError as exc:
             error = exc
         except Exception as exc:
-            error = ToolExecutionError(f"{type(exc).__name__}: {exc}", tool=found.name,
-                                       error_type=type(exc).__name__)
+            error = ToolExecutionError(
+                f"{type(exc).__name__}: {exc}", tool=found.name, error_type=type(exc).__name__
+            )
         finally:
             if held is not None and self._shared is not None:
                 await self._shared.settle(held, None, None, tool_calls=1)
@@ -199,8 +245,11 @@ class ToolPhase:
             if call.raw_arguments is not None and isinstance(error, InvalidToolInput):
                 text += f" (received {call.raw_arguments[:200]!r})"
             self._post(turn, found.name, call.id, attempt, started, text, error, None, scope)
-            return ToolAttempt(ToolResultMessage(tool_call_id=call.id, name=found.name,
-                                                 content=text, is_error=True))
+            return ToolAttempt(
+                ToolResultMessage(
+                    tool_call_id=call.id, name=found.name, content=text, is_error=True
+                )
+            )
         assert returned is not None
         if isinstance(returned, (Suspend, Sleep)):
             self._post(turn, found.name, call.id, attempt, started, None, None, returned, scope)
@@ -209,18 +258,36 @@ class ToolPhase:
         self._post(turn, found.name, call.id, attempt, started, text, None, returned, scope)
         return ToolAttempt(ToolResultMessage(tool_call_id=call.id, name=found.name, content=text))
 
-    def _post(self, turn: int, name: str, call_id: str, attempt: int, started: float,
-              text: str | None, error: LoopError | None, returned: ToolReturn | None,
-              scope: ToolCallScope) -> None:
+    def _post(
+        self,
+        turn: int,
+        name: str,
+        call_id: str,
+        attempt: int,
+        started: float,
+        text: str | None,
+        error: LoopError | None,
+        returned: ToolReturn | None,
+        scope: ToolCallScope,
+    ) -> None:
         self._emit_post(turn, name, call_id, attempt, started, text, error, returned, scope)
         spending = self._spending
         if spending is not None:
             spending.tool_call()
             spending.check()
 
-    def _emit_post(self, turn: int, name: str, call_id: str, attempt: int, started: float,
-                   text: str | None, error: LoopError | None,
-                   returned: ToolReturn | None, scope: ToolCallScope) -> None:
+    def _emit_post(
+        self,
+        turn: int,
+        name: str,
+        call_id: str,
+        attempt: int,
+        started: float,
+        text: str | None,
+        error: LoopError | None,
+        returned: ToolReturn | None,
+        scope: ToolCallScope,
+    ) -> None:
         em = self._deps.observers
         if not em.listens("on_tool_post"):
             return
@@ -233,13 +300,24 @@ class ToolPhase:
             outcome = "sleep"
         else:
             outcome = "output"
-        em.on_tool_post(ToolPostContext(
-            run_id=self._run_id, time_ns=now_ns(), tool_call_id=call_id, turn=turn, tool=name,
-            result_hash=hashing.result_hash(text) if text else None, is_error=error is not None,
-            duration_ms=(perf() - started) * 1000.0,
-            display_hint=returned.display_hint if isinstance(returned, Output) else None,
-            attempt=attempt, outcome=outcome, error=error, result=text, mcp=scope.mcp,
-        ))
+        em.on_tool_post(
+            ToolPostContext(
+                run_id=self._run_id,
+                time_ns=now_ns(),
+                tool_call_id=call_id,
+                turn=turn,
+                tool=name,
+                result_hash=hashing.result_hash(text) if text else None,
+                is_error=error is not None,
+                duration_ms=(perf() - started) * 1000.0,
+                display_hint=returned.display_hint if isinstance(returned, Output) else None,
+                attempt=attempt,
+                outcome=outcome,
+                error=error,
+                result=text,
+                mcp=scope.mcp,
+            )
+        )
 
 
 def _cancel_requested() -> bool:

@@ -52,8 +52,9 @@ class ToolSource(Protocol):
         """Connect (start processes, handshake, list tools); raise if that fails."""
 
 
-def merge(own: Mapping[str, Tool], sources: Sequence[ConnectedSource], *,
-          strict: bool) -> dict[str, Tool]:
+def merge(
+    own: Mapping[str, Tool], sources: Sequence[ConnectedSource], *, strict: bool
+) -> dict[str, Tool]:
     """The loop's tools and the sources', in that order.
 
     Raises:

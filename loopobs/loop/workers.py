@@ -77,8 +77,9 @@ class ToolWorkers:
             # queue behind one that hangs.
             if self._threads < self._busy:
                 self._threads += 1
-                threading.Thread(target=self._work, name=f"loopobs-tool-{self._threads}",
-                                 daemon=True).start()
+                threading.Thread(
+                    target=self._work, name=f"loopobs-tool-{self._threads}", daemon=True
+                ).start()
         self._jobs.put((lambda: context.run(fn), loop, future))
         result: _T = await future
         return result

@@ -73,14 +73,18 @@ class McpStdio(_Common):
         """A child process has no network address."""
         return None, None
 
-    def open_transport(self, stack: contextlib.AsyncExitStack,
-                       on_session: Callable[[str | None], None]) -> Any:
+    def open_transport(
+        self, stack: contextlib.AsyncExitStack, on_session: Callable[[str | None], None]
+    ) -> Any:
         """The SDK's stdio transport: the child process, ended with its whole tree."""
         from mcp.client.stdio import StdioServerParameters, stdio_client
 
         params = StdioServerParameters(
-            command=self.command, args=list(self.args), env=dict(self.env or {}) or None,
-            cwd=os.fspath(self.cwd) if self.cwd is not None else None)
+            command=self.command,
+            args=list(self.args),
+            env=dict(self.env or {}) or None,
+            cwd=os.fspath(self.cwd) if self.cwd is not None else None,
+        )
         return stdio_client(params, errlog=self.error_log)
 
     @property
@@ -129,8 +133,9 @@ class _Remote(_Common):
 class McpHttp(_Remote):
     """A server reached over MCP's streamable HTTP transport at ``url``."""
 
-    def open_transport(self, stack: contextlib.AsyncExitStack,
-                       on_session: Callable[[str | None], None]) -> Any:
+    def open_transport(
+        self, stack: contextlib.AsyncExitStack, on_session: Callable[[str | None], None]
+    ) -> Any:
         """The SDK's streamable HTTP transport over a client closed with ``stack``."""
         import httpx2
         from mcp.client.streamable_http import streamable_http_client
@@ -139,8 +144,11 @@ class McpHttp(_Remote):
             on_session(response.headers.get("mcp-session-id"))
 
         timeout = httpx2.Timeout(self.timeout, connect=self.connect_timeout, read=300.0)
-        client = httpx2.AsyncClient(headers=dict(self.headers or {}), timeout=timeout,
-                                    event_hooks={"response": [note_session]})
+        client = httpx2.AsyncClient(
+            headers=dict(self.headers or {}),
+            timeout=timeout,
+            event_hooks={"response": [note_session]},
+        )
         stack.push_async_callback(client.aclose)
         return streamable_http_client(self.url, http_client=client)
 
@@ -154,13 +162,19 @@ class McpSse(_Remote):
     servers that do not speak streamable HTTP yet.
     """
 
-    def open_transport(self, stack: contextlib.AsyncExitStack,
-                       on_session: Callable[[str | None], None]) -> Any:
+    def open_transport(
+        self, stack: contextlib.AsyncExitStack, on_session: Callable[[str | None], None]
+    ) -> Any:
         """The SDK's SSE transport; the session id is the one the endpoint event names."""
         from mcp.client.sse import sse_client
 
-        return sse_client(self.url, headers=dict(self.headers or {}), timeout=self.timeout,
-                          sse_read_timeout=300.0, on_session_created=on_session)
+        return sse_client(
+            self.url,
+            headers=dict(self.headers or {}),
+            timeout=self.timeout,
+            sse_read_timeout=300.0,
+            on_session_created=on_session,
+        )
 
 
 McpServer = McpStdio | McpHttp | McpSse

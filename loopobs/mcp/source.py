@@ -71,10 +71,12 @@ class ServerSpec(Protocol):
         """The name the model sees for the server's tool ``remote``."""
         ...
 
-    def open_transport(self, stack: contextlib.AsyncExitStack,
-                       on_session: Callable[[str | None], None]) -> Any:
+    def open_transport(
+        self, stack: contextlib.AsyncExitStack, on_session: Callable[[str | None], None]
+    ) -> Any:
         """The SDK transport (an async context manager yielding the read and write streams)."""
         ...
+
 
 logger = logging.getLogger("loopobs.mcp")
 
@@ -150,9 +152,12 @@ class _Connection:
             await asyncio.wait_for(asyncio.shield(self._ready), self.spec.connect_timeout)
         except asyncio.TimeoutError:
             await self.close()
-            raise McpError(f"MCP server {self.spec.label!r} did not answer the handshake and "
-                           f"its tool listing within {self.spec.connect_timeout:g}s",
-                           server=self.spec.label, kind="server_down") from None
+            raise McpError(
+                f"MCP server {self.spec.label!r} did not answer the handshake and "
+                f"its tool listing within {self.spec.connect_timeout:g}s",
+                server=self.spec.label,
+                kind="server_down",
+            ) from None
         except BaseException:
             await self.close()
             raise
@@ -163,8 +168,11 @@ class _Connection:
                 read, write = await stack.enter_async_context(self._transport(stack))
                 # The handshake is bounded by connect_timeout alone (it waits for the process
                 # to start); each listing page by timeout (_list_all).
-                session = await stack.enter_async_context(ClientSession(
-                    read, _WriteTap(write, self.request_ids), message_handler=self._on_message))
+                session = await stack.enter_async_context(
+                    ClientSession(
+                        read, _WriteTap(write, self.request_ids), message_handler=self._on_message
+                    )
+                )
                 await session.initialize()
                 self.protocol_version = session.protocol_version
                 self.tools = await self._list(session)
@@ -175,10 +183,16 @@ class _Connection:
         except BaseException as exc:  # the owner must end quietly; the reason is kept
             cause = _root_cause(exc)
             if not self._ready.done():
-                self._ready.set_exception(cause if isinstance(cause, McpError) else McpError(
-                    f"MCP server {self.spec.label!r} could not be started or reached: "
-                    f"{type(cause).__name__}: {cause}", server=self.spec.label,
-                    kind="server_down"))
+                self._ready.set_exception(
+                    cause
+                    if isinstance(cause, McpError)
+                    else McpError(
+                        f"MCP server {self.spec.label!r} could not be started or reached: "
+                        f"{type(cause).__name__}: {cause}",
+                        server=self.spec.label,
+                        kind="server_down",
+                    )
+                )
                 self._ready.exception()  # retrieved here: wait_ready may have given up
             self.down = self.down or f"{type(cause).__name__}: {cause}"
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
@@ -206,8 +220,9 @@ class _Connection:
         if isinstance(message, mt.ToolListChangedNotification):
             self._refresh_wanted = True
             if self._refresher is None or self._refresher.done():
-                self._refresher = asyncio.create_task(self._refresh(),
-                                                      name=f"mcp-refresh:{self.spec.label}")
+                self._refresher = asyncio.create_task(
+                    self._refresh(), name=f"mcp-refresh:{self.spec.label}"
+                )
 
     async def _refresh(self) -> None:
         while self._refresh_wanted:
@@ -219,8 +234,11 @@ class _Connection:
                 async with asyncio.timeout(self.spec.timeout):
                     tools = await self._list(session)
             except Exception as exc:  # the old list stays; a later notification tries again
-                logger.warning("MCP server %r: refreshing its tools failed: %s",
-                               self.spec.label, _describe(exc, self.spec))
+                logger.warning(
+                    "MCP server %r: refreshing its tools failed: %s",
+                    self.spec.label,
+                    _describe(exc, self.spec),
+                )
                 continue
             self.tools = tools
             self._on_tools()
@@ -243,8 +261,9 @@ class _Connection:
         if self._task.done():
             return
         if self._closer is None:
-            self._closer = asyncio.create_task(self._end_owner(),
-                                               name=f"mcp-close:{self.spec.label}")
+            self._closer = asyncio.create_task(
+                self._end_owner(), name=f"mcp-close:{self.spec.label}"
+            )
         await asyncio.wait({self._closer})
 
     async def _end_owner(self) -> None:
@@ -255,8 +274,11 @@ class _Connection:
             task.cancel()
             await asyncio.wait({task}, timeout=CLOSE_GRACE_S)
         if not task.done():
-            logger.warning("MCP server %r: its connection did not close within %gs; abandoned",
-                           self.spec.label, 2 * CLOSE_GRACE_S)
+            logger.warning(
+                "MCP server %r: its connection did not close within %gs; abandoned",
+                self.spec.label,
+                2 * CLOSE_GRACE_S,
+            )
 
 
 def _root_cause(exc: BaseException) -> BaseException:
@@ -292,17 +314,26 @@ async def _list_all(session: ClientSession, spec: ServerSpec) -> list[mt.Tool]:
         except TimeoutError:
             if not deadline.expired():
                 raise
-            raise McpError(f"MCP server {spec.label!r} did not answer tools/list within "
-                           f"{spec.timeout:g}s", server=spec.label, kind="timeout") from None
+            raise McpError(
+                f"MCP server {spec.label!r} did not answer tools/list within {spec.timeout:g}s",
+                server=spec.label,
+                kind="timeout",
+            ) from None
         tools.extend(page.tools)
         if len(tools) > MAX_TOOLS:
-            raise McpError(f"MCP server {spec.label!r} lists more than {MAX_TOOLS} tools",
-                           server=spec.label, kind="protocol")
+            raise McpError(
+                f"MCP server {spec.label!r} lists more than {MAX_TOOLS} tools",
+                server=spec.label,
+                kind="protocol",
+            )
         cursor = page.next_cursor
         if not cursor:
             return tools
-    raise McpError(f"MCP server {spec.label!r} still had another page of tools after "
-                   f"{MAX_LIST_PAGES} pages", server=spec.label, kind="protocol")
+    raise McpError(
+        f"MCP server {spec.label!r} still had another page of tools after {MAX_LIST_PAGES} pages",
+        server=spec.label,
+        kind="protocol",
+    )
 
 
 class McpToolSource:
@@ -385,9 +416,12 @@ class McpToolSource:
                 raise McpError(f"MCP server {label!r} is closed", server=label, kind="server_down")
             reason = conn.down if conn is not None else "not connected"
             if self._restarts >= self.spec.restarts:
-                raise McpError(f"MCP server {label!r} is down ({reason}); it was restarted "
-                               f"{self._restarts} time(s) already", server=label,
-                               kind="server_down")
+                raise McpError(
+                    f"MCP server {label!r} is down ({reason}); it was restarted "
+                    f"{self._restarts} time(s) already",
+                    server=label,
+                    kind="server_down",
+                )
             self._restarts += 1
             logger.warning("MCP server %r is down (%s); starting it again", label, reason)
             if conn is not None:
@@ -395,8 +429,9 @@ class McpToolSource:
             await self._start()
             conn = self._conn
             if conn is None or conn.session is None:
-                raise McpError(f"MCP server {label!r} closed while starting", server=label,
-                               kind="server_down")
+                raise McpError(
+                    f"MCP server {label!r} closed while starting", server=label, kind="server_down"
+                )
             return conn, conn.session
 
     async def call(self, tool: McpTool, arguments: Mapping[str, Any]) -> ToolReturn:
@@ -412,9 +447,12 @@ class McpToolSource:
         error_type: str | None = None
         try:
             conn, session = await self._session()
-            result = await session.call_tool(tool.remote_name, dict(arguments),
-                                             read_timeout_seconds=spec.timeout,
-                                             meta=_as_meta(meta))
+            result = await session.call_tool(
+                tool.remote_name,
+                dict(arguments),
+                read_timeout_seconds=spec.timeout,
+                meta=_as_meta(meta),
+            )
         except MCPError as exc:
             code = exc.error.code
             status = str(code)
@@ -422,19 +460,34 @@ class McpToolSource:
                 error_type, status = "connection_closed", None
                 if conn is not None:
                     conn.down = conn.down or "the connection closed mid-call"
-                raise McpError(f"MCP server {spec.label!r} went away during the call of "
-                               f"{tool.remote_name!r} (it will be started again at its next "
-                               "call)", tool=tool.name, server=spec.label,
-                               kind="connection_closed", code=code) from None
+                raise McpError(
+                    f"MCP server {spec.label!r} went away during the call of "
+                    f"{tool.remote_name!r} (it will be started again at its next "
+                    "call)",
+                    tool=tool.name,
+                    server=spec.label,
+                    kind="connection_closed",
+                    code=code,
+                ) from None
             if code == mt.REQUEST_TIMEOUT:
                 error_type = "timeout"
-                raise McpError(f"MCP server {spec.label!r} did not answer {tool.remote_name!r} "
-                               f"within {spec.timeout:g}s", tool=tool.name, server=spec.label,
-                               kind="timeout", code=code) from None
+                raise McpError(
+                    f"MCP server {spec.label!r} did not answer {tool.remote_name!r} "
+                    f"within {spec.timeout:g}s",
+                    tool=tool.name,
+                    server=spec.label,
+                    kind="timeout",
+                    code=code,
+                ) from None
             error_type = status
-            raise McpError(f"MCP server {spec.label!r} refused {tool.remote_name!r}: "
-                           f"{exc.error.message} (JSON-RPC error {code})", tool=tool.name,
-                           server=spec.label, kind="protocol", code=code) from None
+            raise McpError(
+                f"MCP server {spec.label!r} refused {tool.remote_name!r}: "
+                f"{exc.error.message} (JSON-RPC error {code})",
+                tool=tool.name,
+                server=spec.label,
+                kind="protocol",
+                code=code,
+            ) from None
         except McpError as exc:
             error_type = exc.kind
             raise
@@ -443,19 +496,33 @@ class McpToolSource:
             raise
         except Exception as exc:
             error_type = type(exc).__name__
-            raise McpError(f"MCP call of {tool.remote_name!r} on {spec.label!r} failed: "
-                           f"{type(exc).__name__}: {exc}", tool=tool.name, server=spec.label,
-                           kind="protocol") from None
+            raise McpError(
+                f"MCP call of {tool.remote_name!r} on {spec.label!r} failed: "
+                f"{type(exc).__name__}: {exc}",
+                tool=tool.name,
+                server=spec.label,
+                kind="protocol",
+            ) from None
         finally:
             if scope is not None:
-                scope.mcp = _info(spec, conn, call_id, status, error_type,
-                                  (time.perf_counter() - started) * 1000.0)
+                scope.mcp = _info(
+                    spec,
+                    conn,
+                    call_id,
+                    status,
+                    error_type,
+                    (time.perf_counter() - started) * 1000.0,
+                )
         text = _result_text(result)
         if getattr(result, "is_error", False):
             if scope is not None and scope.mcp is not None:
                 scope.mcp = dataclasses.replace(scope.mcp, error_type="tool_error")
-            raise McpError(text or f"the tool {tool.remote_name!r} failed", tool=tool.name,
-                           server=spec.label, kind="tool_error")
+            raise McpError(
+                text or f"the tool {tool.remote_name!r} failed",
+                tool=tool.name,
+                server=spec.label,
+                kind="tool_error",
+            )
         return Output(text)
 
 
@@ -464,17 +531,28 @@ def _as_meta(meta: dict[str, Any]) -> mt.RequestParamsMeta:
     return meta  # type: ignore[return-value]
 
 
-def _info(spec: ServerSpec, conn: _Connection | None, call_id: str,
-          status: str | None, error_type: str | None, duration_ms: float) -> McpCallInfo:
+def _info(
+    spec: ServerSpec,
+    conn: _Connection | None,
+    call_id: str,
+    status: str | None,
+    error_type: str | None,
+    duration_ms: float,
+) -> McpCallInfo:
     address, port = spec.address
     return McpCallInfo(
-        server=spec.label, method="tools/call",
+        server=spec.label,
+        method="tools/call",
         transport="tcp" if address is not None else "pipe",
         protocol_version=conn.protocol_version if conn is not None else None,
         session_id=conn.session_id if conn is not None else None,
         request_id=conn.request_ids.pop(call_id, None) if conn is not None else None,
-        status_code=status, error_type=error_type, server_address=address, server_port=port,
-        duration_ms=duration_ms)
+        status_code=status,
+        error_type=error_type,
+        server_address=address,
+        server_port=port,
+        duration_ms=duration_ms,
+    )
 
 
 def _result_text(result: Any) -> str:
@@ -517,11 +595,13 @@ class McpTool(Tool):
         self.parameters = dict(listed.input_schema or {"type": "object"})
         from loopobs.contract.model import ToolDefinition
 
-        self.definition = ToolDefinition(name=self.name, description=self.description,
-                                         parameters=self.parameters)
+        self.definition = ToolDefinition(
+            name=self.name, description=self.description, parameters=self.parameters
+        )
         hints = listed.annotations
-        self.annotations = (ToolAnnotations.from_mcp(hints.model_dump(by_alias=True))
-                            if hints is not None else None)
+        self.annotations = (
+            ToolAnnotations.from_mcp(hints.model_dump(by_alias=True)) if hints is not None else None
+        )
 
     def __repr__(self) -> str:
         return f"McpTool({self.name!r}, server={self.source.name!r})"

@@ -32,12 +32,14 @@ async def bounded(call: Awaitable[_T], *, timeout_s: float, store: str, what: st
     try:
         return await asyncio.wait_for(call, timeout_s)
     except asyncio.TimeoutError:
-        raise StoreUnavailable(store=store,
-                               reason=f"{what} took longer than {timeout_s:g}s") from None
+        raise StoreUnavailable(
+            store=store, reason=f"{what} took longer than {timeout_s:g}s"
+        ) from None
     except Exception as exc:
         # redis-py's own errors (ConnectionError, TimeoutError, ResponseError…) share no
         # base class with the standard library's; name them without importing redis here.
         if isinstance(exc, OSError) or type(exc).__module__.startswith("redis"):
-            raise StoreUnavailable(store=store, reason=f"{what} failed: "
-                                   f"{type(exc).__name__}: {exc}") from exc
+            raise StoreUnavailable(
+                store=store, reason=f"{what} failed: {type(exc).__name__}: {exc}"
+            ) from exc
         raise

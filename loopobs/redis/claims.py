@@ -27,9 +27,15 @@ class RedisCheckpointClaims:
     with :class:`~loopobs.contract.errors.StoreUnavailable` — never a second run.
     """
 
-    def __init__(self, client: Redis, *, prefix: str = "loopobs:claim",
-                 ttl_s: float = 30 * 86_400, timeout_s: float = 2.0,
-                 worker: str | None = None) -> None:
+    def __init__(
+        self,
+        client: Redis,
+        *,
+        prefix: str = "loopobs:claim",
+        ttl_s: float = 30 * 86_400,
+        timeout_s: float = 2.0,
+        worker: str | None = None,
+    ) -> None:
         if not math.isfinite(ttl_s) or ttl_s <= 0:
             raise ValueError("RedisCheckpointClaims: ttl_s must be a positive number of seconds")
         if not math.isfinite(timeout_s) or timeout_s <= 0:
@@ -51,15 +57,23 @@ class RedisCheckpointClaims:
     async def __call__(self, checkpoint: Checkpoint) -> bool:
         """Claim ``checkpoint``'s run; True for exactly one caller across the fleet."""
         granted = await bounded(
-            self._client.set(self.key(checkpoint.run_id), self.worker, nx=True,
-                             ex=max(1, math.ceil(self.ttl_s))),
-            timeout_s=self.timeout_s, store=self.name, what="claim checkpoint")
+            self._client.set(
+                self.key(checkpoint.run_id), self.worker, nx=True, ex=max(1, math.ceil(self.ttl_s))
+            ),
+            timeout_s=self.timeout_s,
+            store=self.name,
+            what="claim checkpoint",
+        )
         return bool(granted)
 
     async def holder(self, run_id: object) -> str | None:
         """Which worker holds the claim of ``run_id`` (None: unclaimed or expired)."""
-        value = await bounded(self._client.get(self.key(run_id)), timeout_s=self.timeout_s,
-                              store=self.name, what="read claim")
+        value = await bounded(
+            self._client.get(self.key(run_id)),
+            timeout_s=self.timeout_s,
+            store=self.name,
+            what="read claim",
+        )
         if value is None:
             return None
         return value.decode() if isinstance(value, bytes) else str(value)

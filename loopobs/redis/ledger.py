@@ -151,8 +151,14 @@ class RedisLedger:
         max_entries: ledger entries kept per scope; older ones are folded into a sum.
     """
 
-    def __init__(self, client: Redis, *, prefix: str = "loopobs:budget",
-                 timeout_s: float = 0.5, max_entries: int = 10_000) -> None:
+    def __init__(
+        self,
+        client: Redis,
+        *,
+        prefix: str = "loopobs:budget",
+        timeout_s: float = 0.5,
+        max_entries: int = 10_000,
+    ) -> None:
         if not math.isfinite(timeout_s) or timeout_s <= 0:
             raise ValueError("RedisLedger: timeout_s must be a positive number of seconds")
         if max_entries < 1:
@@ -171,15 +177,22 @@ class RedisLedger:
 
     def _keys(self, scope: str) -> list[str]:
         base = f"{self.prefix}:{scope}"
-        return [f"{base}:committed", f"{base}:open", f"{base}:expiry", f"{base}:ledger",
-                f"{base}:folded"]
+        return [
+            f"{base}:committed",
+            f"{base}:open",
+            f"{base}:expiry",
+            f"{base}:ledger",
+            f"{base}:folded",
+        ]
 
     async def _run(self, script: Any, keys: list[str], args: list[Any], what: str) -> Any:
-        return await bounded(script(keys=keys, args=args), timeout_s=self.timeout_s,
-                             store=self.name, what=what)
+        return await bounded(
+            script(keys=keys, args=args), timeout_s=self.timeout_s, store=self.name, what=what
+        )
 
-    async def reserve(self, scopes: Sequence[ScopeLimit], amounts: Amounts, *,
-                      ttl_s: float) -> Reservation | Refusal:
+    async def reserve(
+        self, scopes: Sequence[ScopeLimit], amounts: Amounts, *, ttl_s: float
+    ) -> Reservation | Refusal:
         """Hold ``amounts`` in every scope atomically, or nothing (the first refusal)."""
         import uuid
 
@@ -187,8 +200,12 @@ class RedisLedger:
             raise ValueError("reserve: ttl_s must be a positive number of seconds")
         rid = uuid.uuid4().hex
         keys = [k for s in scopes for k in self._keys(s.key)]
-        args: list[Any] = [rid, max(1, round(ttl_s * 1000)), len(scopes),
-                           json.dumps(amounts.as_dict())]
+        args: list[Any] = [
+            rid,
+            max(1, round(ttl_s * 1000)),
+            len(scopes),
+            json.dumps(amounts.as_dict()),
+        ]
         args += [json.dumps(limits_of(s.budget) if s.budget is not None else {}) for s in scopes]
         reply = await self._run(self._reserve, keys, args, "reserve")
         if int(reply[0]) == 1:
@@ -203,9 +220,17 @@ class RedisLedger:
     async def commit(self, reservation: Reservation, actual: Amounts) -> None:
         """Close the reservation and add ``actual`` to every scope's totals and ledger."""
         keys = [k for s in reservation.scopes for k in self._keys(s)]
-        await self._run(self._commit, keys, [reservation.id, len(reservation.scopes),
-                                             self.max_entries, json.dumps(actual.as_dict())],
-                        "commit")
+        await self._run(
+            self._commit,
+            keys,
+            [
+                reservation.id,
+                len(reservation.scopes),
+                self.max_entries,
+                json.dumps(actual.as_dict()),
+            ],
+            "commit",
+        )
 
     async def release(self, reservation: Reservation) -> None:
         """Close the reservation without spending (idempotent)."""
@@ -214,8 +239,12 @@ class RedisLedger:
 
     async def spent(self, scope: str) -> Amounts:
         """The committed totals of ``scope``."""
-        raw = await bounded(self._client.hgetall(self._keys(scope)[0]),
-                            timeout_s=self.timeout_s, store=self.name, what="read spend")
+        raw = await bounded(
+            self._client.hgetall(self._keys(scope)[0]),
+            timeout_s=self.timeout_s,
+            store=self.name,
+            what="read spend",
+        )
         return Amounts.from_dict(_floats(raw))
 
     async def reserved(self, scope: str) -> Amounts:
@@ -233,12 +262,28 @@ class RedisLedger:
     async def reconcile(self, scope: str) -> bool:
         """True when ``scope``'s committed totals equal its ledger's sum (folded part included)."""
         keys = self._keys(scope)
-        totals = _floats(await bounded(self._client.hgetall(keys[0]),
-                                       timeout_s=self.timeout_s, store=self.name, what="reconcile"))
-        folded = _floats(await bounded(self._client.hgetall(keys[4]),
-                                       timeout_s=self.timeout_s, store=self.name, what="reconcile"))
-        entries = await bounded(self._client.xrange(keys[3]), timeout_s=self.timeout_s * 10,
-                                store=self.name, what="reconcile")
+        totals = _floats(
+            await bounded(
+                self._client.hgetall(keys[0]),
+                timeout_s=self.timeout_s,
+                store=self.name,
+                what="reconcile",
+            )
+        )
+        folded = _floats(
+            await bounded(
+                self._client.hgetall(keys[4]),
+                timeout_s=self.timeout_s,
+                store=self.name,
+                what="reconcile",
+            )
+        )
+        entries = await bounded(
+            self._client.xrange(keys[3]),
+            timeout_s=self.timeout_s * 10,
+            store=self.name,
+            what="reconcile",
+        )
         summed = dict.fromkeys(DIMENSIONS, 0.0)
         for name, value in folded.items():
             summed[name] = summed.get(name, 0.0) + value
@@ -246,8 +291,10 @@ class RedisLedger:
             for name, value in _floats(fields or {}).items():
                 if name != "rid":
                     summed[name] = summed.get(name, 0.0) + value
-        return all(math.isclose(totals.get(n, 0.0), summed.get(n, 0.0), rel_tol=1e-9, abs_tol=1e-6)
-                   for n in DIMENSIONS)
+        return all(
+            math.isclose(totals.get(n, 0.0), summed.get(n, 0.0), rel_tol=1e-9, abs_tol=1e-6)
+            for n in DIMENSIONS
+        )
 
 
 def _text(value: Any) -> str:

@@ -45,8 +45,14 @@ class RedisSessionStore:
         ttl_s: when set, a conversation's key expires this long after its last append.
     """
 
-    def __init__(self, client: Redis, *, prefix: str = "loopobs:session",
-                 timeout_s: float = 2.0, ttl_s: float | None = None) -> None:
+    def __init__(
+        self,
+        client: Redis,
+        *,
+        prefix: str = "loopobs:session",
+        timeout_s: float = 2.0,
+        ttl_s: float | None = None,
+    ) -> None:
         if not math.isfinite(timeout_s) or timeout_s <= 0:
             raise ValueError("RedisSessionStore: timeout_s must be positive")
         if ttl_s is not None and (not math.isfinite(ttl_s) or ttl_s <= 0):
@@ -69,17 +75,24 @@ class RedisSessionStore:
             StoreCorrupt: an entry is not a message (its key and 1-based position are
                 named; nothing is skipped silently).
         """
-        raw = await bounded(self._client.lrange(self.key(session_id), 0, -1),
-                            timeout_s=self.timeout_s, store=self.name, what="load")
+        raw = await bounded(
+            self._client.lrange(self.key(session_id), 0, -1),
+            timeout_s=self.timeout_s,
+            store=self.name,
+            what="load",
+        )
         adapter = _message_adapter()
         out: list[Message] = []
         for index, entry in enumerate(raw):
             try:
                 out.append(adapter.validate_json(entry))
             except ValueError:
-                raise StoreCorrupt(f"{self.name} {self.key(session_id)}: entry {index + 1} is "
-                                   "not a stored message", path=self.key(session_id),
-                                   line=index + 1) from None
+                raise StoreCorrupt(
+                    f"{self.name} {self.key(session_id)}: entry {index + 1} is "
+                    "not a stored message",
+                    path=self.key(session_id),
+                    line=index + 1,
+                ) from None
         return out
 
     async def append(self, session_id: uuid.UUID, messages: Sequence[Message]) -> None:
@@ -101,8 +114,12 @@ class RedisSessionStore:
 
     async def clear(self, session_id: uuid.UUID) -> None:
         """Delete the conversation."""
-        await bounded(self._client.delete(self.key(session_id)), timeout_s=self.timeout_s,
-                      store=self.name, what="clear")
+        await bounded(
+            self._client.delete(self.key(session_id)),
+            timeout_s=self.timeout_s,
+            store=self.name,
+            what="clear",
+        )
 
     async def flush(self) -> None:
         """Nothing is buffered: each append was written when it was made."""

@@ -30,8 +30,17 @@ from loopobs.contract.events import EventContext
 from loopobs.contract.observer import EventSink
 from loopobs.report._runs import FoldedLog, RunRecord, SessionRecord, fold_log, fold_runs
 
-__all__ = ["FoldedLog", "ReportStats", "RunRecord", "SessionRecord", "fold_log", "fold_runs",
-           "render_report", "write_atomically", "write_report"]
+__all__ = [
+    "FoldedLog",
+    "ReportStats",
+    "RunRecord",
+    "SessionRecord",
+    "fold_log",
+    "fold_runs",
+    "render_report",
+    "write_atomically",
+    "write_report",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,24 +63,42 @@ def _script_safe(text: str) -> str:
     return text.replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
 
 
-def render_report(runs: Iterable[RunRecord], *, source: str = "event log",
-                  generated: _dt.datetime | None = None,
-                  sessions: Iterable[SessionRecord] = ()) -> str:
+def render_report(
+    runs: Iterable[RunRecord],
+    *,
+    source: str = "event log",
+    generated: _dt.datetime | None = None,
+    sessions: Iterable[SessionRecord] = (),
+) -> str:
     """The HTML page for ``runs`` and ``sessions`` (see :func:`fold_log`), as one string."""
     records = [run.to_json() for run in runs]
     when = (generated or _dt.datetime.now(_dt.timezone.utc)).isoformat(timespec="seconds")
-    payload = {"source": source, "generated": when, "runs": records,
-               "sessions": [session.to_json() for session in sessions],
-               "hasContent": any(run["content"] for run in records)}
-    data = _script_safe(json.dumps(payload, ensure_ascii=False, separators=(",", ":"),
-                                   allow_nan=False, default=str))
+    payload = {
+        "source": source,
+        "generated": when,
+        "runs": records,
+        "sessions": [session.to_json() for session in sessions],
+        "hasContent": any(run["content"] for run in records),
+    }
+    data = _script_safe(
+        json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=str)
+    )
     page = _asset("report.html")
     # Placeholders are replaced last-to-first so inserted text is never searched again.
     head, rest = page.split("/*__CSS__*/", 1)
     middle, tail = rest.split("/*__DATA__*/", 1)
     before_js, after_js = tail.split("/*__JS__*/", 1)
-    return "".join((head, _asset("report.css"), middle, data, before_js,
-                    _script_safe_js(_asset("report.js")), after_js))
+    return "".join(
+        (
+            head,
+            _asset("report.css"),
+            middle,
+            data,
+            before_js,
+            _script_safe_js(_asset("report.js")),
+            after_js,
+        )
+    )
 
 
 def _script_safe_js(code: str) -> str:
@@ -80,9 +107,14 @@ def _script_safe_js(code: str) -> str:
     return code
 
 
-_KINDS = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a FIFO"),
-          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-          (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
+_KINDS = (
+    (stat.S_ISLNK, "a symbolic link"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISDIR, "a directory"),
+)
 
 
 def write_atomically(target: Path, data: bytes) -> None:
@@ -102,8 +134,10 @@ def write_atomically(target: Path, data: bytes) -> None:
         existing = None
     if existing is not None and not stat.S_ISREG(existing.st_mode):
         kind = next((name for test, name in _KINDS if test(existing.st_mode)), "not a file")
-        raise OSError(f"{target} is {kind}, not a regular file; the report is written only "
-                      "to a regular file or a new path")
+        raise OSError(
+            f"{target} is {kind}, not a regular file; the report is written only "
+            "to a regular file or a new path"
+        )
     mode = stat.S_IMODE(existing.st_mode) if existing is not None else 0o644
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
@@ -127,8 +161,13 @@ class _Collect(EventSink):
         self.events.append(ctx)
 
 
-def write_report(log: str | os.PathLike[str] | IO[str], out: str | os.PathLike[str], *,
-                 content: bool = True, skip_invalid: bool = False) -> ReportStats:
+def write_report(
+    log: str | os.PathLike[str] | IO[str],
+    out: str | os.PathLike[str],
+    *,
+    content: bool = True,
+    skip_invalid: bool = False,
+) -> ReportStats:
     """Read the JSONL event log ``log`` and write its HTML report to ``out``.
 
     ``out`` must be a regular file (replaced) or a new path: see :func:`write_atomically`.
@@ -149,5 +188,4 @@ def write_report(log: str | os.PathLike[str] | IO[str], out: str | os.PathLike[s
     # A lone surrogate a provider split off (kept verbatim in the log) cannot be UTF-8.
     data = html.encode("utf-8", errors="replace")
     write_atomically(Path(out), data)
-    return ReportStats(runs=len(runs), events=stats.events, skipped=stats.skipped,
-                       bytes=len(data))
+    return ReportStats(runs=len(runs), events=stats.events, skipped=stats.skipped, bytes=len(data))

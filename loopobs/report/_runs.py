@@ -21,8 +21,13 @@ from loopobs.contract.events import SESSION_HOOKS, EventContext
 __all__ = ["FoldedLog", "RunRecord", "SessionRecord", "fold_log", "fold_runs"]
 
 # Token order in every ``tok`` array: input, output, cache read, cache write, reasoning.
-_TOKEN_FIELDS = ("input_tokens", "output_tokens", "cache_read_input_tokens",
-                 "cache_write_input_tokens", "reasoning_output_tokens")
+_TOKEN_FIELDS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_input_tokens",
+    "cache_write_input_tokens",
+    "reasoning_output_tokens",
+)
 
 # Hooks drawn as markers on the timeline, with the label each gets.
 _MARKERS = {
@@ -109,12 +114,22 @@ class RunRecord:
     def to_json(self) -> dict[str, Any]:
         """The record as the page's script reads it (short keys keep large reports small)."""
         return {
-            "id": self.run_id, "t0": self.t0_ns // 1_000_000, "session": self.session,
+            "id": self.run_id,
+            "t0": self.t0_ns // 1_000_000,
+            "session": self.session,
             "agent": self.agent,
-            "model": self.model, "status": self.status, "error": self.error,
-            "dur": self.end_ms, "turns": self.turns, "tok": self.tokens, "cost": self.cost,
-            "tools": self.tool_calls, "toolErr": self.tool_errors, "bars": self.bars,
-            "ttft": {str(k): v for k, v in self.ttft.items()}, "marks": self.marks,
+            "model": self.model,
+            "status": self.status,
+            "error": self.error,
+            "dur": self.end_ms,
+            "turns": self.turns,
+            "tok": self.tokens,
+            "cost": self.cost,
+            "tools": self.tool_calls,
+            "toolErr": self.tool_errors,
+            "bars": self.bars,
+            "ttft": {str(k): v for k, v in self.ttft.items()},
+            "marks": self.marks,
             "turnTot": {str(k): v for k, v in sorted(self.turn_totals.items())},
             "content": self.content,
         }
@@ -148,8 +163,10 @@ class FoldedLog:
 def _session_event(ctx: Any) -> tuple[str, str]:
     if ctx.hook == "on_session_reset":
         return "reset", f"epoch {ctx.epoch}, {ctx.discarded} discarded"
-    return (f"{ctx.queue} {ctx.outcome}",
-            f"{ctx.queue} queue {ctx.outcome} (capacity {ctx.capacity}, policy {ctx.policy})")
+    return (
+        f"{ctx.queue} {ctx.outcome}",
+        f"{ctx.queue} queue {ctx.outcome} (capacity {ctx.capacity}, policy {ctx.policy})",
+    )
 
 
 class _Fold:
@@ -294,7 +311,8 @@ class _Fold:
         if hook == "on_sleep":
             return f"{ctx.tool} sleeps until {ctx.wake_at.isoformat()}"
         fields: Mapping[str, Any] = {
-            name: getattr(ctx, name) for name in ("limit", "value", "budget", "action")
+            name: getattr(ctx, name)
+            for name in ("limit", "value", "budget", "action")
             if hasattr(ctx, name)
         }
         return ", ".join(f"{k} {v}" for k, v in fields.items())

@@ -94,8 +94,15 @@ class BoundedQueue(Generic[_T]):
     ``on_drop`` receives a dropped item.
     """
 
-    def __init__(self, name: str, capacity: int, policy: QueuePolicy, emit: ObserverSet,
-                 owner: uuid.UUID, on_drop: Callable[[_T], None] | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        capacity: int,
+        policy: QueuePolicy,
+        emit: ObserverSet,
+        owner: uuid.UUID,
+        on_drop: Callable[[_T], None] | None = None,
+    ) -> None:
         if capacity < 1:
             raise ValueError("a queue's capacity must be at least 1")
         if policy not in ("block", "drop_oldest", "reject"):
@@ -116,9 +123,16 @@ class BoundedQueue(Generic[_T]):
 
     def _event(self, outcome: Literal["saturated", "dropped", "rejected"]) -> None:
         if self._emit.listens("on_backpressure"):
-            self._emit.on_backpressure(BackpressureContext(
-                run_id=self._owner, time_ns=time.time_ns(), queue=self.name, outcome=outcome,
-                capacity=self.capacity, policy=self.policy))
+            self._emit.on_backpressure(
+                BackpressureContext(
+                    run_id=self._owner,
+                    time_ns=time.time_ns(),
+                    queue=self.name,
+                    outcome=outcome,
+                    capacity=self.capacity,
+                    policy=self.policy,
+                )
+            )
 
     def _added(self) -> None:
         if len(self._items) >= self.capacity and not self._saturated:
@@ -229,7 +243,8 @@ class _Sent:
 
 
 _ACTIVE: contextvars.ContextVar[AgentSession | None] = contextvars.ContextVar(
-    "loopobs_agent_session", default=None)
+    "loopobs_agent_session", default=None
+)
 
 
 async def _ask_user(question: str) -> str:
@@ -237,8 +252,9 @@ async def _ask_user(question: str) -> str:
     session = _ACTIVE.get()
     scope = current_tool_call()
     if session is None or scope is None:
-        raise ToolExecutionError("ask_user works only in an AgentSession", tool="ask_user",
-                                 error_type="NoSession")
+        raise ToolExecutionError(
+            "ask_user works only in an AgentSession", tool="ask_user", error_type="NoSession"
+        )
     return await session._ask(scope.tool_call_id, question)
 
 
@@ -275,8 +291,7 @@ def _ask_user_tool() -> Tool:
     if not _ask_user_built:
         with _ASK_USER_LOCK:
             if not _ask_user_built:
-                _ask_user_built.append(Tool(_ask_user, name="ask_user",
-                                            timeout=7 * 24 * 3600.0))
+                _ask_user_built.append(Tool(_ask_user, name="ask_user", timeout=7 * 24 * 3600.0))
     return _ask_user_built[0]
 
 
@@ -313,14 +328,23 @@ class AgentSession:
             ``attribution`` is not a small mapping of short strings.
     """
 
-    def __init__(self, loop: AgentLoop, *, store: SessionStore | None = None,
-                 session_id: uuid.UUID | None = None, queue_size: int = 16,
-                 queue_policy: QueuePolicy = "block", subscriber_queue_size: int = 256,
-                 ask_user_timeout: float = 300.0, store_timeout: float = 30.0,
-                 attribution: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        loop: AgentLoop,
+        *,
+        store: SessionStore | None = None,
+        session_id: uuid.UUID | None = None,
+        queue_size: int = 16,
+        queue_policy: QueuePolicy = "block",
+        subscriber_queue_size: int = 256,
+        ask_user_timeout: float = 300.0,
+        store_timeout: float = 30.0,
+        attribution: Mapping[str, str] | None = None,
+    ) -> None:
         if not (isinstance(store_timeout, (int, float)) and 0 < store_timeout < math.inf):
-            raise ValueError(f"store_timeout must be a positive number of seconds, "
-                             f"not {store_timeout!r}")
+            raise ValueError(
+                f"store_timeout must be a positive number of seconds, not {store_timeout!r}"
+            )
         ask_user = _ask_user_tool()
         existing = loop.tools.get("ask_user")
         if existing is not None and existing is not ask_user:
@@ -338,7 +362,8 @@ class AgentSession:
         self.epoch = 0
         self._emit: ObserverSet = loop.observers
         self._inbox: BoundedQueue[_Sent] = BoundedQueue(
-            "inbox", queue_size, queue_policy, self._emit, self.id, on_drop=self._discard)
+            "inbox", queue_size, queue_policy, self._emit, self.id, on_drop=self._discard
+        )
         self.attribution: dict[str, str] = dict(attribution or {})
         """Who the conversation is for (on every run's ``on_run_start``)."""
         self._session = Conversation(id=self.id, attribution=self.attribution)
@@ -430,9 +455,14 @@ class AgentSession:
             await asyncio.wait({current})
         del old
         if self._emit.listens("on_session_reset"):
-            self._emit.on_session_reset(SessionResetContext(
-                run_id=self.id, time_ns=time.time_ns(), epoch=self.epoch,
-                discarded=len(discarded) + (current is not None)))
+            self._emit.on_session_reset(
+                SessionResetContext(
+                    run_id=self.id,
+                    time_ns=time.time_ns(),
+                    epoch=self.epoch,
+                    discarded=len(discarded) + (current is not None),
+                )
+            )
         self._publish(SessionUpdate("reset", self.epoch))
         async with self._store_lock:
             await self._store_call("clear", self.store.clear(self.id))
@@ -495,13 +525,15 @@ class AgentSession:
     @property
     def questions(self) -> dict[str, str]:
         """Open ``ask_user`` calls: call id → question."""
-        return {cid: getattr(f, "question", "") for cid, f in self._questions.items()
-                if not f.done()}
+        return {
+            cid: getattr(f, "question", "") for cid, f in self._questions.items() if not f.done()
+        }
 
     async def subscribe(self) -> AsyncIterator[SessionUpdate]:
         """Updates from now on, until the session closes (the ``closed`` update is the last)."""
         queue: BoundedQueue[SessionUpdate] = BoundedQueue(
-            "subscriber", self.subscriber_queue_size, "drop_oldest", self._emit, self.id)
+            "subscriber", self.subscriber_queue_size, "drop_oldest", self._emit, self.id
+        )
         self._subscribers.append(queue)
         try:
             while True:
@@ -554,10 +586,15 @@ class AgentSession:
             raise
         except Exception as exc:
             if isinstance(exc, TimeoutError) and deadline.expired():
-                raise StoreFailed(f"the session store's {operation} did not finish within "
-                                  f"{self.store_timeout:g}s", operation=operation) from None
-            raise StoreFailed(f"the session store's {operation} failed: "
-                              f"{type(exc).__name__}: {exc}", operation=operation) from exc
+                raise StoreFailed(
+                    f"the session store's {operation} did not finish within "
+                    f"{self.store_timeout:g}s",
+                    operation=operation,
+                ) from None
+            raise StoreFailed(
+                f"the session store's {operation} failed: {type(exc).__name__}: {exc}",
+                operation=operation,
+            ) from exc
 
     async def _persist(self, session: Conversation) -> StoreFailed | None:
         """Append the messages ``session`` added and flush; the store's failure, if any."""
@@ -585,7 +622,9 @@ class AgentSession:
         except asyncio.TimeoutError:
             raise ToolExecutionError(
                 f"the user did not answer within {self.ask_user_timeout:g}s",
-                tool="ask_user", error_type="NoAnswer") from None
+                tool="ask_user",
+                error_type="NoAnswer",
+            ) from None
         finally:
             self._questions.pop(call_id, None)
 
@@ -630,8 +669,11 @@ class AgentSession:
         outcome: RunResult | BaseException
         if task.cancelled():
             discarded = epoch != self.epoch or self._closed
-            outcome = SessionClosed("the run was discarded (reset or close)") if discarded \
+            outcome = (
+                SessionClosed("the run was discarded (reset or close)")
+                if discarded
                 else Interrupted()
+            )
             status = RunStatus.INTERRUPTED
         elif (exc := task.exception()) is not None:
             outcome, status = exc, RunStatus.FAILED
@@ -670,7 +712,13 @@ def _close_open_calls(session: Conversation) -> None:
             continue
         if isinstance(message, AssistantMessage) and message.tool_calls:
             session.messages.extend(
-                ToolResultMessage(tool_call_id=c.id, name=c.name, is_error=True,
-                                  content="Error: interrupted before the tool finished")
-                for c in message.tool_calls if c.id not in answered)
+                ToolResultMessage(
+                    tool_call_id=c.id,
+                    name=c.name,
+                    is_error=True,
+                    content="Error: interrupted before the tool finished",
+                )
+                for c in message.tool_calls
+                if c.id not in answered
+            )
         return

@@ -172,21 +172,27 @@ class FileStore:
             except (ValidationError, UnicodeDecodeError) as exc:
                 if number == tail:
                     self.torn[session_id] = number
-                    logger.warning("%s:%d: the last line is torn (a write cut short, %d "
-                                   "characters); loaded the %d whole messages before it",
-                                   path, number, len(line), len(messages))
+                    logger.warning(
+                        "%s:%d: the last line is torn (a write cut short, %d "
+                        "characters); loaded the %d whole messages before it",
+                        path,
+                        number,
+                        len(line),
+                        len(messages),
+                    )
                     break
-                reason = (exc.errors()[0]["msg"] if isinstance(exc, ValidationError)
-                          else "not UTF-8")
-                raise StoreCorrupt(f"{path}:{number}: not a stored message: {reason}",
-                                   path=str(path), line=number) from None
+                reason = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else "not UTF-8"
+                raise StoreCorrupt(
+                    f"{path}:{number}: not a stored message: {reason}", path=str(path), line=number
+                ) from None
         return messages
 
     async def append(self, session_id: uuid.UUID, messages: Sequence[Message]) -> None:
         """Buffer ``messages`` until the next flush."""
         adapter = _message_adapter()
         self._buffer.setdefault(session_id, []).extend(
-            adapter.dump_json(m).decode() for m in messages)
+            adapter.dump_json(m).decode() for m in messages
+        )
 
     async def clear(self, session_id: uuid.UUID) -> None:
         """Delete the session's file and its buffered messages."""

@@ -38,13 +38,20 @@ class Session:
         self.t += gap if gap is not None else self.rng.uniform(1.0, 4.0)
         return round(self.t, 3)
 
-    def call(self, tool: str, args: dict[str, Any], result: str, *, gap: float | None = None,
-             duration: float | None = None, error: bool = False,
-             annotations: dict[str, bool] | None = None) -> None:
+    def call(
+        self,
+        tool: str,
+        args: dict[str, Any],
+        result: str,
+        *,
+        gap: float | None = None,
+        duration: float | None = None,
+        error: bool = False,
+        annotations: dict[str, bool] | None = None,
+    ) -> None:
         t = self._tick(gap)
         d = duration if duration is not None else round(self.rng.uniform(0.05, 0.5), 3)
-        step: dict[str, Any] = {"call": tool, "args": args, "result": result, "t": t,
-                                "duration": d}
+        step: dict[str, Any] = {"call": tool, "args": args, "result": result, "t": t, "duration": d}
         if error:
             step["error"] = True
         if annotations:
@@ -67,14 +74,17 @@ class Session:
         self.loop_start = len(self.steps) + after
 
     def trace(self, name: str, cls: str, label: Label) -> Trace:
-        return Trace(name, cls, label, tuple(self.steps),
-                     self.loop_start if label != "ok" else None)
+        return Trace(
+            name, cls, label, tuple(self.steps), self.loop_start if label != "ok" else None
+        )
 
 
 # -- content -----------------------------------------------------------------------------
 
-WORDS = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda sigma omega "  # noqa: SIM905
-         "parser token cache queue worker config client server handler request retry").split()
+WORDS = (  # noqa: SIM905
+    "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda sigma omega "
+    "parser token cache queue worker config client server handler request retry"
+).split()
 
 
 def code(rng: random.Random, lines: int = 6) -> str:
@@ -88,13 +98,17 @@ def code(rng: random.Random, lines: int = 6) -> str:
 def search_results(rng: random.Random, n: int = 5) -> str:
     return "\n".join(
         f"{i + 1}. {' '.join(rng.sample(WORDS, 4)).title()} — https://docs.example.com/"
-        f"{rng.choice(WORDS)}/{rng.randint(100, 999)}" for i in range(n))
+        f"{rng.choice(WORDS)}/{rng.randint(100, 999)}"
+        for i in range(n)
+    )
 
 
 def now_iso(rng: random.Random, t: float) -> str:
     minutes = int(t // 60)
-    return (f"2026-11-30T{10 + minutes // 60:02d}:{minutes % 60:02d}:"
-            f"{int(t % 60):02d}.{rng.randint(0, 999):03d}Z")
+    return (
+        f"2026-11-30T{10 + minutes // 60:02d}:{minutes % 60:02d}:"
+        f"{int(t % 60):02d}.{rng.randint(0, 999):03d}Z"
+    )
 
 
 def prefix(s: Session, n: int | None = None) -> None:
@@ -105,14 +119,21 @@ def prefix(s: Session, n: int | None = None) -> None:
         if kind == 0:
             s.call("read_file", {"path": f"src/mod_{rng.choice(WORDS)}_{i}.py"}, code(rng))
         elif kind == 1:
-            s.call("grep", {"pattern": f"{rng.choice(WORDS)}_{i}", "path": "src"},
-                   f"src/mod_{i}.py:{rng.randint(1, 90)}")
+            s.call(
+                "grep",
+                {"pattern": f"{rng.choice(WORDS)}_{i}", "path": "src"},
+                f"src/mod_{i}.py:{rng.randint(1, 90)}",
+            )
         else:
-            s.call("list_dir", {"path": f"src/pkg_{i}"},
-                   "\n".join(f"{w}.py" for w in rng.sample(WORDS, 4)))
+            s.call(
+                "list_dir",
+                {"path": f"src/pkg_{i}"},
+                "\n".join(f"{w}.py" for w in rng.sample(WORDS, 4)),
+            )
 
 
 # -- runaway loops: cosmetically different arguments -----------------------------------------
+
 
 def path_spellings(rng: random.Random) -> Trace:
     s = Session(rng)
@@ -120,8 +141,14 @@ def path_spellings(rng: random.Random) -> Trace:
     target = f"src/{rng.choice(WORDS)}/app.py"
     content = code(rng)
     failure = f"FAILED tests/test_app.py::test_{rng.choice(WORDS)} - assert 7 == 6"
-    spellings = [target, f"./{target}", f"{WORKSPACE}/{target}", target.replace("/", "//", 1),
-                 f"src/../{target}", f"{WORKSPACE}/./{target}"]
+    spellings = [
+        target,
+        f"./{target}",
+        f"{WORKSPACE}/{target}",
+        target.replace("/", "//", 1),
+        f"src/../{target}",
+        f"{WORKSPACE}/./{target}",
+    ]
     s.looping()
     for i in range(30):
         s.call("read_file", {"path": spellings[i % len(spellings)]}, content)
@@ -135,8 +162,13 @@ def query_whitespace_case(rng: random.Random) -> Trace:
     prefix(s)
     words = rng.sample(WORDS, 3)
     results = search_results(rng)
-    variants = [" ".join(words), "  ".join(words).upper(), " " + " ".join(words).title() + " ",
-                "\t".join(words), " ".join(words).capitalize()]
+    variants = [
+        " ".join(words),
+        "  ".join(words).upper(),
+        " " + " ".join(words).title() + " ",
+        "\t".join(words),
+        " ".join(words).capitalize(),
+    ]
     s.looping()
     for i in range(25):
         s.call("search", {"query": variants[i % len(variants)], "limit": 5}, results)
@@ -150,8 +182,9 @@ def nonce_cache_buster(rng: random.Random) -> Trace:
     key = rng.choice(["nonce", "cache_buster", "_"])
     s.looping()
     for _ in range(25):
-        s.call("fetch", {"url": "https://status.example.com/", key: f"{rng.getrandbits(48):x}"},
-               page)
+        s.call(
+            "fetch", {"url": "https://status.example.com/", key: f"{rng.getrandbits(48):x}"}, page
+        )
     return s.trace(f"fetching one page with a fresh {key}", "cosmetic_args", "loop")
 
 
@@ -160,8 +193,11 @@ def since_now(rng: random.Random) -> Trace:
     prefix(s)
     s.looping()
     for _ in range(25):
-        s.call("list_events", {"stream": "deploys", "since": now_iso(rng, s.t)},
-               '{"events": [], "next": null}')
+        s.call(
+            "list_events",
+            {"stream": "deploys", "since": now_iso(rng, s.t)},
+            '{"events": [], "next": null}',
+        )
     return s.trace("polling for events since <now>, without waiting", "cosmetic_args", "loop")
 
 
@@ -171,9 +207,13 @@ def rising_timeout(rng: random.Random) -> Trace:
     s.looping()
     for i in range(20):
         timeout = 5 * (i + 1)
-        s.call("http_get", {"url": "https://api.example.com/v1/report", "timeout": timeout},
-               f"Error: ReadTimeout: no response from api.example.com after {timeout} s",
-               error=True, duration=float(timeout))
+        s.call(
+            "http_get",
+            {"url": "https://api.example.com/v1/report", "timeout": timeout},
+            f"Error: ReadTimeout: no response from api.example.com after {timeout} s",
+            error=True,
+            duration=float(timeout),
+        )
     return s.trace("the same request with a rising timeout", "cosmetic_args", "loop")
 
 
@@ -181,17 +221,24 @@ def page_past_end(rng: random.Random) -> Trace:
     s = Session(rng)
     total = rng.randint(2, 4)
     for page in range(1, total + 1):
-        s.call("list_issues", {"repo": "acme/api", "page": page},
-               f'{{"items": {[rng.randint(100, 999) for _ in range(5)]}, "page": {page}, '
-               f'"total_pages": {total}}}')
+        s.call(
+            "list_issues",
+            {"repo": "acme/api", "page": page},
+            f'{{"items": {[rng.randint(100, 999) for _ in range(5)]}, "page": {page}, '
+            f'"total_pages": {total}}}',
+        )
     s.looping(2)
     for page in range(total + 1, total + 25):
-        s.call("list_issues", {"repo": "acme/api", "page": page},
-               f'{{"items": [], "page": {page}, "total_pages": {total}}}')
+        s.call(
+            "list_issues",
+            {"repo": "acme/api", "page": page},
+            f'{{"items": [], "page": {page}, "total_pages": {total}}}',
+        )
     return s.trace("paging on past the last page", "cosmetic_args", "loop")
 
 
 # -- runaway loops: volatile results -----------------------------------------------------------
+
 
 def poll_with_server_timestamp(rng: random.Random) -> Trace:
     s = Session(rng)
@@ -199,10 +246,14 @@ def poll_with_server_timestamp(rng: random.Random) -> Trace:
     job = f"job-{rng.randint(100, 999)}"
     s.looping()
     for _ in range(25):
-        s.call("job_status", {"job_id": job},
-               f'{{"state": "queued", "position": 3, "checked_at": "{now_iso(rng, s.t)}"}}')
-    return s.trace("polling a stuck job whose reply carries a timestamp", "volatile_results",
-                   "loop")
+        s.call(
+            "job_status",
+            {"job_id": job},
+            f'{{"state": "queued", "position": 3, "checked_at": "{now_iso(rng, s.t)}"}}',
+        )
+    return s.trace(
+        "polling a stuck job whose reply carries a timestamp", "volatile_results", "loop"
+    )
 
 
 def failing_test_duration(rng: random.Random) -> Trace:
@@ -212,14 +263,21 @@ def failing_test_duration(rng: random.Random) -> Trace:
     s.looping()
     for _ in range(25):
         secs = rng.uniform(0.3, 2.5)
-        s.call("run_tests", {"target": "tests/"},
-               f"FAILED tests/test_{name}.py::test_roundtrip - AssertionError\n"
-               f"1 failed, 41 passed in {secs:.2f}s")
+        s.call(
+            "run_tests",
+            {"target": "tests/"},
+            f"FAILED tests/test_{name}.py::test_roundtrip - AssertionError\n"
+            f"1 failed, 41 passed in {secs:.2f}s",
+        )
         if rng.random() < 0.4:
-            s.call("read_file", {"path": f"tests/test_{name}.py"},
-                   f"def test_roundtrip(): ...{name}")
-    return s.trace("re-running a failing suite whose output differs in its duration",
-                   "volatile_results", "loop")
+            s.call(
+                "read_file", {"path": f"tests/test_{name}.py"}, f"def test_roundtrip(): ...{name}"
+            )
+    return s.trace(
+        "re-running a failing suite whose output differs in its duration",
+        "volatile_results",
+        "loop",
+    )
 
 
 def stuck_job_paced(rng: random.Random) -> Trace:
@@ -235,6 +293,7 @@ def stuck_job_paced(rng: random.Random) -> Trace:
 
 # -- runaway loops: long repeats ---------------------------------------------------------------
 
+
 def exploration_redone(rng: random.Random) -> Trace:
     s = Session(rng)
     length = rng.randint(20, 32)
@@ -244,8 +303,13 @@ def exploration_redone(rng: random.Random) -> Trace:
         if kind == 0:
             steps.append(("read_file", {"path": f"src/m{i}_{rng.choice(WORDS)}.py"}, code(rng, 3)))
         elif kind == 1:
-            steps.append(("grep", {"pattern": f"{rng.choice(WORDS)}{i}", "path": "src"},
-                          f"src/m{i}.py:{rng.randint(1, 80)}: {rng.choice(WORDS)}"))
+            steps.append(
+                (
+                    "grep",
+                    {"pattern": f"{rng.choice(WORDS)}{i}", "path": "src"},
+                    f"src/m{i}.py:{rng.randint(1, 80)}: {rng.choice(WORDS)}",
+                )
+            )
         else:
             steps.append(("list_dir", {"path": f"src/p{i}"}, " ".join(rng.sample(WORDS, 5))))
     for tool, args, result in steps:
@@ -254,16 +318,21 @@ def exploration_redone(rng: random.Random) -> Trace:
     for _ in range(3):
         for tool, args, result in steps:
             s.call(tool, args, result)
-    return s.trace(f"a {length}-step exploration redone three more times", "long_repeats",
-                   "loop")
+    return s.trace(f"a {length}-step exploration redone three more times", "long_repeats", "loop")
 
 
 def long_cycle(rng: random.Random) -> Trace:
     s = Session(rng)
     prefix(s)
     period = rng.randint(5, 8)
-    steps = [(rng.choice(["read_file", "grep", "git_diff", "list_dir"]),
-              {"path": f"src/c{i}_{rng.choice(WORDS)}.py"}, code(rng, 2)) for i in range(period)]
+    steps = [
+        (
+            rng.choice(["read_file", "grep", "git_diff", "list_dir"]),
+            {"path": f"src/c{i}_{rng.choice(WORDS)}.py"},
+            code(rng, 2),
+        )
+        for i in range(period)
+    ]
     s.looping(period)
     for _ in range(8):
         for tool, args, result in steps:
@@ -273,14 +342,21 @@ def long_cycle(rng: random.Random) -> Trace:
 
 # -- runaway loops: paraphrased calls and ping-pong --------------------------------------------
 
+
 def paraphrased_search(rng: random.Random) -> Trace:
     s = Session(rng)
     prefix(s)
     a, b, c = rng.sample(WORDS, 3)
     results = search_results(rng, 6)
-    phrasings = [f"{a} {b} {c}", f"how to {c} {a} {b}", f"{b} {c} for {a}s",
-                 f"What is the {a} {b} {c}?", f"{c} {b} {a} in the docs",
-                 f"find {a} {c} {b}s", f"{a.upper()} {b} {c}"]
+    phrasings = [
+        f"{a} {b} {c}",
+        f"how to {c} {a} {b}",
+        f"{b} {c} for {a}s",
+        f"What is the {a} {b} {c}?",
+        f"{c} {b} {a} in the docs",
+        f"find {a} {c} {b}s",
+        f"{a.upper()} {b} {c}",
+    ]
     s.looping()
     for i in range(20):
         s.call("web_search", {"query": phrasings[i % len(phrasings)]}, results)
@@ -292,36 +368,53 @@ def synonym_search_shuffled(rng: random.Random) -> Trace:
     s = Session(rng)
     prefix(s)
     hits = search_results(rng, 6).splitlines()
-    phrasings = ["fix flaky integration test", "repair intermittent integration test",
-                 "stabilise unreliable integration check", "flaky e2e test remedy",
-                 "intermittently failing integration test solution"]
+    phrasings = [
+        "fix flaky integration test",
+        "repair intermittent integration test",
+        "stabilise unreliable integration check",
+        "flaky e2e test remedy",
+        "intermittently failing integration test solution",
+    ]
     s.looping()
     for i in range(20):
         rng.shuffle(hits)
         s.call("web_search", {"query": phrasings[i % len(phrasings)]}, "\n".join(hits))
-    return s.trace("synonyms searched again, the same hits reordered (a known miss)",
-                   "paraphrased_calls", "loop")
+    return s.trace(
+        "synonyms searched again, the same hits reordered (a known miss)",
+        "paraphrased_calls",
+        "loop",
+    )
 
 
 def agents_ping_pong(rng: random.Random) -> Trace:
     s = Session(rng)
     prefix(s)
     topic = rng.choice(WORDS)
-    reply = (f"Reviewer: I cannot approve the {topic} change yet; the rollback plan is missing. "
-             f"(reviewed at {{ts}})")
+    reply = (
+        f"Reviewer: I cannot approve the {topic} change yet; the rollback plan is missing. "
+        f"(reviewed at {{ts}})"
+    )
     s.looping()
     for i in range(20):
-        s.call("ask_agent", {"agent": "reviewer",
-                             "message": f"Draft v{i + 2}: please approve the {topic} change. "
-                                        f"I have addressed your comments (round {i + 1})."},
-               reply.format(ts=now_iso(rng, s.t)))
-        s.call("edit_draft", {"section": "summary", "text": f"{topic} change, revision {i + 2}"},
-               "saved")
-    return s.trace("two agents ping-ponging a slowly varying draft", "paraphrased_calls",
-                   "loop")
+        s.call(
+            "ask_agent",
+            {
+                "agent": "reviewer",
+                "message": f"Draft v{i + 2}: please approve the {topic} change. "
+                f"I have addressed your comments (round {i + 1}).",
+            },
+            reply.format(ts=now_iso(rng, s.t)),
+        )
+        s.call(
+            "edit_draft",
+            {"section": "summary", "text": f"{topic} change, revision {i + 2}"},
+            "saved",
+        )
+    return s.trace("two agents ping-ponging a slowly varying draft", "paraphrased_calls", "loop")
 
 
 # -- runaway loops: classics -------------------------------------------------------------------
+
 
 def same_call_repeated(rng: random.Random) -> Trace:
     s = Session(rng)
@@ -363,12 +456,17 @@ def same_error_forever(rng: random.Random) -> Trace:
     table = rng.choice(WORDS)
     s.looping()
     for _ in range(20):
-        s.call("sql_query", {"sql": f"SELECT * FROM {table}s WHERE id = 7"},
-               f'Error: relation "{table}s" does not exist', error=True)
+        s.call(
+            "sql_query",
+            {"sql": f"SELECT * FROM {table}s WHERE id = 7"},
+            f'Error: relation "{table}s" does not exist',
+            error=True,
+        )
     return s.trace("the same failing query, unchanged", "classic", "loop")
 
 
 # -- runaway answers ---------------------------------------------------------------------------
+
 
 def counter_answers(rng: random.Random) -> Trace:
     s = Session(rng)
@@ -387,8 +485,10 @@ def date_answers(rng: random.Random) -> Trace:
     s.run(f"Any news on ticket {ticket}?")
     s.looping(2)
     for n in range(9):
-        s.answer(f"As of 2026-11-{20 + n:02d} {9 + n:02d}:{rng.randint(10, 59)} UTC "
-                 f"there is no update on ticket {ticket}.")
+        s.answer(
+            f"As of 2026-11-{20 + n:02d} {9 + n:02d}:{rng.randint(10, 59)} UTC "
+            f"there is no update on ticket {ticket}."
+        )
         s.run("check again")
     return s.trace("short answers where only a date changes", "answers", "converged")
 
@@ -396,10 +496,12 @@ def date_answers(rng: random.Random) -> Trace:
 def alternating_drafts(rng: random.Random) -> Trace:
     s = Session(rng)
     a, b = rng.sample(WORDS, 2)
-    drafts = [f"Subject: {a} rollout. We will enable {a} for all users on Monday, "
-              f"after the {b} migration.",
-              f"Subject: {b} migration first. The {b} migration runs on Monday; the {a} "
-              f"rollout follows once it is verified."]
+    drafts = [
+        f"Subject: {a} rollout. We will enable {a} for all users on Monday, "
+        f"after the {b} migration.",
+        f"Subject: {b} migration first. The {b} migration runs on Monday; the {a} "
+        f"rollout follows once it is verified.",
+    ]
     s.run("Draft the announcement.")
     s.answer(drafts[0])
     s.looping(3)
@@ -425,10 +527,15 @@ def long_answer_one_word(rng: random.Random) -> Trace:
 
 def rephrased_answer(rng: random.Random) -> Trace:
     s = Session(rng)
-    city, country = rng.choice([("Canberra", "Australia"), ("Ottawa", "Canada"),
-                                ("Bern", "Switzerland")])
-    forms = [f"The capital of {country} is {city}.", f"the capital of {country} is {city}!",
-             f"{city} is the capital of {country}.", f"It is {city}: the capital of {country}."]
+    city, country = rng.choice(
+        [("Canberra", "Australia"), ("Ottawa", "Canada"), ("Bern", "Switzerland")]
+    )
+    forms = [
+        f"The capital of {country} is {city}.",
+        f"the capital of {country} is {city}!",
+        f"{city} is the capital of {country}.",
+        f"It is {city}: the capital of {country}.",
+    ]
     s.run(f"What is the capital of {country}?")
     s.answer(forms[0])
     s.looping()
@@ -439,6 +546,7 @@ def rephrased_answer(rng: random.Random) -> Trace:
 
 
 # -- productive work: polling ------------------------------------------------------------------
+
 
 def poll_with_backoff(rng: random.Random) -> Trace:
     s = Session(rng)
@@ -469,10 +577,18 @@ def long_poll_tool(rng: random.Random) -> Trace:
     s = Session(rng)
     prefix(s)
     for _ in range(rng.randint(6, 12)):
-        s.call("wait_for_deploy", {"deploy_id": "d-7", "timeout": 120}, "still rolling out",
-               duration=120.0)
-    s.call("wait_for_deploy", {"deploy_id": "d-7", "timeout": 120}, "rolled out: 3/3 healthy",
-           duration=40.0)
+        s.call(
+            "wait_for_deploy",
+            {"deploy_id": "d-7", "timeout": 120},
+            "still rolling out",
+            duration=120.0,
+        )
+    s.call(
+        "wait_for_deploy",
+        {"deploy_id": "d-7", "timeout": 120},
+        "rolled out: 3/3 healthy",
+        duration=40.0,
+    )
     return s.trace("a long-poll tool that blocks until the deploy is done", "polling", "ok")
 
 
@@ -489,8 +605,11 @@ def capped_backoff(rng: random.Random) -> Trace:
 def job_progress(rng: random.Random) -> Trace:
     s = Session(rng)
     for p in range(0, 100, rng.choice([5, 8, 10])):
-        s.call("job_status", {"job_id": "etl-3"},
-               f'{{"state": "running", "progress": {p}, "at": "{now_iso(rng, s.t)}"}}')
+        s.call(
+            "job_status",
+            {"job_id": "etl-3"},
+            f'{{"state": "running", "progress": {p}, "at": "{now_iso(rng, s.t)}"}}',
+        )
     s.call("job_status", {"job_id": "etl-3"}, '{"state": "done", "progress": 100}')
     s.answer("The ETL job finished.")
     return s.trace("polling a job that progresses", "polling", "ok")
@@ -498,13 +617,17 @@ def job_progress(rng: random.Random) -> Trace:
 
 # -- productive work: reads between writes -----------------------------------------------------
 
+
 def git_status_after_commit(rng: random.Random) -> Trace:
     s = Session(rng)
     for i in range(rng.randint(6, 10)):
         f = f"src/{rng.choice(WORDS)}_{i}.py"
         s.call("edit_file", {"path": f, "old": f"v{i}", "new": f"v{i + 1}"}, "edited 1 line")
-        s.call("git_commit", {"message": f"Bump {f} to v{i + 1}"},
-               f"[main {rng.getrandbits(28):07x}] Bump {f} to v{i + 1}\n 1 file changed")
+        s.call(
+            "git_commit",
+            {"message": f"Bump {f} to v{i + 1}"},
+            f"[main {rng.getrandbits(28):07x}] Bump {f} to v{i + 1}\n 1 file changed",
+        )
         s.call("git_status", {}, "On branch main\nnothing to commit, working tree clean")
     return s.trace("git status after each commit", "reads_between_writes", "ok")
 
@@ -512,10 +635,12 @@ def git_status_after_commit(rng: random.Random) -> Trace:
 def tests_green_after_edits(rng: random.Random) -> Trace:
     s = Session(rng)
     for i in range(rng.randint(6, 12)):
-        s.call("edit_file", {"path": f"src/{rng.choice(WORDS)}.py", "old": f"a{i}",
-                             "new": f"b{i}"}, "edited")
-        s.call("run_tests", {"target": "tests/"},
-               f"42 passed in {rng.uniform(2, 4):.2f}s")
+        s.call(
+            "edit_file",
+            {"path": f"src/{rng.choice(WORDS)}.py", "old": f"a{i}", "new": f"b{i}"},
+            "edited",
+        )
+        s.call("run_tests", {"target": "tests/"}, f"42 passed in {rng.uniform(2, 4):.2f}s")
     s.answer("All refactors done; the suite stays green.")
     return s.trace("the suite green after each edit", "reads_between_writes", "ok")
 
@@ -524,24 +649,33 @@ def schema_before_insert(rng: random.Random) -> Trace:
     s = Session(rng)
     schema = "orders(id int primary key, customer text, total numeric, created timestamptz)"
     for i in range(rng.randint(8, 14)):
-        s.call("get_schema", {"table": "orders"}, schema,
-               annotations={"read_only": True})
-        s.call("db_execute", {"sql": f"INSERT INTO orders VALUES ({i}, 'c{i}', {i * 3})"},
-               "INSERT 0 1", annotations={"side_effecting": True})
+        s.call("get_schema", {"table": "orders"}, schema, annotations={"read_only": True})
+        s.call(
+            "db_execute",
+            {"sql": f"INSERT INTO orders VALUES ({i}, 'c{i}', {i * 3})"},
+            "INSERT 0 1",
+            annotations={"side_effecting": True},
+        )
     return s.trace("a schema lookup before each insert", "reads_between_writes", "ok")
 
 
 def annotated_writes(rng: random.Random) -> Trace:
     s = Session(rng)
     for i in range(rng.randint(6, 10)):
-        s.call("kv_read", {"key": "config"}, '{"replicas": 3, "region": "eu-west-1"}',
-               annotations={"read_only": True})
-        s.call("kv_apply", {"key": f"job/{i}", "value": i},
-               "ok", annotations={"side_effecting": True})
+        s.call(
+            "kv_read",
+            {"key": "config"},
+            '{"replicas": 3, "region": "eu-west-1"}',
+            annotations={"read_only": True},
+        )
+        s.call(
+            "kv_apply", {"key": f"job/{i}", "value": i}, "ok", annotations={"side_effecting": True}
+        )
     return s.trace("a config read before each annotated write", "reads_between_writes", "ok")
 
 
 # -- productive work: long sessions ------------------------------------------------------------
+
 
 def long_healthy_session(rng: random.Random) -> Trace:
     s = Session(rng)
@@ -555,16 +689,19 @@ def long_healthy_session(rng: random.Random) -> Trace:
         for f in dict.fromkeys([target, *rng.sample(files, rng.randint(0, 3))]):
             s.call("read_file", {"path": f}, contents[f])
         if rng.random() < 0.5:
-            s.call("grep", {"pattern": rng.choice(WORDS), "path": "src"},
-                   "\n".join(f"{g}:{rng.randint(1, 50)}" for g in rng.sample(files, 3)))
+            s.call(
+                "grep",
+                {"pattern": rng.choice(WORDS), "path": "src"},
+                "\n".join(f"{g}:{rng.randint(1, 50)}" for g in rng.sample(files, 3)),
+            )
         for _ in range(rng.randint(1, 2)):
             edits += 1
             contents[target] = code(rng, 3)
-            s.call("edit_file", {"path": target, "old": f"x{edits}", "new": f"y{edits}"},
-                   "edited")
+            s.call("edit_file", {"path": target, "old": f"x{edits}", "new": f"y{edits}"}, "edited")
             s.call("read_file", {"path": target}, contents[target])
-        s.call("run_tests", {"target": "tests/"},
-               f"{200 + edits} passed in {rng.uniform(5, 9):.2f}s")
+        s.call(
+            "run_tests", {"target": "tests/"}, f"{200 + edits} passed in {rng.uniform(5, 9):.2f}s"
+        )
         if rng.random() < 0.05:
             s.compaction()
     return s.trace(f"a long healthy session ({total} calls)", "long_sessions", "ok")
@@ -581,12 +718,14 @@ def long_research_session(rng: random.Random) -> Trace:
         s.call("web_search", {"query": " ".join(rng.sample(WORDS, 3))}, search_results(rng, 5))
         for url in rng.sample(list(docs), rng.randint(1, 3)):
             s.call("fetch", {"url": url}, docs[url])
-        s.call("write_note", {"text": f"finding {n}: {rng.choice(WORDS)} {rng.choice(WORDS)}"},
-               "saved")
+        s.call(
+            "write_note", {"text": f"finding {n}: {rng.choice(WORDS)} {rng.choice(WORDS)}"}, "saved"
+        )
     return s.trace(f"a long research session ({total} calls)", "long_sessions", "ok")
 
 
 # -- productive work: retries and acknowledgements ---------------------------------------------
+
 
 def retry_budget(rng: random.Random) -> Trace:
     s = Session(rng)
@@ -594,9 +733,12 @@ def retry_budget(rng: random.Random) -> Trace:
     for i in range(3):
         url = f"https://api.example.com/v1/items/{rng.randint(1, 999)}"
         for _ in range(3):
-            s.call("http_get", {"url": url},
-                   f"Error: 503 Service Unavailable (request id "
-                   f"{rng.getrandbits(64):016x})", error=True)
+            s.call(
+                "http_get",
+                {"url": url},
+                f"Error: 503 Service Unavailable (request id {rng.getrandbits(64):016x})",
+                error=True,
+            )
         s.call("http_get", {"url": url}, f'{{"id": {i}, "name": "{rng.choice(WORDS)}"}}')
     return s.trace("three transient errors then success, per request", "retries", "ok")
 
@@ -605,10 +747,16 @@ def acknowledgements(rng: random.Random) -> Trace:
     s = Session(rng)
     for i in range(8):
         w = rng.choice(WORDS)
-        s.run(rng.choice([f"Delete the stale branch feature/{w}-{i} please",
-                          f"Rename {w}_{i}.py to {w}_{i}_old.py in the repo",
-                          f"Add the label needs-triage to issue {100 + i} now",
-                          f"Close pull request {200 + i} as superseded by main"]))
+        s.run(
+            rng.choice(
+                [
+                    f"Delete the stale branch feature/{w}-{i} please",
+                    f"Rename {w}_{i}.py to {w}_{i}_old.py in the repo",
+                    f"Add the label needs-triage to issue {100 + i} now",
+                    f"Close pull request {200 + i} as superseded by main",
+                ]
+            )
+        )
         s.call("run_command", {"cmd": f"task {i}"}, f"ok {i}")
         s.answer(rng.choice(["Done.", "Done!", "Done."]))
     return s.trace("'Done.' to different requests", "acknowledgements", "ok")
@@ -631,13 +779,17 @@ def one_page_past_the_end(rng: random.Random) -> Trace:
     total = rng.randint(3, 6)
     for page in range(1, total + 2):
         items = [rng.randint(100, 999) for _ in range(5)] if page <= total else []
-        s.call("list_issues", {"repo": "acme/api", "page": page},
-               f'{{"items": {items}, "page": {page}, "total_pages": {total}}}')
+        s.call(
+            "list_issues",
+            {"repo": "acme/api", "page": page},
+            f'{{"items": {items}, "page": {page}, "total_pages": {total}}}',
+        )
     s.answer(f"There are {5 * total} open issues.")
     return s.trace("paging until an empty page", "classic_ok", "ok")
 
 
 # -- productive work: classics -----------------------------------------------------------------
+
 
 def coding_progressing(rng: random.Random) -> Trace:
     s = Session(rng)
@@ -670,9 +822,13 @@ def different_greps(rng: random.Random) -> Trace:
 
 def evolving_answers(rng: random.Random) -> Trace:
     s = Session(rng)
-    steps = ["install the package with pip", "attach a PrometheusObserver on port 9464",
-             "import the Grafana dashboard", "set an alert on loop detections",
-             "route alerts to the on-call channel"]
+    steps = [
+        "install the package with pip",
+        "attach a PrometheusObserver on port 9464",
+        "import the Grafana dashboard",
+        "set an alert on loop detections",
+        "route alerts to the on-call channel",
+    ]
     for i, step in enumerate(steps):
         s.run("next step?")
         s.answer(f"Step {i + 1}: {step}.")
@@ -684,12 +840,15 @@ def reports_with_figures(rng: random.Random) -> Trace:
     body = " ".join(f"finding{i}" for i in range(30))
     for _ in range(5):
         s.run("Report the service health.")
-        s.answer(f"Report: {body}. Latency p95 is {rng.randint(80, 200)} ms, errors "
-                 f"{rng.randint(1, 9) / 10} %, cost {rng.randint(2, 20)} USD.")
+        s.answer(
+            f"Report: {body}. Latency p95 is {rng.randint(80, 200)} ms, errors "
+            f"{rng.randint(1, 9) / 10} %, cost {rng.randint(2, 20)} USD."
+        )
     return s.trace("hourly reports whose figures change", "classic_ok", "ok")
 
 
 # -- shell agents: everything through one bash tool -------------------------------------------
+
 
 def shell_result(rng: random.Random, output: str = "", code_: int = 0) -> str:
     """An observation as a mini-SWE-agent-style harness wraps it."""
@@ -700,11 +859,22 @@ def shell_prefix(s: Session) -> str:
     """A shell agent finding its way: listings, greps and reads through ``bash``."""
     rng = s.rng
     module = f"src/{rng.choice(WORDS)}_{rng.randint(1, 99)}.py"
-    s.call("bash", {"command": f"cd {WORKSPACE} && ls -la src"},
-           shell_result(rng, "\n".join(f"-rw-r--r-- 1 root root {rng.randint(100, 9000)} "
-                                       f"{w}.py" for w in rng.sample(WORDS, 5))))
-    s.call("bash", {"command": f"grep -rn 'def {rng.choice(WORDS)}' src | head -20"},
-           shell_result(rng, f"{module}:{rng.randint(1, 200)}:def handler(x):"))
+    s.call(
+        "bash",
+        {"command": f"cd {WORKSPACE} && ls -la src"},
+        shell_result(
+            rng,
+            "\n".join(
+                f"-rw-r--r-- 1 root root {rng.randint(100, 9000)} {w}.py"
+                for w in rng.sample(WORDS, 5)
+            ),
+        ),
+    )
+    s.call(
+        "bash",
+        {"command": f"grep -rn 'def {rng.choice(WORDS)}' src | head -20"},
+        shell_result(rng, f"{module}:{rng.randint(1, 200)}:def handler(x):"),
+    )
     s.call("bash", {"command": f"sed -n '1,60p' {module}"}, shell_result(rng, code(rng, 4)))
     return module
 
@@ -714,20 +884,39 @@ def shell_agent_fixing(rng: random.Random) -> Trace:
     # same for a while: constant feedback, not a loop. Resolves in the end.
     s = Session(rng)
     module = shell_prefix(s)
-    s.call("bash", {"command": "cat <<'EOF' > reproduce.py\nfrom app import handler\n"
-                               f"print(handler({rng.randint(1, 9)}))\nEOF"}, shell_result(rng))
-    failure = shell_result(rng, "Traceback (most recent call last):\n  File \"reproduce.py\","
-                                " line 2\nTypeError: unsupported operand", 1)
+    s.call(
+        "bash",
+        {
+            "command": "cat <<'EOF' > reproduce.py\nfrom app import handler\n"
+            f"print(handler({rng.randint(1, 9)}))\nEOF"
+        },
+        shell_result(rng),
+    )
+    failure = shell_result(
+        rng,
+        'Traceback (most recent call last):\n  File "reproduce.py",'
+        " line 2\nTypeError: unsupported operand",
+        1,
+    )
     for i in range(rng.randint(10, 14)):
         line = rng.randint(10, 90)
-        s.call("bash", {"command": f"sed -i '{line}s/x + {i}/x + {i + 1}/' {module}"},
-               shell_result(rng))
-        s.call("bash", {"command": f"sed -n '{line - 3},{line + 3}p' {module}"},
-               shell_result(rng, code(rng, 2)))
+        s.call(
+            "bash",
+            {"command": f"sed -i '{line}s/x + {i}/x + {i + 1}/' {module}"},
+            shell_result(rng),
+        )
+        s.call(
+            "bash",
+            {"command": f"sed -n '{line - 3},{line + 3}p' {module}"},
+            shell_result(rng, code(rng, 2)),
+        )
         s.call("python", {"command": "python reproduce.py"}, failure)
     s.call("python", {"command": "python reproduce.py"}, shell_result(rng, "42"))
-    s.call("bash", {"command": "cd /workspace/repo && python -m pytest -q tests"},
-           shell_result(rng, f"{rng.randint(20, 90)} passed in 1.2s"))
+    s.call(
+        "bash",
+        {"command": "cd /workspace/repo && python -m pytest -q tests"},
+        shell_result(rng, f"{rng.randint(20, 90)} passed in 1.2s"),
+    )
     s.call("bash", {"command": "git status && git diff"}, shell_result(rng, f" M {module}"))
     return s.trace("a shell agent editing through sed and heredocs", "shell_agents_ok", "ok")
 
@@ -736,16 +925,21 @@ def shell_agent_rerunning(rng: random.Random) -> Trace:
     # The same failing test run again and again with only reads between: nothing changed.
     s = Session(rng)
     module = shell_prefix(s)
-    failure = shell_result(rng, f"FAILED tests/test_app.py::test_{rng.choice(WORDS)} - "
-                                f"assert {rng.randint(1, 9)} == 0\n1 failed", 1)
+    failure = shell_result(
+        rng,
+        f"FAILED tests/test_app.py::test_{rng.choice(WORDS)} - "
+        f"assert {rng.randint(1, 9)} == 0\n1 failed",
+        1,
+    )
     s.call("bash", {"command": "python -m pytest -q tests/test_app.py"}, failure)
     s.looping(1)
     for i in range(12):
         if i % 2:
             s.call("bash", {"command": f"cat {module}"}, shell_result(rng, "def handler(x): ..."))
         s.call("bash", {"command": "python -m pytest -q tests/test_app.py"}, failure)
-    return s.trace("a shell agent re-running a failing test with nothing changed",
-                   "shell_agents", "loop")
+    return s.trace(
+        "a shell agent re-running a failing test with nothing changed", "shell_agents", "loop"
+    )
 
 
 def shell_agent_redeleting(rng: random.Random) -> Trace:
@@ -753,25 +947,31 @@ def shell_agent_redeleting(rng: random.Random) -> Trace:
     s = Session(rng)
     shell_prefix(s)
     target = f"/data/{rng.choice(WORDS)}"
-    spellings = [f"find {target} -name '*.tmp' -type f -delete",
-                 f"find {target} -name '*.tmp' -type f -exec rm {{}} \\;",
-                 f"find {target} -name '*.tmp' -type f -exec rm -f {{}} \\;",
-                 f"find {target} -name '*.tmp' -type f -exec rm -rf {{}} \\;",
-                 f"find {target} -name '*.tmp' -type f -exec rm -rf -- {{}} \\;"]
+    spellings = [
+        f"find {target} -name '*.tmp' -type f -delete",
+        f"find {target} -name '*.tmp' -type f -exec rm {{}} \\;",
+        f"find {target} -name '*.tmp' -type f -exec rm -f {{}} \\;",
+        f"find {target} -name '*.tmp' -type f -exec rm -rf {{}} \\;",
+        f"find {target} -name '*.tmp' -type f -exec rm -rf -- {{}} \\;",
+    ]
     s.call("bash", {"command": spellings[0]}, "")
     s.looping(2)
     for i in range(1, 16):
         s.call("bash", {"command": spellings[1 + i % 4]}, "")
-    return s.trace("a shell agent deleting the same files again in other spellings",
-                   "shell_agents", "loop")
+    return s.trace(
+        "a shell agent deleting the same files again in other spellings", "shell_agents", "loop"
+    )
 
 
 # -- editor agents: view / str_replace tools --------------------------------------------------
 
+
 def editor_view(s: Session, path: str, start: int, text: str) -> None:
-    s.call("str_replace_editor", {"command": "view", "path": path,
-                                  "view_range": [start, start + 20]},
-           f"Here's the result of running `cat -n` on {path}:\n{text}")
+    s.call(
+        "str_replace_editor",
+        {"command": "view", "path": path, "view_range": [start, start + 20]},
+        f"Here's the result of running `cat -n` on {path}:\n{text}",
+    )
 
 
 def editor_agent_fixing(rng: random.Random) -> Trace:
@@ -782,13 +982,23 @@ def editor_agent_fixing(rng: random.Random) -> Trace:
     start = rng.randint(100, 300)
     for i in range(rng.randint(4, 8)):
         editor_view(s, path, start, code(rng, 3))
-        s.call("str_replace_editor", {"command": "str_replace", "path": path,
-                                      "old_str": f"alias(x, {i})", "new_str": f"alias(x, {i + 1})"},
-               f"The file {path} has been edited. Here's the result of running `cat -n` on "
-               f"a snippet of {path}: ...")
+        s.call(
+            "str_replace_editor",
+            {
+                "command": "str_replace",
+                "path": path,
+                "old_str": f"alias(x, {i})",
+                "new_str": f"alias(x, {i + 1})",
+            },
+            f"The file {path} has been edited. Here's the result of running `cat -n` on "
+            f"a snippet of {path}: ...",
+        )
         editor_view(s, path, start, code(rng, 3))
-        s.call("bash", {"command": "cd /workspace/repo && make -j4 2>&1 | tail -5"},
-               f"error: {rng.choice(WORDS)}.c:{rng.randint(1, 400)}: expected ';'")
+        s.call(
+            "bash",
+            {"command": "cd /workspace/repo && make -j4 2>&1 | tail -5"},
+            f"error: {rng.choice(WORDS)}.c:{rng.randint(1, 400)}: expected ';'",
+        )
     s.call("bash", {"command": "cd /workspace/repo && make -j4 2>&1 | tail -5"}, "Build OK")
     return s.trace("an editor agent viewing, editing and rebuilding", "editor_agents_ok", "ok")
 
@@ -803,37 +1013,49 @@ def editor_agent_failing_edits(rng: random.Random) -> Trace:
     editor_view(s, path, start, text)
     s.looping(3)
     for i in range(10):
-        s.call("str_replace_editor", {"command": "str_replace", "path": path,
-                                      "old_str": f"{start + i}\t    case TK_MATCH:",
-                                      "new_str": "    case TK_MATCH_CAPTURE:"},
-               f"ERROR:\nNo replacement was performed, old_str `{start + i}\t    case "
-               f"TK_MATCH:` did not appear verbatim in {path}.")
+        s.call(
+            "str_replace_editor",
+            {
+                "command": "str_replace",
+                "path": path,
+                "old_str": f"{start + i}\t    case TK_MATCH:",
+                "new_str": "    case TK_MATCH_CAPTURE:",
+            },
+            f"ERROR:\nNo replacement was performed, old_str `{start + i}\t    case "
+            f"TK_MATCH:` did not appear verbatim in {path}.",
+        )
         editor_view(s, path, start, text)
     return s.trace("an editor agent whose edits keep failing", "editor_agents", "loop")
 
 
 # -- conversations: the loop is in what the agent says ----------------------------------------
 
+
 def conversation_repeating(rng: random.Random) -> Trace:
     # The same reply with another one between each time (A X A Y A …): never three alike in
     # a row, yet the same request over and over.
     s = Session(rng)
-    ask = (f"To change the reservation I need its six-letter reservation ID. Could you "
-           f"please share it? It is on the confirmation e-mail from {rng.choice(WORDS)} air.")
-    others = ["I understand this is frustrating.",
-              "Unfortunately I cannot look reservations up by name.",
-              "Basic economy fares cannot be modified.",
-              "I can only change a booking once I can see it.",
-              "Our policy does not let me search by passenger.",
-              "I am sorry for the inconvenience this causes."]
+    ask = (
+        f"To change the reservation I need its six-letter reservation ID. Could you "
+        f"please share it? It is on the confirmation e-mail from {rng.choice(WORDS)} air."
+    )
+    others = [
+        "I understand this is frustrating.",
+        "Unfortunately I cannot look reservations up by name.",
+        "Basic economy fares cannot be modified.",
+        "I can only change a booking once I can see it.",
+        "Our policy does not let me search by passenger.",
+        "I am sorry for the inconvenience this causes.",
+    ]
     rng.shuffle(others)
     s.answer("Happy to help with your trip. Which reservation would you like to change?")
     s.looping(4)
     for other in others:
         s.answer(ask)
         s.answer(other)
-    return s.trace("a support agent asking for the same ID again and again", "conversations",
-                   "converged")
+    return s.trace(
+        "a support agent asking for the same ID again and again", "conversations", "converged"
+    )
 
 
 def conversation_helping(rng: random.Random) -> Trace:
@@ -841,29 +1063,67 @@ def conversation_helping(rng: random.Random) -> Trace:
     s = Session(rng)
     flights = [f"HAT{rng.randint(100, 999)}" for _ in range(6)]
     for i, flight in enumerate(flights):
-        s.answer(f"Thank you! Flight {flight} on May {10 + i} departs at "
-                 f"{rng.randint(6, 21)}:{rng.choice(['05', '20', '45'])} from "
-                 f"{rng.choice(['JFK', 'SFO', 'SEA', 'ORD'])}; the fare is "
-                 f"{rng.randint(90, 900)} USD in {rng.choice(['economy', 'business'])}.")
+        s.answer(
+            f"Thank you! Flight {flight} on May {10 + i} departs at "
+            f"{rng.randint(6, 21)}:{rng.choice(['05', '20', '45'])} from "
+            f"{rng.choice(['JFK', 'SFO', 'SEA', 'ORD'])}; the fare is "
+            f"{rng.randint(90, 900)} USD in {rng.choice(['economy', 'business'])}."
+        )
     s.answer("Your new reservation is confirmed. Is there anything else I can help with?")
     s.answer("You're welcome, have a great trip!")
     return s.trace("a support agent answering new questions", "conversations_ok", "ok")
 
 
-
 BUILDERS: tuple[Callable[[random.Random], Trace], ...] = (
-    path_spellings, query_whitespace_case, nonce_cache_buster, since_now, rising_timeout,
-    page_past_end, poll_with_server_timestamp, stuck_job_paced, failing_test_duration,
-    exploration_redone, long_cycle, paraphrased_search, synonym_search_shuffled,
-    agents_ping_pong, same_call_repeated,
-    oscillation, three_step_cycle, same_error_forever, counter_answers, date_answers,
-    alternating_drafts, long_answer_one_word, rephrased_answer, poll_with_backoff,
-    ci_wait_with_sleep, long_poll_tool, capped_backoff, job_progress, git_status_after_commit,
-    tests_green_after_edits, schema_before_insert, annotated_writes, long_healthy_session,
-    long_research_session, retry_budget, acknowledgements, coding_progressing, search_paging,
-    different_greps, evolving_answers, reports_with_figures, flaky_test_rerun,
-    one_page_past_the_end, shell_agent_fixing, shell_agent_rerunning, shell_agent_redeleting,
-    editor_agent_fixing, editor_agent_failing_edits, conversation_repeating,
+    path_spellings,
+    query_whitespace_case,
+    nonce_cache_buster,
+    since_now,
+    rising_timeout,
+    page_past_end,
+    poll_with_server_timestamp,
+    stuck_job_paced,
+    failing_test_duration,
+    exploration_redone,
+    long_cycle,
+    paraphrased_search,
+    synonym_search_shuffled,
+    agents_ping_pong,
+    same_call_repeated,
+    oscillation,
+    three_step_cycle,
+    same_error_forever,
+    counter_answers,
+    date_answers,
+    alternating_drafts,
+    long_answer_one_word,
+    rephrased_answer,
+    poll_with_backoff,
+    ci_wait_with_sleep,
+    long_poll_tool,
+    capped_backoff,
+    job_progress,
+    git_status_after_commit,
+    tests_green_after_edits,
+    schema_before_insert,
+    annotated_writes,
+    long_healthy_session,
+    long_research_session,
+    retry_budget,
+    acknowledgements,
+    coding_progressing,
+    search_paging,
+    different_greps,
+    evolving_answers,
+    reports_with_figures,
+    flaky_test_rerun,
+    one_page_past_the_end,
+    shell_agent_fixing,
+    shell_agent_rerunning,
+    shell_agent_redeleting,
+    editor_agent_fixing,
+    editor_agent_failing_edits,
+    conversation_repeating,
     conversation_helping,
 )
 
@@ -887,9 +1147,11 @@ def main() -> None:
         for t in traces:
             f.write(t.to_json() + "\n")
     labels = [t.label for t in traces]
-    print(f"{len(traces)} traces → {CORPUS_PATH} "
-          f"({labels.count('loop')} loop, {labels.count('converged')} converged, "
-          f"{labels.count('ok')} ok)")
+    print(
+        f"{len(traces)} traces → {CORPUS_PATH} "
+        f"({labels.count('loop')} loop, {labels.count('converged')} converged, "
+        f"{labels.count('ok')} ok)"
+    )
 
 
 if __name__ == "__main__":

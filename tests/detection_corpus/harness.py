@@ -57,16 +57,25 @@ class Trace:
 
     def to_json(self) -> str:
         """One JSON line."""
-        return json.dumps({"name": self.name, "class": self.cls, "label": self.label,
-                           "loop_start": self.loop_start, "steps": list(self.steps)},
-                          ensure_ascii=False, sort_keys=True)
+        return json.dumps(
+            {
+                "name": self.name,
+                "class": self.cls,
+                "label": self.label,
+                "loop_start": self.loop_start,
+                "steps": list(self.steps),
+            },
+            ensure_ascii=False,
+            sort_keys=True,
+        )
 
     @classmethod
     def from_json(cls, line: str) -> Trace:
         """The trace of one JSON line."""
         data = json.loads(line)
-        return cls(data["name"], data["class"], data["label"], tuple(data["steps"]),
-                   data["loop_start"])
+        return cls(
+            data["name"], data["class"], data["label"], tuple(data["steps"]), data["loop_start"]
+        )
 
 
 def load(path: Path = CORPUS_PATH) -> list[Trace]:
@@ -77,8 +86,10 @@ def load(path: Path = CORPUS_PATH) -> list[Trace]:
 
 def default_detectors() -> list[LoopObserver]:
     """The detectors as a user would set them up: defaults, told the agents' workspace."""
-    return [RepetitionDetector(normaliser=Normaliser(path_roots=(WORKSPACE,))),
-            ConvergenceDetector()]
+    return [
+        RepetitionDetector(normaliser=Normaliser(path_roots=(WORKSPACE,))),
+        ConvergenceDetector(),
+    ]
 
 
 @dataclass
@@ -126,8 +137,9 @@ def play(trace: Trace, detectors: Sequence[LoopObserver] | None = None) -> Outco
     and ``{"compaction": true, "t"}``. ``t`` is seconds since the session began.
     """
     collector = _Collector()
-    observers = ObserverSet([collector, *(detectors if detectors is not None
-                                          else default_detectors())], strict=True)
+    observers = ObserverSet(
+        [collector, *(detectors if detectors is not None else default_detectors())], strict=True
+    )
     session = uuid.uuid4()
     outcome = Outcome(trace)
     run = uuid.uuid4()
@@ -139,31 +151,55 @@ def play(trace: Trace, detectors: Sequence[LoopObserver] | None = None) -> Outco
         if "call" in step:
             call_id = f"call_{index}"
             raw = step.get("annotations")
-            observers.on_tool_call_received(ToolCallReceivedContext(
-                run_id=run, time_ns=t, turn=turn, tool=step["call"], tool_call_id=call_id,
-                input=step.get("args", {}),
-                annotations=ToolAnnotations(**raw) if raw else None))
+            observers.on_tool_call_received(
+                ToolCallReceivedContext(
+                    run_id=run,
+                    time_ns=t,
+                    turn=turn,
+                    tool=step["call"],
+                    tool_call_id=call_id,
+                    input=step.get("args", {}),
+                    annotations=ToolAnnotations(**raw) if raw else None,
+                )
+            )
             text = step.get("result", "")
             duration = float(step.get("duration", 0.1))
-            observers.on_tool_post(ToolPostContext(
-                run_id=run, time_ns=t + int(duration * 1e9), turn=turn, tool=step["call"],
-                tool_call_id=call_id, result_hash=result_hash(text), result=text,
-                is_error=bool(step.get("error", False)), duration_ms=duration * 1000.0,
-                outcome="error" if step.get("error") else "output"))
+            observers.on_tool_post(
+                ToolPostContext(
+                    run_id=run,
+                    time_ns=t + int(duration * 1e9),
+                    turn=turn,
+                    tool=step["call"],
+                    tool_call_id=call_id,
+                    result_hash=result_hash(text),
+                    result=text,
+                    is_error=bool(step.get("error", False)),
+                    duration_ms=duration * 1000.0,
+                    outcome="error" if step.get("error") else "output",
+                )
+            )
         elif "answer" in step:
-            observers.on_response(ResponseContext(run_id=run, time_ns=t, turn=turn,
-                                                  text=step["answer"]))
+            observers.on_response(
+                ResponseContext(run_id=run, time_ns=t, turn=turn, text=step["answer"])
+            )
         elif "run" in step:
             observers.on_run_end(RunEndContext(run_id=run, time_ns=t, success=True))
             run = uuid.uuid4()
             turn += 1
             observers.on_run_start(RunStartContext(run_id=run, time_ns=t, session_id=session))
-            observers.on_turn_start(TurnStartContext(run_id=run, time_ns=t, turn=turn,
-                                                     query=step["run"]))
+            observers.on_turn_start(
+                TurnStartContext(run_id=run, time_ns=t, turn=turn, query=step["run"])
+            )
         elif "compaction" in step:
-            observers.on_compaction(CompactionContext(
-                run_id=run, time_ns=t, tokens_before=10_000, tokens_after=2_000,
-                tokens_saved=8_000))
+            observers.on_compaction(
+                CompactionContext(
+                    run_id=run,
+                    time_ns=t,
+                    tokens_before=10_000,
+                    tokens_after=2_000,
+                    tokens_saved=8_000,
+                )
+            )
         stopped = False
         for event in collector.events[before:]:
             kind = "loop" if isinstance(event, LoopDetectedContext) else "converged"
@@ -229,14 +265,21 @@ def score(outcomes: Iterable[Outcome]) -> Scores:
         stop_recall=_ratio(stop_tp, stop_tp + stop_fn),
         median_latency=statistics.median(latencies) if latencies else 0.0,
         latencies=tuple(latencies),
-        counts={"tp": tp, "fp": fp, "fn": fn, "stop_tp": stop_tp, "stop_fp": stop_fp,
-                "stop_fn": stop_fn},
+        counts={
+            "tp": tp,
+            "fp": fp,
+            "fn": fn,
+            "stop_tp": stop_tp,
+            "stop_fp": stop_fp,
+            "stop_fn": stop_fn,
+        },
     )
 
 
-def evaluate(traces: Iterable[Trace],
-             make_detectors: Callable[[], Sequence[LoopObserver]] = default_detectors,
-             ) -> tuple[Scores, list[Outcome]]:
+def evaluate(
+    traces: Iterable[Trace],
+    make_detectors: Callable[[], Sequence[LoopObserver]] = default_detectors,
+) -> tuple[Scores, list[Outcome]]:
     """Play every trace with fresh detectors; the scores and each outcome."""
     outcomes = [play(t, make_detectors()) for t in traces]
     return score(outcomes), outcomes

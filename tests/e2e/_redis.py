@@ -30,14 +30,30 @@ class RedisServer:
     def start(self) -> None:
         """Start the server and wait (at most 10 s) until it answers PING."""
         self.process = subprocess.Popen(
-            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(self.workdir), "--protected-mode", "no"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            [
+                self.binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.workdir),
+                "--protected-mode",
+                "no",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         deadline = time.monotonic() + 10
         import redis
 
-        client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=1,
-                             socket_connect_timeout=1)
+        client = redis.Redis(
+            host="127.0.0.1", port=self.port, socket_timeout=1, socket_connect_timeout=1
+        )
         try:
             while time.monotonic() < deadline:
                 with contextlib.suppress(redis.RedisError):
@@ -61,8 +77,9 @@ class RedisServer:
 @pytest.fixture
 def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
     """A fresh, empty Redis for one test; fails in CI and skips elsewhere when missing."""
-    pytest.importorskip("redis", reason="the redis extra is not installed (pip install "
-                        "loopobs[redis])")
+    pytest.importorskip(
+        "redis", reason="the redis extra is not installed (pip install loopobs[redis])"
+    )
     binary = require_binary("LOOPOBS_REDIS_BIN", "redis-server", "/usr/bin/redis-server")
     server = RedisServer(binary, tmp_path)
     server.start()

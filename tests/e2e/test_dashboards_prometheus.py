@@ -149,11 +149,21 @@ def demo(tmp_path_factory: pytest.TempPathFactory, otlp_sink: _OtlpSink) -> Iter
     env["OTEL_EXPORTER_OTLP_PROTOCOL"] = "http/protobuf"
     env["OTEL_METRICS_EXPORTER"] = "none"  # as in docker-compose.yml: metrics are scraped
     log = workdir / "demo.log"
-    command = [*_loopobs_command(), "demo", "--forever", "--seed", "1",
-               "--metrics-port", str(port), "--no-live", "--quiet"]
+    command = [
+        *_loopobs_command(),
+        "demo",
+        "--forever",
+        "--seed",
+        "1",
+        "--metrics-port",
+        str(port),
+        "--no-live",
+        "--quiet",
+    ]
     with log.open("wb") as sink:
-        proc = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=env,
-                                cwd=workdir)
+        proc = subprocess.Popen(
+            command, stdout=sink, stderr=subprocess.STDOUT, env=env, cwd=workdir
+        )
     running = Demo(proc, port, log)
     try:
         deadline = time.monotonic() + 30
@@ -179,25 +189,32 @@ def prometheus(demo: Demo, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     config = {
         "global": {"scrape_interval": f"{SCRAPE_S}s", "evaluation_interval": f"{SCRAPE_S}s"},
         "rule_files": ["alerts.yml"],
-        "scrape_configs": [{
-            "job_name": "loopobs",
-            "scrape_interval": f"{SCRAPE_S}s",
-            "scrape_timeout": f"{SCRAPE_S}s",
-            "static_configs": [{"targets": [f"127.0.0.1:{demo.port}"]}],
-        }],
+        "scrape_configs": [
+            {
+                "job_name": "loopobs",
+                "scrape_interval": f"{SCRAPE_S}s",
+                "scrape_timeout": f"{SCRAPE_S}s",
+                "static_configs": [{"targets": [f"127.0.0.1:{demo.port}"]}],
+            }
+        ],
     }
     (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
     (workdir / "console_libraries").mkdir()
     port = free_port()
     with (workdir / "prometheus.log").open("wb") as sink:
         proc = subprocess.Popen(
-            [binary, f"--config.file={workdir / 'prometheus.yml'}",
-             f"--storage.tsdb.path={workdir / 'data'}",
-             f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn",
-             "--enable-feature=exemplar-storage",
-             f"--web.console.templates={runbooks.CONSOLE_PAGE.parent}",
-             f"--web.console.libraries={workdir / 'console_libraries'}"],
-            stdout=sink, stderr=subprocess.STDOUT,
+            [
+                binary,
+                f"--config.file={workdir / 'prometheus.yml'}",
+                f"--storage.tsdb.path={workdir / 'data'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+                "--log.level=warn",
+                "--enable-feature=exemplar-storage",
+                f"--web.console.templates={runbooks.CONSOLE_PAGE.parent}",
+                f"--web.console.libraries={workdir / 'console_libraries'}",
+            ],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
         )
     server = Prometheus(proc, f"http://127.0.0.1:{port}")
     try:
@@ -209,8 +226,10 @@ def prometheus(demo: Demo, tmp_path_factory: pytest.TempPathFactory) -> Iterator
                 break
             time.sleep(0.5)
         else:
-            pytest.fail("Prometheus never scraped the demo:\n"
-                        + (workdir / "prometheus.log").read_text()[-3000:])
+            pytest.fail(
+                "Prometheus never scraped the demo:\n"
+                + (workdir / "prometheus.log").read_text()[-3000:]
+            )
         yield server
     finally:
         _stop(proc)
@@ -227,8 +246,11 @@ def test_every_panel_query_returns_series(prometheus: Prometheus) -> None:
     # rate() over RATE_WINDOW needs two samples of each series; rare events need a little longer.
     deadline = time.monotonic() + 60
     while True:
-        empty = [q.name + ": " + substitute(q.expr, VARIABLES) for q in queries
-                 if not prometheus.query(substitute(q.expr, VARIABLES))]
+        empty = [
+            q.name + ": " + substitute(q.expr, VARIABLES)
+            for q in queries
+            if not prometheus.query(substitute(q.expr, VARIABLES))
+        ]
         if not empty or time.monotonic() > deadline:
             break
         time.sleep(2)
@@ -237,6 +259,7 @@ def test_every_panel_query_returns_series(prometheus: Prometheus) -> None:
 
 def test_panel_queries_see_real_values(prometheus: Prometheus) -> None:
     """Not only series: the demo's traffic shows up as positive rates and finite latencies."""
+
     def value(expr: str) -> float:
         result = prometheus.query(substitute(expr, VARIABLES))
         assert result, expr
@@ -245,8 +268,10 @@ def test_panel_queries_see_real_values(prometheus: Prometheus) -> None:
     total = 'loopobs_tokens_total{gen_ai_token_type=~"input|output"}'
     assert value(f"sum(rate({total}[{RATE_WINDOW}]))") > 0
     assert value(f"sum(rate(loopobs_runs_total[{RATE_WINDOW}]))") > 0
-    p95 = value("histogram_quantile(0.95, sum by (le) "
-                f"(rate(gen_ai_client_operation_duration_seconds_bucket[{RATE_WINDOW}])))")
+    p95 = value(
+        "histogram_quantile(0.95, sum by (le) "
+        f"(rate(gen_ai_client_operation_duration_seconds_bucket[{RATE_WINDOW}])))"
+    )
     assert 0 < p95 < 100
 
 
@@ -257,27 +282,31 @@ def test_template_variables_offer_values(prometheus: Prometheus) -> None:
                 continue
             query = str(variable["query"])
             assert query.startswith("label_values(")
-            selector, label = (x.strip() for x in query[len("label_values("):-1].rsplit(",", 1))
-            values = prometheus.api(f"label/{label}/values",
-                                    **{"match[]": substitute(selector, VARIABLES)})
+            selector, label = (x.strip() for x in query[len("label_values(") : -1].rsplit(",", 1))
+            values = prometheus.api(
+                f"label/{label}/values", **{"match[]": substitute(selector, VARIABLES)}
+            )
             assert [v for v in values if v], f"${variable['name']}: {query} has no values"
 
 
 def test_operator_panels_see_the_demos_traffic(prometheus: Prometheus) -> None:
     """The new panels measure what the demo does: some runs stop on the loop detector, half
     the calls read the prompt cache, and the agent name reaches tokens, tools and failures."""
+
     def values(expr: str) -> list[float]:
         return [float(s["value"][1]) for s in prometheus.query(expr)]
 
     window = f"[{RATE_WINDOW}]"
     deadline = time.monotonic() + 60
     while True:
-        failed = values(
-            'sum(increase(loopobs_runs_total{loopobs_run_status="loop_detected"}[1m]))')
+        failed = values('sum(increase(loopobs_runs_total{loopobs_run_status="loop_detected"}[1m]))')
         agents = {
             metric: {s["metric"].get("gen_ai_agent_name", "") for s in prometheus.query(metric)}
-            for metric in ("loopobs_tokens_total", "loopobs_tool_calls_total",
-                           "loopobs_stream_failures_total")
+            for metric in (
+                "loopobs_tokens_total",
+                "loopobs_tool_calls_total",
+                "loopobs_stream_failures_total",
+            )
         }
         if (failed and failed[0] > 0 and all(agents.values())) or time.monotonic() > deadline:
             break
@@ -287,12 +316,15 @@ def test_operator_panels_see_the_demos_traffic(prometheus: Prometheus) -> None:
     assert agents == {metric: {"travel-assistant"} for metric in agents}
     cache_hit = values(
         f'sum(rate(loopobs_tokens_total{{gen_ai_token_type="cache_read"}}{window}))'
-        f' / sum(rate(loopobs_tokens_total{{gen_ai_token_type="input"}}{window}))')
+        f' / sum(rate(loopobs_tokens_total{{gen_ai_token_type="input"}}{window}))'
+    )
     assert cache_hit
     assert 0 < cache_hit[0] < 1
     # input + output is the total; the extra types are parts of those two
-    by_type = {s["metric"]["gen_ai_token_type"]: float(s["value"][1])
-               for s in prometheus.query("sum by (gen_ai_token_type) (loopobs_tokens_total)")}
+    by_type = {
+        s["metric"]["gen_ai_token_type"]: float(s["value"][1])
+        for s in prometheus.query("sum by (gen_ai_token_type) (loopobs_tokens_total)")
+    }
     assert by_type["cache_read"] < by_type["input"]
     assert by_type["reasoning"] < by_type["output"]
     assert values("loopobs:threshold_ttft_p95_seconds") == [5.0]
@@ -310,28 +342,35 @@ def test_prometheus_serves_the_runbooks(prometheus: Prometheus) -> None:
 
 
 def test_every_alert_rule_evaluates(prometheus: Prometheus) -> None:
-    recorded = {rule["record"] for group in yaml.safe_load(ALERTS.read_text())["groups"]
-                for rule in group["rules"] if "record" in rule}
+    recorded = {
+        rule["record"]
+        for group in yaml.safe_load(ALERTS.read_text())["groups"]
+        for rule in group["rules"]
+        if "record" in rule
+    }
     expected = {rule["alert"] for rule in alert_rules()} | recorded
     deadline = time.monotonic() + 20
     while True:
         rules = [r for g in prometheus.api("rules")["groups"] for r in g["rules"]]
-        evaluated = {r["name"]: r for r in rules
-                     if not r.get("lastEvaluation", "0001").startswith("0001")}
+        evaluated = {
+            r["name"]: r for r in rules if not r.get("lastEvaluation", "0001").startswith("0001")
+        }
         if set(evaluated) >= expected or time.monotonic() > deadline:
             break
         time.sleep(1)
     assert {r["name"] for r in rules} == expected
     assert set(evaluated) == expected
-    unhealthy = {name: (r["health"], r.get("lastError")) for name, r in evaluated.items()
-                 if r["health"] != "ok" or r.get("lastError")}
+    unhealthy = {
+        name: (r["health"], r.get("lastError"))
+        for name, r in evaluated.items()
+        if r["health"] != "ok" or r.get("lastError")
+    }
     assert unhealthy == {}
     # Meta-monitoring against the real scrape: the demo's job exists and is up, and this
     # Prometheus scrapes no Collector, so only the Collector-absent alert is on its way.
     states = {name: r["state"] for name, r in evaluated.items() if r["type"] == "alerting"}
     assert states["LoopobsCollectorAbsent"] == "pending"
-    for name in ("LoopobsMetricsTargetDown", "LoopobsMetricsTargetAbsent",
-                 "LoopobsCollectorDown"):
+    for name in ("LoopobsMetricsTargetDown", "LoopobsMetricsTargetAbsent", "LoopobsCollectorDown"):
         assert states[name] == "inactive", name
 
 
@@ -341,10 +380,15 @@ def test_exemplar_panels_get_trace_ids(prometheus: Prometheus, otlp_sink: _OtlpS
     now = time.time()
     missing = []
     for q in queries:
-        data = prometheus.api("query_exemplars", query=substitute(q.expr, VARIABLES),
-                              start=str(now - 300), end=str(now + 60))
-        trace_ids = [e["labels"].get("trace_id", "") for series in data
-                     for e in series["exemplars"]]
+        data = prometheus.api(
+            "query_exemplars",
+            query=substitute(q.expr, VARIABLES),
+            start=str(now - 300),
+            end=str(now + 60),
+        )
+        trace_ids = [
+            e["labels"].get("trace_id", "") for series in data for e in series["exemplars"]
+        ]
         if not any(re.fullmatch(r"[0-9a-f]{32}", t) for t in trace_ids):
             missing.append(q.name)
     assert missing == []

@@ -43,8 +43,11 @@ class Phoenix:
 
 @pytest.fixture(scope="session")
 def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Phoenix]:
-    binary = require_binary("LOOPOBS_PHOENIX_BIN", "phoenix",
-                            os.path.expanduser("~/.cache/loopobs/phoenix-venv/bin/phoenix"))
+    binary = require_binary(
+        "LOOPOBS_PHOENIX_BIN",
+        "phoenix",
+        os.path.expanduser("~/.cache/loopobs/phoenix-venv/bin/phoenix"),
+    )
     http_port, grpc_port = free_port(), free_port()
     workdir: Path = tmp_path_factory.mktemp("phoenix")
     env = {
@@ -89,21 +92,38 @@ def add(a: int, b: int) -> int:
 
 async def export_run(phoenix: Phoenix, protocol: str, project: str) -> list[ReadableSpan]:
     """Run the scripted loop with configure() pointed at Phoenix; return what was exported."""
-    endpoint = (phoenix.base_url if protocol == "http/protobuf"
-                else f"http://127.0.0.1:{phoenix.grpc_port}")
+    endpoint = (
+        phoenix.base_url if protocol == "http/protobuf" else f"http://127.0.0.1:{phoenix.grpc_port}"
+    )
     local = InMemorySpanExporter()
     telemetry = configure(
-        "loopobs-e2e", resource_attributes={"openinference.project.name": project},
-        traces_exporter="otlp", metrics_exporter="none", protocol=protocol, endpoint=endpoint,
-        span_exporters=[local], export_timeout_s=10.0)
-    client = ScriptedClient([
-        Fail(RateLimited("overloaded")),
-        Reply(tool_calls=(ToolCall("add", {"a": 2, "b": 2}),),
-              usage=Usage(input_tokens=120, output_tokens=15)),
-        Reply(text="2 + 2 = 4", usage=Usage(input_tokens=160, output_tokens=8)),
-    ])
-    loop = AgentLoop(client, model="m1", fallback_models=["m2"], tools=[add],
-                     observers=telemetry.observers, agent_name="calc")
+        "loopobs-e2e",
+        resource_attributes={"openinference.project.name": project},
+        traces_exporter="otlp",
+        metrics_exporter="none",
+        protocol=protocol,
+        endpoint=endpoint,
+        span_exporters=[local],
+        export_timeout_s=10.0,
+    )
+    client = ScriptedClient(
+        [
+            Fail(RateLimited("overloaded")),
+            Reply(
+                tool_calls=(ToolCall("add", {"a": 2, "b": 2}),),
+                usage=Usage(input_tokens=120, output_tokens=15),
+            ),
+            Reply(text="2 + 2 = 4", usage=Usage(input_tokens=160, output_tokens=8)),
+        ]
+    )
+    loop = AgentLoop(
+        client,
+        model="m1",
+        fallback_models=["m2"],
+        tools=[add],
+        observers=telemetry.observers,
+        agent_name="calc",
+    )
     result = await loop.run("what is 2 + 2?")
     assert result.answer == "2 + 2 = 4"
     assert telemetry.shutdown(timeout_s=30.0)
@@ -124,8 +144,11 @@ def read_spans(phoenix: Phoenix, project: str, expected: int) -> list[dict[str, 
     deadline = time.monotonic() + 60.0
     spans: list[dict[str, Any]] = []
     while time.monotonic() < deadline:
-        response = httpx.get(f"{phoenix.base_url}/v1/projects/{project}/spans",
-                             params={"limit": max(100, expected)}, timeout=10.0)
+        response = httpx.get(
+            f"{phoenix.base_url}/v1/projects/{project}/spans",
+            params={"limit": max(100, expected)},
+            timeout=10.0,
+        )
         if response.status_code == 200:
             spans = response.json()["data"]
             if len(spans) >= expected:
@@ -140,8 +163,15 @@ async def test_run_tree_arrives_in_phoenix(phoenix: Phoenix, protocol: str) -> N
     local = await export_run(phoenix, protocol, project)
     names = sorted(sp.name for sp in local)
     # turn 0: m1 fails, m2 (fallback) asks for the tool; turn 1 starts again from m1
-    assert names == ["chat m1", "chat m1", "chat m2", "execute_tool add", "invoke_agent calc",
-                     "turn", "turn"]
+    assert names == [
+        "chat m1",
+        "chat m1",
+        "chat m2",
+        "execute_tool add",
+        "invoke_agent calc",
+        "turn",
+        "turn",
+    ]
 
     remote = read_spans(phoenix, project, len(local))
     assert len(remote) == len(local)
@@ -162,9 +192,17 @@ async def test_run_tree_arrives_in_phoenix(phoenix: Phoenix, protocol: str) -> N
         assert theirs["parent_id"] == key(mine.parent.span_id if mine.parent else None)
         assert theirs["status_code"] == status_names[mine.status.status_code], mine.name
         attrs = flatten(theirs["attributes"])
-        for name in (c.GEN_AI_OPERATION_NAME, c.GEN_AI_REQUEST_MODEL, c.GEN_AI_TOOL_NAME,
-                     c.GEN_AI_USAGE_INPUT_TOKENS, c.GEN_AI_USAGE_OUTPUT_TOKENS, c.ERROR_TYPE,
-                     c.LOOPOBS_RUN_STATUS, c.LOOPOBS_TURN_INDEX, c.GEN_AI_AGENT_NAME):
+        for name in (
+            c.GEN_AI_OPERATION_NAME,
+            c.GEN_AI_REQUEST_MODEL,
+            c.GEN_AI_TOOL_NAME,
+            c.GEN_AI_USAGE_INPUT_TOKENS,
+            c.GEN_AI_USAGE_OUTPUT_TOKENS,
+            c.ERROR_TYPE,
+            c.LOOPOBS_RUN_STATUS,
+            c.LOOPOBS_TURN_INDEX,
+            c.GEN_AI_AGENT_NAME,
+        ):
             if name in (mine.attributes or {}):
                 assert attrs.get(name) == (mine.attributes or {})[name], (mine.name, name)
 
@@ -193,8 +231,23 @@ def test_replayed_event_log_arrives_in_phoenix(phoenix: Phoenix, tmp_path: Path)
     from loopobs.exporters.tracing import TracingObserver
 
     log = tmp_path / "demo.jsonl"
-    assert main(["demo", "--exit", "--metrics-port", "0", "--jsonl", str(log), "--no-live",
-                 "--quiet", "--latency", "0"]) == 0
+    assert (
+        main(
+            [
+                "demo",
+                "--exit",
+                "--metrics-port",
+                "0",
+                "--jsonl",
+                str(log),
+                "--no-live",
+                "--quiet",
+                "--latency",
+                "0",
+            ]
+        )
+        == 0
+    )
     # what the same log gives in memory: the reference tree
     local = InMemorySpanExporter()
     provider = TracerProvider()
@@ -205,14 +258,22 @@ def test_replayed_event_log_arrives_in_phoenix(phoenix: Phoenix, tmp_path: Path)
 
     project = f"loopobs-replay-{uuid.uuid4().hex[:8]}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    env.update({
-        "OTEL_EXPORTER_OTLP_ENDPOINT": phoenix.base_url,
-        "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
-        "OTEL_METRICS_EXPORTER": "none",
-        "OTEL_RESOURCE_ATTRIBUTES": f"openinference.project.name={project}",
-    })
-    out = subprocess.run([sys.executable, "-m", "loopobs.cli", "replay", str(log)], env=env,
-                         capture_output=True, text=True, timeout=120, check=False)
+    env.update(
+        {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": phoenix.base_url,
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+            "OTEL_METRICS_EXPORTER": "none",
+            "OTEL_RESOURCE_ATTRIBUTES": f"openinference.project.name={project}",
+        }
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "loopobs.cli", "replay", str(log)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr
     events = sum(1 for line in log.read_text().splitlines() if line.strip())
     assert f"replayed {events} events" in out.stdout
@@ -242,8 +303,9 @@ def count_spans(phoenix: Phoenix, project: str, expected: int) -> set[str]:
             params: dict[str, Any] = {"limit": 1000}
             if cursor:
                 params["cursor"] = cursor
-            response = httpx.get(f"{phoenix.base_url}/v1/projects/{project}/spans",
-                                 params=params, timeout=60.0)
+            response = httpx.get(
+                f"{phoenix.base_url}/v1/projects/{project}/spans", params=params, timeout=60.0
+            )
             if response.status_code != 200:
                 break
             body = response.json()
@@ -272,14 +334,22 @@ def test_replay_of_100k_events_arrives_whole(phoenix: Phoenix, tmp_path: Path) -
     assert shape.events >= 100_000
     project = f"loopobs-bulk-{uuid.uuid4().hex[:8]}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    env.update({
-        "OTEL_EXPORTER_OTLP_ENDPOINT": phoenix.base_url,
-        "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
-        "OTEL_RESOURCE_ATTRIBUTES": f"openinference.project.name={project}",
-        "OTEL_BSP_MAX_QUEUE_SIZE": "512",
-    })
-    out = subprocess.run([sys.executable, "-m", "loopobs.cli", "replay", str(log)], env=env,
-                         capture_output=True, text=True, timeout=900, check=False)
+    env.update(
+        {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": phoenix.base_url,
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+            "OTEL_RESOURCE_ATTRIBUTES": f"openinference.project.name={project}",
+            "OTEL_BSP_MAX_QUEUE_SIZE": "512",
+        }
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "loopobs.cli", "replay", str(log)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert f"replayed {shape.events} events" in out.stdout
     assert f"{shape.spans} spans exported" in out.stdout

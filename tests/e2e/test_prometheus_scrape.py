@@ -51,9 +51,15 @@ def prometheus(metrics_server: MetricsServer, tmp_path: Path) -> Iterator[str]:
     port = free_port()
     log = (tmp_path / "prometheus.log").open("w")
     proc = subprocess.Popen(
-        [binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'data'}",
-         f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
-        stdout=log, stderr=subprocess.STDOUT,
+        [
+            binary,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={tmp_path / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--log.level=warn",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     base = f"http://127.0.0.1:{port}"
     try:
@@ -112,16 +118,21 @@ def test_prometheus_scrapes_the_scripted_figures(
 
     wait_for(prometheus, "sum(loopobs_tokens_total)", float(scripted_total))
     assert scalar(prometheus, 'sum(loopobs_tokens_total{gen_ai_token_type="input"})') == (
-        RUNS * sum(ev.LOOP_INPUT))
+        RUNS * sum(ev.LOOP_INPUT)
+    )
     assert scalar(prometheus, "sum(loopobs_runs_total)") == RUNS
     assert scalar(prometheus, "sum(loopobs_runs_active)") == 0
     assert scalar(prometheus, f'sum(loopobs_turns_total{{gen_ai_agent_name="{ev.AGENT}"}})') == (
-        2 * RUNS)
+        2 * RUNS
+    )
     assert scalar(prometheus, 'sum(loopobs_tool_calls_total{gen_ai_tool_name="search"})') == RUNS
     assert scalar(prometheus, "sum(gen_ai_client_token_usage_count)") == 4 * RUNS
     # input tokens are 100 and 200 (bucket le=256), so every quantile lands in (64, 256]
-    p50 = scalar(prometheus, "histogram_quantile(0.5, sum by (le) "
-                             '(gen_ai_client_token_usage_bucket{gen_ai_token_type="input"}))')
+    p50 = scalar(
+        prometheus,
+        "histogram_quantile(0.5, sum by (le) "
+        '(gen_ai_client_token_usage_bucket{gen_ai_token_type="input"}))',
+    )
     assert p50 is not None
     assert 64 < p50 <= 256
     series = query(prometheus, "gen_ai_client_operation_duration_seconds_count")
@@ -141,10 +152,14 @@ def test_prometheus_scrapes_the_scripted_figures(
             await release.wait()
             return "ok"
 
-        slow = AgentLoop(ScriptedClient([Reply(tool_calls=(ToolCall("wait", {}),)),
-                                         Reply(text="done")]),
-                         model="m1", tools=[wait], observers=[observer],
-                         agent_name=ev.AGENT, tool_timeout=None)
+        slow = AgentLoop(
+            ScriptedClient([Reply(tool_calls=(ToolCall("wait", {}),)), Reply(text="done")]),
+            model="m1",
+            tools=[wait],
+            observers=[observer],
+            agent_name=ev.AGENT,
+            tool_timeout=None,
+        )
         task = asyncio.create_task(slow.run("hold"))
         await asyncio.to_thread(wait_for, prometheus, "sum(loopobs_runs_active)", 1.0)
         release.set()
@@ -162,6 +177,7 @@ def test_promtool_accepts_our_exposition(observer: PrometheusObserver, tmp_path:
     asyncio.run(ev.make_loop(observer).run("q"))
     text = generate_latest(observer.registry)
     assert b"loopobs_tokens_total" in text
-    done = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True,
-                          timeout=60, check=False)
+    done = subprocess.run(
+        [promtool, "check", "metrics"], input=text, capture_output=True, timeout=60, check=False
+    )
     assert done.returncode == 0, done.stdout.decode() + done.stderr.decode()

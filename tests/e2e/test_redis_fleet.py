@@ -29,14 +29,15 @@ redis_asyncio = pytest.importorskip("redis.asyncio")
 
 
 def _client(url: str, timeout: float = 1.0) -> Any:
-    return redis_asyncio.Redis.from_url(url, socket_timeout=timeout,
-                                        socket_connect_timeout=timeout)
+    return redis_asyncio.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
 
 
 # ---- workers (module level: spawned processes import them) ----
 
-def _spend_worker(url: str, tenant: str, limit: float, runs: int, max_tokens: int,
-                  out: Any) -> None:
+
+def _spend_worker(
+    url: str, tenant: str, limit: float, runs: int, max_tokens: int, out: Any
+) -> None:
     """One worker process: ``runs`` concurrent AgentLoop runs for ``tenant``, one model call
     each, every call priced at $0.01 a token, under the tenant's shared ``usd`` limit."""
 
@@ -45,14 +46,21 @@ def _spend_worker(url: str, tenant: str, limit: float, runs: int, max_tokens: in
         from loopobs.redis import RedisLedger
 
         client = _client(url, 5.0)
-        shared = SharedBudget(RedisLedger(client, timeout_s=5.0),
-                              scopes={"tenant": Budget(usd=limit)})
+        shared = SharedBudget(
+            RedisLedger(client, timeout_s=5.0), scopes={"tenant": Budget(usd=limit)}
+        )
         prices = {"m": ModelRates(input_per_mtok=10_000.0, output_per_mtok=10_000.0)}
 
         async def one() -> RunStatus:
             reply = Reply(text="ok", usage=Usage(input_tokens=1, output_tokens=1))
-            loop = AgentLoop(ScriptedClient([reply]), model="m", detectors=[], prices=prices,
-                             shared_budget=shared, request_options={"max_tokens": max_tokens})
+            loop = AgentLoop(
+                ScriptedClient([reply]),
+                model="m",
+                detectors=[],
+                prices=prices,
+                shared_budget=shared,
+                request_options={"max_tokens": max_tokens},
+            )
             result = await loop.run("q", session=Conversation(attribution={"tenant": tenant}))
             return result.status
 
@@ -70,8 +78,9 @@ def _reserve_and_hang(url: str, scope: str, ready: Any) -> None:
         from loopobs.redis import RedisLedger
 
         ledger = RedisLedger(_client(url))
-        res = await ledger.reserve([ScopeLimit(scope, Budget(usd=1.0))], Amounts(usd=0.9),
-                                   ttl_s=1.0)
+        res = await ledger.reserve(
+            [ScopeLimit(scope, Budget(usd=1.0))], Amounts(usd=0.9), ttl_s=1.0
+        )
         ready.put(type(res).__name__)
         await asyncio.sleep(3600)
 
@@ -88,8 +97,13 @@ def _resume_worker(url: str, checkpoint_json: str, start: Any, out: Any) -> None
         from tests._loop_parking_tools import approve
 
         client = _client(url)
-        loop = AgentLoop(ScriptedClient([Reply(text="paid")]), model="m", tools=[approve],
-                         detectors=[], claim_checkpoint=RedisCheckpointClaims(client))
+        loop = AgentLoop(
+            ScriptedClient([Reply(text="paid")]),
+            model="m",
+            tools=[approve],
+            detectors=[],
+            claim_checkpoint=RedisCheckpointClaims(client),
+        )
         checkpoint = Checkpoint.model_validate_json(checkpoint_json)
         start.wait(30)
         try:
@@ -108,6 +122,7 @@ def _ctx() -> Any:
 
 
 # ---- shared budgets ----
+
 
 async def test_reserve_commit_release_and_refusal(redis_server: RedisServer) -> None:
     """A reservation holds its amounts until committed (the rest released) or released."""
@@ -134,8 +149,7 @@ async def test_reserve_commit_release_and_refusal(redis_server: RedisServer) -> 
     await client.aclose()
 
 
-async def test_the_ledger_folds_old_entries_and_still_reconciles(redis_server: RedisServer
-                                                                 ) -> None:
+async def test_the_ledger_folds_old_entries_and_still_reconciles(redis_server: RedisServer) -> None:
     """Past ``max_entries`` old ledger entries are folded into a sum: totals still add up."""
     from loopobs.redis import RedisLedger
 
@@ -163,9 +177,10 @@ def test_eight_workers_never_spend_past_a_shared_budget(redis_server: RedisServe
     for repetition in range(2):
         out = ctx.Queue()
         tenant = f"acme-{repetition}"
-        workers = [ctx.Process(target=_spend_worker,
-                               args=(redis_server.url, tenant, limit, 50, 40, out))
-                   for _ in range(8)]
+        workers = [
+            ctx.Process(target=_spend_worker, args=(redis_server.url, tenant, limit, 50, 40, out))
+            for _ in range(8)
+        ]
         for w in workers:
             w.start()
         results = [out.get(timeout=180) for _ in workers]
@@ -228,7 +243,8 @@ def test_a_killed_worker_s_reservation_expires(redis_server: RedisServer) -> Non
 
 
 async def test_redis_down_fail_closed_refuses_fail_open_counts_and_restart_recovers(
-        redis_server: RedisServer) -> None:
+    redis_server: RedisServer,
+) -> None:
     """Redis stopped: ``fail_closed`` refuses within the deadline naming the store;
     ``fail_open`` lets the call through and counts it; Redis started again on the same
     port: the same clients work again, without a restart of the worker."""
@@ -236,8 +252,11 @@ async def test_redis_down_fail_closed_refuses_fail_open_counts_and_restart_recov
 
     client = _client(redis_server.url, timeout=0.3)
     closed = SharedBudget(RedisLedger(client, timeout_s=0.5), scopes={"tenant": Budget(usd=1)})
-    opened = SharedBudget(RedisLedger(client, timeout_s=0.5), scopes={"tenant": Budget(usd=1)},
-                          on_unavailable="fail_open")
+    opened = SharedBudget(
+        RedisLedger(client, timeout_s=0.5),
+        scopes={"tenant": Budget(usd=1)},
+        on_unavailable="fail_open",
+    )
     scopes = closed.scopes_for("s1", {"tenant": "t"})
     assert await closed.reserve(scopes, Amounts(usd=0.1)) is not None
     redis_server.stop()
@@ -265,6 +284,7 @@ async def test_redis_down_fail_closed_refuses_fail_open_counts_and_restart_recov
 
 # ---- exactly-once resume ----
 
+
 def test_eight_processes_resuming_one_checkpoint_one_resumes(redis_server: RedisServer) -> None:
     """A run parks on a human gate; eight worker processes resume its checkpoint at once with
     Redis claims: exactly one runs it, the seven others get ``CheckpointAlreadyResumed``."""
@@ -276,9 +296,13 @@ def test_eight_processes_resuming_one_checkpoint_one_resumes(redis_server: Redis
     assert parked.checkpoint is not None
     ctx = _ctx()
     start, out = ctx.Event(), ctx.Queue()
-    workers = [ctx.Process(target=_resume_worker,
-                           args=(redis_server.url, parked.checkpoint.model_dump_json(), start, out))
-               for _ in range(8)]
+    workers = [
+        ctx.Process(
+            target=_resume_worker,
+            args=(redis_server.url, parked.checkpoint.model_dump_json(), start, out),
+        )
+        for _ in range(8)
+    ]
     for w in workers:
         w.start()
     start.set()
@@ -290,8 +314,10 @@ def test_eight_processes_resuming_one_checkpoint_one_resumes(redis_server: Redis
 
 # ---- session histories ----
 
+
 async def test_a_session_reopens_on_another_worker_with_its_history(
-        redis_server: RedisServer) -> None:
+    redis_server: RedisServer,
+) -> None:
     """An ``AgentSession`` on a Redis store, closed, then opened with a new loop and a new
     client (another worker): the history is there, and the next run continues it."""
     from loopobs.redis import RedisSessionStore

@@ -41,9 +41,15 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.e2e
 
 # Flags for a closed network: no background fetches, no sandbox (we run as root).
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 DOCS_IMAGE = Path(__file__).resolve().parents[2] / "docs" / "img" / "report.png"
 
 
@@ -75,8 +81,12 @@ def _open(browser: Browser, html: Path, *, width: int = 1200) -> _Loaded:
     errors: list[str] = []
     page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
     page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.on("request", lambda req: None if req.url.startswith("file:")
-            else errors.append(f"network request to {req.url}"))
+    page.on(
+        "request",
+        lambda req: (
+            None if req.url.startswith("file:") else errors.append(f"network request to {req.url}")
+        ),
+    )
     page.goto(html.as_uri())
     _poll(page, "Boolean(window.loopobsReport && window.loopobsReport.ready)")
     return _Loaded(page, errors)
@@ -102,7 +112,8 @@ def demo_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_report_loads_sorts_filters_and_opens_a_waterfall(
-        browser: Browser, demo_report: Path, tmp_path: Path) -> None:
+    browser: Browser, demo_report: Path, tmp_path: Path
+) -> None:
     loaded = _open(browser, demo_report)
     page = loaded.page
     rows = page.locator("tr.run-row")
@@ -158,8 +169,7 @@ def test_report_loads_sorts_filters_and_opens_a_waterfall(
     assert loaded.errors == []
 
 
-def test_content_toggle_is_disabled_without_content(
-        browser: Browser, tmp_path: Path) -> None:
+def test_content_toggle_is_disabled_without_content(browser: Browser, tmp_path: Path) -> None:
     out = tmp_path / "bare.html"
     write_report(DEMO_LOG, out, content=False)
     loaded = _open(browser, out)
@@ -168,8 +178,9 @@ def test_content_toggle_is_disabled_without_content(
     assert loaded.errors == []
 
 
-def test_ten_thousand_runs_stay_interactive(browser: Browser, tmp_path: Path,
-                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_ten_thousand_runs_stay_interactive(
+    browser: Browser, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     log = tmp_path / "big.jsonl"
     events = write_synthetic_log(log, 10_000)
     assert events >= 200_000
@@ -190,8 +201,10 @@ def test_ten_thousand_runs_stay_interactive(browser: Browser, tmp_path: Path,
     page.wait_for_selector("#waterfall svg g.bar-tool")
     assert loaded.errors == []
     with capsys.disabled():
-        print(f"\nreport of {stats.runs} runs / {stats.events} events "
-              f"({stats.bytes / 1e6:.1f} MB): interactive after {ready_s:.2f} s in Chromium")
+        print(
+            f"\nreport of {stats.runs} runs / {stats.events} events "
+            f"({stats.bytes / 1e6:.1f} MB): interactive after {ready_s:.2f} s in Chromium"
+        )
 
 
 def _long_run(turns: int) -> list[EventContext]:
@@ -199,31 +212,54 @@ def _long_run(turns: int) -> list[EventContext]:
     run = uuid.uuid4()
     t = 1_700_000_000_000_000_000
     ms = 1_000_000
-    events: list[EventContext] = [RunStartContext(run_id=run, time_ns=t, session_id=run,
-                                                  agent="long", model="m")]
+    events: list[EventContext] = [
+        RunStartContext(run_id=run, time_ns=t, session_id=run, agent="long", model="m")
+    ]
     for turn in range(turns):
         base = t + turn * 10 * ms
         call = f"c{turn}"
         events += [
             TurnStartContext(run_id=run, time_ns=base + 1, turn=turn),
             StreamStartContext(run_id=run, time_ns=base + ms, turn=turn, model="m"),
-            StreamSuccessContext(run_id=run, time_ns=base + 4 * ms, turn=turn, model="m",
-                                 input_tokens=10, output_tokens=2,
-                                 time_to_first_token_ms=1.0),
-            ToolPreContext(run_id=run, time_ns=base + 5 * ms, turn=turn, tool="t",
-                           tool_call_id=call),
-            ToolPostContext(run_id=run, time_ns=base + 8 * ms, turn=turn, tool="t",
-                            tool_call_id=call, result_hash=0, is_error=False,
-                            duration_ms=3.0),
+            StreamSuccessContext(
+                run_id=run,
+                time_ns=base + 4 * ms,
+                turn=turn,
+                model="m",
+                input_tokens=10,
+                output_tokens=2,
+                time_to_first_token_ms=1.0,
+            ),
+            ToolPreContext(
+                run_id=run, time_ns=base + 5 * ms, turn=turn, tool="t", tool_call_id=call
+            ),
+            ToolPostContext(
+                run_id=run,
+                time_ns=base + 8 * ms,
+                turn=turn,
+                tool="t",
+                tool_call_id=call,
+                result_hash=0,
+                is_error=False,
+                duration_ms=3.0,
+            ),
             TurnEndContext(run_id=run, time_ns=base + 9 * ms, turn=turn, success=True),
         ]
-    events.append(RunEndContext(run_id=run, time_ns=t + turns * 10 * ms, success=True,
-                                status=RunStatus.COMPLETED, total_turns=turns))
+    events.append(
+        RunEndContext(
+            run_id=run,
+            time_ns=t + turns * 10 * ms,
+            success=True,
+            status=RunStatus.COMPLETED,
+            total_turns=turns,
+        )
+    )
     return events
 
 
 def test_a_ten_thousand_turn_run_draws_its_waterfall_in_windows(
-        browser: Browser, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    browser: Browser, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     runs = fold_runs(_long_run(10_000))
     assert len(runs[0].bars) == 30_000
     out = tmp_path / "long.html"

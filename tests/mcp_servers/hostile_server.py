@@ -47,18 +47,28 @@ def main(mode: str, pid_file: str) -> None:
             continue  # a notification, or a server that never answers
         params = message.get("params") or {}
         if method == "initialize":
-            _send({"id": request_id, "result": {
-                "protocolVersion": params.get("protocolVersion", _VERSION),
-                "capabilities": {"tools": {"listChanged": True}},
-                "serverInfo": {"name": "hostile", "version": "0"}}})
+            _send(
+                {
+                    "id": request_id,
+                    "result": {
+                        "protocolVersion": params.get("protocolVersion", _VERSION),
+                        "capabilities": {"tools": {"listChanged": True}},
+                        "serverInfo": {"name": "hostile", "version": "0"},
+                    },
+                }
+            )
         elif method == "tools/list":
             listings += 1
             if mode == "no_list" or hang_listings:
                 continue
             if mode == "endless_pages":
                 page = int(params.get("cursor") or 0) + 1
-                _send({"id": request_id, "result": {"tools": [_tool(f"t{page}")],
-                                                     "nextCursor": str(page)}})
+                _send(
+                    {
+                        "id": request_id,
+                        "result": {"tools": [_tool(f"t{page}")], "nextCursor": str(page)},
+                    }
+                )
                 continue
             _send({"id": request_id, "result": {"tools": [_tool("flood"), _tool("listings")]}})
         elif method == "tools/call":

@@ -37,12 +37,18 @@ def _install_span_file(path: str) -> None:
                     parent = span.parent
                     if ctx is None:
                         continue
-                    out.write(json.dumps({
-                        "name": span.name, "trace_id": f"{ctx.trace_id:032x}",
-                        "span_id": f"{ctx.span_id:016x}",
-                        "parent_span_id": f"{parent.span_id:016x}" if parent else None,
-                        "attributes": dict(span.attributes or {}),
-                    }) + "\n")
+                    out.write(
+                        json.dumps(
+                            {
+                                "name": span.name,
+                                "trace_id": f"{ctx.trace_id:032x}",
+                                "span_id": f"{ctx.span_id:016x}",
+                                "parent_span_id": f"{parent.span_id:016x}" if parent else None,
+                                "attributes": dict(span.attributes or {}),
+                            }
+                        )
+                        + "\n"
+                    )
             return SpanExportResult.SUCCESS
 
     provider = TracerProvider()

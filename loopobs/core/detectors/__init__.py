@@ -11,5 +11,9 @@ from loopobs._moved import REMOVED_IN
 from loopobs.detectors import *  # noqa: F403
 from loopobs.detectors import __all__ as __all__
 
-warnings.warn("loopobs.core.detectors moved to loopobs.detectors; the old path goes away in "
-              f"loopobs {REMOVED_IN}", DeprecationWarning, stacklevel=2)
+warnings.warn(
+    "loopobs.core.detectors moved to loopobs.detectors; the old path goes away in "
+    f"loopobs {REMOVED_IN}",
+    DeprecationWarning,
+    stacklevel=2,
+)
