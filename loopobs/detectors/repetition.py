@@ -54,6 +54,19 @@ _CallKey = tuple[str, int | None]
 _Kind = tuple[bool, bool, bool, bool]
 
 
+class _Finding(NamedTuple):
+    """What a signal found: the fields of the ``LoopDetectedContext`` it becomes."""
+
+    signal: str
+    pattern: str
+    repetitions: int
+    tool: str | None
+    level: int
+    """``_WARN`` or ``_STOP``."""
+    call_ids: list[str]
+    reason: str
+
+
 class _Pending(NamedTuple):
     """A received call awaiting its result: what the post needs of it."""
 
@@ -725,7 +738,7 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
                 len(text) if text else 0,
                 shape,
             )
-            if detection is not None and detection[4] == _STOP:
+            if detection is not None and detection.level == _STOP:
                 self._clear_session(key)
             targets = self._targets
         if detection is None:
@@ -800,7 +813,7 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         failed: bool,
         result_len: int,
         shape: int | None,
-    ) -> tuple[str, str, int, str | None, int, list[str], str] | None:
+    ) -> _Finding | None:
         """Add one operation; the detection it completes, if any. Lock held."""
         s.pos += 1
         pos = s.pos
@@ -927,7 +940,7 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         rkey: int | None,
         is_error: bool,
         time_ns: int,
-    ) -> tuple[str, str, int, str | None, int, list[str], str] | None:
+    ) -> _Finding | None:
         warn_at = self.warn_after + 1 if is_error else self.warn_after
         level = self._level(st.count, warn_at)
         sure = self.sure_stop_after
@@ -971,7 +984,7 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
             reason = f"{label} {what} {n} times"
             if st.polls:
                 reason += f" ({st.count} of them without waiting)"
-        return (
+        return _Finding(
             signal,
             label,
             st.count if signal == "repeat" else n,
@@ -983,7 +996,7 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
 
     def _same_result(
         self, s: _Repetitions, p: _Pending, rkey: int, call_id: str, pos: int
-    ) -> tuple[str, str, int, str | None, int, list[str], str] | None:
+    ) -> _Finding | None:
         key = (p.tool, rkey)
         sr = s.same.get(key)
         if sr is None:
@@ -1038,7 +1051,7 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
             f"{sr.recurred} times (the same up to digits and case), latest {label}"
         )
         ids = _recent_ids(s, self._ring, sr.first_pos, p.tool, False, rkey)
-        return "same_result", label, sr.distinct + sr.recurred, p.tool, level, ids, reason
+        return _Finding("same_result", label, sr.distinct + sr.recurred, p.tool, level, ids, reason)
 
     # -- cycles ----------------------------------------------------------------------------
     def _cycle(
@@ -1090,9 +1103,7 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         stop = max(warn + 1, math.ceil(self.stop_after / period)) if self.stop_after else 0
         return warn, stop
 
-    def _cycle_detection(
-        self, s: _Repetitions, period: int, run: int, pos: int
-    ) -> tuple[str, str, int, str | None, int, list[str], str] | None:
+    def _cycle_detection(self, s: _Repetitions, period: int, run: int, pos: int) -> _Finding | None:
         if s.cycle_period != period:
             s.cycle_period = period
             s.cycle_level = _NONE
@@ -1146,4 +1157,4 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
             f"({run} steps in a row equal to the step {period} before)"
         )
         tool = tools.pop() if len(tools) == 1 else None
-        return "cycle", pattern, max(cycles, 2), tool, level, ids, reason
+        return _Finding("cycle", pattern, max(cycles, 2), tool, level, ids, reason)
