@@ -14,9 +14,10 @@ ratio to a bare ``PING`` round trip on the same client measured in the same proc
 The target is at most 1 ms per model call on local Redis: a model call takes hundreds.
 
 ``--load N`` also runs the fleet scenario N times (default 20 in a full run, 2 with
-``--quick``): 8 worker processes × 50 concurrent ``AgentLoop`` runs share one tenant's
-``Budget(usd=3)``, every call priced at $0.01 a token with a worst case of about $0.45;
-it prints the committed spend against the limit for each repetition.
+``--quick``): 8 worker processes × 50 ``AgentLoop`` runs (2 in flight per worker) share one
+tenant's ``Budget(usd=3)``, every call priced at $0.01 a token, costing $0.02 against a
+worst case of about $0.42; it prints the committed spend against the limit for each
+repetition (the end-to-end tests run the same with all 50 runs of a worker at once).
 """
 
 from __future__ import annotations
@@ -112,7 +113,13 @@ def _load_worker(port: int, tenant: str, runs: int, out: Any) -> None:
         )
         prices = {"m": ModelRates(input_per_mtok=10_000.0, output_per_mtok=10_000.0)}
 
+        gate = asyncio.Semaphore(IN_FLIGHT_PER_WORKER)
+
         async def one() -> bool:
+            async with gate:
+                return await run_once()
+
+        async def run_once() -> bool:
             reply = Reply(text="ok", usage=Usage(input_tokens=1, output_tokens=1))
             loop = AgentLoop(
                 ScriptedClient([reply]),
@@ -133,6 +140,9 @@ def _load_worker(port: int, tenant: str, runs: int, out: Any) -> None:
 
 
 LOAD_LIMIT_USD = 3.0
+IN_FLIGHT_PER_WORKER = 2
+"""Runs a worker has in flight at once: 8 workers × 2 worst cases (about $0.42 each) are more
+than the limit holds, so reservations contend, and the budget runs out while runs remain."""
 
 
 def _load(port: int, repetitions: int) -> list[tuple[int, float, int]]:
@@ -222,7 +232,10 @@ def main(argv: list[str] | None = None) -> list[Timing]:
         ],
     )
     if load:
-        print(f"\n8 workers × 50 concurrent runs, one tenant Budget(usd={LOAD_LIMIT_USD:g}):\n")
+        print(
+            f"\n8 workers × 50 runs ({IN_FLIGHT_PER_WORKER} in flight each), one tenant "
+            f"Budget(usd={LOAD_LIMIT_USD:g}):\n"
+        )
         print_table(
             ["repetition", "committed USD", "limit", "runs completed of 400"],
             [[str(n), f"{usd:.2f}", f"{LOAD_LIMIT_USD:.2f}", str(made)] for n, usd, made in load],
