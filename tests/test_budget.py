@@ -23,6 +23,7 @@ from loopobs import (
     Usage,
 )
 from loopobs.testing import RecordingObserver
+from tests._ast import compile_source
 
 RUN = uuid.UUID(int=1)
 
@@ -296,7 +297,7 @@ def test_the_emit_by_hand_budget_example_stops_before_the_crossing_call() -> Non
     doc = (Path(__file__).resolve().parents[1] / "docs" / "budgets.md").read_text("utf-8")
     (block,) = [b for b in re.findall(r"```python\n(.*?)```", doc, re.S) if "BudgetGuard(" in b]
     namespace: dict[str, object] = {}
-    exec(compile(block, "budgets.md", "exec"), namespace)
+    exec(compile_source(block, "budgets.md"), namespace)
     error = namespace["error"]
     assert isinstance(error, BudgetExceeded)
     assert (error.limit, error.budget) == ("usd", 0.05)

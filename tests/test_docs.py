@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests._ast import compile_source
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 PUBLIC_MODULES = [
@@ -64,7 +66,7 @@ def test_guide_code_block_runs(
     monkeypatch.setenv("OTEL_TRACES_EXPORTER", "none")
     monkeypatch.setenv("OTEL_METRICS_EXPORTER", "none")
     namespace: dict[str, object] = {"__name__": f"docs_example_{line}"}
-    exec(compile("\n" * (line) + code, str(ROOT / page), "exec"), namespace)
+    exec(compile_source("\n" * (line) + code, str(ROOT / page)), namespace)
 
 
 def _public_objects() -> list[tuple[str, object]]:

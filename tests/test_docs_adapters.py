@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests._ast import compile_source
+
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "adapters"
 
 
@@ -23,7 +25,7 @@ def _run(page: str, block: str) -> tuple[dict[str, object], str]:
     namespace: dict[str, object] = {}
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        exec(compile(block, str(DOCS / page), "exec"), namespace)
+        exec(compile_source(block, str(DOCS / page)), namespace)
     return namespace, out.getvalue()
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from loopobs import ObserverSet
 from loopobs.testing import RecordingObserver
+from tests._ast import compile_source
 
 # The integrator will paste the example into README.md and point this at it.
 DOC = Path(__file__).resolve().parents[1] / "docs" / "emit-by-hand.md"
@@ -21,7 +22,7 @@ def _example() -> str:
 def test_example_records_one_well_formed_run() -> None:
     """Executing the example delivers each event once, in order, for one run and session."""
     namespace: dict[str, object] = {"__name__": "emit_by_hand_example"}
-    exec(compile(_example(), str(DOC), "exec"), namespace)
+    exec(compile_source(_example(), str(DOC)), namespace)
     recorder, observers = namespace["recorder"], namespace["observers"]
     assert isinstance(recorder, RecordingObserver)
     assert isinstance(observers, ObserverSet)
@@ -50,7 +51,7 @@ def test_example_runs_under_strict_mode() -> None:
     code = _example().replace("ObserverSet([recorder])", "ObserverSet([recorder], strict=True)")
     assert "strict=True" in code
     namespace: dict[str, object] = {"__name__": "emit_by_hand_example"}
-    exec(compile(code, str(DOC), "exec"), namespace)
+    exec(compile_source(code, str(DOC)), namespace)
     recorder = namespace["recorder"]
     assert isinstance(recorder, RecordingObserver)
     assert len(recorder.events) == 8
