@@ -433,14 +433,16 @@ def test_http_endpoint_without_scheme_is_refused(
 
 
 def test_grpc_endpoint_without_scheme_is_accepted(handles: list[Telemetry]) -> None:
-    handles.append(
-        configure(
-            traces_exporter="otlp",
-            metrics_exporter="none",
-            protocol="grpc",
-            endpoint="127.0.0.1:4317",
-        )
+    """gRPC's endpoints are ``host:port``; the HTTP refusal above must not apply to them."""
+    grpc = pytest.importorskip("opentelemetry.exporter.otlp.proto.grpc.trace_exporter")
+    t = configure(
+        traces_exporter="otlp",
+        metrics_exporter="none",
+        protocol="grpc",
+        endpoint="127.0.0.1:4317",
     )
+    handles.append(t)
+    assert [type(e) for e in t.exporters] == [grpc.OTLPSpanExporter]
 
 
 class Refusing(InMemorySpanExporter):
