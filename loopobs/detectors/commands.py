@@ -38,6 +38,7 @@ __all__ = [
     "call_effect",
     "classify_code",
     "classify_command",
+    "clear_cache",
     "command_text",
     "failed_output",
     "tool_role",
@@ -617,6 +618,11 @@ def _classify(command: str) -> CommandInfo | None:
 
 
 _classify_remembered: Final = lru_cache(maxsize=_REMEMBERED)(_classify)
+
+
+def clear_cache() -> None:
+    """Forget the remembered command lines (a benchmark's first sight of every line)."""
+    _classify_remembered.cache_clear()
 
 
 def classify_code(code: str) -> CommandEffect:
