@@ -269,6 +269,9 @@ def _cut_heredocs(command: str) -> tuple[str, list[str]]:
     while i < len(lines):
         line = lines[i]
         i += 1
+        if "<<" not in line:
+            out.append(line)  # most lines of a command with a heredoc: no scan needed
+            continue
         pending: list[tuple[str, bool]] = []
         for m in _HEREDOC.finditer(line):
             pending.append((m.group(3), m.group(1) == "-"))
