@@ -284,3 +284,20 @@ def test_command_text_takes_strings_and_argv_lists() -> None:
 )
 def test_failed_output(output: str, failed: bool) -> None:
     assert failed_output(output) is failed
+
+
+SIMPLE_WORDS = st.text(alphabet="abcxyz019_ ./:=,+%@~^*?!$#[]-", max_size=60)
+
+
+@FUZZ
+@given(st.one_of(SIMPLE_WORDS, SHELLISH))
+def test_the_fast_paths_judge_as_the_full_parse(text: str) -> None:
+    """A plain line's tokens (split at spaces) are shlex's, and a remembered judgement is
+    the one a fresh parse makes."""
+    from loopobs.detectors import commands
+
+    assert tokens(text) == shlex_tokens(text)
+    if commands._SIMPLE_LINE.fullmatch(text):
+        assert tokens(text) == text.split()
+    assert classify_command(text) == commands._classify(text)
+    assert classify_command(text) == classify_command(text)

@@ -659,6 +659,24 @@ def test_result_masking_is_idempotent(text: str) -> None:
     assert n.result_text("t", once, None) == once
 
 
+@settings(deadline=None, max_examples=80)
+@given(st.text(alphabet="0123456789abcdef-: .msT", max_size=80), st.sampled_from([None, "2"]))
+def test_a_remembered_result_key_is_the_masked_texts(text: str, page: str | None) -> None:
+    """The process-wide result key is the one the masked text gives, remembered or not,
+    and a tool whose results are hashed exactly keeps its raw hash."""
+    from loopobs.detectors import normalise
+
+    n = Normaliser(tools={"exact": ToolNormalisation(normalise_results=False)})
+    raw = result_hash(text)
+    masked = n.result_text("t", text, page)
+    expected = raw if masked is text else hash(masked)
+    normalise.clear_result_keys()
+    assert n.result_key("t", text, raw, page) == expected
+    assert n.result_key("t", text, raw, page) == expected  # remembered
+    assert n.result_key("exact", text, raw, page) == raw
+    assert len(normalise._RESULT_KEYS) <= normalise._RESULT_KEYS_HELD
+
+
 def test_the_same_reply_with_others_between_converges() -> None:
     """A A B A: the third of the same reply counts, with another reply between (before, the
     reply between reset the count and nothing fired)."""

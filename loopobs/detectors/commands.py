@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from functools import lru_cache
 from typing import Any, Final, Literal, NamedTuple
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "call_effect",
     "classify_code",
     "classify_command",
+    "clear_cache",
     "command_text",
     "failed_output",
     "tool_role",
@@ -267,6 +269,9 @@ def _cut_heredocs(command: str) -> tuple[str, list[str]]:
     while i < len(lines):
         line = lines[i]
         i += 1
+        if "<<" not in line:
+            out.append(line)  # most lines of a command with a heredoc: no scan needed
+            continue
         pending: list[tuple[str, bool]] = []
         for m in _HEREDOC.finditer(line):
             pending.append((m.group(3), m.group(1) == "-"))
@@ -317,6 +322,10 @@ _TOKEN: Final = re.compile(
     r"""|[;&|()<>\n]++|[^ \t\r])""",
     re.DOTALL,
 )
+# Words of letters, digits and punctuation that shlex gives no meaning (no quote,
+# backslash, operator or brace) between spaces only (no tab, newline or other whitespace):
+# the most common agent command line ("ls -la src", "python x.py", "cat a.py").
+_SIMPLE_LINE: Final = re.compile(r"[\w ./:=,+%@~^*?!$#\[\]-]*", re.ASCII)
 _PLAIN: Final = re.compile(r"[;&|()<>\n]+|[^ \t\r;&|()<>\n]+")
 _QUOTING: Final = re.compile(r"""['"\\]""")
 _PART: Final = re.compile(r"""'([^']*)'|"([^"\\]*(?:\\.[^"\\]*)*)"|\\(.)""", re.DOTALL)
@@ -346,6 +355,8 @@ def _unquoted(word: str) -> str:
 def tokens(command: str) -> list[str] | None:
     """:func:`shlex_tokens`, done by regular expressions: shlex reads a character at a
     time in Python (about 40 µs for a typical agent command), this costs a few."""
+    if _SIMPLE_LINE.fullmatch(command) is not None:
+        return command.split()  # only spaces between words: where str.split cuts too
     if _QUOTING.search(command) is None:
         # No quoting (a third of agents' commands): words and operators are plain runs.
         return _PLAIN.findall(command)
@@ -552,11 +563,26 @@ _PLAIN_EFFECTS: Final[dict[str, CommandEffect]] = {
 }
 
 
+_REMEMBERED: Final = 1024
+_REMEMBERED_CHARS: Final = 2048
+"""Command lines up to this long are remembered, the latest 1,024 of them process-wide:
+agents re-run their commands, and many runs share them (``ls``, ``git diff``, ``pytest``)."""
+
+
 def classify_command(command: str) -> CommandInfo | None:
     """What ``command`` (a shell command line) does; ``None`` if it cannot be parsed.
 
-    Never raises: any string is either judged or ``None``.
+    Never raises: any string is either judged or ``None``. The answer depends on the
+    text alone, so it is remembered (a bounded cache shared by every caller: at most
+    1,024 lines of up to 2,048 characters).
     """
+    if len(command) <= _REMEMBERED_CHARS:
+        return _classify_remembered(command)
+    return _classify(command)
+
+
+def _classify(command: str) -> CommandInfo | None:
+    """:func:`classify_command`, parsed anew."""
     text, bodies = _cut_heredocs(command if len(command) <= _MAX_CHARS else command[:_MAX_CHARS])
     split = tokens(text)
     if not split:
@@ -592,6 +618,14 @@ def classify_command(command: str) -> CommandInfo | None:
     return CommandInfo(
         effect, tuple(programs), frozenset(target) if effect == "write" else frozenset(), key
     )
+
+
+_classify_remembered: Final = lru_cache(maxsize=_REMEMBERED)(_classify)
+
+
+def clear_cache() -> None:
+    """Forget the remembered command lines (a benchmark's first sight of every line)."""
+    _classify_remembered.cache_clear()
 
 
 def classify_code(code: str) -> CommandEffect:

@@ -93,9 +93,15 @@ def _sketch(words: list[str], k: int, stable: bool = True) -> frozenset[int]:
     else:
         hashes = [h & _MASK64 for h in map(hash, counts)]
     if len(hashes) < len(words):
-        for h, count in zip(list(hashes), counts.values(), strict=True):
-            if count > 1:
-                hashes.extend([(h + n * _GOLDEN) & _MASK64 for n in range(1, count)])
+        # One comprehension for every repeat of every word: one per word costs a call each.
+        hashes.extend(
+            [
+                (h + n * _GOLDEN) & _MASK64
+                for h, count in zip(hashes, counts.values(), strict=True)
+                if count > 1
+                for n in range(1, count)
+            ]
+        )
     if len(hashes) <= k:
         return frozenset(hashes)
     if len(hashes) <= 8 * k:

@@ -46,6 +46,7 @@ __all__ = [
     "DEFAULT_PATH_KEYS",
     "Normaliser",
     "ToolNormalisation",
+    "clear_result_keys",
     "mask_dates",
     "mask_volatile",
 ]
@@ -600,6 +601,27 @@ class Normaliser:
             return text
         return masked if head is text else masked + text[self.max_result_chars :]
 
+    def result_key(self, tool: str, text: str, raw: int, page: str | None) -> int:
+        """An in-process key of ``text`` as :meth:`result_text` masks it, ``raw`` being
+        its :func:`~loopobs.contract.hashing.result_hash`: ``raw`` itself when nothing
+        is masked, else the masked text's string hash.
+
+        The masks depend on the text (and ``page``) alone, so keys are remembered by
+        ``raw`` process-wide, for every normaliser: at most 4,096 of them, forgotten all
+        at once when that many are held.
+        """
+        if not self.enabled or not self._rules(tool).results:
+            return raw
+        key = (raw, page, self.max_result_chars)
+        found = _RESULT_KEYS.get(key)
+        if found is None:
+            masked = self.result_text(tool, text, page)
+            found = raw if masked is text else hash(masked)
+            if len(_RESULT_KEYS) >= _RESULT_KEYS_HELD:
+                _RESULT_KEYS.clear()
+            _RESULT_KEYS[key] = found
+        return found
+
     def result_kinds(self, tool: str, text: str, page: str | None) -> set[str]:
         """What :meth:`result_text` masks in ``text``: ``result:time``, ``result:page`` …"""
         kinds: set[str] = set()
@@ -610,6 +632,16 @@ class Normaliser:
         if page is not None and re.search(rf"(?<![\w.]){re.escape(page)}(?![\w.])", head):
             kinds.add("page")
         return {f"result:{k}" for k in kinds}
+
+
+_RESULT_KEYS_HELD: Final = 4096
+_RESULT_KEYS: Final[dict[tuple[int, str | None, int], int]] = {}
+"""(raw result hash, masked page, characters normalised) → :meth:`Normaliser.result_key`."""
+
+
+def clear_result_keys() -> None:
+    """Forget the remembered result keys (a benchmark's first sight of every result)."""
+    _RESULT_KEYS.clear()
 
 
 _NUMBER_TOKEN = re.compile(r"(?<![\w./\-])\d+(?:\.\d+)?(?![\w/\-])")

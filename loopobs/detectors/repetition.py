@@ -88,9 +88,6 @@ _UNKNOWN_ROLE: Final[Any] = object()
 _EFFECT_CACHE: Final = 1024
 _EFFECT_CACHE_CHARS: Final = 2048
 """Command lines (up to this long) whose effect is remembered per detector."""
-_MISSING: Final = -1
-_RESULT_CACHE: Final = 4096
-"""Normalised result hashes remembered per detector (raw hash → normalised)."""
 _EAGER_RESULT_CHARS: Final = 512
 """Results up to this long are always normalised; a longer one only when its call was seen
 before (masking costs about 16 ns a character, and only a repeat needs it)."""
@@ -398,7 +395,9 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
     Memory per session is bounded, whatever the session's length: at most
     ``memory`` operations, calls, results and writes (the oldest first in are
     forgotten) and a ring of ``2 × max_period + 2`` steps; per detector, the effects
-    of at most 1,024 command lines. An operation not seen
+    of at most 1,024 command lines; process-wide, shared by every detector, the
+    judgements of at most 1,024 command lines and the masked keys of at most 4,096
+    results (both depend on the text alone). An operation not seen
     for ``horizon`` calls starts over. Cycle search keeps at most four candidate
     periods (found from the distance to an operation's previous occurrence), so
     each call costs the same whatever ``max_period`` is. A stop clears the
@@ -501,7 +500,6 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         self._kinds: dict[str, _Kind] = {}
         self._roles: dict[str, ToolRole | None] = {}
         self._effects: dict[tuple[str, str], CallEffect | None] = {}
-        self._normalised: dict[tuple[str, int | None, str | None], int | None] = {}
 
     @property
     def window(self) -> int:
@@ -521,7 +519,6 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         """Forget every session's state and every call awaiting its result."""
         with self._lock:
             self._pending.clear()
-            self._normalised.clear()
             self._effects.clear()
         super().reset()
 
@@ -685,19 +682,10 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         last = self._last_result(ctx.run_id, pending) if text else None
         if last is not None and last[2] == raw:
             rkey = last[0]  # the call's text as last time: its key, without normalising again
-        elif text and (len(text) <= _EAGER_RESULT_CHARS or last is not None):
-            # The same text again (a re-read, a loop) normalises as before: look it up.
-            cache_key = (pending.tool, raw, pending.page)
-            cached = self._normalised.get(cache_key, _MISSING)
-            if cached is _MISSING:
-                norm = self.normaliser.result_text(pending.tool, text, pending.page)
-                if norm is not text:
-                    rkey = hash(norm)  # an in-process key, like the arguments'; see below
-                if len(self._normalised) >= _RESULT_CACHE:
-                    self._normalised.clear()
-                self._normalised[cache_key] = rkey
-            else:
-                rkey = cached
+        elif raw is not None and text and (len(text) <= _EAGER_RESULT_CHARS or last is not None):
+            # An in-process key, like the arguments'; the same text again (a re-read, a
+            # loop, another run's output) is not masked again.
+            rkey = self.normaliser.result_key(pending.tool, text, raw, pending.page)
         duration_ns = int(ctx.duration_ms * 1e6) if ctx.duration_ms > 0 else 0
         # A write is new work only if it differs in more than its numbers (a revision
         # counter or a timestamp in an otherwise identical write is not progress), and
