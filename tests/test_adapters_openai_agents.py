@@ -16,6 +16,8 @@ from agents import (
     Agent,
     GuardrailFunctionOutput,
     InputGuardrailTripwireTriggered,
+    ModelSettings,
+    OpenAIChatCompletionsModel,
     RunContextWrapper,
     RunHooks,
     SQLiteSession,
@@ -25,7 +27,9 @@ from agents import (
     set_trace_processors,
     set_tracing_disabled,
 )
+from agents.exceptions import AgentsException
 from agents.exceptions import MaxTurnsExceeded as AgentsMaxTurns
+from openai import AsyncOpenAI
 
 from loopobs import (
     Budget,
@@ -39,7 +43,7 @@ from loopobs import (
 )
 from loopobs import tool as loopobs_tool
 from loopobs.adapters import RunStopped
-from loopobs.adapters.openai_agents import AgentsAdapter
+from loopobs.adapters.openai_agents import AgentsAdapter, AgentsRunStopped
 from loopobs.contract.events import EventContext
 from loopobs.llm.scripted import Reply, ToolCall
 from loopobs.testing import RecordingObserver, assert_contract
@@ -53,6 +57,8 @@ from tests._agents_model import (
     message,
     tool_call,
 )
+from tests._openai_server import Reply as ServedReply
+from tests._openai_server import ScriptedServer
 
 
 @pytest.fixture(autouse=True)
@@ -651,3 +657,230 @@ async def test_prices_price_each_call(stack: Stack) -> None:
         )
     )
     assert end.cost_usd > 0
+
+
+# -- against the SDK's own OpenAI chat model and a scripted server on 127.0.0.1 ------------------
+
+
+def _served(server: ScriptedServer, **settings: Any) -> Agent[Any]:
+    """The SDK's OpenAIChatCompletionsModel against ``server`` (an OpenAI-compatible endpoint,
+    so the SDK asks for stream usage only when ModelSettings(include_usage=True) says so)."""
+    client = AsyncOpenAI(base_url=server.base_url, api_key="sk-test", max_retries=0)
+    return Agent(
+        name="researcher",
+        model=OpenAIChatCompletionsModel("gpt-test", client),
+        tools=[search],
+        model_settings=ModelSettings(**settings),
+    )
+
+
+def _served_replies(usage: bool = True) -> list[ServedReply]:
+    return [
+        ServedReply(calls=[("c1", "search", {"q": "paris"})], usage=(120, 15) if usage else None),
+        ServedReply("Sunny in Paris.", usage=(160, 9) if usage else None),
+    ]
+
+
+async def _run_served(adapter: AgentsAdapter, agent: Agent[Any], streamed: bool) -> Any:
+    if not streamed:
+        return await adapter.run(agent, "Weather in Paris?")
+    result = adapter.run_streamed(agent, "Weather in Paris?")
+    async for _ in result.stream_events():
+        pass
+    await asyncio.sleep(0)  # the done callback of the SDK's run task
+    return result
+
+
+def _chat_attributes(stack: Stack, name: str) -> list[object]:
+    return [(s.attributes or {}).get(name) for s in stack.finished("chat")]
+
+
+@pytest.mark.parametrize("streamed", [True, False])
+async def test_served_usage_is_reported_per_call_exactly(stack: Stack, streamed: bool) -> None:
+    """Runner.run_streamed with stream_options usage chunks (and Runner.run): each call's tokens
+    are the ones the server served, on the events, the chat spans and the run; and
+    gen_ai.request.stream says what the SDK did."""
+    with ScriptedServer(_served_replies(), usage_when_asked=True) as server:
+        adapter = AgentsAdapter(stack.observers)
+        result = await _run_served(adapter, _served(server, include_usage=True), streamed)
+    assert result.final_output.strip() == "Sunny in Paris."
+    assert [bool(r.get("stream")) for r in server.requests] == [streamed, streamed]
+    if streamed:
+        assert [r["stream_options"] for r in server.requests] == [{"include_usage": True}] * 2
+    assert_contract(stack.recorder.events)
+    rec = stack.recorder
+    assert [
+        (s.input_tokens, s.output_tokens, s.usage_reported) for s in rec.of("on_stream_success")
+    ] == [
+        (120, 15, True),
+        (160, 9, True),
+    ]
+    assert [s.stream for s in rec.of("on_stream_start")] == [streamed, streamed]
+    assert _chat_attributes(stack, "gen_ai.usage.input_tokens") == [120, 160]
+    assert _chat_attributes(stack, "gen_ai.usage.output_tokens") == [15, 9]
+    assert _chat_attributes(stack, "gen_ai.request.stream") == [streamed, streamed]
+    stack.check_run(usage=Usage(input_tokens=280, output_tokens=24), chats=2, tools=1)
+    stack.check_metrics_agree()
+
+
+@pytest.mark.parametrize("streamed", [True, False])
+async def test_usage_the_server_did_not_report_is_unknown_not_zero(
+    stack: Stack, streamed: bool
+) -> None:
+    """No usage served (a stream the SDK asked no usage for; a completion without it): the calls'
+    usage is unknown (no token counts on the chat spans, usage None, cost unknown), never 0/0."""
+    prices = {"gpt-test": ModelRates(input_per_mtok=1.0, output_per_mtok=1.0)}
+    with ScriptedServer(_served_replies(usage=streamed), usage_when_asked=True) as server:
+        adapter = AgentsAdapter(stack.observers, prices=prices)
+        # streamed: the server holds usage back because the SDK does not ask for it
+        await _run_served(adapter, _served(server), streamed)
+    assert_contract(stack.recorder.events)
+    rec = stack.recorder
+    assert [s.usage_reported for s in rec.of("on_stream_success")] == [False, False]
+    assert [s.cost_usd for s in rec.of("on_stream_success")] == [None, None]
+    assert [r.usage for r in rec.of("on_response")] == [None, None]
+    assert _chat_attributes(stack, "gen_ai.usage.input_tokens") == [None, None]
+    assert _chat_attributes(stack, "gen_ai.usage.output_tokens") == [None, None]
+    assert rec.of("on_run_end")[0].cost_usd is None
+    stack.check_nothing_open()
+
+
+@pytest.mark.parametrize("tracing", [True, False])
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_a_span_the_tool_opens_is_a_child_of_its_execute_tool_span(
+    stack: Stack, streamed: bool, tracing: bool
+) -> None:
+    """The user's tool opens a span with the user's tracer: it nests under that call's
+    execute_tool span, in the run's trace, for async and sync tools called in parallel, with SDK
+    tracing on or off."""
+    set_tracing_disabled(not tracing)
+    tracer = stack.tracer_provider.get_tracer("user-app")
+
+    async def _lookup(q: str) -> str:
+        with tracer.start_as_current_span(f"lookup {q}"):
+            await asyncio.sleep(0)
+            return f"found {q}"
+
+    def _fetch(q: str) -> str:
+        with tracer.start_as_current_span(f"fetch {q}"):
+            return f"fetched {q}"
+
+    lookup = function_tool(_lookup, name_override="lookup")
+    fetch = function_tool(_fetch, name_override="fetch")
+    model = ScriptModel(
+        [
+            [
+                tool_call("lookup", {"q": "a"}, "c1"),
+                tool_call("fetch", {"q": "b"}, "c2"),
+                tool_call("lookup", {"q": "c"}, "c3"),
+            ],
+            [message("done")],
+        ]
+    )
+    agent = Agent(name="researcher", model=model, tools=[lookup, fetch])
+    adapter = AgentsAdapter(stack.observers)
+    if streamed:
+        result = adapter.run_streamed(agent, "go")
+        async for _ in result.stream_events():
+            pass
+        await asyncio.sleep(0)
+    else:
+        await adapter.run(agent, "go")
+
+    (root,) = stack.finished("invoke_agent")
+    tools = {(s.attributes or {})["gen_ai.tool.call.id"]: s for s in stack.finished("execute_tool")}
+    for name, call_id in (("lookup a", "c1"), ("fetch b", "c2"), ("lookup c", "c3")):
+        (span,) = stack.finished(name)
+        tool_span = tools[call_id]
+        assert span.parent is not None
+        assert span.parent.span_id == tool_span.context.span_id, name
+        assert span.context.trace_id == root.context.trace_id
+    stack.check_nothing_open()
+
+
+async def test_a_span_opened_inside_the_model_call_is_a_child_of_its_chat_span(
+    stack: Stack,
+) -> None:
+    """A span opened while the model call runs (as an HTTP client instrumentation would) nests
+    under that call's chat span; outside any call, spans keep the caller's parent."""
+    tracer = stack.tracer_provider.get_tracer("http-client")
+
+    class Instrumented(ScriptModel):
+        async def get_response(self, *args: Any, **kwargs: Any) -> Any:
+            with tracer.start_as_current_span(f"POST /v1/responses #{self.calls + 1}"):
+                return await super().get_response(*args, **kwargs)
+
+    model = Instrumented([[tool_call("search", {"q": "x"}, "c1")], [message("ok")]])
+    with tracer.start_as_current_span("request") as request:
+        await AgentsAdapter(stack.observers).run(_agent(model), "hi")
+        after = tracer.start_span("after the run")
+        after.end()
+
+    chats = stack.finished("chat")
+    for i, chat in enumerate(chats, start=1):
+        (http,) = stack.finished(f"POST /v1/responses #{i}")
+        assert http.parent is not None
+        assert http.parent.span_id == chat.context.span_id
+    (root,) = stack.finished("invoke_agent")
+    assert root.parent is not None
+    assert root.parent.span_id == request.get_span_context().span_id
+    (later,) = stack.finished("after the run")
+    assert later.parent is not None
+    assert later.parent.span_id == request.get_span_context().span_id
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_a_stop_hands_back_the_partial_run_as_the_sdk_does(
+    stack: Stack, streamed: bool
+) -> None:
+    """RunStopped (a loop) carries the SDK's run_data, as MaxTurnsExceeded does: the input, the
+    items and the raw responses of the run so far."""
+    model = _looping_model(50)
+    adapter = AgentsAdapter(
+        stack.observers, detectors=[RepetitionDetector(warn_after=3, stop_after=5)]
+    )
+
+    async def run() -> None:
+        if streamed:
+            result = adapter.run_streamed(_agent(model), "loop forever")
+            async for _ in result.stream_events():
+                pass
+        else:
+            await adapter.run(_agent(model), "loop forever")
+
+    with pytest.raises(RunStopped) as info:
+        await run()
+    await asyncio.sleep(0)
+
+    stop = info.value
+    assert isinstance(stop, AgentsRunStopped)
+    assert isinstance(stop, AgentsException)
+    assert stop.status == "loop_detected"
+    data = stop.run_data
+    assert data is not None
+    assert data.input == "loop forever"
+    assert len(data.raw_responses) == 5 == model.calls
+    assert [r.response_id for r in data.raw_responses] == [f"resp_{i}" for i in range(1, 6)]
+    calls = [i for i in data.new_items if i.type == "tool_call_item"]
+    outputs = [i for i in data.new_items if i.type == "tool_call_output_item"]
+    assert len(calls) == len(outputs) == 5
+    assert outputs[-1].output == "results for same"
+    assert data.last_agent.name == "researcher"
+    # the telemetry records the stop itself, a plain RunStopped
+    (end,) = stack.recorder.of("on_run_end")
+    assert end.status == "loop_detected"
+    assert type(end.error) is RunStopped
+    assert str(end.error) == str(stop)
+    assert_contract(stack.recorder.events)
+    stack.check_nothing_open()
+
+
+async def test_a_budget_stop_hands_back_the_partial_run(stack: Stack) -> None:
+    """A budget stop carries run_data too."""
+    model = _looping_model(20)
+    adapter = AgentsAdapter(stack.observers, detectors=[BudgetGuard(Budget(model_calls=3))])
+    with pytest.raises(AgentsRunStopped) as info:
+        await adapter.run(_agent(model), "loop")
+    assert info.value.status == "budget_exceeded"
+    assert info.value.run_data is not None
+    assert len(info.value.run_data.raw_responses) == 3

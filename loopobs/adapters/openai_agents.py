@@ -12,9 +12,11 @@ What maps to what:
   exactly once whatever happens: answer, exception, guardrail tripwire,
   ``max_turns``, cancellation, or a stream the caller stopped reading;
 - ``on_llm_start`` / ``on_llm_end`` → a turn and its model call, with the usage
-  the model reported (cached input and reasoning output tokens included), the
-  assistant text and the tool calls of the response; a model call that raises
-  fails its stream with the error;
+  the model reported (cached input and reasoning output tokens included; a call
+  whose response carried none is unknown, never 0 — the SDK's all-zero
+  placeholder), whether the SDK streamed it (``run_streamed``), the assistant
+  text and the tool calls of the response; a model call that raises fails its
+  stream with the error;
 - ``on_tool_start`` / ``on_tool_end`` → one tool call attempt, with its result
   (an error when the tool raised);
 - a handoff → a tool call of the handoff's name (so a ping-pong between agents is
@@ -26,12 +28,20 @@ What maps to what:
   after ``on_suspended`` (a human gate) for the first call awaiting approval.
 
 Stopping: when a detector's verdict is ``stop`` the adapter raises
-:class:`~loopobs.adapters.RunStopped` from the SDK's next ``on_llm_start`` hook,
-before the next model call. The SDK propagates exceptions of run hooks
-unchanged, so the ``Runner`` run ends and ``adapter.run(...)`` raises
-``RunStopped`` (a :class:`~loopobs.contract.errors.LoopDetected`); in a streamed run
-``stream_events()`` raises it. Tools already running in the same turn finish
+:class:`AgentsRunStopped` (a :class:`~loopobs.adapters.RunStopped`, and an SDK
+``AgentsException``) from the SDK's next ``on_llm_start`` hook, before the next
+model call. The SDK propagates exceptions of run hooks unchanged, so the
+``Runner`` run ends and ``adapter.run(...)`` raises it (in a streamed run
+``stream_events()`` does), with the partial run in ``run_data`` as the SDK's own
+``MaxTurnsExceeded`` has it. Tools already running in the same turn finish
 first. ``warn`` verdicts leave the run alone.
+
+Context: the SDK calls run hooks in tasks of their own and runs each tool body in
+another, so a span an observer makes current from a hook would not reach the
+tool. The adapter makes one span current around the ``Runner`` call
+(:class:`_CurrentSpan`) that stands for the ``execute_tool`` span inside each tool
+body and for the ``chat`` span inside a model call: spans the user's tool or an
+HTTP instrumentation opens nest under them, as in ``AgentLoop``.
 
 The SDK's own tracing (``agents.tracing``) is untouched. The adapter reads the
 run hooks, and from tracing only one thing: whether the running tool's function
@@ -68,8 +78,10 @@ try:
     )
     from agents import MaxTurnsExceeded as _AgentsMaxTurns
     from agents.exceptions import (
+        AgentsException,
         InputGuardrailTripwireTriggered,
         OutputGuardrailTripwireTriggered,
+        RunErrorDetails,
     )
     from agents.handoffs import Handoff
     from agents.run_context import AgentHookContext
@@ -81,13 +93,24 @@ try:
 except ModuleNotFoundError as _exc:  # tested with the framework hidden
     raise missing_extra("openai_agents", "openai-agents", "openai-agents", _exc) from _exc
 
-from loopobs.adapters import AdapterRun, FrameworkToolCall, RunTracker, shielded, token_count
+from opentelemetry import context as otel_context
+from opentelemetry import trace as otel_trace
+from opentelemetry.util import types as otel_types
+
+from loopobs.adapters import (
+    AdapterRun,
+    FrameworkToolCall,
+    RunStopped,
+    RunTracker,
+    shielded,
+    token_count,
+)
 from loopobs.contract.errors import LoopError, MaxTurnsExceeded, ToolExecutionError
 from loopobs.contract.events import ModelSwitchedContext, SuspendedContext, Usage
 from loopobs.contract.observer import LoopObserver, ObserverSet
 from loopobs.cost.pricing import PricesArg
 
-__all__ = ["AgentsAdapter", "ObservedRunHooks"]
+__all__ = ["AgentsAdapter", "AgentsRunStopped", "ObservedRunHooks"]
 
 _log = logging.getLogger("loopobs.adapters.openai_agents")
 _now_ns = time.time_ns
@@ -122,9 +145,17 @@ def _provider(agent: Agent[Any], run_config: RunConfig | None) -> str:
     return "openai" if type(model).__module__.startswith("agents.models.openai") else ""
 
 
-def _usage(usage: AgentsUsage) -> Usage:
+def _usage(usage: AgentsUsage) -> Usage | None:
     """The SDK's usage of one call in the contract's counting (both count cached and reasoning
-    tokens inside input and output)."""
+    tokens inside input and output); None (unknown) when the model reported none.
+
+    The SDK has no "not reported" value: a response without usage (a stream the
+    server sent no usage chunk for, a provider that leaves it out) gets a ``Usage``
+    of zeros. A model call always reads at least one input token, so all-zero
+    counts are that placeholder, never a measurement.
+    """
+    if not (usage.input_tokens or usage.output_tokens or usage.total_tokens):
+        return None
     inp = usage.input_tokens_details
     out = usage.output_tokens_details
     return Usage(
@@ -199,6 +230,129 @@ def _run_error(error: BaseException) -> BaseException:
     return error
 
 
+class AgentsRunStopped(RunStopped, AgentsException):
+    """The :class:`~loopobs.adapters.RunStopped` this adapter raises into the SDK.
+
+    It is also an ``agents.exceptions.AgentsException``, so the SDK attaches the
+    partial run to it as it does to its own ``MaxTurnsExceeded``: :attr:`run_data`
+    (``RunErrorDetails``: ``input``, ``new_items``, ``raw_responses``,
+    ``last_agent``, ``context_wrapper``, guardrail results) holds what the run
+    produced before loopobs stopped it. Catch it as ``RunStopped``, ``LoopDetected``
+    or ``AgentsException``. The run's telemetry records the stop itself (a plain
+    ``RunStopped``).
+    """
+
+    run_data: RunErrorDetails | None
+
+    @classmethod
+    def of_stop(cls, stop: RunStopped) -> AgentsRunStopped:
+        """The exception to raise into the SDK for the stop the policy decided."""
+        raised = cls(stop.message, pattern=stop.pattern, status=stop.status)
+        raised.stop = stop
+        return raised
+
+    stop: RunStopped | None = None
+    """The stop the policy decided (what the run's ``on_run_end`` reports)."""
+
+
+class _CurrentSpan(otel_trace.Span):
+    """The OpenTelemetry span that is current while the SDK runs an observed run.
+
+    The SDK runs each tool body in a task of its own, and calls run hooks in
+    tasks of their own: a span an observer makes current from a hook (the
+    ``execute_tool`` span, from ``on_tool_start``) never reaches the tool's task.
+    So the adapter makes this span current around the ``Runner`` call, and every
+    task the SDK starts inherits it. It stands for the span that is current there:
+    inside a tool body, the span an observer made current for that tool call (the
+    tool is found by the SDK's own current span, the call's function span, which
+    the SDK sets with or without its tracing); inside a model call, the one made
+    current for that call (``chat``); anywhere else, the span that was current when
+    the run began. Spans the user's code opens get the real span as their parent.
+    It never ends a span: ``end()`` does nothing.
+    """
+
+    def __init__(self, outer: otel_trace.Span) -> None:
+        self.outer = outer.target() if isinstance(outer, _CurrentSpan) else outer
+        self._tools: dict[int, tuple[object, otel_trace.Span]] = {}
+        self.model_call: otel_trace.Span | None = None
+
+    def target(self) -> otel_trace.Span:
+        """The span this one stands for where it is asked."""
+        sdk_span = get_current_span()
+        if sdk_span is not None:
+            entry = self._tools.get(id(sdk_span))
+            if entry is not None and entry[0] is sdk_span:
+                return entry[1]
+        model_call = self.model_call
+        return model_call if model_call is not None else self.outer
+
+    def bind_tool(self, span: otel_trace.Span) -> object | None:
+        """Stand for ``span`` inside the tool call whose function span is current; its key."""
+        sdk_span = get_current_span()
+        if sdk_span is None:
+            return None
+        self._tools[id(sdk_span)] = (sdk_span, span)
+        return sdk_span
+
+    def unbind_tool(self, key: object | None) -> None:
+        entry = self._tools.get(id(key))
+        if entry is not None and entry[0] is key:
+            del self._tools[id(key)]
+
+    def clear(self) -> None:
+        self._tools.clear()
+        self.model_call = None
+
+    # -- otel_trace.Span, delegated --------------------------------------------------------
+    def get_span_context(self) -> otel_trace.SpanContext:
+        return self.target().get_span_context()
+
+    def is_recording(self) -> bool:
+        return self.target().is_recording()
+
+    def end(self, end_time: int | None = None) -> None:
+        """Does nothing: the spans it stands for end when their events say."""
+
+    def set_attributes(self, attributes: Mapping[str, otel_types.AttributeValue]) -> None:
+        self.target().set_attributes(attributes)
+
+    def set_attribute(self, key: str, value: otel_types.AttributeValue) -> None:
+        self.target().set_attribute(key, value)
+
+    def add_event(
+        self, name: str, attributes: otel_types.Attributes = None, timestamp: int | None = None
+    ) -> None:
+        self.target().add_event(name, attributes, timestamp)
+
+    def add_link(
+        self, context: otel_trace.SpanContext, attributes: otel_types.Attributes = None
+    ) -> None:
+        self.target().add_link(context, attributes)
+
+    def update_name(self, name: str) -> None:
+        self.target().update_name(name)
+
+    def set_status(
+        self, status: otel_trace.Status | otel_trace.StatusCode, description: str | None = None
+    ) -> None:
+        self.target().set_status(status, description)
+
+    def record_exception(
+        self,
+        exception: BaseException,
+        attributes: otel_types.Attributes = None,
+        timestamp: int | None = None,
+        escaped: bool = False,
+    ) -> None:
+        self.target().record_exception(exception, attributes, timestamp, escaped)
+
+
+def _made_current(before: otel_trace.Span) -> otel_trace.Span | None:
+    """The span an observer made current since ``before`` was (on this task), if any."""
+    span = otel_trace.get_current_span()
+    return None if span is before or isinstance(span, _CurrentSpan) else span
+
+
 class ObservedRunHooks(RunHooks[Any]):
     """The ``RunHooks`` of one observed run: reports into ``run``, then calls ``inner``.
 
@@ -210,16 +364,26 @@ class ObservedRunHooks(RunHooks[Any]):
     """
 
     def __init__(
-        self, run: AdapterRun, run_config: RunConfig | None, inner: RunHooks[Any] | None = None
+        self,
+        run: AdapterRun,
+        run_config: RunConfig | None,
+        inner: RunHooks[Any] | None = None,
+        *,
+        streamed: bool = False,
     ) -> None:
         self.run = run
         self.inner = inner
+        self.streamed = streamed
+        """Whether the SDK streams this run's model calls (``Runner.run_streamed``)."""
+        self.current = _CurrentSpan(otel_trace.get_current_span())
+        """The span made current around the ``Runner`` call (see :class:`_CurrentSpan`)."""
         self._run_config = run_config
         self._calls = 0
         self.open_call: int | None = None
         """The key of the model call in flight, if any."""
         self._tools = 0
         self._tool_keys: dict[int, object] = {}
+        self._tool_spans: dict[object, object] = {}
         self._started_ids: set[str] = set()
         self._last_calls: list[FrameworkToolCall] = []
         self._model = run.model
@@ -228,15 +392,21 @@ class ObservedRunHooks(RunHooks[Any]):
     async def _llm_start(self, agent: Agent[Any]) -> None:
         model = _model_name(agent, self._run_config)
         provider = _provider(agent, self._run_config)
-        # Budgets, then a decided stop: RunStopped leaves here, before the model call.
-        self.run.before_model_call(model=model, provider=provider)
+        # Budgets, then a decided stop: RunStopped leaves here, before the model call,
+        # as an AgentsException, so the SDK attaches the partial run (run_data) to it.
+        try:
+            self.run.before_model_call(model=model, provider=provider)
+        except RunStopped as stop:
+            raise AgentsRunStopped.of_stop(stop) from None
         # The SDK calls the model again only once the previous turn's tools and
         # handoff are done: that turn ends here, before a model switch is reported.
         self.run.end_turn()
         self._switch(model)
         self._calls += 1
-        if self.run.model_start(self._calls, model=model, provider=provider):
+        before = otel_trace.get_current_span()
+        if self.run.model_start(self._calls, model=model, provider=provider, stream=self.streamed):
             self.open_call = self._calls
+            self.current.model_call = _made_current(before)
 
     def _switch(self, model: str) -> None:
         previous, self._model = self._model, model
@@ -267,6 +437,7 @@ class ObservedRunHooks(RunHooks[Any]):
     @shielded
     async def _llm_end(self, response: ModelResponse) -> None:
         key, self.open_call = self.open_call, None
+        self.current.model_call = None
         if key is None:
             return
         text, calls = _read_response(response)
@@ -290,6 +461,7 @@ class ObservedRunHooks(RunHooks[Any]):
     @shielded
     async def _tool_start(self, context: RunContextWrapper[Any], tool: Tool) -> None:
         self._tools += 1
+        before = otel_trace.get_current_span()
         if isinstance(context, ToolContext):
             key: object = context.tool_call_id
             self._started_ids.add(context.tool_call_id)
@@ -303,6 +475,12 @@ class ObservedRunHooks(RunHooks[Any]):
             key = f"{tool.name}#{self._tools}"
             self.run.tool_start(key, tool=tool.name)
         self._tool_keys[id(context)] = key
+        # The span an observer made current for the call (execute_tool) is current
+        # only in this hook's task; the tool body, in a task of its own, sees it
+        # through the run's current span.
+        span = _made_current(before)
+        if span is not None:
+            self._tool_spans[key] = self.current.bind_tool(span)
 
     async def on_tool_start(
         self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool
@@ -319,6 +497,7 @@ class ObservedRunHooks(RunHooks[Any]):
             key = context.tool_call_id
         if key is None:
             return
+        self.current.unbind_tool(self._tool_spans.pop(key, None))
         text = result if isinstance(result, str) else str(result)
         failure = _tool_failure()
         error = None if failure is None else ToolExecutionError(failure, tool=tool.name)
@@ -415,6 +594,10 @@ class ObservedRunHooks(RunHooks[Any]):
         A run the SDK interrupted for tool approvals ends ``suspended``, after an
         ``on_suspended`` for the first call awaiting approval.
         """
+        self.current.clear()
+        self._tool_spans.clear()
+        if isinstance(error, AgentsRunStopped) and error.stop is not None:
+            error = error.stop  # the telemetry records the stop itself
         try:
             if error is None and interruptions and self._park(interruptions):
                 self.run.end(status="suspended")
@@ -467,7 +650,9 @@ class AgentsAdapter:
         """Runs started and not yet ended."""
         return self.tracker.active_runs
 
-    def _start(self, agent: Agent[Any], input: Any, kwargs: dict[str, Any]) -> ObservedRunHooks:
+    def _start(
+        self, agent: Agent[Any], input: Any, kwargs: dict[str, Any], *, streamed: bool = False
+    ) -> ObservedRunHooks:
         run_config = kwargs.get("run_config")
         if isinstance(run_config, Mapping):
             run_config = RunConfig(**run_config)
@@ -482,7 +667,7 @@ class AgentsAdapter:
             query=_query(input),
             instructions=agent.instructions if isinstance(agent.instructions, str) else "",
         )
-        hooks = ObservedRunHooks(run, run_config, kwargs.get("hooks"))
+        hooks = ObservedRunHooks(run, run_config, kwargs.get("hooks"), streamed=streamed)
         kwargs["hooks"] = hooks
         return hooks
 
@@ -499,11 +684,14 @@ class AgentsAdapter:
             Exception: whatever ``Runner.run`` raises, unchanged.
         """
         hooks = self._start(agent, input, kwargs)
+        token = otel_context.attach(otel_trace.set_span_in_context(hooks.current))
         try:
             result = await Runner.run(agent, input, **kwargs)
         except BaseException as exc:
             hooks.finish(exc)
             raise
+        finally:
+            otel_context.detach(token)
         hooks.finish(interruptions=result.interruptions)
         return result
 
@@ -527,12 +715,16 @@ class AgentsAdapter:
         The run ends when the SDK's run task ends: after the last event, on an
         error (which ``stream_events()`` raises), or on ``result.cancel()``.
         """
-        hooks = self._start(agent, input, kwargs)
+        hooks = self._start(agent, input, kwargs, streamed=True)
+        # The SDK's run task copies the context it is created in: the run's current span.
+        token = otel_context.attach(otel_trace.set_span_in_context(hooks.current))
         try:
             result = Runner.run_streamed(agent, input, **kwargs)
         except BaseException as exc:
             hooks.finish(exc)
             raise
+        finally:
+            otel_context.detach(token)
         task = result.run_loop_task
         if task is None:  # nothing will run: the SDK refused before starting
             hooks.finish()
