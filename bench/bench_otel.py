@@ -74,7 +74,7 @@ RUN = uuid.uuid4()
 SESSION = uuid.uuid4()
 T = 1_700_000_000_000_000_000
 STREAM_START = StreamStartContext(
-    run_id=RUN, time_ns=T, turn=0, model="gpt-4o", provider="openai", attempt=0
+    run_id=RUN, time_ns=T, turn=0, model="gpt-4o", provider="openai", attempt=0, stream=True
 )
 STREAM_OK = StreamSuccessContext(
     run_id=RUN,

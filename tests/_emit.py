@@ -138,7 +138,12 @@ class Script:
     def stream_start(self, turn: int, model: str, attempt: int = 0) -> None:
         self.obs.on_stream_start(
             StreamStartContext(
-                **self.common(), turn=turn, model=model, provider="scripted", attempt=attempt
+                **self.common(),
+                turn=turn,
+                model=model,
+                provider="scripted",
+                attempt=attempt,
+                stream=True,  # as AgentLoop's calls, which all stream
             )
         )
 

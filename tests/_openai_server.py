@@ -3,7 +3,9 @@
 Each POST to ``/v1/chat/completions`` takes the next scripted :class:`Reply` and
 answers as the real API does: one JSON completion, or with ``"stream": true`` an
 SSE stream of chunks ending with a usage chunk and ``[DONE]``. Requests are kept
-in :attr:`ScriptedServer.requests`.
+in :attr:`ScriptedServer.requests`. ``ScriptedServer(..., usage_when_asked=True)``
+streams the usage chunk as the real API does: only for a request with
+``stream_options.include_usage``.
 """
 
 from __future__ import annotations
@@ -18,11 +20,12 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Reply:
-    """One scripted completion: text, tool calls ``(id, name, arguments)``, usage."""
+    """One scripted completion: text, tool calls ``(id, name, arguments)``, usage (None: a
+    server that reports none, neither in a completion nor in a stream)."""
 
     text: str = ""
     calls: Sequence[tuple[str, str, dict[str, Any]]] = ()
-    usage: tuple[int, int] = (0, 0)
+    usage: tuple[int, int] | None = (0, 0)
     model: str = "gpt-test"
     extra: dict[str, Any] = field(default_factory=dict)
     response_id: str = ""  # the id to answer with (default: chatcmpl-<request number>)
@@ -37,7 +40,7 @@ class Reply:
         message: dict[str, Any] = {"role": "assistant", "content": self.text or None}
         if self.calls:
             message["tool_calls"] = self.tool_calls()
-        return {
+        completion: dict[str, Any] = {
             "id": self.response_id or f"chatcmpl-{n}",
             "object": "chat.completion",
             "created": 1700000000,
@@ -49,17 +52,20 @@ class Reply:
                     "finish_reason": "tool_calls" if self.calls else "stop",
                 }
             ],
-            "usage": self._usage(),
         }
+        if self.usage is not None:
+            completion["usage"] = self._usage()
+        return completion
 
     def _usage(self) -> dict[str, int]:
+        assert self.usage is not None
         return {
             "prompt_tokens": self.usage[0],
             "completion_tokens": self.usage[1],
             "total_tokens": sum(self.usage),
         }
 
-    def chunks(self, n: int) -> Iterator[dict[str, Any]]:
+    def chunks(self, n: int, *, usage: bool = True) -> Iterator[dict[str, Any]]:
         base = {
             "id": self.response_id or f"chatcmpl-{n}",
             "object": "chat.completion.chunk",
@@ -94,14 +100,16 @@ class Reply:
                 {"index": 0, "delta": {}, "finish_reason": "tool_calls" if self.calls else "stop"}
             ],
         }
-        yield {**base, "choices": [], "usage": self._usage()}
+        if usage and self.usage is not None:
+            yield {**base, "choices": [], "usage": self._usage()}
 
 
 class ScriptedServer:
     """Serves ``replies`` in order (the last one repeats) on an ephemeral 127.0.0.1 port."""
 
-    def __init__(self, replies: Iterable[Reply]) -> None:
+    def __init__(self, replies: Iterable[Reply], *, usage_when_asked: bool = False) -> None:
         self.replies = list(replies)
+        self.usage_when_asked = usage_when_asked
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         server = self
@@ -120,7 +128,9 @@ class ScriptedServer:
                     self.send_response(200)
                     self.send_header("Content-Type", "text/event-stream")
                     self.end_headers()
-                    for chunk in reply.chunks(n):
+                    asked = (body.get("stream_options") or {}).get("include_usage") is True
+                    usage = asked or not server.usage_when_asked
+                    for chunk in reply.chunks(n, usage=usage):
                         self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                     self.wfile.write(b"data: [DONE]\n\n")
                     return

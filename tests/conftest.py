@@ -82,6 +82,7 @@ SAMPLE_FIELDS: dict[str, dict[str, Any]] = {
         "request_options": {"max_tokens": 512, "temperature": 0.2},
         "server_address": "api.anthropic.com",
         "server_port": 443,
+        "stream": True,
     },
     "on_stream_success": {
         "turn": 3,
@@ -104,6 +105,8 @@ SAMPLE_FIELDS: dict[str, dict[str, Any]] = {
         "service_tier": "standard",
         "system_fingerprint": "fp_1",
         "cost_usd": 0.00031,
+        "usage_reported": True,
+        "stream": True,
     },
     "on_stream_failure": {
         "turn": 3,
@@ -114,6 +117,7 @@ SAMPLE_FIELDS: dict[str, dict[str, Any]] = {
         "duration_ms": 3.5,
         "server_address": "api.anthropic.com",
         "server_port": 443,
+        "stream": False,
     },
     "on_response": {
         "turn": 3,

@@ -568,3 +568,28 @@ def test_runs_whose_end_never_comes_are_bounded_and_counted(
     assert_contract(
         [e for e in stack.recorder.events if e[1].run_id in {end.run_id for end in ends}]
     )
+
+
+def _chat_span_stream(stack: Stack) -> list[object]:
+    return [(s.attributes or {}).get("gen_ai.request.stream") for s in stack.finished("chat")]
+
+
+def test_request_stream_says_whether_the_model_call_streamed(stack: Stack) -> None:
+    """gen_ai.request.stream is what LangChain did: false for invoke(), true once the model
+    streamed (stream_mode="messages" makes LangChain stream the call), never guessed."""
+    handler = LoopobsCallbackHandler(stack.observers)
+    graph = react_graph(fake_model(_script()), [add])
+    graph.invoke({"messages": [("user", "add")]}, config={"callbacks": [handler]})
+    assert _chat_span_stream(stack) == [False, False]
+    assert [c.stream for c in stack.recorder.of("on_stream_start")] == [None, None]
+    assert [c.stream for c in stack.recorder.of("on_stream_success")] == [False, False]
+    stack.spans.clear()
+    graph = react_graph(fake_model([ai("the answer is three", usage=(5, 4))]), [add])
+    list(
+        graph.stream(
+            {"messages": [("user", "q")]}, config={"callbacks": [handler]}, stream_mode="messages"
+        )
+    )
+    assert _chat_span_stream(stack) == [True]
+    assert stack.recorder.of("on_stream_success")[-1].stream is True
+    assert_contract(stack.recorder.events)

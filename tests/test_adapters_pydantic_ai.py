@@ -25,6 +25,7 @@ from pydantic_ai import (
 )
 from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.models.function import (
     AgentInfo,
     DeltaThinkingCalls,
@@ -745,3 +746,63 @@ async def test_prices_price_each_call(stack: Stack) -> None:
         rates.usd(Usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens))
     )
     assert end.cost_usd > 0
+
+
+# pydantic-ai says whether a request streams from 2.4x on (ModelRequestContext.streaming), and
+# marks a response without usage (RequestUsage.unmeasured_requests); before, both are unknown.
+_KNOWS_STREAMING = "streaming" in getattr(ModelRequestContext, "__dataclass_fields__", {})
+_KNOWS_UNMEASURED = "unmeasured_requests" in getattr(RequestUsage, "__dataclass_fields__", {})
+
+
+def _chat_attribute(stack: Stack, name: str) -> list[object]:
+    return [(s.attributes or {}).get(name) for s in stack.finished("chat")]
+
+
+@pytest.mark.parametrize("how", ["run", "run_stream", "run_with_deltas"])
+async def test_request_stream_says_whether_pydantic_ai_streamed_the_request(
+    stack: Stack, how: str
+) -> None:
+    """gen_ai.request.stream is what pydantic-ai did: false for a plain run(), true under
+    run_stream() and when deltas=True makes it stream every request."""
+    model = FunctionModel(_respond_twice(), stream_function=_stream, model_name="both")
+    agent = _agent(model, LoopobsCapability(stack.observers, deltas=how == "run_with_deltas"))
+    if how == "run_stream":
+        async with agent.run_stream("q") as result:
+            await result.get_output()
+    else:
+        await agent.run("q")
+    streamed = how != "run"
+    expected = streamed if _KNOWS_STREAMING else None
+    assert [c.stream for c in stack.recorder.of("on_stream_start")] == [expected, expected]
+    assert _chat_attribute(stack, "gen_ai.request.stream") == [expected, expected]
+    assert_contract(stack.recorder.events)
+
+
+def _respond_twice() -> Any:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            return ModelResponse(parts=[ToolCallPart("search", {"q": "x"}, tool_call_id="c1")])
+        return ModelResponse(parts=[TextPart("done")])
+
+    return respond
+
+
+@pytest.mark.skipif(not _KNOWS_UNMEASURED, reason="pydantic-ai before unmeasured_requests")
+async def test_a_response_without_usage_is_unknown_not_zero(stack: Stack) -> None:
+    """A response that omitted usage (pydantic-ai: unmeasured_requests): no token counts on
+    the chat span, usage_reported=False and usage None on the events, the cost unknown."""
+    prices = {"scripted": ModelRates(input_per_mtok=1_000_000.0, output_per_mtok=0.0)}
+    unmeasured = RequestUsage(unmeasured_requests=1)
+    agent = _agent(
+        _script(ModelResponse(parts=[TextPart("no usage")], usage=unmeasured)),
+        LoopobsCapability(stack.observers, prices=prices),
+    )
+    assert (await agent.run("q")).output == "no usage"
+    (ok,) = stack.recorder.of("on_stream_success")
+    assert ok.usage_reported is False
+    assert ok.cost_usd is None
+    assert [r.usage for r in stack.recorder.of("on_response")] == [None]
+    assert _chat_attribute(stack, "gen_ai.usage.input_tokens") == [None]
+    assert _chat_attribute(stack, "gen_ai.usage.output_tokens") == [None]
+    assert stack.recorder.of("on_run_end")[0].cost_usd is None
+    assert_contract(stack.recorder.events)

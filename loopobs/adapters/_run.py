@@ -647,9 +647,18 @@ class AdapterRun:
 
     # -- model calls -----------------------------------------------------------------------
     def model_start(
-        self, key: Hashable, *, model: str = "", provider: str = "", time_ns: int | None = None
+        self,
+        key: Hashable,
+        *,
+        model: str = "",
+        provider: str = "",
+        time_ns: int | None = None,
+        stream: bool | None = None,
     ) -> bool:
         """A model call begins: ``on_stream_start`` (and ``on_turn_start`` for a new turn).
+
+        ``stream`` says whether the framework asked for a streamed response (None: not
+        known yet; :meth:`model_end` / :meth:`model_error` can say it then).
 
         A call opens a new turn unless the open turn has not had its response yet
         (then it is the turn's next attempt: a retry or a fallback). Returns False,
@@ -663,7 +672,7 @@ class AdapterRun:
             if turn is None or turn.answered or turn.tools_ran:
                 turn = self._open_turn(time_ns)
             model = model or self.model
-            stream = _Stream(
+            current = _Stream(
                 model,
                 provider,
                 turn.attempts,
@@ -671,17 +680,18 @@ class AdapterRun:
                 _perf(),
             )
             turn.attempts += 1
-            self._stream_key, self._stream = key, stream
+            self._stream_key, self._stream = key, current
             em = self.tracker.receivers
             if em.listens("on_stream_start"):
                 em.on_stream_start(
                     StreamStartContext(
                         run_id=self.run_id,
-                        time_ns=stream.started_ns,
+                        time_ns=current.started_ns,
                         turn=turn.number,
                         model=model,
                         provider=provider,
-                        attempt=stream.attempt,
+                        attempt=current.attempt,
+                        stream=stream,
                     )
                 )
             return True
@@ -736,18 +746,21 @@ class AdapterRun:
         response_model: str | None = None,
         time_to_first_token_ms: float | None = None,
         time_ns: int | None = None,
+        stream: bool | None = None,
     ) -> None:
         """The model call ``key`` succeeded.
 
         Emits ``on_stream_success`` (with ``usage`` as reported, but for implausible
         counts: as the model clients do, a count that is not an ``int``, is negative
         or absurd is unknown, 0, and counted in :attr:`RunTracker.rejected_token_counts`;
-        the call's cost is then unknown too), ``on_response`` and one
-        ``on_tool_call_received`` per call, in order.
+        the call's cost is then unknown too; ``usage=None``, none reported, is unknown:
+        ``usage_reported=False``), ``on_response`` and one ``on_tool_call_received``
+        per call, in order. ``stream`` says whether the response came streamed, when
+        the framework let that be known only now.
         """
         with self._lock:
-            stream, turn = self._stream, self._turn
-            if stream is None or self._stream_key != key or turn is None:
+            current, turn = self._stream, self._turn
+            if current is None or self._stream_key != key or turn is None:
                 return
             self._stream_key, self._stream = None, None
             rejected = 0
@@ -763,28 +776,28 @@ class AdapterRun:
                 if not rejected:
                     cost = safe_cost(
                         self.tracker.prices,
-                        stream.model,
-                        stream.provider,
+                        current.model,
+                        current.provider,
                         usage,
                         response_model=response_model,
                     )
             self.spend.add_call(usage, cost)
             turn.answered, turn.usage, turn.cost_usd, turn.error = True, usage, cost, None
             em = self.tracker.receivers
-            if time_to_first_token_ms is None and stream.first is not None:
-                time_to_first_token_ms = (stream.first - stream.started) * 1000.0
+            if time_to_first_token_ms is None and current.first is not None:
+                time_to_first_token_ms = (current.first - current.started) * 1000.0
             if em.listens("on_stream_success"):
                 em.on_stream_success(
                     StreamSuccessContext(
                         run_id=self.run_id,
                         time_ns=at,
                         turn=turn.number,
-                        model=stream.model,
+                        model=current.model,
                         input_tokens=u.input_tokens,
                         output_tokens=u.output_tokens,
-                        provider=stream.provider,
-                        attempt=stream.attempt,
-                        duration_ms=_duration_ms(stream.started_ns, stream.started, time_ns),
+                        provider=current.provider,
+                        attempt=current.attempt,
+                        duration_ms=_duration_ms(current.started_ns, current.started, time_ns),
                         time_to_first_token_ms=time_to_first_token_ms,
                         finish_reason=finish_reason,
                         response_id=response_id,
@@ -793,6 +806,8 @@ class AdapterRun:
                         cache_write_input_tokens=u.cache_write_input_tokens,
                         reasoning_output_tokens=u.reasoning_output_tokens,
                         cost_usd=cost,
+                        usage_reported=usage is not None,
+                        stream=stream,
                     )
                 )
             if em.listens("on_response"):
@@ -825,15 +840,20 @@ class AdapterRun:
                     )
 
     def model_error(
-        self, key: Hashable, error: BaseException | None = None, *, time_ns: int | None = None
+        self,
+        key: Hashable,
+        error: BaseException | None = None,
+        *,
+        time_ns: int | None = None,
+        stream: bool | None = None,
     ) -> None:
         """The model call ``key`` failed (cancellation included): ``on_stream_failure``."""
         with self._lock:
             if self._stream is None or self._stream_key != key:
                 return
-            self._fail_stream(model_error(error, self._stream.provider), time_ns)
+            self._fail_stream(model_error(error, self._stream.provider), time_ns, stream)
 
-    def _fail_stream(self, error: LoopError, at: int | None) -> None:
+    def _fail_stream(self, error: LoopError, at: int | None, streamed: bool | None = None) -> None:
         stream, turn = self._stream, self._turn
         self._stream_key, self._stream = None, None
         if stream is None or turn is None:
@@ -851,6 +871,7 @@ class AdapterRun:
                     provider=stream.provider,
                     attempt=stream.attempt,
                     duration_ms=_duration_ms(stream.started_ns, stream.started, at),
+                    stream=streamed,
                 )
             )
 

@@ -14,7 +14,11 @@ What becomes what:
 - each chat model (or LLM) call is a model call: a turn begins with it and holds
   the tool calls that follow; streamed tokens are text deltas (reasoning content
   blocks, thinking deltas); the usage is the message's ``usage_metadata`` as the
-  model reported it (OpenAI-style ``token_usage`` otherwise);
+  model reported it (OpenAI-style ``token_usage`` otherwise), and unknown when it
+  reported none (``ChatOpenAI`` streaming without ``stream_usage``: no
+  ``stream_options.include_usage``), never 0; ``gen_ai.request.stream`` is whether
+  LangChain streamed the call (its invocation parameters asked for it, or a token
+  arrived);
 - each tool call is a tool call attempt, paired by LangChain's run id and
   numbered by the model's ``tool_call_id``; a tool that raises, or returns a
   ``ToolMessage`` with ``status="error"``, is a failed attempt;
@@ -171,6 +175,12 @@ def _model_name(
     return str(model), str(meta.get("ls_provider") or "")
 
 
+def _asks_to_stream(kwargs: Mapping[str, Any]) -> bool:
+    """Whether the model's invocation parameters ask for a streamed response."""
+    params = kwargs.get("invocation_params") or {}
+    return params.get("stream") is True or params.get("streaming") is True
+
+
 def _session(metadata: Mapping[str, Any] | None) -> uuid.UUID | None:
     thread = (metadata or {}).get("thread_id")
     return uuid.uuid5(_SESSION_NAMESPACE, str(thread)) if thread is not None else None
@@ -195,6 +205,8 @@ class _Bridge:
         # LangChain run ids whose end ends a loopobs run (roots, graphs run by a tool, forks).
         self._roots: dict[uuid.UUID, AdapterRun] = {}
         self._tools: set[uuid.UUID] = set()
+        # Model calls known to stream: asked for in the invocation params, or a token seen.
+        self._streamed: set[uuid.UUID] = set()
         self.evicted = 0
         """LangChain runs forgotten before their end was reported (see :data:`MAX_FOLLOWED`)."""
 
@@ -217,6 +229,7 @@ class _Bridge:
             while len(self._owner) > MAX_FOLLOWED:
                 old, _ = self._owner.popitem(last=False)
                 self._tools.discard(old)
+                self._streamed.discard(old)
                 self.evicted += 1
                 forgotten = self._roots.pop(old, None)
                 if forgotten is not None:
@@ -268,11 +281,16 @@ class _Bridge:
         kwargs: Mapping[str, Any],
     ) -> None:
         model, provider = _model_name(serialized, metadata, kwargs)
+        # Asked for in the model's parameters, it streams; otherwise it may still (LangGraph's
+        # stream_mode="messages", .stream()): known at its end, from the tokens seen.
+        stream = _asks_to_stream(kwargs) or None
         run = self._owner_of(parent)
         if run is not None and parent not in self._tools:
             run.before_model_call(model=model, provider=provider)
-            if run.model_start(run_id, model=model, provider=provider):
+            if run.model_start(run_id, model=model, provider=provider, stream=stream):
                 self._follow(run_id, run)
+                if stream:
+                    self._streamed.add(run_id)
                 return
         # A model call of its own: called directly, from a tool, or beside another model
         # call of the same run (a parallel branch). It is a run of its own; a branch
@@ -289,13 +307,16 @@ class _Bridge:
             # LangChain reports no end for a call its start refused: end the run here.
             fork.end(error=stop)
             raise
-        fork.model_start(run_id, model=model, provider=provider)
+        fork.model_start(run_id, model=model, provider=provider, stream=stream)
         self._open(run_id, fork)
+        if stream:
+            self._streamed.add(run_id)
 
     def token(self, run_id: uuid.UUID, token: str | list[Any], chunk: Any) -> None:
         run = self._owner.get(run_id)
         if run is None:
             return
+        self._streamed.add(run_id)
         text = token if isinstance(token, str) else _text(token)
         if text:
             run.text_delta(run_id, text)
@@ -308,6 +329,8 @@ class _Bridge:
         with self._lock:
             run = self._owner.pop(run_id, None)
             standalone = self._roots.pop(run_id, None)
+            streamed = run_id in self._streamed
+            self._streamed.discard(run_id)
         if run is None:
             return
         generation = (
@@ -332,6 +355,7 @@ class _Bridge:
             finish_reason=meta.get("finish_reason") or meta.get("stop_reason"),
             response_id=meta.get("id") or getattr(message, "id", None),
             response_model=meta.get("model_name") or meta.get("model"),
+            stream=streamed,
         )
         if standalone is not None:
             standalone.end()
@@ -342,8 +366,11 @@ class _Bridge:
         with self._lock:
             run = self._owner.pop(run_id, None)
             standalone = self._roots.pop(run_id, None)
+            streamed = run_id in self._streamed
+            self._streamed.discard(run_id)
         if run is not None:
-            run.model_error(run_id, error)
+            # A token seen says it streamed; none seen, it may have failed before the first.
+            run.model_error(run_id, error, stream=True if streamed else None)
         if standalone is not None:
             standalone.end(error=error)
 

@@ -15,7 +15,9 @@ It works however the run is driven: ``run``, ``run_sync``, ``run_stream``,
   error, ``UnexpectedModelBehavior``), and on cancellation (also when the caller
   leaves a ``run_stream`` / ``iter`` block early);
 - ``wrap_model_request`` → a turn and its model call, with the usage the model
-  reported (``RequestUsage``: cache reads and writes, reasoning tokens), the
+  reported (``RequestUsage``: cache reads and writes, reasoning tokens; unknown,
+  never 0, for a response pydantic-ai marks as without usage), whether the request
+  was streamed (``ModelRequestContext.streaming``), the
   response's text, finish reason, response id and model, and its tool calls
   (output tools excluded: their arguments are the final result, reported as
   the response's text);
@@ -89,9 +91,12 @@ _log = logging.getLogger("loopobs.adapters.pydantic_ai")
 _SESSION_NAMESPACE = uuid.UUID("0b7e4f0e-2f7c-4a57-8a5e-7a1d0c9f3e21")
 
 
-def _usage(usage: RequestUsage) -> Usage:
+def _usage(usage: RequestUsage) -> Usage | None:
     """pydantic-ai's usage of one request in the contract's counting (the same: cached tokens
-    inside input, reasoning tokens inside output)."""
+    inside input, reasoning tokens inside output); None when the response had none (pydantic-ai
+    marks it ``unmeasured_requests``: its zeros mean unknown)."""
+    if getattr(usage, "unmeasured_requests", 0):
+        return None
     return Usage(
         input_tokens=token_count(usage.input_tokens),
         output_tokens=token_count(usage.output_tokens),
@@ -108,6 +113,13 @@ def _reasoning_tokens(usage: RequestUsage) -> Any:
         return token_count(value)
     details = usage.details or {}
     return token_count(details.get("reasoning_tokens"))
+
+
+def _streaming(request_context: ModelRequestContext) -> bool | None:
+    """Whether pydantic-ai streams this request (``run_stream``, ``iter``, an event stream
+    handler); None on releases before ``ModelRequestContext.streaming``."""
+    streaming = getattr(request_context, "streaming", None)
+    return streaming if isinstance(streaming, bool) else None
 
 
 def _text(value: Any) -> str:
@@ -288,7 +300,9 @@ class _ObservedRun(AbstractCapability[Any]):
         # Budgets, then a decided stop: RunStopped leaves here, before the request.
         run.before_model_call(model=model.model_name, provider=model.system)
         key = (self._requests, 1)
-        if run.model_start(key, model=model.model_name, provider=model.system):
+        if run.model_start(
+            key, model=model.model_name, provider=model.system, stream=_streaming(request_context)
+        ):
             self._open, self._open_model = key, model.model_name
 
     @shielded
@@ -329,7 +343,9 @@ class _ObservedRun(AbstractCapability[Any]):
                     )
                 )
         key = (self._requests, int(getattr(request_context, "attempt", open_key[1] + 1)))
-        if run.model_start(key, model=current, provider=model.system):
+        if run.model_start(
+            key, model=current, provider=model.system, stream=_streaming(request_context)
+        ):
             self._open, self._open_model = key, current
 
     @shielded

@@ -352,6 +352,9 @@ class StreamStartContext(EventContext):
     server_address: str | None = None
     """The host the client calls, when it has one (``LlmClient.server_address``)."""
     server_port: int | None = None
+    stream: bool | None = None
+    """Whether the request asks for a streamed response (``gen_ai.request.stream``);
+    ``None`` when the emitter learns it only when the call ends (then the end says)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -362,6 +365,9 @@ class StreamSuccessContext(EventContext):
     its end; the cache and reasoning counts are included in the input and output
     counts. ``cost_usd`` (addition) is the call priced in USD from its usage;
     ``None`` when the model has no known price — never 0 for unknown.
+    ``usage_reported`` is False when the model reported no usage at all (a stream
+    without ``stream_options.include_usage``): the token counts are then 0 and mean
+    unknown, and the cost is unknown.
     """
 
     hook: ClassVar[HookName] = "on_stream_success"
@@ -388,6 +394,10 @@ class StreamSuccessContext(EventContext):
     system_fingerprint: str | None = None
     """The backend configuration's fingerprint, when the provider says (OpenAI)."""
     cost_usd: float | None = None
+    usage_reported: bool = True
+    stream: bool | None = None
+    """Whether the response came streamed, when the emitter learnt it during the call;
+    ``None``: as ``on_stream_start`` said."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -403,6 +413,9 @@ class StreamFailureContext(EventContext):
     duration_ms: float = 0.0
     server_address: str | None = None
     server_port: int | None = None
+    stream: bool | None = None
+    """Whether the response was streamed, when the emitter learnt it during the call;
+    ``None``: as ``on_stream_start`` said."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

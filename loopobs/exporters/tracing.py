@@ -656,10 +656,11 @@ class TracingObserver(LoopObserver):
         attrs: dict[str, Any] = {
             c.GEN_AI_OPERATION_NAME: c.OP_CHAT,
             c.GEN_AI_REQUEST_MODEL: ctx.model,
-            c.GEN_AI_REQUEST_STREAM: True,
             c.GEN_AI_CONVERSATION_ID: run.session,
             c.LOOPOBS_ATTEMPT: ctx.attempt,
         }
+        if ctx.stream is not None:  # unknown until the call ends: the end sets it
+            attrs[c.GEN_AI_REQUEST_STREAM] = ctx.stream
         if ctx.provider:
             attrs[c.GEN_AI_PROVIDER_NAME] = ctx.provider
             if not run.provider:
@@ -731,11 +732,12 @@ class TracingObserver(LoopObserver):
         self._detach(item)
         span = item.span
         if run.recording:
-            attrs: dict[str, Any] = {
-                c.GEN_AI_RESPONSE_MODEL: ctx.response_model or ctx.model,
-                c.GEN_AI_USAGE_INPUT_TOKENS: ctx.input_tokens,
-                c.GEN_AI_USAGE_OUTPUT_TOKENS: ctx.output_tokens,
-            }
+            attrs: dict[str, Any] = {c.GEN_AI_RESPONSE_MODEL: ctx.response_model or ctx.model}
+            if ctx.usage_reported:  # no usage reported: no token counts, not 0/0
+                attrs[c.GEN_AI_USAGE_INPUT_TOKENS] = ctx.input_tokens
+                attrs[c.GEN_AI_USAGE_OUTPUT_TOKENS] = ctx.output_tokens
+            if ctx.stream is not None:
+                attrs[c.GEN_AI_REQUEST_STREAM] = ctx.stream
             if ctx.response_id:
                 attrs[c.GEN_AI_RESPONSE_ID] = ctx.response_id
             if ctx.finish_reason:
@@ -783,6 +785,9 @@ class TracingObserver(LoopObserver):
             del run.streaming[ctx.turn]
         self._detach(item)
         if run.recording:
+            if ctx.stream is not None:
+                item.span.set_attribute(c.GEN_AI_REQUEST_STREAM, ctx.stream)
+                item.attrs[c.GEN_AI_REQUEST_STREAM] = ctx.stream
             _fail(item.span, ctx.error)
             self._emit(
                 item.span,

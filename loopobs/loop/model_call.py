@@ -339,6 +339,7 @@ class ModelCall:
                     request_options=_sent_options(client, request.options),
                     server_address=server[0],
                     server_port=server[1],
+                    stream=True,  # every call of the loop streams
                 )
             )
         started = perf()
@@ -450,6 +451,7 @@ class ModelCall:
                     cache_write_input_tokens=u.cache_write_input_tokens,
                     reasoning_output_tokens=u.reasoning_output_tokens,
                     cost_usd=cost,
+                    usage_reported=usage is not None,
                     usage_details=u.details,
                     server_address=server[0],
                     server_port=server[1],
