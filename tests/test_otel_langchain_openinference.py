@@ -95,7 +95,10 @@ def test_each_model_call_is_counted_once(stack: Stack, openai_too: bool, streame
     if openai_too:
         assert "openinference.instrumentation.openai" in scopes
         lone = [s for s in model_spans if s.name == "ChatCompletion"]
-        assert all(s.parent is None for s in lone)
+        ours = {s.context.span_id for s in spans.get_finished_spans()}
+        # no parent among this provider's spans (in a process where OpenLLMetry's OpenAI
+        # instrumentation was undone, its leftover wrapper's span of another provider may be)
+        assert all(s.parent is None or s.parent.span_id not in ours for s in lone)
     assert len(server.requests) == 2
     rec = stack.recorder
     assert len(rec.of("on_run_start")) == 1  # the graph's run; no run per OpenAI span

@@ -664,6 +664,24 @@ class GenAISpanProcessor(SpanProcessor):
         """Runs started and not yet ended."""
         return len(self._runs)
 
+    def run_of(self, span: Any = None) -> AdapterRun | None:
+        """The loopobs run that ``span`` (default: the current span) reports into, if any.
+
+        For hooks that can end a framework's run (a stop adapter, e.g. CrewAI's step
+        callback): ``run_of().raise_if_stopped()`` raises the run's
+        :class:`~loopobs.adapters.RunStopped` once the loop policy stopped it.
+        """
+        if span is None:
+            from opentelemetry import trace
+
+            span = trace.get_current_span()
+        sid = span.get_span_context().span_id
+        with self._lock:
+            node = self._nodes.get(sid)
+            if node is None:
+                return None
+            return self._runs.get(node.owner)
+
     @property
     def skipped_attributes(self) -> int:
         """Span attributes skipped because their values were malformed (see the class doc)."""
