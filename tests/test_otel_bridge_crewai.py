@@ -84,4 +84,3 @@ def test_the_docs_page_example_stops_its_runaway() -> None:
     assert got["printed"][-2].startswith("stopped: the tool call pattern poll(")
     assert got["printed"][-1] == "loop_detected 9"
     assert got["served"] == 3
-
