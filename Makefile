@@ -180,8 +180,26 @@ $(LLAMAINDEX_STAMP): scripts/bridge-llamaindex-requirements.txt
 		-r scripts/bridge-llamaindex-requirements.txt
 	touch $@
 
+CREWAI_STAMP := $(BRIDGE_VENVS)/crewai/.installed-stamp
+
+$(CREWAI_STAMP): scripts/bridge-crewai-requirements.txt
+	rm -rf $(BRIDGE_VENVS)/crewai
+	$(PYTHON) -m venv $(BRIDGE_VENVS)/crewai
+	$(BRIDGE_VENVS)/crewai/bin/python -m pip install -q --disable-pip-version-check \
+		-r scripts/bridge-crewai-requirements.txt
+	touch $@
+
+SMOLAGENTS_STAMP := $(BRIDGE_VENVS)/smolagents/.installed-stamp
+
+$(SMOLAGENTS_STAMP): scripts/bridge-smolagents-requirements.txt
+	rm -rf $(BRIDGE_VENVS)/smolagents
+	$(PYTHON) -m venv $(BRIDGE_VENVS)/smolagents
+	$(BRIDGE_VENVS)/smolagents/bin/python -m pip install -q --disable-pip-version-check \
+		-r scripts/bridge-smolagents-requirements.txt
+	touch $@
+
 bridge-venvs: $(STRANDS_STAMP) $(ADK_STAMP) $(ADK1_STAMP) $(MAF_STAMP) $(AG2_STAMP) \
-	$(LLAMAINDEX_STAMP)
+	$(LLAMAINDEX_STAMP) $(CREWAI_STAMP) $(SMOLAGENTS_STAMP)
 
 # The documentation site: `make docs` serves it on http://127.0.0.1:8000 with live reload;
 # `make docs-build` builds it in strict mode into build/site (tests/test_docs.py does too).

@@ -8,6 +8,7 @@ they are), the repository on ``PYTHONPATH``. The model is
 Prints one JSON summary.
 
     python tests/_ag2_app.py SCENARIO [--no-content] [--instrument-openai] [--group-by agent|trace]
+        [--stop --stop-after N]   # with loopobs.adapters.ag2.LoopobsAG2Middleware
 """
 
 from __future__ import annotations
@@ -28,8 +29,10 @@ def main() -> None:
     parser.add_argument("--no-content", action="store_true")
     parser.add_argument("--instrument-openai", action="store_true")
     parser.add_argument("--group-by", default="agent", choices=["agent", "trace"])
+    parser.add_argument("--stop", action="store_true")
+    parser.add_argument("--stop-after", type=int, default=5)
     args = parser.parse_args()
-    bridge = Bridge(args.group_by)
+    bridge = Bridge(args.group_by, stop_after=args.stop_after)
 
     # imported by name: AG2 is not in the dev venv that type-checks this file
     ag2: Any = importlib.import_module("ag2")
@@ -48,6 +51,12 @@ def main() -> None:
         """Poll a job."""
         return f"job {job}: queued"
 
+    stopping: list[Any] = []
+    if args.stop:
+        from loopobs.adapters.ag2 import LoopobsAG2Middleware
+
+        stopping.append(LoopobsAG2Middleware(bridge.processor))
+
     with ScriptedServer(SCENARIOS[args.scenario]) as server:
         config = config_class(
             model="gpt-test", api_key="k", base_url=server.base_url, max_retries=0
@@ -63,13 +72,18 @@ def main() -> None:
                     agent_name="calc",
                     provider_name="openai",
                     model_name="gpt-test",
-                )
+                ),
+                *stopping,
             ],
         )
-        reply = asyncio.run(agent.ask("go"))
-        answer = str(asyncio.run(reply.content()) if hasattr(reply, "content") else reply)
+        answer, raised = "", None
+        try:
+            reply = asyncio.run(agent.ask("go"))
+            answer = str(asyncio.run(reply.content()) if hasattr(reply, "content") else reply)
+        except Exception as exc:
+            raised = f"{type(exc).__name__}: {exc}"
         served = len(server.requests)
-    print(bridge.summary(answer=answer.strip(), served=served))
+    print(bridge.summary(answer=answer.strip(), served=served, raised=raised))
 
 
 if __name__ == "__main__":

@@ -21,12 +21,12 @@ class Bridge:
     """A processor with a recorder, on a fresh provider made the global one (the frameworks'
     tracers write to the global provider)."""
 
-    def __init__(self, group_by: str = "agent") -> None:
+    def __init__(self, group_by: str = "agent", *, stop_after: int = 5) -> None:
         self.recorder = RecordingObserver()
         self.processor = GenAISpanProcessor(
             [self.recorder],
             group_by="trace" if group_by == "trace" else "agent",
-            detectors=[RepetitionDetector(warn_after=3, stop_after=5)],
+            detectors=[RepetitionDetector(warn_after=min(3, stop_after), stop_after=stop_after)],
         )
         self.provider = TracerProvider()
         self.provider.add_span_processor(self.processor)

@@ -621,3 +621,32 @@ def test_malformed_attributes_are_skipped_and_the_run_still_ends(stack: Stack) -
     assert_contract(rec.events)
     stack.check_nothing_open()
     provider.shutdown()
+
+
+def test_run_of_finds_the_run_of_the_current_span_for_a_stop_hook() -> None:
+    """run_of(): what a framework hook (CrewAI's, AG2's) asks before a model call; once the
+    policy stopped the run, raise_if_stopped raises its RunStopped."""
+    from opentelemetry import trace
+
+    from loopobs.adapters import RunStopped
+
+    provider = TracerProvider()
+    processor = GenAISpanProcessor([], detectors=[RepetitionDetector(warn_after=2, stop_after=2)])
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("app")
+    assert processor.run_of() is None  # no span, no run
+    agent = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "a"}
+    with tracer.start_as_current_span("invoke_agent a", attributes=agent):
+        run = processor.run_of()
+        assert run is not None
+        assert run.stopped is None
+        for n in range(2):
+            with tracer.start_as_current_span("execute_tool t") as tool:
+                tool.set_attributes(_tool_attrs("genai", "t", f"c{n}", '{"x": 1}'))
+                tool.set_attribute("gen_ai.tool.call.result", "same")
+                assert processor.run_of() is run  # a tool span reports into the agent's run
+        with pytest.raises(RunStopped):
+            run.raise_if_stopped()
+        assert processor.run_of(trace.get_current_span()) is run
+    assert processor.run_of() is None
+    provider.shutdown()

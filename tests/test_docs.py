@@ -43,6 +43,8 @@ FRAMEWORK_PAGES = {
     "docs/adapters/adk.md": "google.adk",
     "docs/adapters/strands.md": "strands",
     "docs/adapters/langchain_agents.md": "langchain.agents",
+    # run in CrewAI's bridge venv instead: tests/test_otel_bridge_crewai.py (_crewai_app.py doc)
+    "docs/adapters/crewai.md": "crewai",
 }
 """Pages whose examples need a framework that lives in its own venv: they run there
 (``make test-frameworks``, tests/test_frameworks_docs.py) and skip where it is absent."""

@@ -23,6 +23,8 @@ import pytest
             "langchain-agents",
         ),
         ("loopobs.adapters.maf", "agent_framework", "agent-framework-core", "agent-framework"),
+        ("loopobs.adapters.crewai", "crewai", "crewai", "crewai"),
+        ("loopobs.adapters.ag2", "ag2", "ag2", "ag2"),
     ],
 )
 def test_importing_an_adapter_without_its_framework_says_what_to_install(

@@ -62,3 +62,21 @@ def test_capture_content_off_new_work_is_no_loop() -> None:
     got = _run("six_jobs", "--no-content")
     assert got["results"] == [None] * 6
     assert got["detections"] == []
+
+
+@pytest.mark.parametrize("flags", [(), ("--instrument-openai", "--group-by", "trace")])
+def test_the_middleware_stops_a_runaway_before_the_next_model_call(flags: tuple[str, ...]) -> None:
+    """LoopobsAG2Middleware after TelemetryMiddleware: the stop the policy decided on the
+    third identical poll is raised from on_llm_call, so agent.ask() raises RunStopped and
+    the fourth model call never goes out."""
+    got = _run("runaway", "--stop", "--stop-after", "3", *flags)
+    assert got["raised"].startswith("RunStopped: stopped: the tool call pattern poll(")
+    assert got["runs_ended"] == ["loop_detected"]
+    assert got["served"] == 3
+    assert got["tools"] == ["poll"] * 3
+
+
+def test_the_middleware_leaves_new_work_and_a_warned_run_alone() -> None:
+    assert _run("six_jobs", "--stop", "--stop-after", "3")["answer"] == "all queued"
+    got = _run("productive", "--stop")
+    assert (got["answer"], got["raised"], got["served"]) == ("3 and 7", None, 3)

@@ -11,7 +11,10 @@ its framework raises an ``ImportError`` whose message is the install command:
 - ``loopobs.adapters.strands``: Strands Agents hooks (``loopobs[strands]``);
 - ``loopobs.adapters.maf``: Microsoft Agent Framework middleware (``loopobs[agent-framework]``);
 - ``loopobs.adapters.langchain_middleware``: a LangChain 1.x ``create_agent`` middleware
-  (``loopobs[langchain-agents]``).
+  (``loopobs[langchain-agents]``);
+- ``loopobs.adapters.crewai``: a CrewAI ``before_llm_call`` hook that ends a run the span
+  bridge's policy stopped (``loopobs[crewai]``);
+- ``loopobs.adapters.ag2``: an AG2 middleware that does the same for AG2 (``loopobs[ag2]``).
 
 Every adapter feeds a :class:`RunTracker` (observers, detectors, stop policy) and
 reports each framework run through an :class:`AdapterRun`, which keeps the

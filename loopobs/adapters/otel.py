@@ -26,7 +26,12 @@ model and tool spans: a root may end before its children). A model span is one m
 a tool span is one tool call attempt (arguments and result from
 ``gen_ai.tool.call.*`` or ``input.value`` / ``output.value``; never
 ``tool.parameters``, the tool's schema). A model span nested in another model span,
-or sharing an overlapping span's response id, is the same call, counted once.
+or sharing an overlapping span's response id, is the same call, counted once; so is a
+model span that is a trace by itself inside the time of a model span of another trace
+with the same model and usage (OpenInference's OpenAI span, which its LangChain
+instrumentor does not make a child of the LangChain ``LLM`` span): such a span is held
+back while spans of other traces that began before it are open, dropped if one of them
+is its request, and reported when they have ended.
 Spans reach a processor when they end, children before parents, so each model or
 tool span is reported, with its own start and end times, when it ends; the run
 starts with its agent span (classified again when its first child starts, for
@@ -532,6 +537,41 @@ class _Node:
 
 
 @dataclass(slots=True, eq=False)
+class _Held:
+    """A model span that is a trace by itself, held back (see ``GenAISpanProcessor._hold``)."""
+
+    node: _Node
+    span: ReadableSpan
+    attrs: Mapping[str, Any]
+    waits_for: set[int]  # the open spans of other traces around it
+
+
+def _same_request(outer: ReadableSpan, attrs: Mapping[str, Any], held: _Held) -> bool:
+    """Whether model span ``outer`` and the held one describe one request: ``outer`` lasts
+    from before to after it, and they name the same model and report the same usage (or the
+    same response id)."""
+    inner = held.span
+    if not (
+        (outer.start_time or 0) <= (inner.start_time or 0)
+        and (inner.end_time or 0) <= (outer.end_time or 0)
+    ):
+        return False
+    ids = (_str(attrs, c.GEN_AI_RESPONSE_ID), _str(held.attrs, c.GEN_AI_RESPONSE_ID))
+    if ids[0] and ids[1]:
+        return ids[0] == ids[1]
+    model = _str(attrs, c.GEN_AI_REQUEST_MODEL, OI_MODEL, c.GEN_AI_RESPONSE_MODEL)
+    held_model = _str(held.attrs, c.GEN_AI_REQUEST_MODEL, OI_MODEL, c.GEN_AI_RESPONSE_MODEL)
+    if model and held_model and model != held_model:
+        return False
+    usage, held_usage = _usage(attrs, _Skipped()), _usage(held.attrs, _Skipped())
+    return usage is not None and usage == held_usage
+
+
+_MAX_HELD = 1024
+"""One-span model traces held back at most; past it the oldest is reported."""
+
+
+@dataclass(slots=True, eq=False)
 class _Owner:
     """An agent span or a local root, and the spans of its run that have not ended yet."""
 
@@ -609,6 +649,10 @@ class GenAISpanProcessor(SpanProcessor):
         # the session of runs whose trace is one GenAI span (an app with no span of its
         # own around its calls): such runs share it, so the detectors see them together
         self._lone_session = uuid.uuid4()
+        # one-span model traces held back while a span of another trace that may describe
+        # the same request is open (OpenInference's OpenAI span is no child of its LangChain
+        # span): reported when those have ended, dropped when one of them is that request
+        self._held: OrderedDict[int, _Held] = OrderedDict()
 
     @property
     def observers(self) -> ObserverSet:
@@ -619,6 +663,24 @@ class GenAISpanProcessor(SpanProcessor):
     def open_runs(self) -> int:
         """Runs started and not yet ended."""
         return len(self._runs)
+
+    def run_of(self, span: Any = None) -> AdapterRun | None:
+        """The loopobs run that ``span`` (default: the current span) reports into, if any.
+
+        For hooks that can end a framework's run (a stop adapter, e.g. CrewAI's step
+        callback): ``run_of().raise_if_stopped()`` raises the run's
+        :class:`~loopobs.adapters.RunStopped` once the loop policy stopped it.
+        """
+        if span is None:
+            from opentelemetry import trace
+
+            span = trace.get_current_span()
+        sid = span.get_span_context().span_id
+        with self._lock:
+            node = self._nodes.get(sid)
+            if node is None:
+                return None
+            return self._runs.get(node.owner)
 
     @property
     def skipped_attributes(self) -> int:
@@ -695,6 +757,8 @@ class GenAISpanProcessor(SpanProcessor):
             finally:
                 try:
                     self._release(sid, node, _error(span), span.end_time)
+                    if self._held:
+                        self._settle_held(sid)
                 finally:
                     otel_context.detach(token)
 
@@ -707,6 +771,9 @@ class GenAISpanProcessor(SpanProcessor):
         they may serve other sources too.
         """
         with self._lock:
+            for held_id, held in list(self._held.items()):
+                del self._held[held_id]
+                self._report_held(held_id, held)
             self._closed = True
             for key in list(self._runs):
                 self._runs.pop(key).end(status="cancelled")
@@ -920,6 +987,15 @@ class GenAISpanProcessor(SpanProcessor):
             key = _LONE if node.agent is None and node.root == sid else node.owner
             if node.covered or self._seen_response(key, span, attrs):
                 return  # the same call as a model span already reported
+            if key == _LONE and self._hold(node, sid, span, attrs):
+                return  # reported once the spans around it have ended, unless one is it
+            if self._held:
+                self._drop_held(span, attrs)
+        self._report_now(kind, node, sid, span, attrs)
+
+    def _report_now(
+        self, kind: Kind, node: _Node, sid: int, span: ReadableSpan, attrs: Mapping[str, Any]
+    ) -> None:
         run = self._run_for(node, sid, span, attrs)
         if run is None:
             return
@@ -930,6 +1006,48 @@ class GenAISpanProcessor(SpanProcessor):
             self._tool(run, sid, span, attrs, skipped, node.owner)
         if skipped.names:
             self._skip(span, skipped)
+
+    def _hold(self, node: _Node, sid: int, span: ReadableSpan, attrs: Mapping[str, Any]) -> bool:
+        """Hold back a model span that is a trace by itself while spans of other traces that
+        began before it are open: one of them may be a framework's span of the same request
+        whose provider SDK span did not nest under it (OpenInference's LangChain and OpenAI
+        instrumentors together: the OpenAI span is a trace of its own). That span, ending
+        later, reports the call into its own run; the held one is then dropped."""
+        start = span.start_time or 0
+        around = {
+            other
+            for other, open_node in self._nodes.items()
+            if open_node.root != node.root
+            and open_node.kind in ("model", "other")
+            and open_node.start_ns <= start
+        }
+        if not around:
+            return False
+        self._held[sid] = _Held(node, span, attrs, around)
+        if len(self._held) > _MAX_HELD:
+            old, held = self._held.popitem(last=False)
+            self._report_held(old, held)
+        return True
+
+    def _drop_held(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> None:
+        """A model span ended: a held span it lasted around, of the same request, is it."""
+        for held_id, held in list(self._held.items()):
+            if _same_request(span, attrs, held):
+                del self._held[held_id]
+                return
+
+    def _settle_held(self, ended: int) -> None:
+        """``ended`` ended: report the held spans it was the last open span around."""
+        for held_id, held in list(self._held.items()):
+            held.waits_for.discard(ended)
+            if not held.waits_for or not any(w in self._nodes for w in held.waits_for):
+                del self._held[held_id]
+                self._report_held(held_id, held)
+
+    def _report_held(self, sid: int, held: _Held) -> None:
+        """Report a held span now, as the run of its own it is, and end that run."""
+        self._report_now("model", held.node, sid, held.span, held.attrs)
+        self._end_run(held.node.root, _error(held.span), held.span.end_time)
 
     def _model(
         self,
