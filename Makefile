@@ -126,80 +126,19 @@ test-frameworks: $(FW_STAMP)
 # Frameworks whose OpenTelemetry pins clash with the dev venv's, each in a venv of its own
 # for the span bridge's tests (tests/test_otel_bridge_*.py run them in a subprocess).
 BRIDGE_VENVS := build/bridge-venvs
-STRANDS_STAMP := $(BRIDGE_VENVS)/strands/.installed-stamp
+BRIDGE_FRAMEWORKS := strands adk adk1 maf ag2 llamaindex crewai smolagents
+BRIDGE_STAMPS := $(foreach f,$(BRIDGE_FRAMEWORKS),$(BRIDGE_VENVS)/$(f)/.installed-stamp)
 
-$(STRANDS_STAMP): scripts/bridge-strands-requirements.txt
-	rm -rf $(BRIDGE_VENVS)/strands
-	$(PYTHON) -m venv $(BRIDGE_VENVS)/strands
-	$(BRIDGE_VENVS)/strands/bin/python -m pip install -q --disable-pip-version-check \
-		-r scripts/bridge-strands-requirements.txt
+# One venv per framework, from scripts/bridge-<framework>-requirements.txt; rebuilt from
+# scratch when its requirements change.
+.PRECIOUS: $(BRIDGE_VENVS)/%/.installed-stamp
+$(BRIDGE_VENVS)/%/.installed-stamp: scripts/bridge-%-requirements.txt
+	rm -rf $(BRIDGE_VENVS)/$*
+	$(PYTHON) -m venv $(BRIDGE_VENVS)/$*
+	$(BRIDGE_VENVS)/$*/bin/python -m pip install -q --disable-pip-version-check -r $<
 	touch $@
 
-ADK_STAMP := $(BRIDGE_VENVS)/adk/.installed-stamp
-
-$(ADK_STAMP): scripts/bridge-adk-requirements.txt
-	rm -rf $(BRIDGE_VENVS)/adk
-	$(PYTHON) -m venv $(BRIDGE_VENVS)/adk
-	$(BRIDGE_VENVS)/adk/bin/python -m pip install -q --disable-pip-version-check \
-		-r scripts/bridge-adk-requirements.txt
-	touch $@
-
-MAF_STAMP := $(BRIDGE_VENVS)/maf/.installed-stamp
-
-$(MAF_STAMP): scripts/bridge-maf-requirements.txt
-	rm -rf $(BRIDGE_VENVS)/maf
-	$(PYTHON) -m venv $(BRIDGE_VENVS)/maf
-	$(BRIDGE_VENVS)/maf/bin/python -m pip install -q --disable-pip-version-check \
-		-r scripts/bridge-maf-requirements.txt
-	touch $@
-
-ADK1_STAMP := $(BRIDGE_VENVS)/adk1/.installed-stamp
-
-$(ADK1_STAMP): scripts/bridge-adk1-requirements.txt
-	rm -rf $(BRIDGE_VENVS)/adk1
-	$(PYTHON) -m venv $(BRIDGE_VENVS)/adk1
-	$(BRIDGE_VENVS)/adk1/bin/python -m pip install -q --disable-pip-version-check \
-		-r scripts/bridge-adk1-requirements.txt
-	touch $@
-
-AG2_STAMP := $(BRIDGE_VENVS)/ag2/.installed-stamp
-
-$(AG2_STAMP): scripts/bridge-ag2-requirements.txt
-	rm -rf $(BRIDGE_VENVS)/ag2
-	$(PYTHON) -m venv $(BRIDGE_VENVS)/ag2
-	$(BRIDGE_VENVS)/ag2/bin/python -m pip install -q --disable-pip-version-check \
-		-r scripts/bridge-ag2-requirements.txt
-	touch $@
-
-LLAMAINDEX_STAMP := $(BRIDGE_VENVS)/llamaindex/.installed-stamp
-
-$(LLAMAINDEX_STAMP): scripts/bridge-llamaindex-requirements.txt
-	rm -rf $(BRIDGE_VENVS)/llamaindex
-	$(PYTHON) -m venv $(BRIDGE_VENVS)/llamaindex
-	$(BRIDGE_VENVS)/llamaindex/bin/python -m pip install -q --disable-pip-version-check \
-		-r scripts/bridge-llamaindex-requirements.txt
-	touch $@
-
-CREWAI_STAMP := $(BRIDGE_VENVS)/crewai/.installed-stamp
-
-$(CREWAI_STAMP): scripts/bridge-crewai-requirements.txt
-	rm -rf $(BRIDGE_VENVS)/crewai
-	$(PYTHON) -m venv $(BRIDGE_VENVS)/crewai
-	$(BRIDGE_VENVS)/crewai/bin/python -m pip install -q --disable-pip-version-check \
-		-r scripts/bridge-crewai-requirements.txt
-	touch $@
-
-SMOLAGENTS_STAMP := $(BRIDGE_VENVS)/smolagents/.installed-stamp
-
-$(SMOLAGENTS_STAMP): scripts/bridge-smolagents-requirements.txt
-	rm -rf $(BRIDGE_VENVS)/smolagents
-	$(PYTHON) -m venv $(BRIDGE_VENVS)/smolagents
-	$(BRIDGE_VENVS)/smolagents/bin/python -m pip install -q --disable-pip-version-check \
-		-r scripts/bridge-smolagents-requirements.txt
-	touch $@
-
-bridge-venvs: $(STRANDS_STAMP) $(ADK_STAMP) $(ADK1_STAMP) $(MAF_STAMP) $(AG2_STAMP) \
-	$(LLAMAINDEX_STAMP) $(CREWAI_STAMP) $(SMOLAGENTS_STAMP)
+bridge-venvs: $(BRIDGE_STAMPS)
 
 # The documentation site: `make docs` serves it on http://127.0.0.1:8000 with live reload;
 # `make docs-build` builds it in strict mode into build/site (tests/test_docs.py does too).
