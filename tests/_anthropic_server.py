@@ -7,12 +7,11 @@ with one JSON message, as the API does without streaming. Requests are kept in
 
 from __future__ import annotations
 
-import json
-import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests._model_server import Answer, ScriptedModelServer
 
 
 @dataclass(frozen=True)
@@ -49,45 +48,8 @@ class Message:
         }
 
 
-class ScriptedMessages:
+class ScriptedMessages(ScriptedModelServer[Message]):
     """Serves ``messages`` in order (the last one repeats) on an ephemeral 127.0.0.1 port."""
 
-    def __init__(self, messages: Iterable[Message]) -> None:
-        self.messages = list(messages)
-        self.requests: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with server._lock:
-                    n = len(server.requests)
-                    server.requests.append(body)
-                    message = server.messages[min(n, len(server.messages) - 1)]
-                data = json.dumps(message.body(n)).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    def __enter__(self) -> ScriptedMessages:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join()
+    def respond(self, path: str, body: dict[str, Any], reply: Message, n: int) -> Answer:
+        return reply.body(n)

@@ -10,11 +10,11 @@ are kept in :attr:`GeminiServer.requests`, paths in :attr:`GeminiServer.paths`.
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests._model_server import Answer, ScriptedModelServer
 
 
 @dataclass(frozen=True)
@@ -65,54 +65,10 @@ class GeminiReply:
         yield last.response(n)
 
 
-class GeminiServer:
+class GeminiServer(ScriptedModelServer[GeminiReply]):
     """Serves ``replies`` in order (the last one repeats) on an ephemeral 127.0.0.1 port."""
 
-    def __init__(self, replies: Iterable[GeminiReply]) -> None:
-        self.replies = list(replies)
-        self.requests: list[dict[str, Any]] = []
-        self.paths: list[str] = []
-        self._lock = threading.Lock()
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with server._lock:
-                    n = len(server.requests)
-                    server.requests.append(body)
-                    server.paths.append(self.path)
-                    reply = server.replies[min(n, len(server.replies) - 1)]
-                if ":streamGenerateContent" in self.path:
-                    self.send_response(200)
-                    self.send_header("Content-Type", "text/event-stream")
-                    self.end_headers()
-                    for chunk in reply.chunks(n):
-                        self.wfile.write(f"data: {json.dumps(chunk)}\r\n\r\n".encode())
-                    return
-                data = json.dumps(reply.response(n)).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    def __enter__(self) -> GeminiServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join()
+    def respond(self, path: str, body: dict[str, Any], reply: GeminiReply, n: int) -> Answer:
+        if ":streamGenerateContent" not in path:
+            return reply.response(n)
+        return (f"data: {json.dumps(chunk)}\r\n\r\n".encode() for chunk in reply.chunks(n))

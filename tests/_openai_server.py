@@ -11,11 +11,11 @@ streams the usage chunk as the real API does: only for a request with
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests._model_server import Answer, ScriptedModelServer
 
 
 @dataclass(frozen=True)
@@ -104,56 +104,24 @@ class Reply:
             yield {**base, "choices": [], "usage": self._usage()}
 
 
-class ScriptedServer:
+class ScriptedServer(ScriptedModelServer[Reply]):
     """Serves ``replies`` in order (the last one repeats) on an ephemeral 127.0.0.1 port."""
 
+    url_prefix = "/v1"
+
     def __init__(self, replies: Iterable[Reply], *, usage_when_asked: bool = False) -> None:
-        self.replies = list(replies)
+        super().__init__(replies)
         self.usage_when_asked = usage_when_asked
-        self.requests: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
-        server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
+    def respond(self, path: str, body: dict[str, Any], reply: Reply, n: int) -> Answer:
+        if not body.get("stream"):
+            return reply.completion(n)
+        asked = (body.get("stream_options") or {}).get("include_usage") is True
+        usage = asked or not self.usage_when_asked
+        return _frames(reply.chunks(n, usage=usage))
 
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with server._lock:
-                    n = len(server.requests)
-                    server.requests.append(body)
-                    reply = server.replies[min(n, len(server.replies) - 1)]
-                if body.get("stream"):
-                    self.send_response(200)
-                    self.send_header("Content-Type", "text/event-stream")
-                    self.end_headers()
-                    asked = (body.get("stream_options") or {}).get("include_usage") is True
-                    usage = asked or not server.usage_when_asked
-                    for chunk in reply.chunks(n, usage=usage):
-                        self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-                    self.wfile.write(b"data: [DONE]\n\n")
-                    return
-                data = json.dumps(reply.completion(n)).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
-
-    def __enter__(self) -> ScriptedServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join()
+def _frames(chunks: Iterable[dict[str, Any]]) -> Iterator[bytes]:
+    for chunk in chunks:
+        yield f"data: {json.dumps(chunk)}\n\n".encode()
+    yield b"data: [DONE]\n\n"
