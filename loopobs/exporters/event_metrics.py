@@ -138,6 +138,17 @@ def _unpriced(ctx: ev.StreamSuccessContext) -> float | None:
     return 1 if ctx.cost_usd is None else None
 
 
+def _expired(ctx: ev.SharedBudgetContext) -> float:
+    return ctx.expired
+
+
+def _drift(ctx: ev.SharedBudgetContext) -> float | None:
+    # Only a commit that landed settles a reservation: reserved minus what the call cost.
+    if ctx.operation != "commit" or ctx.outcome != "ok" or ctx.committed_usd is None:
+        return None
+    return max(0.0, ctx.reserved_usd - ctx.committed_usd)
+
+
 def _tool_error(ctx: ev.ToolPostContext) -> str:
     if not ctx.is_error:
         return ""
@@ -373,6 +384,23 @@ def event_metrics_for(latest: bool) -> Mapping[ev.HookName, EventMetrics]:
             (c.LOOPOBS_BUDGET_LIMIT, c.LOOPOBS_BUDGET_SCOPE, c.LOOPOBS_BUDGET_ACTION),
             lambda ctx: (ctx.limit, ctx.scope, ctx.action),
             (Recording(c.BUDGET_EXCEEDED, _one),),
+            with_agent=True,
+        ),
+        "on_budget_unpriced": EventMetrics(
+            (c.GEN_AI_PROVIDER_NAME, c.GEN_AI_REQUEST_MODEL, c.LOOPOBS_BUDGET_SCOPE),
+            lambda ctx: (ctx.provider, ctx.model, ctx.scope),
+            (Recording(c.BUDGET_UNPRICED, _one),),
+            with_agent=True,
+        ),
+        "on_shared_budget": EventMetrics(
+            (c.LOOPOBS_SHARED_BUDGET_OPERATION, c.LOOPOBS_SHARED_BUDGET_OUTCOME),
+            lambda ctx: (ctx.operation, ctx.outcome),
+            (
+                Recording(c.SHARED_BUDGET_OPERATIONS, _one),
+                Recording(c.SHARED_BUDGET_STORE_DURATION, _seconds),
+                Recording(c.SHARED_BUDGET_EXPIRED, _expired, skip_zero=True),
+                Recording(c.SHARED_BUDGET_DRIFT, _drift),
+            ),
             with_agent=True,
         ),
     }
