@@ -29,6 +29,8 @@ import re
 import shlex
 from typing import Any, Final, Literal, NamedTuple
 
+from loopobs.contract.hashing import text_key
+
 __all__ = [
     "CallEffect",
     "CommandEffect",
@@ -585,7 +587,7 @@ def classify_command(command: str) -> CommandInfo | None:
     if not programs and not target:
         return None
     if effect == "write":
-        target.update(f"<<{hash(b)}" for b in bodies)
+        target.update(f"<<{text_key(b)}" for b in bodies)
     key = "\x1f".join(split)
     if bodies:
         key += "\x1e" + "\x1e".join(bodies)
