@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from loopobs import AgentLoop, AgentSession, RepetitionDetector, tool
+from loopobs import AgentLoop, AgentSession, ConvergenceDetector, RepetitionDetector, tool
 from loopobs.llm import Reply, ScriptedClient, ToolCall
 from loopobs.sessions.stores import SessionStore
 from loopobs.testing import RecordingObserver
@@ -32,21 +32,31 @@ def step(request: Any) -> Any:
     return Reply(tool_calls=(ToolCall("lookup", {"order": "17"}),))
 
 
+def same_answer(request: Any) -> Any:
+    """A model that gives the same answer every time."""
+    return Reply(
+        text="Order 17 is still pending after my last check: the warehouse has not "
+        "confirmed the shipment yet, so I will look again tomorrow morning and tell you "
+        "as soon as anything changes."
+    )
+
+
 Verdict = tuple[str, tuple[tuple[str, str, int], ...]]
 
 
 async def send_all(
-    store: SessionStore, session_id: uuid.UUID, texts: list[str]
+    store: SessionStore, session_id: uuid.UUID, texts: list[str], *, converge: bool = False
 ) -> tuple[list[Verdict], int]:
     """Send ``texts`` on a fresh loop (fresh detectors) reopening ``session_id`` from
-    ``store``; each run's status and loop detections (signal, action, repetitions), and
-    the session's ``state_errors``."""
+    ``store``; each run's status and detections (signal, action, repetitions), and the
+    session's ``state_errors``. ``converge``: the model repeats its answer (the
+    convergence detector's case) instead of looping on a tool."""
     recorder = RecordingObserver()
     loop = AgentLoop(
-        ScriptedClient(step),
+        ScriptedClient(same_answer if converge else step),
         model="m",
         tools=[lookup],
-        detectors=[RepetitionDetector()],
+        detectors=[RepetitionDetector(), ConvergenceDetector()],
         observers=[recorder],
     )
     out: list[Verdict] = []
@@ -56,11 +66,16 @@ async def send_all(
             found = tuple(
                 (d.signal, d.action, d.repetitions)
                 for d in recorder.of("on_loop_detected", result.run_id)
+            ) + tuple(
+                (d.signal, d.action, d.consecutive)
+                for d in recorder.of("on_convergence_detected", result.run_id)
             )
             out.append((str(result.status), found))
         errors = session.state_errors
     return out, errors
 
 
-def messages() -> list[str]:
+def messages(*, converge: bool = False) -> list[str]:
+    if converge:
+        return ["any news on order 17?"] * SENDS
     return [f"any news on order 17? ({i})" for i in range(SENDS)]

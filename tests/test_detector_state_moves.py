@@ -47,6 +47,20 @@ async def test_a_session_reopened_elsewhere_detects_its_loop_at_the_same_step(
     assert fresh != unmoved[half:]
 
 
+@pytest.mark.parametrize("half", [2, 3, 4])
+async def test_converging_answers_are_stopped_at_the_same_step_after_a_move(half: int) -> None:
+    """The convergence detector's recent answers move too (sketches and sizes; numbers as
+    keys): a conversation that converges across the move stops where it would have."""
+    texts = messages(converge=True)
+    unmoved, _ = await send_all(MemoryStore(), uuid.uuid4(), texts, converge=True)
+    assert any(status == "converged" for status, _ in unmoved)
+    store, sid = MemoryStore(), uuid.uuid4()
+    first, _ = await send_all(store, sid, texts[:half], converge=True)
+    second, errors = await send_all(store, sid, texts[half:], converge=True)
+    assert errors == 0
+    assert first + second == unmoved
+
+
 async def test_the_stored_state_holds_keys_and_counts_never_content() -> None:
     store = MemoryStore()
     sid = uuid.uuid4()
@@ -57,6 +71,16 @@ async def test_the_stored_state_holds_keys_and_counts_never_content() -> None:
     data = json.loads(stored)
     assert data["v"] == 1
     assert data["detectors"]["RepetitionDetector"]["kind"] == "repetition"
+    converged = MemoryStore()
+    await send_all(converged, sid, messages(converge=True)[:3], converge=True)
+    answers = converged.states[sid]
+    for content in (b"order", b"pending", b"warehouse"):
+        assert content not in answers  # no word of the answer
+    snapshot = json.loads(answers)["detectors"]["ConvergenceDetector"]
+    assert snapshot["kind"] == "convergence"
+    numbers = [n for row in snapshot["state"]["history"] for n in row[2]]
+    assert numbers  # the answer's "17", as a key only
+    assert all(n.startswith("#") and n != "#17" for n in numbers)
 
 
 @pytest.mark.parametrize(
