@@ -164,3 +164,19 @@ async def test_reset_forgets_the_stored_state() -> None:
     assert sid in store.states
     await store.clear(sid)
     assert sid not in store.states
+
+
+async def test_the_session_s_own_store_and_an_opt_out_save_no_state() -> None:
+    from loopobs import AgentLoop, AgentSession, RepetitionDetector
+    from loopobs.llm import Reply, ScriptedClient
+
+    loop = AgentLoop(ScriptedClient([Reply(text="a"), Reply(text="b")]), model="m")
+    loop.detectors = (RepetitionDetector(),)
+    async with AgentSession(loop) as own:
+        await (await own.send("hi"))
+        assert isinstance(own.store, MemoryStore)
+        assert own.store.states == {}
+    store = MemoryStore()
+    async with AgentSession(loop, store=store, detector_state=False) as opted_out:
+        await (await opted_out.send("hi"))
+    assert store.states == {}

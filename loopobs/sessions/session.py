@@ -334,6 +334,12 @@ class AgentSession:
         store_timeout: seconds one store call may take before it counts as failed.
         attribution: who the conversation is for (``{"tenant": …, "user": …}``), on
             every run (see ``Conversation(attribution=...)``).
+        detector_state: save the detectors' state of the conversation in the store after
+            each run and restore it at ``start`` (the store must keep state: see
+            :class:`~loopobs.sessions.stores.StateStore`). ``None`` (the default): when a
+            ``store`` is given, not for the session's own in-memory store, which nobody
+            else can reopen. A save costs about 0.1 ms for a short session and 2.5 ms
+            for one that filled the repetition detector's default ``memory``.
 
     Raises:
         ValueError: ``store_timeout`` is not a positive, finite number, or
@@ -352,6 +358,7 @@ class AgentSession:
         ask_user_timeout: float = 300.0,
         store_timeout: float = 30.0,
         attribution: Mapping[str, str] | None = None,
+        detector_state: bool | None = None,
     ) -> None:
         if not (isinstance(store_timeout, (int, float)) and 0 < store_timeout < math.inf):
             raise ValueError(
@@ -390,6 +397,8 @@ class AgentSession:
         self._closed = False
         self.state_errors = 0
         """Detector state saves and loads that failed (logged; never a send's failure)."""
+        self.detector_state = store is not None if detector_state is None else detector_state
+        """Whether the detectors' state is saved in the store and restored from it."""
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> AgentSession:
@@ -649,7 +658,7 @@ class AgentSession:
     async def _save_detectors(self) -> None:
         """Save this session's detector state in the store (never raises)."""
         store = self.store
-        if not isinstance(store, StateStore):
+        if not self.detector_state or not isinstance(store, StateStore):
             return
         detectors = self._stateful()
         if not detectors:
@@ -672,7 +681,7 @@ class AgentSession:
     async def _restore_detectors(self) -> None:
         """Restore this session's detector state from the store; fresh state if it cannot."""
         store = self.store
-        if not isinstance(store, StateStore):
+        if not self.detector_state or not isinstance(store, StateStore):
             return
         detectors = self._stateful()
         if not detectors:
