@@ -22,6 +22,7 @@ from typing import Any
 
 from loopobs import (
     BudgetExceededContext,
+    BudgetUnpricedContext,
     CompactionContext,
     ConvergenceDetectedContext,
     EventContext,
@@ -33,6 +34,7 @@ from loopobs import (
     ResponseContext,
     RunEndContext,
     RunStartContext,
+    SharedBudgetContext,
     StreamFailureContext,
     StreamStartContext,
     StreamSuccessContext,
@@ -269,6 +271,18 @@ def emit_extras(observer: LoopObserver) -> uuid.UUID:
         output_tokens=2,
         duration_ms=100.0,
     )
+    # The fleet layer: a shared budget's reservation and commit, and an unpriced USD limit.
+    ev(SharedBudgetContext, operation="reserve", store="memory", duration_ms=0.8, reserved_usd=0.5)
+    ev(
+        SharedBudgetContext,
+        operation="commit",
+        store="memory",
+        duration_ms=0.6,
+        reserved_usd=0.5,
+        committed_usd=0.125,
+        expired=1,
+    )
+    ev(BudgetUnpricedContext, model="m1", provider=PROVIDER, scope="shared", budget=25.0)
     ev(ResponseContext, turn=0, text="", tool_calls=1)
     ev(ToolCallReceivedContext, turn=0, tool="echo", tool_call_id="m1", input={"text": "x"})
     ev(ToolPreContext, turn=0, tool="echo", tool_call_id="m1")

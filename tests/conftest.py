@@ -236,6 +236,22 @@ SAMPLE_FIELDS: dict[str, dict[str, Any]] = {
         "action": "warn",
         "scope_key": "tenant:acme",
     },
+    "on_budget_unpriced": {
+        "model": "my-model",
+        "provider": "openai",
+        "scope": "session",
+        "budget": 0.01,
+    },
+    "on_shared_budget": {
+        "operation": "commit",
+        "outcome": "error",
+        "store": "redis://127.0.0.1:6379/0",
+        "duration_ms": 12.5,
+        "reserved_usd": 0.45,
+        "committed_usd": 0.0125,
+        "expired": 2,
+        "scope_key": "tenant:acme",
+    },
 }
 
 MakeContext = Callable[..., Any]  # the context class follows from the hook name

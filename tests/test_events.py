@@ -97,6 +97,17 @@ DESIGN_FIELDS: dict[str, set[str]] = {
     "on_backpressure": {"queue", "outcome", "capacity", "policy"},
     "on_session_reset": {"epoch", "discarded"},
     "on_budget_exceeded": {"limit", "value", "budget", "scope", "action"},
+    "on_budget_unpriced": {"model", "provider", "scope", "budget"},
+    "on_shared_budget": {
+        "operation",
+        "outcome",
+        "store",
+        "duration_ms",
+        "reserved_usd",
+        "committed_usd",
+        "expired",
+        "scope_key",
+    },
 }
 
 
@@ -105,11 +116,11 @@ def _field_names(cls: type[EventContext]) -> set[str]:
 
 
 def test_hooks_match_the_design_table_in_order() -> None:
-    """HOOKS, the HookName literal and CONTEXT_TYPES agree, in design.md's order (24 hooks)."""
+    """HOOKS, the HookName literal and CONTEXT_TYPES agree, in design.md's order (26 hooks)."""
     assert list(HOOKS) == list(DESIGN_FIELDS)
     assert typing.get_args(HookName) == HOOKS
     assert tuple(CONTEXT_TYPES) == HOOKS
-    assert len(set(CONTEXT_TYPES.values())) == 24
+    assert len(set(CONTEXT_TYPES.values())) == 26
 
 
 @pytest.mark.parametrize("hook", HOOKS)

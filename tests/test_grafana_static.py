@@ -640,7 +640,11 @@ def test_empty_cases_never_add_an_unlabelled_series_beside_real_ones() -> None:
             if "vector(0)" in q.expr:
                 assert re.search(r"\bor on \(\) label_replace\(vector\(0\)", q.expr), q.name
                 grouped_with_zero.append(q.panel_title)
-    assert set(grouped_with_zero) == {"Observer errors", "Label values folded into _other"}
+    assert set(grouped_with_zero) == {
+        "Observer errors",
+        "Label values folded into _other",
+        "Shared budget store latency p95",
+    }
 
 
 def test_dashboard_has_the_operator_panels() -> None:

@@ -46,7 +46,7 @@ class Boom(LoopObserver):
     on_compaction = on_fallback = on_model_switched = _raise
     on_loop_detected = on_convergence_detected = on_suspended = on_sleep = _raise
     on_context_provider = on_backpressure = on_session_reset = _raise
-    on_budget_exceeded = _raise
+    on_budget_exceeded = on_budget_unpriced = on_shared_budget = _raise
 
 
 class OnlyRunStart(LoopObserver):

@@ -40,6 +40,7 @@ __all__ = [
     "BackpressureContext",
     "BudgetExceededContext",
     "BudgetLimit",
+    "BudgetUnpricedContext",
     "CompactionContext",
     "ContextProviderContext",
     "ConvergenceAction",
@@ -59,6 +60,9 @@ __all__ = [
     "RunStatus",
     "SESSION_HOOKS",
     "SessionResetContext",
+    "SharedBudgetContext",
+    "SharedBudgetOperation",
+    "SharedBudgetOutcome",
     "SleepContext",
     "StreamFailureContext",
     "StreamStartContext",
@@ -162,6 +166,8 @@ HookName = Literal[
     "on_backpressure",
     "on_session_reset",
     "on_budget_exceeded",
+    "on_budget_unpriced",
+    "on_shared_budget",
 ]
 
 
@@ -776,6 +782,58 @@ class BudgetExceededContext(EventContext):
     scope_key: str = ""
     """For a shared budget, the scope that had no room (``session:<id>``, ``tenant:acme``);
     an id, so exporters keep it off metric labels."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BudgetUnpricedContext(EventContext):
+    """A USD limit met a model call with no known price: the limit cannot apply to it.
+
+    Fires once per run (per scope that limits dollars: ``run``, ``session`` or
+    ``shared``), at the first unpriced call. The call is made and counted in every
+    other limit (tokens, calls, wall time); its dollars are unknown, so the USD limit
+    neither counts nor stops it. Give the loop ``prices=...`` for the model.
+    """
+
+    hook: ClassVar[HookName] = "on_budget_unpriced"
+    model: str
+    provider: str = ""
+    scope: Literal["run", "session", "shared"] = "run"
+    budget: float = 0.0
+    """The USD limit that cannot apply."""
+
+
+SharedBudgetOperation = Literal["reserve", "commit", "release"]
+"""A step of a shared budget's ledger: hold a call's worst case, settle it, give it back."""
+SharedBudgetOutcome = Literal["ok", "refused", "error", "unguarded"]
+"""How a ledger step ended: ``ok``; ``refused`` (a scope had no room: the call is not
+made); ``error`` (the store failed or passed its deadline; a reserve under
+``fail_closed`` refuses the call); ``unguarded`` (a reserve failed under ``fail_open``:
+the call goes through unguarded). Store errors are ``error`` and ``unguarded``."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SharedBudgetContext(EventContext):
+    """One step of a run's shared budget on its ledger (only with ``shared_budget=``).
+
+    ``store`` names the ledger (``memory``, ``redis://host:port/db``); ``duration_ms``
+    is how long the store took; ``reserved_usd`` is the worst case the reservation
+    held (a commit's and a release's too); ``committed_usd`` is what a commit added
+    (None for the other steps), so ``reserved_usd - committed_usd`` is how far the
+    worst case was from the real cost. ``expired`` counts reservations the ledger
+    found expired since the previous step seen in this process (a worker killed
+    mid-call, or a call longer than the TTL). ``scope_key`` is the refusing scope of a
+    ``refused`` reserve (an id: kept off metric labels).
+    """
+
+    hook: ClassVar[HookName] = "on_shared_budget"
+    operation: SharedBudgetOperation
+    outcome: SharedBudgetOutcome = "ok"
+    store: str = ""
+    duration_ms: float = 0.0
+    reserved_usd: float = 0.0
+    committed_usd: float | None = None
+    expired: int = 0
+    scope_key: str = ""
 
 
 CONTEXT_TYPES: Mapping[str, type[EventContext]] = {

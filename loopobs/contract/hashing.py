@@ -9,15 +9,32 @@ from __future__ import annotations
 import hashlib
 import json
 import json.encoder
+import zlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["arguments_hash", "canonical_json", "encode", "result_hash", "stable_hash64"]
+__all__ = [
+    "arguments_hash",
+    "canonical_json",
+    "encode",
+    "result_hash",
+    "stable_hash64",
+    "text_key",
+]
 
 
 def stable_hash64(data: bytes) -> int:
     """An unsigned 64-bit BLAKE2b digest of ``data``."""
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big")
+
+
+def text_key(text: str) -> int:
+    """A fast 64-bit key of ``text``, the same in every process (CRC-32 and Adler-32 of its
+    UTF-8): the detectors' keys of normalised arguments and results, which a session's
+    detector state carries to another worker. Not a digest: for equality of texts only,
+    never recorded (a detection's event carries :func:`stable_hash64`)."""
+    data = text.encode("utf-8", "surrogatepass")
+    return zlib.crc32(data) << 32 | zlib.adler32(data)
 
 
 def result_hash(text: str) -> int | None:

@@ -185,6 +185,14 @@ class LoopObserver:
         warning fires once per limit; each later run of a stopped session gets the stop too.
         """
 
+    def on_budget_unpriced(self, ctx: ev.BudgetUnpricedContext) -> None:
+        """A USD limit met a call to a model with no known price (once per run and scope):
+        the limit cannot apply to that call."""
+
+    def on_shared_budget(self, ctx: ev.SharedBudgetContext) -> None:
+        """A shared budget's ledger step (reserve, commit, release) ended: its outcome and
+        store latency (only for runs with ``shared_budget=``)."""
+
 
 class EventSink(LoopObserver):
     """An observer that takes every event in one method: override :meth:`on_event`.
@@ -657,6 +665,10 @@ class ObserverSet(LoopObserver):
     def on_session_reset(self, ctx: ev.SessionResetContext) -> None: ...
     @_fan_out
     def on_budget_exceeded(self, ctx: ev.BudgetExceededContext) -> None: ...
+    @_fan_out
+    def on_budget_unpriced(self, ctx: ev.BudgetUnpricedContext) -> None: ...
+    @_fan_out
+    def on_shared_budget(self, ctx: ev.SharedBudgetContext) -> None: ...
 
 
 def _check_fan_outs() -> None:

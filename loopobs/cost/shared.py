@@ -374,6 +374,22 @@ class SharedBudget:
         """Ledger operations that failed or passed their deadline."""
         self._outage = False
         self._lock = threading.Lock()
+        self._expired_seen = 0
+
+    def take_expired(self) -> int:
+        """Reservations the ledger found expired since the previous call (each counted once).
+
+        Read from the ledger's ``expired`` count (``InProcessLedger`` and ``RedisLedger``
+        keep one; a ledger without it reports 0)."""
+        total = getattr(self.ledger, "expired", 0)
+        if not isinstance(total, int):
+            return 0
+        with self._lock:
+            new, self._expired_seen = (
+                max(0, total - self._expired_seen),
+                max(total, self._expired_seen),
+            )
+        return new
 
     def scopes_for(
         self, session_id: object, attribution: Mapping[str, str] | None = None
@@ -440,23 +456,27 @@ class SharedBudget:
             )
         return result
 
-    async def commit(self, reservation: Reservation | None, actual: Amounts) -> None:
+    async def commit(self, reservation: Reservation | None, actual: Amounts) -> bool:
         """Record what the call cost (never raises: the call was made; a failure is logged
-        and counted, and the reservation then expires on its own)."""
+        and counted, and the reservation then expires on its own). False: the store failed."""
         if reservation is None:
-            return
+            return True
         try:
             await self.ledger.commit(reservation, actual)
         except StoreUnavailable as exc:
             self._failed(exc, "commit")
-        else:
-            self._answered()
+            return False
+        self._answered()
+        return True
 
-    async def release(self, reservation: Reservation | None) -> None:
-        """Give a reservation back (the call failed or was cancelled); never raises."""
+    async def release(self, reservation: Reservation | None) -> bool:
+        """Give a reservation back (the call failed or was cancelled); never raises.
+        False: the store failed (the reservation then expires on its own)."""
         if reservation is None:
-            return
+            return True
         try:
             await self.ledger.release(reservation)
         except StoreUnavailable as exc:
             self._failed(exc, "release")
+            return False
+        return True

@@ -35,6 +35,7 @@ from uuid import UUID
 from loopobs.contract.errors import BudgetExceeded
 from loopobs.contract.events import (
     BudgetExceededContext,
+    BudgetUnpricedContext,
     RunEndContext,
     RunStartContext,
     StreamStartContext,
@@ -55,6 +56,7 @@ DEFAULT_MAX_RUNS: Final = 4096
 """Runs (and sessions) a :class:`BudgetGuard` tracks at once; the oldest go first."""
 
 Deliver = Callable[[BudgetExceededContext], None]
+DeliverUnpriced = Callable[[BudgetUnpricedContext], None]
 
 _T = TypeVar("_T")
 
@@ -104,6 +106,7 @@ class RunSpending:
         "_clock",
         "_emit",
         "_last_output_tokens",
+        "_on_unpriced",
         "_prices",
         "_run_id",
         "_run_tracker",
@@ -130,10 +133,14 @@ class RunSpending:
         emit: Deliver | ObserverSet | None = None,
         clock: Callable[[], float] = time.monotonic,
         branch_of: RunSpending | None = None,
+        on_unpriced: DeliverUnpriced | None = None,
     ) -> None:
         self._run_id = run_id
         self._prices = prices
         self._emit = emit.on_budget_exceeded if isinstance(emit, ObserverSet) else emit
+        if on_unpriced is None and isinstance(emit, ObserverSet):
+            on_unpriced = emit.on_budget_unpriced
+        self._on_unpriced = on_unpriced
         self._clock = clock
         self._branch = branch_of is not None
         if branch_of is not None:
@@ -238,14 +245,35 @@ class RunSpending:
         if self._session is not None:
             self._session.spend.add_call(usage, cost_usd)
         if cost_usd is None and self._usd_limited and not self._unpriced_noted:
-            self._unpriced_noted = True
-            logger.warning(
-                "run %s: a call to %s (%s) has no known price; it does not count "
-                "toward the USD budget (give the loop prices=...)",
-                self._run_id,
-                model,
-                provider,
-            )
+            self._unpriced(model, provider)
+
+    def _unpriced(self, model: str, provider: str) -> None:
+        """Once per run: a USD limit met a call with no known price (a warning and an event)."""
+        self._unpriced_noted = True
+        logger.warning(
+            "run %s: a call to %s (%s) has no known price; it does not count "
+            "toward the USD budget, which cannot apply to it (give the loop prices=...)",
+            self._run_id,
+            model,
+            provider,
+        )
+        deliver = self._on_unpriced
+        if deliver is None:
+            return
+        now = time.time_ns()
+        for tracker in self._trackers:
+            usd = tracker.budget.usd
+            if usd is not None:
+                deliver(
+                    BudgetUnpricedContext(
+                        run_id=self._run_id,
+                        time_ns=now,
+                        model=model,
+                        provider=provider,
+                        scope=tracker.scope,
+                        budget=float(usd),
+                    )
+                )
 
     def check(self) -> list[BudgetExceededContext]:
         """Check what was used against the budgets (after a response or a tool call)."""
@@ -315,6 +343,8 @@ class BudgetGuard(LoopObserver):
         self._sessions: OrderedDict[UUID, _Account] = OrderedDict()
         self._branches: OrderedDict[UUID, UUID] = OrderedDict()
         self._stops: OrderedDict[UUID, BudgetExceededContext] = OrderedDict()
+        self._unpriced: list[BudgetUnpricedContext] = []
+        """``on_budget_unpriced`` events decided under the lock, delivered after it."""
 
     # -- attachment ------------------------------------------------------------------------
     def on_attach(self, observers: ObserverSet) -> None:
@@ -386,6 +416,7 @@ class BudgetGuard(LoopObserver):
                     session=None,
                     clock=self._clock,
                     branch_of=parent,
+                    on_unpriced=self._unpriced.append,
                 )
             else:
                 spending = RunSpending(
@@ -394,6 +425,7 @@ class BudgetGuard(LoopObserver):
                     budget=self.budget,
                     session=self._account(ctx.session_id),
                     clock=self._clock,
+                    on_unpriced=self._unpriced.append,
                 )
             _put(self._runs, ctx.run_id, spending, self._max_runs)
 
@@ -426,6 +458,11 @@ class BudgetGuard(LoopObserver):
             else:
                 spending.price(ctx.model, ctx.provider, usage, ctx.response_model, known=known)
             verdicts = spending.check()
+            unpriced, self._unpriced[:] = list(self._unpriced), []
+            targets = self._targets
+        for note in unpriced:
+            for target in targets:
+                target.on_budget_unpriced(note)
         self._deliver(ctx.run_id, verdicts)
 
     def on_tool_post(self, ctx: ToolPostContext) -> None:

@@ -6,7 +6,8 @@ thinking (and redacted thinking), parallel tool calls, a tool error, an invalid
 argument, an unknown tool, a stream failure recovered by fallback, a model
 switch, a compaction, a runaway loop stopped by the detector, converged
 answers, a suspension resumed with input, a sleep, a research spree
-stopped by its budget (with a warning first), and a concierge session: an
+stopped by its budget (with a warning first) and counted against a shared team budget,
+and a concierge session: an
 ``AgentSession`` whose loop takes tools from an MCP server (a child process
 written with the ``mcp`` SDK), a context provider, an injected hint, a full
 inbox and a reset. Calls are priced as the models they name (``claude-haiku``,
@@ -21,7 +22,7 @@ import os
 import random
 import sys
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from loopobs.contract.errors import RateLimited, StreamError
@@ -30,6 +31,7 @@ from loopobs.contract.model import LlmClient
 from loopobs.contract.observer import LoopObserver
 from loopobs.contract.tools import Output, Sleep, Suspend, Tool, tool
 from loopobs.cost.budget import Budget
+from loopobs.cost.shared import SharedBudget
 from loopobs.llm.scripted import Fail, Reply, ScriptedClient, Step, ToolCall
 from loopobs.loop.loop import AgentLoop
 from loopobs.loop.run import Conversation, RunResult
@@ -125,6 +127,10 @@ class Showcase:
     rng: random.Random
     latency_s: float = 0.0
     agent_name: str = "travel-assistant"
+    team_budget: SharedBudget = field(
+        default_factory=lambda: SharedBudget(scopes={"team": Budget(usd=1_000.0)})
+    )
+    """A budget shared by the team's runs (in this process: an in-memory ledger)."""
 
     def _usage(self, base_in: int, base_out: int) -> Usage:
         jitter = self.rng.uniform(0.8, 1.25)
@@ -142,6 +148,7 @@ class Showcase:
         *,
         context_window: int | None = None,
         budget: Budget | None = None,
+        shared_budget: SharedBudget | None = None,
     ) -> AgentLoop:
         """An agent loop on a fresh scripted model, with the shared observers."""
         client: LlmClient = ScriptedClient(
@@ -159,6 +166,7 @@ class Showcase:
             fallback_models=["claude-haiku"],
             context_window=context_window,
             budget=budget,
+            shared_budget=shared_budget,
         )
 
     # -- scenarios ---------------------------------------------------------------------------
@@ -188,7 +196,11 @@ class Showcase:
         return [await loop.run("Lisbon or Porto for a weekend?")]
 
     async def flaky(self) -> list[RunResult]:
-        """A rate-limited model call recovered by fallback, and a tool that raises."""
+        """A rate-limited model call recovered by fallback, and a tool that raises.
+
+        The run's USD budget cannot apply to the fallback (``claude-haiku`` has no price):
+        one ``on_budget_unpriced``, and the run is not stopped by it.
+        """
         loop = self.loop(
             [
                 Fail(RateLimited("429 Too Many Requests", retry_after=1.0, provider="scripted")),
@@ -202,7 +214,8 @@ class Showcase:
                     text="I could not get a EUR/GBP rate; please try again later.",
                     usage=self._usage(520, 30),
                 ),
-            ]
+            ],
+            budget=Budget(usd=5.0),
         )
         return [await loop.run("How much is 300 EUR in GBP?")]
 
@@ -392,8 +405,11 @@ class Showcase:
             )
             for i in range(12)
         ]
-        loop = self.loop(steps, budget=Budget(usd=0.0005, warn_at=0.5))
-        return [await loop.run("Find me the cheapest hotel deal in Lisbon.")]
+        loop = self.loop(
+            steps, budget=Budget(usd=0.0005, warn_at=0.5), shared_budget=self.team_budget
+        )
+        team = Conversation(attribution={"team": "travel-desk"})
+        return [await loop.run("Find me the cheapest hotel deal in Lisbon.", session=team)]
 
 
 def _import_path() -> dict[str, str]:

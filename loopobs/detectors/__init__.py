@@ -19,8 +19,9 @@ involved). State is kept per session (runs are mapped to their session at
 ``on_run_start``; an event for a run never started is keyed on its run id), is
 bounded whatever the session's length, is guarded by one lock per detector, and
 is cleared by ``reset()``. Hashes that reach events are stable BLAKE2b digests
-(:mod:`loopobs.contract.hashing`), never Python's salted ``hash()``, which serves only
-as an in-process key for state that never leaves the process.
+(:mod:`loopobs.contract.hashing`); the keys of the state are ``text_key`` s, the same in
+every process, never Python's salted ``hash()``: a session's state can move to another
+worker (``snapshot`` / ``restore``, saved by an ``AgentSession`` in its store).
 """
 
 from loopobs.detectors._session import DEFAULT_MAX_SESSIONS

@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
-from typing import Final, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 from uuid import UUID
 
 from loopobs.contract.events import RunEndContext, RunStartContext
 from loopobs.contract.observer import LoopObserver, ObserverSet
 
-__all__ = ["DEFAULT_MAX_SESSIONS", "SessionDetector"]
+__all__ = ["DEFAULT_MAX_SESSIONS", "SNAPSHOT_VERSION", "SessionDetector", "SnapshotRejected"]
+
+SNAPSHOT_VERSION: Final = 1
+"""The version of a detector's session snapshot; another version is ignored on restore."""
+
+logger = logging.getLogger("loopobs.detectors")
+
+
+class SnapshotRejected(ValueError):
+    """A session snapshot that cannot be restored (corrupt, another version or detector)."""
+
 
 DEFAULT_MAX_SESSIONS: Final = 4096
 """Sessions (and runs never started) a detector remembers; the least recently active go first."""
@@ -87,6 +98,75 @@ class SessionDetector(LoopObserver, Generic[_State]):
             sessions.move_to_end(key)
         self._latest_key = key
         return key, state
+
+    # -- state that moves between workers ----------------------------------------------------
+    snapshot_kind: str = ""
+    """The kind a snapshot names (a detector with none keeps its state in the process)."""
+
+    def snapshot(self, session_id: UUID) -> dict[str, Any] | None:
+        """The session's state as plain JSON data (bounded, versioned; hashes and counts,
+        never message content), or None when the detector has none for it.
+
+        An :class:`~loopobs.sessions.session.AgentSession` saves it in its store after each
+        run and restores it when the session is reopened, maybe on another worker.
+        """
+        if not self.snapshot_kind:
+            return None
+        with self._lock:
+            state = self._sessions.get(session_id.int)
+            if state is None:
+                return None
+            body = self._dump(state)
+        return {
+            "v": SNAPSHOT_VERSION,
+            "kind": self.snapshot_kind,
+            "config": self._config(),
+            "state": body,
+        }
+
+    def restore(self, session_id: UUID, snapshot: Any) -> bool:
+        """Take the session's state from ``snapshot`` (of :meth:`snapshot`); True if it was.
+
+        A snapshot that is corrupt, of another version, of another detector or of another
+        configuration is ignored with a warning: the session starts with fresh state, and
+        nothing raises.
+        """
+        try:
+            if not isinstance(snapshot, dict):
+                raise SnapshotRejected("not a mapping")
+            if snapshot.get("v") != SNAPSHOT_VERSION:
+                raise SnapshotRejected(f"version {snapshot.get('v')!r}, not {SNAPSHOT_VERSION}")
+            if not self.snapshot_kind or snapshot.get("kind") != self.snapshot_kind:
+                raise SnapshotRejected(f"a snapshot of {snapshot.get('kind')!r}")
+            if snapshot.get("config") != self._config():
+                raise SnapshotRejected("made with another configuration")
+            state = self._load(snapshot.get("state"))
+        except (SnapshotRejected, TypeError, ValueError, KeyError, IndexError) as exc:
+            logger.warning(
+                "%s: ignored the stored state of session %s (%s); it starts fresh",
+                type(self).__name__,
+                session_id,
+                exc,
+            )
+            return False
+        with self._lock:
+            key = session_id.int
+            self._sessions[key] = state
+            self._sessions.move_to_end(key)
+            if len(self._sessions) > self._max_sessions:
+                self._sessions.popitem(last=False)
+            self._latest_key = -1
+        return True
+
+    def _config(self) -> list[Any]:
+        """The settings a snapshot's state depends on (a mismatch rejects it)."""
+        return []
+
+    def _dump(self, state: _State) -> Any:
+        raise NotImplementedError
+
+    def _load(self, data: Any) -> _State:
+        raise NotImplementedError
 
     def _clear_session(self, key: int) -> None:
         self._sessions.pop(key, None)

@@ -30,6 +30,8 @@ import shlex
 from functools import lru_cache
 from typing import Any, Final, Literal, NamedTuple
 
+from loopobs.contract.hashing import text_key
+
 __all__ = [
     "CallEffect",
     "CommandEffect",
@@ -611,7 +613,7 @@ def _classify(command: str) -> CommandInfo | None:
     if not programs and not target:
         return None
     if effect == "write":
-        target.update(f"<<{hash(b)}" for b in bodies)
+        target.update(f"<<{text_key(b)}" for b in bodies)
     key = "\x1f".join(split)
     if bodies:
         key += "\x1e" + "\x1e".join(bodies)

@@ -6,7 +6,7 @@ import heapq
 import re
 import zlib
 from collections import Counter, deque
-from typing import Final, get_args
+from typing import Any, Final, get_args
 
 from loopobs.contract.events import (
     ConvergenceAction,
@@ -14,7 +14,8 @@ from loopobs.contract.events import (
     ResponseContext,
     TurnStartContext,
 )
-from loopobs.detectors._session import DEFAULT_MAX_SESSIONS, SessionDetector
+from loopobs.contract.hashing import text_key
+from loopobs.detectors._session import DEFAULT_MAX_SESSIONS, SessionDetector, SnapshotRejected
 from loopobs.detectors.normalise import mask_dates
 
 __all__ = [
@@ -136,6 +137,35 @@ def sketch_similarity(a: frozenset[int], b: frozenset[int], k: int = SKETCH_SIZE
     return len(smallest & a & b) / k
 
 
+def _number_key(number: str) -> str:
+    return number if number.startswith("#") else f"#{text_key(number):x}"
+
+
+def _number(value: Any) -> str:
+    if type(value) is not str or not value.startswith("#"):
+        raise SnapshotRejected("a number is not a key")
+    return value
+
+
+def _whole(value: Any) -> int:
+    if type(value) is not int or value < 0:
+        raise SnapshotRejected(f"{value!r} is not a count")
+    return value
+
+
+def _hashes(values: Any) -> frozenset[int]:
+    if not isinstance(values, list) or len(values) > SKETCH_SIZE:
+        raise SnapshotRejected("a sketch is not a list of hashes")
+    return frozenset(_whole(v) for v in values)
+
+
+def _question(value: Any) -> tuple[frozenset[int], int] | None:
+    if value is None:
+        return None
+    sketch, words = value
+    return _hashes(sketch), _whole(words)
+
+
 class _Answer:
     __slots__ = ("count", "numbers", "question", "size", "sketch")
 
@@ -245,13 +275,61 @@ class ConvergenceDetector(SessionDetector[_Answers]):
     def _new_state(self) -> _Answers:
         return _Answers(self.history)
 
+    # -- a session's state as plain data (it moves between workers with its session) -------
+    snapshot_kind = "convergence"
+
+    def _config(self) -> list[Any]:
+        return [self.history, SKETCH_SIZE]
+
+    def _dump(self, s: _Answers) -> dict[str, Any]:
+        def question(q: tuple[frozenset[int], int] | None) -> list[Any] | None:
+            return None if q is None else [sorted(q[0]), q[1]]
+
+        return {
+            "history": [
+                # The answers' numbers as keys: equal numbers stay equal, their values stay
+                # behind (a counter step across the move is not recognised).
+                [
+                    sorted(a.sketch),
+                    a.size,
+                    [_number_key(n) for n in a.numbers],
+                    question(a.question),
+                    a.count,
+                ]
+                for a in s.history
+            ],
+            "question": question(s.question),
+            "streak": s.streak,
+            "level": s.level,
+        }
+
+    def _load(self, data: Any) -> _Answers:
+        if not isinstance(data, dict):
+            raise SnapshotRejected("no state")
+        s = _Answers(self.history)
+        rows = data["history"]
+        if not isinstance(rows, list) or len(rows) > self.history:
+            raise SnapshotRejected("the history does not fit")
+        for sketch, size, numbers, question, count in rows:
+            answer = _Answer(
+                _hashes(sketch),
+                _whole(size),
+                tuple(_number(n) for n in numbers[:_MAX_NUMBERS]),
+                _question(question),
+            )
+            answer.count = _whole(count)
+            s.history.append(answer)
+        s.question = _question(data["question"])
+        s.streak, s.level = _whole(data["streak"]), _whole(data["level"])
+        return s
+
     def on_turn_start(self, ctx: TurnStartContext) -> None:
         """Remember the turn's question, to tell short answers to different requests apart."""
         question = None
         if ctx.query:
             # Numbers kept: "close issue 101" and "close issue 102" are different requests.
             words = _WORD.findall(ctx.query[:_MAX_CHARS].casefold())
-            question = (_sketch(words, SKETCH_SIZE, stable=False), len(words))
+            question = (_sketch(words, SKETCH_SIZE), len(words))
         with self._lock:
             _, s = self._state(ctx.run_id)
             s.question = question
@@ -269,12 +347,15 @@ class ConvergenceDetector(SessionDetector[_Answers]):
             same = differing <= 2.5
         if not same:
             return None
+        numbers = new.numbers
+        if old.numbers and old.numbers[0][0] == "#":
+            numbers = tuple(map(_number_key, numbers))  # an answer restored: numbers as keys
         if (
-            old.numbers != new.numbers
-            and len(old.numbers) == len(new.numbers)
+            old.numbers != numbers
+            and len(old.numbers) == len(numbers)
             and not all(
                 a == b or _counter_step(a, b, back)
-                for a, b in zip(old.numbers, new.numbers, strict=True)
+                for a, b in zip(old.numbers, numbers, strict=True)
             )
         ):
             return None
@@ -296,7 +377,7 @@ class ConvergenceDetector(SessionDetector[_Answers]):
         if ctx.tool_calls:
             return
         words, numbers = _tokens(ctx.text)
-        sketch = _sketch(words, SKETCH_SIZE, stable=False)
+        sketch = _sketch(words, SKETCH_SIZE)
         with self._lock:
             key, s = self._state(ctx.run_id)
             if not sketch:

@@ -37,7 +37,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from loopobs.contract.hashing import canonical_json, encode
+from loopobs.contract.hashing import canonical_json, encode, text_key
 
 __all__ = [
     "DEFAULT_FREE_TEXT",
@@ -402,14 +402,15 @@ class Normaliser:
         the masked page number's text (if any, to be masked in the result as well) and
         the normalised arguments' canonical JSON.
 
-        The hash is an in-process key (Python's string hash of the canonical JSON),
-        never recorded: :func:`~loopobs.contract.hashing.stable_hash64` of the text is the
-        stable form, equal to :func:`~loopobs.contract.hashing.arguments_hash` when no rule
-        changed anything.
+        The hash is a key (:func:`~loopobs.contract.hashing.text_key` of the canonical
+        JSON, the same in every process), never recorded:
+        :func:`~loopobs.contract.hashing.stable_hash64` of the text is the stable form,
+        equal to :func:`~loopobs.contract.hashing.arguments_hash` when no rule changed
+        anything.
         """
         if not self.enabled:
             text = canonical_json(arguments)
-            return hash(text), _NOTHING, None, text
+            return text_key(text), _NOTHING, None, text
         applied: set[str] = set()
         page: list[str] = []
         rules = self._per_tool.get(tool, self._default)
@@ -442,17 +443,17 @@ class Normaliser:
             text = encode(out) if plain else canonical_json(out)
         else:
             text = canonical_json(self._walk(arguments, rules, applied, page, None))
-        # Kept in memory only (the loop's state), so Python's string hash will do; the
-        # stable hash of ``text`` is computed for a detection's event.
+        # A key the same in every process (a session's detector state moves between
+        # workers); the stable digest of ``text`` is computed for a detection's event.
         return (
-            hash(text),
+            text_key(text),
             frozenset(applied) if applied else _NOTHING,
             page[0] if page else None,
             text,
         )
 
     @staticmethod
-    def shape_key(canonical: str) -> int:  # an in-process key, like arguments_key's
+    def shape_key(canonical: str) -> int:  # a key, like arguments_key's
         """The hash of normalised arguments (their canonical JSON, from :meth:`arguments_key`)
         with standalone numbers masked too.
 
@@ -460,7 +461,7 @@ class Normaliser:
         ("revision 3" → "revision 4", ``"retries": 2``); numbers inside
         identifiers and paths (``job/3``, ``v2``) still tell writes apart.
         """
-        return hash(_NUMBER_TOKEN.sub("<n>", canonical))
+        return text_key(_NUMBER_TOKEN.sub("<n>", canonical))
 
     def _walk(
         self, value: Any, rules: _Rules, applied: set[str], page: list[str], key: str | None
@@ -604,7 +605,7 @@ class Normaliser:
     def result_key(self, tool: str, text: str, raw: int, page: str | None) -> int:
         """An in-process key of ``text`` as :meth:`result_text` masks it, ``raw`` being
         its :func:`~loopobs.contract.hashing.result_hash`: ``raw`` itself when nothing
-        is masked, else the masked text's string hash.
+        is masked, else the masked text's :func:`~loopobs.contract.hashing.text_key`.
 
         The masks depend on the text (and ``page``) alone, so keys are remembered by
         ``raw`` process-wide, for every normaliser: at most 4,096 of them, forgotten all
@@ -616,7 +617,7 @@ class Normaliser:
         found = _RESULT_KEYS.get(key)
         if found is None:
             masked = self.result_text(tool, text, page)
-            found = raw if masked is text else hash(masked)
+            found = raw if masked is text else text_key(masked)
             if len(_RESULT_KEYS) >= _RESULT_KEYS_HELD:
                 _RESULT_KEYS.clear()
             _RESULT_KEYS[key] = found

@@ -6,6 +6,7 @@ import math
 import re
 from collections import OrderedDict
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, Final, NamedTuple
 from uuid import UUID
 
@@ -17,8 +18,14 @@ from loopobs.contract.events import (
     ToolCallReceivedContext,
     ToolPostContext,
 )
-from loopobs.contract.hashing import arguments_hash, canonical_json, result_hash, stable_hash64
-from loopobs.detectors._session import DEFAULT_MAX_SESSIONS, SessionDetector
+from loopobs.contract.hashing import (
+    arguments_hash,
+    canonical_json,
+    result_hash,
+    stable_hash64,
+    text_key,
+)
+from loopobs.detectors._session import DEFAULT_MAX_SESSIONS, SessionDetector, SnapshotRejected
 from loopobs.detectors.commands import (
     CallEffect,
     ToolRole,
@@ -289,9 +296,50 @@ _NAME_PARTS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 _DIGITS: Final = re.compile(r"\d+")
 
 
+_SCALARS: Final = (
+    "pos",
+    "epoch",
+    "floor",
+    "wait_ns",
+    "novel",
+    "wait_pos",
+    "last_end",
+    "run",
+    "run_pos",
+    "cycle_period",
+    "cycle_start",
+    "cycle_level",
+)
+"""The counters of a session's state, in snapshot order."""
+_RESTORED_ARGS: Final[Mapping[str, Any]] = MappingProxyType({"": "…"})
+"""The arguments of a step restored from a snapshot (kept behind): its label is ``tool(…)``."""
+
+
+def _int(value: Any) -> int:
+    if type(value) is not int:
+        raise SnapshotRejected(f"{value!r} is not an integer")
+    return value
+
+
+def _key(value: Any) -> int | None:
+    return None if value is None else _int(value)
+
+
+def _text(value: Any) -> str:
+    if type(value) is not str:
+        raise SnapshotRejected(f"{value!r} is not text")
+    return value
+
+
+def _bounded(rows: Any, limit: int) -> list[Any]:
+    if not isinstance(rows, list) or len(rows) > limit:
+        raise SnapshotRejected("a table is not a list within the detector's memory")
+    return rows
+
+
 def _loose(canonical: str) -> int:
-    """An in-process key of arguments up to their digits and letter case."""
-    return hash(_DIGITS.sub("#", canonical).casefold())
+    """A key of arguments up to their digits and letter case."""
+    return text_key(_DIGITS.sub("#", canonical).casefold())
 
 
 def _truncate(text: str) -> str:
@@ -515,6 +563,75 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
     def _new_state(self) -> _Repetitions:
         return _Repetitions(self._ring)
 
+    # -- a session's state as plain data (it moves between workers with its session) -------
+    snapshot_kind = "repetition"
+
+    def _config(self) -> list[Any]:
+        return [self._ring, self.memory]
+
+    def _dump(self, s: _Repetitions) -> dict[str, Any]:
+        same = []
+        for (tool, rkey), sr in s.same.items():
+            seen = list(sr.seen)
+            if not seen and sr.first:
+                seen = [_loose(sr.first)]  # the key of the first arguments, never their text
+            counts = [sr.distinct, sr.epoch, sr.first_pos, sr.last_pos, sr.level, sr.recurred]
+            same.append([tool, rkey, sr.args, *counts, sr.changed, seen])
+        return {
+            "scalars": [getattr(s, name) for name in _SCALARS],
+            "ops": [
+                [op[0], op[1], op[2], [getattr(st, name) for name in _OpStat.__slots__]]
+                for op, st in s.ops.items()
+            ],
+            "calls": [[k[0], k[1], *c] for k, c in s.calls.items()],
+            "same": same,
+            "written": [list(k) for k in s.written],
+            "ring": [None if op is None else list(op) for op in s.ring],
+            # A step's tool and call id; its arguments stay behind (a pattern spanning the
+            # move names the earlier steps as tool(…)).
+            "ring_calls": [None if c is None else [c[0], c[2]] for c in s.ring_calls],
+            "cands": [[k, v] for k, v in s.cands.items()],
+        }
+
+    def _load(self, data: Any) -> _Repetitions:
+        if not isinstance(data, dict):
+            raise SnapshotRejected("no state")
+        memory, size = self.memory, self._ring
+        s = _Repetitions(size)
+        scalars = data["scalars"]
+        if len(scalars) != len(_SCALARS):
+            raise SnapshotRejected("the counters do not match")
+        for name, value in zip(_SCALARS, scalars, strict=True):
+            setattr(s, name, _int(value))
+        for tool, ahash, rkey, fields in _bounded(data["ops"], memory):
+            st = _OpStat()
+            if len(fields) != len(_OpStat.__slots__):
+                raise SnapshotRejected("an operation does not match")
+            for name, value in zip(_OpStat.__slots__, fields, strict=True):
+                setattr(st, name, bool(value) if name == "paced" else _int(value))
+            s.ops[(_text(tool), _key(ahash), _key(rkey))] = st
+        for tool, ahash, rkey, gen, raw in _bounded(data["calls"], memory):
+            s.calls[(_text(tool), _key(ahash))] = [_key(rkey), _int(gen), _key(raw)]
+        for row in _bounded(data["same"], memory):
+            tool, rkey, args, distinct, epoch, first_pos, last_pos, level, recurred = row[:9]
+            sr = _SameStat()
+            sr.args, sr.distinct, sr.epoch = _key(args), _int(distinct), _int(epoch)
+            sr.first_pos, sr.last_pos, sr.level = _int(first_pos), _int(last_pos), _int(level)
+            sr.recurred, sr.changed = _int(recurred), bool(row[9])
+            sr.seen = {_key(k) for k in row[10][:_SAME_ARGS]}
+            s.same[(_text(tool), _int(rkey))] = sr
+        for tool, shape in _bounded(data["written"], memory):
+            s.written[(_text(tool), _key(shape))] = None
+        ring, ring_calls = data["ring"], data["ring_calls"]
+        if len(ring) != size or len(ring_calls) != size:
+            raise SnapshotRejected("the ring does not match")
+        s.ring = [None if op is None else (_text(op[0]), _key(op[1]), _key(op[2])) for op in ring]
+        s.ring_calls = [
+            None if c is None else (_text(c[0]), _RESTORED_ARGS, _text(c[1])) for c in ring_calls
+        ]
+        s.cands = {_int(k): _int(v) for k, v in _bounded(data["cands"], max(size, 1))}
+        return s
+
     def reset(self) -> None:
         """Forget every session's state and every call awaiting its result."""
         with self._lock:
@@ -606,7 +723,7 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
                 canonical += "\x1d" + canonical_json(
                     {k: v for k, v in args.items() if k != effect.arg}
                 )
-            ahash = hash(canonical)
+            ahash = text_key(canonical)
         else:
             ahash, applied, page, canonical = self.normaliser.arguments_key(tool, args)
         if effect is not None:
@@ -615,7 +732,7 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
             kind = (effect.effect == "write", effect.effect == "read", kind[2], False)
             if effect.target is not None:
                 # Spellings of one write (rm -f X, rm -rf X) are one operation.
-                target = hash(effect.target)
+                target = text_key("\x1f".join(sorted(effect.target)))
                 ahash = target
         entry = _Pending(tool, ahash, args, kind, applied, page, canonical, parsed, target)
         rid = ctx.run_id.int

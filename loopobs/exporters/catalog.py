@@ -165,6 +165,10 @@ The GenAI conventions define no cost attribute."""
 LOOPOBS_BUDGET_LIMIT = "loopobs.budget.limit"
 LOOPOBS_BUDGET_SCOPE = "loopobs.budget.scope"
 LOOPOBS_BUDGET_ACTION = "loopobs.budget.action"
+LOOPOBS_SHARED_BUDGET_OPERATION = "loopobs.shared_budget.operation"
+"""A shared budget's ledger step: ``reserve``, ``commit``, ``release``."""
+LOOPOBS_SHARED_BUDGET_OUTCOME = "loopobs.shared_budget.outcome"
+"""How the step ended: ``ok``, ``refused``, ``error``, ``unguarded`` (last two: store errors)."""
 
 # -- exemplar labels (OpenMetrics; the names Grafana's trace links expect) ------------------
 EXEMPLAR_TRACE_ID = "trace_id"
@@ -290,6 +294,37 @@ RUN_COST_BUCKETS: tuple[float, ...] = (
     100,
 )
 """USD per run: a tenth of a cent to a hundred dollars, about ×3 per bucket."""
+
+STORE_DURATION_BUCKETS: tuple[float, ...] = (
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+)
+"""Seconds of one shared-state store step: half a millisecond (local Redis) to its deadlines."""
+
+DRIFT_BUCKETS: tuple[float, ...] = (
+    0.0,
+    0.0001,
+    0.0003,
+    0.001,
+    0.003,
+    0.01,
+    0.03,
+    0.1,
+    0.3,
+    1,
+    3,
+)
+"""USD a reservation held beyond what its call cost: nothing to three dollars, about ×3."""
 
 InstrumentKind = Literal["counter", "histogram", "updown_counter"]
 
@@ -611,6 +646,46 @@ BUDGET_EXCEEDED = MetricSpec(
     "Budget verdicts: limits crossed (action stop) and warning shares reached (action warn).",
     (GEN_AI_AGENT_NAME, LOOPOBS_BUDGET_LIMIT, LOOPOBS_BUDGET_SCOPE, LOOPOBS_BUDGET_ACTION),
 )
+BUDGET_UNPRICED = MetricSpec(
+    "loopobs.budget.unpriced",
+    "counter",
+    "{event}",
+    "USD limits that met a model with no price (once per run and scope): the limit cannot "
+    "apply to its calls.",
+    (GEN_AI_AGENT_NAME, GEN_AI_PROVIDER_NAME, GEN_AI_REQUEST_MODEL, LOOPOBS_BUDGET_SCOPE),
+)
+SHARED_BUDGET_OPERATIONS = MetricSpec(
+    "loopobs.shared_budget.operations",
+    "counter",
+    "{operation}",
+    "Shared budget ledger steps by operation and outcome: reservations made (reserve ok), "
+    "refused, store errors (error, unguarded), commits, releases.",
+    (GEN_AI_AGENT_NAME, LOOPOBS_SHARED_BUDGET_OPERATION, LOOPOBS_SHARED_BUDGET_OUTCOME),
+)
+SHARED_BUDGET_STORE_DURATION = MetricSpec(
+    "loopobs.shared_budget.store.duration",
+    "histogram",
+    "s",
+    "Duration of one shared budget ledger step on its store (Redis, or memory).",
+    (LOOPOBS_SHARED_BUDGET_OPERATION, LOOPOBS_SHARED_BUDGET_OUTCOME),
+    STORE_DURATION_BUCKETS,
+)
+SHARED_BUDGET_EXPIRED = MetricSpec(
+    "loopobs.shared_budget.reservations.expired",
+    "counter",
+    "{reservation}",
+    "Shared budget reservations that expired before their commit (a worker killed mid-call, "
+    "or a call longer than the TTL), as the ledger found them.",
+    (GEN_AI_AGENT_NAME,),
+)
+SHARED_BUDGET_DRIFT = MetricSpec(
+    "loopobs.shared_budget.drift.usd",
+    "histogram",
+    "{USD}",
+    "USD a committed call's reservation held beyond what the call cost (reserved minus committed).",
+    (GEN_AI_AGENT_NAME,),
+    DRIFT_BUCKETS,
+)
 
 # -- MCP (semantic conventions for MCP), context providers, sessions ---------------------------
 MCP_METHOD_NAME = "mcp.method.name"
@@ -700,6 +775,11 @@ _LOOPOBS_METRICS: tuple[MetricSpec, ...] = (
     UNPRICED_CALLS,
     RUN_COST,
     BUDGET_EXCEEDED,
+    BUDGET_UNPRICED,
+    SHARED_BUDGET_OPERATIONS,
+    SHARED_BUDGET_STORE_DURATION,
+    SHARED_BUDGET_EXPIRED,
+    SHARED_BUDGET_DRIFT,
 )
 
 METRICS: tuple[MetricSpec, ...] = (

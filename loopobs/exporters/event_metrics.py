@@ -16,7 +16,9 @@ value longer than :data:`MAX_LABEL_LENGTH` characters.
 
 from __future__ import annotations
 
+import dataclasses
 import operator
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -38,6 +40,7 @@ __all__ = [
     "Recorder",
     "Sink",
     "Recording",
+    "ATTRIBUTED_METRICS",
     "MAX_LABEL_LENGTH",
     "TRUNCATED_MARKER",
     "error_type",
@@ -48,11 +51,36 @@ __all__ = [
 DEFAULT_MAX_LABEL_VALUES = 100
 """Distinct values one label key may take before new ones fold into ``_other``."""
 
+ATTRIBUTED_METRICS: tuple[MetricSpec, ...] = (c.COST, c.RUN_COST)
+"""The cost metrics that carry the allow-listed attribution labels (``attribution_labels``)."""
+_ATTRIBUTION_NAME = re.compile(r"[a-z_][a-z0-9_]{0,63}")
+
 MAX_LABEL_LENGTH = 256
 """Characters one label value may have, on both metric paths; a longer value (a 50,000-char
 tool name from model output) is cut to this length, ending in :data:`TRUNCATED_MARKER`, and
 counted in ``loopobs.label_sanitised``."""
 TRUNCATED_MARKER = "…"
+
+
+def attribution_limits(labels: Mapping[str, int] | None) -> dict[str, int]:
+    """``attribution_labels`` checked: attribution name → distinct values it may take.
+
+    Raises:
+        ValueError: a name is not a lower-case label word, or a bound is not a positive int.
+    """
+    out: dict[str, int] = {}
+    for name, bound in sorted((labels or {}).items()):
+        if not isinstance(name, str) or not _ATTRIBUTION_NAME.fullmatch(name):
+            raise ValueError(
+                f"attribution_labels: {name!r} is not an attribution name (lower-case "
+                "letters, digits and _, at most 64)"
+            )
+        if isinstance(bound, bool) or not isinstance(bound, int) or bound < 1:
+            raise ValueError(
+                f"attribution_labels: the bound of {name!r} must be a positive int, not {bound!r}"
+            )
+        out[name] = bound
+    return out
 
 
 def truncated_label(value: str) -> str | None:
@@ -136,6 +164,17 @@ def _cost(ctx: ev.StreamSuccessContext | ev.RunEndContext) -> float | None:
 
 def _unpriced(ctx: ev.StreamSuccessContext) -> float | None:
     return 1 if ctx.cost_usd is None else None
+
+
+def _expired(ctx: ev.SharedBudgetContext) -> float:
+    return ctx.expired
+
+
+def _drift(ctx: ev.SharedBudgetContext) -> float | None:
+    # Only a commit that landed settles a reservation: reserved minus what the call cost.
+    if ctx.operation != "commit" or ctx.outcome != "ok" or ctx.committed_usd is None:
+        return None
+    return max(0.0, ctx.reserved_usd - ctx.committed_usd)
 
 
 def _tool_error(ctx: ev.ToolPostContext) -> str:
@@ -375,6 +414,23 @@ def event_metrics_for(latest: bool) -> Mapping[ev.HookName, EventMetrics]:
             (Recording(c.BUDGET_EXCEEDED, _one),),
             with_agent=True,
         ),
+        "on_budget_unpriced": EventMetrics(
+            (c.GEN_AI_PROVIDER_NAME, c.GEN_AI_REQUEST_MODEL, c.LOOPOBS_BUDGET_SCOPE),
+            lambda ctx: (ctx.provider, ctx.model, ctx.scope),
+            (Recording(c.BUDGET_UNPRICED, _one),),
+            with_agent=True,
+        ),
+        "on_shared_budget": EventMetrics(
+            (c.LOOPOBS_SHARED_BUDGET_OPERATION, c.LOOPOBS_SHARED_BUDGET_OUTCOME),
+            lambda ctx: (ctx.operation, ctx.outcome),
+            (
+                Recording(c.SHARED_BUDGET_OPERATIONS, _one),
+                Recording(c.SHARED_BUDGET_STORE_DURATION, _seconds),
+                Recording(c.SHARED_BUDGET_EXPIRED, _expired, skip_zero=True),
+                Recording(c.SHARED_BUDGET_DRIFT, _drift),
+            ),
+            with_agent=True,
+        ),
     }
 
 
@@ -391,7 +447,7 @@ Binder = Callable[[tuple[str, ...]], Recorder]
 """The recorder of one metric for a set of label values (in the metric's attribute order)."""
 
 
-_PickedKey = tuple[str, tuple[str, ...], "str | None", str]
+_PickedKey = tuple[str, tuple[str, ...], "str | None", str, tuple[str, ...]]
 _Slot = list[Any]
 """A metric's label values for one event label set, and its recorder once bound."""
 _PICKED_MAX = 10_000
@@ -456,15 +512,43 @@ class MetricRecorder(LoopObserver):
         max_label_values: int = DEFAULT_MAX_LABEL_VALUES,
         *,
         latest_semconv: bool | None = None,
+        attribution_labels: Mapping[str, int] | None = None,
     ) -> None:
         if max_label_values < 1:
             raise ValueError("max_label_values must be at least 1")
         self.max_label_values = max_label_values
         self.latest_semconv = c.latest_experimental() if latest_semconv is None else latest_semconv
         """Whether the newest GenAI names are recorded (``OTEL_SEMCONV_STABILITY_OPT_IN``)."""
-        self.metric_specs = c.metrics_for(self.latest_semconv)
-        """The metrics this recorder records: the catalog's set for its conventions."""
-        self._table = event_metrics_for(self.latest_semconv)
+        self.attribution_labels: Mapping[str, int] = attribution_limits(attribution_labels)
+        """Attribution names recorded as labels of the cost metrics, each with its bound."""
+        keys = tuple(c.LOOPOBS_ATTRIBUTION_PREFIX + name for name in self.attribution_labels)
+        self._attribution_keys = keys
+        self._label_limits = dict(zip(keys, self.attribution_labels.values(), strict=True))
+        self._blank: tuple[str, ...] = ("",) * len(keys)
+        self._attributions: dict[UUID, tuple[str, ...]] = {}
+        extended = {
+            spec.name: dataclasses.replace(spec, attributes=spec.attributes + keys)
+            for spec in ATTRIBUTED_METRICS
+            if keys
+        }
+        self.metric_specs = tuple(
+            extended.get(spec.name, spec) for spec in c.metrics_for(self.latest_semconv)
+        )
+        """The metrics this recorder records: the catalog's set for its conventions (the
+        cost metrics with the allow-listed attribution labels)."""
+        table = event_metrics_for(self.latest_semconv)
+        if extended:
+            table = {
+                hook: dataclasses.replace(
+                    mapping,
+                    recordings=tuple(
+                        dataclasses.replace(r, metric=extended.get(r.metric.name, r.metric))
+                        for r in mapping.recordings
+                    ),
+                )
+                for hook, mapping in table.items()
+            }
+        self._table = table
         self._agents: dict[UUID, str] = {}
         self._models: dict[UUID, str] = {}
         self._calls: dict[UUID, list[int]] = {}
@@ -477,6 +561,11 @@ class MetricRecorder(LoopObserver):
     def open_runs(self) -> int:
         """Runs started and not yet ended (0 between runs: no per-run state leaks)."""
         return len(self._agents)
+
+    def label_limit(self, key: str) -> int:
+        """Distinct values label ``key`` admits: its ``attribution_labels`` bound, else
+        ``max_label_values``."""
+        return self._label_limits.get(key, self.max_label_values)
 
     # -- what a backend supplies -----------------------------------------------------------
     def _bounder(self, key: str) -> Callable[[str], str]:
@@ -515,14 +604,22 @@ class MetricRecorder(LoopObserver):
         """Turn :data:`EVENT_METRICS` into this backend's plans; call once, after setup."""
         self._agent_bound = self._bounder(c.GEN_AI_AGENT_NAME)
         self._model_bound = self._bounder(c.GEN_AI_REQUEST_MODEL)
+        self._attribution_bounds = tuple(
+            (name, self._bounder(key))
+            for name, key in zip(self.attribution_labels, self._attribution_keys, strict=True)
+        )
         for hook, mapping in self._table.items():
             # A row holds the event's bounded values, then the run's agent and model, then ""
             # (absent), then the fixed values; each metric picks its attributes by position.
+            # The run's bounded attribution values follow its model.
             position = {key: i for i, key in enumerate(mapping.keys)}
-            agent_at, absent_at = len(mapping.keys), len(mapping.keys) + 2
+            attributed = len(self._attribution_keys)
+            agent_at, absent_at = len(mapping.keys), len(mapping.keys) + 2 + attributed
             if mapping.with_agent:
                 position[c.GEN_AI_AGENT_NAME] = agent_at
                 position.setdefault(c.GEN_AI_REQUEST_MODEL, agent_at + 1)
+                for i, key in enumerate(self._attribution_keys):
+                    position[key] = agent_at + 2 + i
             tail: list[str] = [""]
             steps = []
             for recording in mapping.recordings:
@@ -576,7 +673,8 @@ class MetricRecorder(LoopObserver):
         # metric never recorded creates no series). A repeated label set skips the bounds,
         # the picking and the binding. Values folded into _other are bounded again every
         # time (each fold is counted).
-        key = (ctx.hook, raw, agent, model)
+        attrs = self._attributions.get(ctx.run_id, self._blank) if self._blank else ()
+        key = (ctx.hook, raw, agent, model, attrs)
         slots = self._picked.get(key)
         if slots is None:
             bounds = plan.bounds
@@ -584,6 +682,7 @@ class MetricRecorder(LoopObserver):
             cacheable = row == list(raw)
             row.append(agent or "")
             row.append(model)
+            row.extend(attrs)
             row.extend(plan.tail)
             slots = tuple([step.pick(row), None] for step in plan.steps)
             if cacheable:
@@ -611,6 +710,7 @@ class MetricRecorder(LoopObserver):
         self._models.clear()
         self._calls.clear()
         self._chunks.clear()
+        self._attributions.clear()
         self._picked.clear()  # bounds forget their values too
         return agents
 
@@ -635,6 +735,12 @@ class MetricRecorder(LoopObserver):
         self._models[ctx.run_id] = self._model_bound(ctx.model) if ctx.model else ""
         if self.latest_semconv:
             self._calls[ctx.run_id] = [0, 0]
+        if self._attribution_bounds:
+            given = ctx.attribution
+            self._attributions[ctx.run_id] = tuple(
+                bound(value) if (value := given.get(name)) else ""
+                for name, bound in self._attribution_bounds
+            )
         self._apply(ctx, agent, self._models[ctx.run_id])
 
     def on_run_end(self, ctx: ev.RunEndContext) -> None:
@@ -646,6 +752,8 @@ class MetricRecorder(LoopObserver):
         agent = self._agents.pop(ctx.run_id, None)
         model = self._models.pop(ctx.run_id, "")
         self._apply(ctx, agent, model)
+        if self._attributions:
+            self._attributions.pop(ctx.run_id, None)
         calls = self._calls.pop(ctx.run_id, None)
         if calls is not None and agent is not None:
             labels = (

@@ -23,7 +23,7 @@ import functools
 import threading
 import warnings
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from opentelemetry import metrics
@@ -55,6 +55,10 @@ class MetricsObserver(MetricRecorder):
         meter_provider: where metrics go; ``None`` uses the global provider (a
             no-op until the application installs an SDK). Never installed globally.
         max_label_values: cap on distinct values per label key.
+        attribution_labels: attribution names recorded as labels of the cost metrics
+            (``loopobs.cost.usd``, ``loopobs.run.cost.usd``) as ``loopobs.attribution.<name>``,
+            each with its own cap of distinct values (later ones fold into ``_other``):
+            ``{"tenant": 50}``. Default: none (attribution values are unbounded ids).
         latest_semconv: record the newest GenAI metric names; ``None`` reads
             ``OTEL_SEMCONV_STABILITY_OPT_IN`` (``gen_ai_latest_experimental``).
         bound_instruments: deprecated, ignored: values are always recorded through the
@@ -70,6 +74,7 @@ class MetricsObserver(MetricRecorder):
         max_label_values: int = DEFAULT_MAX_LABEL_VALUES,
         latest_semconv: bool | None = None,
         bound_instruments: bool | None = None,
+        attribution_labels: Mapping[str, int] | None = None,
     ) -> None:
         from loopobs._version import __version__
 
@@ -80,7 +85,9 @@ class MetricsObserver(MetricRecorder):
                 DeprecationWarning,
                 stacklevel=2,
             )
-        super().__init__(max_label_values, latest_semconv=latest_semconv)
+        super().__init__(
+            max_label_values, latest_semconv=latest_semconv, attribution_labels=attribution_labels
+        )
         self._provider = meter_provider
         provider = meter_provider if meter_provider is not None else metrics.get_meter_provider()
         meter = provider.get_meter(c.SCOPE_NAME, __version__, schema_url=c.SCHEMA_URL)
@@ -114,7 +121,7 @@ class MetricsObserver(MetricRecorder):
             seen = self._seen.setdefault(key, set())
             if value in seen:
                 return value
-            if len(seen) < self.max_label_values:
+            if len(seen) < self.label_limit(key):
                 seen.add(value)
                 return value
         # Named as Prometheus spells the label, as PrometheusObserver counts it, so one

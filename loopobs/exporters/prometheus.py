@@ -282,6 +282,11 @@ class PrometheusObserver(MetricRecorder):
             when ``None`` (never the global ``REGISTRY`` unless you pass it).
         max_label_values: Distinct values each label name admits before further
             values fold into ``_other``.
+        attribution_labels: attribution names recorded as labels of the cost metrics
+            (``loopobs_cost_usd_total``, ``loopobs_run_cost_usd``) as
+            ``loopobs_attribution_<name>``, each with its own cap of distinct values (later
+            ones fold into ``_other``): ``{"tenant": 50}``. Default: none (attribution
+            values are unbounded ids).
         exemplars: Attach ``trace_id`` / ``span_id`` exemplars to token and
             duration samples of traced runs (ignored in multi-process mode).
         latest_semconv: record the newest GenAI metric names; ``None`` reads
@@ -299,8 +304,11 @@ class PrometheusObserver(MetricRecorder):
         max_label_values: int = DEFAULT_MAX_LABEL_VALUES,
         exemplars: bool = True,
         latest_semconv: bool | None = None,
+        attribution_labels: Mapping[str, int] | None = None,
     ) -> None:
-        super().__init__(max_label_values, latest_semconv=latest_semconv)
+        super().__init__(
+            max_label_values, latest_semconv=latest_semconv, attribution_labels=attribution_labels
+        )
         self.multiprocess = multiprocess_enabled()
         if self.multiprocess:
             _check_multiprocess_dir()
@@ -319,7 +327,10 @@ class PrometheusObserver(MetricRecorder):
             for attribute in spec.attributes:
                 if attribute not in self._bounds:
                     self._bounds[attribute] = BoundedLabel(
-                        c.prometheus_label(attribute), max_label_values, overflow, sanitised
+                        c.prometheus_label(attribute),
+                        self.label_limit(attribute),
+                        overflow,
+                        sanitised,
                     )
         self._families: dict[str, _Family] = {}
         for spec in self.metric_specs:

@@ -98,6 +98,7 @@ class RunDriver:
             budget=deps.settings.budget,
             session=self.session,
             emit=deps.observers.on_budget_exceeded,
+            on_unpriced=deps.observers.on_budget_unpriced,
         )
         shared = (
             SharedSpend(
@@ -105,6 +106,8 @@ class RunDriver:
                 session_id=self.session.id,
                 attribution=self.session.attribution,
                 prices=deps.prices,
+                observers=deps.observers,
+                run_id=self.run_id,
             )
             if deps.shared_budget is not None
             else None

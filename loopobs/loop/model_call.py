@@ -179,6 +179,7 @@ class ModelCall:
                 budget=None,
                 session=session,
                 emit=deps.observers.on_budget_exceeded,
+                on_unpriced=deps.observers.on_budget_unpriced,
             )
         )
         self._costs: list[float | None] = []

@@ -67,6 +67,32 @@ class RedisSessionStore:
         """The list holding ``session_id``'s messages."""
         return f"{self.prefix}:{session_id}"
 
+    def state_key(self, session_id: uuid.UUID) -> str:
+        """The string holding ``session_id``'s detector state."""
+        return f"{self.prefix}:{session_id}:state"
+
+    async def save_state(self, session_id: uuid.UUID, data: bytes) -> None:
+        """Replace the session's state (one ``SET``, with the store's TTL when set)."""
+        ttl = None if self.ttl_s is None else max(1, math.ceil(self.ttl_s))
+        await bounded(
+            self._client.set(self.state_key(session_id), bytes(data), ex=ttl),
+            timeout_s=self.timeout_s,
+            store=self.name,
+            what="save_state",
+        )
+
+    async def load_state(self, session_id: uuid.UUID) -> bytes | None:
+        """The session's state as last saved, or None."""
+        raw = await bounded(
+            self._client.get(self.state_key(session_id)),
+            timeout_s=self.timeout_s,
+            store=self.name,
+            what="load_state",
+        )
+        if raw is None:
+            return None
+        return raw.encode() if isinstance(raw, str) else bytes(raw)
+
     async def load(self, session_id: uuid.UUID) -> list[Message]:
         """The stored messages, oldest first.
 
@@ -113,9 +139,9 @@ class RedisSessionStore:
         await bounded(write(), timeout_s=self.timeout_s, store=self.name, what="append")
 
     async def clear(self, session_id: uuid.UUID) -> None:
-        """Delete the conversation."""
+        """Delete the conversation and its state."""
         await bounded(
-            self._client.delete(self.key(session_id)),
+            self._client.delete(self.key(session_id), self.state_key(session_id)),
             timeout_s=self.timeout_s,
             store=self.name,
             what="clear",

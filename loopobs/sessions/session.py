@@ -51,6 +51,7 @@ import asyncio
 import collections
 import contextlib
 import contextvars
+import json
 import logging
 import math
 import threading
@@ -75,9 +76,20 @@ from loopobs.loop.context_providers import ProviderSpec
 from loopobs.loop.driver import INTERRUPT
 from loopobs.loop.loop import AgentLoop
 from loopobs.loop.run import Conversation, RunResult
-from loopobs.sessions.stores import MemoryStore, SessionStore, StoreCorrupt, StoreFailed
+from loopobs.sessions.stores import (
+    MemoryStore,
+    SessionStore,
+    StateStore,
+    StoreCorrupt,
+    StoreFailed,
+)
 
 __all__ = ["ASK_USER", "AgentSession", "BoundedQueue", "QueuePolicy", "SessionUpdate"]
+
+STATE_VERSION = 1
+"""The version of a session's stored detector state (another version is ignored)."""
+MAX_STATE_BYTES = 8 * 1024 * 1024
+"""A stored detector state larger than this is neither saved nor loaded."""
 
 QueuePolicy = Literal["block", "drop_oldest", "reject"]
 """What a full queue does with a new item: wait for room, drop the oldest, refuse it."""
@@ -322,6 +334,12 @@ class AgentSession:
         store_timeout: seconds one store call may take before it counts as failed.
         attribution: who the conversation is for (``{"tenant": …, "user": …}``), on
             every run (see ``Conversation(attribution=...)``).
+        detector_state: save the detectors' state of the conversation in the store after
+            each run and restore it at ``start`` (the store must keep state: see
+            :class:`~loopobs.sessions.stores.StateStore`). ``None`` (the default): when a
+            ``store`` is given, not for the session's own in-memory store, which nobody
+            else can reopen. A save costs about 0.1 ms for a short session and 2.5 ms
+            for one that filled the repetition detector's default ``memory``.
 
     Raises:
         ValueError: ``store_timeout`` is not a positive, finite number, or
@@ -340,6 +358,7 @@ class AgentSession:
         ask_user_timeout: float = 300.0,
         store_timeout: float = 30.0,
         attribution: Mapping[str, str] | None = None,
+        detector_state: bool | None = None,
     ) -> None:
         if not (isinstance(store_timeout, (int, float)) and 0 < store_timeout < math.inf):
             raise ValueError(
@@ -376,6 +395,10 @@ class AgentSession:
         self._current: asyncio.Task[RunResult] | None = None
         self._worker: asyncio.Task[None] | None = None
         self._closed = False
+        self.state_errors = 0
+        """Detector state saves and loads that failed (logged; never a send's failure)."""
+        self.detector_state = store is not None if detector_state is None else detector_state
+        """Whether the detectors' state is saved in the store and restored from it."""
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> AgentSession:
@@ -389,6 +412,7 @@ class AgentSession:
         history = await self._store_call("load", self.store.load(self.id))
         self._session = Conversation(id=self.id, messages=history, attribution=self.attribution)
         self._remember(history)
+        await self._restore_detectors()
         self._worker = asyncio.create_task(self._work())
         return self
 
@@ -612,6 +636,90 @@ class AgentSession:
                 return exc
             return None
 
+    # -- detector state ----------------------------------------------------------------------
+    def _stateful(self) -> list[tuple[str, Any]]:
+        """The loop's detectors that snapshot their state, each under a unique name."""
+        out: list[tuple[str, Any]] = []
+        names: set[str] = set()
+        for detector in self.loop.detectors:
+            if not callable(getattr(detector, "snapshot", None)):
+                continue
+            if not getattr(detector, "snapshot_kind", ""):
+                continue
+            name = base = type(detector).__name__
+            n = 1
+            while name in names:
+                n += 1
+                name = f"{base}#{n}"
+            names.add(name)
+            out.append((name, detector))
+        return out
+
+    async def _save_detectors(self) -> None:
+        """Save this session's detector state in the store (never raises)."""
+        store = self.store
+        if not self.detector_state or not isinstance(store, StateStore):
+            return
+        detectors = self._stateful()
+        if not detectors:
+            return
+        try:
+            snapshots = {name: d.snapshot(self.id) for name, d in detectors}
+            data = json.dumps(
+                {"v": STATE_VERSION, "detectors": snapshots}, separators=(",", ":")
+            ).encode()
+            if len(data) > MAX_STATE_BYTES:
+                raise ValueError(f"the state is {len(data)} bytes, over {MAX_STATE_BYTES}")
+            async with self._store_lock:
+                await self._store_call("save_state", store.save_state(self.id, data))
+        except (StoreFailed, StoreCorrupt, ValueError, TypeError) as exc:
+            self.state_errors += 1
+            logger.warning(
+                "session %s: the detector state was not saved (%s); the history is", self.id, exc
+            )
+
+    async def _restore_detectors(self) -> None:
+        """Restore this session's detector state from the store; fresh state if it cannot."""
+        store = self.store
+        if not self.detector_state or not isinstance(store, StateStore):
+            return
+        detectors = self._stateful()
+        if not detectors:
+            return
+        try:
+            raw = await self._store_call("load_state", store.load_state(self.id))
+        except (StoreFailed, StoreCorrupt) as exc:
+            self.state_errors += 1
+            logger.warning(
+                "session %s: the detector state could not be loaded (%s); detectors start fresh",
+                self.id,
+                exc,
+            )
+            return
+        if raw is None:
+            return
+        try:
+            if len(raw) > MAX_STATE_BYTES:
+                raise ValueError(f"{len(raw)} bytes, over {MAX_STATE_BYTES}")
+            stored = json.loads(raw)
+            if not isinstance(stored, dict) or stored.get("v") != STATE_VERSION:
+                version = stored.get("v") if isinstance(stored, dict) else None
+                raise ValueError(f"version {version!r}, not {STATE_VERSION}")
+            snapshots = stored.get("detectors")
+            if not isinstance(snapshots, dict):
+                raise ValueError("no detectors")
+        except (ValueError, UnicodeDecodeError) as exc:
+            logger.warning(
+                "session %s: ignored the stored detector state (%s); detectors start fresh",
+                self.id,
+                exc,
+            )
+            return
+        for name, detector in detectors:
+            snapshot = snapshots.get(name)
+            if snapshot is not None:
+                detector.restore(self.id, snapshot)
+
     async def _ask(self, call_id: str, question: str) -> str:
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         future.question = question  # type: ignore[attr-defined]
@@ -666,6 +774,8 @@ class AgentSession:
         for message in session.messages[before:] if epoch == self.epoch else ():
             self._publish(SessionUpdate("message", epoch, message=message))
         failure = await self._persist(session)
+        if epoch == self.epoch:
+            await self._save_detectors()
         outcome: RunResult | BaseException
         if task.cancelled():
             discarded = epoch != self.epoch or self._closed

@@ -9,6 +9,11 @@ one JSON line per message to ``<directory>/<session id>.jsonl``, buffered
 until :meth:`~FileStore.flush` (the session flushes after every run and on
 close). A database store implements the same five methods.
 
+A store may also keep a session's *detector state* (:class:`StateStore`: ``save_state``
+and ``load_state`` of one opaque, bounded blob per session, replaced on each save and
+dropped by ``clear``), so that a session reopened on another worker keeps its loop
+history; the three stores here and ``RedisSessionStore`` do.
+
 A failed write keeps what was buffered (the next flush writes it again, and a
 partly written batch is cut back first, so nothing is written twice). A file
 whose last line was torn by a crash mid-write loads what is whole: the torn
@@ -34,7 +39,14 @@ from loopobs.contract.model import Message
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
 
-__all__ = ["FileStore", "MemoryStore", "SessionStore", "StoreCorrupt", "StoreFailed"]
+__all__ = [
+    "FileStore",
+    "MemoryStore",
+    "SessionStore",
+    "StateStore",
+    "StoreCorrupt",
+    "StoreFailed",
+]
 
 logger = logging.getLogger("loopobs.sessions")
 
@@ -87,11 +99,31 @@ class SessionStore(Protocol):
         """Flush and release resources; the store is not used afterwards."""
 
 
+@runtime_checkable
+class StateStore(Protocol):
+    """A store that also keeps one state blob per session (the detectors' snapshot)."""
+
+    async def save_state(self, session_id: uuid.UUID, data: bytes) -> None:
+        """Replace the session's state with ``data`` (atomically: the old or the new)."""
+
+    async def load_state(self, session_id: uuid.UUID) -> bytes | None:
+        """The session's state as last saved, or None."""
+
+
 class MemoryStore:
     """Messages kept in this process, per session id."""
 
     def __init__(self) -> None:
         self.messages: dict[uuid.UUID, list[Message]] = {}
+        self.states: dict[uuid.UUID, bytes] = {}
+
+    async def save_state(self, session_id: uuid.UUID, data: bytes) -> None:
+        """Keep ``data`` as the session's state."""
+        self.states[session_id] = bytes(data)
+
+    async def load_state(self, session_id: uuid.UUID) -> bytes | None:
+        """The session's state, or None."""
+        return self.states.get(session_id)
 
     async def load(self, session_id: uuid.UUID) -> list[Message]:
         """A copy of the stored messages."""
@@ -102,8 +134,9 @@ class MemoryStore:
         self.messages.setdefault(session_id, []).extend(messages)
 
     async def clear(self, session_id: uuid.UUID) -> None:
-        """Drop the session's messages."""
+        """Drop the session's messages and state."""
         self.messages.pop(session_id, None)
+        self.states.pop(session_id, None)
 
     async def flush(self) -> None:
         """Nothing to flush."""
@@ -140,6 +173,22 @@ class FileStore:
     def path(self, session_id: uuid.UUID) -> Path:
         """The file of ``session_id``."""
         return self.directory / f"{session_id}.jsonl"
+
+    def state_path(self, session_id: uuid.UUID) -> Path:
+        """The state file of ``session_id`` (replaced whole on each save)."""
+        return self.directory / f"{session_id}.state.json"
+
+    async def save_state(self, session_id: uuid.UUID, data: bytes) -> None:
+        """Write ``data`` to a temporary file, fsync it, and rename it over the state file."""
+        await asyncio.to_thread(_replace_file, self.state_path(session_id), bytes(data))
+
+    async def load_state(self, session_id: uuid.UUID) -> bytes | None:
+        """The state file's bytes, or None when there is none."""
+        path = self.state_path(session_id)
+        try:
+            return await asyncio.to_thread(path.read_bytes)
+        except FileNotFoundError:
+            return None
 
     async def load(self, session_id: uuid.UUID) -> list[Message]:
         """The messages of the file, then those not yet flushed.
@@ -200,6 +249,7 @@ class FileStore:
             self._buffer.pop(session_id, None)
             self.torn.pop(session_id, None)
             await asyncio.to_thread(self.path(session_id).unlink, missing_ok=True)
+            await asyncio.to_thread(self.state_path(session_id).unlink, missing_ok=True)
 
     async def flush(self) -> None:
         """Write every buffered message to its file and fsync it.
@@ -229,6 +279,15 @@ class FileStore:
     async def close(self) -> None:
         """Flush."""
         await self.flush()
+
+
+def _replace_file(path: Path, data: bytes) -> None:
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with temporary.open("wb") as out:
+        out.write(data)
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(temporary, path)
 
 
 def _write_all(paths: dict[uuid.UUID, Path], pending: dict[uuid.UUID, list[str]]) -> None:

@@ -147,6 +147,30 @@ def _resume_worker(url: str, checkpoint_json: str, start: Any, out: Any) -> None
     out.put(asyncio.run(main()))
 
 
+def _detector_worker(
+    url: str, session_id: str, first: int, last: int, converge: bool, out: Any
+) -> None:
+    """One worker process: messages ``first:last`` of the looping (or converging)
+    conversation (tests/_detector_moves.py), reopening the session from Redis on a fresh
+    loop."""
+    from loopobs.redis import RedisSessionStore
+    from tests._detector_moves import messages, send_all
+
+    async def main() -> Any:
+        client = _client(url, 5.0)
+        try:
+            return await send_all(
+                RedisSessionStore(client),
+                uuid.UUID(session_id),
+                messages(converge=converge)[first:last],
+                converge=converge,
+            )
+        finally:
+            await client.aclose()
+
+    out.put(asyncio.run(main()))
+
+
 def _ctx() -> Any:
     return multiprocessing.get_context("spawn")
 
@@ -383,6 +407,50 @@ async def test_a_session_reopens_on_another_worker_with_its_history(
         await (await s.send("more"))
     assert len(await store.load(sid)) == 4
     await second_client.aclose()
+
+
+@pytest.mark.parametrize("converge", [False, True], ids=["tool-loop", "same-answer"])
+def test_a_looping_session_moved_to_another_worker_is_stopped_on_time(
+    redis_server: RedisServer, converge: bool
+) -> None:
+    """Worker 1 (its own process, hash seed 1) runs the first half of a looping
+    conversation (a tool loop, or the same answer again) on a Redis store; worker 2 (hash
+    seed 2, fresh detectors) reopens it and runs the rest: the loop is warned about and
+    stopped at the same steps as in a conversation that never moved."""
+    from loopobs.sessions.stores import MemoryStore
+    from tests._detector_moves import SENDS, messages, send_all
+
+    unmoved, _ = asyncio.run(
+        send_all(MemoryStore(), uuid.uuid4(), messages(converge=converge), converge=converge)
+    )
+    stopped = "converged" if converge else "loop_detected"
+    stop = next(i for i, (status, _) in enumerate(unmoved) if status == stopped)
+    half = stop // 2 + 1
+    sid = str(uuid.uuid4())
+    ctx = _ctx()
+    out = ctx.Queue()
+    verdicts: list[Any] = []
+    saved = os.environ.get("PYTHONHASHSEED")
+    try:
+        for seed, (first, last) in enumerate([(0, half), (half, SENDS)], start=1):
+            os.environ["PYTHONHASHSEED"] = str(seed)  # each worker salts hash() its own way
+            worker = ctx.Process(
+                target=_detector_worker,
+                args=(redis_server.url, sid, first, last, converge, out),
+            )
+            worker.start()
+            part, errors = out.get(timeout=120)
+            worker.join(30)
+            assert worker.exitcode == 0
+            assert errors == 0
+            verdicts.extend(tuple(v) for v in part)
+    finally:
+        if saved is None:
+            os.environ.pop("PYTHONHASHSEED", None)
+        else:
+            os.environ["PYTHONHASHSEED"] = saved
+    assert [(status, tuple(tuple(d) for d in found)) for status, found in verdicts] == unmoved
+    assert verdicts[stop][0] == stopped
 
 
 async def test_a_session_store_that_is_down_fails_clearly(redis_server: RedisServer) -> None:
