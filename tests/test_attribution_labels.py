@@ -47,11 +47,14 @@ def _prom_labels(prom: PrometheusObserver, name: str) -> list[dict[str, str]]:
     ]
 
 
+def _value(point: Any) -> float:
+    """A counter's or gauge's value, a histogram's sum."""
+    value = getattr(point, "value", None)
+    return float(value if value is not None else getattr(point, "sum", 0.0))
+
+
 def _otel(reader: InMemoryMetricReader, name: str) -> list[tuple[dict[str, Any], float]]:
-    return [
-        (dict(p.attributes or {}), getattr(p, "value", None) or getattr(p, "sum", 0.0))
-        for p in metric_points(reader).get(name, [])
-    ]
+    return [(dict(p.attributes or {}), _value(p)) for p in metric_points(reader).get(name, [])]
 
 
 async def test_allow_listed_attribution_labels_the_cost_metrics_on_both_paths() -> None:

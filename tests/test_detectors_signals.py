@@ -25,7 +25,7 @@ from loopobs.contract.events import (
     ToolPostContext,
     TurnStartContext,
 )
-from loopobs.contract.hashing import arguments_hash, result_hash
+from loopobs.contract.hashing import arguments_hash, result_hash, text_key
 from loopobs.contract.observer import LoopObserver, ObserverSet
 from loopobs.detectors import (
     ConvergenceDetector,
@@ -667,9 +667,9 @@ def test_a_remembered_result_key_is_the_masked_texts(text: str, page: str | None
     from loopobs.detectors import normalise
 
     n = Normaliser(tools={"exact": ToolNormalisation(normalise_results=False)})
-    raw = result_hash(text)
+    raw = result_hash(text) or 0  # empty text: no hash (the detector never asks for it)
     masked = n.result_text("t", text, page)
-    expected = raw if masked is text else hash(masked)
+    expected = raw if masked is text else text_key(masked)
     normalise.clear_result_keys()
     assert n.result_key("t", text, raw, page) == expected
     assert n.result_key("t", text, raw, page) == expected  # remembered
@@ -707,3 +707,32 @@ def test_replies_that_differ_are_no_convergence() -> None:
         for n in range(12)
     ]
     assert [f for f in fired if f] == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=300))
+def test_remembered_word_hashes_give_the_sketch_a_first_sight_gives(text: str) -> None:
+    """An answer's sketch is the same whether its words were hashed before or not, and the
+    process-wide word hashes stay bounded."""
+    from loopobs.detectors import convergence
+
+    convergence.clear_word_hashes()
+    first = convergence.answer_sketch(text)
+    assert convergence.answer_sketch(text) == first  # every word remembered now
+    assert len(convergence._WORD_HASHES) <= convergence._WORD_HASHES_HELD
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet="ab $'\"|;&>-i\nsedrmcat", max_size=60))
+def test_a_command_line_s_keys_are_its_key_s_and_target_s_text_keys(line: str) -> None:
+    """The keys computed once per line are the text keys of what they stand for."""
+    from loopobs.detectors.commands import classify_command
+
+    info = classify_command(line)
+    if info is None:
+        return
+    assert info.key_hash == text_key(info.key)
+    if info.effect == "write":
+        assert info.target_hash == text_key("\x1f".join(sorted(info.target)))
+    else:
+        assert info.target_hash is None

@@ -56,12 +56,18 @@ def _paths() -> tuple[PrometheusObserver, MetricsObserver, InMemoryMetricReader]
     )
 
 
+def _value(point: Any) -> float:
+    """A counter's or gauge's value, a histogram's sum."""
+    value = getattr(point, "value", None)
+    return float(value if value is not None else getattr(point, "sum", 0.0))
+
+
 def _otel_sum(reader: InMemoryMetricReader, name: str, **labels: str) -> float:
     total = 0.0
     for point in metric_points(reader).get(name, []):
         attrs = dict(point.attributes or {})
         if all(attrs.get(k) == v for k, v in labels.items()):
-            total += getattr(point, "value", None) or getattr(point, "sum", 0.0)
+            total += _value(point)
     return total
 
 

@@ -257,6 +257,11 @@ class CommandInfo(NamedTuple):
     key: str
     """The command in a canonical spelling: its tokens (whitespace and quoting do not
     matter) and heredoc bodies."""
+    key_hash: int
+    """:func:`~loopobs.contract.hashing.text_key` of ``key``."""
+    target_hash: int | None
+    """:func:`~loopobs.contract.hashing.text_key` of a write's ``target`` (its sorted
+    words); ``None`` for other effects."""
 
 
 def _cut_heredocs(command: str) -> tuple[str, list[str]]:
@@ -617,9 +622,18 @@ def _classify(command: str) -> CommandInfo | None:
     key = "\x1f".join(split)
     if bodies:
         key += "\x1e" + "\x1e".join(bodies)
-    return CommandInfo(
-        effect, tuple(programs), frozenset(target) if effect == "write" else frozenset(), key
-    )
+    # The keys are computed once per line here, where the judgement is remembered, not
+    # once per call.
+    if effect == "write":
+        return CommandInfo(
+            effect,
+            tuple(programs),
+            frozenset(target),
+            key,
+            text_key(key),
+            text_key("\x1f".join(sorted(target))),
+        )
+    return CommandInfo(effect, tuple(programs), frozenset(), key, text_key(key), None)
 
 
 _classify_remembered: Final = lru_cache(maxsize=_REMEMBERED)(_classify)
@@ -742,6 +756,10 @@ class CallEffect(NamedTuple):
     target: frozenset[str] | None
     key: str | None = None
     arg: str | None = None
+    key_hash: int | None = None
+    """:func:`~loopobs.contract.hashing.text_key` of ``key``."""
+    target_hash: int | None = None
+    """:func:`~loopobs.contract.hashing.text_key` of ``target``'s sorted words."""
 
 
 def tool_role(tool: str) -> ToolRole | None:
@@ -802,5 +820,7 @@ def _shell(text: str, arg: str) -> CallEffect | None:
     info = classify_command(text)
     if info is None:
         return None
-    effect, _, target, key = info
-    return CallEffect(effect, target if effect == "write" else None, key, arg)
+    effect, _, target, key, key_hash, target_hash = info
+    if effect == "write":
+        return CallEffect(effect, target, key, arg, key_hash, target_hash)
+    return CallEffect(effect, None, key, arg, key_hash)

@@ -603,9 +603,10 @@ class Normaliser:
         return masked if head is text else masked + text[self.max_result_chars :]
 
     def result_key(self, tool: str, text: str, raw: int, page: str | None) -> int:
-        """An in-process key of ``text`` as :meth:`result_text` masks it, ``raw`` being
-        its :func:`~loopobs.contract.hashing.result_hash`: ``raw`` itself when nothing
-        is masked, else the masked text's :func:`~loopobs.contract.hashing.text_key`.
+        """A key (the same in every process) of ``text`` as :meth:`result_text` masks
+        it, ``raw`` being its :func:`~loopobs.contract.hashing.result_hash`: ``raw``
+        itself when nothing is masked, else the masked text's
+        :func:`~loopobs.contract.hashing.text_key`.
 
         The masks depend on the text (and ``page``) alone, so keys are remembered by
         ``raw`` process-wide, for every normaliser: at most 4,096 of them, forgotten all

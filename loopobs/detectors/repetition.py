@@ -723,7 +723,9 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
                 canonical += "\x1d" + canonical_json(
                     {k: v for k, v in args.items() if k != effect.arg}
                 )
-            ahash = text_key(canonical)
+                ahash = text_key(canonical)
+            else:
+                ahash = effect.key_hash if effect.key_hash is not None else text_key(canonical)
         else:
             ahash, applied, page, canonical = self.normaliser.arguments_key(tool, args)
         if effect is not None:
@@ -732,7 +734,11 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
             kind = (effect.effect == "write", effect.effect == "read", kind[2], False)
             if effect.target is not None:
                 # Spellings of one write (rm -f X, rm -rf X) are one operation.
-                target = text_key("\x1f".join(sorted(effect.target)))
+                target = (
+                    effect.target_hash
+                    if effect.target_hash is not None
+                    else text_key("\x1f".join(sorted(effect.target)))
+                )
                 ahash = target
         entry = _Pending(tool, ahash, args, kind, applied, page, canonical, parsed, target)
         rid = ctx.run_id.int
