@@ -19,7 +19,7 @@ from pydantic_ai.providers.openai import OpenAIProvider
 
 from loopobs import ModelRates
 from loopobs.adapters.pydantic_ai import LoopobsCapability
-from loopobs.testing import assert_contract
+from loopobs.testing import assert_contract, metric_points
 from tests._adapter_checks import Stack
 from tests._openai_server import Reply, ScriptedServer
 
@@ -97,4 +97,9 @@ async def test_a_server_reporting_no_usage_leaves_it_unknown(stack: Stack, strea
     (end,) = stack.recorder.of("on_run_end")
     assert end.status == "completed"
     assert end.cost_usd is None
+    # Neither metric path records a token count it was not told: no 0 in the histogram.
+    assert stack.prom("gen_ai_client_token_usage_count") == 0
+    assert stack.prom("loopobs_tokens_total") == 0
+    assert "gen_ai.client.token.usage" not in metric_points(stack.reader)
+    assert stack.prom("gen_ai_client_operation_duration_seconds_count") == 2
     assert_contract(stack.recorder.events)

@@ -243,15 +243,33 @@ def _failure_labels(ctx: ev.StreamFailureContext) -> tuple[str, ...]:
     )
 
 
+def _if_reported(
+    count: Callable[[ev.StreamSuccessContext], int],
+) -> Callable[[ev.StreamSuccessContext], int | None]:
+    """``count``, or None (nothing recorded) for a call whose model reported no usage: its
+    tokens are unknown, and a 0 would pull the token histograms down."""
+
+    def reported(ctx: ev.StreamSuccessContext) -> int | None:
+        return count(ctx) if ctx.usage_reported else None
+
+    return reported
+
+
 def _token_usage(kind: str, count: Callable[[ev.StreamSuccessContext], int]) -> Recording:
-    return Recording(c.TOKEN_USAGE, count, {**_CHAT, c.GEN_AI_TOKEN_TYPE: kind}, exemplar=True)
+    return Recording(
+        c.TOKEN_USAGE, _if_reported(count), {**_CHAT, c.GEN_AI_TOKEN_TYPE: kind}, exemplar=True
+    )
 
 
 def _tokens(
     kind: str, count: Callable[[ev.StreamSuccessContext], int], *, skip_zero: bool
 ) -> Recording:
     return Recording(
-        c.TOKENS, count, {c.GEN_AI_TOKEN_TYPE: kind}, skip_zero=skip_zero, exemplar=True
+        c.TOKENS,
+        _if_reported(count),
+        {c.GEN_AI_TOKEN_TYPE: kind},
+        skip_zero=skip_zero,
+        exemplar=True,
     )
 
 
