@@ -10,6 +10,7 @@ import pytest
 
 from loopobs import (
     AgentLoop,
+    Budget,
     Conversation,
     LoopObserver,
     RunEndContext,
@@ -19,6 +20,8 @@ from loopobs import (
 )
 from loopobs.contract.events import CONTEXT_TYPES, RunStartContext, TurnStartContext
 from loopobs.contract.model import UserMessage
+from loopobs.cost import spending
+from loopobs.cost.shared import InProcessLedger, SharedBudget
 from loopobs.llm import Reply, ScriptedClient, ToolCall
 from loopobs.loop import (
     compaction,
@@ -26,6 +29,7 @@ from loopobs.loop import (
     driver,
     model_call,
     parking,
+    shared_spend,
     tool_phase,
 )
 from loopobs.sessions import session
@@ -232,12 +236,15 @@ async def test_contexts_are_built_only_for_hooks_someone_listens_to(
             tool_phase,
             context_providers,
             session,
+            spending,
+            shared_spend,
         ):
             if hasattr(module, name):
                 monkeypatch.setattr(module, name, counting)
                 patched.add(hook)
     # every context the loop emits itself is built in one of the phase modules (a shared
-    # budget's refusal too); the detectors build two others
+    # budget's refusal too) or by its spending (budgets, the shared ledger's steps); the
+    # detectors build two others
     assert len(patched) == len(CONTEXT_TYPES) - 2
 
     class EndOnly(LoopObserver):
@@ -260,6 +267,10 @@ async def test_contexts_are_built_only_for_hooks_someone_listens_to(
         observers=[end_only],
         detectors=[],
         context_providers=[provider],
+        # m1 has no price: a USD limit it meets (here and in the shared ledger) and every
+        # ledger step would be events, had anyone listened.
+        budget=Budget(usd=100.0),
+        shared_budget=SharedBudget(InProcessLedger(), session=Budget(usd=100.0)),
     )
     result = await loop.run("q")
     assert result.ok

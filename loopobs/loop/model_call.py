@@ -179,7 +179,11 @@ class ModelCall:
                 budget=None,
                 session=session,
                 emit=deps.observers.on_budget_exceeded,
-                on_unpriced=deps.observers.on_budget_unpriced,
+                on_unpriced=(
+                    deps.observers.on_budget_unpriced
+                    if deps.observers.listens("on_budget_unpriced")
+                    else None  # the warning is logged all the same; no context is built
+                ),
             )
         )
         self._costs: list[float | None] = []
