@@ -11,7 +11,7 @@ tracing guide installs), to a
 
     python tests/_autogen_app.py SCENARIO [--instrument-openai] [--instrument-openai-guide]
         [--group-by agent|trace] [--stream] [--team]
-        [--stop --stop-after N]   # with loopobs.adapters.autogen.LoopobsModelClient
+        [--budget-tokens N] [--stop --stop-after N]   # --stop: with LoopobsModelClient
     python tests/_autogen_app.py doc     # runs docs/adapters/autogen.md's example as written
 """
 
@@ -67,11 +67,12 @@ def main() -> None:
     parser.add_argument("--team", action="store_true")  # the agent alone in a RoundRobinGroupChat
     parser.add_argument("--stop", action="store_true")
     parser.add_argument("--stop-after", type=int, default=5)
+    parser.add_argument("--budget-tokens", type=int, default=None)
     args = parser.parse_args()
     if args.scenario == "doc":
         _doc()
         return
-    bridge = Bridge(args.group_by, stop_after=args.stop_after)
+    bridge = Bridge(args.group_by, stop_after=args.stop_after, budget_tokens=args.budget_tokens)
 
     # imported by name: AutoGen is not in the dev venv that type-checks this file
     agents: Any = importlib.import_module("autogen_agentchat.agents")

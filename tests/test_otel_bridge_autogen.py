@@ -136,6 +136,18 @@ def test_the_model_client_stops_a_runaway_before_the_next_model_call(
     assert got["open_runs"] == 0
 
 
+def test_the_model_client_stops_a_run_over_its_token_budget_before_the_next_model_call() -> None:
+    """A BudgetGuard among the processor's detectors: the second call's usage (19 + 25 tokens)
+    crosses the budget of 30, so the third model call never goes out."""
+    got = _run("productive", "--instrument-openai", "--stop", "--budget-tokens", "30")
+    assert got["raised"] == "RunStopped: run budget exceeded: total_tokens 44 > 30"
+    assert got["budget_verdicts"] == ["stop"]
+    assert got["runs_ended"] == ["budget_exceeded"]
+    assert got["served"] == got["model_calls"] == 2
+    assert (got["input_tokens"], got["output_tokens"]) == (12 + 20, 7 + 5)
+    assert got["open_runs"] == 0
+
+
 def test_in_a_team_the_stop_comes_back_as_autogens_runtime_error() -> None:
     """A team runs its agents on AutoGen's runtime, which hands an agent's exception back as
     a RuntimeError carrying its text: the run still stops before the next model call."""
