@@ -11,7 +11,8 @@ tracing guide installs), to a
 
     python tests/_autogen_app.py SCENARIO [--instrument-openai] [--instrument-openai-guide]
         [--group-by agent|trace] [--stream] [--team]
-        [--budget-tokens N] [--stop --stop-after N]   # --stop: with LoopobsModelClient
+        [--budget-tokens N] [--stop --stop-after N [--raw]]
+    # --stop: with LoopobsModelClient, through run_observed() (--raw: runner.run())
     python tests/_autogen_app.py doc     # runs docs/adapters/autogen.md's example as written
 """
 
@@ -65,6 +66,7 @@ def main() -> None:
     parser.add_argument("--group-by", default="agent", choices=["agent", "trace"])
     parser.add_argument("--stream", action="store_true")
     parser.add_argument("--team", action="store_true")  # the agent alone in a RoundRobinGroupChat
+    parser.add_argument("--raw", action="store_true")  # runner.run(), not run_observed()
     parser.add_argument("--stop", action="store_true")
     parser.add_argument("--stop-after", type=int, default=5)
     parser.add_argument("--budget-tokens", type=int, default=None)
@@ -118,7 +120,12 @@ def main() -> None:
             else agent
         )
         try:
-            result = await runner.run(task="go")
+            if args.stop and not args.raw:
+                from loopobs.adapters.autogen import run_observed
+
+                result = await run_observed(runner, client, task="go")
+            else:
+                result = await runner.run(task="go")
         finally:
             await client.close()
         return str(result.messages[-1].content)

@@ -148,11 +148,15 @@ def test_the_model_client_stops_a_run_over_its_token_budget_before_the_next_mode
     assert got["open_runs"] == 0
 
 
-def test_in_a_team_the_stop_comes_back_as_autogens_runtime_error() -> None:
+@pytest.mark.parametrize("raw", [False, True])
+def test_in_a_team_the_stop_ends_the_run_and_run_observed_raises_it(raw: bool) -> None:
     """A team runs its agents on AutoGen's runtime, which hands an agent's exception back as
-    a RuntimeError carrying its text: the run still stops before the next model call."""
-    got = _run("runaway", "--instrument-openai", "--team", "--stop", "--stop-after", "3")
-    assert got["raised"].startswith("RuntimeError: RunStopped: stopped: the tool call pattern")
+    a RuntimeError carrying its text; run_observed() raises the RunStopped itself. Either way
+    the run stops before the next model call."""
+    flags = ("--raw",) if raw else ()
+    got = _run("runaway", "--instrument-openai", "--team", "--stop", "--stop-after", "3", *flags)
+    stopped = "RunStopped: stopped: the tool call pattern poll("
+    assert got["raised"].startswith(f"RuntimeError: {stopped}" if raw else stopped)
     assert got["runs_ended"] == ["loop_detected"]
     assert got["served"] == 3
 

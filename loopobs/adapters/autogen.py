@@ -25,6 +25,11 @@ stopped it (a detector's or a ``BudgetGuard``'s ``stop``), raises
 Where the run stops: before the next model call, after the tool calls of the turn that
 completed the pattern. A ``TerminationCondition`` cannot do this: a team asks it only
 between agents' turns, after an agent's whole tool loop, outside the agent's span.
+
+A team runs its agents on AutoGen's runtime, which hands an agent's exception back as a
+``RuntimeError`` carrying only its text; :func:`run_observed` raises the ``RunStopped`` itself::
+
+    await run_observed(team, client, task="...")  # raises RunStopped for a stopped run
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ except ModuleNotFoundError as _exc:  # tested with the framework hidden
 from loopobs.adapters._run import RunStopped, shielded
 from loopobs.adapters.otel import GenAISpanProcessor
 
-__all__ = ["LoopobsModelClient"]
+__all__ = ["LoopobsModelClient", "run_observed"]
 
 
 class LoopobsModelClient(ChatCompletionClient):
@@ -60,6 +65,8 @@ class LoopobsModelClient(ChatCompletionClient):
     def __init__(self, client: ChatCompletionClient, processor: GenAISpanProcessor) -> None:
         self.client = client
         self.processor = processor
+        self.last_stop: RunStopped | None = None
+        """The last ``RunStopped`` this client raised (for :func:`run_observed`)."""
 
     @shielded
     def stop(self) -> RunStopped | None:
@@ -70,6 +77,7 @@ class LoopobsModelClient(ChatCompletionClient):
     def _raise_if_stopped(self) -> None:
         stop = self.stop()
         if stop is not None:
+            self.last_stop = stop
             raise stop
 
     async def create(self, messages: Sequence[Any], **kwargs: Any) -> Any:
@@ -117,6 +125,29 @@ class LoopobsModelClient(ChatCompletionClient):
 
     def __getattr__(self, name: str) -> Any:
         # anything else of the wrapped client (its config, …)
-        if name in ("client", "processor"):
+        if name in ("client", "processor", "last_stop"):
             raise AttributeError(name)
         return getattr(self.client, name)
+
+
+async def run_observed(
+    runner: Any, clients: LoopobsModelClient | Sequence[LoopobsModelClient], **kwargs: Any
+) -> Any:
+    """``await runner.run(**kwargs)`` (an agent or a team); a run stopped by one of ``clients``
+    raises its :class:`~loopobs.adapters.RunStopped`.
+
+    An agent alone raises it already; a team's runtime raises a ``RuntimeError`` whose text
+    starts with the stop's, which is replaced by the ``RunStopped`` itself.
+    """
+    watched = [clients] if isinstance(clients, LoopobsModelClient) else list(clients)
+    for client in watched:
+        client.last_stop = None
+    try:
+        return await runner.run(**kwargs)
+    except RuntimeError as exc:
+        text = str(exc)
+        for client in watched:
+            stop = client.last_stop
+            if stop is not None and text.startswith(f"{type(stop).__name__}: {stop}"):
+                raise stop from exc
+        raise
