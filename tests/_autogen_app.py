@@ -112,6 +112,8 @@ def main() -> None:
             max_tool_iterations=10,
             model_client_stream=args.stream,
         )
+        # what the agent's config dumps as its model client (the wrapper dumps the wrapped one)
+        dumped.append(agent.dump_component().config["model_client"]["provider"])
         runner = (
             teams.RoundRobinGroupChat(
                 [agent], termination_condition=conditions.MaxMessageTermination(3)
@@ -130,6 +132,7 @@ def main() -> None:
             await client.close()
         return str(result.messages[-1].content)
 
+    dumped: list[str] = []
     with ScriptedServer(SCENARIOS[args.scenario]) as server:
         answer, raised = "", None
         try:
@@ -137,7 +140,7 @@ def main() -> None:
         except Exception as exc:
             raised = f"{type(exc).__name__}: {exc}".splitlines()[0]
         served = len(server.requests)
-    print(bridge.summary(answer=answer.strip(), served=served, raised=raised))
+    print(bridge.summary(answer=answer.strip(), served=served, raised=raised, dumped=dumped))
 
 
 if __name__ == "__main__":

@@ -166,6 +166,8 @@ def test_the_model_client_leaves_new_work_and_a_productive_run_alone() -> None:
     assert (got["answer"], got["raised"], got["served"]) == ("all queued", None, 7)
     got = _run("productive", "--instrument-openai", "--stop")
     assert (got["answer"], got["raised"], got["served"]) == ("3 and 7", None, 3)
+    # the agent's config dumps the wrapped client: it loads back without loopobs
+    assert got["dumped"] == ["autogen_ext.models.openai.OpenAIChatCompletionClient"]
 
 
 def test_the_docs_page_example_stops_its_runaway() -> None:

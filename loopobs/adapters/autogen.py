@@ -123,6 +123,11 @@ class LoopobsModelClient(ChatCompletionClient):
         """The wrapped client's."""
         return self.client.model_info
 
+    def dump_component(self) -> Any:
+        """The wrapped client's config: a processor is no config, so an agent's dumped config
+        (``agent.dump_component()``) loads back without loopobs."""
+        return self.client.dump_component()
+
     def __getattr__(self, name: str) -> Any:
         # anything else of the wrapped client (its config, …)
         if name in ("client", "processor", "last_stop"):
