@@ -126,7 +126,7 @@ test-frameworks: $(FW_STAMP)
 # Frameworks whose OpenTelemetry pins clash with the dev venv's, each in a venv of its own
 # for the span bridge's tests (tests/test_otel_bridge_*.py run them in a subprocess).
 BRIDGE_VENVS := build/bridge-venvs
-BRIDGE_FRAMEWORKS := strands adk adk1 maf ag2 llamaindex crewai smolagents
+BRIDGE_FRAMEWORKS := strands adk adk1 maf ag2 llamaindex crewai smolagents autogen
 BRIDGE_STAMPS := $(foreach f,$(BRIDGE_FRAMEWORKS),$(BRIDGE_VENVS)/$(f)/.installed-stamp)
 
 # One venv per framework, from scripts/bridge-<framework>-requirements.txt; rebuilt from

@@ -12,7 +12,7 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 
-from loopobs import RepetitionDetector
+from loopobs import Budget, BudgetGuard, LoopObserver, RepetitionDetector
 from loopobs.adapters.otel import GenAISpanProcessor
 from loopobs.testing import RecordingObserver, assert_contract
 
@@ -21,12 +21,19 @@ class Bridge:
     """A processor with a recorder, on a fresh provider made the global one (the frameworks'
     tracers write to the global provider)."""
 
-    def __init__(self, group_by: str = "agent", *, stop_after: int = 5) -> None:
+    def __init__(
+        self, group_by: str = "agent", *, stop_after: int = 5, budget_tokens: int | None = None
+    ) -> None:
         self.recorder = RecordingObserver()
+        detectors: list[LoopObserver] = [
+            RepetitionDetector(warn_after=min(3, stop_after), stop_after=stop_after)
+        ]
+        if budget_tokens is not None:  # a run may use at most this many tokens
+            detectors.append(BudgetGuard(Budget(total_tokens=budget_tokens)))
         self.processor = GenAISpanProcessor(
             [self.recorder],
             group_by="trace" if group_by == "trace" else "agent",
-            detectors=[RepetitionDetector(warn_after=min(3, stop_after), stop_after=stop_after)],
+            detectors=detectors,
         )
         self.provider = TracerProvider()
         self.provider.add_span_processor(self.processor)
@@ -49,6 +56,7 @@ class Bridge:
                 "arguments": [dict(c.input) for c in recorder.of("on_tool_call_received")],
                 "results": [c.result for c in recorder.of("on_tool_post")],
                 "detections": [d.action for d in recorder.of("on_loop_detected")],
+                "budget_verdicts": [b.action for b in recorder.of("on_budget_exceeded")],
                 "open_runs": self.processor.open_runs,
                 "skipped_attributes": self.processor.skipped_attributes,
             }

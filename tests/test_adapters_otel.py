@@ -10,6 +10,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import openai
 import pytest
@@ -650,3 +651,75 @@ def test_run_of_finds_the_run_of_the_current_span_for_a_stop_hook() -> None:
         assert processor.run_of(trace.get_current_span()) is run
     assert processor.run_of() is None
     provider.shutdown()
+
+
+def _autogen_run(
+    tracer: Tracer, jobs: list[str], *, usage: tuple[int, int] = (3, 1), content: bool = True
+) -> None:
+    """The spans autogen-core 0.7.5 writes for an AssistantAgent's run (create_agent in a
+    trace of its own, then invoke_agent; tool spans with the call id only, no content), and
+    OpenInference's OpenAI spans of the model calls under the agent's span."""
+    autogen = {"gen_ai.system": "autogen", "gen_ai.agent.name": "calc"}
+    with tracer.start_as_current_span(
+        "create_agent calc", attributes={"gen_ai.operation.name": "create_agent", **autogen}
+    ):
+        pass
+    with tracer.start_as_current_span(
+        "invoke_agent calc", attributes={"gen_ai.operation.name": "invoke_agent", **autogen}
+    ):
+        for n, job in enumerate([*jobs, ""]):
+            llm: dict[str, AttributeValue] = {
+                "openinference.span.kind": "LLM",
+                "llm.system": "openai",
+                "llm.model_name": "gpt-test",
+                "llm.token_count.prompt": usage[0],
+                "llm.token_count.completion": usage[1],
+                "llm.output_messages.0.message.role": "assistant",
+            }
+            if job and content:
+                call = "llm.output_messages.0.message.tool_calls.0.tool_call."
+                llm |= {
+                    call + "id": f"p{n}",
+                    call + "function.name": "poll",
+                    call + "function.arguments": json.dumps({"job": job}),
+                }
+            with tracer.start_as_current_span("ChatCompletion", attributes=llm):
+                pass
+            if job:
+                tool = {
+                    "gen_ai.operation.name": "execute_tool",
+                    "gen_ai.system": "autogen",
+                    "gen_ai.tool.name": "poll",
+                    "gen_ai.tool.call.id": f"p{n}",
+                }
+                with tracer.start_as_current_span("execute_tool poll", attributes=tool):
+                    pass
+
+
+@pytest.mark.parametrize("group_by", ["trace", "agent"])
+def test_autogen_agentchats_spans_are_one_named_run_with_the_models_arguments(
+    stack: Stack, group_by: Literal["trace", "agent"]
+) -> None:
+    """AutoGen's tool spans carry no content: the arguments are the model's calls', matched by
+    call id, so six polls of one job are a runaway and six jobs are not; create_agent (a trace
+    of its own, no GenAI child) is no run. Tests/test_otel_bridge_autogen.py drives the real
+    package."""
+    processor = GenAISpanProcessor(stack.observers, group_by=group_by)
+    provider, tracer = _bare_app(processor)
+    _autogen_run(tracer, [str(n) for n in range(6)], usage=(12, 7))
+    _autogen_run(tracer, ["42"] * 6)
+    _autogen_run(tracer, ["42"] * 6, content=False)
+    provider.shutdown()
+    events = stack.recorder
+    assert [c.agent for c in events.of("on_run_start")] == ["calc"] * 3
+    assert [e.input_tokens for e in events.of("on_run_end")] == [12 * 7, 3 * 7, 3 * 7]
+    assert [e.output_tokens for e in events.of("on_run_end")] == [7 * 7, 7, 7]
+    assert len(events.of("on_stream_success")) == 21
+    assert [c.tool for c in events.of("on_tool_post")] == ["poll"] * 18
+    received = [dict(c.input) for c in events.of("on_tool_call_received")]
+    assert received == [{"job": str(n)} for n in range(6)] + [{"job": "42"}] * 6 + [{}] * 6
+    detections = events.of("on_loop_detected")
+    assert len({d.run_id for d in detections}) == 1  # the second run only
+    assert detections[0].run_id == events.of("on_run_start")[1].run_id
+    assert processor.open_runs == 0
+    assert_contract(events.events)

@@ -45,6 +45,8 @@ FRAMEWORK_PAGES = {
     "docs/adapters/langchain_agents.md": "langchain.agents",
     # run in CrewAI's bridge venv instead: tests/test_otel_bridge_crewai.py (_crewai_app.py doc)
     "docs/adapters/crewai.md": "crewai",
+    # run in AutoGen's bridge venv instead: tests/test_otel_bridge_autogen.py (_autogen_app.py doc)
+    "docs/adapters/autogen.md": "autogen_agentchat",
 }
 """Pages whose examples need a framework that lives in its own venv: they run there
 (``make test-frameworks``, tests/test_frameworks_docs.py) and skip where it is absent."""

@@ -25,6 +25,7 @@ import pytest
         ("loopobs.adapters.maf", "agent_framework", "agent-framework-core", "agent-framework"),
         ("loopobs.adapters.crewai", "crewai", "crewai", "crewai"),
         ("loopobs.adapters.ag2", "ag2", "ag2", "ag2"),
+        ("loopobs.adapters.autogen", "autogen_core", "autogen-agentchat", "autogen"),
     ],
 )
 def test_importing_an_adapter_without_its_framework_says_what_to_install(

@@ -14,8 +14,10 @@ It reads spans in two conventions:
 - OpenInference (``openinference.span.kind``: ``AGENT``, ``LLM``, ``TOOL``; ``llm.*``,
   ``tool.*``), as written by every OpenInference instrumentation;
 - the frameworks' own spans: Google ADK (1.x ``agent_run [NAME]`` / ``call_llm`` and 2.x),
-  Strands Agents (legacy and latest shapes), Microsoft Agent Framework, AG2 and the
-  Anthropic SDK (``anthropic.*``), with their own content attributes and events.
+  Strands Agents (legacy and latest shapes), Microsoft Agent Framework, AG2, AutoGen
+  AgentChat (no content on its tool spans: their arguments are the model's calls with the
+  same call id) and the Anthropic SDK (``anthropic.*``), with their own content attributes
+  and events.
 
 What becomes what: an agent span is a run (nested agent spans are runs of their
 own); model and tool spans belong to the run of their nearest agent ancestor, or,
