@@ -138,9 +138,12 @@ class RunSpending:
         self._run_id = run_id
         self._prices = prices
         self._emit = emit.on_budget_exceeded if isinstance(emit, ObserverSet) else emit
-        if on_unpriced is None and isinstance(emit, ObserverSet):
-            if emit.listens("on_budget_unpriced"):
-                on_unpriced = emit.on_budget_unpriced
+        if (
+            on_unpriced is None
+            and isinstance(emit, ObserverSet)
+            and emit.listens("on_budget_unpriced")
+        ):
+            on_unpriced = emit.on_budget_unpriced
         self._on_unpriced = on_unpriced
         self._clock = clock
         self._branch = branch_of is not None
