@@ -5,9 +5,10 @@ bridge-venvs`` builds (``build/bridge-venvs/smolagents``), the repository on ``P
 The model is :class:`tests._openai_server.ScriptedServer` through smolagents'
 ``OpenAIServerModel``; OpenInference's smolagents instrumentor writes the spans (agent run,
 model calls, tools) to a :class:`~loopobs.adapters.otel.GenAISpanProcessor`. Prints one JSON
-summary.
+summary. With ``--stop``, :class:`~loopobs.adapters.smolagents.LoopobsStepCallback` is on the
+agent and stops a runaway (``raised`` in the summary: the exception's type and message).
 
-    python tests/_smolagents_app.py SCENARIO [--instrument-openai]
+    python tests/_smolagents_app.py SCENARIO [--instrument-openai] [--stop]
 """
 
 from __future__ import annotations
@@ -46,8 +47,12 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("scenario", choices=sorted(SCENARIOS))
     parser.add_argument("--instrument-openai", action="store_true")
+    parser.add_argument("--stop", action="store_true")
     args = parser.parse_args()
     bridge = Bridge("trace")
+    from loopobs.adapters.smolagents import LoopobsStepCallback
+
+    stopper = LoopobsStepCallback(bridge.processor)
 
     # imported by name: smolagents is not in the dev venv that type-checks this file
     smolagents: Any = importlib.import_module("smolagents")
@@ -82,11 +87,21 @@ def main() -> None:
             model_id="gpt-test", api_base=server.base_url, api_key="k"
         )
         agent = smolagents.ToolCallingAgent(
-            tools=[add, poll], model=model, name="calc", max_steps=10, verbosity_level=0
+            tools=[add, poll],
+            model=model,
+            name="calc",
+            max_steps=10,
+            verbosity_level=0,
+            step_callbacks=[stopper] if args.stop else None,
         )
-        answer = str(agent.run("add 1+2 and 3+4"))
+        answer, raised = "", ""
+        try:
+            answer = str(stopper.run(agent, "add 1+2 and 3+4"))
+        except Exception as exc:
+            raised = f"{type(exc).__name__}: {exc}"
         served = len(server.requests)
-    print(bridge.summary(answer=answer.strip(), served=served))
+        steps = len(agent.memory.steps)
+    print(bridge.summary(answer=answer.strip(), raised=raised, served=served, steps=steps))
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ import pytest
         ("loopobs.adapters.crewai", "crewai", "crewai", "crewai"),
         ("loopobs.adapters.ag2", "ag2", "ag2", "ag2"),
         ("loopobs.adapters.autogen", "autogen_core", "autogen-agentchat", "autogen"),
+        ("loopobs.adapters.smolagents", "smolagents", "smolagents", "smolagents"),
     ],
 )
 def test_importing_an_adapter_without_its_framework_says_what_to_install(

@@ -14,7 +14,9 @@ its framework raises an ``ImportError`` whose message is the install command:
   (``loopobs[langchain-agents]``);
 - ``loopobs.adapters.crewai``: a CrewAI ``before_llm_call`` hook that ends a run the span
   bridge's policy stopped (``loopobs[crewai]``);
-- ``loopobs.adapters.ag2``: an AG2 middleware that does the same for AG2 (``loopobs[ag2]``).
+- ``loopobs.adapters.ag2``: an AG2 middleware that does the same for AG2 (``loopobs[ag2]``);
+- ``loopobs.adapters.smolagents``: a smolagents step callback that interrupts a stopped run
+  (``loopobs[smolagents]``).
 
 Every adapter feeds a :class:`RunTracker` (observers, detectors, stop policy) and
 reports each framework run through an :class:`AdapterRun`, which keeps the

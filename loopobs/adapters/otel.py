@@ -120,6 +120,10 @@ _CHUNK_EVENT = "gen_ai.content.completion.chunk"
 # Attributes of the native emitters, read where the conventions' own are absent.
 ADK_LLM_SPAN = "call_llm"  # Google ADK 1.x: its model span has no gen_ai.operation.name
 ADK_AGENT_SPAN = "agent_run ["  # Google ADK 1.x: "agent_run [NAME]", with no attributes
+# OpenInference's smolagents instrumentor names an agent's span "NAME.run" and gives no name
+# attribute; its runs carry smolagents.max_steps.
+SMOLAGENTS_MAX_STEPS = "smolagents.max_steps"
+SMOLAGENTS_RUN_SUFFIX = ".run"
 ADK_TOOL_ARGS = "gcp.vertex.agent.tool_call_args"
 ADK_TOOL_RESPONSE = "gcp.vertex.agent.tool_response"
 ADK_SESSION = "gcp.vertex.agent.session_id"
@@ -817,6 +821,8 @@ class GenAISpanProcessor(SpanProcessor):
         if not name and agent:
             if span_name.startswith(ADK_AGENT_SPAN) and span_name.endswith("]"):
                 name = span_name[len(ADK_AGENT_SPAN) : -1]
+            elif SMOLAGENTS_MAX_STEPS in attrs and span_name.endswith(SMOLAGENTS_RUN_SUFFIX):
+                name = span_name.removesuffix(SMOLAGENTS_RUN_SUFFIX) or span_name
             else:
                 name = span_name.removeprefix(c.SPAN_INVOKE_AGENT).strip() or span_name
         run = self.tracker.start_run(
