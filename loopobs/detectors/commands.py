@@ -266,35 +266,33 @@ class CommandInfo(NamedTuple):
 
 def _cut_heredocs(command: str) -> tuple[str, list[str]]:
     """The command without its heredoc bodies (each replaced by a marker word), and the
-    bodies."""
+    bodies.
+
+    A body is the lines after its command's line up to the first that is its word
+    (surrounding whitespace aside: ``<<-``'s tabs too), or the rest of the text.
+    """
     if "<<" not in command:
         return command, []
-    lines = command.split("\n")
     out: list[str] = []
     bodies: list[str] = []
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        i += 1
+    pos, end = 0, len(command)
+    while pos <= end:  # each line, as command.split("\n") has them
+        stop = command.find("\n", pos)
+        if stop < 0:
+            stop = end
+        line = command[pos:stop]
+        pos = stop + 1
         if "<<" not in line:
             out.append(line)  # most lines of a command with a heredoc: no scan needed
             continue
-        pending: list[tuple[str, bool]] = []
-        for m in _HEREDOC.finditer(line):
-            pending.append((m.group(3), m.group(1) == "-"))
-        if not pending:
+        words = [m.group(3) for m in _HEREDOC.finditer(line)]
+        if not words:
             out.append(line)
             continue
-        for word, strip_tabs in pending:
-            body: list[str] = []
-            while i < len(lines):
-                text = lines[i]
-                i += 1
-                if (text.lstrip("\t") if strip_tabs else text).strip() == word:
-                    break
-                body.append(text)
-            bodies.append("\n".join(body))
-        first = len(bodies) - len(pending)
+        for word in words:
+            body, pos = _heredoc_body(command, pos, word)
+            bodies.append(body)
+        first = len(bodies) - len(words)
         # Each body becomes an input word, like a herestring's: "<<< __heredoc0__".
         parts = _HEREDOC.split(line)
         rebuilt = parts[0]
@@ -302,6 +300,29 @@ def _cut_heredocs(command: str) -> tuple[str, list[str]]:
             rebuilt += f"<<< __heredoc{first + n}__" + parts[k + 3]
         out.append(rebuilt)
     return "\n".join(out), bodies
+
+
+def _heredoc_body(command: str, pos: int, word: str) -> tuple[str, int]:
+    """The body of a heredoc whose lines start at ``pos``, and where the line after its end
+    starts (past the text's end when none is left).
+
+    The end is the first line that is ``word`` once stripped, found by searching for the
+    word rather than looking at each line (a body has dozens).
+    """
+    end = len(command)
+    if pos > end:
+        return "", pos  # the heredoc's line was the last: an empty body
+    at = command.find(word, pos)
+    while at >= 0:
+        before = command.rfind("\n", pos, at)
+        start = pos if before < 0 else before + 1
+        stop = command.find("\n", at)
+        if stop < 0:
+            stop = end
+        if command[start:stop].strip() == word:
+            return command[pos : start - 1] if start > pos else "", stop + 1
+        at = command.find(word, stop)
+    return command[pos:], end + 1
 
 
 def shlex_tokens(command: str) -> list[str] | None:
@@ -335,6 +356,8 @@ _TOKEN: Final = re.compile(
 _SIMPLE_LINE: Final = re.compile(r"[\w ./:=,+%@~^*?!$#\[\]-]*", re.ASCII)
 _PLAIN: Final = re.compile(r"[;&|()<>\n]+|[^ \t\r;&|()<>\n]+")
 _QUOTING: Final = re.compile(r"""['"\\]""")
+_REFUSED: Final = frozenset({"'", '"', "\\"})
+"""The tokens _TOKEN makes of what shlex refuses: a lone quote or backslash."""
 _PART: Final = re.compile(r"""'([^']*)'|"([^"\\]*(?:\\.[^"\\]*)*)"|\\(.)""", re.DOTALL)
 _DQ_ESCAPE: Final = re.compile(r'\\(["\\])')
 
@@ -362,9 +385,9 @@ def _unquoted(word: str) -> str:
 def tokens(command: str) -> list[str] | None:
     """:func:`shlex_tokens`, done by regular expressions: shlex reads a character at a
     time in Python (about 40 µs for a typical agent command), this costs a few."""
-    if _SIMPLE_LINE.fullmatch(command) is not None:
-        return command.split()  # only spaces between words: where str.split cuts too
     if _QUOTING.search(command) is None:
+        if _SIMPLE_LINE.fullmatch(command) is not None:
+            return command.split()  # only spaces between words: where str.split cuts too
         # No quoting (a third of agents' commands): words and operators are plain runs.
         return _PLAIN.findall(command)
     # Trailing whitespace would make a failed attempt at each of its characters; one is
@@ -373,7 +396,7 @@ def tokens(command: str) -> list[str] | None:
     if text.endswith("\\") and len(text) < len(command):
         text = command[: len(text) + 1]
     found = _TOKEN.findall(text)
-    if "'" in found or '"' in found or "\\" in found:
+    if not _REFUSED.isdisjoint(found):
         return None  # refused: an unclosed quote, a trailing backslash
     # Most words of a quoted line are plain (and operators always): three scans of a
     # token cost less than a call.
@@ -392,6 +415,8 @@ _TOKEN_KINDS: Final[dict[str, int]] = {
 
 def _simple_commands(tokens: list[str]) -> list[tuple[list[str], list[str]]]:
     """Each simple command: its words, and the files it writes by redirection."""
+    if _TOKEN_KINDS.keys().isdisjoint(tokens):
+        return [(tokens, [])]  # no operator, no redirection (most lines): one command
     commands: list[tuple[list[str], list[str]]] = []
     words: list[str] = []
     written: list[str] = []
