@@ -355,3 +355,27 @@ HEREDOCISH = st.lists(
 def test_heredocs_are_cut_as_line_by_line(text: str) -> None:
     """Finding a heredoc's end by searching for its word is looking at each line."""
     assert _cut_heredocs(text) == _cut_heredocs_line_by_line(text)
+
+
+FAILUREISH = st.lists(
+    st.sampled_from(
+        [
+            *("<returncode>1</returncode>", "<returncode>0</returncode>", "Error", "error:"),
+            *("FATAL ", "usage: x", "Command not found", "No such file or directory"),
+            *("Permission denied", "cannot open", "cannot ", "not permitted", "hunks failed"),
+            *("No replacement was performed", "did not appear verbatim", "is not unique"),
+            *("Traceback (most recent call last)", "hunk FAILED", " ", "\n", "\t", "ok", "x"),
+        ]
+    ),
+    max_size=10,
+).map("".join)
+
+
+@FUZZ
+@given(st.one_of(FAILUREISH, st.text(max_size=60)))
+def test_failed_output_is_the_whole_patterns(text: str) -> None:
+    """The substring searches before the failure pattern change no answer."""
+    from loopobs.detectors import commands
+
+    whole = bool(text) and commands._FAILURE.search(text[:2_000].lower()) is not None
+    assert failed_output(text) == whole

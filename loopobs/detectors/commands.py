@@ -235,6 +235,24 @@ _FAILURE: Final = re.compile(
 )
 """Matched against the lower-cased output: a case-insensitive search of these alternatives
 costs five times as much."""
+_FAILURE_START: Final = re.compile(
+    r"\s*(?:<returncode>[1-9]\d*</returncode>|error\b|fatal\b|usage:)"
+)
+"""The alternatives of _FAILURE at the start of the output."""
+_FAILURE_WORDS: Final = (
+    "command not found",
+    "no such file or directory",
+    "permission denied",
+    "cannot ",
+    "not permitted",
+    "no replacement was performed",
+    "did not appear verbatim",
+    "traceback (most recent call last)",
+    "hunk",
+    "is not unique",
+)
+"""Text each of the other alternatives of _FAILURE holds: output with none of them (and
+no failure at its start) did not fail, told by substring searches alone."""
 _FAILURE_SCAN: Final = 2_000
 
 
@@ -679,7 +697,14 @@ def failed_output(result: str) -> bool:
     """Whether a command's or an editor's output says it failed (a non-zero
     ``<returncode>``, ``ERROR:``, "No such file or directory", "command not found",
     "No replacement was performed" …): a failed write changed nothing."""
-    return bool(result) and _FAILURE.search(result[:_FAILURE_SCAN].lower()) is not None
+    if not result:
+        return False
+    text = result[:_FAILURE_SCAN].lower()
+    if _FAILURE_START.match(text) is not None:
+        return True
+    # The pattern tries its alternatives at almost every character; a substring search
+    # runs at memchr speed, and most outputs hold none of them.
+    return any(word in text for word in _FAILURE_WORDS) and _FAILURE.search(text) is not None
 
 
 # -- which tools run commands, code or edits ---------------------------------------------------
