@@ -685,6 +685,7 @@ _classify_remembered: Final = lru_cache(maxsize=_REMEMBERED)(_classify)
 def clear_cache() -> None:
     """Forget the remembered command lines (a benchmark's first sight of every line)."""
     _classify_remembered.cache_clear()
+    _shell_remembered.cache_clear()
 
 
 def classify_code(code: str) -> CommandEffect:
@@ -867,6 +868,14 @@ def call_effect(
 
 
 def _shell(text: str, arg: str) -> CallEffect | None:
+    """The effect of the command line ``text`` in the argument ``arg``; remembered like
+    :func:`classify_command`'s judgements (a detector asks once per line and session)."""
+    if len(text) <= _REMEMBERED_CHARS:
+        return _shell_remembered(text, arg)
+    return _shell_anew(text, arg)
+
+
+def _shell_anew(text: str, arg: str) -> CallEffect | None:
     info = classify_command(text)
     if info is None:
         return None
@@ -874,3 +883,6 @@ def _shell(text: str, arg: str) -> CallEffect | None:
     if effect == "write":
         return CallEffect(effect, target, key, arg, key_hash, target_hash)
     return CallEffect(effect, None, key, arg, key_hash)
+
+
+_shell_remembered: Final = lru_cache(maxsize=_REMEMBERED)(_shell_anew)

@@ -91,6 +91,7 @@ class _Pending(NamedTuple):
 
 
 _UNKNOWN_CALL_ARGS: Final[Mapping[str, Any]] = {}
+_NO_RULES: Final[frozenset[str]] = frozenset()
 _UNKNOWN_ROLE: Final[Any] = object()
 _EFFECT_CACHE: Final = 1024
 _EFFECT_CACHE_CHARS: Final = 2048
@@ -716,13 +717,14 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         if effect is not None and effect.key is not None:
             # A command line is keyed on its tokens (whitespace and quoting folded), the
             # other arguments (a working directory, a timeout) on their canonical JSON.
-            applied: frozenset[str] = frozenset()
+            applied = _NO_RULES
             page: str | None = None
             canonical = effect.key
             if len(args) > 1:
-                canonical += "\x1d" + canonical_json(
-                    {k: v for k, v in args.items() if k != effect.arg}
-                )
+                others = dict(args)
+                if effect.arg is not None:
+                    others.pop(effect.arg, None)
+                canonical += "\x1d" + canonical_json(others)
                 ahash = text_key(canonical)
             else:
                 ahash = effect.key_hash if effect.key_hash is not None else text_key(canonical)
