@@ -217,12 +217,14 @@ _VOLATILE = re.compile(
 # only, not at every hex letter of a text. On a text that holds no id (see _may_hold_id)
 # it matches exactly where _VOLATILE does.
 _DIGIT_LED = re.compile(rf"[0-9](?<![\w.][0-9])(?:{_TIME_BRANCH}|{_DURATION_BRANCH})(?!\w)")
-# Byte classes for the pre-scans. For ids: a hex digit or letter is "x", anything else
-# (other bytes of UTF-8 included) a space. For what _DIGIT_LED matches, in ASCII text: a
-# digit is "0", a letter a unit can start with ("ms", "us", "ns", "s", "h") is "u",
-# whitespace (what ``\s`` matches) a space, "-" and ":" stay, anything else is "_".
+# Byte classes for the pre-scans. For ids: a hex digit or letter is "x", "-" stays,
+# anything else (other bytes of UTF-8 included) is a space. For what _DIGIT_LED matches,
+# in ASCII text: a digit is "0", a letter a unit can start with ("ms", "us", "ns", "s",
+# "h") is "u", whitespace (what ``\s`` matches) a space, "-" and ":" stay, anything else
+# is "_".
 _HEX_CLASSES: Final = bytes(
-    ord("x") if chr(b) in "0123456789abcdefABCDEF" else ord(" ") for b in range(256)
+    ord("x") if chr(b) in "0123456789abcdefABCDEF" else b if b == ord("-") else ord(" ")
+    for b in range(256)
 )
 _DIGIT_CLASSES: Final = bytes(
     ord("_")
@@ -238,19 +240,19 @@ _DIGIT_CLASSES: Final = bytes(
     else ord("_")
     for b in range(256)
 )
-_ID_NEEDS: Final = b"x" * 8
-"""What an id of _VOLATILE holds, in classes: 8 hex characters in a row (a UUID's first
-group; a hex id has 15)."""
-_DIGIT_LED_NEEDS: Final = re.compile(rb"0(?: ?u|[-:]|0{9})")
+_UUID_CLASSES: Final = b"xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
+_HEX_RUN: Final = b"x" * 15
+_DIGIT_LED_NEEDS: Final = re.compile(rb"0(?: ?u|000-00-00|:00:00|0{9})")
 """What a match of _DIGIT_LED holds, in classes: a digit before a unit ("12ms", "0.5 s"),
-before "-" (a date) or ":" (a time of day), or ten digits (an epoch timestamp). A literal
-first byte: the engine looks for it at memchr speed."""
+a date, a time of day, or ten digits (an epoch timestamp). A literal first byte: the
+engine looks for it at memchr speed."""
 
 
 def _may_hold_id(data: bytes) -> bool:
-    """Whether text (its UTF-8) has what an id of _VOLATILE needs. ``False`` is exact: no id
-    matches."""
-    return _ID_NEEDS in data.translate(_HEX_CLASSES)
+    """Whether text (its UTF-8) has what an id of _VOLATILE is, in classes: a UUID's shape
+    or 15 hex characters in a row. ``False`` is exact: no id matches."""
+    classes = data.translate(_HEX_CLASSES)
+    return _UUID_CLASSES in classes or _HEX_RUN in classes
 
 
 def _masked(text: str) -> str:
