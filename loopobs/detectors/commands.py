@@ -517,6 +517,15 @@ def _git(words: list[str]) -> CommandEffect:
     return "write"
 
 
+def _short_option(args: list[str], letter: str) -> bool:
+    """Whether one of ``args`` is a short option (or a cluster of them) holding ``letter``:
+    ``-i``, ``-i.bak``, ``-ni``."""
+    for a in args:  # noqa: SIM110 (a loop, not any(): no generator made per command)
+        if a[:1] == "-" and a[1:2] != "-" and letter in a:
+            return True
+    return False
+
+
 def _judge(words: list[str], bodies: list[str]) -> tuple[str, CommandEffect]:
     """(program, effect) of one simple command (prefixes already stripped)."""
     program = _program(words[0])
@@ -532,17 +541,12 @@ def _judge(words: list[str], bodies: list[str]) -> tuple[str, CommandEffect]:
             return program, _interpreted(args, bodies)
         return program, "run"
     if program == "sed":
-        inplace = any(
-            a == "--in-place"
-            or a.startswith("--in-place=")
-            or (a.startswith("-") and not a.startswith("--") and "i" in a)
-            for a in args
+        inplace = _short_option(args, "i") or any(
+            a == "--in-place" or a.startswith("--in-place=") for a in args if a[:2] == "--"
         )
         return program, "write" if inplace else "read"
     if program == "perl":
-        return program, "write" if any(
-            a.startswith("-") and not a.startswith("--") and "i" in a for a in args
-        ) else "run"
+        return program, "write" if _short_option(args, "i") else "run"
     if program in ("awk", "gawk"):
         return program, "write" if "inplace" in args else "read"
     if program == "find":
@@ -654,14 +658,16 @@ def _classify(command: str) -> CommandInfo | None:
         if judged == "write" and words:
             target.add(programs[-1])
             target.update(
-                w
-                for w in words[1:]
-                if w not in _SPECIAL_WORDS and not (w.startswith("-") and len(w) > 1)
+                [
+                    w
+                    for w in words[1:]
+                    if w not in _SPECIAL_WORDS and not (w.startswith("-") and len(w) > 1)
+                ]
             )
     if not programs and not target:
         return None
-    if effect == "write":
-        target.update(f"<<{text_key(b)}" for b in bodies)
+    if effect == "write" and bodies:
+        target.update([f"<<{text_key(b)}" for b in bodies])
     key = "\x1f".join(split)
     if bodies:
         key += "\x1e" + "\x1e".join(bodies)
