@@ -875,14 +875,15 @@ def call_effect(
 
 def _shell(text: str, arg: str) -> CallEffect | None:
     """The effect of the command line ``text`` in the argument ``arg``; remembered like
-    :func:`classify_command`'s judgements (a detector asks once per line and session)."""
+    :func:`classify_command`'s judgements, in a cache of its own (a detector asks once per
+    line and session, and a fresh detector finds the effect made)."""
     if len(text) <= _REMEMBERED_CHARS:
         return _shell_remembered(text, arg)
     return _shell_anew(text, arg)
 
 
 def _shell_anew(text: str, arg: str) -> CallEffect | None:
-    info = classify_command(text)
+    info = _classify(text)  # not through classify_command's cache: this one remembers
     if info is None:
         return None
     effect, _, target, key, key_hash, target_hash = info
