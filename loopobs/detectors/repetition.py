@@ -448,8 +448,9 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
     Memory per session is bounded, whatever the session's length: at most
     ``memory`` operations, calls, results and writes (the oldest first in are
     forgotten) and a ring of ``2 × max_period + 2`` steps; per detector, the effects
-    of at most 1,024 command lines; process-wide, shared by every detector, the
-    judgements of at most 1,024 command lines and the masked keys of at most 4,096
+    of at most 1,024 command lines and 64 sets of command calls' other arguments;
+    process-wide, shared by every detector, the effects of at most 1,024 command
+    lines and the masked keys of at most 4,096
     results (both depend on the text alone). An operation not seen
     for ``horizon`` calls starts over. Cycle search keeps at most four candidate
     periods (found from the distance to an operation's previous occurrence), so
