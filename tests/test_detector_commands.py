@@ -7,6 +7,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from loopobs.detectors.commands import (
+    _HEREDOC,
+    _cut_heredocs,
     call_effect,
     classify_code,
     classify_command,
@@ -301,3 +303,79 @@ def test_the_fast_paths_judge_as_the_full_parse(text: str) -> None:
         assert tokens(text) == text.split()
     assert classify_command(text) == commands._classify(text)
     assert classify_command(text) == classify_command(text)
+
+
+def _cut_heredocs_line_by_line(command: str) -> tuple[str, list[str]]:
+    """The reference for ``_cut_heredocs``: each line looked at in turn, a body's end too."""
+    if "<<" not in command:
+        return command, []
+    lines = command.split("\n")
+    out: list[str] = []
+    bodies: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        i += 1
+        pending = [(m.group(3), m.group(1) == "-") for m in _HEREDOC.finditer(line)]
+        if not pending:
+            out.append(line)
+            continue
+        for word, strip_tabs in pending:
+            body: list[str] = []
+            while i < len(lines):
+                text = lines[i]
+                i += 1
+                if (text.lstrip("\t") if strip_tabs else text).strip() == word:
+                    break
+                body.append(text)
+            bodies.append("\n".join(body))
+        first = len(bodies) - len(pending)
+        parts = _HEREDOC.split(line)
+        rebuilt = parts[0]
+        for n, k in enumerate(range(1, len(parts), 4)):
+            rebuilt += f"<<< __heredoc{first + n}__" + parts[k + 3]
+        out.append(rebuilt)
+    return "\n".join(out), bodies
+
+
+HEREDOCISH = st.lists(
+    st.sampled_from(
+        [
+            *("<<EOF", "<<-EOF", "<< 'EOF'", '<<"PY"', "<<PY", "EOF", "\tEOF", " EOF ", "PY"),
+            *("EOFX", "xEOF", "cat ", "python3 - ", "> f.py", "\n", "\n", "\n", " ", "\t"),
+            *("a", "'", "<<"),
+        ]
+    ),
+    max_size=24,
+).map("".join)
+
+
+@FUZZ
+@given(st.one_of(HEREDOCISH, SHELLISH))
+def test_heredocs_are_cut_as_line_by_line(text: str) -> None:
+    """Finding a heredoc's end by searching for its word is looking at each line."""
+    assert _cut_heredocs(text) == _cut_heredocs_line_by_line(text)
+
+
+FAILUREISH = st.lists(
+    st.sampled_from(
+        [
+            *("<returncode>1</returncode>", "<returncode>0</returncode>", "Error", "error:"),
+            *("FATAL ", "usage: x", "Command not found", "No such file or directory"),
+            *("Permission denied", "cannot open", "cannot ", "not permitted", "hunks failed"),
+            *("No replacement was performed", "did not appear verbatim", "is not unique"),
+            *("Traceback (most recent call last)", "hunk FAILED", " ", "\n", "\t", "ok", "x"),
+        ]
+    ),
+    max_size=10,
+).map("".join)
+
+
+@FUZZ
+@given(st.one_of(FAILUREISH, st.text(max_size=60)))
+def test_failed_output_is_the_whole_patterns(text: str) -> None:
+    """The substring searches before the failure pattern change no answer."""
+    from loopobs.detectors import commands
+
+    whole = bool(text) and commands._FAILURE.search(text[:2_000].lower()) is not None
+    assert failed_output(text) == whole

@@ -228,3 +228,24 @@ def test_the_surer_stop_needs_its_evidence_within_one_run() -> None:
     within = tuple({"call": "hold", "args": {}, "result": "released", "t": i} for i in range(6))
     actions = [d[2] for d in play(Trace("one run", "x", "loop", within, 1)).detections]
     assert actions == ["warn", "stop"]
+
+
+def test_a_command_calls_other_arguments_are_keyed_as_their_canonical_json() -> None:
+    """The remembered text of a command call's other arguments is their canonical JSON, and
+    only strings are remembered (1, 1.0 and True are equal keys of a dict, not equal JSON)."""
+    from loopobs.contract.hashing import canonical_json
+
+    d = RepetitionDetector()
+    for others in (
+        {"program": "bash"},
+        {"program": "bash"},
+        {"cwd": "/w", "program": "sh"},
+        {"timeout": 1},
+        {"timeout": 1.0},
+        {"timeout": True},
+        {"env": {"A": "1"}},
+        {"note": "x" * 300},
+    ):
+        args = {"command": "ls", **others}
+        assert d._other_arguments(args, "command") == canonical_json(others)
+    assert list(d._others) == [(("program", "bash"),), (("cwd", "/w"), ("program", "sh"))]

@@ -235,6 +235,24 @@ _FAILURE: Final = re.compile(
 )
 """Matched against the lower-cased output: a case-insensitive search of these alternatives
 costs five times as much."""
+_FAILURE_START: Final = re.compile(
+    r"\s*(?:<returncode>[1-9]\d*</returncode>|error\b|fatal\b|usage:)"
+)
+"""The alternatives of _FAILURE at the start of the output."""
+_FAILURE_WORDS: Final = (
+    "command not found",
+    "no such file or directory",
+    "permission denied",
+    "cannot ",
+    "not permitted",
+    "no replacement was performed",
+    "did not appear verbatim",
+    "traceback (most recent call last)",
+    "hunk",
+    "is not unique",
+)
+"""Text each of the other alternatives of _FAILURE holds: output with none of them (and
+no failure at its start) did not fail, told by substring searches alone."""
 _FAILURE_SCAN: Final = 2_000
 
 
@@ -266,35 +284,33 @@ class CommandInfo(NamedTuple):
 
 def _cut_heredocs(command: str) -> tuple[str, list[str]]:
     """The command without its heredoc bodies (each replaced by a marker word), and the
-    bodies."""
+    bodies.
+
+    A body is the lines after its command's line up to the first that is its word
+    (surrounding whitespace aside: ``<<-``'s tabs too), or the rest of the text.
+    """
     if "<<" not in command:
         return command, []
-    lines = command.split("\n")
     out: list[str] = []
     bodies: list[str] = []
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        i += 1
+    pos, end = 0, len(command)
+    while pos <= end:  # each line, as command.split("\n") has them
+        stop = command.find("\n", pos)
+        if stop < 0:
+            stop = end
+        line = command[pos:stop]
+        pos = stop + 1
         if "<<" not in line:
             out.append(line)  # most lines of a command with a heredoc: no scan needed
             continue
-        pending: list[tuple[str, bool]] = []
-        for m in _HEREDOC.finditer(line):
-            pending.append((m.group(3), m.group(1) == "-"))
-        if not pending:
+        words = [m.group(3) for m in _HEREDOC.finditer(line)]
+        if not words:
             out.append(line)
             continue
-        for word, strip_tabs in pending:
-            body: list[str] = []
-            while i < len(lines):
-                text = lines[i]
-                i += 1
-                if (text.lstrip("\t") if strip_tabs else text).strip() == word:
-                    break
-                body.append(text)
-            bodies.append("\n".join(body))
-        first = len(bodies) - len(pending)
+        for word in words:
+            body, pos = _heredoc_body(command, pos, word)
+            bodies.append(body)
+        first = len(bodies) - len(words)
         # Each body becomes an input word, like a herestring's: "<<< __heredoc0__".
         parts = _HEREDOC.split(line)
         rebuilt = parts[0]
@@ -302,6 +318,29 @@ def _cut_heredocs(command: str) -> tuple[str, list[str]]:
             rebuilt += f"<<< __heredoc{first + n}__" + parts[k + 3]
         out.append(rebuilt)
     return "\n".join(out), bodies
+
+
+def _heredoc_body(command: str, pos: int, word: str) -> tuple[str, int]:
+    """The body of a heredoc whose lines start at ``pos``, and where the line after its end
+    starts (past the text's end when none is left).
+
+    The end is the first line that is ``word`` once stripped, found by searching for the
+    word rather than looking at each line (a body has dozens).
+    """
+    end = len(command)
+    if pos > end:
+        return "", pos  # the heredoc's line was the last: an empty body
+    at = command.find(word, pos)
+    while at >= 0:
+        before = command.rfind("\n", pos, at)
+        start = pos if before < 0 else before + 1
+        stop = command.find("\n", at)
+        if stop < 0:
+            stop = end
+        if command[start:stop].strip() == word:
+            return command[pos : start - 1] if start > pos else "", stop + 1
+        at = command.find(word, stop)
+    return command[pos:], end + 1
 
 
 def shlex_tokens(command: str) -> list[str] | None:
@@ -335,6 +374,8 @@ _TOKEN: Final = re.compile(
 _SIMPLE_LINE: Final = re.compile(r"[\w ./:=,+%@~^*?!$#\[\]-]*", re.ASCII)
 _PLAIN: Final = re.compile(r"[;&|()<>\n]+|[^ \t\r;&|()<>\n]+")
 _QUOTING: Final = re.compile(r"""['"\\]""")
+_REFUSED: Final = frozenset({"'", '"', "\\"})
+"""The tokens _TOKEN makes of what shlex refuses: a lone quote or backslash."""
 _PART: Final = re.compile(r"""'([^']*)'|"([^"\\]*(?:\\.[^"\\]*)*)"|\\(.)""", re.DOTALL)
 _DQ_ESCAPE: Final = re.compile(r'\\(["\\])')
 
@@ -362,9 +403,9 @@ def _unquoted(word: str) -> str:
 def tokens(command: str) -> list[str] | None:
     """:func:`shlex_tokens`, done by regular expressions: shlex reads a character at a
     time in Python (about 40 µs for a typical agent command), this costs a few."""
-    if _SIMPLE_LINE.fullmatch(command) is not None:
-        return command.split()  # only spaces between words: where str.split cuts too
     if _QUOTING.search(command) is None:
+        if _SIMPLE_LINE.fullmatch(command) is not None:
+            return command.split()  # only spaces between words: where str.split cuts too
         # No quoting (a third of agents' commands): words and operators are plain runs.
         return _PLAIN.findall(command)
     # Trailing whitespace would make a failed attempt at each of its characters; one is
@@ -373,7 +414,7 @@ def tokens(command: str) -> list[str] | None:
     if text.endswith("\\") and len(text) < len(command):
         text = command[: len(text) + 1]
     found = _TOKEN.findall(text)
-    if "'" in found or '"' in found or "\\" in found:
+    if not _REFUSED.isdisjoint(found):
         return None  # refused: an unclosed quote, a trailing backslash
     # Most words of a quoted line are plain (and operators always): three scans of a
     # token cost less than a call.
@@ -392,6 +433,8 @@ _TOKEN_KINDS: Final[dict[str, int]] = {
 
 def _simple_commands(tokens: list[str]) -> list[tuple[list[str], list[str]]]:
     """Each simple command: its words, and the files it writes by redirection."""
+    if _TOKEN_KINDS.keys().isdisjoint(tokens):
+        return [(tokens, [])]  # no operator, no redirection (most lines): one command
     commands: list[tuple[list[str], list[str]]] = []
     words: list[str] = []
     written: list[str] = []
@@ -474,6 +517,15 @@ def _git(words: list[str]) -> CommandEffect:
     return "write"
 
 
+def _short_option(args: list[str], letter: str) -> bool:
+    """Whether one of ``args`` is a short option (or a cluster of them) holding ``letter``:
+    ``-i``, ``-i.bak``, ``-ni``."""
+    for a in args:  # noqa: SIM110 (a loop, not any(): no generator made per command)
+        if a[:1] == "-" and a[1:2] != "-" and letter in a:
+            return True
+    return False
+
+
 def _judge(words: list[str], bodies: list[str]) -> tuple[str, CommandEffect]:
     """(program, effect) of one simple command (prefixes already stripped)."""
     program = _program(words[0])
@@ -489,17 +541,12 @@ def _judge(words: list[str], bodies: list[str]) -> tuple[str, CommandEffect]:
             return program, _interpreted(args, bodies)
         return program, "run"
     if program == "sed":
-        inplace = any(
-            a == "--in-place"
-            or a.startswith("--in-place=")
-            or (a.startswith("-") and not a.startswith("--") and "i" in a)
-            for a in args
+        inplace = _short_option(args, "i") or any(
+            a == "--in-place" or a.startswith("--in-place=") for a in args if a[:2] == "--"
         )
         return program, "write" if inplace else "read"
     if program == "perl":
-        return program, "write" if any(
-            a.startswith("-") and not a.startswith("--") and "i" in a for a in args
-        ) else "run"
+        return program, "write" if _short_option(args, "i") else "run"
     if program in ("awk", "gawk"):
         return program, "write" if "inplace" in args else "read"
     if program == "find":
@@ -611,14 +658,16 @@ def _classify(command: str) -> CommandInfo | None:
         if judged == "write" and words:
             target.add(programs[-1])
             target.update(
-                w
-                for w in words[1:]
-                if w not in _SPECIAL_WORDS and not (w.startswith("-") and len(w) > 1)
+                [
+                    w
+                    for w in words[1:]
+                    if w not in _SPECIAL_WORDS and not (w.startswith("-") and len(w) > 1)
+                ]
             )
     if not programs and not target:
         return None
-    if effect == "write":
-        target.update(f"<<{text_key(b)}" for b in bodies)
+    if effect == "write" and bodies:
+        target.update([f"<<{text_key(b)}" for b in bodies])
     key = "\x1f".join(split)
     if bodies:
         key += "\x1e" + "\x1e".join(bodies)
@@ -642,6 +691,7 @@ _classify_remembered: Final = lru_cache(maxsize=_REMEMBERED)(_classify)
 def clear_cache() -> None:
     """Forget the remembered command lines (a benchmark's first sight of every line)."""
     _classify_remembered.cache_clear()
+    _shell_remembered.cache_clear()
 
 
 def classify_code(code: str) -> CommandEffect:
@@ -654,7 +704,14 @@ def failed_output(result: str) -> bool:
     """Whether a command's or an editor's output says it failed (a non-zero
     ``<returncode>``, ``ERROR:``, "No such file or directory", "command not found",
     "No replacement was performed" …): a failed write changed nothing."""
-    return bool(result) and _FAILURE.search(result[:_FAILURE_SCAN].lower()) is not None
+    if not result:
+        return False
+    text = result[:_FAILURE_SCAN].lower()
+    if _FAILURE_START.match(text) is not None:
+        return True
+    # The pattern tries its alternatives at almost every character; a substring search
+    # runs at memchr speed, and most outputs hold none of them.
+    return any(word in text for word in _FAILURE_WORDS) and _FAILURE.search(text) is not None
 
 
 # -- which tools run commands, code or edits ---------------------------------------------------
@@ -817,10 +874,22 @@ def call_effect(
 
 
 def _shell(text: str, arg: str) -> CallEffect | None:
-    info = classify_command(text)
+    """The effect of the command line ``text`` in the argument ``arg``; remembered like
+    :func:`classify_command`'s judgements, in a cache of its own (a detector asks once per
+    line and session, and a fresh detector finds the effect made)."""
+    if len(text) <= _REMEMBERED_CHARS:
+        return _shell_remembered(text, arg)
+    return _shell_anew(text, arg)
+
+
+def _shell_anew(text: str, arg: str) -> CallEffect | None:
+    info = _classify(text)  # not through classify_command's cache: this one remembers
     if info is None:
         return None
     effect, _, target, key, key_hash, target_hash = info
     if effect == "write":
         return CallEffect(effect, target, key, arg, key_hash, target_hash)
     return CallEffect(effect, None, key, arg, key_hash)
+
+
+_shell_remembered: Final = lru_cache(maxsize=_REMEMBERED)(_shell_anew)

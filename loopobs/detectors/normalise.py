@@ -197,16 +197,86 @@ _STOP_WORDS: Final = frozenset(
 # character set (the first digit or hex letter, at a word start) so the engine
 # scans for it quickly instead of trying every branch at every position; the
 # branches then check what that first character was.
+_TIME_BRANCH: Final = (
+    r"(?P<time>\d{3}-\d\d-\d\d(?:[T ]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?"
+    r"(?:Z|[+-]\d\d:?\d\d)?)?|\d?:\d\d:\d\d(?:[.,]\d+)?|(?<=1)[5-9]\d{8}(?:\d{3})?(?:\.\d+)?)"
+)
+_DURATION_BRANCH: Final = (
+    r"(?P<duration>\d*(?:\.\d+)?\s?(?:ms|µs|us|ns|s|sec|secs|seconds?|mins?|minutes?"
+    r"|h|hrs?|hours?))"
+)
 _VOLATILE = re.compile(
     r"[0-9a-fA-F](?<![\w.][0-9a-fA-F])(?:"
-    r"(?<=\d)(?P<time>\d{3}-\d\d-\d\d(?:[T ]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?"
-    r"(?:Z|[+-]\d\d:?\d\d)?)?|\d?:\d\d:\d\d(?:[.,]\d+)?|(?<=1)[5-9]\d{8}(?:\d{3})?(?:\.\d+)?)"
-    r"|(?<=\d)(?P<duration>\d*(?:\.\d+)?\s?(?:ms|µs|us|ns|s|sec|secs|seconds?|mins?|minutes?"
-    r"|h|hrs?|hours?))"
+    rf"(?<=\d){_TIME_BRANCH}"
+    rf"|(?<=\d){_DURATION_BRANCH}"
     r"|(?P<id>[0-9a-fA-F]{7}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
     r"|[0-9a-f]{15,})"
     r")(?!\w)"
 )
+# _VOLATILE without its id branch: led by an ASCII digit, so the engine tries it at digits
+# only, not at every hex letter of a text. On a text that holds no id (see _may_hold_id)
+# it matches exactly where _VOLATILE does.
+_DIGIT_LED = re.compile(rf"[0-9](?<![\w.][0-9])(?:{_TIME_BRANCH}|{_DURATION_BRANCH})(?!\w)")
+# Byte classes for the pre-scans. For ids: a hex digit or letter is "x", "-" stays,
+# anything else (other bytes of UTF-8 included) is a space. For what _DIGIT_LED matches,
+# in ASCII text: a digit is "0", a letter a unit can start with ("ms", "us", "ns", "s",
+# "h") is "u", whitespace (what ``\s`` matches) a space, "-" and ":" stay, anything else
+# is "_".
+_HEX_CLASSES: Final = bytes(
+    ord("x") if chr(b) in "0123456789abcdefABCDEF" else b if b == ord("-") else ord(" ")
+    for b in range(256)
+)
+_DIGIT_CLASSES: Final = bytes(
+    ord("_")
+    if b >= 128
+    else ord("0")
+    if chr(b).isdigit()
+    else ord("u")
+    if chr(b) in "munsh"
+    else ord(" ")
+    if chr(b).isspace()
+    else b
+    if chr(b) in "-:"
+    else ord("_")
+    for b in range(256)
+)
+_UUID_CLASSES: Final = b"xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
+_HEX_RUN: Final = b"x" * 15
+_DIGIT_LED_NEEDS: Final = re.compile(rb"0(?: ?u|000-00-00|:00:00|0{9})")
+"""What a match of _DIGIT_LED holds, in classes: a digit before a unit ("12ms", "0.5 s"),
+a date, a time of day, or ten digits (an epoch timestamp). A literal first byte: the
+engine looks for it at memchr speed."""
+
+
+def _may_hold_id(data: bytes) -> bool:
+    """Whether text (its UTF-8) has what an id of _VOLATILE is, in classes: a UUID's shape
+    or 15 hex characters in a row. ``False`` is exact: no id matches."""
+    classes = data.translate(_HEX_CLASSES)
+    return _UUID_CLASSES in classes or _HEX_RUN in classes
+
+
+def _masked(text: str) -> str:
+    """``text`` with every match of _VOLATILE replaced by ``<v>``; ``text`` itself (the same
+    object) when nothing matched, or when it holds no digit (everything masked holds one).
+
+    Most results hold digits but nothing volatile: cheap, exact pre-scans (a translation
+    to byte classes and a search there) tell when no id can match, so that the pattern
+    tried only at digits is enough, and (for ASCII text) when nothing can match at all.
+    """
+    if _DIGIT.search(text) is None:
+        return text
+    if text.isascii():
+        data = text.encode("ascii")
+        if _may_hold_id(data):
+            return _VOLATILE.sub("<v>", text)
+        if _DIGIT_LED_NEEDS.search(data.translate(_DIGIT_CLASSES)) is None:
+            return text
+        return _DIGIT_LED.sub("<v>", text)
+    if _may_hold_id(text.encode("utf-8", "surrogatepass")):
+        return _VOLATILE.sub("<v>", text)
+    return _DIGIT_LED.sub("<v>", text)
+
+
 _PLACEHOLDER: Final = {"time": "<time>", "duration": "<duration>", "id": "<id>"}
 _SPACES = re.compile(r"\s+")
 _DIGIT = re.compile(r"\d")
@@ -593,9 +663,7 @@ class Normaliser:
         if not self.enabled or not self._rules(tool).results:
             return text
         head = text if len(text) <= self.max_result_chars else text[: self.max_result_chars]
-        # Everything masked holds a digit: text without one (a quick scan) has nothing to
-        # mask. sub() hands back the text itself when nothing matched.
-        masked = _VOLATILE.sub("<v>", head) if _DIGIT.search(head) is not None else head
+        masked = _masked(head)
         if page is not None and page in masked:
             masked = re.sub(rf"(?<![\w.]){re.escape(page)}(?![\w.])", "<n>", masked)
         if masked is head or masked == head:

@@ -91,6 +91,7 @@ class _Pending(NamedTuple):
 
 
 _UNKNOWN_CALL_ARGS: Final[Mapping[str, Any]] = {}
+_NO_RULES: Final[frozenset[str]] = frozenset()
 _UNKNOWN_ROLE: Final[Any] = object()
 _EFFECT_CACHE: Final = 1024
 _EFFECT_CACHE_CHARS: Final = 2048
@@ -98,6 +99,10 @@ _EFFECT_CACHE_CHARS: Final = 2048
 _EAGER_RESULT_CHARS: Final = 512
 """Results up to this long are always normalised; a longer one only when its call was seen
 before (masking costs about 16 ns a character, and only a repeat needs it)."""
+_OTHER_ARGS_HELD: Final = 64
+_OTHER_ARGS_CHARS: Final = 256
+"""A command call's other arguments are remembered (per detector, 64 sets) when each is a
+string up to this long."""
 _NEW_CONTENT: Final = frozenset(
     {"new_str", "file_text", "content", "new_content", "replacement", "replacement_text"}
 )
@@ -443,8 +448,9 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
     Memory per session is bounded, whatever the session's length: at most
     ``memory`` operations, calls, results and writes (the oldest first in are
     forgotten) and a ring of ``2 × max_period + 2`` steps; per detector, the effects
-    of at most 1,024 command lines; process-wide, shared by every detector, the
-    judgements of at most 1,024 command lines and the masked keys of at most 4,096
+    of at most 1,024 command lines and 64 sets of command calls' other arguments;
+    process-wide, shared by every detector, the effects of at most 1,024 command
+    lines and the masked keys of at most 4,096
     results (both depend on the text alone). An operation not seen
     for ``horizon`` calls starts over. Cycle search keeps at most four candidate
     periods (found from the distance to an operation's previous occurrence), so
@@ -548,6 +554,7 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         self._kinds: dict[str, _Kind] = {}
         self._roles: dict[str, ToolRole | None] = {}
         self._effects: dict[tuple[str, str], CallEffect | None] = {}
+        self._others: dict[tuple[tuple[str, str], ...], str] = {}
 
     @property
     def window(self) -> int:
@@ -637,6 +644,7 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         with self._lock:
             self._pending.clear()
             self._effects.clear()
+            self._others.clear()
         super().reset()
 
     def _run_ended(self, run_id: int) -> None:
@@ -716,13 +724,11 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         if effect is not None and effect.key is not None:
             # A command line is keyed on its tokens (whitespace and quoting folded), the
             # other arguments (a working directory, a timeout) on their canonical JSON.
-            applied: frozenset[str] = frozenset()
+            applied = _NO_RULES
             page: str | None = None
             canonical = effect.key
             if len(args) > 1:
-                canonical += "\x1d" + canonical_json(
-                    {k: v for k, v in args.items() if k != effect.arg}
-                )
+                canonical += "\x1d" + self._other_arguments(args, effect.arg)
                 ahash = text_key(canonical)
             else:
                 ahash = effect.key_hash if effect.key_hash is not None else text_key(canonical)
@@ -752,6 +758,25 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         calls[ctx.tool_call_id] = entry
         if len(calls) > _MAX_PENDING_CALLS:
             calls.pop(next(iter(calls)), None)
+
+    def _other_arguments(self, args: Mapping[str, Any], command_arg: str | None) -> str:
+        """The canonical JSON of a command call's arguments but its command line (a program,
+        a working directory). Agents pass the same ones call after call: when they are short
+        strings, the text is remembered per detector (at most 64 sets of them)."""
+        others = dict(args)
+        if command_arg is not None:
+            others.pop(command_arg, None)
+        for value in others.values():
+            if type(value) is not str or len(value) > _OTHER_ARGS_CHARS:
+                return canonical_json(others)  # numbers (1 == 1.0 == True) or long text
+        key = tuple(others.items())
+        text = self._others.get(key)
+        if text is None:
+            text = canonical_json(others)
+            if len(self._others) >= _OTHER_ARGS_HELD:
+                self._others.clear()
+            self._others[key] = text
+        return text
 
     def _effect(self, tool: str, args: Mapping[str, Any], role: ToolRole) -> CallEffect | None:
         """:func:`call_effect`, remembered per command line: agents re-run their commands."""
