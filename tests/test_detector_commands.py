@@ -386,6 +386,36 @@ def test_failed_output_is_the_whole_patterns(text: str) -> None:
     assert failed_output(text) == whole
 
 
+def _simple_commands_one_by_one(tokens: list[str]) -> list[tuple[list[str], list[str]]]:
+    """The reference for ``_simple_commands``: each token looked at in turn."""
+    from loopobs.detectors import commands
+
+    found: list[tuple[list[str], list[str]]] = []
+    words: list[str] = []
+    written: list[str] = []
+    rest = iter(tokens)
+    for tok in rest:
+        if tok in commands._OPERATORS:
+            if words or written:
+                found.append((words, written))
+                words, written = [], []
+        elif tok in commands._REDIRECT_OUT or tok in commands._REDIRECT_IN or tok == "<<":
+            target = next(rest, "")
+            if (
+                tok in commands._REDIRECT_OUT
+                and target
+                and target not in ("/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty")
+                and target != "-"
+                and not target.isdecimal()
+            ):
+                written.append(target)
+        else:
+            words.append(tok)
+    if words or written:
+        found.append((words, written))
+    return found
+
+
 def _classify_by_shlex(command: str) -> CommandInfo | None:
     """The reference for ``_classify``: shlex's tokens, every line through the full parse
     (no fast path), each part's effect ranked and its target gathered as it comes."""
@@ -399,7 +429,7 @@ def _classify_by_shlex(command: str) -> CommandInfo | None:
     effect = "read"
     programs: list[str] = []
     target: set[str] = set()
-    for simple, written in commands._simple_commands(split):
+    for simple, written in _simple_commands_one_by_one(split):
         words = commands._strip_prefixes(simple)
         judged = "read"
         if words:
@@ -460,6 +490,9 @@ def test_classify_is_the_full_parse_by_shlex(text: str) -> None:
     from loopobs.detectors import commands
 
     assert tokens(text) == shlex_tokens(text)
+    split = shlex_tokens(text)
+    if split:
+        assert commands._simple_commands(split) == _simple_commands_one_by_one(split)
     assert commands._classify(text) == _classify_by_shlex(text)
 
 
