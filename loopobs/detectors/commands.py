@@ -659,17 +659,10 @@ def _classify(command: str) -> CommandInfo | None:
     if len(command) > _MAX_CHARS:
         command = command[:_MAX_CHARS]
     text, bodies = _cut_heredocs(command) if "<<" in command else (command, [])
-    if _SIMPLE_LINE.fullmatch(text) is not None:
-        # Words between spaces only (a line in six): the tokens str.split makes (as
-        # tokens() would), and no operator or redirection among them.
-        split = text.split()
-        parts = [(split, _NO_FILES)] if split else []
-    else:
-        found = tokens(text)
-        if found is None:
-            return None
-        split = found
-        parts = _simple_commands(split)
+    split = tokens(text)
+    if split is None:
+        return None
+    parts = _simple_commands(split)
     effect: CommandEffect = "read"
     programs: list[str] = []
     target: set[str] | None = None  # made at the first write
@@ -720,8 +713,6 @@ def _operands(words: list[str]) -> list[str]:
     ]
 
 
-_NO_FILES: Final[list[str]] = []
-"""The files a command without redirections writes (shared, never changed)."""
 _NO_TARGET: Final[frozenset[str]] = frozenset()
 
 
