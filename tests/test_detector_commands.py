@@ -516,3 +516,39 @@ def test_classify_is_the_full_parse_by_shlex_on_real_lines() -> None:
     for line in lines:
         assert tokens(line) == shlex_tokens(line)
         assert commands._classify(line) == _classify_by_shlex(line)
+
+
+@FUZZ
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "-i",
+                "-i.bak",
+                "-ni",
+                "-n",
+                "--in-place",
+                "--in-place=.b",
+                "--in-placex",
+                "--quiet",
+                "-",
+                "--",
+                "-e",
+                "s/i/x/",
+                "f.py",
+                "i",
+                "-E",
+            ]
+        ),
+        max_size=5,
+    )
+)
+def test_sed_in_place_is_the_short_option_or_the_long_one(args: list[str]) -> None:
+    """One loop over sed's arguments is the two scans it replaced."""
+    from loopobs.detectors import commands
+
+    both = commands._short_option(args, "i") or any(
+        a == "--in-place" or a.startswith("--in-place=") for a in args if a[:2] == "--"
+    )
+    assert commands._sed_in_place(args) == both
+    assert effect(" ".join(["sed", *args, "x.txt"])) == ("write" if both else "read")

@@ -546,6 +546,21 @@ def _short_option(args: list[str], letter: str) -> bool:
     return False
 
 
+def _sed_in_place(args: list[str]) -> bool:
+    """Whether ``sed``'s ``args`` edit in place: a short option (or a cluster of them)
+    holding ``i`` (``-i``, ``-i.bak``, ``-ni``), ``--in-place`` or ``--in-place=SUFFIX``.
+    One loop over the arguments: sed is a third of agents' programs."""
+    for a in args:
+        if a[:1] != "-":
+            continue
+        if a[1:2] != "-":
+            if "i" in a:
+                return True
+        elif a == "--in-place" or a.startswith("--in-place="):
+            return True
+    return False
+
+
 def _judge(words: list[str], bodies: list[str]) -> tuple[str, CommandEffect]:
     """(program, effect) of one simple command (prefixes already stripped)."""
     program = _program(words[0])
@@ -561,10 +576,7 @@ def _judge(words: list[str], bodies: list[str]) -> tuple[str, CommandEffect]:
             return program, _interpreted(args, bodies)
         return program, "run"
     if program == "sed":
-        inplace = _short_option(args, "i") or any(
-            a == "--in-place" or a.startswith("--in-place=") for a in args if a[:2] == "--"
-        )
-        return program, "write" if inplace else "read"
+        return program, "write" if _sed_in_place(args) else "read"
     if program == "perl":
         return program, "write" if _short_option(args, "i") else "run"
     if program in ("awk", "gawk"):
@@ -603,7 +615,7 @@ def _interpreted(args: list[str], bodies: list[str]) -> CommandEffect:
         return "write" if _CODE_WRITES.search(code) else "run"
     if (not args or args[0] == "-") and bodies:
         return "write" if any(_CODE_WRITES.search(b) for b in bodies) else "run"
-    if args and all(a in _RUNNERS_READ_ONLY_FLAGS for a in args):
+    if args and _RUNNERS_READ_ONLY_FLAGS.issuperset(args):
         return "read"
     return "run"
 
