@@ -552,3 +552,14 @@ def test_sed_in_place_is_the_short_option_or_the_long_one(args: list[str]) -> No
     )
     assert commands._sed_in_place(args) == both
     assert effect(" ".join(["sed", *args, "x.txt"])) == ("write" if both else "read")
+
+
+@FUZZ
+@given(st.one_of(REALISTIC, SHELLISH))
+def test_each_unquoting_shortcut_is_the_whole_pattern(text: str) -> None:
+    """A token's quotes and escapes removed by a shortcut are what the part pattern removes."""
+    from loopobs.detectors import commands
+
+    for token in commands._TOKEN.findall(text):
+        if token not in ("'", '"', "\\"):
+            assert commands._unquoted(token) == commands._PART.sub(commands._unquote, token)

@@ -391,11 +391,17 @@ def _unquote(m: re.Match[str]) -> str:
 
 def _unquoted(word: str) -> str:
     """A word (a token _TOKEN found) with its quotes and escapes removed."""
+    if word[0] == "'" and word[-1] == "'" and word.count("'") == 2:
+        return word[1:-1]  # one single-quoted part (a sed script): its text is literal
     if "\\" not in word:
         if '"' not in word:
             return word.replace("'", "")  # see _drop_quotes
         if "'" not in word:
             return word.replace('"', "")
+    elif "'" not in word and '"' not in word and "\\\\" not in word:
+        # Escapes only, and no escaped backslash: each backslash goes, the character
+        # after it stays ("\;", a line continuation's newline).
+        return word.replace("\\", "")
     return _PART.sub(_unquote, word)
 
 
