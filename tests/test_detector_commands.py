@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import os
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from loopobs.contract.hashing import text_key
 from loopobs.detectors.commands import (
     _HEREDOC,
+    CommandInfo,
     _cut_heredocs,
     call_effect,
     classify_code,
@@ -379,3 +384,182 @@ def test_failed_output_is_the_whole_patterns(text: str) -> None:
 
     whole = bool(text) and commands._FAILURE.search(text[:2_000].lower()) is not None
     assert failed_output(text) == whole
+
+
+def _simple_commands_one_by_one(tokens: list[str]) -> list[tuple[list[str], list[str]]]:
+    """The reference for ``_simple_commands``: each token looked at in turn."""
+    from loopobs.detectors import commands
+
+    found: list[tuple[list[str], list[str]]] = []
+    words: list[str] = []
+    written: list[str] = []
+    rest = iter(tokens)
+    for tok in rest:
+        if tok in commands._OPERATORS:
+            if words or written:
+                found.append((words, written))
+                words, written = [], []
+        elif tok in commands._REDIRECT_OUT or tok in commands._REDIRECT_IN or tok == "<<":
+            target = next(rest, "")
+            if (
+                tok in commands._REDIRECT_OUT
+                and target
+                and target not in ("/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty")
+                and target != "-"
+                and not target.isdecimal()
+            ):
+                written.append(target)
+        else:
+            words.append(tok)
+    if words or written:
+        found.append((words, written))
+    return found
+
+
+def _classify_by_shlex(command: str) -> CommandInfo | None:
+    """The reference for ``_classify``: shlex's tokens, every line through the full parse
+    (no fast path), each part's effect ranked and its target gathered as it comes."""
+    from loopobs.detectors import commands
+
+    text, bodies = _cut_heredocs(command[:20_000])
+    split = shlex_tokens(text)
+    if not split:
+        return None
+    rank = {"read": 0, "run": 1, "write": 2}
+    effect = "read"
+    programs: list[str] = []
+    target: set[str] = set()
+    for simple, written in _simple_commands_one_by_one(split):
+        words = commands._strip_prefixes(simple)
+        judged = "read"
+        if words:
+            program, judged = commands._judge(words, bodies)
+            programs.append(program)
+        if written:
+            judged = "write"
+            target.update(written)
+        effect = max(effect, judged, key=rank.__getitem__)
+        if judged == "write" and words:
+            target.add(program)
+            target.update(
+                w
+                for w in words[1:]
+                if w not in ("{}", ";", "+", "\\;", "--", "-", "{", "}")
+                and not (w.startswith("-") and len(w) > 1)
+            )
+    if not programs and not target:
+        return None
+    if effect == "write":
+        target.update(f"<<{text_key(b)}" for b in bodies)
+    key = "\x1f".join(split) + "".join("\x1e" + b for b in bodies)
+    hashed = text_key("\x1f".join(sorted(target))) if effect == "write" else None
+    return CommandInfo(
+        effect,  # type: ignore[arg-type]
+        tuple(programs),
+        frozenset(target) if effect == "write" else frozenset(),
+        key,
+        text_key(key),
+        hashed,
+    )
+
+
+# Lines built of what agents type: programs, options, quoted scripts of one kind of quote
+# or both, escapes, operators, redirections and heredocs.
+REALISTIC = st.lists(
+    st.sampled_from(
+        [
+            *("cd /testbed", "ls -la", "cat src/a.py", "python x.py", "pytest -q", "git diff"),
+            *("sed -i", "sed -n", "grep -rn", "find . -name", "rm -rf", "timeout 30", "sudo"),
+            *("FOO=1", "python -c", "echo", "tee", "xargs", "git commit -m", "-exec rm {}"),
+            *("'s/a b/c/'", "'*.py'", '"*.py"', '"a b"', "'it'\\''s'", '"q\\"x"', "'a'\"b\""),
+            *("''", '""', "'x'y", "a'b c'd", "print('hi')", "open('f', 'w')", "\\;", "\\ "),
+            *(" ", " ", " ", "  ", "\t", " && ", " || ", " | ", "; ", " & ", "\n", " \\\n"),
+            *(" > out.txt", " >> log", " 2>&1", " 2>/dev/null", " < in", " <<< x", "(", ")"),
+            *(" <<'EOF'\nprint(1)\nEOF\n", " <<EOF\nx\nEOF", "{", "}", "x", "-", "--"),
+        ]
+    ),
+    max_size=16,
+).map("".join)
+
+
+@FUZZ
+@given(st.one_of(REALISTIC, SHELLISH, SIMPLE_WORDS))
+def test_classify_is_the_full_parse_by_shlex(text: str) -> None:
+    """Every fast path (a plain line's split, quotes dropped, the judgement assembled)
+    judges as shlex's tokens through the full parse do."""
+    from loopobs.detectors import commands
+
+    assert tokens(text) == shlex_tokens(text)
+    split = shlex_tokens(text)
+    if split:
+        assert commands._simple_commands(split) == _simple_commands_one_by_one(split)
+    assert commands._classify(text) == _classify_by_shlex(text)
+
+
+@pytest.mark.skipif(
+    "LOOPOBS_REAL_TRAJECTORIES" not in os.environ, reason="no real trajectories given"
+)
+def test_classify_is_the_full_parse_by_shlex_on_real_lines() -> None:
+    """The same on the command lines of a set of real trajectories (read where it is, as
+    the real-trajectory benchmark reads it: the data is not in the repository)."""
+    from loopobs.detectors import commands
+
+    with open(os.environ["LOOPOBS_REAL_TRAJECTORIES"], encoding="utf-8") as f:
+        records = [json.loads(line) for line in f if line.strip()]
+    lines = {
+        op["args"]["command"]
+        for rec in records
+        for op in rec.get("ops", [])
+        if op.get("op") == "call" and isinstance((op.get("args") or {}).get("command"), str)
+    }
+    assert lines
+    for line in lines:
+        assert tokens(line) == shlex_tokens(line)
+        assert commands._classify(line) == _classify_by_shlex(line)
+
+
+@FUZZ
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "-i",
+                "-i.bak",
+                "-ni",
+                "-n",
+                "--in-place",
+                "--in-place=.b",
+                "--in-placex",
+                "--quiet",
+                "-",
+                "--",
+                "-e",
+                "s/i/x/",
+                "f.py",
+                "i",
+                "-E",
+            ]
+        ),
+        max_size=5,
+    )
+)
+def test_sed_in_place_is_the_short_option_or_the_long_one(args: list[str]) -> None:
+    """One loop over sed's arguments is the two scans it replaced."""
+    from loopobs.detectors import commands
+
+    both = commands._short_option(args, "i") or any(
+        a == "--in-place" or a.startswith("--in-place=") for a in args if a[:2] == "--"
+    )
+    assert commands._sed_in_place(args) == both
+    assert effect(" ".join(["sed", *args, "x.txt"])) == ("write" if both else "read")
+
+
+@FUZZ
+@given(st.one_of(REALISTIC, SHELLISH))
+def test_each_unquoting_shortcut_is_the_whole_pattern(text: str) -> None:
+    """A token's quotes and escapes removed by a shortcut are what the part pattern removes."""
+    from loopobs.detectors import commands
+
+    for token in commands._TOKEN.findall(text):
+        if token not in ("'", '"', "\\"):
+            assert commands._unquoted(token) == commands._PART.sub(commands._unquote, token)

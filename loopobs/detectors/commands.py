@@ -390,14 +390,37 @@ def _unquote(m: re.Match[str]) -> str:
 
 
 def _unquoted(word: str) -> str:
-    """A word with its quotes and escapes removed."""
+    """A word (a token _TOKEN found) with its quotes and escapes removed."""
+    if word[0] == "'" and word[-1] == "'" and word.count("'") == 2:
+        return word[1:-1]  # one single-quoted part (a sed script): its text is literal
     if "\\" not in word:
-        quotes = word.count("'") + word.count('"')
-        if quotes == 0:
-            return word
-        if quotes == 2 and word[0] == word[-1] and word[0] in "'\"":
-            return word[1:-1]  # the common case: one quoted word, 'x' or "x"
+        if '"' not in word:
+            return word.replace("'", "")  # see _drop_quotes
+        if "'" not in word:
+            return word.replace('"', "")
+    elif "'" not in word and '"' not in word and "\\\\" not in word:
+        # Escapes only, and no escaped backslash: each backslash goes, the character
+        # after it stays ("\;", a line continuation's newline).
+        return word.replace("\\", "")
     return _PART.sub(_unquote, word)
+
+
+def _drop_quotes(found: list[str], text: str) -> list[str] | None:
+    """The tokens ``found`` in ``text`` unquoted by dropping their quote characters, when
+    that is unquoting them: ``None`` unless ``text`` has no backslash and one kind of
+    quote only.
+
+    A token is plain runs and complete quoted parts; with no backslash and no quote of
+    the other kind, no quote character is inside a part, so each one is a delimiter.
+    One str.replace per token costs a fifth of a pattern's substitution per quoted token.
+    """
+    if "\\" in text:
+        return None
+    if '"' not in text:
+        return [t.replace("'", "") for t in found]
+    if "'" not in text:
+        return [t.replace('"', "") for t in found]
+    return None
 
 
 def tokens(command: str) -> list[str] | None:
@@ -416,6 +439,9 @@ def tokens(command: str) -> list[str] | None:
     found = _TOKEN.findall(text)
     if not _REFUSED.isdisjoint(found):
         return None  # refused: an unclosed quote, a trailing backslash
+    dropped = _drop_quotes(found, text)  # four quoted lines in five
+    if dropped is not None:
+        return dropped
     # Most words of a quoted line are plain (and operators always): three scans of a
     # token cost less than a call.
     return [_unquoted(t) if "'" in t or '"' in t or "\\" in t else t for t in found]
@@ -526,6 +552,21 @@ def _short_option(args: list[str], letter: str) -> bool:
     return False
 
 
+def _sed_in_place(args: list[str]) -> bool:
+    """Whether ``sed``'s ``args`` edit in place: a short option (or a cluster of them)
+    holding ``i`` (``-i``, ``-i.bak``, ``-ni``), ``--in-place`` or ``--in-place=SUFFIX``.
+    One loop over the arguments: sed is a third of agents' programs."""
+    for a in args:
+        if a[:1] != "-":
+            continue
+        if a[1:2] != "-":
+            if "i" in a:
+                return True
+        elif a == "--in-place" or a.startswith("--in-place="):
+            return True
+    return False
+
+
 def _judge(words: list[str], bodies: list[str]) -> tuple[str, CommandEffect]:
     """(program, effect) of one simple command (prefixes already stripped)."""
     program = _program(words[0])
@@ -541,10 +582,7 @@ def _judge(words: list[str], bodies: list[str]) -> tuple[str, CommandEffect]:
             return program, _interpreted(args, bodies)
         return program, "run"
     if program == "sed":
-        inplace = _short_option(args, "i") or any(
-            a == "--in-place" or a.startswith("--in-place=") for a in args if a[:2] == "--"
-        )
-        return program, "write" if inplace else "read"
+        return program, "write" if _sed_in_place(args) else "read"
     if program == "perl":
         return program, "write" if _short_option(args, "i") else "run"
     if program in ("awk", "gawk"):
@@ -583,12 +621,11 @@ def _interpreted(args: list[str], bodies: list[str]) -> CommandEffect:
         return "write" if _CODE_WRITES.search(code) else "run"
     if (not args or args[0] == "-") and bodies:
         return "write" if any(_CODE_WRITES.search(b) for b in bodies) else "run"
-    if args and all(a in _RUNNERS_READ_ONLY_FLAGS for a in args):
+    if args and _RUNNERS_READ_ONLY_FLAGS.issuperset(args):
         return "read"
     return "run"
 
 
-_RANK: Final[dict[CommandEffect, int]] = {"read": 0, "run": 1, "write": 2}
 _SPECIAL: Final = frozenset(
     {
         "sed",
@@ -637,14 +674,17 @@ def classify_command(command: str) -> CommandInfo | None:
 
 def _classify(command: str) -> CommandInfo | None:
     """:func:`classify_command`, parsed anew."""
-    text, bodies = _cut_heredocs(command if len(command) <= _MAX_CHARS else command[:_MAX_CHARS])
+    if len(command) > _MAX_CHARS:
+        command = command[:_MAX_CHARS]
+    text, bodies = _cut_heredocs(command) if "<<" in command else (command, [])
     split = tokens(text)
-    if not split:
+    if split is None:
         return None
+    parts = _simple_commands(split)
     effect: CommandEffect = "read"
     programs: list[str] = []
-    target: set[str] = set()
-    for simple, written in _simple_commands(split):
+    target: set[str] | None = None  # made at the first write
+    for simple, written in parts:
         words = _strip_prefixes(simple)
         judged: CommandEffect = "read"
         if words:
@@ -652,37 +692,46 @@ def _classify(command: str) -> CommandInfo | None:
             programs.append(program)
         if written:
             judged = "write"  # into a file: what is written is part of the target
+        if judged == "read":
+            continue
+        if judged == "run":
+            if effect == "read":
+                effect = "run"
+            continue
+        effect = "write"
+        if target is None:
+            target = set(written)
+        else:
             target.update(written)
-        if _RANK[judged] > _RANK[effect]:
-            effect = judged
-        if judged == "write" and words:
-            target.add(programs[-1])
-            target.update(
-                [
-                    w
-                    for w in words[1:]
-                    if w not in _SPECIAL_WORDS and not (w.startswith("-") and len(w) > 1)
-                ]
-            )
-    if not programs and not target:
-        return None
-    if effect == "write" and bodies:
-        target.update([f"<<{text_key(b)}" for b in bodies])
+        if words:
+            target.add(program)
+            target.update(_operands(words))
+    if not programs and target is None:
+        return None  # only operators, or redirections of nothing
     key = "\x1f".join(split)
     if bodies:
         key += "\x1e" + "\x1e".join(bodies)
     # The keys are computed once per line here, where the judgement is remembered, not
-    # once per call.
-    if effect == "write":
-        return CommandInfo(
-            effect,
-            tuple(programs),
-            frozenset(target),
-            key,
-            text_key(key),
-            text_key("\x1f".join(sorted(target))),
-        )
-    return CommandInfo(effect, tuple(programs), frozenset(), key, text_key(key), None)
+    # once per call. (_make: the named tuple built without its keyword-taking __new__.)
+    if target is None:
+        return CommandInfo._make((effect, tuple(programs), _NO_TARGET, key, text_key(key), None))
+    if bodies:
+        target.update([f"<<{text_key(b)}" for b in bodies])
+    target_hash = text_key("\x1f".join(sorted(target)))
+    return CommandInfo._make(
+        (effect, tuple(programs), frozenset(target), key, text_key(key), target_hash)
+    )
+
+
+def _operands(words: list[str]) -> list[str]:
+    """A write's words after its program that are part of its target: not options, and
+    not the special words of ``find -exec`` and the like."""
+    return [
+        w for w in words[1:] if w not in _SPECIAL_WORDS and not (w.startswith("-") and len(w) > 1)
+    ]
+
+
+_NO_TARGET: Final[frozenset[str]] = frozenset()
 
 
 _classify_remembered: Final = lru_cache(maxsize=_REMEMBERED)(_classify)
