@@ -422,7 +422,7 @@ def _classify_by_shlex(command: str) -> CommandInfo | None:
     from loopobs.detectors import commands
 
     text, bodies = _cut_heredocs(command[:20_000])
-    split = shlex_tokens(text)
+    split = shlex_tokens(commands.join_continuations(text))
     if not split:
         return None
     rank = {"read": 0, "run": 1, "write": 2}
@@ -563,3 +563,31 @@ def test_each_unquoting_shortcut_is_the_whole_pattern(text: str) -> None:
     for token in commands._TOKEN.findall(text):
         if token not in ("'", '"', "\\"):
             assert commands._unquoted(token) == commands._PART.sub(commands._unquote, token)
+
+
+@pytest.mark.parametrize(
+    ("line", "joined"),
+    [
+        ("cd /repo && \\\nsed -i 's/a/b/' f.py", "cd /repo && sed -i 's/a/b/' f.py"),
+        ("ls \\\n  -la", "ls   -la"),
+        ('echo "one \\\ntwo"', 'echo "one two"'),  # inside double quotes too
+        ("echo 'one \\\ntwo'", "echo 'one \\\ntwo'"),  # single quotes keep it
+        ("echo \\\\\nls", "echo \\\\\nls"),  # an escaped backslash, then a newline
+        ("ls", "ls"),
+    ],
+)
+def test_line_continuations_are_joined_as_the_shell_joins_them(line: str, joined: str) -> None:
+    from loopobs.detectors.commands import join_continuations
+
+    assert join_continuations(line) == joined
+
+
+def test_an_edit_after_a_line_continuation_is_a_write() -> None:
+    """shlex keeps a continuation's newline in the next word ("\\nsed"): the edit read as a
+    program of that name, a run. The shell runs sed."""
+    info = classify_command("cd /repo && \\\nsed -i 's/old/new/' src/app.py")
+    assert info is not None
+    assert (info.effect, info.programs) == ("write", ("cd", "sed"))
+    listing = classify_command("ls \\\n  -la src")
+    assert listing is not None
+    assert (listing.effect, listing.programs) == ("read", ("ls",))

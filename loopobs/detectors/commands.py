@@ -43,6 +43,7 @@ __all__ = [
     "clear_cache",
     "command_text",
     "failed_output",
+    "join_continuations",
     "tool_role",
 ]
 
@@ -672,11 +673,40 @@ def classify_command(command: str) -> CommandInfo | None:
     return _classify(command)
 
 
+# What the shell reads in a command line for line continuations: single-quoted text (kept
+# as it is), double-quoted text (a backslash-newline inside is removed), an escape.
+_CONTINUATION: Final = re.compile(r"""'[^']*'|"[^"\\]*(?:\\.[^"\\]*)*"|\\.""", re.DOTALL)
+_ESCAPE: Final = re.compile(r"\\.", re.DOTALL)
+
+
+def _drop_continuation(m: re.Match[str]) -> str:
+    return "" if m.group() == "\\\n" else m.group()
+
+
+def _join_in(m: re.Match[str]) -> str:
+    part = m.group()
+    if part == "\\\n":
+        return ""
+    if part[0] == '"' and "\\\n" in part:
+        return _ESCAPE.sub(_drop_continuation, part)
+    return part
+
+
+def join_continuations(command: str) -> str:
+    """``command`` with its line continuations (a backslash before a newline, outside
+    single quotes) removed, as the shell removes them before it splits words: ``a && \\``
+    then ``sed -i …`` on the next line is ``a && sed -i …``. (shlex keeps the newline
+    inside the next word.)"""
+    return _CONTINUATION.sub(_join_in, command)
+
+
 def _classify(command: str) -> CommandInfo | None:
     """:func:`classify_command`, parsed anew."""
     if len(command) > _MAX_CHARS:
         command = command[:_MAX_CHARS]
     text, bodies = _cut_heredocs(command) if "<<" in command else (command, [])
+    if "\\\n" in text:
+        text = join_continuations(text)
     split = tokens(text)
     if split is None:
         return None
