@@ -8,7 +8,6 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, Final, NamedTuple
-from uuid import UUID
 
 from loopobs.contract.events import (
     CompactionContext,
@@ -90,6 +89,18 @@ class _Pending(NamedTuple):
     """What a parsed write acts on (its identity as progress), else ``None``."""
 
 
+class _Tool(NamedTuple):
+    """What a tool's name (and the detector's settings) say of its calls: looked up once
+    per call, in one dict, rather than kind, declared command argument and role apart."""
+
+    kind: _Kind
+    """From ``annotations`` or the name; an event's own annotations override it."""
+    command_arg: str | None
+    """The argument holding its command line, when declared in ``command_tools``."""
+    role: ToolRole | None
+    """Its command, code or editor role by name (``infer_commands``), else ``None``."""
+
+
 _UNKNOWN_CALL_ARGS: Final[Mapping[str, Any]] = {}
 _NO_RULES: Final[frozenset[str]] = frozenset()
 _UNKNOWN_ROLE: Final[Any] = object()
@@ -103,6 +114,8 @@ _OTHER_ARGS_HELD: Final = 64
 _OTHER_ARGS_CHARS: Final = 256
 """A command call's other arguments are remembered (per detector, 64 sets) when each is a
 string up to this long."""
+_TOOLS_HELD: Final = 4096
+"""Tool names whose kind and role are remembered per detector."""
 _NEW_CONTENT: Final = frozenset(
     {"new_str", "file_text", "content", "new_content", "replacement", "replacement_text"}
 )
@@ -156,13 +169,21 @@ class _SameStat:
         "seen",
     )
 
-    def __init__(self) -> None:
-        self.args: int | None = None
-        self.first = ""  # the first arguments' canonical text, keyed once a second comes
-        self.distinct = self.epoch = self.first_pos = self.last_pos = self.level = 0
-        self.recurred = 0
+    def __init__(
+        self, args: int | None = None, epoch: int = 0, pos: int = 0, first: str = ""
+    ) -> None:
+        self.start(args, epoch, pos, first)
+
+    def start(self, args: int | None, epoch: int, pos: int, first: str) -> None:
+        """Begin a streak of one call (``args``, ``first`` its canonical text) at ``pos``."""
+        self.args = args
+        self.first = first  # the first arguments' canonical text, keyed once a second comes
+        self.distinct, self.epoch, self.first_pos, self.last_pos = 1, epoch, pos, pos
+        self.level = self.recurred = 0
         self.changed = False  # the arguments differed at least once
-        self.seen: set[int | None] = set()
+        # The loose keys of the streak's arguments: made when a second kind comes (most
+        # results are seen once, and a set is one more object for the collector to track).
+        self.seen: set[int | None] | None = None
 
 
 class _Repetitions:
@@ -551,8 +572,7 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         self.infer_commands = infer_commands
         self._ring = 2 * max_period + 2
         self._pending: OrderedDict[int, dict[str, _Pending]] = OrderedDict()
-        self._kinds: dict[str, _Kind] = {}
-        self._roles: dict[str, ToolRole | None] = {}
+        self._tools: dict[str, _Tool] = {}
         self._effects: dict[tuple[str, str], CallEffect | None] = {}
         self._others: dict[tuple[tuple[str, str], ...], str] = {}
 
@@ -579,7 +599,7 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
     def _dump(self, s: _Repetitions) -> dict[str, Any]:
         same = []
         for (tool, rkey), sr in s.same.items():
-            seen = list(sr.seen)
+            seen = list(sr.seen or ())
             if not seen and sr.first:
                 seen = [_loose(sr.first)]  # the key of the first arguments, never their text
             counts = [sr.distinct, sr.epoch, sr.first_pos, sr.last_pos, sr.level, sr.recurred]
@@ -669,12 +689,8 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
 
     def _kind(self, tool: str, given: ToolAnnotations | None) -> _Kind:
         """(side_effecting, read_only, waits, inert) of ``tool``: event, then settings, then
-        name."""
-        on_event = given is not None
+        name (remembered per tool by :meth:`_tool` when the event has no annotations)."""
         if given is None:
-            cached = self._kinds.get(tool)
-            if cached is not None:
-                return cached
             given = self.annotations.get(tool)
         side = ro = waits = None
         if given is not None:
@@ -693,34 +709,33 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
             and not side
             and {w.lower() for w in _NAME_PARTS.findall(tool)} & _THINK_WORDS
         )
-        kind = (bool(side), bool(ro), bool(waits), inert)
-        if not on_event and len(self._kinds) < 4096:
-            self._kinds[tool] = kind
-        return kind
+        return (bool(side), bool(ro), bool(waits), inert)
 
     # -- hooks -----------------------------------------------------------------------------
+    def _tool(self, tool: str) -> _Tool:
+        """What the detector's settings and the name say of ``tool`` (:class:`_Tool`),
+        remembered per name (a race only computes the same entry twice)."""
+        info = self._tools.get(tool)
+        if info is None:
+            role = tool_role(tool) if self.infer_commands else None
+            info = _Tool(self._kind(tool, None), self.command_tools.get(tool), role)
+            if len(self._tools) < _TOOLS_HELD:
+                self._tools[tool] = info
+        return info
+
     def on_tool_call_received(self, ctx: ToolCallReceivedContext) -> None:
         """Normalise and hash the call's arguments, to pair with its result at ``on_tool_post``."""
         args = ctx.input
         tool = ctx.tool
-        annotations = ctx.annotations
-        kind = self._kinds.get(tool) if annotations is None else None
-        if kind is None:
-            kind = self._kind(tool, annotations)
+        info = self._tool(tool)
+        kind = info.kind if ctx.annotations is None else self._kind(tool, ctx.annotations)
         parsed = False
         target = None
         effect = None
-        declared = self.command_tools.get(tool)
-        if declared is not None:
-            effect = call_effect(tool, args, declared)
-        elif self.infer_commands:
-            role = self._roles.get(tool, _UNKNOWN_ROLE)
-            if role is _UNKNOWN_ROLE:
-                role = tool_role(tool)
-                if len(self._roles) < 4096:
-                    self._roles[tool] = role
-            if role is not None:
-                effect = self._effect(tool, args, role)
+        if info.command_arg is not None:
+            effect = call_effect(tool, args, info.command_arg)
+        elif info.role is not None:
+            effect = self._effect(tool, args, info.role)
         if effect is not None and effect.key is not None:
             # A command line is keyed on its tokens (whitespace and quoting folded), the
             # other arguments (a working directory, a timeout) on their canonical JSON.
@@ -807,16 +822,17 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         text = ctx.result
         if raw is None and text:
             raw = result_hash(text)
+        rid = ctx.run_id.int
         # dict.get and dict.pop are atomic: no lock needed to take the pending call.
-        calls = self._pending.get(ctx.run_id.int)
+        calls = self._pending.get(rid)
         pending = calls.pop(ctx.tool_call_id, None) if calls is not None else None
         if pending is None:
             pending = _Pending(
                 ctx.tool,
                 None,
                 _UNKNOWN_CALL_ARGS,
-                self._kind(ctx.tool, None),
-                frozenset(),
+                self._tool(ctx.tool).kind,
+                _NO_RULES,
                 None,
                 "",
                 False,
@@ -827,7 +843,7 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
             # off in a span-bridged app): the tool's name alone is no evidence of a loop.
             return
         rkey = raw
-        last = self._last_result(ctx.run_id, pending) if text else None
+        last = self._last_result(rid, pending) if text else None
         if last is not None and last[2] == raw:
             rkey = last[0]  # the call's text as last time: its key, without normalising again
         elif raw is not None and text and (len(text) <= _EAGER_RESULT_CHARS or last is not None):
@@ -857,10 +873,10 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
                 else self.normaliser.shape_key(pending.canonical)
             )
         with self._lock:
-            key, state = self._state(ctx.run_id)
-            if state.run != ctx.run_id.int:
+            key, state = self._state_of(rid)
+            if state.run != rid:
                 # A new run is a new request: surer stops need their evidence within one run.
-                state.run, state.run_pos = ctx.run_id.int, state.pos + 1
+                state.run, state.run_pos = rid, state.pos + 1
             detection = self._record(
                 state,
                 pending,
@@ -927,11 +943,10 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         ahash, _, _, canonical = self.normaliser.arguments_key(p.tool, where)
         return p._replace(ahash=ahash, canonical=canonical)
 
-    def _last_result(self, run_id: UUID, p: _Pending) -> list[Any] | None:
+    def _last_result(self, rid: int, p: _Pending) -> list[Any] | None:
         """The session's entry for this call (its latest result key, generation and raw
         hash), if it made the call before: a peek without the lock, as a stale answer only
         decides whether a result is normalised again."""
-        rid = run_id.int
         state = self._sessions.get(self._run_sessions.get(rid, rid))
         return state.calls.get((p.tool, p.ahash)) if state is not None else None
 
@@ -1136,29 +1151,27 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         key = (p.tool, rkey)
         sr = s.same.get(key)
         if sr is None:
-            sr = s.same[key] = _SameStat()
+            s.same[key] = _SameStat(p.ahash, s.epoch, pos, p.canonical)
             if len(s.same) > self.memory:
                 s.same.popitem(last=False)
-            fresh = True
-        else:
-            fresh = sr.epoch != s.epoch or pos - sr.last_pos > self.horizon
-        if fresh:
-            sr.args, sr.distinct, sr.level, sr.epoch = p.ahash, 1, _NONE, s.epoch
-            sr.first_pos, sr.recurred, sr.first, sr.changed = pos, 0, p.canonical, False
-            sr.seen.clear()
-        elif sr.args != p.ahash:
+            return None  # a streak of one call: nothing to tell yet
+        if sr.epoch != s.epoch or pos - sr.last_pos > self.horizon:
+            sr.start(p.ahash, s.epoch, pos, p.canonical)
+            return None
+        if sr.args != p.ahash:
             # Arguments come back when they were seen in the streak up to their digits and
             # case ("Draft v2 (round 1)" → "Draft v3 (round 2)" is the same message).
-            if not sr.seen:
-                sr.seen.add(_loose(sr.first))
+            seen = sr.seen
+            if not seen:
+                seen = sr.seen = {_loose(sr.first)}
             shape = _loose(p.canonical)
             sr.args, sr.changed = p.ahash, True
-            if shape in sr.seen:
+            if shape in seen:
                 sr.recurred += 1
             else:
                 sr.distinct += 1
-                if len(sr.seen) < _SAME_ARGS:
-                    sr.seen.add(shape)
+                if len(seen) < _SAME_ARGS:
+                    seen.add(shape)
         else:
             sr.recurred += 1
         sr.last_pos = pos
