@@ -145,11 +145,17 @@ class _OpStat:
         "wait_mark",
     )
 
-    def __init__(self) -> None:
-        self.count = self.polls = self.level = self.level_pos = self.novel_mark = 0
-        self.epoch = self.gen = self.first_pos = self.last_pos = self.start_epoch = 0
-        self.first_ns = self.last_ns = self.last_gap = self.wait_mark = 0
-        self.paced = False
+    def __init__(self, first_ns: int = 0, first_pos: int = 0, start_epoch: int = 0) -> None:
+        # A streak of one, begun at first_pos (the hook sets the rest of a step's fields).
+        self.count, self.polls, self.level, self.last_gap, self.paced = 1, 0, _NONE, 0, False
+        self.first_ns, self.first_pos, self.start_epoch = first_ns, first_pos, start_epoch
+        self.epoch = self.gen = self.last_pos = self.last_ns = self.wait_mark = 0
+        self.level_pos = self.novel_mark = 0
+
+    def start(self, first_ns: int, first_pos: int, start_epoch: int) -> None:
+        """Begin the streak again at ``first_pos``: nothing counted, paced or reported."""
+        self.count, self.polls, self.level, self.last_gap, self.paced = 1, 0, _NONE, 0, False
+        self.first_ns, self.first_pos, self.start_epoch = first_ns, first_pos, start_epoch
 
 
 class _SameStat:
@@ -1004,29 +1010,23 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         st = s.ops.get(op)
         prev_pos = 0
         if st is None:
-            st = s.ops[op] = _OpStat()
+            st = s.ops[op] = _OpStat(time_ns, pos, s.epoch)
             if len(s.ops) > memory:
                 s.ops.popitem(last=False)
-            fresh = True
             if not inert and (not side or (shape is not None and s.epoch != epoch_before)):
                 s.novel += 1  # new work; a write only if it was progress
         else:
             prev_pos = st.last_pos
-            # Seen again, but after more than a few operations never seen before: a
-            # re-read amid new work, not a loop (a loop's steps are themselves repeats).
-            fresh = (
+            if (
                 st.gen != c[1]
                 or (not side and st.epoch != s.epoch)
                 or pos - st.last_pos > self.horizon
                 or s.novel - st.novel_mark > (self.read_novelty if read_only else self.novelty)
-            )
-        paced = False
-        if fresh:
-            st.count, st.polls, st.level, st.last_gap, st.paced = 1, 0, _NONE, 0, False
-            st.first_ns, st.first_pos, st.start_epoch = time_ns, pos, s.epoch
-        else:
-            paced = self._paced(s, st, time_ns, duration_ns)
-            if paced:
+            ):
+                # Seen again, but after more than a few operations never seen before: a
+                # re-read amid new work, not a loop (a loop's steps are themselves repeats).
+                st.start(time_ns, pos, s.epoch)
+            elif self._paced(s, st, time_ns, duration_ns):
                 st.polls += 1
             else:
                 st.count += 1
