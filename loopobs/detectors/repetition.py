@@ -116,6 +116,8 @@ _OTHER_ARGS_CHARS: Final = 256
 string up to this long."""
 _TOOLS_HELD: Final = 4096
 """Tool names whose kind and role are remembered per detector."""
+_FAILURES_HELD: Final = 256
+"""Writes' outputs (by raw hash) whose failure or success is remembered per detector."""
 _NEW_CONTENT: Final = frozenset(
     {"new_str", "file_text", "content", "new_content", "replacement", "replacement_text"}
 )
@@ -475,7 +477,9 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
     Memory per session is bounded, whatever the session's length: at most
     ``memory`` operations, calls, results and writes (the oldest first in are
     forgotten) and a ring of ``2 × max_period + 2`` steps; per detector, the effects
-    of at most 1,024 command lines and 64 sets of command calls' other arguments;
+    of at most 1,024 command lines, 64 sets of command calls' other arguments, whether
+    256 writes' outputs said they failed, and the kind of 4,096 tool names (its
+    normaliser, the keys of 256 sets of flat arguments);
     process-wide, shared by every detector, the effects of at most 1,024 command
     lines and the masked keys of at most 4,096
     results (both depend on the text alone). An operation not seen
@@ -581,6 +585,7 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         self._tools: dict[str, _Tool] = {}
         self._effects: dict[tuple[str, str], CallEffect | None] = {}
         self._others: dict[tuple[tuple[str, str], ...], str] = {}
+        self._failures: dict[int, bool] = {}
 
     @property
     def window(self) -> int:
@@ -671,6 +676,7 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
             self._pending.clear()
             self._effects.clear()
             self._others.clear()
+            self._failures.clear()
         super().reset()
 
     def _run_ended(self, run_id: int) -> None:
@@ -861,7 +867,7 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         # counter or a timestamp in an otherwise identical write is not progress), and
         # only if it worked: a command or an edit whose output says it failed changed nothing.
         failed = ctx.is_error or bool(
-            pending.parsed and pending.kind[0] and text and failed_output(text)
+            pending.parsed and pending.kind[0] and text and self._failed(text, raw)
         )
         if (
             failed
@@ -940,6 +946,20 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         )
         for target in targets:
             target.on_loop_detected(event)
+
+    def _failed(self, text: str, raw: int | None) -> bool:
+        """:func:`failed_output` of a write's output, remembered per detector by its raw
+        hash (256 of them): a session's writes answer in few ways ("File updated",
+        "No such file or directory"), and the scan for failure reads the whole text."""
+        if raw is None:
+            return failed_output(text)
+        found = self._failures.get(raw)
+        if found is None:
+            found = failed_output(text)
+            if len(self._failures) >= _FAILURES_HELD:
+                self._failures.clear()
+            self._failures[raw] = found
+        return found
 
     def _rejected_edit(self, p: _Pending) -> _Pending:
         """A rejected edit keyed on where it would have written, not on what: an editor
