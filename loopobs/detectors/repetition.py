@@ -194,6 +194,11 @@ class _SameStat:
         self.seen: set[int | None] | None = None
 
 
+_FirstSame = tuple[int | None, int, int, str]
+"""A result seen once: its call's arguments key, the epoch, the position and the arguments'
+canonical text (what :class:`_SameStat` is made of when the result comes again)."""
+
+
 class _Repetitions:
     """One session's bounded memory: operation streaks, calls, same results, a ring for cycles."""
 
@@ -226,7 +231,10 @@ class _Repetitions:
         self.ops: OrderedDict[_OpKey, _OpStat] = OrderedDict()
         # call → [latest result key, generation]; the generation moves when the result changes.
         self.calls: OrderedDict[_CallKey, list[Any]] = OrderedDict()
-        self.same: OrderedDict[tuple[str, int], _SameStat] = OrderedDict()
+        # (tool, result key) → its streak; a result seen once holds its call's _FirstSame
+        # (most results are seen once: a plain tuple costs a fraction of a streak to make,
+        # and the garbage collector soon stops tracking it).
+        self.same: OrderedDict[tuple[str, int], _SameStat | _FirstSame] = OrderedDict()
         self.written: OrderedDict[_CallKey, None] = OrderedDict()
         self.ring: list[_OpKey | None] = [None] * ring
         self.ring_calls: list[tuple[str, Mapping[str, Any], str] | None] = [None] * ring
@@ -609,7 +617,8 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
 
     def _dump(self, s: _Repetitions) -> dict[str, Any]:
         same = []
-        for (tool, rkey), sr in s.same.items():
+        for (tool, rkey), entry in s.same.items():
+            sr = entry if isinstance(entry, _SameStat) else _SameStat(*entry)
             seen = list(sr.seen or ())
             if not seen and sr.first:
                 seen = [_loose(sr.first)]  # the key of the first arguments, never their text
@@ -1169,12 +1178,16 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         self, s: _Repetitions, p: _Pending, rkey: int, call_id: str, pos: int
     ) -> _Finding | None:
         key = (p.tool, rkey)
-        sr = s.same.get(key)
-        if sr is None:
-            s.same[key] = _SameStat(p.ahash, s.epoch, pos, p.canonical)
+        entry = s.same.get(key)
+        if entry is None:
+            s.same[key] = (p.ahash, s.epoch, pos, p.canonical)
             if len(s.same) > self.memory:
                 s.same.popitem(last=False)
             return None  # a streak of one call: nothing to tell yet
+        if isinstance(entry, _SameStat):
+            sr = entry
+        else:
+            sr = s.same[key] = _SameStat(*entry)  # seen again: a streak (in the same place)
         if sr.epoch != s.epoch or pos - sr.last_pos > self.horizon:
             sr.start(p.ahash, s.epoch, pos, p.canonical)
             return None
