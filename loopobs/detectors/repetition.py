@@ -56,6 +56,7 @@ _ACTIONS: Final[dict[int, LoopAction]] = {_WARN: "warn", _STOP: "stop"}
 
 _OpKey = tuple[str, int | None, int | None]  # tool, normalised arguments hash, result hash
 _CallKey = tuple[str, int | None]
+_CallResult = tuple[int | None, int, int | None]  # result key, generation, raw result hash
 # (side_effecting, read_only, waits, inert: a thinking tool, never new work)
 _Kind = tuple[bool, bool, bool, bool]
 
@@ -229,8 +230,10 @@ class _Repetitions:
         self.last_end = 0
         self.run = self.run_pos = 0  # the current run, and the position it began at
         self.ops: OrderedDict[_OpKey, _OpStat] = OrderedDict()
-        # call → [latest result key, generation]; the generation moves when the result changes.
-        self.calls: OrderedDict[_CallKey, list[Any]] = OrderedDict()
+        # call → (latest result key, generation, raw hash); the generation moves when the
+        # result changes (a new tuple in the same place: the garbage collector soon stops
+        # tracking a tuple of numbers, and a peek without the lock reads one whole).
+        self.calls: OrderedDict[_CallKey, _CallResult] = OrderedDict()
         # (tool, result key) → its streak; a result seen once holds its call's _FirstSame
         # (most results are seen once: a plain tuple costs a fraction of a streak to make,
         # and the garbage collector soon stops tracking it).
@@ -658,7 +661,7 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
                 setattr(st, name, bool(value) if name == "paced" else _int(value))
             s.ops[(_text(tool), _key(ahash), _key(rkey))] = st
         for tool, ahash, rkey, gen, raw in _bounded(data["calls"], memory):
-            s.calls[(_text(tool), _key(ahash))] = [_key(rkey), _int(gen), _key(raw)]
+            s.calls[(_text(tool), _key(ahash))] = (_key(rkey), _int(gen), _key(raw))
         for row in _bounded(data["same"], memory):
             tool, rkey, args, distinct, epoch, first_pos, last_pos, level, recurred = row[:9]
             sr = _SameStat()
@@ -978,7 +981,7 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         ahash, _, _, canonical = self.normaliser.arguments_key(p.tool, where)
         return p._replace(ahash=ahash, canonical=canonical)
 
-    def _last_result(self, rid: int, p: _Pending) -> list[Any] | None:
+    def _last_result(self, rid: int, p: _Pending) -> _CallResult | None:
         """The session's entry for this call (its latest result key, generation and raw
         hash), if it made the call before: a peek without the lock, as a stale answer only
         decides whether a result is normalised again."""
@@ -1018,14 +1021,13 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         call = (tool, p.ahash)
         c = s.calls.get(call)
         if c is None:
-            c = s.calls[call] = [rkey, 0, raw]
+            c = s.calls[call] = (rkey, 0, raw)
             if len(s.calls) > memory:
                 s.calls.popitem(last=False)
         elif c[2] == raw:
             rkey = c[0]  # the same text: the same key, normalised or not
         elif c[0] != rkey:
-            c[0], c[2] = rkey, raw
-            c[1] += 1
+            c = s.calls[call] = (rkey, c[1] + 1, raw)
         epoch_before = s.epoch
         if side and not failed:
             written = (tool, shape)
