@@ -962,7 +962,9 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
     def _failed(self, text: str, raw: int | None) -> bool:
         """:func:`failed_output` of a write's output, remembered per detector by its raw
         hash (256 of them): a session's writes answer in few ways ("File updated",
-        "No such file or directory"), and the scan for failure reads the whole text."""
+        "No such file or directory"), and the scan for failure reads the whole text.
+        Outside the lock: dict.get, a store and clear are each atomic, and a race only
+        scans an output twice."""
         if raw is None:
             return failed_output(text)
         found = self._failures.get(raw)
