@@ -208,6 +208,30 @@ def test_blank_arguments_normalise_to_empty(value: str) -> None:
     assert applied == frozenset({"whitespace"})
 
 
+def test_remembered_arguments_keys_equal_the_computed_ones() -> None:
+    """Flat string arguments' keys are remembered (bounded) and equal a fresh normaliser's;
+    other arguments are computed each time, and keys equal as dict keys are not confused."""
+    n = Normaliser()
+    calls: list[tuple[str, dict[Any, Any]]] = [
+        ("search", {"query": "How to asyncio  timeout?"}),
+        ("read_file", {"path": "./src//a.py", "nonce": "8f3a"}),
+        ("fetch", {"url": "https://x.example/", "since": "2026-11-30T10:00:00Z"}),
+        ("fetch", {"url": "https://x.example/", "timeout": 5}),
+        ("lookup", {1: "a"}),
+        ("lookup", {True: "a"}),
+        ("write", {"text": "x" * 2000}),
+    ]
+    for _ in range(2):
+        for tool_name, args in calls:
+            assert n.arguments_key(tool_name, args) == Normaliser().arguments_key(tool_name, args)
+    one, true = calls[4][1], calls[5][1]
+    assert n.arguments_key("lookup", one)[3] != n.arguments_key("lookup", true)[3]
+    for i in range(1000):
+        n.arguments_key("get", {"id": str(i)})
+    assert n.arguments_key("get", {"id": "7"}) == Normaliser().arguments_key("get", {"id": "7"})
+    assert len(n._held) <= 256
+
+
 def test_normalisation_can_be_turned_off() -> None:
     """enabled=False compares exact canonical arguments and exact results."""
     d = Feed(RepetitionDetector(normaliser=Normaliser(enabled=False)))

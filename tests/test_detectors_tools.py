@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from loopobs import LoopDetectedContext, RepetitionDetector, ToolAnnotations
+from loopobs.contract.hashing import result_hash
+from loopobs.detectors.commands import failed_output
 from tests.test_detectors_signals import Feed
 
 OK = "<returncode>0</returncode>\n<output>\n</output>"
@@ -87,6 +89,24 @@ def test_a_failed_edit_is_not_progress() -> None:
             )
         )
     assert ("repeat", "warn") in signals(fired)
+
+
+def test_a_writes_failure_is_remembered_by_its_output() -> None:
+    """Whether a write's output says it failed is remembered by the output's hash
+    (bounded), and is what failed_output says."""
+    d = RepetitionDetector()
+    outputs = [
+        "ERROR:\nNo replacement was performed, old_str did not appear verbatim in a.c.",
+        "File created successfully at: /repo/a.c",
+        "bash: frobnicate: command not found",
+    ]
+    for _ in range(2):
+        for text in outputs:
+            assert d._failed(text, result_hash(text)) == failed_output(text)
+    assert d._failed("ERROR: no hash", None)
+    for i in range(600):
+        d._failed(f"ok {i}", result_hash(f"ok {i}"))
+    assert len(d._failures) <= 256
 
 
 NOT_UNIQUE = (

@@ -81,7 +81,10 @@ class SessionDetector(LoopObserver, Generic[_State]):
 
     def _state(self, run_id: UUID) -> tuple[int, _State]:
         """The session key and state of ``run_id``, created on first use; lock held."""
-        rid = run_id.int
+        return self._state_of(run_id.int)
+
+    def _state_of(self, rid: int) -> tuple[int, _State]:
+        """:meth:`_state` by the run id's ``int`` (a hook that has it already); lock held."""
         key = self._run_sessions.get(rid, rid)
         sessions = self._sessions
         if key == self._latest_key:

@@ -365,6 +365,31 @@ class _Rules:
         object.__setattr__(self, "special", self.mask_numbers | self.free_text | self.case_keys)
 
 
+_ArgumentsKey = tuple[int, frozenset[str], str | None, str]
+"""What :meth:`Normaliser.arguments_key` returns (immutable: it may be handed out again)."""
+_HELD_ARGUMENTS: Final = 256
+_HELD_ARGUMENT_CHARS: Final = 1024
+"""Flat string arguments up to this long in all are remembered per normaliser."""
+
+
+def _held_key(
+    tool: str, arguments: Mapping[str, Any]
+) -> tuple[str, tuple[tuple[str, str], ...]] | None:
+    """The key ``arguments`` are remembered under: the tool and their items, when they are
+    a dict of strings to strings, short in all; else ``None`` (not remembered). Only
+    strings: as dict keys ``1``, ``1.0`` and ``True`` are equal, their JSON is not."""
+    if type(arguments) is not dict:
+        return None
+    size = 0
+    for k, v in arguments.items():
+        if type(k) is not str or type(v) is not str:
+            return None
+        size += len(v)
+    if size > _HELD_ARGUMENT_CHARS:
+        return None
+    return tool, tuple(arguments.items())
+
+
 def _lower(names: Iterable[str]) -> frozenset[str]:
     return frozenset(n.lower() for n in names)
 
@@ -372,7 +397,9 @@ def _lower(names: Iterable[str]) -> frozenset[str]:
 class Normaliser:
     """The normalisation rules a :class:`~loopobs.RepetitionDetector` applies before hashing.
 
-    Immutable once made (the detectors share it between threads).
+    Its rules are immutable once made (the detectors share it between threads); it
+    remembers the keys of the latest flat arguments it was given (a bounded cache whose
+    every operation is one atomic dict call).
 
     Args:
         ignore: argument names dropped.
@@ -390,6 +417,7 @@ class Normaliser:
 
     __slots__ = (
         "_default",
+        "_held",
         "_per_tool",
         "_roots",
         "enabled",
@@ -443,6 +471,7 @@ class Normaliser:
         given = self.path_roots if self.path_roots is not None else (os.getcwd(),)
         self._default = default
         self._per_tool = per_tool
+        self._held: dict[tuple[str, tuple[tuple[str, str], ...]], _ArgumentsKey] = {}
         self._roots = tuple(
             sorted(
                 (
@@ -465,9 +494,7 @@ class Normaliser:
         return self._per_tool.get(tool, self._default)
 
     # -- arguments -------------------------------------------------------------------------
-    def arguments_key(
-        self, tool: str, arguments: Mapping[str, Any]
-    ) -> tuple[int, frozenset[str], str | None, str]:
+    def arguments_key(self, tool: str, arguments: Mapping[str, Any]) -> _ArgumentsKey:
         """The hash of ``arguments`` after normalisation, the rules that changed them,
         the masked page number's text (if any, to be masked in the result as well) and
         the normalised arguments' canonical JSON.
@@ -477,7 +504,24 @@ class Normaliser:
         :func:`~loopobs.contract.hashing.stable_hash64` of the text is the stable form,
         equal to :func:`~loopobs.contract.hashing.arguments_hash` when no rule changed
         anything.
+
+        Flat arguments of short strings (an id, a query, a path) are remembered, 256 sets
+        at most (forgotten all at once when that many are held): a call made again, the
+        case that matters in a loop, is not normalised again.
         """
+        held = _held_key(tool, arguments)
+        if held is None:
+            return self._arguments_key(tool, arguments)
+        found = self._held.get(held)
+        if found is None:
+            found = self._arguments_key(tool, arguments)
+            if len(self._held) >= _HELD_ARGUMENTS:
+                self._held.clear()
+            self._held[held] = found
+        return found
+
+    def _arguments_key(self, tool: str, arguments: Mapping[str, Any]) -> _ArgumentsKey:
+        """:meth:`arguments_key`, computed."""
         if not self.enabled:
             text = canonical_json(arguments)
             return text_key(text), _NOTHING, None, text

@@ -8,7 +8,6 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, Final, NamedTuple
-from uuid import UUID
 
 from loopobs.contract.events import (
     CompactionContext,
@@ -57,6 +56,7 @@ _ACTIONS: Final[dict[int, LoopAction]] = {_WARN: "warn", _STOP: "stop"}
 
 _OpKey = tuple[str, int | None, int | None]  # tool, normalised arguments hash, result hash
 _CallKey = tuple[str, int | None]
+_CallResult = tuple[int | None, int, int | None]  # result key, generation, raw result hash
 # (side_effecting, read_only, waits, inert: a thinking tool, never new work)
 _Kind = tuple[bool, bool, bool, bool]
 
@@ -90,6 +90,18 @@ class _Pending(NamedTuple):
     """What a parsed write acts on (its identity as progress), else ``None``."""
 
 
+class _Tool(NamedTuple):
+    """What a tool's name (and the detector's settings) say of its calls: looked up once
+    per call, in one dict, rather than kind, declared command argument and role apart."""
+
+    kind: _Kind
+    """From ``annotations`` or the name; an event's own annotations override it."""
+    command_arg: str | None
+    """The argument holding its command line, when declared in ``command_tools``."""
+    role: ToolRole | None
+    """Its command, code or editor role by name (``infer_commands``), else ``None``."""
+
+
 _UNKNOWN_CALL_ARGS: Final[Mapping[str, Any]] = {}
 _NO_RULES: Final[frozenset[str]] = frozenset()
 _UNKNOWN_ROLE: Final[Any] = object()
@@ -103,6 +115,10 @@ _OTHER_ARGS_HELD: Final = 64
 _OTHER_ARGS_CHARS: Final = 256
 """A command call's other arguments are remembered (per detector, 64 sets) when each is a
 string up to this long."""
+_TOOLS_HELD: Final = 4096
+"""Tool names whose kind and role are remembered per detector."""
+_FAILURES_HELD: Final = 256
+"""Writes' outputs (by raw hash) whose failure or success is remembered per detector."""
 _NEW_CONTENT: Final = frozenset(
     {"new_str", "file_text", "content", "new_content", "replacement", "replacement_text"}
 )
@@ -132,11 +148,17 @@ class _OpStat:
         "wait_mark",
     )
 
-    def __init__(self) -> None:
-        self.count = self.polls = self.level = self.level_pos = self.novel_mark = 0
-        self.epoch = self.gen = self.first_pos = self.last_pos = self.start_epoch = 0
-        self.first_ns = self.last_ns = self.last_gap = self.wait_mark = 0
-        self.paced = False
+    def __init__(self, first_ns: int = 0, first_pos: int = 0, start_epoch: int = 0) -> None:
+        # A streak of one, begun at first_pos (the hook sets the rest of a step's fields).
+        self.count, self.polls, self.level, self.last_gap, self.paced = 1, 0, _NONE, 0, False
+        self.first_ns, self.first_pos, self.start_epoch = first_ns, first_pos, start_epoch
+        self.epoch = self.gen = self.last_pos = self.last_ns = self.wait_mark = 0
+        self.level_pos = self.novel_mark = 0
+
+    def start(self, first_ns: int, first_pos: int, start_epoch: int) -> None:
+        """Begin the streak again at ``first_pos``: nothing counted, paced or reported."""
+        self.count, self.polls, self.level, self.last_gap, self.paced = 1, 0, _NONE, 0, False
+        self.first_ns, self.first_pos, self.start_epoch = first_ns, first_pos, start_epoch
 
 
 class _SameStat:
@@ -156,13 +178,26 @@ class _SameStat:
         "seen",
     )
 
-    def __init__(self) -> None:
-        self.args: int | None = None
-        self.first = ""  # the first arguments' canonical text, keyed once a second comes
-        self.distinct = self.epoch = self.first_pos = self.last_pos = self.level = 0
-        self.recurred = 0
+    def __init__(
+        self, args: int | None = None, epoch: int = 0, pos: int = 0, first: str = ""
+    ) -> None:
+        self.start(args, epoch, pos, first)
+
+    def start(self, args: int | None, epoch: int, pos: int, first: str) -> None:
+        """Begin a streak of one call (``args``, ``first`` its canonical text) at ``pos``."""
+        self.args = args
+        self.first = first  # the first arguments' canonical text, keyed once a second comes
+        self.distinct, self.epoch, self.first_pos, self.last_pos = 1, epoch, pos, pos
+        self.level = self.recurred = 0
         self.changed = False  # the arguments differed at least once
-        self.seen: set[int | None] = set()
+        # The loose keys of the streak's arguments: made when a second kind comes (most
+        # results are seen once, and a set is one more object for the collector to track).
+        self.seen: set[int | None] | None = None
+
+
+_FirstSame = tuple[int | None, int, int, str]
+"""A result seen once: its call's arguments key, the epoch, the position and the arguments'
+canonical text (what :class:`_SameStat` is made of when the result comes again)."""
 
 
 class _Repetitions:
@@ -195,9 +230,14 @@ class _Repetitions:
         self.last_end = 0
         self.run = self.run_pos = 0  # the current run, and the position it began at
         self.ops: OrderedDict[_OpKey, _OpStat] = OrderedDict()
-        # call → [latest result key, generation]; the generation moves when the result changes.
-        self.calls: OrderedDict[_CallKey, list[Any]] = OrderedDict()
-        self.same: OrderedDict[tuple[str, int], _SameStat] = OrderedDict()
+        # call → (latest result key, generation, raw hash); the generation moves when the
+        # result changes (a new tuple in the same place: the garbage collector soon stops
+        # tracking a tuple of numbers, and a peek without the lock reads one whole).
+        self.calls: OrderedDict[_CallKey, _CallResult] = OrderedDict()
+        # (tool, result key) → its streak; a result seen once holds its call's _FirstSame
+        # (most results are seen once: a plain tuple costs a fraction of a streak to make,
+        # and the garbage collector soon stops tracking it).
+        self.same: OrderedDict[tuple[str, int], _SameStat | _FirstSame] = OrderedDict()
         self.written: OrderedDict[_CallKey, None] = OrderedDict()
         self.ring: list[_OpKey | None] = [None] * ring
         self.ring_calls: list[tuple[str, Mapping[str, Any], str] | None] = [None] * ring
@@ -448,7 +488,9 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
     Memory per session is bounded, whatever the session's length: at most
     ``memory`` operations, calls, results and writes (the oldest first in are
     forgotten) and a ring of ``2 × max_period + 2`` steps; per detector, the effects
-    of at most 1,024 command lines and 64 sets of command calls' other arguments;
+    of at most 1,024 command lines, 64 sets of command calls' other arguments, whether
+    256 writes' outputs said they failed, and the kind of 4,096 tool names (its
+    normaliser, the keys of 256 sets of flat arguments);
     process-wide, shared by every detector, the effects of at most 1,024 command
     lines and the masked keys of at most 4,096
     results (both depend on the text alone). An operation not seen
@@ -551,10 +593,10 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         self.infer_commands = infer_commands
         self._ring = 2 * max_period + 2
         self._pending: OrderedDict[int, dict[str, _Pending]] = OrderedDict()
-        self._kinds: dict[str, _Kind] = {}
-        self._roles: dict[str, ToolRole | None] = {}
+        self._tools: dict[str, _Tool] = {}
         self._effects: dict[tuple[str, str], CallEffect | None] = {}
         self._others: dict[tuple[tuple[str, str], ...], str] = {}
+        self._failures: dict[int, bool] = {}
 
     @property
     def window(self) -> int:
@@ -578,8 +620,9 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
 
     def _dump(self, s: _Repetitions) -> dict[str, Any]:
         same = []
-        for (tool, rkey), sr in s.same.items():
-            seen = list(sr.seen)
+        for (tool, rkey), entry in s.same.items():
+            sr = entry if isinstance(entry, _SameStat) else _SameStat(*entry)
+            seen = list(sr.seen or ())
             if not seen and sr.first:
                 seen = [_loose(sr.first)]  # the key of the first arguments, never their text
             counts = [sr.distinct, sr.epoch, sr.first_pos, sr.last_pos, sr.level, sr.recurred]
@@ -618,7 +661,7 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
                 setattr(st, name, bool(value) if name == "paced" else _int(value))
             s.ops[(_text(tool), _key(ahash), _key(rkey))] = st
         for tool, ahash, rkey, gen, raw in _bounded(data["calls"], memory):
-            s.calls[(_text(tool), _key(ahash))] = [_key(rkey), _int(gen), _key(raw)]
+            s.calls[(_text(tool), _key(ahash))] = (_key(rkey), _int(gen), _key(raw))
         for row in _bounded(data["same"], memory):
             tool, rkey, args, distinct, epoch, first_pos, last_pos, level, recurred = row[:9]
             sr = _SameStat()
@@ -645,6 +688,7 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
             self._pending.clear()
             self._effects.clear()
             self._others.clear()
+            self._failures.clear()
         super().reset()
 
     def _run_ended(self, run_id: int) -> None:
@@ -669,12 +713,8 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
 
     def _kind(self, tool: str, given: ToolAnnotations | None) -> _Kind:
         """(side_effecting, read_only, waits, inert) of ``tool``: event, then settings, then
-        name."""
-        on_event = given is not None
+        name (remembered per tool by :meth:`_tool` when the event has no annotations)."""
         if given is None:
-            cached = self._kinds.get(tool)
-            if cached is not None:
-                return cached
             given = self.annotations.get(tool)
         side = ro = waits = None
         if given is not None:
@@ -693,34 +733,33 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
             and not side
             and {w.lower() for w in _NAME_PARTS.findall(tool)} & _THINK_WORDS
         )
-        kind = (bool(side), bool(ro), bool(waits), inert)
-        if not on_event and len(self._kinds) < 4096:
-            self._kinds[tool] = kind
-        return kind
+        return (bool(side), bool(ro), bool(waits), inert)
 
     # -- hooks -----------------------------------------------------------------------------
+    def _tool(self, tool: str) -> _Tool:
+        """What the detector's settings and the name say of ``tool`` (:class:`_Tool`),
+        remembered per name (a race only computes the same entry twice)."""
+        info = self._tools.get(tool)
+        if info is None:
+            role = tool_role(tool) if self.infer_commands else None
+            info = _Tool(self._kind(tool, None), self.command_tools.get(tool), role)
+            if len(self._tools) < _TOOLS_HELD:
+                self._tools[tool] = info
+        return info
+
     def on_tool_call_received(self, ctx: ToolCallReceivedContext) -> None:
         """Normalise and hash the call's arguments, to pair with its result at ``on_tool_post``."""
         args = ctx.input
         tool = ctx.tool
-        annotations = ctx.annotations
-        kind = self._kinds.get(tool) if annotations is None else None
-        if kind is None:
-            kind = self._kind(tool, annotations)
+        info = self._tool(tool)
+        kind = info.kind if ctx.annotations is None else self._kind(tool, ctx.annotations)
         parsed = False
         target = None
         effect = None
-        declared = self.command_tools.get(tool)
-        if declared is not None:
-            effect = call_effect(tool, args, declared)
-        elif self.infer_commands:
-            role = self._roles.get(tool, _UNKNOWN_ROLE)
-            if role is _UNKNOWN_ROLE:
-                role = tool_role(tool)
-                if len(self._roles) < 4096:
-                    self._roles[tool] = role
-            if role is not None:
-                effect = self._effect(tool, args, role)
+        if info.command_arg is not None:
+            effect = call_effect(tool, args, info.command_arg)
+        elif info.role is not None:
+            effect = self._effect(tool, args, info.role)
         if effect is not None and effect.key is not None:
             # A command line is keyed on its tokens (whitespace and quoting folded), the
             # other arguments (a working directory, a timeout) on their canonical JSON.
@@ -807,16 +846,17 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         text = ctx.result
         if raw is None and text:
             raw = result_hash(text)
+        rid = ctx.run_id.int
         # dict.get and dict.pop are atomic: no lock needed to take the pending call.
-        calls = self._pending.get(ctx.run_id.int)
+        calls = self._pending.get(rid)
         pending = calls.pop(ctx.tool_call_id, None) if calls is not None else None
         if pending is None:
             pending = _Pending(
                 ctx.tool,
                 None,
                 _UNKNOWN_CALL_ARGS,
-                self._kind(ctx.tool, None),
-                frozenset(),
+                self._tool(ctx.tool).kind,
+                _NO_RULES,
                 None,
                 "",
                 False,
@@ -827,7 +867,7 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
             # off in a span-bridged app): the tool's name alone is no evidence of a loop.
             return
         rkey = raw
-        last = self._last_result(ctx.run_id, pending) if text else None
+        last = self._last_result(rid, pending) if text else None
         if last is not None and last[2] == raw:
             rkey = last[0]  # the call's text as last time: its key, without normalising again
         elif raw is not None and text and (len(text) <= _EAGER_RESULT_CHARS or last is not None):
@@ -839,7 +879,7 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         # counter or a timestamp in an otherwise identical write is not progress), and
         # only if it worked: a command or an edit whose output says it failed changed nothing.
         failed = ctx.is_error or bool(
-            pending.parsed and pending.kind[0] and text and failed_output(text)
+            pending.parsed and pending.kind[0] and text and self._failed(text, raw)
         )
         if (
             failed
@@ -857,10 +897,10 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
                 else self.normaliser.shape_key(pending.canonical)
             )
         with self._lock:
-            key, state = self._state(ctx.run_id)
-            if state.run != ctx.run_id.int:
+            key, state = self._state_of(rid)
+            if state.run != rid:
                 # A new run is a new request: surer stops need their evidence within one run.
-                state.run, state.run_pos = ctx.run_id.int, state.pos + 1
+                state.run, state.run_pos = rid, state.pos + 1
             detection = self._record(
                 state,
                 pending,
@@ -919,6 +959,22 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         for target in targets:
             target.on_loop_detected(event)
 
+    def _failed(self, text: str, raw: int | None) -> bool:
+        """:func:`failed_output` of a write's output, remembered per detector by its raw
+        hash (256 of them): a session's writes answer in few ways ("File updated",
+        "No such file or directory"), and the scan for failure reads the whole text.
+        Outside the lock: dict.get, a store and clear are each atomic, and a race only
+        scans an output twice."""
+        if raw is None:
+            return failed_output(text)
+        found = self._failures.get(raw)
+        if found is None:
+            found = failed_output(text)
+            if len(self._failures) >= _FAILURES_HELD:
+                self._failures.clear()
+            self._failures[raw] = found
+        return found
+
     def _rejected_edit(self, p: _Pending) -> _Pending:
         """A rejected edit keyed on where it would have written, not on what: an editor
         refuses a ``str_replace`` for its ``old_str`` (not found, not unique), so a retry
@@ -927,11 +983,10 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         ahash, _, _, canonical = self.normaliser.arguments_key(p.tool, where)
         return p._replace(ahash=ahash, canonical=canonical)
 
-    def _last_result(self, run_id: UUID, p: _Pending) -> list[Any] | None:
+    def _last_result(self, rid: int, p: _Pending) -> _CallResult | None:
         """The session's entry for this call (its latest result key, generation and raw
         hash), if it made the call before: a peek without the lock, as a stale answer only
         decides whether a result is normalised again."""
-        rid = run_id.int
         state = self._sessions.get(self._run_sessions.get(rid, rid))
         return state.calls.get((p.tool, p.ahash)) if state is not None else None
 
@@ -968,14 +1023,13 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         call = (tool, p.ahash)
         c = s.calls.get(call)
         if c is None:
-            c = s.calls[call] = [rkey, 0, raw]
+            c = s.calls[call] = (rkey, 0, raw)
             if len(s.calls) > memory:
                 s.calls.popitem(last=False)
         elif c[2] == raw:
             rkey = c[0]  # the same text: the same key, normalised or not
         elif c[0] != rkey:
-            c[0], c[2] = rkey, raw
-            c[1] += 1
+            c = s.calls[call] = (rkey, c[1] + 1, raw)
         epoch_before = s.epoch
         if side and not failed:
             written = (tool, shape)
@@ -989,29 +1043,23 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         st = s.ops.get(op)
         prev_pos = 0
         if st is None:
-            st = s.ops[op] = _OpStat()
+            st = s.ops[op] = _OpStat(time_ns, pos, s.epoch)
             if len(s.ops) > memory:
                 s.ops.popitem(last=False)
-            fresh = True
             if not inert and (not side or (shape is not None and s.epoch != epoch_before)):
                 s.novel += 1  # new work; a write only if it was progress
         else:
             prev_pos = st.last_pos
-            # Seen again, but after more than a few operations never seen before: a
-            # re-read amid new work, not a loop (a loop's steps are themselves repeats).
-            fresh = (
+            if (
                 st.gen != c[1]
                 or (not side and st.epoch != s.epoch)
                 or pos - st.last_pos > self.horizon
                 or s.novel - st.novel_mark > (self.read_novelty if read_only else self.novelty)
-            )
-        paced = False
-        if fresh:
-            st.count, st.polls, st.level, st.last_gap, st.paced = 1, 0, _NONE, 0, False
-            st.first_ns, st.first_pos, st.start_epoch = time_ns, pos, s.epoch
-        else:
-            paced = self._paced(s, st, time_ns, duration_ns)
-            if paced:
+            ):
+                # Seen again, but after more than a few operations never seen before: a
+                # re-read amid new work, not a loop (a loop's steps are themselves repeats).
+                st.start(time_ns, pos, s.epoch)
+            elif self._paced(s, st, time_ns, duration_ns):
                 st.polls += 1
             else:
                 st.count += 1
@@ -1134,31 +1182,33 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         self, s: _Repetitions, p: _Pending, rkey: int, call_id: str, pos: int
     ) -> _Finding | None:
         key = (p.tool, rkey)
-        sr = s.same.get(key)
-        if sr is None:
-            sr = s.same[key] = _SameStat()
+        entry = s.same.get(key)
+        if entry is None:
+            s.same[key] = (p.ahash, s.epoch, pos, p.canonical)
             if len(s.same) > self.memory:
                 s.same.popitem(last=False)
-            fresh = True
+            return None  # a streak of one call: nothing to tell yet
+        if isinstance(entry, _SameStat):
+            sr = entry
         else:
-            fresh = sr.epoch != s.epoch or pos - sr.last_pos > self.horizon
-        if fresh:
-            sr.args, sr.distinct, sr.level, sr.epoch = p.ahash, 1, _NONE, s.epoch
-            sr.first_pos, sr.recurred, sr.first, sr.changed = pos, 0, p.canonical, False
-            sr.seen.clear()
-        elif sr.args != p.ahash:
+            sr = s.same[key] = _SameStat(*entry)  # seen again: a streak (in the same place)
+        if sr.epoch != s.epoch or pos - sr.last_pos > self.horizon:
+            sr.start(p.ahash, s.epoch, pos, p.canonical)
+            return None
+        if sr.args != p.ahash:
             # Arguments come back when they were seen in the streak up to their digits and
             # case ("Draft v2 (round 1)" → "Draft v3 (round 2)" is the same message).
-            if not sr.seen:
-                sr.seen.add(_loose(sr.first))
+            seen = sr.seen
+            if not seen:
+                seen = sr.seen = {_loose(sr.first)}
             shape = _loose(p.canonical)
             sr.args, sr.changed = p.ahash, True
-            if shape in sr.seen:
+            if shape in seen:
                 sr.recurred += 1
             else:
                 sr.distinct += 1
-                if len(sr.seen) < _SAME_ARGS:
-                    sr.seen.add(shape)
+                if len(seen) < _SAME_ARGS:
+                    seen.add(shape)
         else:
             sr.recurred += 1
         sr.last_pos = pos
