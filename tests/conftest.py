@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import gc
+import importlib
+import pkgutil
 import uuid
+import warnings
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import settings
 
+import loopobs
 from loopobs import (
     CONTEXT_TYPES,
     DisplayHint,
@@ -25,6 +32,53 @@ from loopobs import (
 )
 from loopobs.contract.events import ToolAnnotations
 from loopobs.loop.parking import CLAIMS
+
+
+def _modules(path: Path, prefix: str) -> Iterator[str]:
+    """The names of the modules under the package at ``path``, without importing them."""
+    for info in pkgutil.iter_modules([str(path)], prefix):
+        yield info.name
+        if info.ispkg:
+            yield from _modules(path / info.name.rsplit(".", 1)[-1], info.name + ".")
+
+
+# Left out: the deprecated paths; the demo and the framework adapters, which import
+# frameworks (the Agents SDK alone takes over a second) and are imported where their tests
+# are collected; but not the adapters' framework-free modules.
+_LEFT_OUT = ("loopobs.core.", "loopobs.adapters.", "loopobs.demo.")
+_FRAMEWORK_FREE_ADAPTERS = (
+    "loopobs.adapters._",
+    "loopobs.adapters.otel",
+)
+
+
+def _import_the_package_with_the_collector_held_off() -> None:
+    """Import every module of ``loopobs`` now, with the garbage collector held off.
+
+    pytest rewrites the asserts of every module of a distribution whose plugin it loads
+    from an entry point (``loopobs.pytest_plugin``), parsing each module on its first
+    import. CPython 3.11.7's parser can fail there ("AST constructor recursion depth
+    mismatch") when the collector runs finalizers mid-parse (see ``tests/_ast.py``), and a
+    lazily imported module is parsed wherever a test first touches it. Here each is parsed
+    once, before any test, with the collector off (but for ``_LEFT_OUT``, and modules whose
+    dependency is not installed).
+    """
+    root = Path(loopobs.__file__).parent
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for name in _modules(root, "loopobs."):
+            if name.startswith(_LEFT_OUT) and not name.startswith(_FRAMEWORK_FREE_ADAPTERS):
+                continue
+            with warnings.catch_warnings(), contextlib.suppress(ImportError):
+                warnings.simplefilter("ignore")
+                importlib.import_module(name)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+_import_the_package_with_the_collector_held_off()
 
 # No per-example deadline: the machine is shared, and a slow example is not a wrong one
 # (speed is measured in bench/, as ratios).
