@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from loopobs import AgentLoop, LoopObserver, Usage, tool
-from loopobs.contract.events import EventContext
+from loopobs.contract.events import CONTEXT_TYPES, EventContext
 from loopobs.contract.model import (
     AssistantMessage,
     ModelRequest,
@@ -62,28 +62,7 @@ def _noop(self: NoOp, ctx: EventContext) -> None:
     return None
 
 
-for _hook in (
-    "on_run_start",
-    "on_run_end",
-    "on_turn_start",
-    "on_turn_end",
-    "on_stream_start",
-    "on_stream_success",
-    "on_stream_failure",
-    "on_response",
-    "on_text_delta",
-    "on_thinking_delta",
-    "on_tool_call_received",
-    "on_tool_pre",
-    "on_tool_post",
-    "on_compaction",
-    "on_fallback",
-    "on_model_switched",
-    "on_loop_detected",
-    "on_convergence_detected",
-    "on_suspended",
-    "on_sleep",
-):
+for _hook in CONTEXT_TYPES:  # every hook, as declared once in the contract
     setattr(NoOp, _hook, _noop)
 
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from loopobs import AgentLoop, LoopObserver, RunResult, Usage, tool
-from loopobs.contract.events import EventContext
+from loopobs.contract.events import CONTEXT_TYPES, EventContext
 from loopobs.llm import Reply, ScriptedClient, Step
 from loopobs.testing import RecordingObserver, assert_contract
 
@@ -78,26 +78,5 @@ def _raise(self: Raising, ctx: EventContext) -> None:
     raise RuntimeError(f"observer failure in {ctx.hook}")
 
 
-for _hook in (
-    "on_run_start",
-    "on_run_end",
-    "on_turn_start",
-    "on_turn_end",
-    "on_stream_start",
-    "on_stream_success",
-    "on_stream_failure",
-    "on_response",
-    "on_text_delta",
-    "on_thinking_delta",
-    "on_tool_call_received",
-    "on_tool_pre",
-    "on_tool_post",
-    "on_compaction",
-    "on_fallback",
-    "on_model_switched",
-    "on_loop_detected",
-    "on_convergence_detected",
-    "on_suspended",
-    "on_sleep",
-):
+for _hook in CONTEXT_TYPES:  # every hook, as declared once in the contract
     setattr(Raising, _hook, _raise)
