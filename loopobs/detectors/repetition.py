@@ -778,7 +778,7 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         """Normalise and hash the call's arguments, to pair with its result at ``on_tool_post``."""
         args = ctx.input
         tool = ctx.tool
-        info = self._tool(tool)
+        info = self._tools.get(tool) or self._tool(tool)
         kind = info.kind if ctx.annotations is None else self._kind(tool, ctx.annotations)
         parsed = False
         target = None
@@ -786,7 +786,15 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         if info.command_arg is not None:
             effect = call_effect(tool, args, info.command_arg)
         elif info.role is not None:
-            effect = self._effect(tool, args, info.role)
+            command = args.get("command") if info.role != "editor" else None
+            # The effect of a command line, remembered process-wide (see _effect).
+            effect = (
+                _CALL_EFFECTS.get((info.role, command), _UNKNOWN_ROLE)
+                if type(command) is str
+                else _UNKNOWN_ROLE
+            )
+            if effect is _UNKNOWN_ROLE:
+                effect = self._effect(tool, args, info.role)
         if effect is not None and effect.key is not None:
             # A command line is keyed on its tokens (whitespace and quoting folded), the
             # other arguments (a working directory, a timeout) on their canonical JSON.
@@ -898,7 +906,13 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
             # off in a span-bridged app): the tool's name alone is no evidence of a loop.
             return
         rkey = raw
-        last = self._last_result(rid, pending) if text else None
+        last = None
+        if text:
+            # The session's entry for this call, if it made the call before: a peek without
+            # the lock (a stale answer only decides whether a result is normalised again).
+            state = self._sessions.get(self._run_sessions.get(rid, rid))
+            if state is not None:
+                last = state.calls.get((pending.tool, pending.ahash))
         if last is not None and last[2] == raw:
             rkey = last[0]  # the call's text as last time: its key, without normalising again
         elif raw is not None and text and (len(text) <= _EAGER_RESULT_CHARS or last is not None):
@@ -1013,13 +1027,6 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         where = {k: v for k, v in p.args.items() if k not in _NEW_CONTENT}
         ahash, _, _, canonical = self.normaliser.arguments_key(p.tool, where)
         return p._replace(ahash=ahash, canonical=canonical)
-
-    def _last_result(self, rid: int, p: _Pending) -> _CallResult | None:
-        """The session's entry for this call (its latest result key, generation and raw
-        hash), if it made the call before: a peek without the lock, as a stale answer only
-        decides whether a result is normalised again."""
-        state = self._sessions.get(self._run_sessions.get(rid, rid))
-        return state.calls.get((p.tool, p.ahash)) if state is not None else None
 
     # -- the session's memory --------------------------------------------------------------
     def _record(
