@@ -45,10 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script:
 
 from loopobs.contract.events import ResponseContext, ToolCallReceivedContext, ToolPostContext
 from loopobs.contract.hashing import result_hash
-from loopobs.detectors import ConvergenceDetector, RepetitionDetector
-from loopobs.detectors.commands import clear_cache
-from loopobs.detectors.convergence import clear_word_hashes
-from loopobs.detectors.normalise import clear_result_keys
+from loopobs.detectors import ConvergenceDetector, RepetitionDetector, clear_caches
 from tests.detection_corpus.harness import Outcome, Trace, play
 
 ENV_VAR = "LOOPOBS_REAL_TRAJECTORIES"
@@ -250,15 +247,15 @@ def time_calls(
 ) -> float:
     """Best CPU ns per tool call over the whole set, fresh detectors each repeat (each
     repeat's figure appended to ``samples``, to show the noise). ``first_sight``: the
-    process-wide caches (parsed command lines, masked results' keys) are cleared before
+    process-wide caches (parsed command lines and their effects, masked results' keys:
+    :func:`loopobs.detectors.clear_caches`) are cleared before
     each repeat, so every line is parsed and every result masked as if never seen."""
     n = sum(len(c) for c in calls)
     best = float("inf")
     for _ in range(repeats):
         detectors = [RepetitionDetector() for _ in calls]
         if first_sight:
-            clear_cache()
-            clear_result_keys()
+            clear_caches()
         start = time.process_time_ns()
         for detector, session in zip(detectors, calls, strict=True):
             received, post = detector.on_tool_call_received, detector.on_tool_post
@@ -286,7 +283,7 @@ def time_answers(
     for _ in range(repeats):
         detectors = [ConvergenceDetector() for _ in answers]
         if first_sight:
-            clear_word_hashes()
+            clear_caches()
         start = time.process_time_ns()
         for detector, session in zip(detectors, answers, strict=True):
             respond = detector.on_response

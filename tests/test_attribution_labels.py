@@ -133,3 +133,31 @@ def test_a_bad_allow_list_is_refused(bad: Any) -> None:
         PrometheusObserver(CollectorRegistry(), attribution_labels=bad)
     with pytest.raises(ValueError, match="attribution_labels"):
         MetricsObserver(MeterProvider(), attribution_labels=bad)
+
+
+async def test_configure_passes_the_allow_list_and_the_label_cap_to_its_metrics_observer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from loopobs.exporters.setup import configure
+
+    monkeypatch.delenv("OTEL_SDK_DISABLED", raising=False)
+    reader = InMemoryMetricReader()
+    telemetry = configure(
+        traces_exporter="none",
+        metrics_exporter="none",
+        metric_readers=[reader],
+        attribution_labels={"tenant": 1},
+        max_label_values=7,
+    )
+    try:
+        assert telemetry.metrics.max_label_values == 7
+        await _runs(telemetry.metrics, tenants=["acme", "globex", "acme"])
+        tenants = {attrs[TENANT] for attrs, _ in _otel(reader, c.COST.name)}
+        assert tenants == {"acme", "_other"}
+    finally:
+        assert telemetry.shutdown(timeout_s=5.0)
+    for bad in ({"Tenant": 5}, {"tenant": 0}):
+        with pytest.raises(ValueError, match="attribution_labels"):
+            configure(traces_exporter="none", metrics_exporter="none", attribution_labels=bad)
+    with pytest.raises(ValueError, match="max_label_values"):
+        configure(traces_exporter="none", metrics_exporter="none", max_label_values=0)

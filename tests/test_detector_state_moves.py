@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from loopobs import RepetitionDetector
+from loopobs.detectors._session import SNAPSHOT_VERSION
 from loopobs.sessions.stores import FileStore, MemoryStore
 from tests._detector_moves import SENDS, messages, send_all
 
@@ -96,7 +97,7 @@ async def test_the_stored_state_holds_keys_and_counts_never_content() -> None:
                 "v": 1,
                 "detectors": {
                     "RepetitionDetector": {
-                        "v": 1,
+                        "v": SNAPSHOT_VERSION,
                         "kind": "repetition",
                         "config": [130, 512],
                         "state": {"scalars": ["x"]},

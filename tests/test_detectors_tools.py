@@ -251,9 +251,10 @@ def test_the_surer_stop_needs_its_evidence_within_one_run() -> None:
 
 
 def test_a_command_calls_other_arguments_are_keyed_as_their_canonical_json() -> None:
-    """The remembered text of a command call's other arguments is their canonical JSON, and
-    only strings are remembered (1, 1.0 and True are equal keys of a dict, not equal JSON)."""
-    from loopobs.contract.hashing import canonical_json
+    """The remembered text of a command call's other arguments is their canonical JSON (with
+    its text_key), and only strings are remembered (1, 1.0 and True are equal keys of a
+    dict, not equal JSON)."""
+    from loopobs.contract.hashing import canonical_json, text_key
 
     d = RepetitionDetector()
     for others in (
@@ -267,5 +268,6 @@ def test_a_command_calls_other_arguments_are_keyed_as_their_canonical_json() -> 
         {"note": "x" * 300},
     ):
         args = {"command": "ls", **others}
-        assert d._other_arguments(args, "command") == canonical_json(others)
+        text = canonical_json(others)
+        assert d._other_arguments(args, "command") == (text, text_key(text))
     assert list(d._others) == [(("program", "bash"),), (("cwd", "/w"), ("program", "sh"))]

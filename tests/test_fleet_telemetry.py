@@ -358,3 +358,65 @@ async def test_fleet_events_round_trip_through_the_jsonl_log(tmp_path: Any) -> N
     replay(path, recorder)
     assert [s.operation for s in recorder.of("on_shared_budget")] == ["reserve", "commit"]
     assert len(recorder.of("on_budget_unpriced")) == 1
+
+
+def _tracing() -> tuple[Any, Any]:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from loopobs.exporters.tracing import TracingObserver
+
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    return TracingObserver(provider), spans
+
+
+def _span_events(spans: Any, name: str) -> list[dict[str, Any]]:
+    return [
+        dict(event.attributes or {})
+        for span in spans.get_finished_spans()
+        for event in span.events
+        if event.name == name
+    ]
+
+
+async def test_refusals_and_store_errors_are_span_events_and_steps_that_went_through_are_not() -> (
+    None
+):
+    tracing, spans = _tracing()
+    full = SharedBudget(InProcessLedger(), scopes={"tenant": Budget(model_calls=1)})
+    acme = {"tenant": "acme"}
+    loop = _loop(full, [_answer(), _answer()], tracing)
+    assert (await loop.run("q", session=Conversation(attribution=acme))).ok
+    assert _span_events(spans, c.EVENT_SHARED_BUDGET) == []  # a reserve and a commit, both ok
+    refused = await loop.run("q", session=Conversation(attribution=acme))
+    assert refused.status is RunStatus.BUDGET_EXCEEDED
+    closed = await _loop(SharedBudget(DownLedger()), [_answer()], tracing).run("q")
+    assert closed.status is RunStatus.FAILED
+    events = _span_events(spans, c.EVENT_SHARED_BUDGET)
+    assert [
+        (
+            e[c.LOOPOBS_SHARED_BUDGET_OPERATION],
+            e[c.LOOPOBS_SHARED_BUDGET_OUTCOME],
+            e.get(c.LOOPOBS_SHARED_BUDGET_SCOPE_KEY),
+            e[c.LOOPOBS_SHARED_BUDGET_STORE],
+        )
+        for e in events
+    ] == [
+        ("reserve", "refused", "tenant:acme", "memory"),
+        ("reserve", "error", None, "redis://127.0.0.1:1/0"),
+    ]
+    assert all(e[c.LOOPOBS_SHARED_BUDGET_DURATION_MS] >= 0 for e in events)
+    assert tracing.open_runs == 0
+
+
+async def test_a_usd_limit_on_an_unpriced_model_is_a_span_event() -> None:
+    tracing, spans = _tracing()
+    result = await _unpriced_loop(tracing, budget=Budget(usd=0.01)).run("q")
+    assert result.ok
+    (event,) = _span_events(spans, c.EVENT_BUDGET_UNPRICED)
+    assert event[c.GEN_AI_REQUEST_MODEL] == "my-unpriced-model"
+    assert event[c.LOOPOBS_BUDGET_SCOPE] == "run"
+    assert event[c.LOOPOBS_BUDGET_ALLOWED] == 0.01

@@ -24,16 +24,23 @@ every process, never Python's salted ``hash()``: a session's state can move to a
 worker (``snapshot`` / ``restore``, saved by an ``AgentSession`` in its store).
 """
 
+from loopobs.detectors import commands as _commands
 from loopobs.detectors._session import DEFAULT_MAX_SESSIONS
 from loopobs.detectors.convergence import (
     SKETCH_SIZE,
     ConvergenceAction,
     ConvergenceDetector,
     answer_sketch,
+    clear_word_hashes,
     sketch_similarity,
 )
-from loopobs.detectors.normalise import Normaliser, ToolNormalisation, mask_volatile
-from loopobs.detectors.repetition import RepetitionDetector
+from loopobs.detectors.normalise import (
+    Normaliser,
+    ToolNormalisation,
+    clear_result_keys,
+    mask_volatile,
+)
+from loopobs.detectors.repetition import RepetitionDetector, clear_call_effects
 
 __all__ = [
     "DEFAULT_MAX_SESSIONS",
@@ -44,6 +51,18 @@ __all__ = [
     "RepetitionDetector",
     "ToolNormalisation",
     "answer_sketch",
+    "clear_caches",
     "mask_volatile",
     "sketch_similarity",
 ]
+
+
+def clear_caches() -> None:
+    """Forget everything the detectors remember process-wide (parsed command lines and
+    their effects, masked results' keys, words' hashes), so that the next calls see every
+    text for the first time: a benchmark's cold figure. Never needed for correctness:
+    each cache is bounded and depends on the text alone."""
+    _commands.clear_cache()
+    clear_call_effects()
+    clear_result_keys()
+    clear_word_hashes()

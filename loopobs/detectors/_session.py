@@ -13,8 +13,9 @@ from loopobs.contract.observer import LoopObserver, ObserverSet
 
 __all__ = ["DEFAULT_MAX_SESSIONS", "SNAPSHOT_VERSION", "SessionDetector", "SnapshotRejected"]
 
-SNAPSHOT_VERSION: Final = 1
-"""The version of a detector's session snapshot; another version is ignored on restore."""
+SNAPSHOT_VERSION: Final = 2
+"""The version of a detector's session snapshot; another version is ignored on restore.
+(2: a command call with other arguments is keyed on its line's key mixed with theirs.)"""
 
 logger = logging.getLogger("loopobs.detectors")
 

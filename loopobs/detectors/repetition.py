@@ -6,6 +6,7 @@ import math
 import re
 from collections import OrderedDict
 from collections.abc import Mapping
+from functools import lru_cache
 from types import MappingProxyType
 from typing import Any, Final, NamedTuple
 
@@ -34,7 +35,7 @@ from loopobs.detectors.commands import (
 )
 from loopobs.detectors.normalise import Normaliser
 
-__all__ = ["RepetitionDetector"]
+__all__ = ["RepetitionDetector", "clear_call_effects"]
 
 _MAX_PENDING_CALLS: Final = 1024
 """Tool calls per run awaiting their ``on_tool_post``; older ones are forgotten."""
@@ -195,6 +196,9 @@ class _SameStat:
         self.seen: set[int | None] | None = None
 
 
+_Others = tuple[str, int]
+"""A command call's other arguments: their canonical JSON and its ``text_key``."""
+
 _FirstSame = tuple[int | None, int, int, str]
 """A result seen once: its call's arguments key, the epoch, the position and the arguments'
 canonical text (what :class:`_SameStat` is made of when the result comes again)."""
@@ -336,6 +340,35 @@ _THINK_WORDS: Final = frozenset(
 )
 # Words of a tool name: snake_case, kebab-case and camelCase alike.
 _NAME_PARTS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
+
+_NAMES_HELD: Final = 4096
+
+
+@lru_cache(maxsize=_NAMES_HELD)
+def _name_words(tool: str) -> frozenset[str]:
+    """The lower-cased words of a tool's name (remembered process-wide: names are few)."""
+    return frozenset(w.lower() for w in _NAME_PARTS.findall(tool))
+
+
+_role_by_name: Final = lru_cache(maxsize=_NAMES_HELD)(tool_role)
+
+_CALL_EFFECTS_HELD: Final = 1024
+_CALL_EFFECTS: Final[dict[tuple[ToolRole, str], CallEffect | None]] = {}
+"""(role, command line) → :func:`~loopobs.detectors.commands.call_effect` of a call whose
+``command`` argument is that line, process-wide: the effect depends on the line alone (and
+the role), and runs share their lines (``ls``, ``git diff``, a re-run test)."""
+
+
+def clear_call_effects() -> None:
+    """Forget the remembered effects of command lines (a benchmark's first sight)."""
+    _CALL_EFFECTS.clear()
+
+
+def _mix(key: int, other: int) -> int:
+    """One 64-bit key of two keys (the same in every process): a command line's and its
+    call's other arguments', without hashing their concatenation (a heredoc line is
+    kilobytes long)."""
+    return (key * 0x9E3779B97F4A7C15 + other) & 0xFFFFFFFFFFFFFFFF
 
 
 _DIGITS: Final = re.compile(r"\d+")
@@ -487,13 +520,13 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
 
     Memory per session is bounded, whatever the session's length: at most
     ``memory`` operations, calls, results and writes (the oldest first in are
-    forgotten) and a ring of ``2 × max_period + 2`` steps; per detector, the effects
-    of at most 1,024 command lines, 64 sets of command calls' other arguments, whether
-    256 writes' outputs said they failed, and the kind of 4,096 tool names (its
-    normaliser, the keys of 256 sets of flat arguments);
-    process-wide, shared by every detector, the effects of at most 1,024 command
-    lines and the masked keys of at most 4,096
-    results (both depend on the text alone). An operation not seen
+    forgotten) and a ring of ``2 × max_period + 2`` steps; per detector, 64 sets of
+    command calls' other arguments, whether 256 writes' outputs said they failed, and
+    the kind of 4,096 tool names (its normaliser, the keys of 256 sets of flat
+    arguments); process-wide, shared by every detector, the effects of at most 1,024
+    command lines (twice: parsed, and as a call's effect), the masked keys of at most
+    4,096 results and the words and roles of 4,096 tool names (each depends on the
+    text alone). An operation not seen
     for ``horizon`` calls starts over. Cycle search keeps at most four candidate
     periods (found from the distance to an operation's previous occurrence), so
     each call costs the same whatever ``max_period`` is. A stop clears the
@@ -594,8 +627,7 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         self._ring = 2 * max_period + 2
         self._pending: OrderedDict[int, dict[str, _Pending]] = OrderedDict()
         self._tools: dict[str, _Tool] = {}
-        self._effects: dict[tuple[str, str], CallEffect | None] = {}
-        self._others: dict[tuple[tuple[str, str], ...], str] = {}
+        self._others: dict[tuple[tuple[str, str], ...], _Others] = {}
         self._failures: dict[int, bool] = {}
 
     @property
@@ -686,7 +718,6 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         """Forget every session's state and every call awaiting its result."""
         with self._lock:
             self._pending.clear()
-            self._effects.clear()
             self._others.clear()
             self._failures.clear()
         super().reset()
@@ -721,18 +752,14 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
             side, ro, waits = given.side_effecting, given.read_only, given.waits
             if side is None and ro is not None:
                 side = not ro
+        parts = _name_words(tool) if self.infer_annotations else frozenset()
         if self.infer_annotations and (side is None or waits is None):
-            parts = {w.lower() for w in _NAME_PARTS.findall(tool)}
             if side is None and ro is None:
                 side = bool(parts & _SIDE_VERBS) and not parts & _WAIT_VERBS
                 ro = not side and bool(parts & _READ_VERBS)
             if waits is None:
                 waits = bool(parts & _WAIT_VERBS)
-        inert = bool(
-            self.infer_annotations
-            and not side
-            and {w.lower() for w in _NAME_PARTS.findall(tool)} & _THINK_WORDS
-        )
+        inert = bool(self.infer_annotations and not side and parts & _THINK_WORDS)
         return (bool(side), bool(ro), bool(waits), inert)
 
     # -- hooks -----------------------------------------------------------------------------
@@ -741,7 +768,7 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         remembered per name (a race only computes the same entry twice)."""
         info = self._tools.get(tool)
         if info is None:
-            role = tool_role(tool) if self.infer_commands else None
+            role = _role_by_name(tool) if self.infer_commands else None
             info = _Tool(self._kind(tool, None), self.command_tools.get(tool), role)
             if len(self._tools) < _TOOLS_HELD:
                 self._tools[tool] = info
@@ -751,7 +778,7 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         """Normalise and hash the call's arguments, to pair with its result at ``on_tool_post``."""
         args = ctx.input
         tool = ctx.tool
-        info = self._tool(tool)
+        info = self._tools.get(tool) or self._tool(tool)
         kind = info.kind if ctx.annotations is None else self._kind(tool, ctx.annotations)
         parsed = False
         target = None
@@ -759,18 +786,26 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         if info.command_arg is not None:
             effect = call_effect(tool, args, info.command_arg)
         elif info.role is not None:
-            effect = self._effect(tool, args, info.role)
+            command = args.get("command") if info.role != "editor" else None
+            # The effect of a command line, remembered process-wide (see _effect).
+            effect = (
+                _CALL_EFFECTS.get((info.role, command), _UNKNOWN_ROLE)
+                if type(command) is str
+                else _UNKNOWN_ROLE
+            )
+            if effect is _UNKNOWN_ROLE:
+                effect = self._effect(tool, args, info.role)
         if effect is not None and effect.key is not None:
             # A command line is keyed on its tokens (whitespace and quoting folded), the
             # other arguments (a working directory, a timeout) on their canonical JSON.
             applied = _NO_RULES
             page: str | None = None
             canonical = effect.key
+            ahash = effect.key_hash if effect.key_hash is not None else text_key(canonical)
             if len(args) > 1:
-                canonical += "\x1d" + self._other_arguments(args, effect.arg)
-                ahash = text_key(canonical)
-            else:
-                ahash = effect.key_hash if effect.key_hash is not None else text_key(canonical)
+                others, others_key = self._other_arguments(args, effect.arg)
+                canonical += "\x1d" + others
+                ahash = _mix(ahash, others_key)
         else:
             ahash, applied, page, canonical = self.normaliser.arguments_key(tool, args)
         if effect is not None:
@@ -798,37 +833,41 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         if len(calls) > _MAX_PENDING_CALLS:
             calls.pop(next(iter(calls)), None)
 
-    def _other_arguments(self, args: Mapping[str, Any], command_arg: str | None) -> str:
+    def _other_arguments(self, args: Mapping[str, Any], command_arg: str | None) -> _Others:
         """The canonical JSON of a command call's arguments but its command line (a program,
-        a working directory). Agents pass the same ones call after call: when they are short
-        strings, the text is remembered per detector (at most 64 sets of them)."""
+        a working directory), and its :func:`~loopobs.contract.hashing.text_key`. Agents
+        pass the same ones call after call: when they are short strings, both are
+        remembered per detector (at most 64 sets of them)."""
         others = dict(args)
         if command_arg is not None:
             others.pop(command_arg, None)
         for value in others.values():
             if type(value) is not str or len(value) > _OTHER_ARGS_CHARS:
-                return canonical_json(others)  # numbers (1 == 1.0 == True) or long text
+                text = canonical_json(others)  # numbers (1 == 1.0 == True) or long text
+                return text, text_key(text)
         key = tuple(others.items())
-        text = self._others.get(key)
-        if text is None:
+        found = self._others.get(key)
+        if found is None:
             text = canonical_json(others)
+            found = (text, text_key(text))
             if len(self._others) >= _OTHER_ARGS_HELD:
                 self._others.clear()
-            self._others[key] = text
-        return text
+            self._others[key] = found
+        return found
 
     def _effect(self, tool: str, args: Mapping[str, Any], role: ToolRole) -> CallEffect | None:
-        """:func:`call_effect`, remembered per command line: agents re-run their commands."""
+        """:func:`call_effect`, remembered process-wide per command line (and role): agents
+        re-run their commands, and runs share them."""
         command = args.get("command") if role != "editor" else None
         if type(command) is not str or len(command) > _EFFECT_CACHE_CHARS:
             return call_effect(tool, args, None, role)
         key = (role, command)
-        found = self._effects.get(key, _UNKNOWN_ROLE)
+        found = _CALL_EFFECTS.get(key, _UNKNOWN_ROLE)
         if found is _UNKNOWN_ROLE:
             found = call_effect(tool, args, None, role)
-            if len(self._effects) >= _EFFECT_CACHE:
-                self._effects.clear()
-            self._effects[key] = found
+            if len(_CALL_EFFECTS) >= _CALL_EFFECTS_HELD:
+                _CALL_EFFECTS.clear()  # all at once: a dict store and clear are each atomic
+            _CALL_EFFECTS[key] = found
         return found  # type: ignore[no-any-return]
 
     def on_compaction(self, ctx: CompactionContext) -> None:
@@ -867,7 +906,13 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
             # off in a span-bridged app): the tool's name alone is no evidence of a loop.
             return
         rkey = raw
-        last = self._last_result(rid, pending) if text else None
+        last = None
+        if text:
+            # The session's entry for this call, if it made the call before: a peek without
+            # the lock (a stale answer only decides whether a result is normalised again).
+            state = self._sessions.get(self._run_sessions.get(rid, rid))
+            if state is not None:
+                last = state.calls.get((pending.tool, pending.ahash))
         if last is not None and last[2] == raw:
             rkey = last[0]  # the call's text as last time: its key, without normalising again
         elif raw is not None and text and (len(text) <= _EAGER_RESULT_CHARS or last is not None):
@@ -982,13 +1027,6 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         where = {k: v for k, v in p.args.items() if k not in _NEW_CONTENT}
         ahash, _, _, canonical = self.normaliser.arguments_key(p.tool, where)
         return p._replace(ahash=ahash, canonical=canonical)
-
-    def _last_result(self, rid: int, p: _Pending) -> _CallResult | None:
-        """The session's entry for this call (its latest result key, generation and raw
-        hash), if it made the call before: a peek without the lock, as a stale answer only
-        decides whether a result is normalised again."""
-        state = self._sessions.get(self._run_sessions.get(rid, rid))
-        return state.calls.get((p.tool, p.ahash)) if state is not None else None
 
     # -- the session's memory --------------------------------------------------------------
     def _record(

@@ -47,6 +47,7 @@ from loopobs.exporters._otel_env import (
     resolve_settings,
 )
 from loopobs.exporters.content import ContentMode
+from loopobs.exporters.event_metrics import DEFAULT_MAX_LABEL_VALUES, attribution_limits
 from loopobs.exporters.metrics import MetricsObserver
 from loopobs.exporters.redaction import Redactor
 from loopobs.exporters.tracing import TracingObserver
@@ -384,6 +385,8 @@ def configure(
     redact: Redactor | None = None,
     logger_provider: otel_logs.LoggerProvider | None = None,
     default_service_name: str | None = None,
+    max_label_values: int = DEFAULT_MAX_LABEL_VALUES,
+    attribution_labels: Mapping[str, int] | None = None,
 ) -> Telemetry:
     """Build tracer and meter providers, their exporters, and observers that use them.
 
@@ -430,6 +433,11 @@ def configure(
         logger_provider: where the :class:`TracingObserver`'s log-record events go
             (operation exceptions, inference details); else the global provider.
         default_service_name: ``service.name`` when nothing else names one.
+        max_label_values: the :class:`MetricsObserver`'s cap on distinct values per
+            label key (later values fold into ``_other``).
+        attribution_labels: attribution names the :class:`MetricsObserver` records as
+            labels of the cost metrics, each with its own cap: ``{"tenant": 50}``.
+            Default: none.
 
     With ``OTEL_SDK_DISABLED=true`` no SDK object is built: the observers get
     no-op providers and cost next to nothing.
@@ -440,6 +448,9 @@ def configure(
             variable. Nothing is left running after an error.
         ImportError: the ``otel`` extra is not installed (the message says so).
     """
+    if max_label_values < 1:
+        raise ValueError("max_label_values must be at least 1")
+    attribution = attribution_limits(attribution_labels)
     if _disabled():
         tp_noop = trace.NoOpTracerProvider()
         mp_noop = metrics.NoOpMeterProvider()
@@ -451,7 +462,9 @@ def configure(
                 propagate_context=propagate_context,
                 logger_provider=otel_logs.NoOpLoggerProvider(),
             ),
-            MetricsObserver(mp_noop),
+            MetricsObserver(
+                mp_noop, max_label_values=max_label_values, attribution_labels=attribution
+            ),
             tp_noop,
             mp_noop,
             enabled=False,
@@ -588,7 +601,9 @@ def configure(
                 redact=redact,
                 logger_provider=logger_provider,
             ),
-            MetricsObserver(meter_provider),
+            MetricsObserver(
+                meter_provider, max_label_values=max_label_values, attribution_labels=attribution
+            ),
             tracer_provider,
             meter_provider,
             exporters=tuple(built),

@@ -54,6 +54,7 @@ from loopobs.contract.errors import LoopError
 from loopobs.contract.events import (
     BackpressureContext,
     BudgetExceededContext,
+    BudgetUnpricedContext,
     CompactionContext,
     ContextProviderContext,
     ConvergenceDetectedContext,
@@ -67,6 +68,7 @@ from loopobs.contract.events import (
     RunStartContext,
     RunStatus,
     SessionResetContext,
+    SharedBudgetContext,
     SleepContext,
     StreamFailureContext,
     StreamStartContext,
@@ -1096,6 +1098,36 @@ class TracingObserver(LoopObserver):
             },
             ctx.time_ns,
         )
+
+    def on_budget_unpriced(self, ctx: BudgetUnpricedContext) -> None:
+        """Add a ``loopobs.budget_unpriced`` event (to the open turn, else the run span): a
+        USD limit that cannot apply to a model with no price."""
+        attrs: dict[str, Any] = {
+            c.GEN_AI_REQUEST_MODEL: ctx.model,
+            c.LOOPOBS_BUDGET_SCOPE: ctx.scope,
+            c.LOOPOBS_BUDGET_ALLOWED: ctx.budget,
+        }
+        if ctx.provider:
+            attrs[c.GEN_AI_PROVIDER_NAME] = ctx.provider
+        self._event(ctx.run_id, c.EVENT_BUDGET_UNPRICED, attrs, ctx.time_ns)
+
+    def on_shared_budget(self, ctx: SharedBudgetContext) -> None:
+        """Add a ``loopobs.shared_budget`` event (to the open turn, else the run span) for a
+        ledger step that did not end ``ok``: a refused reservation (with the refusing
+        scope) or a store error. Steps that went through are metrics only: two per model
+        call would crowd every trace."""
+        if ctx.outcome == "ok":
+            return
+        attrs: dict[str, Any] = {
+            c.LOOPOBS_SHARED_BUDGET_OPERATION: ctx.operation,
+            c.LOOPOBS_SHARED_BUDGET_OUTCOME: ctx.outcome,
+            c.LOOPOBS_SHARED_BUDGET_STORE: self._capped(ctx.store),
+            c.LOOPOBS_SHARED_BUDGET_DURATION_MS: ctx.duration_ms,
+            c.LOOPOBS_SHARED_BUDGET_RESERVED_USD: ctx.reserved_usd,
+        }
+        if ctx.scope_key:
+            attrs[c.LOOPOBS_SHARED_BUDGET_SCOPE_KEY] = self._capped(ctx.scope_key)
+        self._event(ctx.run_id, c.EVENT_SHARED_BUDGET, attrs, ctx.time_ns)
 
     # -- lifecycle -------------------------------------------------------------------------
     def reset(self) -> None:
