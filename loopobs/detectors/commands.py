@@ -304,19 +304,18 @@ def _cut_heredocs(command: str) -> tuple[str, list[str]]:
         if "<<" not in line:
             out.append(line)  # most lines of a command with a heredoc: no scan needed
             continue
-        words = [m.group(3) for m in _HEREDOC.finditer(line)]
-        if not words:
+        # Each match leaves its three groups (the dash, the quote, the word) and the text
+        # after it in the split.
+        parts = _HEREDOC.split(line)
+        if len(parts) == 1:
             out.append(line)
             continue
-        for word in words:
-            body, pos = _heredoc_body(command, pos, word)
-            bodies.append(body)
-        first = len(bodies) - len(words)
-        # Each body becomes an input word, like a herestring's: "<<< __heredoc0__".
-        parts = _HEREDOC.split(line)
         rebuilt = parts[0]
-        for n, k in enumerate(range(1, len(parts), 4)):
-            rebuilt += f"<<< __heredoc{first + n}__" + parts[k + 3]
+        for k in range(3, len(parts), 4):
+            body, pos = _heredoc_body(command, pos, parts[k])
+            # Each body becomes an input word, like a herestring's: "<<< __heredoc0__".
+            rebuilt += f"<<< __heredoc{len(bodies)}__" + parts[k + 1]
+            bodies.append(body)
         out.append(rebuilt)
     return "\n".join(out), bodies
 
@@ -446,6 +445,38 @@ def tokens(command: str) -> list[str] | None:
     # Most words of a quoted line are plain (and operators always): three scans of a
     # token cost less than a call.
     return [_unquoted(t) if "'" in t or '"' in t or "\\" in t else t for t in found]
+
+
+def _lexed(command: str) -> tuple[list[str], str] | None:
+    """:func:`tokens` of ``command`` and their canonical join (``"\\x1f".join``, the start
+    of a command line's key); ``None`` where :func:`tokens` is ``None``.
+
+    A line quoted with one kind of quote and no backslash (most quoted agent lines) is
+    unquoted on the join, in one ``str.replace``, and split again: a token holds no
+    separator when the line holds none.
+    """
+    if _QUOTING.search(command) is None:
+        split = (
+            command.split()
+            if _SIMPLE_LINE.fullmatch(command) is not None
+            else _PLAIN.findall(command)
+        )
+        return split, "\x1f".join(split)
+    text = command.rstrip(" \t\r")
+    if text.endswith("\\") and len(text) < len(command):
+        text = command[: len(text) + 1]
+    found = _TOKEN.findall(text)
+    if not _REFUSED.isdisjoint(found):
+        return None
+    if "\\" not in text and "\x1f" not in text:
+        # One kind of quote and no backslash: each quote character is a delimiter (see
+        # _drop_quotes), dropped from all the tokens at once.
+        quote = "'" if '"' not in text else '"' if "'" not in text else None
+        if quote is not None:
+            key = "\x1f".join(found).replace(quote, "")
+            return key.split("\x1f"), key
+    split = [_unquoted(t) if "'" in t or '"' in t or "\\" in t else t for t in found]
+    return split, "\x1f".join(split)
 
 
 _OPERATOR: Final = 1
@@ -659,18 +690,23 @@ _REMEMBERED: Final = 1024
 _REMEMBERED_CHARS: Final = 2048
 """Command lines up to this long are remembered, the latest 1,024 of them process-wide:
 agents re-run their commands, and many runs share them (``ls``, ``git diff``, ``pytest``)."""
+_REMEMBERED_LONG: Final = 32
+"""Longer lines are remembered apart, the latest 32 of them, each by its first
+``_MAX_CHARS`` characters (all that is parsed): a heredoc that writes a file is re-run as
+it is, and it costs tens of µs to parse. The memory stays bounded: per cache, 32 lines of
+at most 20,000 characters, and their judgements (a key as long, and a write's target)."""
 
 
 def classify_command(command: str) -> CommandInfo | None:
     """What ``command`` (a shell command line) does; ``None`` if it cannot be parsed.
 
     Never raises: any string is either judged or ``None``. The answer depends on the
-    text alone, so it is remembered (a bounded cache shared by every caller: at most
-    1,024 lines of up to 2,048 characters).
+    text alone, so it is remembered (bounded caches shared by every caller: at most
+    1,024 lines of up to 2,048 characters, and 32 longer ones).
     """
     if len(command) <= _REMEMBERED_CHARS:
         return _classify_remembered(command)
-    return _classify(command)
+    return _classify_long(command[:_MAX_CHARS])
 
 
 # What the shell reads in a command line for line continuations: single-quoted text (kept
@@ -697,6 +733,18 @@ def join_continuations(command: str) -> str:
     single quotes) removed, as the shell removes them before it splits words: ``a && \\``
     then ``sed -i …`` on the next line is ``a && sed -i …``. (shlex keeps the newline
     inside the next word.)"""
+    if '"' not in command and "\\\\" not in command and "\\'" not in command:
+        # No escaped backslash or quote: each backslash escapes the character after it,
+        # and the quotes pair up in order, so the text between the pairs (and after an
+        # unclosed one) is what the shell joins. str methods, not a call back per match.
+        if "'" not in command:
+            return command.replace("\\\n", "")
+        parts = command.split("'")
+        for i in range(0, len(parts), 2):
+            parts[i] = parts[i].replace("\\\n", "")
+        if len(parts) % 2 == 0:
+            parts[-1] = parts[-1].replace("\\\n", "")
+        return "'".join(parts)
     return _CONTINUATION.sub(_join_in, command)
 
 
@@ -765,12 +813,15 @@ _NO_TARGET: Final[frozenset[str]] = frozenset()
 
 
 _classify_remembered: Final = lru_cache(maxsize=_REMEMBERED)(_classify)
+_classify_long: Final = lru_cache(maxsize=_REMEMBERED_LONG)(_classify)
 
 
 def clear_cache() -> None:
     """Forget the remembered command lines (a benchmark's first sight of every line)."""
     _classify_remembered.cache_clear()
+    _classify_long.cache_clear()
     _shell_remembered.cache_clear()
+    _shell_long.cache_clear()
 
 
 def classify_code(code: str) -> CommandEffect:
@@ -958,17 +1009,101 @@ def _shell(text: str, arg: str) -> CallEffect | None:
     line and session, and a fresh detector finds the effect made)."""
     if len(text) <= _REMEMBERED_CHARS:
         return _shell_remembered(text, arg)
-    return _shell_anew(text, arg)
+    return _shell_long(text[:_MAX_CHARS], arg)
 
 
 def _shell_anew(text: str, arg: str) -> CallEffect | None:
-    info = _classify(text)  # not through classify_command's cache: this one remembers
+    """:func:`_shell`'s effect, made anew: the :class:`CallEffect` of
+    :func:`classify_command`'s judgement (``None`` with it), without its ``programs``.
+
+    A line without a heredoc, a redirection or a line continuation (most lines) is judged
+    here with the fewest steps; the others go through :func:`_classify`.
+    """
+    command = text if len(text) <= _MAX_CHARS else text[:_MAX_CHARS]
+    if "<" in command or ">" in command or "\\\n" in command:
+        # Every redirection and heredoc operator holds one of these characters.
+        return _as_call_effect(_classify(command), arg)
+    lexed = _lexed(command)
+    if lexed is None:
+        return None
+    split, key = lexed
+    if _OPERATORS.isdisjoint(split):
+        if not split:
+            return None
+        first = split[0]
+        words = (
+            _strip_prefixes(split)
+            if first in _PREFIX_WORDS or "=" in first or first.isdigit()
+            else split
+        )
+        if not words:
+            return None
+        program, effect = _judge(words, _NO_BODIES)
+        if effect != "write":
+            return _new_tuple(CallEffect, (effect, None, key, arg, text_key(key), None))
+        target = frozenset(_operands(words))
+        if program not in target:
+            target = target | {program}
+    else:
+        strongest, written = _judge_parts(split)
+        if strongest is None:
+            return None
+        if written is None:
+            return _new_tuple(CallEffect, (strongest, None, key, arg, text_key(key), None))
+        effect, target = strongest, written
+    return _new_tuple(
+        CallEffect,
+        (effect, target, key, arg, text_key(key), text_key("\x1f".join(sorted(target)))),
+    )
+
+
+def _judge_parts(split: list[str]) -> tuple[CommandEffect | None, frozenset[str] | None]:
+    """The effect of the simple commands that the operators of ``split`` (tokens without
+    redirections or heredocs) separate, and a write's target (``None`` for other
+    effects); ``(None, None)`` when none has a program."""
+    effect: CommandEffect | None = None
+    target: set[str] | None = None
+    start = 0
+    end = len(split)
+    for i in range(end + 1):
+        if i < end and split[i] not in _OPERATORS:
+            continue
+        if i > start:
+            words = split[start:i]
+            first = words[0]
+            if first in _PREFIX_WORDS or "=" in first or first.isdigit():
+                words = _strip_prefixes(words)
+            if words:
+                program, judged = _judge(words, _NO_BODIES)
+                if judged == "write":
+                    effect = "write"
+                    if target is None:
+                        target = {program}
+                    else:
+                        target.add(program)
+                    target.update(_operands(words))
+                elif judged == "run":
+                    if effect != "write":
+                        effect = "run"
+                elif effect is None:
+                    effect = "read"
+        start = i + 1
+    return effect, frozenset(target) if target is not None else None
+
+
+def _as_call_effect(info: CommandInfo | None, arg: str) -> CallEffect | None:
     if info is None:
         return None
     effect, _, target, key, key_hash, target_hash = info
     if effect == "write":
-        return CallEffect(effect, target, key, arg, key_hash, target_hash)
-    return CallEffect(effect, None, key, arg, key_hash)
+        return _new_tuple(CallEffect, (effect, target, key, arg, key_hash, target_hash))
+    return _new_tuple(CallEffect, (effect, None, key, arg, key_hash, None))
+
+
+_new_tuple: Final = tuple.__new__
+"""A named tuple made from a tuple of all its fields: no keyword-taking ``__new__``."""
+_NO_BODIES: Final[list[str]] = []
 
 
 _shell_remembered: Final = lru_cache(maxsize=_REMEMBERED)(_shell_anew)
+_shell_long: Final = lru_cache(maxsize=_REMEMBERED_LONG)(_shell_anew)
