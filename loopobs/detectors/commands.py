@@ -455,26 +455,31 @@ def _lexed(command: str) -> tuple[list[str], str] | None:
     unquoted on the join, in one ``str.replace``, and split again: a token holds no
     separator when the line holds none.
     """
-    if _QUOTING.search(command) is None:
+    # Three substring tests cost half a pattern's search, and they are needed below.
+    single = "'" in command
+    double = '"' in command
+    if not single and not double and "\\" not in command:
         split = (
             command.split()
             if _SIMPLE_LINE.fullmatch(command) is not None
             else _PLAIN.findall(command)
         )
         return split, "\x1f".join(split)
-    text = command.rstrip(" \t\r")
-    if text.endswith("\\") and len(text) < len(command):
-        text = command[: len(text) + 1]
+    text = command
+    if command[-1] in " \t\r":
+        # Trailing whitespace would make a failed attempt at each of its characters; one
+        # is kept after a backslash, which may escape it.
+        text = command.rstrip(" \t\r")
+        if text.endswith("\\"):
+            text = command[: len(text) + 1]
     found = _TOKEN.findall(text)
     if not _REFUSED.isdisjoint(found):
         return None
-    if "\\" not in text and "\x1f" not in text:
+    if single != double and "\\" not in text and "\x1f" not in text:
         # One kind of quote and no backslash: each quote character is a delimiter (see
         # _drop_quotes), dropped from all the tokens at once.
-        quote = "'" if '"' not in text else '"' if "'" not in text else None
-        if quote is not None:
-            key = "\x1f".join(found).replace(quote, "")
-            return key.split("\x1f"), key
+        key = "\x1f".join(found).replace("'" if single else '"', "")
+        return key.split("\x1f"), key
     split = [_unquoted(t) if "'" in t or '"' in t or "\\" in t else t for t in found]
     return split, "\x1f".join(split)
 
@@ -601,10 +606,14 @@ def _sed_in_place(args: list[str]) -> bool:
 
 def _judge(words: list[str], bodies: list[str]) -> tuple[str, CommandEffect]:
     """(program, effect) of one simple command (prefixes already stripped)."""
-    program = _program(words[0])
+    program = words[0]
+    if "/" in program and program[-1] != "/":
+        program = program.rsplit("/", 1)[-1]  # _program, inline: once per simple command
     plain = _PLAIN_EFFECTS.get(program)
     if plain is not None:
         return program, plain  # the common case: a program whose options do not matter
+    if program == "sed":  # a third of agents' programs
+        return program, "write" if _sed_in_place(words[1:]) else "read"
     args = words[1:]
     if program not in _SPECIAL:
         if program in _INSTALLERS:
@@ -613,8 +622,6 @@ def _judge(words: list[str], bodies: list[str]) -> tuple[str, CommandEffect]:
         if program.startswith(_INTERPRETER_PREFIXES) and _INTERPRETERS.fullmatch(program):
             return program, _interpreted(args, bodies)
         return program, "run"
-    if program == "sed":
-        return program, "write" if _sed_in_place(args) else "read"
     if program == "perl":
         return program, "write" if _short_option(args, "i") else "run"
     if program in ("awk", "gawk"):
@@ -1014,20 +1021,25 @@ def _shell(text: str, arg: str) -> CallEffect | None:
 
 def _shell_anew(text: str, arg: str) -> CallEffect | None:
     """:func:`_shell`'s effect, made anew: the :class:`CallEffect` of
-    :func:`classify_command`'s judgement (``None`` with it), without its ``programs``.
+    :func:`classify_command`'s judgement (``None`` with it), parsed here without what a
+    call's effect does not hold (the programs, a :class:`CommandInfo`).
 
-    A line without a heredoc, a redirection or a line continuation (most lines) is judged
-    here with the fewest steps; the others go through :func:`_classify`.
+    A line of one simple command without a redirection (most lines) is judged with the
+    fewest steps; a line of several is cut into its simple commands first.
     """
     command = text if len(text) <= _MAX_CHARS else text[:_MAX_CHARS]
-    if "<" in command or ">" in command or "\\\n" in command:
-        # Every redirection and heredoc operator holds one of these characters.
-        return _as_call_effect(_classify(command), arg)
+    bodies = _NO_BODIES
+    if "<<" in command:
+        command, bodies = _cut_heredocs(command)
+    if "\\\n" in command:
+        command = join_continuations(command)
     lexed = _lexed(command)
     if lexed is None:
         return None
     split, key = lexed
-    if _OPERATORS.isdisjoint(split):
+    if bodies:
+        key += "\x1e" + "\x1e".join(bodies)
+    if _KIND_TOKENS.isdisjoint(split):
         if not split:
             return None
         first = split[0]
@@ -1038,57 +1050,73 @@ def _shell_anew(text: str, arg: str) -> CallEffect | None:
         )
         if not words:
             return None
-        program, effect = _judge(words, _NO_BODIES)
+        program, effect = _judge(words, bodies)
         if effect != "write":
             return _new_tuple(CallEffect, (effect, None, key, arg, text_key(key), None))
-        target = frozenset(_operands(words))
-        if program not in target:
-            target = target | {program}
+        target = set(_operands(words))
+        target.add(program)
     else:
-        strongest, written = _judge_parts(split)
+        strongest, written = _judge_parts(_simple_commands(split), bodies)
         if strongest is None:
             return None
         if written is None:
             return _new_tuple(CallEffect, (strongest, None, key, arg, text_key(key), None))
         effect, target = strongest, written
+    if bodies:
+        target.update([f"<<{text_key(b)}" for b in bodies])
     return _new_tuple(
         CallEffect,
-        (effect, target, key, arg, text_key(key), text_key("\x1f".join(sorted(target)))),
+        (
+            effect,
+            frozenset(target),
+            key,
+            arg,
+            text_key(key),
+            text_key("\x1f".join(sorted(target))),
+        ),
     )
 
 
-def _judge_parts(split: list[str]) -> tuple[CommandEffect | None, frozenset[str] | None]:
-    """The effect of the simple commands that the operators of ``split`` (tokens without
-    redirections or heredocs) separate, and a write's target (``None`` for other
-    effects); ``(None, None)`` when none has a program."""
+def _judge_parts(
+    parts: list[tuple[list[str], list[str]]], bodies: list[str]
+) -> tuple[CommandEffect | None, set[str] | None]:
+    """The strongest effect of the simple commands ``parts`` (their words, the files they
+    write into) and a write's target but its heredoc bodies (``None`` for other effects),
+    as :func:`_classify` judges them; ``(None, None)`` when none has a program or writes
+    into a file."""
     effect: CommandEffect | None = None
     target: set[str] | None = None
-    start = 0
-    end = len(split)
-    for i in range(end + 1):
-        if i < end and split[i] not in _OPERATORS:
-            continue
-        if i > start:
-            words = split[start:i]
+    for simple, written in parts:
+        words = simple
+        if words:
             first = words[0]
             if first in _PREFIX_WORDS or "=" in first or first.isdigit():
                 words = _strip_prefixes(words)
-            if words:
-                program, judged = _judge(words, _NO_BODIES)
-                if judged == "write":
-                    effect = "write"
-                    if target is None:
-                        target = {program}
-                    else:
-                        target.add(program)
-                    target.update(_operands(words))
-                elif judged == "run":
-                    if effect != "write":
-                        effect = "run"
-                elif effect is None:
-                    effect = "read"
-        start = i + 1
-    return effect, frozenset(target) if target is not None else None
+        if words:
+            program, judged = _judge(words, bodies)
+            if written:
+                judged = "write"
+        elif written:
+            judged = "write"
+        else:
+            continue
+        if judged == "read":
+            if effect is None:
+                effect = "read"
+            continue
+        if judged == "run":
+            if effect != "write":
+                effect = "run"
+            continue
+        effect = "write"
+        if target is None:
+            target = set(written)
+        else:
+            target.update(written)
+        if words:
+            target.add(program)
+            target.update(_operands(words))
+    return effect, target
 
 
 def _as_call_effect(info: CommandInfo | None, arg: str) -> CallEffect | None:
@@ -1103,6 +1131,8 @@ def _as_call_effect(info: CommandInfo | None, arg: str) -> CallEffect | None:
 _new_tuple: Final = tuple.__new__
 """A named tuple made from a tuple of all its fields: no keyword-taking ``__new__``."""
 _NO_BODIES: Final[list[str]] = []
+_KIND_TOKENS: Final = frozenset(_TOKEN_KINDS)
+"""The operators and redirections: a line with none of them is one simple command."""
 
 
 _shell_remembered: Final = lru_cache(maxsize=_REMEMBERED)(_shell_anew)
