@@ -755,32 +755,119 @@ def join_continuations(command: str) -> str:
     return _CONTINUATION.sub(_join_in, command)
 
 
+_NO_BODIES: Final[list[str]] = []  # never changed
+_KIND_TOKENS: Final = frozenset(_TOKEN_KINDS)
+"""The operators and redirections: a line with none of them is one simple command."""
+
+
 def _classify(command: str) -> CommandInfo | None:
     """:func:`classify_command`, parsed anew."""
+    programs: list[str] = []
+    parsed = _parse(command, programs)
+    if parsed is None:
+        return None
+    effect, target, key = parsed
+    # The keys are computed once per line here, where the judgement is remembered, not
+    # once per call. (_make: the named tuple built without its keyword-taking __new__.)
+    if target is None:
+        return CommandInfo._make((effect, tuple(programs), _NO_TARGET, key, text_key(key), None))
+    return CommandInfo._make(
+        (
+            effect,
+            tuple(programs),
+            frozenset(target),
+            key,
+            text_key(key),
+            text_key("\x1f".join(sorted(target))),
+        )
+    )
+
+
+def _parse(
+    command: str, programs: list[str] | None
+) -> tuple[CommandEffect, set[str] | None, str] | None:
+    """The effect of the command line ``command``, a write's target (``None`` for other
+    effects) and the line's key, as :class:`CommandInfo` has them; ``None`` if it cannot
+    be parsed, or has no program and writes into no file. Each simple command's program
+    is appended to ``programs`` when it is given.
+
+    A line of one simple command without a redirection (most lines) is judged with the
+    fewest steps; a line of several is cut into its simple commands first.
+    """
     if len(command) > _MAX_CHARS:
         command = command[:_MAX_CHARS]
-    text, bodies = _cut_heredocs(command) if "<<" in command else (command, [])
-    if "\\\n" in text:
-        text = join_continuations(text)
-    split = tokens(text)
-    if split is None:
+    bodies = _NO_BODIES
+    if "<<" in command:
+        command, bodies = _cut_heredocs(command)
+    if "\\\n" in command:
+        command = join_continuations(command)
+    lexed = _lexed(command)
+    if lexed is None:
         return None
-    parts = _simple_commands(split)
-    effect: CommandEffect = "read"
-    programs: list[str] = []
-    target: set[str] | None = None  # made at the first write
+    split, key = lexed
+    if bodies:
+        key += "\x1e" + "\x1e".join(bodies)
+    if _KIND_TOKENS.isdisjoint(split):
+        if not split:
+            return None
+        first = split[0]
+        words = (
+            _strip_prefixes(split)
+            if first in _PREFIX_WORDS or "=" in first or first.isdigit()
+            else split
+        )
+        if not words:
+            return None
+        program, effect = _judge(words, bodies)
+        if programs is not None:
+            programs.append(program)
+        if effect != "write":
+            return effect, None, key
+        target = set(_operands(words))
+        target.add(program)
+    else:
+        strongest, written = _judge_parts(_simple_commands(split), bodies, programs)
+        if strongest is None:
+            return None  # only operators, or redirections of nothing
+        if written is None:
+            return strongest, None, key
+        effect, target = strongest, written
+    if bodies:
+        target.update([f"<<{text_key(b)}" for b in bodies])
+    return effect, target, key
+
+
+def _judge_parts(
+    parts: list[tuple[list[str], list[str]]], bodies: list[str], programs: list[str] | None
+) -> tuple[CommandEffect | None, set[str] | None]:
+    """The strongest effect of the simple commands ``parts`` (their words, the files they
+    write into), and a write's target but its heredoc bodies (``None`` for other effects);
+    ``(None, None)`` when none has a program or writes into a file. Each program is
+    appended to ``programs`` when it is given."""
+    effect: CommandEffect | None = None
+    target: set[str] | None = None
     for simple, written in parts:
-        words = _strip_prefixes(simple)
-        judged: CommandEffect = "read"
+        words = simple
+        if words:
+            first = words[0]
+            if first in _PREFIX_WORDS or "=" in first or first.isdigit():
+                words = _strip_prefixes(words)
         if words:
             program, judged = _judge(words, bodies)
-            programs.append(program)
-        if written:
-            judged = "write"  # into a file: what is written is part of the target
+            if programs is not None:
+                programs.append(program)
+            if written:
+                judged = "write"  # into a file: what is written is part of the target
+        elif written:
+            judged = "write"
+        else:
+            continue
         if judged == "read":
+            if effect is None:
+                effect = "read"
             continue
         if judged == "run":
-            if effect == "read":
+            if effect != "write":
                 effect = "run"
             continue
         effect = "write"
@@ -791,21 +878,7 @@ def _classify(command: str) -> CommandInfo | None:
         if words:
             target.add(program)
             target.update(_operands(words))
-    if not programs and target is None:
-        return None  # only operators, or redirections of nothing
-    key = "\x1f".join(split)
-    if bodies:
-        key += "\x1e" + "\x1e".join(bodies)
-    # The keys are computed once per line here, where the judgement is remembered, not
-    # once per call. (_make: the named tuple built without its keyword-taking __new__.)
-    if target is None:
-        return CommandInfo._make((effect, tuple(programs), _NO_TARGET, key, text_key(key), None))
-    if bodies:
-        target.update([f"<<{text_key(b)}" for b in bodies])
-    target_hash = text_key("\x1f".join(sorted(target)))
-    return CommandInfo._make(
-        (effect, tuple(programs), frozenset(target), key, text_key(key), target_hash)
-    )
+    return effect, target
 
 
 def _operands(words: list[str]) -> list[str]:
@@ -1021,49 +1094,14 @@ def _shell(text: str, arg: str) -> CallEffect | None:
 
 def _shell_anew(text: str, arg: str) -> CallEffect | None:
     """:func:`_shell`'s effect, made anew: the :class:`CallEffect` of
-    :func:`classify_command`'s judgement (``None`` with it), parsed here without what a
-    call's effect does not hold (the programs, a :class:`CommandInfo`).
-
-    A line of one simple command without a redirection (most lines) is judged with the
-    fewest steps; a line of several is cut into its simple commands first.
-    """
-    command = text if len(text) <= _MAX_CHARS else text[:_MAX_CHARS]
-    bodies = _NO_BODIES
-    if "<<" in command:
-        command, bodies = _cut_heredocs(command)
-    if "\\\n" in command:
-        command = join_continuations(command)
-    lexed = _lexed(command)
-    if lexed is None:
+    :func:`classify_command`'s judgement (``None`` with it), without what a call's
+    effect does not hold (the programs, a :class:`CommandInfo`)."""
+    parsed = _parse(text, None)
+    if parsed is None:
         return None
-    split, key = lexed
-    if bodies:
-        key += "\x1e" + "\x1e".join(bodies)
-    if _KIND_TOKENS.isdisjoint(split):
-        if not split:
-            return None
-        first = split[0]
-        words = (
-            _strip_prefixes(split)
-            if first in _PREFIX_WORDS or "=" in first or first.isdigit()
-            else split
-        )
-        if not words:
-            return None
-        program, effect = _judge(words, bodies)
-        if effect != "write":
-            return _new_tuple(CallEffect, (effect, None, key, arg, text_key(key), None))
-        target = set(_operands(words))
-        target.add(program)
-    else:
-        strongest, written = _judge_parts(_simple_commands(split), bodies)
-        if strongest is None:
-            return None
-        if written is None:
-            return _new_tuple(CallEffect, (strongest, None, key, arg, text_key(key), None))
-        effect, target = strongest, written
-    if bodies:
-        target.update([f"<<{text_key(b)}" for b in bodies])
+    effect, target, key = parsed
+    if target is None:
+        return _new_tuple(CallEffect, (effect, None, key, arg, text_key(key), None))
     return _new_tuple(
         CallEffect,
         (
@@ -1077,62 +1115,8 @@ def _shell_anew(text: str, arg: str) -> CallEffect | None:
     )
 
 
-def _judge_parts(
-    parts: list[tuple[list[str], list[str]]], bodies: list[str]
-) -> tuple[CommandEffect | None, set[str] | None]:
-    """The strongest effect of the simple commands ``parts`` (their words, the files they
-    write into) and a write's target but its heredoc bodies (``None`` for other effects),
-    as :func:`_classify` judges them; ``(None, None)`` when none has a program or writes
-    into a file."""
-    effect: CommandEffect | None = None
-    target: set[str] | None = None
-    for simple, written in parts:
-        words = simple
-        if words:
-            first = words[0]
-            if first in _PREFIX_WORDS or "=" in first or first.isdigit():
-                words = _strip_prefixes(words)
-        if words:
-            program, judged = _judge(words, bodies)
-            if written:
-                judged = "write"
-        elif written:
-            judged = "write"
-        else:
-            continue
-        if judged == "read":
-            if effect is None:
-                effect = "read"
-            continue
-        if judged == "run":
-            if effect != "write":
-                effect = "run"
-            continue
-        effect = "write"
-        if target is None:
-            target = set(written)
-        else:
-            target.update(written)
-        if words:
-            target.add(program)
-            target.update(_operands(words))
-    return effect, target
-
-
-def _as_call_effect(info: CommandInfo | None, arg: str) -> CallEffect | None:
-    if info is None:
-        return None
-    effect, _, target, key, key_hash, target_hash = info
-    if effect == "write":
-        return _new_tuple(CallEffect, (effect, target, key, arg, key_hash, target_hash))
-    return _new_tuple(CallEffect, (effect, None, key, arg, key_hash, None))
-
-
 _new_tuple: Final = tuple.__new__
 """A named tuple made from a tuple of all its fields: no keyword-taking ``__new__``."""
-_NO_BODIES: Final[list[str]] = []
-_KIND_TOKENS: Final = frozenset(_TOKEN_KINDS)
-"""The operators and redirections: a line with none of them is one simple command."""
 
 
 _shell_remembered: Final = lru_cache(maxsize=_REMEMBERED)(_shell_anew)
