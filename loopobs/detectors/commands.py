@@ -458,7 +458,8 @@ def _lexed(command: str) -> tuple[list[str], str] | None:
     # Three substring tests cost half a pattern's search, and they are needed below.
     single = "'" in command
     double = '"' in command
-    if not single and not double and "\\" not in command:
+    backslash = "\\" in command
+    if not single and not double and not backslash:
         split = (
             command.split()
             if _SIMPLE_LINE.fullmatch(command) is not None
@@ -475,7 +476,7 @@ def _lexed(command: str) -> tuple[list[str], str] | None:
     found = _TOKEN.findall(text)
     if not _REFUSED.isdisjoint(found):
         return None
-    if single != double and "\\" not in text and "\x1f" not in text:
+    if single != double and not backslash and "\x1f" not in text:
         # One kind of quote and no backslash: each quote character is a delimiter (see
         # _drop_quotes), dropped from all the tokens at once.
         key = "\x1f".join(found).replace("'" if single else '"', "")
