@@ -776,7 +776,7 @@ def _classify(command: str) -> CommandInfo | None:
         (
             effect,
             tuple(programs),
-            frozenset(target),
+            target,
             key,
             text_key(key),
             text_key("\x1f".join(sorted(target))),
@@ -786,7 +786,7 @@ def _classify(command: str) -> CommandInfo | None:
 
 def _parse(
     command: str, programs: list[str] | None
-) -> tuple[CommandEffect, set[str] | None, str] | None:
+) -> tuple[CommandEffect, frozenset[str] | None, str] | None:
     """The effect of the command line ``command``, a write's target (``None`` for other
     effects) and the line's key, as :class:`CommandInfo` has them; ``None`` if it cannot
     be parsed, or has no program and writes into no file. Each simple command's program
@@ -824,8 +824,8 @@ def _parse(
             programs.append(program)
         if effect != "write":
             return effect, None, key
-        target = set(_operands(words))
-        target.add(program)
+        target = _operands(words)
+        target.append(program)
     else:
         strongest, written = _judge_parts(_simple_commands(split), bodies, programs)
         if strongest is None:
@@ -834,19 +834,20 @@ def _parse(
             return strongest, None, key
         effect, target = strongest, written
     if bodies:
-        target.update([f"<<{text_key(b)}" for b in bodies])
-    return effect, target, key
+        target.extend([f"<<{text_key(b)}" for b in bodies])
+    return effect, frozenset(target), key
 
 
 def _judge_parts(
     parts: list[tuple[list[str], list[str]]], bodies: list[str], programs: list[str] | None
-) -> tuple[CommandEffect | None, set[str] | None]:
+) -> tuple[CommandEffect | None, list[str] | None]:
     """The strongest effect of the simple commands ``parts`` (their words, the files they
-    write into), and a write's target but its heredoc bodies (``None`` for other effects);
+    write into), and the words of a write's target but its heredoc bodies, repeats and all
+    (``None`` for other effects);
     ``(None, None)`` when none has a program or writes into a file. Each program is
     appended to ``programs`` when it is given."""
     effect: CommandEffect | None = None
-    target: set[str] | None = None
+    target: list[str] | None = None
     for simple, written in parts:
         words = simple
         if words:
@@ -873,12 +874,12 @@ def _judge_parts(
             continue
         effect = "write"
         if target is None:
-            target = set(written)
+            target = written[:]
         else:
-            target.update(written)
+            target.extend(written)
         if words:
-            target.add(program)
-            target.update(_operands(words))
+            target.append(program)
+            target.extend(_operands(words))
     return effect, target
 
 
@@ -1107,7 +1108,7 @@ def _shell_anew(text: str, arg: str) -> CallEffect | None:
         CallEffect,
         (
             effect,
-            frozenset(target),
+            target,
             key,
             arg,
             text_key(key),
