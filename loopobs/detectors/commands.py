@@ -843,9 +843,8 @@ def _judge_parts(
 ) -> tuple[CommandEffect | None, list[str] | None]:
     """The strongest effect of the simple commands ``parts`` (their words, the files they
     write into), and the words of a write's target but its heredoc bodies, repeats and all
-    (``None`` for other effects);
-    ``(None, None)`` when none has a program or writes into a file. Each program is
-    appended to ``programs`` when it is given."""
+    (``None`` for other effects); ``(None, None)`` when none has a program or writes into
+    a file. Each program is appended to ``programs`` when it is given."""
     effect: CommandEffect | None = None
     target: list[str] | None = None
     for simple, written in parts:
