@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from loopobs.contract.hashing import text_key
 from loopobs.detectors.commands import (
     _HEREDOC,
+    CallEffect,
     CommandInfo,
     _cut_heredocs,
     call_effect,
@@ -19,6 +20,7 @@ from loopobs.detectors.commands import (
     classify_command,
     command_text,
     failed_output,
+    join_continuations,
     shlex_tokens,
     tokens,
     tool_role,
@@ -591,3 +593,88 @@ def test_an_edit_after_a_line_continuation_is_a_write() -> None:
     listing = classify_command("ls \\\n  -la src")
     assert listing is not None
     assert (listing.effect, listing.programs) == ("read", ("ls",))
+
+
+def _call_effect_by_shlex(command: str, arg: str) -> CallEffect | None:
+    """The reference for ``_shell_anew``: the full parse by shlex, as a call's effect."""
+    info = _classify_by_shlex(command)
+    if info is None:
+        return None
+    if info.effect == "write":
+        return CallEffect(info.effect, info.target, info.key, arg, info.key_hash, info.target_hash)
+    return CallEffect(info.effect, None, info.key, arg, info.key_hash)
+
+
+def _same_effect_as_the_full_parse(text: str) -> None:
+    from loopobs.detectors import commands
+
+    lexed = commands._lexed(text)
+    split = tokens(text)
+    assert lexed == (None if split is None else (split, "\x1f".join(split)))
+    expected = _call_effect_by_shlex(text, "cmd")
+    assert commands._shell_anew(text, "cmd") == expected
+    assert call_effect("any", {"cmd": text}, None, "command") == expected
+
+
+# Quotes of both kinds, escapes and the key's separator (a token holding it is unquoted
+# token by token).
+QUOTEISH = st.text(alphabet="'\"\\ \x1fa|=-", max_size=24)
+
+
+@FUZZ
+@given(st.one_of(REALISTIC, SHELLISH, SIMPLE_WORDS, QUOTEISH))
+def test_a_calls_effect_is_the_full_parse_by_shlex(text: str) -> None:
+    """The lean path of a call's effect (tokens and key together, a simple command or a
+    pipeline judged in place) makes what the full parse by shlex makes."""
+    _same_effect_as_the_full_parse(text)
+
+
+@pytest.mark.skipif(
+    "LOOPOBS_REAL_TRAJECTORIES" not in os.environ, reason="no real trajectories given"
+)
+def test_a_calls_effect_is_the_full_parse_by_shlex_on_real_lines() -> None:
+    """The same on every command line of a set of real trajectories."""
+    with open(os.environ["LOOPOBS_REAL_TRAJECTORIES"], encoding="utf-8") as f:
+        records = [json.loads(line) for line in f if line.strip()]
+    lines = {
+        op["args"]["command"]
+        for rec in records
+        for op in rec.get("ops", [])
+        if op.get("op") == "call" and isinstance((op.get("args") or {}).get("command"), str)
+    }
+    assert lines
+    for line in lines:
+        _same_effect_as_the_full_parse(line)
+
+
+CONTINUATIONISH = st.text(alphabet="\\\n'\" a;é\t", max_size=40)
+
+
+@FUZZ
+@given(CONTINUATIONISH)
+def test_line_continuations_are_joined_as_the_whole_pattern_joins_them(text: str) -> None:
+    """The str-method join of a line without double quotes or escaped backslashes and
+    quotes is the pattern's."""
+    from loopobs.detectors import commands
+
+    assert join_continuations(text) == commands._CONTINUATION.sub(commands._join_in, text)
+
+
+def test_long_lines_are_remembered_by_what_is_parsed() -> None:
+    """A line longer than the main caches take is remembered in a small cache of its own,
+    keyed on its first 20,000 characters (all that is parsed), as judged anew."""
+    from loopobs.detectors import commands
+
+    body = "".join(f"print({i})\n" for i in range(400))
+    line = f"cat <<'EOF' > gen.py\n{body}EOF\npython3 gen.py"
+    assert 2_048 < len(line) <= 20_000
+    commands.clear_cache()
+    first = classify_command(line)
+    assert first == commands._classify(line)
+    assert classify_command(line) is first
+    effect_first = call_effect("bash", {"command": line}, None, "command")
+    assert effect_first == _call_effect_by_shlex(line, "command")
+    assert call_effect("bash", {"command": line}, None, "command") is effect_first
+    longer = "ls " + "x" * 30_000
+    assert classify_command(longer) == commands._classify(longer)
+    assert commands._classify_long.cache_info().currsize <= commands._REMEMBERED_LONG

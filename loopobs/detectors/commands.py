@@ -304,19 +304,18 @@ def _cut_heredocs(command: str) -> tuple[str, list[str]]:
         if "<<" not in line:
             out.append(line)  # most lines of a command with a heredoc: no scan needed
             continue
-        words = [m.group(3) for m in _HEREDOC.finditer(line)]
-        if not words:
+        # Each match leaves its three groups (the dash, the quote, the word) and the text
+        # after it in the split.
+        parts = _HEREDOC.split(line)
+        if len(parts) == 1:
             out.append(line)
             continue
-        for word in words:
-            body, pos = _heredoc_body(command, pos, word)
-            bodies.append(body)
-        first = len(bodies) - len(words)
-        # Each body becomes an input word, like a herestring's: "<<< __heredoc0__".
-        parts = _HEREDOC.split(line)
         rebuilt = parts[0]
-        for n, k in enumerate(range(1, len(parts), 4)):
-            rebuilt += f"<<< __heredoc{first + n}__" + parts[k + 3]
+        for k in range(3, len(parts), 4):
+            body, pos = _heredoc_body(command, pos, parts[k])
+            # Each body becomes an input word, like a herestring's: "<<< __heredoc0__".
+            rebuilt += f"<<< __heredoc{len(bodies)}__" + parts[k + 1]
+            bodies.append(body)
         out.append(rebuilt)
     return "\n".join(out), bodies
 
@@ -448,6 +447,44 @@ def tokens(command: str) -> list[str] | None:
     return [_unquoted(t) if "'" in t or '"' in t or "\\" in t else t for t in found]
 
 
+def _lexed(command: str) -> tuple[list[str], str] | None:
+    """:func:`tokens` of ``command`` and their canonical join (``"\\x1f".join``, the start
+    of a command line's key); ``None`` where :func:`tokens` is ``None``.
+
+    A line quoted with one kind of quote and no backslash (most quoted agent lines) is
+    unquoted on the join, in one ``str.replace``, and split again: a token holds no
+    separator when the line holds none.
+    """
+    # Three substring tests cost half a pattern's search, and they are needed below.
+    single = "'" in command
+    double = '"' in command
+    backslash = "\\" in command
+    if not single and not double and not backslash:
+        split = (
+            command.split()
+            if _SIMPLE_LINE.fullmatch(command) is not None
+            else _PLAIN.findall(command)
+        )
+        return split, "\x1f".join(split)
+    text = command
+    if command[-1] in " \t\r":
+        # Trailing whitespace would make a failed attempt at each of its characters; one
+        # is kept after a backslash, which may escape it.
+        text = command.rstrip(" \t\r")
+        if text.endswith("\\"):
+            text = command[: len(text) + 1]
+    found = _TOKEN.findall(text)
+    if not _REFUSED.isdisjoint(found):
+        return None
+    if single != double and not backslash and "\x1f" not in text:
+        # One kind of quote and no backslash: each quote character is a delimiter (see
+        # _drop_quotes), dropped from all the tokens at once.
+        key = "\x1f".join(found).replace("'" if single else '"', "")
+        return key.split("\x1f"), key
+    split = [_unquoted(t) if "'" in t or '"' in t or "\\" in t else t for t in found]
+    return split, "\x1f".join(split)
+
+
 _OPERATOR: Final = 1
 _TO_FILE: Final = 2
 _FROM_FILE: Final = 3
@@ -570,10 +607,14 @@ def _sed_in_place(args: list[str]) -> bool:
 
 def _judge(words: list[str], bodies: list[str]) -> tuple[str, CommandEffect]:
     """(program, effect) of one simple command (prefixes already stripped)."""
-    program = _program(words[0])
+    program = words[0]
+    if "/" in program and program[-1] != "/":
+        program = program.rsplit("/", 1)[-1]  # _program, inline: once per simple command
     plain = _PLAIN_EFFECTS.get(program)
     if plain is not None:
         return program, plain  # the common case: a program whose options do not matter
+    if program == "sed":  # a third of agents' programs
+        return program, "write" if _sed_in_place(words[1:]) else "read"
     args = words[1:]
     if program not in _SPECIAL:
         if program in _INSTALLERS:
@@ -582,8 +623,6 @@ def _judge(words: list[str], bodies: list[str]) -> tuple[str, CommandEffect]:
         if program.startswith(_INTERPRETER_PREFIXES) and _INTERPRETERS.fullmatch(program):
             return program, _interpreted(args, bodies)
         return program, "run"
-    if program == "sed":
-        return program, "write" if _sed_in_place(args) else "read"
     if program == "perl":
         return program, "write" if _short_option(args, "i") else "run"
     if program in ("awk", "gawk"):
@@ -659,18 +698,23 @@ _REMEMBERED: Final = 1024
 _REMEMBERED_CHARS: Final = 2048
 """Command lines up to this long are remembered, the latest 1,024 of them process-wide:
 agents re-run their commands, and many runs share them (``ls``, ``git diff``, ``pytest``)."""
+_REMEMBERED_LONG: Final = 32
+"""Longer lines are remembered apart, the latest 32 of them, each by its first
+``_MAX_CHARS`` characters (all that is parsed): a heredoc that writes a file is re-run as
+it is, and it costs tens of µs to parse. The memory stays bounded: per cache, 32 lines of
+at most 20,000 characters, and their judgements (a key as long, and a write's target)."""
 
 
 def classify_command(command: str) -> CommandInfo | None:
     """What ``command`` (a shell command line) does; ``None`` if it cannot be parsed.
 
     Never raises: any string is either judged or ``None``. The answer depends on the
-    text alone, so it is remembered (a bounded cache shared by every caller: at most
-    1,024 lines of up to 2,048 characters).
+    text alone, so it is remembered (bounded caches shared by every caller: at most
+    1,024 lines of up to 2,048 characters, and 32 longer ones).
     """
     if len(command) <= _REMEMBERED_CHARS:
         return _classify_remembered(command)
-    return _classify(command)
+    return _classify_long(command[:_MAX_CHARS])
 
 
 # What the shell reads in a command line for line continuations: single-quoted text (kept
@@ -697,60 +741,145 @@ def join_continuations(command: str) -> str:
     single quotes) removed, as the shell removes them before it splits words: ``a && \\``
     then ``sed -i …`` on the next line is ``a && sed -i …``. (shlex keeps the newline
     inside the next word.)"""
+    if '"' not in command and "\\\\" not in command and "\\'" not in command:
+        # No escaped backslash or quote: each backslash escapes the character after it,
+        # and the quotes pair up in order, so the text between the pairs (and after an
+        # unclosed one) is what the shell joins. str methods, not a call back per match.
+        if "'" not in command:
+            return command.replace("\\\n", "")
+        parts = command.split("'")
+        for i in range(0, len(parts), 2):
+            parts[i] = parts[i].replace("\\\n", "")
+        if len(parts) % 2 == 0:
+            parts[-1] = parts[-1].replace("\\\n", "")
+        return "'".join(parts)
     return _CONTINUATION.sub(_join_in, command)
+
+
+_NO_BODIES: Final[list[str]] = []  # never changed
+_KIND_TOKENS: Final = frozenset(_TOKEN_KINDS)
+"""The operators and redirections: a line with none of them is one simple command."""
 
 
 def _classify(command: str) -> CommandInfo | None:
     """:func:`classify_command`, parsed anew."""
-    if len(command) > _MAX_CHARS:
-        command = command[:_MAX_CHARS]
-    text, bodies = _cut_heredocs(command) if "<<" in command else (command, [])
-    if "\\\n" in text:
-        text = join_continuations(text)
-    split = tokens(text)
-    if split is None:
-        return None
-    parts = _simple_commands(split)
-    effect: CommandEffect = "read"
     programs: list[str] = []
-    target: set[str] | None = None  # made at the first write
-    for simple, written in parts:
-        words = _strip_prefixes(simple)
-        judged: CommandEffect = "read"
-        if words:
-            program, judged = _judge(words, bodies)
-            programs.append(program)
-        if written:
-            judged = "write"  # into a file: what is written is part of the target
-        if judged == "read":
-            continue
-        if judged == "run":
-            if effect == "read":
-                effect = "run"
-            continue
-        effect = "write"
-        if target is None:
-            target = set(written)
-        else:
-            target.update(written)
-        if words:
-            target.add(program)
-            target.update(_operands(words))
-    if not programs and target is None:
-        return None  # only operators, or redirections of nothing
-    key = "\x1f".join(split)
-    if bodies:
-        key += "\x1e" + "\x1e".join(bodies)
+    parsed = _parse(command, programs)
+    if parsed is None:
+        return None
+    effect, target, key = parsed
     # The keys are computed once per line here, where the judgement is remembered, not
     # once per call. (_make: the named tuple built without its keyword-taking __new__.)
     if target is None:
         return CommandInfo._make((effect, tuple(programs), _NO_TARGET, key, text_key(key), None))
-    if bodies:
-        target.update([f"<<{text_key(b)}" for b in bodies])
-    target_hash = text_key("\x1f".join(sorted(target)))
     return CommandInfo._make(
-        (effect, tuple(programs), frozenset(target), key, text_key(key), target_hash)
+        (
+            effect,
+            tuple(programs),
+            target,
+            key,
+            text_key(key),
+            text_key("\x1f".join(sorted(target))),
+        )
     )
+
+
+def _parse(
+    command: str, programs: list[str] | None
+) -> tuple[CommandEffect, frozenset[str] | None, str] | None:
+    """The effect of the command line ``command``, a write's target (``None`` for other
+    effects) and the line's key, as :class:`CommandInfo` has them; ``None`` if it cannot
+    be parsed, or has no program and writes into no file. Each simple command's program
+    is appended to ``programs`` when it is given.
+
+    A line of one simple command without a redirection (most lines) is judged with the
+    fewest steps; a line of several is cut into its simple commands first.
+    """
+    if len(command) > _MAX_CHARS:
+        command = command[:_MAX_CHARS]
+    bodies = _NO_BODIES
+    if "<<" in command:
+        command, bodies = _cut_heredocs(command)
+    if "\\\n" in command:
+        command = join_continuations(command)
+    lexed = _lexed(command)
+    if lexed is None:
+        return None
+    split, key = lexed
+    if bodies:
+        key += "\x1e" + "\x1e".join(bodies)
+    if _KIND_TOKENS.isdisjoint(split):
+        if not split:
+            return None
+        first = split[0]
+        words = (
+            _strip_prefixes(split)
+            if first in _PREFIX_WORDS or "=" in first or first.isdigit()
+            else split
+        )
+        if not words:
+            return None
+        program, effect = _judge(words, bodies)
+        if programs is not None:
+            programs.append(program)
+        if effect != "write":
+            return effect, None, key
+        target = _operands(words)
+        target.append(program)
+    else:
+        strongest, written = _judge_parts(_simple_commands(split), bodies, programs)
+        if strongest is None:
+            return None  # only operators, or redirections of nothing
+        if written is None:
+            return strongest, None, key
+        effect, target = strongest, written
+    if bodies:
+        target.extend([f"<<{text_key(b)}" for b in bodies])
+    return effect, frozenset(target), key
+
+
+def _judge_parts(
+    parts: list[tuple[list[str], list[str]]], bodies: list[str], programs: list[str] | None
+) -> tuple[CommandEffect | None, list[str] | None]:
+    """The strongest effect of the simple commands ``parts`` (their words, the files they
+    write into), and the words of a write's target but its heredoc bodies, repeats and all
+    (``None`` for other effects); ``(None, None)`` when none has a program or writes into
+    a file. Each program is appended to ``programs`` when it is given."""
+    effect: CommandEffect | None = None
+    target: list[str] | None = None
+    for simple, written in parts:
+        words = simple
+        if words:
+            first = words[0]
+            if first in _PREFIX_WORDS or "=" in first or first.isdigit():
+                words = _strip_prefixes(words)
+        if words:
+            program, judged = _judge(words, bodies)
+            if programs is not None:
+                programs.append(program)
+            if written:
+                judged = "write"  # into a file: what is written is part of the target
+        elif written:
+            judged = "write"
+        else:
+            continue
+        if judged == "read":
+            if effect is None:
+                effect = "read"
+            continue
+        if judged == "run":
+            if effect != "write":
+                effect = "run"
+            continue
+        effect = "write"
+        if target is None:
+            target = written[:]
+        else:
+            target.extend(written)
+        if words:
+            target.append(program)
+            target.extend(_operands(words))
+    return effect, target
 
 
 def _operands(words: list[str]) -> list[str]:
@@ -765,12 +894,15 @@ _NO_TARGET: Final[frozenset[str]] = frozenset()
 
 
 _classify_remembered: Final = lru_cache(maxsize=_REMEMBERED)(_classify)
+_classify_long: Final = lru_cache(maxsize=_REMEMBERED_LONG)(_classify)
 
 
 def clear_cache() -> None:
     """Forget the remembered command lines (a benchmark's first sight of every line)."""
     _classify_remembered.cache_clear()
+    _classify_long.cache_clear()
     _shell_remembered.cache_clear()
+    _shell_long.cache_clear()
 
 
 def classify_code(code: str) -> CommandEffect:
@@ -958,17 +1090,35 @@ def _shell(text: str, arg: str) -> CallEffect | None:
     line and session, and a fresh detector finds the effect made)."""
     if len(text) <= _REMEMBERED_CHARS:
         return _shell_remembered(text, arg)
-    return _shell_anew(text, arg)
+    return _shell_long(text[:_MAX_CHARS], arg)
 
 
 def _shell_anew(text: str, arg: str) -> CallEffect | None:
-    info = _classify(text)  # not through classify_command's cache: this one remembers
-    if info is None:
+    """:func:`_shell`'s effect, made anew: the :class:`CallEffect` of
+    :func:`classify_command`'s judgement (``None`` with it), without what a call's
+    effect does not hold (the programs, a :class:`CommandInfo`)."""
+    parsed = _parse(text, None)
+    if parsed is None:
         return None
-    effect, _, target, key, key_hash, target_hash = info
-    if effect == "write":
-        return CallEffect(effect, target, key, arg, key_hash, target_hash)
-    return CallEffect(effect, None, key, arg, key_hash)
+    effect, target, key = parsed
+    if target is None:
+        return _new_tuple(CallEffect, (effect, None, key, arg, text_key(key), None))
+    return _new_tuple(
+        CallEffect,
+        (
+            effect,
+            target,
+            key,
+            arg,
+            text_key(key),
+            text_key("\x1f".join(sorted(target))),
+        ),
+    )
+
+
+_new_tuple: Final = tuple.__new__
+"""A named tuple made from a tuple of all its fields: no keyword-taking ``__new__``."""
 
 
 _shell_remembered: Final = lru_cache(maxsize=_REMEMBERED)(_shell_anew)
+_shell_long: Final = lru_cache(maxsize=_REMEMBERED_LONG)(_shell_anew)
