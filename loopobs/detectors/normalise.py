@@ -217,64 +217,128 @@ _VOLATILE = re.compile(
 # only, not at every hex letter of a text. On a text that holds no id (see _may_hold_id)
 # it matches exactly where _VOLATILE does.
 _DIGIT_LED = re.compile(rf"[0-9](?<![\w.][0-9])(?:{_TIME_BRANCH}|{_DURATION_BRANCH})(?!\w)")
-# Byte classes for the pre-scans. For ids: a hex digit or letter is "x", "-" stays,
-# anything else (other bytes of UTF-8 included) is a space. For what _DIGIT_LED matches,
-# in ASCII text: a digit is "0", a letter a unit can start with ("ms", "us", "ns", "s",
-# "h") is "u", whitespace (what ``\s`` matches) a space, "-" and ":" stay, anything else
-# is "_".
+
+
+# Byte classes for the pre-scans of ASCII text, one translation for every check: an ASCII
+# digit is "0", a hex letter "x", a letter a unit can start with ("ms", "us", "ns", "s",
+# "h") "u", any other letter and "_" (the rest of what ``\w`` matches) "w", whitespace
+# (what ``\s`` matches) a space; "-", ":" and "." stay; anything else is "#". From those
+# classes, _HEXES gives the shape of ids: a hex digit or letter is "x", "-" stays, the rest
+# is a space.
+def _ascii_class(b: int) -> int:
+    c = chr(b)
+    if b >= 128:
+        return ord("#")
+    if c.isdigit():
+        return ord("0")
+    if c in "abcdefABCDEF":
+        return ord("x")
+    if c in "munsh":
+        return ord("u")
+    if c.isalpha() or c == "_":
+        return ord("w")
+    if c.isspace():
+        return ord(" ")
+    if c in "-:.":
+        return b
+    return ord("#")
+
+
+_CLASSES: Final = bytes(_ascii_class(b) for b in range(256))
+_HEXES: Final = bytes(
+    ord("x") if b in b"0x" else b if b == ord("-") else ord(" ") for b in range(256)
+)
+# The same shape for any text's UTF-8 (its other bytes are spaces).
 _HEX_CLASSES: Final = bytes(
     ord("x") if chr(b) in "0123456789abcdefABCDEF" else b if b == ord("-") else ord(" ")
     for b in range(256)
 )
-_DIGIT_CLASSES: Final = bytes(
-    ord("_")
-    if b >= 128
-    else ord("0")
-    if chr(b).isdigit()
-    else ord("u")
-    if chr(b) in "munsh"
-    else ord(" ")
-    if chr(b).isspace()
-    else b
-    if chr(b) in "-:"
-    else ord("_")
-    for b in range(256)
-)
 _UUID_CLASSES: Final = b"xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
 _HEX_RUN: Final = b"x" * 15
-_DIGIT_LED_NEEDS: Final = re.compile(rb"0(?: ?u|000-00-00|:00:00|0{9})")
-"""What a match of _DIGIT_LED holds, in classes: a digit before a unit ("12ms", "0.5 s"),
-a date, a time of day, or ten digits (an epoch timestamp). A literal first byte: the
-engine looks for it at memchr speed."""
+_TEN_HEX: Final = b"x" * 10
+_DIGIT_LED_NEEDS: Final = re.compile(rb"0(?:u| u|000-00-00|:00:00)")
+"""In _CLASSES, what a date, a time of day or a duration holds: a digit before a unit
+("12ms", "0.5 s"), a date, a time of day. A literal first byte: the engine looks for it at
+memchr speed."""
+_DIGIT_LED_AT: Final = re.compile(rb"0(?<![0xuw.]0)(?=0*+(?:\.0++)? ?u|000-00-00|0?:00:00|0{9})")
+"""In _CLASSES, every place a match of _DIGIT_LED can start: a digit after no word
+character and no ".", then a date, a time of day, ten digits (an epoch timestamp) or a
+number before a unit ("12ms", "0.5 s"). Zero-width after its digit, so that every such
+place is found, overlapping ones too. A literal first byte: the engine looks for it at
+memchr speed."""
 
 
 def _may_hold_id(data: bytes) -> bool:
     """Whether text (its UTF-8) has what an id of _VOLATILE is, in classes: a UUID's shape
     or 15 hex characters in a row. ``False`` is exact: no id matches."""
     classes = data.translate(_HEX_CLASSES)
-    return _UUID_CLASSES in classes or _HEX_RUN in classes
+    return classes.find(_HEX_RUN) >= 0 or classes.find(_UUID_CLASSES) >= 0
+
+
+def _may_match(classes: bytes, hexes: bytes) -> bool:
+    """Whether _VOLATILE can match an ASCII text, ``classes`` being its _CLASSES and
+    ``hexes`` their _HEXES. ``False`` is exact: a date, a time of day or a duration has
+    what _DIGIT_LED_NEEDS finds; an epoch timestamp, a UUID and a hex id have ten hex
+    characters in a row (digits are hex)."""
+    # find(), not ``in``: with bytes, ``in`` first tries its operand as an int, and the
+    # exception it clears costs more than the search.
+    return _DIGIT_LED_NEEDS.search(classes) is not None or hexes.find(_TEN_HEX) >= 0
 
 
 def _masked(text: str) -> str:
     """``text`` with every match of _VOLATILE replaced by ``<v>``; ``text`` itself (the same
     object) when nothing matched, or when it holds no digit (everything masked holds one).
 
-    Most results hold digits but nothing volatile: cheap, exact pre-scans (a translation
-    to byte classes and a search there) tell when no id can match, so that the pattern
-    tried only at digits is enough, and (for ASCII text) when nothing can match at all.
+    Most results hold digits but nothing volatile: cheap, exact pre-scans (translations
+    to byte classes and searches there) tell when nothing can match, and when no id can,
+    so that in ASCII text the digit-led pattern is tried only where the classes say a
+    match can start.
     """
+    if text.isascii():
+        classes = text.encode("ascii").translate(_CLASSES)
+        if 48 not in classes:  # no digit
+            return text
+        hexes = classes.translate(_HEXES)
+        if _DIGIT_LED_NEEDS.search(classes) is None and hexes.find(_TEN_HEX) < 0:
+            return text  # see _may_match
+        if hexes.find(_HEX_RUN) >= 0 or (45 in classes and hexes.find(_UUID_CLASSES) >= 0):
+            return _VOLATILE.sub("<v>", text)
+        return _digit_led_masked(text, classes)
     if _DIGIT.search(text) is None:
         return text
-    if text.isascii():
-        data = text.encode("ascii")
-        if _may_hold_id(data):
-            return _VOLATILE.sub("<v>", text)
-        if _DIGIT_LED_NEEDS.search(data.translate(_DIGIT_CLASSES)) is None:
-            return text
-        return _DIGIT_LED.sub("<v>", text)
     if _may_hold_id(text.encode("utf-8", "surrogatepass")):
         return _VOLATILE.sub("<v>", text)
     return _DIGIT_LED.sub("<v>", text)
+
+
+def _digit_led_masked(text: str, classes: bytes) -> str:
+    """``_DIGIT_LED.sub("<v>", text)`` for ASCII ``text`` (``classes`` its _CLASSES), the
+    pattern tried only where _DIGIT_LED_AT says a match can start; ``text`` itself when
+    nothing matched.
+
+    Exact: sub() takes the leftmost match, then the next from its end; trying the places
+    in order, from the last match's end on, finds the same matches, as every place a match
+    can start is among them (``match`` at a position sees the text before it, for the
+    look-behind, as a search does)."""
+    found = _DIGIT_LED_AT.search(classes)
+    if found is None:
+        return text
+    match = _DIGIT_LED.match
+    parts: list[str] = []
+    end = 0
+    for at in _DIGIT_LED_AT.finditer(classes, found.start()):
+        start = at.start()
+        if start < end:
+            continue
+        m = match(text, start)
+        if m is not None:
+            parts.append(text[end:start])
+            parts.append("<v>")
+            end = m.end()
+    if not parts:
+        return text
+    parts.append(text[end:])
+    return "".join(parts)
 
 
 _PLACEHOLDER: Final = {"time": "<time>", "duration": "<duration>", "id": "<id>"}
@@ -706,13 +770,7 @@ class Normaliser:
         """
         if not self.enabled or not self._rules(tool).results:
             return text
-        head = text if len(text) <= self.max_result_chars else text[: self.max_result_chars]
-        masked = _masked(head)
-        if page is not None and page in masked:
-            masked = re.sub(rf"(?<![\w.]){re.escape(page)}(?![\w.])", "<n>", masked)
-        if masked is head or masked == head:
-            return text
-        return masked if head is text else masked + text[self.max_result_chars :]
+        return _masked_result(text, page, self.max_result_chars)
 
     def result_key(self, tool: str, text: str, raw: int, page: str | None) -> int:
         """A key (the same in every process) of ``text`` as :meth:`result_text` masks
@@ -729,7 +787,7 @@ class Normaliser:
         key = (raw, page, self.max_result_chars)
         found = _RESULT_KEYS.get(key)
         if found is None:
-            masked = self.result_text(tool, text, page)
+            masked = _masked_result(text, page, self.max_result_chars)
             found = raw if masked is text else text_key(masked)
             if len(_RESULT_KEYS) >= _RESULT_KEYS_HELD:
                 _RESULT_KEYS.clear()
@@ -746,6 +804,18 @@ class Normaliser:
         if page is not None and re.search(rf"(?<![\w.]){re.escape(page)}(?![\w.])", head):
             kinds.add("page")
         return {f"result:{k}" for k in kinds}
+
+
+def _masked_result(text: str, page: str | None, limit: int) -> str:
+    """:meth:`Normaliser.result_text` of a tool whose results are normalised, ``limit``
+    characters of them: ``text`` itself when nothing was masked."""
+    head = text if len(text) <= limit else text[:limit]
+    masked = _masked(head)
+    if page is not None and page in masked:
+        masked = re.sub(rf"(?<![\w.]){re.escape(page)}(?![\w.])", "<n>", masked)
+    if masked is head or masked == head:
+        return text
+    return masked if head is text else masked + text[limit:]
 
 
 _RESULT_KEYS_HELD: Final = 4096
