@@ -66,6 +66,14 @@ def _reference_masked(text: str) -> str:
     return N._VOLATILE.sub("<v>", text) if N._DIGIT.search(text) else text
 
 
+def _reference_query_words(low: str) -> set[str]:
+    return {
+        N._stem(w if w.isalpha() and len(w) < 15 else N.mask_volatile(w))
+        for w in N._QUERY_WORD.findall(N.mask_volatile(low))
+        if w not in N._STOP_WORDS
+    }
+
+
 def _reference_arguments_key(
     n: Normaliser, tool: str, arguments: Mapping[str, Any]
 ) -> tuple[int, frozenset[str], str | None, str]:
@@ -89,6 +97,9 @@ def _check_text(text: str) -> None:
         hexes = classes.translate(N._HEXES)
         if not N._may_match(classes, hexes):
             assert N._VOLATILE.search(text) is None
+    low = text.casefold()
+    assert N._query_words(low) == _reference_query_words(low)
+    assert N._has_timestamp(text) == (N._TIMESTAMP_TEXT.search(text) is not None)
 
 
 @settings(deadline=None, max_examples=1500)

@@ -349,6 +349,11 @@ _NOTHING: Final[frozenset[str]] = frozenset()
 # A number written as text, with an optional unit: "30", "1.5 min", "30s".
 _NUMERIC_TEXT = re.compile(r"[\d.,:/\s]*\d[\d.,:/\s]*[a-zA-Zµ]{0,7}\s*")
 _QUERY_WORD = re.compile(r"<\w+>|\w+")  # placeholders (<time>) stay whole
+# For ASCII text's bytes: every character \w does not match (all but letters, digits, "_")
+# a space.
+_NOT_WORD: Final = bytes(
+    b if chr(b).isascii() and (chr(b).isalnum() or b == ord("_")) else ord(" ") for b in range(256)
+)
 _TIMESTAMP_TEXT = re.compile(
     r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?"
 )
@@ -452,6 +457,11 @@ def _held_key(
     if size > _HELD_ARGUMENT_CHARS:
         return None
     return tool, tuple(arguments.items())
+
+
+class _NotPlain(Exception):
+    """Arguments hold a value that is not plain JSON (a subclass, another Mapping, an
+    object): they are walked the general way."""
 
 
 def _lower(names: Iterable[str]) -> frozenset[str]:
@@ -593,32 +603,13 @@ class Normaliser:
         page: list[str] = []
         rules = self._per_tool.get(tool, self._default)
         if type(arguments) is dict:
-            # The common case, flat arguments, walked here rather than through _walk.
-            out: dict[str, Any] = {}
-            ignore, string = rules.ignore, self._string
-            plain = True
-            for k, v in arguments.items():
-                if type(k) is not str:
-                    plain = False
-                    k = str(k)  # noqa: PLW2901
-                name = k.lower()
-                if name in ignore:
-                    applied.add("volatile")
-                    continue
-                t = type(v)
-                if t is str:
-                    out[k] = string(v, rules, applied, name)
-                elif t is bool or v is None:
-                    out[k] = v
-                else:
-                    v = self._walk(v, rules, applied, page, name)  # noqa: PLW2901
-                    t = type(v)
-                    if t is float and v.is_integer() and abs(v) < 2**53:
-                        v = int(v)  # noqa: PLW2901
-                    elif t is not int and t is not str and t is not float:
-                        plain = False
-                    out[k] = v
-            text = encode(out) if plain else canonical_json(out)
+            try:
+                # Plain JSON (what a model sends): walked and encoded as it is.
+                text = encode(self._tree(arguments, rules, applied, page))
+            except _NotPlain:
+                applied.clear()
+                page.clear()
+                text = canonical_json(self._walk(arguments, rules, applied, page, None))
         else:
             text = canonical_json(self._walk(arguments, rules, applied, page, None))
         # A key the same in every process (a session's detector state moves between
@@ -640,6 +631,59 @@ class Normaliser:
         identifiers and paths (``job/3``, ``v2``) still tell writes apart.
         """
         return text_key(_NUMBER_TOKEN.sub("<n>", canonical))
+
+    def _tree(
+        self, value: dict[Any, Any], rules: _Rules, applied: set[str], page: list[str]
+    ) -> dict[str, Any]:
+        """:meth:`_walk` of a dict of plain JSON values, its integral floats (below 2**53)
+        made ints: a value :func:`~loopobs.contract.hashing.canonical_json` would encode as
+        it is. Raises :class:`_NotPlain` at a value not exactly a dict, list, tuple, str,
+        int, float, bool or ``None`` (what was added to ``applied`` and ``page`` by then
+        is partial)."""
+        out: dict[str, Any] = {}
+        ignore = rules.ignore
+        for k, v in value.items():
+            if type(k) is not str:
+                k = str(k)  # noqa: PLW2901
+            name = k.lower()
+            if name in ignore:
+                applied.add("volatile")
+                continue
+            t = type(v)
+            if t is str:
+                out[k] = self._string(v, rules, applied, name)
+            elif t is bool or v is None:
+                out[k] = v
+            else:
+                out[k] = self._item(v, rules, applied, page, name)
+        return out
+
+    def _item(self, value: Any, rules: _Rules, applied: set[str], page: list[str], key: str) -> Any:
+        """:meth:`_tree` of one value under argument name ``key``."""
+        t = type(value)
+        if t is str:
+            return self._string(value, rules, applied, key)
+        if t is dict:
+            return self._tree(value, rules, applied, page)
+        if t is list or t is tuple:
+            return [self._item(v, rules, applied, page, key) for v in value]
+        if t is int or t is float:
+            if key in rules.mask_numbers:
+                applied.add("number")
+                if key in _PAGE_KEYS:
+                    page.append(
+                        str(int(value)) if t is float and value.is_integer() else str(value)
+                    )
+                return "<n>"
+            if _is_epoch(value):
+                applied.add("time")
+                return "<time>"
+            if t is float and value.is_integer() and abs(value) < 2**53:
+                return int(value)
+            return value
+        if t is bool or value is None:
+            return value
+        raise _NotPlain
 
     def _walk(
         self, value: Any, rules: _Rules, applied: set[str], page: list[str], key: str | None
@@ -677,13 +721,7 @@ class Normaliser:
             if key in rules.free_text:
                 # Masked whole (dates span words) and word by word ("0h" after a ".").
                 # A word of letters only, shorter than a hex id, has nothing to mask.
-                words = sorted(
-                    {
-                        _stem(w if w.isalpha() and len(w) < 15 else mask_volatile(w))
-                        for w in _QUERY_WORD.findall(mask_volatile(value.casefold()))
-                        if w not in _STOP_WORDS
-                    }
-                )
+                words = sorted(_query_words(value.casefold()))
                 # "|" between words: a space could join "0" and "h" into a duration.
                 folded = "|".join(words) if words else _SPACES.sub(" ", value.strip())
                 if folded != value:
@@ -723,7 +761,7 @@ class Normaliser:
             if folded != value:
                 applied.add("case")
                 value = folded
-        if "-" in value and _TIMESTAMP_TEXT.search(value):
+        if "-" in value and _has_timestamp(value):
             masked = mask_volatile(value)
             if masked != value:
                 applied.add("time")
@@ -829,6 +867,37 @@ def clear_result_keys() -> None:
 
 
 _NUMBER_TOKEN = re.compile(r"(?<![\w./\-])\d+(?:\.\d+)?(?![\w/\-])")
+
+
+def _query_words(low: str) -> set[str]:
+    """The words a case-folded query is compared by: volatile parts masked (the whole
+    text, then each word), stop words dropped, a plural ``s`` cut."""
+    if low.isascii() and "<" not in low:
+        data = low.encode("ascii")
+        classes = data.translate(_CLASSES)
+        if not _may_match(classes, classes.translate(_HEXES)):
+            # Nothing to mask in the whole text, and no placeholder in it: its words are
+            # the runs of ASCII word characters, and none has anything to mask either (what
+            # a match needs, in classes, would be in the whole text's).
+            words = set(data.translate(_NOT_WORD).decode("ascii").split())
+            words.difference_update(_STOP_WORDS)
+            plural = [w for w in words if w[-1] == "s" and len(w) > 3 and w[-2] != "s"]
+            if plural:
+                words.difference_update(plural)
+                words.update([w[:-1] for w in plural])
+            return words
+    return {
+        _stem(w if w.isalpha() and len(w) < 15 else mask_volatile(w))
+        for w in _QUERY_WORD.findall(mask_volatile(low))
+        if w not in _STOP_WORDS
+    }
+
+
+def _has_timestamp(value: str) -> bool:
+    """Whether _TIMESTAMP_TEXT is found in ``value``."""
+    if value.isascii():
+        return value.encode("ascii").translate(_CLASSES).find(b"0000-00-00") >= 0
+    return _TIMESTAMP_TEXT.search(value) is not None
 
 
 def _stem(word: str) -> str:
