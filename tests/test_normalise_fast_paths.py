@@ -237,3 +237,38 @@ def test_the_fast_paths_on_every_real_result_and_argument_set() -> None:
         for value in arguments.values():
             if isinstance(value, str):
                 _check_text(value)
+
+
+def test_remembered_argument_keys_are_kept_apart_by_rules_and_types() -> None:
+    """Keys are remembered process-wide for normalisers of equal rules only, and arguments
+    equal as Python values but normalised differently (``1``, ``1.0``, ``True``; ``0.0`` and
+    ``-0.0`` as names; the order of two page numbers) are remembered apart."""
+    N.clear_result_keys()
+    arguments = {"id": "A1", "page": 2, "when": "2024-05-01"}
+    plain, ignoring = Normaliser(), Normaliser(ignore={"id"})
+    cased = Normaliser(tools={"t": ToolNormalisation(case_insensitive=True)})
+    for n in (plain, ignoring, cased, Normaliser(path_roots=["/srv"]), plain):
+        assert n.arguments_key("t", arguments) == _reference_arguments_key(n, "t", arguments)
+    assert plain.arguments_key("t", arguments) != ignoring.arguments_key("t", arguments)
+    alike: list[dict[Any, Any]] = [
+        {"n": 1},
+        {"n": 1.0},
+        {"n": True},
+        {"n": [1]},
+        {"n": (1,)},
+        {1: "x"},
+        {1.0: "x"},
+        {True: "x"},
+        {0.0: "x"},
+        {-0.0: "x"},
+        {"n": {"page": 1, "pageno": 2}},
+        {"n": {"pageno": 2, "page": 1}},
+        {"n": 2.0**60},
+        {"n": 2**60},
+    ]
+    for _ in range(2):
+        for a in alike:
+            assert plain.arguments_key("t", a) == _reference_arguments_key(plain, "t", a)
+    assert len(N._ARGUMENT_KEYS) <= N._ARGUMENT_KEYS_HELD
+    N.clear_result_keys()
+    assert not N._ARGUMENT_KEYS

@@ -436,27 +436,77 @@ class _Rules:
 
 _ArgumentsKey = tuple[int, frozenset[str], str | None, str]
 """What :meth:`Normaliser.arguments_key` returns (immutable: it may be handed out again)."""
-_HELD_ARGUMENTS: Final = 256
-_HELD_ARGUMENT_CHARS: Final = 1024
-"""Flat string arguments up to this long in all are remembered per normaliser."""
+_ARGUMENT_KEYS_HELD: Final = 1024
+_ARGUMENT_CHARS_HELD: Final = 2048
+"""Arguments are remembered when their strings (values; in nested arguments, names too)
+and their lists' and dicts' items are this many in all, at most."""
+_ARGUMENT_KEYS: Final[dict[tuple[object, str, Any], _ArgumentsKey]] = {}
+"""(the normaliser's rules, tool, the arguments frozen) → :meth:`Normaliser.arguments_key`."""
+_RULE_SETS_HELD: Final = 64
+_RULE_SETS: Final[dict[tuple[Any, ...], object]] = {}
+"""Every rule set a normaliser was made with → one token for it (equal rules, one token)."""
+# Tags in frozen arguments: no value of the arguments is one of these objects.
+_TRUE: Final = object()
+_FALSE: Final = object()
+_FLOAT: Final = object()
+_LIST: Final = object()
+_TUPLE: Final = object()
+_DICT: Final = object()
 
 
 def _held_key(
-    tool: str, arguments: Mapping[str, Any]
-) -> tuple[str, tuple[tuple[str, str], ...]] | None:
-    """The key ``arguments`` are remembered under: the tool and their items, when they are
-    a dict of strings to strings, short in all; else ``None`` (not remembered). Only
-    strings: as dict keys ``1``, ``1.0`` and ``True`` are equal, their JSON is not."""
+    token: object, tool: str, arguments: Mapping[str, Any]
+) -> tuple[object, str, Any] | None:
+    """The key ``arguments`` are remembered under: the rules' token, the tool and the
+    arguments frozen, when they are a dict of plain JSON values (a dict of strings to
+    strings as its items), not long in all; else ``None`` (not remembered)."""
     if type(arguments) is not dict:
         return None
     size = 0
     for k, v in arguments.items():
         if type(k) is not str or type(v) is not str:
-            return None
+            break
         size += len(v)
-    if size > _HELD_ARGUMENT_CHARS:
+    else:
+        if size > _ARGUMENT_CHARS_HELD:
+            return None
+        return token, tool, tuple(arguments.items())
+    try:
+        return token, tool, _frozen(arguments, [_ARGUMENT_CHARS_HELD])
+    except _NotPlain:
         return None
-    return tool, tuple(arguments.items())
+
+
+def _frozen(value: Any, budget: list[int]) -> Any:
+    """``value``, plain JSON, as a hashable value equal only to the frozen form of a value
+    that normalises the same way: types kept apart (``1``, ``1.0``, ``True``; ``-0.0`` and
+    ``0.0`` as dict keys), order kept (the first masked page is the one reported). Raises
+    :class:`_NotPlain` at anything else, or when ``budget`` (characters and items) runs
+    out."""
+    t = type(value)
+    if t is str:
+        budget[0] -= len(value)
+        if budget[0] < 0:
+            raise _NotPlain
+        return value
+    if t is int or value is None:
+        return value
+    if t is bool:
+        return _TRUE if value else _FALSE
+    if t is float:
+        return _FLOAT, repr(value)
+    budget[0] -= len(value) if t is dict or t is list or t is tuple else 0
+    if budget[0] < 0:
+        raise _NotPlain
+    if t is dict:
+        out: list[Any] = [_DICT]
+        for k, v in value.items():
+            out.append(_frozen(k, budget))
+            out.append(_frozen(v, budget))
+        return tuple(out)
+    if t is list or t is tuple:
+        return (_LIST if t is list else _TUPLE, *[_frozen(v, budget) for v in value])
+    raise _NotPlain
 
 
 class _NotPlain(Exception):
@@ -471,9 +521,10 @@ def _lower(names: Iterable[str]) -> frozenset[str]:
 class Normaliser:
     """The normalisation rules a :class:`~loopobs.RepetitionDetector` applies before hashing.
 
-    Its rules are immutable once made (the detectors share it between threads); it
-    remembers the keys of the latest flat arguments it was given (a bounded cache whose
-    every operation is one atomic dict call).
+    Its rules are immutable once made (the detectors share it between threads). The keys
+    of the latest arguments given to any normaliser are remembered process-wide, by the
+    rules they were made with (a bounded cache whose every operation is one atomic dict
+    call).
 
     Args:
         ignore: argument names dropped.
@@ -490,8 +541,8 @@ class Normaliser:
     """
 
     __slots__ = (
+        "_config",
         "_default",
-        "_held",
         "_per_tool",
         "_roots",
         "enabled",
@@ -545,7 +596,6 @@ class Normaliser:
         given = self.path_roots if self.path_roots is not None else (os.getcwd(),)
         self._default = default
         self._per_tool = per_tool
-        self._held: dict[tuple[str, tuple[tuple[str, str], ...]], _ArgumentsKey] = {}
         self._roots = tuple(
             sorted(
                 (
@@ -557,6 +607,14 @@ class Normaliser:
                 reverse=True,
             )
         )
+        # Keys are remembered process-wide, by the rules they depend on.
+        rules = (type(self), enabled, default, tuple(sorted(per_tool.items())), self._roots)
+        token = _RULE_SETS.get(rules)
+        if token is None:
+            token = object()
+            if len(_RULE_SETS) < _RULE_SETS_HELD:
+                token = _RULE_SETS.setdefault(rules, token)
+        self._config = token
 
     def __repr__(self) -> str:
         return (
@@ -579,19 +637,21 @@ class Normaliser:
         equal to :func:`~loopobs.contract.hashing.arguments_hash` when no rule changed
         anything.
 
-        Flat arguments of short strings (an id, a query, a path) are remembered, 256 sets
-        at most (forgotten all at once when that many are held): a call made again, the
-        case that matters in a loop, is not normalised again.
+        Arguments of plain JSON values, 2,048 characters (and list and dict items) at
+        most in all, are remembered process-wide for every normaliser with the same rules:
+        1,024 sets at most, forgotten all at once when that many are held
+        (:func:`clear_result_keys` forgets them too). A call made again, the case that
+        matters in a loop, or the same call in another session, is not normalised again.
         """
-        held = _held_key(tool, arguments)
+        held = _held_key(self._config, tool, arguments)
         if held is None:
             return self._arguments_key(tool, arguments)
-        found = self._held.get(held)
+        found = _ARGUMENT_KEYS.get(held)
         if found is None:
             found = self._arguments_key(tool, arguments)
-            if len(self._held) >= _HELD_ARGUMENTS:
-                self._held.clear()
-            self._held[held] = found
+            if len(_ARGUMENT_KEYS) >= _ARGUMENT_KEYS_HELD:
+                _ARGUMENT_KEYS.clear()
+            _ARGUMENT_KEYS[held] = found
         return found
 
     def _arguments_key(self, tool: str, arguments: Mapping[str, Any]) -> _ArgumentsKey:
@@ -862,8 +922,10 @@ _RESULT_KEYS: Final[dict[tuple[int, str | None, int], int]] = {}
 
 
 def clear_result_keys() -> None:
-    """Forget the remembered result keys (a benchmark's first sight of every result)."""
+    """Forget the remembered result keys and argument keys (a benchmark's first sight of
+    every result and every set of arguments)."""
     _RESULT_KEYS.clear()
+    _ARGUMENT_KEYS.clear()
 
 
 _NUMBER_TOKEN = re.compile(r"(?<![\w./\-])\d+(?:\.\d+)?(?![\w/\-])")
