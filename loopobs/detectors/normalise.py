@@ -30,7 +30,9 @@ Results: ISO 8601 dates and times, times of day, durations (``0.53s``,
 
 from __future__ import annotations
 
+import io
 import os
+import pickle
 import posixpath
 import re
 from collections.abc import Iterable, Mapping
@@ -444,20 +446,14 @@ _ArgumentsKey = tuple[int, frozenset[str], str | None, str]
 """What :meth:`Normaliser.arguments_key` returns (immutable: it may be handed out again)."""
 _ARGUMENT_KEYS_HELD: Final = 1024
 _ARGUMENT_CHARS_HELD: Final = 2048
-"""Arguments are remembered when their strings (values; in nested arguments, names too)
-and their lists' and dicts' items are this many in all, at most."""
+"""Flat string arguments are remembered when their values are this long in all, at most."""
+_ARGUMENT_BYTES_HELD: Final = 4096
+"""Other plain arguments are remembered when they pickle to this many bytes, at most."""
 _ARGUMENT_KEYS: Final[dict[tuple[object, str, Any], _ArgumentsKey]] = {}
 """(the normaliser's rules, tool, the arguments frozen) → :meth:`Normaliser.arguments_key`."""
 _RULE_SETS_HELD: Final = 64
 _RULE_SETS: Final[dict[tuple[Any, ...], object]] = {}
 """Every rule set a normaliser was made with → one token for it (equal rules, one token)."""
-# Tags in frozen arguments: no value of the arguments is one of these objects.
-_TRUE: Final = object()
-_FALSE: Final = object()
-_FLOAT: Final = object()
-_LIST: Final = object()
-_TUPLE: Final = object()
-_DICT: Final = object()
 
 
 def _held_key(
@@ -477,42 +473,33 @@ def _held_key(
         if size > _ARGUMENT_CHARS_HELD:
             return None
         return token, tool, tuple(arguments.items())
-    try:
-        return token, tool, _frozen(arguments, [_ARGUMENT_CHARS_HELD])
-    except _NotPlain:
-        return None
+    frozen = _frozen(arguments)
+    return None if frozen is None else (token, tool, frozen)
 
 
-def _frozen(value: Any, budget: list[int]) -> Any:
-    """``value``, plain JSON, as a hashable value equal only to the frozen form of a value
-    that normalises the same way: types kept apart (``1``, ``1.0``, ``True``; ``-0.0`` and
-    ``0.0`` as dict keys), order kept (the first masked page is the one reported). Raises
-    :class:`_NotPlain` at anything else, or when ``budget`` (characters and items) runs
-    out."""
-    t = type(value)
-    if t is str:
-        budget[0] -= len(value)
-        if budget[0] < 0:
-            raise _NotPlain
-        return value
-    if t is int or value is None:
-        return value
-    if t is bool:
-        return _TRUE if value else _FALSE
-    if t is float:
-        return _FLOAT, repr(value)
-    budget[0] -= len(value) if t is dict or t is list or t is tuple else 0
-    if budget[0] < 0:
+class _Pickler(pickle.Pickler):
+    """Pickles plain values only: exact dicts, lists, tuples, str, int, float, bool and
+    ``None`` (and sets and bytes) are pickled in C without this hook; every other object
+    (a subclass, another Mapping, an object) reaches it and is refused, unread."""
+
+    def reducer_override(self, obj: Any) -> Any:
         raise _NotPlain
-    if t is dict:
-        out: list[Any] = [_DICT]
-        for k, v in value.items():
-            out.append(_frozen(k, budget))
-            out.append(_frozen(v, budget))
-        return tuple(out)
-    if t is list or t is tuple:
-        return (_LIST if t is list else _TUPLE, *[_frozen(v, budget) for v in value])
-    raise _NotPlain
+
+
+def _frozen(arguments: dict[Any, Any]) -> bytes | None:
+    """``arguments`` pickled, when they are plain and short: equal bytes only for equal
+    values of equal types in the same order (``1``, ``1.0`` and ``True`` apart; ``0.0`` and
+    ``-0.0`` apart; the first masked page is the one reported), no memo (equal strings
+    written out each time, whatever their identity); else ``None``."""
+    out = io.BytesIO()
+    pickler = _Pickler(out, 5)
+    pickler.fast = True
+    try:
+        pickler.dump(arguments)
+    except (_NotPlain, ValueError, RecursionError, pickle.PicklingError):
+        return None  # not plain, or cyclic (refused in fast mode), or too deep
+    data = out.getvalue()
+    return data if len(data) <= _ARGUMENT_BYTES_HELD else None
 
 
 class _NotPlain(Exception):
