@@ -95,6 +95,9 @@ def _check_text(text: str) -> None:
         classes = text.encode("ascii").translate(N._CLASSES)
         assert N._digit_led_masked(text, classes) == N._DIGIT_LED.sub("<v>", text)
         hexes = classes.translate(N._HEXES)
+        starts = {m.start() for m in N._DIGIT_LED_AT.finditer(classes)}
+        starts.update(N._id_starts(hexes))
+        assert N._masked_at(text, sorted(starts), N._VOLATILE.match) == N._VOLATILE.sub("<v>", text)
         if not N._may_match(classes, hexes):
             assert N._VOLATILE.search(text) is None
     low = text.casefold()

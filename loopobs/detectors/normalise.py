@@ -35,7 +35,7 @@ import os
 import pickle
 import posixpath
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -257,6 +257,7 @@ _HEX_CLASSES: Final = bytes(
 )
 _UUID_CLASSES: Final = b"xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
 _HEX_RUN: Final = b"x" * 15
+_HEX_RUN_16: Final = b"x" * 16
 _TEN_HEX: Final = b"x" * 10
 _DIGIT_LED_NEEDS: Final = re.compile(rb"0(?:u| u|000-00-00|:00:00)")
 """In _CLASSES, what a date, a time of day or a duration holds: a digit before a unit
@@ -292,9 +293,9 @@ def _masked(text: str) -> str:
     object) when nothing matched, or when it holds no digit (everything masked holds one).
 
     Most results hold digits but nothing volatile: cheap, exact pre-scans (translations
-    to byte classes and searches there) tell when nothing can match, and when no id can,
-    so that in ASCII text the digit-led pattern is tried only where the classes say a
-    match can start.
+    to byte classes and searches there) tell when nothing can match; when something can,
+    in ASCII text, the pattern (the digit-led one when no id can match) is tried only
+    where the classes say a match can start.
     """
     if text.isascii():
         classes = text.encode("ascii").translate(_CLASSES)
@@ -303,8 +304,11 @@ def _masked(text: str) -> str:
         hexes = classes.translate(_HEXES)
         if _DIGIT_LED_NEEDS.search(classes) is None and hexes.find(_TEN_HEX) < 0:
             return text  # see _may_match
-        if hexes.find(_HEX_RUN) >= 0 or (45 in classes and hexes.find(_UUID_CLASSES) >= 0):
-            return _VOLATILE.sub("<v>", text)
+        ids = _id_starts(hexes)
+        if ids:
+            starts = {m.start() for m in _DIGIT_LED_AT.finditer(classes)}
+            starts.update(ids)
+            return _masked_at(text, sorted(starts), _VOLATILE.match)
         return _digit_led_masked(text, classes)
     if _DIGIT.search(text) is None:
         return text
@@ -316,20 +320,47 @@ def _masked(text: str) -> str:
 def _digit_led_masked(text: str, classes: bytes) -> str:
     """``_DIGIT_LED.sub("<v>", text)`` for ASCII ``text`` (``classes`` its _CLASSES), the
     pattern tried only where _DIGIT_LED_AT says a match can start; ``text`` itself when
-    nothing matched.
+    nothing matched."""
+    found = _DIGIT_LED_AT.search(classes)
+    if found is None:
+        return text
+    starts = (m.start() for m in _DIGIT_LED_AT.finditer(classes, found.start()))
+    return _masked_at(text, starts, _DIGIT_LED.match)
+
+
+def _id_starts(hexes: bytes) -> list[int]:
+    """Every place an id of _VOLATILE can start in an ASCII text, ``hexes`` being its
+    _HEXES: where a run of 16 hex characters or more starts (no id starts inside a run:
+    a hex character before it is a word character), and every UUID's shape."""
+    starts: list[int] = []
+    at = hexes.find(_HEX_RUN_16)
+    while at >= 0:
+        starts.append(at)  # searched for from outside a run: where the run starts
+        ends = [e for e in (hexes.find(b" ", at), hexes.find(b"-", at)) if e >= 0]
+        if not ends:
+            break
+        at = hexes.find(_HEX_RUN_16, min(ends))
+    at = hexes.find(_UUID_CLASSES) if 45 in hexes else -1
+    while at >= 0:
+        starts.append(at)
+        at = hexes.find(_UUID_CLASSES, at + 1)
+    return starts
+
+
+def _masked_at(
+    text: str, starts: Iterable[int], match: Callable[[str, int], re.Match[str] | None]
+) -> str:
+    """``pattern.sub("<v>", text)``, ``match`` being the pattern's ``match`` and
+    ``starts`` (ascending) every place a match can start; ``text`` itself when nothing
+    matched.
 
     Exact: sub() takes the leftmost match, then the next from its end; trying the places
     in order, from the last match's end on, finds the same matches, as every place a match
     can start is among them (``match`` at a position sees the text before it, for the
     look-behind, as a search does)."""
-    found = _DIGIT_LED_AT.search(classes)
-    if found is None:
-        return text
-    match = _DIGIT_LED.match
     parts: list[str] = []
     end = 0
-    for at in _DIGIT_LED_AT.finditer(classes, found.start()):
-        start = at.start()
+    for start in starts:
         if start < end:
             continue
         m = match(text, start)
