@@ -209,8 +209,8 @@ def test_blank_arguments_normalise_to_empty(value: str) -> None:
 
 
 def test_remembered_arguments_keys_equal_the_computed_ones() -> None:
-    """Flat string arguments' keys are remembered (bounded) and equal a fresh normaliser's;
-    other arguments are computed each time, and keys equal as dict keys are not confused."""
+    """Arguments' keys are remembered (bounded, process-wide) and equal a fresh normaliser's,
+    and keys equal as dict keys are not confused."""
     n = Normaliser()
     calls: list[tuple[str, dict[Any, Any]]] = [
         ("search", {"query": "How to asyncio  timeout?"}),
@@ -229,7 +229,9 @@ def test_remembered_arguments_keys_equal_the_computed_ones() -> None:
     for i in range(1000):
         n.arguments_key("get", {"id": str(i)})
     assert n.arguments_key("get", {"id": "7"}) == Normaliser().arguments_key("get", {"id": "7"})
-    assert len(n._held) <= 256
+    from loopobs.detectors import normalise
+
+    assert len(normalise._ARGUMENT_KEYS) <= normalise._ARGUMENT_KEYS_HELD
 
 
 def test_normalisation_can_be_turned_off() -> None:

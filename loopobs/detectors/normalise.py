@@ -30,10 +30,12 @@ Results: ISO 8601 dates and times, times of day, durations (``0.53s``,
 
 from __future__ import annotations
 
+import io
 import os
+import pickle
 import posixpath
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -217,64 +219,159 @@ _VOLATILE = re.compile(
 # only, not at every hex letter of a text. On a text that holds no id (see _may_hold_id)
 # it matches exactly where _VOLATILE does.
 _DIGIT_LED = re.compile(rf"[0-9](?<![\w.][0-9])(?:{_TIME_BRANCH}|{_DURATION_BRANCH})(?!\w)")
-# Byte classes for the pre-scans. For ids: a hex digit or letter is "x", "-" stays,
-# anything else (other bytes of UTF-8 included) is a space. For what _DIGIT_LED matches,
-# in ASCII text: a digit is "0", a letter a unit can start with ("ms", "us", "ns", "s",
-# "h") is "u", whitespace (what ``\s`` matches) a space, "-" and ":" stay, anything else
-# is "_".
+
+
+# Byte classes for the pre-scans of ASCII text, one translation for every check: an ASCII
+# digit is "0", a hex letter "x", a letter a unit can start with ("ms", "us", "ns", "s",
+# "h") "u", any other letter and "_" (the rest of what ``\w`` matches) "w", whitespace
+# (what ``\s`` matches) a space; "-", ":" and "." stay; anything else is "#". From those
+# classes, _HEXES gives the shape of ids: a hex digit or letter is "x", "-" stays, the rest
+# is a space.
+def _ascii_class(b: int) -> int:
+    c = chr(b)
+    if b >= 128:
+        return ord("#")
+    if c.isdigit():
+        return ord("0")
+    if c in "abcdefABCDEF":
+        return ord("x")
+    if c in "munsh":
+        return ord("u")
+    if c.isalpha() or c == "_":
+        return ord("w")
+    if c.isspace():
+        return ord(" ")
+    if c in "-:.":
+        return b
+    return ord("#")
+
+
+_CLASSES: Final = bytes(_ascii_class(b) for b in range(256))
+_HEXES: Final = bytes(
+    ord("x") if b in b"0x" else b if b == ord("-") else ord(" ") for b in range(256)
+)
+# The same shape for any text's UTF-8 (its other bytes are spaces).
 _HEX_CLASSES: Final = bytes(
     ord("x") if chr(b) in "0123456789abcdefABCDEF" else b if b == ord("-") else ord(" ")
     for b in range(256)
 )
-_DIGIT_CLASSES: Final = bytes(
-    ord("_")
-    if b >= 128
-    else ord("0")
-    if chr(b).isdigit()
-    else ord("u")
-    if chr(b) in "munsh"
-    else ord(" ")
-    if chr(b).isspace()
-    else b
-    if chr(b) in "-:"
-    else ord("_")
-    for b in range(256)
-)
 _UUID_CLASSES: Final = b"xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
 _HEX_RUN: Final = b"x" * 15
-_DIGIT_LED_NEEDS: Final = re.compile(rb"0(?: ?u|000-00-00|:00:00|0{9})")
-"""What a match of _DIGIT_LED holds, in classes: a digit before a unit ("12ms", "0.5 s"),
-a date, a time of day, or ten digits (an epoch timestamp). A literal first byte: the
-engine looks for it at memchr speed."""
+_HEX_RUN_16: Final = b"x" * 16
+_TEN_HEX: Final = b"x" * 10
+_DIGIT_LED_NEEDS: Final = re.compile(rb"0(?:u| u|000-00-00|:00:00)")
+"""In _CLASSES, what a date, a time of day or a duration holds: a digit before a unit
+("12ms", "0.5 s"), a date, a time of day. A literal first byte: the engine looks for it at
+memchr speed."""
+_DIGIT_LED_AT: Final = re.compile(rb"0(?<![0xuw.]0)(?=0*+(?:\.0++)? ?u|000-00-00|0?:00:00|0{9})")
+"""In _CLASSES, every place a match of _DIGIT_LED can start: a digit after no word
+character and no ".", then a date, a time of day, ten digits (an epoch timestamp) or a
+number before a unit ("12ms", "0.5 s"). Zero-width after its digit, so that every such
+place is found, overlapping ones too. A literal first byte: the engine looks for it at
+memchr speed."""
 
 
 def _may_hold_id(data: bytes) -> bool:
     """Whether text (its UTF-8) has what an id of _VOLATILE is, in classes: a UUID's shape
     or 15 hex characters in a row. ``False`` is exact: no id matches."""
     classes = data.translate(_HEX_CLASSES)
-    return _UUID_CLASSES in classes or _HEX_RUN in classes
+    return classes.find(_HEX_RUN) >= 0 or classes.find(_UUID_CLASSES) >= 0
+
+
+def _may_match(classes: bytes, hexes: bytes) -> bool:
+    """Whether _VOLATILE can match an ASCII text, ``classes`` being its _CLASSES and
+    ``hexes`` their _HEXES. ``False`` is exact: a date, a time of day or a duration has
+    what _DIGIT_LED_NEEDS finds; an epoch timestamp, a UUID and a hex id have ten hex
+    characters in a row (digits are hex)."""
+    # find(), not ``in``: with bytes, ``in`` first tries its operand as an int, and the
+    # exception it clears costs more than the search.
+    return _DIGIT_LED_NEEDS.search(classes) is not None or hexes.find(_TEN_HEX) >= 0
 
 
 def _masked(text: str) -> str:
     """``text`` with every match of _VOLATILE replaced by ``<v>``; ``text`` itself (the same
     object) when nothing matched, or when it holds no digit (everything masked holds one).
 
-    Most results hold digits but nothing volatile: cheap, exact pre-scans (a translation
-    to byte classes and a search there) tell when no id can match, so that the pattern
-    tried only at digits is enough, and (for ASCII text) when nothing can match at all.
+    Most results hold digits but nothing volatile: cheap, exact pre-scans (translations
+    to byte classes and searches there) tell when nothing can match; when something can,
+    in ASCII text, the pattern (the digit-led one when no id can match) is tried only
+    where the classes say a match can start.
     """
+    if text.isascii():
+        classes = text.encode("ascii").translate(_CLASSES)
+        if 48 not in classes:  # no digit
+            return text
+        hexes = classes.translate(_HEXES)
+        if _DIGIT_LED_NEEDS.search(classes) is None and hexes.find(_TEN_HEX) < 0:
+            return text  # see _may_match
+        ids = _id_starts(hexes)
+        if ids:
+            starts = {m.start() for m in _DIGIT_LED_AT.finditer(classes)}
+            starts.update(ids)
+            return _masked_at(text, sorted(starts), _VOLATILE.match)
+        return _digit_led_masked(text, classes)
     if _DIGIT.search(text) is None:
         return text
-    if text.isascii():
-        data = text.encode("ascii")
-        if _may_hold_id(data):
-            return _VOLATILE.sub("<v>", text)
-        if _DIGIT_LED_NEEDS.search(data.translate(_DIGIT_CLASSES)) is None:
-            return text
-        return _DIGIT_LED.sub("<v>", text)
     if _may_hold_id(text.encode("utf-8", "surrogatepass")):
         return _VOLATILE.sub("<v>", text)
     return _DIGIT_LED.sub("<v>", text)
+
+
+def _digit_led_masked(text: str, classes: bytes) -> str:
+    """``_DIGIT_LED.sub("<v>", text)`` for ASCII ``text`` (``classes`` its _CLASSES), the
+    pattern tried only where _DIGIT_LED_AT says a match can start; ``text`` itself when
+    nothing matched."""
+    found = _DIGIT_LED_AT.search(classes)
+    if found is None:
+        return text
+    starts = (m.start() for m in _DIGIT_LED_AT.finditer(classes, found.start()))
+    return _masked_at(text, starts, _DIGIT_LED.match)
+
+
+def _id_starts(hexes: bytes) -> list[int]:
+    """Every place an id of _VOLATILE can start in an ASCII text, ``hexes`` being its
+    _HEXES: where a run of 16 hex characters or more starts (no id starts inside a run:
+    a hex character before it is a word character), and every UUID's shape."""
+    starts: list[int] = []
+    at = hexes.find(_HEX_RUN_16)
+    while at >= 0:
+        starts.append(at)  # searched for from outside a run: where the run starts
+        ends = [e for e in (hexes.find(b" ", at), hexes.find(b"-", at)) if e >= 0]
+        if not ends:
+            break
+        at = hexes.find(_HEX_RUN_16, min(ends))
+    at = hexes.find(_UUID_CLASSES) if 45 in hexes else -1
+    while at >= 0:
+        starts.append(at)
+        at = hexes.find(_UUID_CLASSES, at + 1)
+    return starts
+
+
+def _masked_at(
+    text: str, starts: Iterable[int], match: Callable[[str, int], re.Match[str] | None]
+) -> str:
+    """``pattern.sub("<v>", text)``, ``match`` being the pattern's ``match`` and
+    ``starts`` (ascending) every place a match can start; ``text`` itself when nothing
+    matched.
+
+    Exact: sub() takes the leftmost match, then the next from its end; trying the places
+    in order, from the last match's end on, finds the same matches, as every place a match
+    can start is among them (``match`` at a position sees the text before it, for the
+    look-behind, as a search does)."""
+    parts: list[str] = []
+    end = 0
+    for start in starts:
+        if start < end:
+            continue
+        m = match(text, start)
+        if m is not None:
+            parts.append(text[end:start])
+            parts.append("<v>")
+            end = m.end()
+    if not parts:
+        return text
+    parts.append(text[end:])
+    return "".join(parts)
 
 
 _PLACEHOLDER: Final = {"time": "<time>", "duration": "<duration>", "id": "<id>"}
@@ -285,9 +382,18 @@ _NOTHING: Final[frozenset[str]] = frozenset()
 # A number written as text, with an optional unit: "30", "1.5 min", "30s".
 _NUMERIC_TEXT = re.compile(r"[\d.,:/\s]*\d[\d.,:/\s]*[a-zA-Zµ]{0,7}\s*")
 _QUERY_WORD = re.compile(r"<\w+>|\w+")  # placeholders (<time>) stay whole
+# For ASCII text's bytes: every character \w does not match (all but letters, digits, "_")
+# a space.
+_NOT_WORD: Final = bytes(
+    b if chr(b).isascii() and (chr(b).isalnum() or b == ord("_")) else ord(" ") for b in range(256)
+)
 _TIMESTAMP_TEXT = re.compile(
     r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?"
 )
+
+
+def _placeholder(m: re.Match[str]) -> str:
+    return _PLACEHOLDER[m.lastgroup or "time"]
 
 
 def mask_volatile(text: str, kinds: set[str] | None = None) -> str:
@@ -298,6 +404,8 @@ def mask_volatile(text: str, kinds: set[str] | None = None) -> str:
     """
     if _VOLATILE.search(text) is None:
         return text
+    if kinds is None:
+        return _VOLATILE.sub(_placeholder, text)
 
     def repl(m: re.Match[str]) -> str:
         kind = m.lastgroup or "time"
@@ -367,27 +475,67 @@ class _Rules:
 
 _ArgumentsKey = tuple[int, frozenset[str], str | None, str]
 """What :meth:`Normaliser.arguments_key` returns (immutable: it may be handed out again)."""
-_HELD_ARGUMENTS: Final = 256
-_HELD_ARGUMENT_CHARS: Final = 1024
-"""Flat string arguments up to this long in all are remembered per normaliser."""
+_ARGUMENT_KEYS_HELD: Final = 1024
+_ARGUMENT_CHARS_HELD: Final = 2048
+"""Flat string arguments are remembered when their values are this long in all, at most."""
+_ARGUMENT_BYTES_HELD: Final = 4096
+"""Other plain arguments are remembered when they pickle to this many bytes, at most."""
+_ARGUMENT_KEYS: Final[dict[tuple[object, str, Any], _ArgumentsKey]] = {}
+"""(the normaliser's rules, tool, the arguments frozen) → :meth:`Normaliser.arguments_key`."""
+_RULE_SETS_HELD: Final = 64
+_RULE_SETS: Final[dict[tuple[Any, ...], object]] = {}
+"""Every rule set a normaliser was made with → one token for it (equal rules, one token)."""
 
 
 def _held_key(
-    tool: str, arguments: Mapping[str, Any]
-) -> tuple[str, tuple[tuple[str, str], ...]] | None:
-    """The key ``arguments`` are remembered under: the tool and their items, when they are
-    a dict of strings to strings, short in all; else ``None`` (not remembered). Only
-    strings: as dict keys ``1``, ``1.0`` and ``True`` are equal, their JSON is not."""
+    token: object, tool: str, arguments: Mapping[str, Any]
+) -> tuple[object, str, Any] | None:
+    """The key ``arguments`` are remembered under: the rules' token, the tool and the
+    arguments frozen, when they are a dict of plain JSON values (a dict of strings to
+    strings as its items), not long in all; else ``None`` (not remembered)."""
     if type(arguments) is not dict:
         return None
     size = 0
     for k, v in arguments.items():
         if type(k) is not str or type(v) is not str:
-            return None
+            break
         size += len(v)
-    if size > _HELD_ARGUMENT_CHARS:
-        return None
-    return tool, tuple(arguments.items())
+    else:
+        if size > _ARGUMENT_CHARS_HELD:
+            return None
+        return token, tool, tuple(arguments.items())
+    frozen = _frozen(arguments)
+    return None if frozen is None else (token, tool, frozen)
+
+
+class _Pickler(pickle.Pickler):
+    """Pickles plain values only: exact dicts, lists, tuples, str, int, float, bool and
+    ``None`` (and sets and bytes) are pickled in C without this hook; every other object
+    (a subclass, another Mapping, an object) reaches it and is refused, unread."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        raise _NotPlain
+
+
+def _frozen(arguments: dict[Any, Any]) -> bytes | None:
+    """``arguments`` pickled, when they are plain and short: equal bytes only for equal
+    values of equal types in the same order (``1``, ``1.0`` and ``True`` apart; ``0.0`` and
+    ``-0.0`` apart; the first masked page is the one reported), no memo (equal strings
+    written out each time, whatever their identity); else ``None``."""
+    out = io.BytesIO()
+    pickler = _Pickler(out, 5)
+    pickler.fast = True
+    try:
+        pickler.dump(arguments)
+    except (_NotPlain, ValueError, RecursionError, pickle.PicklingError):
+        return None  # not plain, or cyclic (refused in fast mode), or too deep
+    data = out.getvalue()
+    return data if len(data) <= _ARGUMENT_BYTES_HELD else None
+
+
+class _NotPlain(Exception):
+    """Arguments hold a value that is not plain JSON (a subclass, another Mapping, an
+    object): they are walked the general way."""
 
 
 def _lower(names: Iterable[str]) -> frozenset[str]:
@@ -397,9 +545,10 @@ def _lower(names: Iterable[str]) -> frozenset[str]:
 class Normaliser:
     """The normalisation rules a :class:`~loopobs.RepetitionDetector` applies before hashing.
 
-    Its rules are immutable once made (the detectors share it between threads); it
-    remembers the keys of the latest flat arguments it was given (a bounded cache whose
-    every operation is one atomic dict call).
+    Its rules are immutable once made (the detectors share it between threads). The keys
+    of the latest arguments given to any normaliser are remembered process-wide, by the
+    rules they were made with (a bounded cache whose every operation is one atomic dict
+    call).
 
     Args:
         ignore: argument names dropped.
@@ -416,8 +565,8 @@ class Normaliser:
     """
 
     __slots__ = (
+        "_config",
         "_default",
-        "_held",
         "_per_tool",
         "_roots",
         "enabled",
@@ -471,7 +620,6 @@ class Normaliser:
         given = self.path_roots if self.path_roots is not None else (os.getcwd(),)
         self._default = default
         self._per_tool = per_tool
-        self._held: dict[tuple[str, tuple[tuple[str, str], ...]], _ArgumentsKey] = {}
         self._roots = tuple(
             sorted(
                 (
@@ -483,6 +631,14 @@ class Normaliser:
                 reverse=True,
             )
         )
+        # Keys are remembered process-wide, by the rules they depend on.
+        rules = (type(self), enabled, default, tuple(sorted(per_tool.items())), self._roots)
+        token = _RULE_SETS.get(rules)
+        if token is None:
+            token = object()
+            if len(_RULE_SETS) < _RULE_SETS_HELD:
+                token = _RULE_SETS.setdefault(rules, token)
+        self._config = token
 
     def __repr__(self) -> str:
         return (
@@ -505,19 +661,21 @@ class Normaliser:
         equal to :func:`~loopobs.contract.hashing.arguments_hash` when no rule changed
         anything.
 
-        Flat arguments of short strings (an id, a query, a path) are remembered, 256 sets
-        at most (forgotten all at once when that many are held): a call made again, the
-        case that matters in a loop, is not normalised again.
+        Arguments of plain JSON values, 2,048 characters (and list and dict items) at
+        most in all, are remembered process-wide for every normaliser with the same rules:
+        1,024 sets at most, forgotten all at once when that many are held
+        (:func:`clear_result_keys` forgets them too). A call made again, the case that
+        matters in a loop, or the same call in another session, is not normalised again.
         """
-        held = _held_key(tool, arguments)
+        held = _held_key(self._config, tool, arguments)
         if held is None:
             return self._arguments_key(tool, arguments)
-        found = self._held.get(held)
+        found = _ARGUMENT_KEYS.get(held)
         if found is None:
             found = self._arguments_key(tool, arguments)
-            if len(self._held) >= _HELD_ARGUMENTS:
-                self._held.clear()
-            self._held[held] = found
+            if len(_ARGUMENT_KEYS) >= _ARGUMENT_KEYS_HELD:
+                _ARGUMENT_KEYS.clear()
+            _ARGUMENT_KEYS[held] = found
         return found
 
     def _arguments_key(self, tool: str, arguments: Mapping[str, Any]) -> _ArgumentsKey:
@@ -529,32 +687,13 @@ class Normaliser:
         page: list[str] = []
         rules = self._per_tool.get(tool, self._default)
         if type(arguments) is dict:
-            # The common case, flat arguments, walked here rather than through _walk.
-            out: dict[str, Any] = {}
-            ignore, string = rules.ignore, self._string
-            plain = True
-            for k, v in arguments.items():
-                if type(k) is not str:
-                    plain = False
-                    k = str(k)  # noqa: PLW2901
-                name = k.lower()
-                if name in ignore:
-                    applied.add("volatile")
-                    continue
-                t = type(v)
-                if t is str:
-                    out[k] = string(v, rules, applied, name)
-                elif t is bool or v is None:
-                    out[k] = v
-                else:
-                    v = self._walk(v, rules, applied, page, name)  # noqa: PLW2901
-                    t = type(v)
-                    if t is float and v.is_integer() and abs(v) < 2**53:
-                        v = int(v)  # noqa: PLW2901
-                    elif t is not int and t is not str and t is not float:
-                        plain = False
-                    out[k] = v
-            text = encode(out) if plain else canonical_json(out)
+            try:
+                # Plain JSON (what a model sends): walked and encoded as it is.
+                text = encode(self._tree(arguments, rules, applied, page))
+            except _NotPlain:
+                applied.clear()
+                page.clear()
+                text = canonical_json(self._walk(arguments, rules, applied, page, None))
         else:
             text = canonical_json(self._walk(arguments, rules, applied, page, None))
         # A key the same in every process (a session's detector state moves between
@@ -576,6 +715,59 @@ class Normaliser:
         identifiers and paths (``job/3``, ``v2``) still tell writes apart.
         """
         return text_key(_NUMBER_TOKEN.sub("<n>", canonical))
+
+    def _tree(
+        self, value: dict[Any, Any], rules: _Rules, applied: set[str], page: list[str]
+    ) -> dict[str, Any]:
+        """:meth:`_walk` of a dict of plain JSON values, its integral floats (below 2**53)
+        made ints: a value :func:`~loopobs.contract.hashing.canonical_json` would encode as
+        it is. Raises :class:`_NotPlain` at a value not exactly a dict, list, tuple, str,
+        int, float, bool or ``None`` (what was added to ``applied`` and ``page`` by then
+        is partial)."""
+        out: dict[str, Any] = {}
+        ignore = rules.ignore
+        for k, v in value.items():
+            if type(k) is not str:
+                k = str(k)  # noqa: PLW2901
+            name = k.lower()
+            if name in ignore:
+                applied.add("volatile")
+                continue
+            t = type(v)
+            if t is str:
+                out[k] = self._string(v, rules, applied, name)
+            elif t is bool or v is None:
+                out[k] = v
+            else:
+                out[k] = self._item(v, rules, applied, page, name)
+        return out
+
+    def _item(self, value: Any, rules: _Rules, applied: set[str], page: list[str], key: str) -> Any:
+        """:meth:`_tree` of one value under argument name ``key``."""
+        t = type(value)
+        if t is str:
+            return self._string(value, rules, applied, key)
+        if t is dict:
+            return self._tree(value, rules, applied, page)
+        if t is list or t is tuple:
+            return [self._item(v, rules, applied, page, key) for v in value]
+        if t is int or t is float:
+            if key in rules.mask_numbers:
+                applied.add("number")
+                if key in _PAGE_KEYS:
+                    page.append(
+                        str(int(value)) if t is float and value.is_integer() else str(value)
+                    )
+                return "<n>"
+            if _is_epoch(value):
+                applied.add("time")
+                return "<time>"
+            if t is float and value.is_integer() and abs(value) < 2**53:
+                return int(value)
+            return value
+        if t is bool or value is None:
+            return value
+        raise _NotPlain
 
     def _walk(
         self, value: Any, rules: _Rules, applied: set[str], page: list[str], key: str | None
@@ -613,13 +805,7 @@ class Normaliser:
             if key in rules.free_text:
                 # Masked whole (dates span words) and word by word ("0h" after a ".").
                 # A word of letters only, shorter than a hex id, has nothing to mask.
-                words = sorted(
-                    {
-                        _stem(w if w.isalpha() and len(w) < 15 else mask_volatile(w))
-                        for w in _QUERY_WORD.findall(mask_volatile(value.casefold()))
-                        if w not in _STOP_WORDS
-                    }
-                )
+                words = sorted(_query_words(value.casefold()))
                 # "|" between words: a space could join "0" and "h" into a duration.
                 folded = "|".join(words) if words else _SPACES.sub(" ", value.strip())
                 if folded != value:
@@ -632,15 +818,21 @@ class Normaliser:
                     value = folded
         if not value:
             return value
-        if "\n" not in value and (
-            value[0] in _BLANKS
-            or value[-1] in _BLANKS
-            or "  " in value
-            or "\t" in value
-            or value[0] in "/."
-            or "./" in value
-            or "//" in value
-            or value[-1] == "/"
+        # Letters, digits and "_" only (an id, a name, a code): no whitespace and no path
+        # to fold, found by two scans in C rather than the eight checks below.
+        if (
+            not (value.isalnum() or value.isidentifier())
+            and ("\n" not in value)
+            and (
+                value[0] in _BLANKS
+                or value[-1] in _BLANKS
+                or "  " in value
+                or "\t" in value
+                or value[0] in "/."
+                or "./" in value
+                or "//" in value
+                or value[-1] == "/"
+            )
         ):
             # Folding whitespace and resolving a path can each expose work for the other
             # ("a/ ./" → "a/ " → "a/" → "a"): repeat to a fixpoint.
@@ -659,7 +851,7 @@ class Normaliser:
             if folded != value:
                 applied.add("case")
                 value = folded
-        if "-" in value and _TIMESTAMP_TEXT.search(value):
+        if "-" in value and _has_timestamp(value):
             masked = mask_volatile(value)
             if masked != value:
                 applied.add("time")
@@ -706,13 +898,7 @@ class Normaliser:
         """
         if not self.enabled or not self._rules(tool).results:
             return text
-        head = text if len(text) <= self.max_result_chars else text[: self.max_result_chars]
-        masked = _masked(head)
-        if page is not None and page in masked:
-            masked = re.sub(rf"(?<![\w.]){re.escape(page)}(?![\w.])", "<n>", masked)
-        if masked is head or masked == head:
-            return text
-        return masked if head is text else masked + text[self.max_result_chars :]
+        return _masked_result(text, page, self.max_result_chars)
 
     def result_key(self, tool: str, text: str, raw: int, page: str | None) -> int:
         """A key (the same in every process) of ``text`` as :meth:`result_text` masks
@@ -729,7 +915,7 @@ class Normaliser:
         key = (raw, page, self.max_result_chars)
         found = _RESULT_KEYS.get(key)
         if found is None:
-            masked = self.result_text(tool, text, page)
+            masked = _masked_result(text, page, self.max_result_chars)
             found = raw if masked is text else text_key(masked)
             if len(_RESULT_KEYS) >= _RESULT_KEYS_HELD:
                 _RESULT_KEYS.clear()
@@ -748,17 +934,62 @@ class Normaliser:
         return {f"result:{k}" for k in kinds}
 
 
+def _masked_result(text: str, page: str | None, limit: int) -> str:
+    """:meth:`Normaliser.result_text` of a tool whose results are normalised, ``limit``
+    characters of them: ``text`` itself when nothing was masked."""
+    head = text if len(text) <= limit else text[:limit]
+    masked = _masked(head)
+    if page is not None and page in masked:
+        masked = re.sub(rf"(?<![\w.]){re.escape(page)}(?![\w.])", "<n>", masked)
+    if masked is head or masked == head:
+        return text
+    return masked if head is text else masked + text[limit:]
+
+
 _RESULT_KEYS_HELD: Final = 4096
 _RESULT_KEYS: Final[dict[tuple[int, str | None, int], int]] = {}
 """(raw result hash, masked page, characters normalised) → :meth:`Normaliser.result_key`."""
 
 
 def clear_result_keys() -> None:
-    """Forget the remembered result keys (a benchmark's first sight of every result)."""
+    """Forget the remembered result keys and argument keys (a benchmark's first sight of
+    every result and every set of arguments)."""
     _RESULT_KEYS.clear()
+    _ARGUMENT_KEYS.clear()
 
 
 _NUMBER_TOKEN = re.compile(r"(?<![\w./\-])\d+(?:\.\d+)?(?![\w/\-])")
+
+
+def _query_words(low: str) -> set[str]:
+    """The words a case-folded query is compared by: volatile parts masked (the whole
+    text, then each word), stop words dropped, a plural ``s`` cut."""
+    if low.isascii() and "<" not in low:
+        data = low.encode("ascii")
+        classes = data.translate(_CLASSES)
+        if not _may_match(classes, classes.translate(_HEXES)):
+            # Nothing to mask in the whole text, and no placeholder in it: its words are
+            # the runs of ASCII word characters, and none has anything to mask either (what
+            # a match needs, in classes, would be in the whole text's).
+            words = set(data.translate(_NOT_WORD).decode("ascii").split())
+            words.difference_update(_STOP_WORDS)
+            plural = [w for w in words if w[-1] == "s" and len(w) > 3 and w[-2] != "s"]
+            if plural:
+                words.difference_update(plural)
+                words.update([w[:-1] for w in plural])
+            return words
+    return {
+        _stem(w if w.isalpha() and len(w) < 15 else mask_volatile(w))
+        for w in _QUERY_WORD.findall(mask_volatile(low))
+        if w not in _STOP_WORDS
+    }
+
+
+def _has_timestamp(value: str) -> bool:
+    """Whether _TIMESTAMP_TEXT is found in ``value``."""
+    if value.isascii():
+        return value.encode("ascii").translate(_CLASSES).find(b"0000-00-00") >= 0
+    return _TIMESTAMP_TEXT.search(value) is not None
 
 
 def _stem(word: str) -> str:
