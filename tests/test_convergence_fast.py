@@ -7,15 +7,25 @@ import heapq
 import json
 import os
 import re
+import uuid
 import zlib
 from collections import Counter
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loopobs.detectors import convergence
+from loopobs.contract.events import (
+    ConvergenceAction,
+    ConvergenceDetectedContext,
+    ResponseContext,
+    TurnStartContext,
+)
+from loopobs.contract.observer import ObserverSet
+from loopobs.detectors import ConvergenceDetector, convergence
 from loopobs.detectors.normalise import mask_dates
+from loopobs.testing import RecordingObserver
 
 # -- the plain code, as it was before the fast paths -------------------------------------------
 
@@ -161,3 +171,246 @@ def test_no_date_need_means_no_date(text: str) -> None:
         classes = text.encode("ascii").translate(convergence._CLASSES)
         if convergence._DATE_NEEDS.search(classes) is None:
             assert mask_dates(text.casefold()) == text.casefold()
+
+
+_WORDS = st.lists(
+    st.sampled_from(["the", "a", "#", "flight", "gate", "é", "x" * 30, "_", "ok", "1"]),
+    max_size=700,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(_WORDS, st.lists(st.text(max_size=4), max_size=400)), st.integers(1, 160))
+def test_sketch_is_the_plain_bottom_k(words: list[str], k: int) -> None:
+    """The sketch of any word multiset, any k (small ones often take the exact path after the
+    bound left fewer than k), as str words and as bytes words, is the plain bottom-k."""
+    expected = reference_sketch(words, k)
+    assert convergence._sketch(words, k) == expected
+    if all(w.isascii() for w in words):
+        assert convergence._sketch([w.encode("ascii") for w in words], k) == expected
+
+
+def test_sketch_of_words_repeated_past_the_offset_table() -> None:
+    """A word repeated more often than the offsets held is hashed as the plain code does."""
+    for words in (["the"] * 600, ["the"] * 514 + ["a"] * 300, ["the"] * 513 + ["a"] * 2):
+        assert convergence._sketch(words, 128) == reference_sketch(words, 128)
+
+
+# -- the whole detector against the plain one ----------------------------------------------------
+
+
+class ReferenceDetector(ConvergenceDetector):
+    """ConvergenceDetector's hooks as they were before the fast paths, on the plain tokeniser
+    and sketch above."""
+
+    def on_turn_start(self, ctx: TurnStartContext) -> None:
+        question = None
+        if ctx.query:
+            words = _WORD.findall(ctx.query[:100_000].casefold())
+            question = (reference_sketch(words), len(words))
+        with self._lock:
+            _, s = self._state(ctx.run_id)
+            s.question = question
+
+    def _alike(self, old: Any, new: Any, back: int) -> float | None:
+        small, large = sorted((old.size, new.size))
+        if large - small > 2.5 and small < large * self.similarity:
+            return None
+        score = (
+            1.0
+            if old.sketch == new.sketch
+            else convergence.sketch_similarity(old.sketch, new.sketch)
+        )
+        same = score >= self.similarity
+        if not same and min(old.size, new.size) >= 20 and score > 0:
+            differing = (1.0 - score) * (old.size + new.size) / (1.0 + score)
+            same = differing <= 2.5
+        if not same:
+            return None
+        numbers = new.numbers
+        if old.numbers and old.numbers[0][0] == "#":
+            numbers = tuple(map(convergence._number_key, numbers))
+        if (
+            old.numbers != numbers
+            and len(old.numbers) == len(numbers)
+            and not all(
+                a == b or convergence._counter_step(a, b, back)
+                for a, b in zip(old.numbers, numbers, strict=True)
+            )
+        ):
+            return None
+        if (
+            old.question is not None
+            and new.question is not None
+            and min(old.size, new.size) < 12
+            and new.question[1] >= 4
+            and convergence.sketch_similarity(old.question[0], new.question[0]) < 0.9
+        ):
+            return None
+        return score
+
+    def on_response(self, ctx: ResponseContext) -> None:
+        if ctx.tool_calls:
+            return
+        words, numbers = reference_tokens(ctx.text)
+        sketch = reference_sketch(words)
+        with self._lock:
+            key, s = self._state(ctx.run_id)
+            if not sketch:
+                s.history.clear()
+                s.streak, s.level = 0, 0
+                return
+            answer = convergence._Answer(sketch, len(words), numbers, s.question)
+            score, back = 0.0, 0
+            for i, old in enumerate(reversed(s.history), 1):
+                alike = self._alike(old, answer, i)
+                if alike is not None:
+                    if not back:
+                        score, back = alike, i
+                    answer.count = max(answer.count, old.count + 1)
+            s.streak = s.streak + 1 if back else 1
+            if max(s.streak, answer.count) < self.consecutive:
+                s.level = 0
+            s.history.append(answer)
+            streak = max(s.streak, answer.count)
+            action: ConvergenceAction
+            if (
+                self.stop_after
+                and streak >= self.stop_after
+                and s.level < 2
+                and self.action not in ("stop", "ask_user")
+            ):
+                s.level, action = 2, "stop"
+            elif streak >= self.consecutive and s.level < 1:
+                s.level, action = 1, self.action
+            else:
+                return
+            if action in ("stop", "ask_user"):
+                self._clear_session(key)
+            targets = self._targets
+        if s.streak >= streak:
+            signal = "same_answer" if back == 1 else "alternating"
+            reason = (
+                f"{streak} answers in a row each repeat one of the last {self.history} "
+                f"(similarity {score:.2f} with the answer {back} back)"
+            )
+        else:
+            signal = "repeated_answer"
+            reason = (
+                f"the same answer {streak} times within the last {self.history + 1} "
+                f"answers, others between (similarity {score:.2f} with the answer "
+                f"{back} back)"
+            )
+        event = ConvergenceDetectedContext(
+            run_id=ctx.run_id,
+            time_ns=ctx.time_ns,
+            action=action,
+            similarity=score,
+            consecutive=streak,
+            signal=signal,
+            reason=reason,
+            compared_with=back,
+        )
+        for target in targets:
+            target.on_convergence_detected(event)
+
+
+def _detections(recorder: RecordingObserver) -> list[tuple[Any, ...]]:
+    return [
+        (e.time_ns, e.action, e.similarity, e.consecutive, e.signal, e.reason, e.compared_with)
+        for _, e in recorder.events
+        if isinstance(e, ConvergenceDetectedContext)
+    ]
+
+
+def _replay(ops: list[tuple[str, str]], **config: Any) -> int:
+    """Feed ``ops`` to the detector and the reference: the same detections (how many is
+    returned), the same snapshot after every op; "move" carries each one's state to a fresh
+    detector."""
+    run = uuid.uuid4()
+    pairs = []
+    for cls in (ConvergenceDetector, ReferenceDetector):
+        recorder = RecordingObserver()
+        detector = cls(**config)
+        pairs.append((recorder, detector, ObserverSet([recorder, detector], strict=True)))
+    for t, (kind, text) in enumerate(ops):
+        snapshots = []
+        for i, (recorder, detector, observers) in enumerate(pairs):
+            if kind == "question":
+                observers.on_turn_start(TurnStartContext(run_id=run, time_ns=t, turn=t, query=text))
+            elif kind == "move":
+                state = detector.snapshot(run)
+                fresh = type(detector)(**config)
+                if state is not None:
+                    assert fresh.restore(run, json.loads(json.dumps(state)))
+                pairs[i] = (recorder, fresh, ObserverSet([recorder, fresh], strict=True))
+            else:
+                observers.on_response(
+                    ResponseContext(
+                        run_id=run, time_ns=t, turn=t, text=text, tool_calls=kind == "tools"
+                    )
+                )
+            snapshots.append(pairs[i][1].snapshot(run))
+        assert snapshots[0] == snapshots[1]
+    detections = _detections(pairs[0][0])
+    assert detections == _detections(pairs[1][0])
+    return len(detections)
+
+
+_REPLY = st.lists(
+    st.sampled_from(
+        [
+            "The flight",
+            " leaves",
+            " at 10:11:12",
+            " from gate 4",
+            " on 2024-05-06",
+            ", attempt 4",
+            ", attempt 5",
+            " of 1,000.5 km.",
+            " Sorry!",
+            " Done.",
+            " ",
+            " é",
+        ]
+    ),
+    max_size=40,
+).map("".join)
+_OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("answer"), _REPLY),
+        st.tuples(st.just("answer"), st.text(max_size=80)),
+        st.tuples(st.just("question"), st.sampled_from(["", "why?", "close issue 101 now please"])),
+        st.tuples(st.just("tools"), _REPLY),
+        st.tuples(st.just("move"), st.just("")),
+    ),
+    max_size=16,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    _OPS,
+    st.sampled_from([0.5, 0.8, 0.95, 1.0]),
+    st.sampled_from(["warn", "stop", "ask_user"]),
+    st.integers(1, 6),
+)
+def test_the_detector_is_the_plain_one(
+    ops: list[tuple[str, str]], similarity: float, action: str, history: int
+) -> None:
+    """Every detection and every snapshot the same as the plain detector's."""
+    _replay(ops, similarity=similarity, action=action, history=history, consecutive=2)
+
+
+@pytest.mark.skipif(
+    "LOOPOBS_REAL_TRAJECTORIES" not in os.environ, reason="no real trajectories given"
+)
+def test_the_detector_is_the_plain_one_on_real_runs() -> None:
+    """The same over the answers of every run of a set of real trajectories, in order."""
+    with open(os.environ["LOOPOBS_REAL_TRAJECTORIES"], encoding="utf-8") as f:
+        records = [json.loads(line) for line in f if line.strip()]
+    detections = 0
+    for rec in records:
+        ops = [("answer", op.get("text") or "") for op in rec["ops"] if op.get("op") != "call"]
+        detections += _replay(ops) + _replay(ops, similarity=0.8, history=2, consecutive=2)
+    assert detections

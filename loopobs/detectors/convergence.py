@@ -178,14 +178,19 @@ def clear_word_hashes() -> None:
     _WORD_HASHES.clear()
 
 
+_OFFSETS: Final = [n * _GOLDEN & _MASK64 for n in range(1, 513)]
+"""The offsets of a word's first 512 repeats (the n-th: n golden steps), added to its hash."""
+
+
 def _sketch(words: Sequence[str | bytes], k: int) -> frozenset[int]:
     """Bottom-``k`` MinHash of the *multiset* of ``words``: the i-th repeat of a word is an
     element of its own, so one changed word in a long answer is a small change. Word hashes
     are :func:`_word_hash`'s, the same in every process."""
     counts = Counter(words)
     hashes = list(map(_hash_of, counts))
-    if len(hashes) < len(words):
-        # One comprehension for every repeat of every word: one per word costs a call each.
+    many = len(words)
+    if many > len(_OFFSETS) + 1 and max(counts.values()) > len(_OFFSETS) + 1:
+        # A word repeated past the offsets held (a long answer, rarely): every step computed.
         hashes.extend(
             [
                 (h + n * _GOLDEN) & _MASK64
@@ -194,12 +199,36 @@ def _sketch(words: Sequence[str | bytes], k: int) -> frozenset[int]:
                 for n in range(1, count)
             ]
         )
+        return frozenset(heapq.nsmallest(k, hashes))
+    if many > 2 * k:
+        # Only the hashes below a bound that 1.5 k of the ``many`` are expected under (the
+        # hashes spread evenly over 64 bits) are computed to the end and sorted. With k or
+        # more below it, the k smallest of all are among them; fewer (a binomial tail, under
+        # one answer in 10^5) and the exact path below is taken.
+        bound = (3 * k << 63) // many
+        kept = list(filter(bound.__gt__, hashes))
+        kept += [
+            h
+            for first, count in zip(hashes, counts.values(), strict=True)
+            if count > 1
+            for offset in _OFFSETS[: count - 1]
+            if (h := (first + offset) & _MASK64) < bound
+        ]
+        if len(kept) >= k:
+            kept.sort()
+            return frozenset(kept[:k])
+    if len(hashes) < many:
+        # One comprehension for every repeat of every word: one per word costs a call each.
+        hashes += [
+            (h + offset) & _MASK64
+            for h, count in zip(hashes, counts.values(), strict=True)
+            if count > 1
+            for offset in _OFFSETS[: count - 1]
+        ]
     if len(hashes) <= k:
         return frozenset(hashes)
-    if len(hashes) <= 8 * k:
-        hashes.sort()  # one C sort beats heapq.nsmallest's loop for a few hundred
-        return frozenset(hashes[:k])
-    return frozenset(heapq.nsmallest(k, hashes))
+    hashes.sort()
+    return frozenset(hashes[:k])
 
 
 def answer_sketch(text: str, k: int = SKETCH_SIZE) -> frozenset[int]:
