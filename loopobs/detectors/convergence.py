@@ -506,7 +506,15 @@ class ConvergenceDetector(SessionDetector[_Answers]):
                 return
             answer = _Answer(sketch, len(words), numbers, s.question)
             score, back = 0.0, 0
+            size, similarity = answer.size, self.similarity
             for i, old in enumerate(reversed(s.history), 1):
+                # _alike's first test, the same expressions with the smaller size first:
+                # the answers it refuses there are skipped without a call.
+                if old.size < size:
+                    if size - old.size > 2.5 and old.size < size * similarity:
+                        continue
+                elif old.size - size > 2.5 and size < old.size * similarity:
+                    continue
                 alike = self._alike(old, answer, i)
                 if alike is not None:
                     if not back:
