@@ -78,7 +78,7 @@ def _text_tokens(text: str) -> tuple[list[str], tuple[str, ...]]:
     return words, numbers
 
 
-# ASCII text is tokenised by byte translations, one split and searches for literal bytes
+# Text is tokenised in its UTF-8 by byte translations, one split and searches for literal bytes
 # (the regex engine finds a literal at memchr speed and a class such as \d or \w a
 # character at a time, over ten times slower on the real set's answers). In ASCII, \w is
 # [0-9A-Za-z_], \d is [0-9] and casefold() is lower().
@@ -115,19 +115,32 @@ timestamp). No match here: ``mask_dates`` changes nothing (a test holds the patt
 was read from)."""
 
 
+_ASCII: Final = bytes(range(128))
+
+
+def _inert(data: bytes) -> bool:
+    """Whether every character of UTF-8 ``data`` outside ASCII is neither a word character
+    (nor so a digit) nor changed by casefold(): punctuation, quotes, dashes, symbols."""
+    others = data.translate(None, _ASCII).decode("utf-8", "surrogatepass")
+    return not any(c.isalnum() or c.casefold() != c for c in set(others))
+
+
 def _tokens(text: str) -> tuple[list[str] | list[bytes], tuple[str, ...]]:
-    """What :func:`_text_tokens` gives, the words of ASCII text as their ASCII bytes (the
-    bytes a word's hash is taken of)."""
+    """What :func:`_text_tokens` gives, the words as their UTF-8 bytes (the bytes a word's
+    hash is taken of) when the text is ASCII, or its other characters are :func:`_inert`:
+    those are never part of a word, a number or a date, so each of their bytes can be
+    read as a space."""
     text = text[:_MAX_CHARS]
-    if not text.isascii():
+    ascii_only = text.isascii()
+    data = text.encode("utf-8", "surrogatepass")
+    if not ascii_only and not _inert(data):
         return _text_tokens(text)
-    data = text.encode("ascii")
     classes = data.translate(_CLASSES)
     if b"0" not in classes:
         return data.translate(_FOLDED_WORDS).split(), ()
     if _DATE_NEEDS.search(classes) is not None:
-        text = mask_dates(text.lower())
-        data = text.encode("ascii")
+        text = mask_dates(text.casefold())
+        data = text.encode("utf-8", "surrogatepass")
         classes = data.translate(_CLASSES)
     folded = data.translate(_FOLDED_WORDS)
     pieces: list[bytes] = []
@@ -137,7 +150,8 @@ def _tokens(text: str) -> tuple[list[str] | list[bytes], tuple[str, ...]]:
         begin, end = number.span()
         pieces.append(folded[start:begin])
         if len(numbers) < _MAX_NUMBERS:
-            numbers.append(text[begin:end])
+            # A byte's place is a character's in ASCII; else the number's bytes, all ASCII.
+            numbers.append(text[begin:end] if ascii_only else data[begin:end].decode("ascii"))
         start = end
     if not pieces:
         return folded.split(), ()
