@@ -117,6 +117,13 @@ def test_tokens_are_the_plain_tokeniser_s(text: str) -> None:
     _check_tokens(text)
 
 
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(_ANSWERISH, _DATEISH, st.text(max_size=200)))
+def test_a_question_s_words_are_the_plain_ones(text: str) -> None:
+    """A question's words (numbers kept) are the ``\\w+`` runs of its case-folded text."""
+    assert _as_text(convergence._words(text)) == _WORD.findall(text.casefold())
+
+
 def test_tokens_on_edges() -> None:
     """Numbers at both ends, next to "#" and NUL, dates folded, the length cut."""
     for text in [
@@ -391,6 +398,7 @@ _OPS = st.lists(
         st.tuples(st.just("answer"), _REPLY),
         st.tuples(st.just("answer"), st.text(max_size=80)),
         st.tuples(st.just("question"), st.sampled_from(["", "why?", "close issue 101 now please"])),
+        st.tuples(st.just("question"), _ANSWERISH),
         st.tuples(st.just("tools"), _REPLY),
         st.tuples(st.just("move"), st.just("")),
     ),

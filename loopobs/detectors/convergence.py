@@ -161,6 +161,16 @@ def _tokens(text: str) -> tuple[list[str] | list[bytes], tuple[str, ...]]:
     return b"#".join(pieces).split(), tuple(numbers)
 
 
+def _words(text: str) -> list[str] | list[bytes]:
+    """The ``\\w+`` runs of the case-folded text, numbers and dates as they are; as UTF-8
+    bytes when the text is ASCII or its other characters are :func:`_inert`."""
+    text = text[:_MAX_CHARS]
+    data = text.encode("utf-8", "surrogatepass")
+    if text.isascii() or _inert(data):
+        return data.translate(_FOLDED_WORDS).split()
+    return _WORD.findall(text.casefold())
+
+
 def _word_hash(word: str | bytes) -> int:
     """A stable 64-bit hash of one word: two CRC-32s (one salted) of its UTF-8, cheaper
     than BLAKE2b for the hundreds of words of an answer, and the same in every process (a
@@ -462,7 +472,7 @@ class ConvergenceDetector(SessionDetector[_Answers]):
         question = None
         if ctx.query:
             # Numbers kept: "close issue 101" and "close issue 102" are different requests.
-            words = _WORD.findall(ctx.query[:_MAX_CHARS].casefold())
+            words = _words(ctx.query)
             question = (_sketch(words, SKETCH_SIZE), len(words))
         with self._lock:
             _, s = self._state(ctx.run_id)
