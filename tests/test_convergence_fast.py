@@ -207,6 +207,16 @@ def test_sketch_is_the_plain_bottom_k(words: list[str], k: int) -> None:
         assert convergence._sketch([w.encode("ascii") for w in words], k) == expected
 
 
+def test_an_answer_s_sketch_is_the_set_of_its_hashes() -> None:
+    """Made when first read, from the hashes kept (a list) or given (a restored set)."""
+    words = ["the", "the", "flight"] * 60
+    answer = convergence._Answer(convergence._bottom(words, 128), len(words), (), None)
+    assert answer.sketch == reference_sketch(words)
+    assert answer.sketch is answer.sketch
+    restored = convergence._Answer(reference_sketch(words), len(words), (), None)
+    assert restored.sketch is restored.hashes
+
+
 def test_sketch_of_words_repeated_past_the_offset_table() -> None:
     """A word repeated more often than the offsets held is hashed as the plain code does."""
     for words in (["the"] * 600, ["the"] * 514 + ["a"] * 300, ["the"] * 513 + ["a"] * 2):

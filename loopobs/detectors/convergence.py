@@ -210,6 +210,11 @@ def _sketch(words: Sequence[str | bytes], k: int) -> frozenset[int]:
     """Bottom-``k`` MinHash of the *multiset* of ``words``: the i-th repeat of a word is an
     element of its own, so one changed word in a long answer is a small change. Word hashes
     are :func:`_word_hash`'s, the same in every process."""
+    return frozenset(_bottom(words, k))
+
+
+def _bottom(words: Sequence[str | bytes], k: int) -> list[int]:
+    """The hashes :func:`_sketch` is the set of (a hash may be listed twice)."""
     counts = Counter(words)
     hashes = list(map(_hash_of, counts))
     many = len(words)
@@ -223,7 +228,7 @@ def _sketch(words: Sequence[str | bytes], k: int) -> frozenset[int]:
                 for n in range(1, count)
             ]
         )
-        return frozenset(heapq.nsmallest(k, hashes))
+        return heapq.nsmallest(k, hashes)
     if many > 2 * k:
         # Only the hashes below a bound that 1.5 k of the ``many`` are expected under (the
         # hashes spread evenly over 64 bits) are computed to the end and sorted. With k or
@@ -240,7 +245,7 @@ def _sketch(words: Sequence[str | bytes], k: int) -> frozenset[int]:
         ]
         if len(kept) >= k:
             kept.sort()
-            return frozenset(kept[:k])
+            return kept[:k]
     if len(hashes) < many:
         # One comprehension for every repeat of every word: one per word costs a call each.
         hashes += [
@@ -250,9 +255,9 @@ def _sketch(words: Sequence[str | bytes], k: int) -> frozenset[int]:
             for offset in _OFFSETS[: count - 1]
         ]
     if len(hashes) <= k:
-        return frozenset(hashes)
+        return hashes
     hashes.sort()
-    return frozenset(hashes[:k])
+    return hashes[:k]
 
 
 def answer_sketch(text: str, k: int = SKETCH_SIZE) -> frozenset[int]:
@@ -311,17 +316,27 @@ def _question(value: Any) -> tuple[frozenset[int], int] | None:
 
 
 class _Answer:
-    __slots__ = ("count", "numbers", "question", "size", "sketch")
+    __slots__ = ("_sketch", "count", "hashes", "numbers", "question", "size")
 
     def __init__(
         self,
-        sketch: frozenset[int],
+        hashes: frozenset[int] | list[int],
         size: int,
         numbers: tuple[str, ...],
         question: tuple[frozenset[int], int] | None,
     ) -> None:
-        self.sketch, self.size, self.numbers, self.question = sketch, size, numbers, question
+        self.hashes, self.size, self.numbers, self.question = hashes, size, numbers, question
+        self._sketch = hashes if isinstance(hashes, frozenset) else None
         self.count = 1  # this answer and the earlier ones it repeats, through the window
+
+    @property
+    def sketch(self) -> frozenset[int]:
+        """The answer's sketch, the set of its hashes: made when first compared (most answers
+        never are: the answers around them differ in size)."""
+        sketch = self._sketch
+        if sketch is None:
+            sketch = self._sketch = frozenset(self.hashes)
+        return sketch
 
 
 class _Answers:
@@ -521,14 +536,14 @@ class ConvergenceDetector(SessionDetector[_Answers]):
         if ctx.tool_calls:
             return
         words, numbers = _tokens(ctx.text)
-        sketch = _sketch(words, SKETCH_SIZE)
+        hashes = _bottom(words, SKETCH_SIZE)
         with self._lock:
             key, s = self._state(ctx.run_id)
-            if not sketch:
+            if not hashes:
                 s.history.clear()
                 s.streak, s.level = 0, _NONE
                 return
-            answer = _Answer(sketch, len(words), numbers, s.question)
+            answer = _Answer(hashes, len(words), numbers, s.question)
             score, back = 0.0, 0
             size, similarity = answer.size, self.similarity
             for i, old in enumerate(reversed(s.history), 1):
