@@ -57,7 +57,8 @@ _STOPPED: Final = 2
 def _text_tokens(text: str) -> tuple[list[str], tuple[str, ...]]:
     """Case-folded words with dates and times masked and numbers as ``#``; and the
     numbers themselves (durations stay: in an answer "p95 is 120 ms" is a figure).
-    Any text; :func:`_tokens` gives the same for ASCII text, faster."""
+    Any text; :func:`_tokens` gives the same, faster, for text that is ASCII or whose other
+    characters are :func:`_inert`."""
     folded = text[:_MAX_CHARS].casefold()
     if _DIGIT.search(folded) is None:
         # No digit (two answers in five): no date to mask and no number, every token is a
@@ -78,10 +79,11 @@ def _text_tokens(text: str) -> tuple[list[str], tuple[str, ...]]:
     return words, numbers
 
 
-# Text is tokenised in its UTF-8 by byte translations, one split and searches for literal bytes
-# (the regex engine finds a literal at memchr speed and a class such as \d or \w a
+# Text is tokenised in its UTF-8 by byte translations, one split and searches for literal
+# bytes (the regex engine finds a literal at memchr speed and a class such as \d or \w a
 # character at a time, over ten times slower on the real set's answers). In ASCII, \w is
-# [0-9A-Za-z_], \d is [0-9] and casefold() is lower().
+# [0-9A-Za-z_], \d is [0-9] and casefold() is lower(); the bytes of other characters are
+# read so only when those characters are inert (see _inert), as spaces.
 _FOLDED_WORDS: Final = bytes(
     b + 32 if 65 <= b <= 90 else b if chr(b).isascii() and (chr(b).isalnum() or b == 95) else 32
     for b in range(256)
@@ -99,8 +101,9 @@ _CLASSES: Final = bytes(
     else 32
     for b in range(256)
 )
-"""ASCII as the classes the number and date patterns tell apart: a digit is "0", another
-word character "a", "." and "," are ".", "-" and ":" stay, anything else is a space."""
+"""Bytes as the classes the number and date patterns tell apart: an ASCII digit is "0",
+another word character "a", "." and "," are ".", "-" and ":" stay, anything else is a
+space."""
 _NUMBER_IN_CLASSES: Final = re.compile(rb"0(?<![a0]0)0*(?:\.0+)*(?![a0])")
 """A number token of :data:`_NUMBER_OR_WORD`, in classes: its matches, scanning from the
 start, are where that pattern's scan finds a number. That scan starts every match at a
@@ -116,11 +119,13 @@ was read from)."""
 
 
 _ASCII: Final = bytes(range(128))
+"""The ASCII bytes (deleted to leave a text's other characters)."""
 
 
 def _inert(data: bytes) -> bool:
-    """Whether every character of UTF-8 ``data`` outside ASCII is neither a word character
-    (nor so a digit) nor changed by casefold(): punctuation, quotes, dashes, symbols."""
+    """Whether every character of UTF-8 ``data`` outside ASCII is inert: no word character
+    (so no digit either) and unchanged by casefold(), as punctuation, quotes, dashes,
+    symbols and spaces are."""
     others = data.translate(None, _ASCII).decode("utf-8", "surrogatepass")
     return not any(c.isalnum() or c.casefold() != c for c in set(others))
 
@@ -214,7 +219,7 @@ def _sketch(words: Sequence[str | bytes], k: int) -> frozenset[int]:
 
 
 def _bottom(words: Sequence[str | bytes], k: int) -> list[int]:
-    """The hashes :func:`_sketch` is the set of (a hash may be listed twice)."""
+    """The hashes :func:`_sketch` is the set of: at most ``k``, a hash perhaps twice."""
     counts = Counter(words)
     hashes = list(map(_hash_of, counts))
     many = len(words)
@@ -331,8 +336,8 @@ class _Answer:
 
     @property
     def sketch(self) -> frozenset[int]:
-        """The answer's sketch, the set of its hashes: made when first compared (most answers
-        never are: the answers around them differ in size)."""
+        """The answer's sketch, the set of its hashes: made when first read, to compare or
+        to save (most answers are never compared: the answers around them differ in size)."""
         sketch = self._sketch
         if sketch is None:
             sketch = self._sketch = frozenset(self.hashes)
