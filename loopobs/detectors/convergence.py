@@ -6,6 +6,7 @@ import heapq
 import re
 import zlib
 from collections import Counter, deque
+from collections.abc import Sequence
 from typing import Any, Final, get_args
 
 from loopobs.contract.events import (
@@ -53,9 +54,11 @@ _FIRED: Final = 1
 _STOPPED: Final = 2
 
 
-def _tokens(text: str) -> tuple[list[str], tuple[str, ...]]:
+def _text_tokens(text: str) -> tuple[list[str], tuple[str, ...]]:
     """Case-folded words with dates and times masked and numbers as ``#``; and the
-    numbers themselves (durations stay: in an answer "p95 is 120 ms" is a figure)."""
+    numbers themselves (durations stay: in an answer "p95 is 120 ms" is a figure).
+    Any text; :func:`_tokens` gives the same, faster, for text that is ASCII or whose other
+    characters are :func:`_inert`."""
     folded = text[:_MAX_CHARS].casefold()
     if _DIGIT.search(folded) is None:
         # No digit (two answers in five): no date to mask and no number, every token is a
@@ -76,22 +79,127 @@ def _tokens(text: str) -> tuple[list[str], tuple[str, ...]]:
     return words, numbers
 
 
-def _word_hash(word: str) -> int:
-    """A stable 64-bit hash of one word: two CRC-32s (one salted), cheaper than BLAKE2b
-    for the hundreds of words of an answer, and the same in every process (a sketch moves
-    with its session's detector state)."""
-    data = word.encode("utf-8", "surrogatepass")
-    h = zlib.crc32(data) << 32 | zlib.crc32(data, _SALT)
-    if len(_WORD_HASHES) >= _WORD_HASHES_HELD:
-        _WORD_HASHES.clear()
-    _WORD_HASHES[word] = h
-    return h
+# Text is tokenised in its UTF-8 by byte translations, one split and searches for literal
+# bytes (the regex engine finds a literal at memchr speed and a class such as \d or \w a
+# character at a time, over ten times slower on the real set's answers). In ASCII, \w is
+# [0-9A-Za-z_], \d is [0-9] and casefold() is lower(); the bytes of other characters are
+# read so only when those characters are inert (see _inert), as spaces.
+_FOLDED_WORDS: Final = bytes(
+    b + 32 if 65 <= b <= 90 else b if chr(b).isascii() and (chr(b).isalnum() or b == 95) else 32
+    for b in range(256)
+)
+"""Folds ASCII letters and turns every byte that is not a word character into a space."""
+_CLASSES: Final = bytes(
+    ord("0")
+    if 48 <= b <= 57
+    else ord("a")
+    if chr(b).isascii() and (chr(b).isalpha() or b == 95)
+    else ord(".")
+    if b in b".,"
+    else b
+    if b in b"-:"
+    else 32
+    for b in range(256)
+)
+"""Bytes as the classes the number and date patterns tell apart: an ASCII digit is "0",
+another word character "a", "." and "," are ".", "-" and ":" stay, anything else is a
+space."""
+_NUMBER_IN_CLASSES: Final = re.compile(rb"0(?<![a0]0)0*(?:\.0+)*(?![a0])")
+"""A number token of :data:`_NUMBER_OR_WORD`, in classes: its matches, scanning from the
+start, are where that pattern's scan finds a number. That scan starts every match at a
+word start (after a character that is not a word character): at a word start a number
+is tried first and a word takes the whole run when it fails; here the look-behind makes
+each word start the only place a number can begin, and every other place within the
+run is refused."""
+_DATE_NEEDS: Final = re.compile(rb"0(?:000-00-00|:00:00|0{9})")
+"""What every match of ``normalise._DATES`` holds, in classes: a date (four digits, "-",
+two, "-", two), a time of day (a digit, ":", two, ":", two) or ten digits (an epoch
+timestamp). No match here: ``mask_dates`` changes nothing (a test holds the pattern this
+was read from)."""
+
+
+_ASCII: Final = bytes(range(128))
+"""The ASCII bytes (deleted to leave a text's other characters)."""
+
+
+def _inert(data: bytes) -> bool:
+    """Whether every character of UTF-8 ``data`` outside ASCII is inert: no word character
+    (so no digit either) and unchanged by casefold(), as punctuation, quotes, dashes,
+    symbols and spaces are."""
+    others = data.translate(None, _ASCII).decode("utf-8", "surrogatepass")
+    return not any(c.isalnum() or c.casefold() != c for c in set(others))
+
+
+def _tokens(text: str) -> tuple[list[str] | list[bytes], tuple[str, ...]]:
+    """What :func:`_text_tokens` gives, the words as their UTF-8 bytes (the bytes a word's
+    hash is taken of) when the text is ASCII, or its other characters are :func:`_inert`:
+    those are never part of a word, a number or a date, so each of their bytes can be
+    read as a space."""
+    text = text[:_MAX_CHARS]
+    ascii_only = text.isascii()
+    data = text.encode("utf-8", "surrogatepass")
+    if not ascii_only and not _inert(data):
+        return _text_tokens(text)
+    classes = data.translate(_CLASSES)
+    if b"0" not in classes:
+        return data.translate(_FOLDED_WORDS).split(), ()
+    if _DATE_NEEDS.search(classes) is not None:
+        text = mask_dates(text.casefold())
+        data = text.encode("utf-8", "surrogatepass")
+        classes = data.translate(_CLASSES)
+    folded = data.translate(_FOLDED_WORDS)
+    pieces: list[bytes] = []
+    numbers: list[str] = []
+    start = 0
+    for number in _NUMBER_IN_CLASSES.finditer(classes):
+        begin, end = number.span()
+        pieces.append(folded[start:begin])
+        if len(numbers) < _MAX_NUMBERS:
+            # A byte's place is a character's in ASCII; else the number's bytes, all ASCII.
+            numbers.append(text[begin:end] if ascii_only else data[begin:end].decode("ascii"))
+        start = end
+    if not pieces:
+        return folded.split(), ()
+    pieces.append(folded[start:])
+    # A number is preceded and followed by a byte that is not a word character (a space in
+    # ``folded``) or by an end: the "#" put in its place is a token of its own.
+    return b"#".join(pieces).split(), tuple(numbers)
+
+
+def _words(text: str) -> list[str] | list[bytes]:
+    """The ``\\w+`` runs of the case-folded text, numbers and dates as they are; as UTF-8
+    bytes when the text is ASCII or its other characters are :func:`_inert`."""
+    text = text[:_MAX_CHARS]
+    data = text.encode("utf-8", "surrogatepass")
+    if text.isascii() or _inert(data):
+        return data.translate(_FOLDED_WORDS).split()
+    return _WORD.findall(text.casefold())
+
+
+def _word_hash(word: str | bytes) -> int:
+    """A stable 64-bit hash of one word: two CRC-32s (one salted) of its UTF-8, cheaper
+    than BLAKE2b for the hundreds of words of an answer, and the same in every process (a
+    sketch moves with its session's detector state). A word's bytes hash as the word."""
+    data = word if isinstance(word, bytes) else word.encode("utf-8", "surrogatepass")
+    return zlib.crc32(data) << 32 | zlib.crc32(data, _SALT)
+
+
+class _WordHashes(dict[str | bytes, int]):
+    """Words already hashed, process-wide (at most 65,536, forgotten all at once): answers
+    share most of their vocabulary, and a lookup costs a fifth of two CRC-32s. Indexing
+    gives :func:`_word_hash` of any word, remembered or not."""
+
+    def __missing__(self, word: str | bytes) -> int:
+        h = _word_hash(word)
+        if len(self) >= _WORD_HASHES_HELD:
+            self.clear()
+        self[word] = h
+        return h
 
 
 _WORD_HASHES_HELD: Final = 1 << 16
-_WORD_HASHES: Final[dict[str, int]] = {}
-"""Words already hashed, process-wide (at most 65,536, forgotten all at once): answers
-share most of their vocabulary, and a lookup costs a fifth of two CRC-32s."""
+_WORD_HASHES: Final = _WordHashes()
+_hash_of: Final = _WORD_HASHES.__getitem__
 
 
 def clear_word_hashes() -> None:
@@ -99,15 +207,24 @@ def clear_word_hashes() -> None:
     _WORD_HASHES.clear()
 
 
-def _sketch(words: list[str], k: int) -> frozenset[int]:
+_OFFSETS: Final = [n * _GOLDEN & _MASK64 for n in range(1, 513)]
+"""The offsets of a word's first 512 repeats (the n-th: n golden steps), added to its hash."""
+
+
+def _sketch(words: Sequence[str | bytes], k: int) -> frozenset[int]:
     """Bottom-``k`` MinHash of the *multiset* of ``words``: the i-th repeat of a word is an
     element of its own, so one changed word in a long answer is a small change. Word hashes
     are :func:`_word_hash`'s, the same in every process."""
+    return frozenset(_bottom(words, k))
+
+
+def _bottom(words: Sequence[str | bytes], k: int) -> list[int]:
+    """The hashes :func:`_sketch` is the set of: at most ``k``, a hash perhaps twice."""
     counts = Counter(words)
-    known = _WORD_HASHES.get
-    hashes = [known(word) or _word_hash(word) for word in counts]
-    if len(hashes) < len(words):
-        # One comprehension for every repeat of every word: one per word costs a call each.
+    hashes = list(map(_hash_of, counts))
+    many = len(words)
+    if many > len(_OFFSETS) + 1 and max(counts.values()) > len(_OFFSETS) + 1:
+        # A word repeated past the offsets held (a long answer, rarely): every step computed.
         hashes.extend(
             [
                 (h + n * _GOLDEN) & _MASK64
@@ -116,12 +233,36 @@ def _sketch(words: list[str], k: int) -> frozenset[int]:
                 for n in range(1, count)
             ]
         )
+        return heapq.nsmallest(k, hashes)
+    if many > 2 * k:
+        # Only the hashes below a bound that 1.5 k of the ``many`` are expected under (the
+        # hashes spread evenly over 64 bits) are computed to the end and sorted. With k or
+        # more below it, the k smallest of all are among them; fewer (a binomial tail, under
+        # one answer in 10^5) and the exact path below is taken.
+        bound = (3 * k << 63) // many
+        kept = list(filter(bound.__gt__, hashes))
+        kept += [
+            h
+            for first, count in zip(hashes, counts.values(), strict=True)
+            if count > 1
+            for offset in _OFFSETS[: count - 1]
+            if (h := (first + offset) & _MASK64) < bound
+        ]
+        if len(kept) >= k:
+            kept.sort()
+            return kept[:k]
+    if len(hashes) < many:
+        # One comprehension for every repeat of every word: one per word costs a call each.
+        hashes += [
+            (h + offset) & _MASK64
+            for h, count in zip(hashes, counts.values(), strict=True)
+            if count > 1
+            for offset in _OFFSETS[: count - 1]
+        ]
     if len(hashes) <= k:
-        return frozenset(hashes)
-    if len(hashes) <= 8 * k:
-        hashes.sort()  # one C sort beats heapq.nsmallest's loop for a few hundred
-        return frozenset(hashes[:k])
-    return frozenset(heapq.nsmallest(k, hashes))
+        return hashes
+    hashes.sort()
+    return hashes[:k]
 
 
 def answer_sketch(text: str, k: int = SKETCH_SIZE) -> frozenset[int]:
@@ -180,17 +321,27 @@ def _question(value: Any) -> tuple[frozenset[int], int] | None:
 
 
 class _Answer:
-    __slots__ = ("count", "numbers", "question", "size", "sketch")
+    __slots__ = ("_sketch", "count", "hashes", "numbers", "question", "size")
 
     def __init__(
         self,
-        sketch: frozenset[int],
+        hashes: frozenset[int] | list[int],
         size: int,
         numbers: tuple[str, ...],
         question: tuple[frozenset[int], int] | None,
     ) -> None:
-        self.sketch, self.size, self.numbers, self.question = sketch, size, numbers, question
+        self.hashes, self.size, self.numbers, self.question = hashes, size, numbers, question
+        self._sketch = hashes if isinstance(hashes, frozenset) else None
         self.count = 1  # this answer and the earlier ones it repeats, through the window
+
+    @property
+    def sketch(self) -> frozenset[int]:
+        """The answer's sketch, the set of its hashes: made when first read, to compare or
+        to save (most answers are never compared: the answers around them differ in size)."""
+        sketch = self._sketch
+        if sketch is None:
+            sketch = self._sketch = frozenset(self.hashes)
+        return sketch
 
 
 class _Answers:
@@ -341,7 +492,7 @@ class ConvergenceDetector(SessionDetector[_Answers]):
         question = None
         if ctx.query:
             # Numbers kept: "close issue 101" and "close issue 102" are different requests.
-            words = _WORD.findall(ctx.query[:_MAX_CHARS].casefold())
+            words = _words(ctx.query)
             question = (_sketch(words, SKETCH_SIZE), len(words))
         with self._lock:
             _, s = self._state(ctx.run_id)
@@ -390,16 +541,24 @@ class ConvergenceDetector(SessionDetector[_Answers]):
         if ctx.tool_calls:
             return
         words, numbers = _tokens(ctx.text)
-        sketch = _sketch(words, SKETCH_SIZE)
+        hashes = _bottom(words, SKETCH_SIZE)
         with self._lock:
             key, s = self._state(ctx.run_id)
-            if not sketch:
+            if not hashes:
                 s.history.clear()
                 s.streak, s.level = 0, _NONE
                 return
-            answer = _Answer(sketch, len(words), numbers, s.question)
+            answer = _Answer(hashes, len(words), numbers, s.question)
             score, back = 0.0, 0
+            size, similarity = answer.size, self.similarity
             for i, old in enumerate(reversed(s.history), 1):
+                # _alike's first test, the same expressions with the smaller size first:
+                # the answers it refuses there are skipped without a call.
+                if old.size < size:
+                    if size - old.size > 2.5 and old.size < size * similarity:
+                        continue
+                elif old.size - size > 2.5 and size < old.size * similarity:
+                    continue
                 alike = self._alike(old, answer, i)
                 if alike is not None:
                     if not back:
