@@ -256,6 +256,9 @@ def test_a_command_calls_other_arguments_are_keyed_as_their_canonical_json() -> 
     dict, not equal JSON)."""
     from loopobs.contract.hashing import canonical_json, text_key
 
+    from loopobs.detectors import clear_caches
+
+    clear_caches()
     d = RepetitionDetector()
     for others in (
         {"program": "bash"},
@@ -270,4 +273,8 @@ def test_a_command_calls_other_arguments_are_keyed_as_their_canonical_json() -> 
         args = {"command": "ls", **others}
         text = canonical_json(others)
         assert d._other_arguments(args, "command") == (text, text_key(text))
-    assert list(d._others) == [(("program", "bash"),), (("cwd", "/w"), ("program", "sh"))]
+    from loopobs.detectors import repetition
+
+    # Remembered process-wide, and only sets of strings (1, 1.0 and True are equal keys).
+    held = list(repetition._OTHER_ARGS)
+    assert held == [(("program", "bash"),), (("cwd", "/w"), ("program", "sh"))]

@@ -112,10 +112,10 @@ _EFFECT_CACHE_CHARS: Final = 2048
 _EAGER_RESULT_CHARS: Final = 512
 """Results up to this long are always normalised; a longer one only when its call was seen
 before (masking costs about 16 ns a character, and only a repeat needs it)."""
-_OTHER_ARGS_HELD: Final = 64
+_OTHER_ARGS_HELD: Final = 1024
 _OTHER_ARGS_CHARS: Final = 256
-"""A command call's other arguments are remembered (per detector, 64 sets) when each is a
-string up to this long."""
+"""A command call's other arguments are remembered (process-wide, 1,024 sets) when each is
+a string up to this long."""
 _TOOLS_HELD: Final = 4096
 """Tool names whose kind and role are remembered per detector."""
 _FAILURES_HELD: Final = 256
@@ -359,9 +359,16 @@ _CALL_EFFECTS: Final[dict[tuple[ToolRole, str], CallEffect | None]] = {}
 the role), and runs share their lines (``ls``, ``git diff``, a re-run test)."""
 
 
+_OTHER_ARGS: Final[dict[tuple[tuple[str, str], ...], tuple[str, int]]] = {}
+"""A command call's other arguments (as items) → their canonical JSON and its key,
+process-wide: agents pass the same ones call after call (a program, a working directory)."""
+
+
 def clear_call_effects() -> None:
-    """Forget the remembered effects of command lines (a benchmark's first sight)."""
+    """Forget the remembered effects of command lines and the keys of command calls' other
+    arguments (a benchmark's first sight)."""
     _CALL_EFFECTS.clear()
+    _OTHER_ARGS.clear()
 
 
 def _mix(key: int, other: int) -> int:
@@ -520,13 +527,13 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
 
     Memory per session is bounded, whatever the session's length: at most
     ``memory`` operations, calls, results and writes (the oldest first in are
-    forgotten) and a ring of ``2 × max_period + 2`` steps; per detector, 64 sets of
-    command calls' other arguments, whether 256 writes' outputs said they failed, and
-    the kind of 4,096 tool names (its normaliser, the keys of 256 sets of flat
-    arguments); process-wide, shared by every detector, the effects of at most 1,024
-    command lines (twice: parsed, and as a call's effect), the masked keys of at most
-    4,096 results and the words and roles of 4,096 tool names (each depends on the
-    text alone). An operation not seen
+    forgotten) and a ring of ``2 × max_period + 2`` steps; per detector, whether 256
+    writes' outputs said they failed and the kind of 4,096 tool names (its normaliser,
+    the keys of 256 sets of flat arguments); process-wide, shared by every detector, the
+    effects of at most 1,024 command lines (twice: parsed, and as a call's effect) and 32
+    longer ones, the keys of 1,024 sets of command calls' other arguments, the masked keys
+    of at most 4,096 results and the words and roles of 4,096 tool names (each depends on
+    the text alone). An operation not seen
     for ``horizon`` calls starts over. Cycle search keeps at most four candidate
     periods (found from the distance to an operation's previous occurrence), so
     each call costs the same whatever ``max_period`` is. A stop clears the
@@ -627,7 +634,6 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         self._ring = 2 * max_period + 2
         self._pending: OrderedDict[int, dict[str, _Pending]] = OrderedDict()
         self._tools: dict[str, _Tool] = {}
-        self._others: dict[tuple[tuple[str, str], ...], _Others] = {}
         self._failures: dict[int, bool] = {}
 
     @property
@@ -718,7 +724,6 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         """Forget every session's state and every call awaiting its result."""
         with self._lock:
             self._pending.clear()
-            self._others.clear()
             self._failures.clear()
         super().reset()
 
@@ -837,7 +842,7 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         """The canonical JSON of a command call's arguments but its command line (a program,
         a working directory), and its :func:`~loopobs.contract.hashing.text_key`. Agents
         pass the same ones call after call: when they are short strings, both are
-        remembered per detector (at most 64 sets of them)."""
+        remembered process-wide (at most 1,024 sets of them)."""
         others = dict(args)
         if command_arg is not None:
             others.pop(command_arg, None)
@@ -846,13 +851,13 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
                 text = canonical_json(others)  # numbers (1 == 1.0 == True) or long text
                 return text, text_key(text)
         key = tuple(others.items())
-        found = self._others.get(key)
+        found = _OTHER_ARGS.get(key)
         if found is None:
             text = canonical_json(others)
             found = (text, text_key(text))
-            if len(self._others) >= _OTHER_ARGS_HELD:
-                self._others.clear()
-            self._others[key] = found
+            if len(_OTHER_ARGS) >= _OTHER_ARGS_HELD:
+                _OTHER_ARGS.clear()  # all at once: a dict store and clear are each atomic
+            _OTHER_ARGS[key] = found
         return found
 
     def _effect(self, tool: str, args: Mapping[str, Any], role: ToolRole) -> CallEffect | None:
