@@ -255,7 +255,6 @@ def test_a_command_calls_other_arguments_are_keyed_as_their_canonical_json() -> 
     its text_key), and only strings are remembered (1, 1.0 and True are equal keys of a
     dict, not equal JSON)."""
     from loopobs.contract.hashing import canonical_json, text_key
-
     from loopobs.detectors import clear_caches
 
     clear_caches()
