@@ -114,8 +114,9 @@ _EAGER_RESULT_CHARS: Final = 512
 before (masking costs about 16 ns a character, and only a repeat needs it)."""
 _OTHER_ARGS_HELD: Final = 1024
 _OTHER_ARGS_CHARS: Final = 256
-"""A command call's other arguments are remembered (process-wide, 1,024 sets) when each is
-a string up to this long."""
+_OTHER_ARGS_ITEMS: Final = 8
+"""A command call's other arguments are remembered (process-wide, 1,024 sets) when there
+are at most 8 of them and each is a string up to 256 characters long."""
 _TOOLS_HELD: Final = 4096
 """Tool names whose kind and role are remembered per detector."""
 _FAILURES_HELD: Final = 256
@@ -528,12 +529,12 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
     Memory per session is bounded, whatever the session's length: at most
     ``memory`` operations, calls, results and writes (the oldest first in are
     forgotten) and a ring of ``2 × max_period + 2`` steps; per detector, whether 256
-    writes' outputs said they failed and the kind of 4,096 tool names (its normaliser,
-    the keys of 256 sets of flat arguments); process-wide, shared by every detector, the
-    effects of at most 1,024 command lines (twice: parsed, and as a call's effect) and 32
-    longer ones, the keys of 1,024 sets of command calls' other arguments, the masked keys
-    of at most 4,096 results and the words and roles of 4,096 tool names (each depends on
-    the text alone). An operation not seen
+    writes' outputs said they failed and the kind of 4,096 tool names; process-wide,
+    shared by every detector, the effects of at most 1,024 command lines (twice: parsed,
+    and as a call's effect) and 32 longer ones, the keys of 1,024 sets of command calls'
+    other arguments and of 1,024 sets of other tools' arguments (by the normaliser's
+    rules), the masked keys of at most 4,096 results and the words and roles of 4,096
+    tool names (each depends on its inputs alone). An operation not seen
     for ``horizon`` calls starts over. Cycle search keeps at most four candidate
     periods (found from the distance to an operation's previous occurrence), so
     each call costs the same whatever ``max_period`` is. A stop clears the
@@ -846,6 +847,9 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         others = dict(args)
         if command_arg is not None:
             others.pop(command_arg, None)
+        if len(others) > _OTHER_ARGS_ITEMS:
+            text = canonical_json(others)  # an entry of the cache stays small
+            return text, text_key(text)
         for value in others.values():
             if type(value) is not str or len(value) > _OTHER_ARGS_CHARS:
                 text = canonical_json(others)  # numbers (1 == 1.0 == True) or long text
