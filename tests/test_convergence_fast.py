@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import heapq
 import json
-import os
 import re
 import uuid
 import zlib
 from collections import Counter
 from typing import Any
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -26,6 +24,7 @@ from loopobs.contract.observer import ObserverSet
 from loopobs.detectors import ConvergenceDetector, convergence
 from loopobs.detectors.normalise import mask_dates
 from loopobs.testing import RecordingObserver
+from tests._real_trajectories import needs_real_trajectories, real_records
 
 # -- the plain code, as it was before the fast paths -------------------------------------------
 
@@ -147,19 +146,15 @@ def test_tokens_on_edges() -> None:
 
 
 def _real_answers() -> list[str]:
-    with open(os.environ["LOOPOBS_REAL_TRAJECTORIES"], encoding="utf-8") as f:
-        records = [json.loads(line) for line in f if line.strip()]
     return [
         op.get("text") or ""
-        for rec in records
+        for rec in real_records()
         for op in rec.get("ops", [])
         if op.get("op") != "call"
     ]
 
 
-@pytest.mark.skipif(
-    "LOOPOBS_REAL_TRAJECTORIES" not in os.environ, reason="no real trajectories given"
-)
+@needs_real_trajectories
 def test_tokens_on_real_answers() -> None:
     """The same on every answer of a set of real trajectories (read where it is: the data
     is not in the repository)."""
@@ -430,15 +425,11 @@ def test_the_detector_is_the_plain_one(
     _replay(ops, similarity=similarity, action=action, history=history, consecutive=2)
 
 
-@pytest.mark.skipif(
-    "LOOPOBS_REAL_TRAJECTORIES" not in os.environ, reason="no real trajectories given"
-)
+@needs_real_trajectories
 def test_the_detector_is_the_plain_one_on_real_runs() -> None:
     """The same over the answers of every run of a set of real trajectories, in order."""
-    with open(os.environ["LOOPOBS_REAL_TRAJECTORIES"], encoding="utf-8") as f:
-        records = [json.loads(line) for line in f if line.strip()]
     detections = 0
-    for rec in records:
+    for rec in real_records():
         ops = [("answer", op.get("text") or "") for op in rec["ops"] if op.get("op") != "call"]
         detections += _replay(ops) + _replay(ops, similarity=0.8, history=2, consecutive=2)
     assert detections

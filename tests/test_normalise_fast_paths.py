@@ -5,18 +5,16 @@ and remembered argument keys. The references are kept here, written the general 
 from __future__ import annotations
 
 import collections
-import json
-import os
 from collections.abc import Mapping
 from typing import Any
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loopobs.contract.hashing import canonical_json, result_hash, text_key
 from loopobs.detectors import Normaliser, ToolNormalisation
 from loopobs.detectors import normalise as N
+from tests._real_trajectories import needs_real_trajectories, real_calls
 
 _ALPHABET = "0123456789\u0663abcdefABCDEFmsunhirTZ-:._,+ <>/\t\n\x1c\u00a0µé"
 _PIECES = [
@@ -216,18 +214,11 @@ def test_arguments_key_is_the_general_walk(arguments: dict[Any, Any], tool: str)
     )
 
 
-def _real_records() -> list[dict[str, Any]]:
-    with open(os.environ["LOOPOBS_REAL_TRAJECTORIES"], encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
-@pytest.mark.skipif(
-    "LOOPOBS_REAL_TRAJECTORIES" not in os.environ, reason="no real trajectories given"
-)
+@needs_real_trajectories
 def test_the_fast_paths_on_every_real_result_and_argument_set() -> None:
     """The same on every result and every argument set of a set of real trajectories
     (read where it is, as the real-trajectory benchmark reads it)."""
-    calls = [op for rec in _real_records() for op in rec.get("ops", []) if op.get("op") == "call"]
+    calls = real_calls()
     assert calls
     n = Normaliser()
     for op in calls:
