@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -25,6 +22,7 @@ from loopobs.detectors.commands import (
     tokens,
     tool_role,
 )
+from tests._real_trajectories import needs_real_trajectories, real_command_lines
 
 FUZZ = settings(deadline=None, max_examples=400, suppress_health_check=[HealthCheck.too_slow])
 SHELLISH = st.text(alphabet=" \t\r\n'\"\\;&|()<>{}$#=*-_./abcxyz019", max_size=40)
@@ -498,22 +496,13 @@ def test_classify_is_the_full_parse_by_shlex(text: str) -> None:
     assert commands._classify(text) == _classify_by_shlex(text)
 
 
-@pytest.mark.skipif(
-    "LOOPOBS_REAL_TRAJECTORIES" not in os.environ, reason="no real trajectories given"
-)
+@needs_real_trajectories
 def test_classify_is_the_full_parse_by_shlex_on_real_lines() -> None:
     """The same on the command lines of a set of real trajectories (read where it is, as
     the real-trajectory benchmark reads it: the data is not in the repository)."""
     from loopobs.detectors import commands
 
-    with open(os.environ["LOOPOBS_REAL_TRAJECTORIES"], encoding="utf-8") as f:
-        records = [json.loads(line) for line in f if line.strip()]
-    lines = {
-        op["args"]["command"]
-        for rec in records
-        for op in rec.get("ops", [])
-        if op.get("op") == "call" and isinstance((op.get("args") or {}).get("command"), str)
-    }
+    lines = real_command_lines()
     assert lines
     for line in lines:
         assert tokens(line) == shlex_tokens(line)
@@ -609,7 +598,7 @@ def _same_effect_as_the_full_parse(text: str) -> None:
     from loopobs.detectors import commands
 
     lexed = commands._lexed(text)
-    split = tokens(text)
+    split = shlex_tokens(text)
     assert lexed == (None if split is None else (split, "\x1f".join(split)))
     expected = _call_effect_by_shlex(text, "cmd")
     assert commands._shell_anew(text, "cmd") == expected
@@ -629,19 +618,10 @@ def test_a_calls_effect_is_the_full_parse_by_shlex(text: str) -> None:
     _same_effect_as_the_full_parse(text)
 
 
-@pytest.mark.skipif(
-    "LOOPOBS_REAL_TRAJECTORIES" not in os.environ, reason="no real trajectories given"
-)
+@needs_real_trajectories
 def test_a_calls_effect_is_the_full_parse_by_shlex_on_real_lines() -> None:
     """The same on every command line of a set of real trajectories."""
-    with open(os.environ["LOOPOBS_REAL_TRAJECTORIES"], encoding="utf-8") as f:
-        records = [json.loads(line) for line in f if line.strip()]
-    lines = {
-        op["args"]["command"]
-        for rec in records
-        for op in rec.get("ops", [])
-        if op.get("op") == "call" and isinstance((op.get("args") or {}).get("command"), str)
-    }
+    lines = real_command_lines()
     assert lines
     for line in lines:
         _same_effect_as_the_full_parse(line)

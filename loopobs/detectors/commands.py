@@ -373,7 +373,6 @@ _TOKEN: Final = re.compile(
 # the most common agent command line ("ls -la src", "python x.py", "cat a.py").
 _SIMPLE_LINE: Final = re.compile(r"[\w ./:=,+%@~^*?!$#\[\]-]*", re.ASCII)
 _PLAIN: Final = re.compile(r"[;&|()<>\n]+|[^ \t\r;&|()<>\n]+")
-_QUOTING: Final = re.compile(r"""['"\\]""")
 _REFUSED: Final = frozenset({"'", '"', "\\"})
 """The tokens _TOKEN makes of what shlex refuses: a lone quote or backslash."""
 _PART: Final = re.compile(r"""'([^']*)'|"([^"\\]*(?:\\.[^"\\]*)*)"|\\(.)""", re.DOTALL)
@@ -395,7 +394,7 @@ def _unquoted(word: str) -> str:
         return word[1:-1]  # one single-quoted part (a sed script): its text is literal
     if "\\" not in word:
         if '"' not in word:
-            return word.replace("'", "")  # see _drop_quotes
+            return word.replace("'", "")  # see _lexed: each quote is a delimiter
         if "'" not in word:
             return word.replace('"', "")
     elif "'" not in word and '"' not in word and "\\\\" not in word:
@@ -405,46 +404,12 @@ def _unquoted(word: str) -> str:
     return _PART.sub(_unquote, word)
 
 
-def _drop_quotes(found: list[str], text: str) -> list[str] | None:
-    """The tokens ``found`` in ``text`` unquoted by dropping their quote characters, when
-    that is unquoting them: ``None`` unless ``text`` has no backslash and one kind of
-    quote only.
-
-    A token is plain runs and complete quoted parts; with no backslash and no quote of
-    the other kind, no quote character is inside a part, so each one is a delimiter.
-    One str.replace per token costs a fifth of a pattern's substitution per quoted token.
-    """
-    if "\\" in text:
-        return None
-    if '"' not in text:
-        return [t.replace("'", "") for t in found]
-    if "'" not in text:
-        return [t.replace('"', "") for t in found]
-    return None
-
-
 def tokens(command: str) -> list[str] | None:
     """:func:`shlex_tokens`, done by regular expressions: shlex reads a character at a
-    time in Python (about 40 µs for a typical agent command), this costs a few."""
-    if _QUOTING.search(command) is None:
-        if _SIMPLE_LINE.fullmatch(command) is not None:
-            return command.split()  # only spaces between words: where str.split cuts too
-        # No quoting (a third of agents' commands): words and operators are plain runs.
-        return _PLAIN.findall(command)
-    # Trailing whitespace would make a failed attempt at each of its characters; one is
-    # kept after a backslash, which may escape it.
-    text = command.rstrip(" \t\r")
-    if text.endswith("\\") and len(text) < len(command):
-        text = command[: len(text) + 1]
-    found = _TOKEN.findall(text)
-    if not _REFUSED.isdisjoint(found):
-        return None  # refused: an unclosed quote, a trailing backslash
-    dropped = _drop_quotes(found, text)  # four quoted lines in five
-    if dropped is not None:
-        return dropped
-    # Most words of a quoted line are plain (and operators always): three scans of a
-    # token cost less than a call.
-    return [_unquoted(t) if "'" in t or '"' in t or "\\" in t else t for t in found]
+    time in Python (about 40 µs for a typical agent command), this costs a few. The
+    tokens of :func:`_lexed`, the parse every judgement starts from."""
+    lexed = _lexed(command)
+    return None if lexed is None else lexed[0]
 
 
 def _lexed(command: str) -> tuple[list[str], str] | None:
@@ -477,8 +442,9 @@ def _lexed(command: str) -> tuple[list[str], str] | None:
     if not _REFUSED.isdisjoint(found):
         return None
     if single != double and not backslash and "\x1f" not in text:
-        # One kind of quote and no backslash: each quote character is a delimiter (see
-        # _drop_quotes), dropped from all the tokens at once.
+        # One kind of quote and no backslash: a token is plain runs and complete quoted
+        # parts, so no quote character is inside a part and each one is a delimiter,
+        # dropped from all the tokens at once.
         key = "\x1f".join(found).replace("'" if single else '"', "")
         return key.split("\x1f"), key
     split = [_unquoted(t) if "'" in t or '"' in t or "\\" in t else t for t in found]
@@ -1030,10 +996,19 @@ class CallEffect(NamedTuple):
     """:func:`~loopobs.contract.hashing.text_key` of ``target``'s sorted words."""
 
 
+_ROLES_HELD: Final = 4096
+
+
 def tool_role(tool: str) -> ToolRole | None:
     """Whether ``tool``, by its name, runs commands (``bash``, ``shell``, ``execute_bash``,
     ``run_command``, ``terminal``, an MCP shell server's tool …), runs code (``python``,
-    ``execute_python``) or edits files (``str_replace_editor``, ``apply_patch`` …)."""
+    ``execute_python``) or edits files (``str_replace_editor``, ``apply_patch`` …).
+    Remembered process-wide for 4,096 names (the answer depends on the name alone)."""
+    return _role_of(tool)
+
+
+@lru_cache(maxsize=_ROLES_HELD)
+def _role_of(tool: str) -> ToolRole | None:
     own, words = _words(tool)
     if own in _EDITOR_WORDS or "editor" in words:
         return "editor"

@@ -105,10 +105,9 @@ class _Tool(NamedTuple):
 
 _UNKNOWN_CALL_ARGS: Final[Mapping[str, Any]] = {}
 _NO_RULES: Final[frozenset[str]] = frozenset()
-_UNKNOWN_ROLE: Final[Any] = object()
-_EFFECT_CACHE: Final = 1024
+_NOT_HELD: Final[Any] = object()
 _EFFECT_CACHE_CHARS: Final = 2048
-"""Command lines (up to this long) whose effect is remembered per detector."""
+"""Command lines (up to this long) whose effect is remembered (:data:`_CALL_EFFECTS`)."""
 _EAGER_RESULT_CHARS: Final = 512
 """Results up to this long are always normalised; a longer one only when its call was seen
 before (masking costs about 16 ns a character, and only a repeat needs it)."""
@@ -351,8 +350,6 @@ def _name_words(tool: str) -> frozenset[str]:
     return frozenset(w.lower() for w in _NAME_PARTS.findall(tool))
 
 
-_role_by_name: Final = lru_cache(maxsize=_NAMES_HELD)(tool_role)
-
 _CALL_EFFECTS_HELD: Final = 1024
 _CALL_EFFECTS: Final[dict[tuple[ToolRole, str], CallEffect | None]] = {}
 """(role, command line) → :func:`~loopobs.detectors.commands.call_effect` of a call whose
@@ -360,7 +357,7 @@ _CALL_EFFECTS: Final[dict[tuple[ToolRole, str], CallEffect | None]] = {}
 the role), and runs share their lines (``ls``, ``git diff``, a re-run test)."""
 
 
-_OTHER_ARGS: Final[dict[tuple[tuple[str, str], ...], tuple[str, int]]] = {}
+_OTHER_ARGS: Final[dict[tuple[tuple[str, str], ...], _Others]] = {}
 """A command call's other arguments (as items) → their canonical JSON and its key,
 process-wide: agents pass the same ones call after call (a program, a working directory)."""
 
@@ -370,6 +367,19 @@ def clear_call_effects() -> None:
     arguments (a benchmark's first sight)."""
     _CALL_EFFECTS.clear()
     _OTHER_ARGS.clear()
+
+
+def _effect_anew(
+    tool: str, args: Mapping[str, Any], role: ToolRole, command: object
+) -> CallEffect | None:
+    """:func:`call_effect` of a call whose ``command`` argument is ``command`` (``None`` for
+    an editor), remembered in :data:`_CALL_EFFECTS` when it is a line of up to 2 KB."""
+    found = call_effect(tool, args, None, role)
+    if type(command) is str and len(command) <= _EFFECT_CACHE_CHARS:
+        if len(_CALL_EFFECTS) >= _CALL_EFFECTS_HELD:
+            _CALL_EFFECTS.clear()  # all at once: a dict store and clear are each atomic
+        _CALL_EFFECTS[(role, command)] = found
+    return found
 
 
 def _mix(key: int, other: int) -> int:
@@ -774,7 +784,7 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         remembered per name (a race only computes the same entry twice)."""
         info = self._tools.get(tool)
         if info is None:
-            role = _role_by_name(tool) if self.infer_commands else None
+            role = tool_role(tool) if self.infer_commands else None
             info = _Tool(self._kind(tool, None), self.command_tools.get(tool), role)
             if len(self._tools) < _TOOLS_HELD:
                 self._tools[tool] = info
@@ -792,15 +802,15 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         if info.command_arg is not None:
             effect = call_effect(tool, args, info.command_arg)
         elif info.role is not None:
+            # A command line's effect, remembered process-wide; a miss is judged anew.
             command = args.get("command") if info.role != "editor" else None
-            # The effect of a command line, remembered process-wide (see _effect).
             effect = (
-                _CALL_EFFECTS.get((info.role, command), _UNKNOWN_ROLE)
+                _CALL_EFFECTS.get((info.role, command), _NOT_HELD)
                 if type(command) is str
-                else _UNKNOWN_ROLE
+                else _NOT_HELD
             )
-            if effect is _UNKNOWN_ROLE:
-                effect = self._effect(tool, args, info.role)
+            if effect is _NOT_HELD:
+                effect = _effect_anew(tool, args, info.role, command)
         if effect is not None and effect.key is not None:
             # A command line is keyed on its tokens (whitespace and quoting folded), the
             # other arguments (a working directory, a timeout) on their canonical JSON.
@@ -863,21 +873,6 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
                 _OTHER_ARGS.clear()  # all at once: a dict store and clear are each atomic
             _OTHER_ARGS[key] = found
         return found
-
-    def _effect(self, tool: str, args: Mapping[str, Any], role: ToolRole) -> CallEffect | None:
-        """:func:`call_effect`, remembered process-wide per command line (and role): agents
-        re-run their commands, and runs share them."""
-        command = args.get("command") if role != "editor" else None
-        if type(command) is not str or len(command) > _EFFECT_CACHE_CHARS:
-            return call_effect(tool, args, None, role)
-        key = (role, command)
-        found = _CALL_EFFECTS.get(key, _UNKNOWN_ROLE)
-        if found is _UNKNOWN_ROLE:
-            found = call_effect(tool, args, None, role)
-            if len(_CALL_EFFECTS) >= _CALL_EFFECTS_HELD:
-                _CALL_EFFECTS.clear()  # all at once: a dict store and clear are each atomic
-            _CALL_EFFECTS[key] = found
-        return found  # type: ignore[no-any-return]
 
     def on_compaction(self, ctx: CompactionContext) -> None:
         """The conversation lost context: re-reading from here on is not a repeat."""
