@@ -538,6 +538,25 @@ class _NotPlain(Exception):
     object): they are walked the general way."""
 
 
+def _masked_number(
+    value: float, key: str, rules: _Rules, applied: set[str], page: list[str]
+) -> str | None:
+    """The placeholder of a number under argument name ``key``: ``<n>`` where the rules
+    mask its numbers (a page number is kept in ``page``), ``<time>`` for an epoch
+    timestamp; ``None`` when the number stays (the mask's kind is added to ``applied``)."""
+    if key in rules.mask_numbers:
+        applied.add("number")
+        if key in _PAGE_KEYS:
+            page.append(
+                str(int(value)) if type(value) is float and value.is_integer() else str(value)
+            )
+        return "<n>"
+    if _is_epoch(value):
+        applied.add("time")
+        return "<time>"
+    return None
+
+
 def _lower(names: Iterable[str]) -> frozenset[str]:
     return frozenset(n.lower() for n in names)
 
@@ -752,16 +771,9 @@ class Normaliser:
         if t is list or t is tuple:
             return [self._item(v, rules, applied, page, key) for v in value]
         if t is int or t is float:
-            if key in rules.mask_numbers:
-                applied.add("number")
-                if key in _PAGE_KEYS:
-                    page.append(
-                        str(int(value)) if t is float and value.is_integer() else str(value)
-                    )
-                return "<n>"
-            if _is_epoch(value):
-                applied.add("time")
-                return "<time>"
+            masked = _masked_number(value, key, rules, applied, page)
+            if masked is not None:
+                return masked
             if t is float and value.is_integer() and abs(value) < 2**53:
                 return int(value)
             return value
@@ -787,16 +799,9 @@ class Normaliser:
         if t is str:
             return self._string(value, rules, applied, key)
         if (t is int or t is float) and key is not None:
-            if key in rules.mask_numbers:
-                applied.add("number")
-                if key in _PAGE_KEYS:
-                    page.append(
-                        str(int(value)) if t is float and value.is_integer() else str(value)
-                    )
-                return "<n>"
-            if _is_epoch(value):
-                applied.add("time")
-                return "<time>"
+            masked = _masked_number(value, key, rules, applied, page)
+            if masked is not None:
+                return masked
         return value
 
     def _string(self, value: str, rules: _Rules, applied: set[str], key: str | None) -> str:
