@@ -83,6 +83,17 @@ def attribution_limits(labels: Mapping[str, int] | None) -> dict[str, int]:
     return out
 
 
+def label_values_limit(max_label_values: int) -> int:
+    """``max_label_values`` checked: the distinct values each label name admits.
+
+    Raises:
+        ValueError: it is less than 1.
+    """
+    if max_label_values < 1:
+        raise ValueError("max_label_values must be at least 1")
+    return max_label_values
+
+
 def truncated_label(value: str) -> str | None:
     """``value`` cut to :data:`MAX_LABEL_LENGTH` characters (the marker last); None if it fits."""
     if len(value) <= MAX_LABEL_LENGTH:
@@ -532,9 +543,7 @@ class MetricRecorder(LoopObserver):
         latest_semconv: bool | None = None,
         attribution_labels: Mapping[str, int] | None = None,
     ) -> None:
-        if max_label_values < 1:
-            raise ValueError("max_label_values must be at least 1")
-        self.max_label_values = max_label_values
+        self.max_label_values = label_values_limit(max_label_values)
         self.latest_semconv = c.latest_experimental() if latest_semconv is None else latest_semconv
         """Whether the newest GenAI names are recorded (``OTEL_SEMCONV_STABILITY_OPT_IN``)."""
         self.attribution_labels: Mapping[str, int] = attribution_limits(attribution_labels)

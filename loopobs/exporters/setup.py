@@ -47,7 +47,11 @@ from loopobs.exporters._otel_env import (
     resolve_settings,
 )
 from loopobs.exporters.content import ContentMode
-from loopobs.exporters.event_metrics import DEFAULT_MAX_LABEL_VALUES, attribution_limits
+from loopobs.exporters.event_metrics import (
+    DEFAULT_MAX_LABEL_VALUES,
+    attribution_limits,
+    label_values_limit,
+)
 from loopobs.exporters.metrics import MetricsObserver
 from loopobs.exporters.redaction import Redactor
 from loopobs.exporters.tracing import TracingObserver
@@ -448,8 +452,8 @@ def configure(
             variable. Nothing is left running after an error.
         ImportError: the ``otel`` extra is not installed (the message says so).
     """
-    if max_label_values < 1:
-        raise ValueError("max_label_values must be at least 1")
+    # Checked before anything is built, as the MetricsObserver will check them.
+    label_values_limit(max_label_values)
     attribution = attribution_limits(attribution_labels)
     if _disabled():
         tp_noop = trace.NoOpTracerProvider()
