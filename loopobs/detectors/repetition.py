@@ -27,7 +27,7 @@ from loopobs.contract.hashing import (
 )
 from loopobs.detectors._session import DEFAULT_MAX_SESSIONS, SessionDetector, SnapshotRejected
 from loopobs.detectors.commands import (
-    CallEffect,
+    CommandEffect,
     ToolRole,
     call_effect,
     failed_output,
@@ -103,11 +103,23 @@ class _Tool(NamedTuple):
     """Its command, code or editor role by name (``infer_commands``), else ``None``."""
 
 
+_new_tuple: Final[Any] = tuple.__new__
+"""A named tuple made of a tuple of all its fields, in order: without the keyword-taking
+``__new__`` of :class:`_Pending` (a Python call, once per tool call)."""
+
+
+_EFFECT_KINDS: Final[dict[tuple[str, bool], _Kind]] = {
+    (effect, waits): (effect == "write", effect == "read", waits, False)
+    for effect in ("read", "run", "write")
+    for waits in (False, True)
+}
+"""A parsed call's kind by its effect and whether its tool waits: one tuple each, not
+one per call."""
+
 _UNKNOWN_CALL_ARGS: Final[Mapping[str, Any]] = {}
 _NO_RULES: Final[frozenset[str]] = frozenset()
-_NOT_HELD: Final[Any] = object()
 _EFFECT_CACHE_CHARS: Final = 2048
-"""Command lines (up to this long) whose effect is remembered (:data:`_CALL_EFFECTS`)."""
+"""Command lines (up to this long) whose calls are remembered (:data:`_COMMAND_CALLS`)."""
 _EAGER_RESULT_CHARS: Final = 512
 """Results up to this long are always normalised; a longer one only when its call was seen
 before (masking costs about 16 ns a character, and only a repeat needs it)."""
@@ -350,11 +362,17 @@ def _name_words(tool: str) -> frozenset[str]:
     return frozenset(w.lower() for w in _NAME_PARTS.findall(tool))
 
 
-_CALL_EFFECTS_HELD: Final = 1024
-_CALL_EFFECTS: Final[dict[tuple[ToolRole, str], CallEffect | None]] = {}
-"""(role, command line) → :func:`~loopobs.detectors.commands.call_effect` of a call whose
-``command`` argument is that line, process-wide: the effect depends on the line alone (and
-the role), and runs share their lines (``ls``, ``git diff``, a re-run test)."""
+_Identity = tuple[CommandEffect | None, int | None, frozenset[str], str | None, str, int | None]
+"""What the received hook makes of a call's arguments: the effect its command says (``None``:
+not parsed), its arguments key, the normalising rules applied, a masked page number, the
+canonical text and a write's target key."""
+
+_COMMAND_CALLS_HELD: Final = 1024
+_COMMAND_CALLS: Final[dict[tuple[Any, ...], _Identity]] = {}
+"""(role, command line, the call's other arguments as items …) → the :data:`_Identity` of a
+command call whose line was parsed, process-wide: it depends on the line and those
+arguments alone, not on a detector's settings, and runs share their calls (``ls``,
+``git diff``, a re-run test). Held for lines up to 2 KB beside short string arguments."""
 
 
 _OTHER_ARGS: Final[dict[tuple[tuple[str, str], ...], _Others]] = {}
@@ -363,23 +381,36 @@ process-wide: agents pass the same ones call after call (a program, a working di
 
 
 def clear_call_effects() -> None:
-    """Forget the remembered effects of command lines and the keys of command calls' other
-    arguments (a benchmark's first sight)."""
-    _CALL_EFFECTS.clear()
+    """Forget the remembered command calls and the keys of command calls' other arguments
+    (a benchmark's first sight)."""
+    _COMMAND_CALLS.clear()
     _OTHER_ARGS.clear()
 
 
-def _effect_anew(
-    tool: str, args: Mapping[str, Any], role: ToolRole, command: object
-) -> CallEffect | None:
-    """:func:`call_effect` of a call whose ``command`` argument is ``command`` (``None`` for
-    an editor), remembered in :data:`_CALL_EFFECTS` when it is a line of up to 2 KB."""
-    found = call_effect(tool, args, None, role)
-    if type(command) is str and len(command) <= _EFFECT_CACHE_CHARS:
-        if len(_CALL_EFFECTS) >= _CALL_EFFECTS_HELD:
-            _CALL_EFFECTS.clear()  # all at once: a dict store and clear are each atomic
-        _CALL_EFFECTS[(role, command)] = found
-    return found
+def _held_call(role: str, command: str, args: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    """The key :data:`_COMMAND_CALLS` holds a call under: its role, its ``command`` line
+    and its other arguments' items, when they are at most 8 strings of up to 256
+    characters; else ``None``."""
+    n = len(args)
+    if n == 1:
+        return (role, command)
+    if n == 2:
+        # The common call: a command line and a program or a working directory.
+        first, second = args.items()
+        item = second if first[0] == "command" else first
+        value = item[1]
+        if type(value) is str and len(value) <= _OTHER_ARGS_CHARS:
+            return (role, command, item)
+        return None
+    if n > _OTHER_ARGS_ITEMS + 1:
+        return None
+    held: list[Any] = [role, command]
+    for item in args.items():
+        if item[0] != "command":
+            if type(item[1]) is not str or len(item[1]) > _OTHER_ARGS_CHARS:
+                return None
+            held.append(item)
+    return tuple(held)
 
 
 def _mix(key: int, other: int) -> int:
@@ -796,47 +827,24 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         tool = ctx.tool
         info = self._tools.get(tool) or self._tool(tool)
         kind = info.kind if ctx.annotations is None else self._kind(tool, ctx.annotations)
-        parsed = False
-        target = None
-        effect = None
-        if info.command_arg is not None:
-            effect = call_effect(tool, args, info.command_arg)
-        elif info.role is not None:
-            # A command line's effect, remembered process-wide; a miss is judged anew.
-            command = args.get("command") if info.role != "editor" else None
-            effect = (
-                _CALL_EFFECTS.get((info.role, command), _NOT_HELD)
-                if type(command) is str
-                else _NOT_HELD
-            )
-            if effect is _NOT_HELD:
-                effect = _effect_anew(tool, args, info.role, command)
-        if effect is not None and effect.key is not None:
-            # A command line is keyed on its tokens (whitespace and quoting folded), the
-            # other arguments (a working directory, a timeout) on their canonical JSON.
-            applied = _NO_RULES
-            page: str | None = None
-            canonical = effect.key
-            ahash = effect.key_hash if effect.key_hash is not None else text_key(canonical)
-            if len(args) > 1:
-                others, others_key = self._other_arguments(args, effect.arg)
-                canonical += "\x1d" + others
-                ahash = _mix(ahash, others_key)
-        else:
-            ahash, applied, page, canonical = self.normaliser.arguments_key(tool, args)
+        held = None
+        found = None
+        if info.role is not None and info.command_arg is None and info.role != "editor":
+            command = args.get("command")
+            if type(command) is str and len(command) <= _EFFECT_CACHE_CHARS:
+                held = _held_call(info.role, command, args)
+                if held is not None:
+                    found = _COMMAND_CALLS.get(held)
+        if found is None:
+            found = self._identity(tool, args, info, held)
+        effect, ahash, applied, page, canonical, target = found
         if effect is not None:
             # The command says what this call does, whatever the tool's name says.
-            parsed = True
-            kind = (effect.effect == "write", effect.effect == "read", kind[2], False)
-            if effect.target is not None:
-                # Spellings of one write (rm -f X, rm -rf X) are one operation.
-                target = (
-                    effect.target_hash
-                    if effect.target_hash is not None
-                    else text_key("\x1f".join(sorted(effect.target)))
-                )
-                ahash = target
-        entry = _Pending(tool, ahash, args, kind, applied, page, canonical, parsed, target)
+            kind = _EFFECT_KINDS[effect, kind[2]]
+        entry: _Pending = _new_tuple(
+            _Pending,
+            (tool, ahash, args, kind, applied, page, canonical, effect is not None, target),
+        )
         rid = ctx.run_id.int
         calls = self._pending.get(rid)
         if calls is None:
@@ -849,11 +857,74 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         if len(calls) > _MAX_PENDING_CALLS:
             calls.pop(next(iter(calls)), None)
 
+    def _identity(
+        self, tool: str, args: Mapping[str, Any], info: _Tool, held: tuple[Any, ...] | None
+    ) -> _Identity:
+        """The :data:`_Identity` of a call, made anew; remembered under ``held`` (its
+        :func:`_held_call` key, if any) when its command line was parsed."""
+        effect = None
+        if info.command_arg is not None:
+            effect = call_effect(tool, args, info.command_arg)
+        elif info.role is not None:
+            effect = call_effect(tool, args, None, info.role)
+        if effect is None:
+            ahash, applied, page, canonical = self.normaliser.arguments_key(tool, args)
+            return None, ahash, applied, page, canonical, None
+        target = None
+        if effect.target is not None:
+            # Spellings of one write (rm -f X, rm -rf X) are one operation.
+            target = (
+                effect.target_hash
+                if effect.target_hash is not None
+                else text_key("\x1f".join(sorted(effect.target)))
+            )
+        if effect.key is None:
+            # An editor's or a code tool's call: its arguments are its identity.
+            ahash, applied, page, canonical = self.normaliser.arguments_key(tool, args)
+            return (
+                effect.effect,
+                ahash if target is None else target,
+                applied,
+                page,
+                canonical,
+                target,
+            )
+        # A command line is keyed on its tokens (whitespace and quoting folded), the
+        # other arguments (a working directory, a timeout) on their canonical JSON.
+        canonical = effect.key
+        ahash = effect.key_hash if effect.key_hash is not None else text_key(canonical)
+        if len(args) > 1:
+            others, others_key = self._other_arguments(args, effect.arg)
+            canonical += "\x1d" + others
+            ahash = _mix(ahash, others_key)
+        found: _Identity = (
+            effect.effect,
+            ahash if target is None else target,
+            _NO_RULES,
+            None,
+            canonical,
+            target,
+        )
+        if held is not None:
+            if len(_COMMAND_CALLS) >= _COMMAND_CALLS_HELD:
+                _COMMAND_CALLS.clear()  # all at once: a dict store and clear are each atomic
+            _COMMAND_CALLS[held] = found
+        return found
+
     def _other_arguments(self, args: Mapping[str, Any], command_arg: str | None) -> _Others:
         """The canonical JSON of a command call's arguments but its command line (a program,
         a working directory), and its :func:`~loopobs.contract.hashing.text_key`. Agents
         pass the same ones call after call: when they are short strings, both are
         remembered process-wide (at most 1,024 sets of them)."""
+        if len(args) == 2 and command_arg in args:
+            # The common call (a command line and a program or a directory), looked up
+            # without copying the arguments; a miss is keyed below as any other set.
+            first, second = args.items()
+            item = second if first[0] == command_arg else first
+            if type(item[1]) is str:
+                found = _OTHER_ARGS.get((item,))
+                if found is not None:
+                    return found
         others = dict(args)
         if command_arg is not None:
             others.pop(command_arg, None)
