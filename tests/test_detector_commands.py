@@ -585,7 +585,8 @@ def test_an_edit_after_a_line_continuation_is_a_write() -> None:
 
 
 def _call_effect_by_shlex(command: str, arg: str) -> CallEffect | None:
-    """The reference for ``_shell_anew``: the full parse by shlex, as a call's effect."""
+    """The reference for ``command_line_effect``: the full parse by shlex, as a call's
+    effect."""
     info = _classify_by_shlex(command)
     if info is None:
         return None
@@ -601,7 +602,7 @@ def _same_effect_as_the_full_parse(text: str) -> None:
     split = shlex_tokens(text)
     assert lexed == (None if split is None else (split, "\x1f".join(split)))
     expected = _call_effect_by_shlex(text, "cmd")
-    assert commands._shell_anew(text, "cmd") == expected
+    assert commands.command_line_effect(text, "cmd") == expected
     assert call_effect("any", {"cmd": text}, None, "command") == expected
 
 
@@ -638,6 +639,24 @@ def test_line_continuations_are_joined_as_the_whole_pattern_joins_them(text: str
     from loopobs.detectors import commands
 
     assert join_continuations(text) == commands._CONTINUATION.sub(commands._join_in, text)
+
+
+def test_a_command_lines_effect_is_judged_anew_and_not_remembered() -> None:
+    """command_line_effect is call_effect's effect of a command argument, and leaves the
+    process-wide caches as they were (its caller remembers effects itself)."""
+    from loopobs.detectors import commands
+
+    lines = ["ls -la", "sed -i 's/a/b/' f.py && git diff", "cat <<'EOF' > x.py\nprint(1)\nEOF"]
+    lines.append("python gen.py " + "x" * 3_000)  # a long line, in the small cache
+    commands.clear_cache()
+    found = [commands.command_line_effect(line) for line in lines]
+    assert commands._shell_remembered.cache_info().currsize == 0
+    assert commands._shell_long.cache_info().currsize == 0
+    for line, effect in zip(lines, found, strict=True):
+        assert effect == call_effect("bash", {"command": line}, None, "command")
+        assert effect == call_effect("python", {"code": "x", "command": line}, None, "code")
+        assert commands.command_line_effect(line, "cmd") == call_effect("sh", {"cmd": line})
+    assert commands.command_line_effect("echo 'open") is None
 
 
 def test_long_lines_are_remembered_by_what_is_parsed() -> None:

@@ -41,6 +41,7 @@ __all__ = [
     "classify_code",
     "classify_command",
     "clear_cache",
+    "command_line_effect",
     "command_text",
     "failed_output",
     "join_continuations",
@@ -1068,10 +1069,11 @@ def _shell(text: str, arg: str) -> CallEffect | None:
     return _shell_long(text[:_MAX_CHARS], arg)
 
 
-def _shell_anew(text: str, arg: str) -> CallEffect | None:
-    """:func:`_shell`'s effect, made anew: the :class:`CallEffect` of
-    :func:`classify_command`'s judgement (``None`` with it), without what a call's
-    effect does not hold (the programs, a :class:`CommandInfo`)."""
+def command_line_effect(text: str, arg: str = "command") -> CallEffect | None:
+    """The effect :func:`call_effect` gives a call whose argument ``arg`` holds the command
+    line ``text`` (an equal :class:`CallEffect`, or ``None`` for a line that cannot be
+    parsed), judged anew: no process-wide cache is read or filled. For a caller that
+    remembers effects itself. Never raises."""
     parsed = _parse(text, None)
     if parsed is None:
         return None
@@ -1095,5 +1097,5 @@ _new_tuple: Final = tuple.__new__
 """A named tuple made from a tuple of all its fields: no keyword-taking ``__new__``."""
 
 
-_shell_remembered: Final = lru_cache(maxsize=_REMEMBERED)(_shell_anew)
-_shell_long: Final = lru_cache(maxsize=_REMEMBERED_LONG)(_shell_anew)
+_shell_remembered: Final = lru_cache(maxsize=_REMEMBERED)(command_line_effect)
+_shell_long: Final = lru_cache(maxsize=_REMEMBERED_LONG)(command_line_effect)
