@@ -371,8 +371,9 @@ _TOKEN: Final = re.compile(
 )
 # Words of letters, digits and punctuation that shlex gives no meaning (no quote,
 # backslash, operator or brace) between spaces only (no tab, newline or other whitespace):
-# the most common agent command line ("ls -la src", "python x.py", "cat a.py").
-_SIMPLE_LINE: Final = re.compile(r"[\w ./:=,+%@~^*?!$#\[\]-]*", re.ASCII)
+# the most common agent command line ("ls -la src", "python x.py", "cat a.py"). Possessive:
+# a line that is not one fails at its first other character, with no backtracking.
+_SIMPLE_LINE: Final = re.compile(r"[\w ./:=,+%@~^*?!$#\[\]-]*+", re.ASCII)
 _PLAIN: Final = re.compile(r"[;&|()<>\n]+|[^ \t\r;&|()<>\n]+")
 _REFUSED: Final = frozenset({"'", '"', "\\"})
 """The tokens _TOKEN makes of what shlex refuses: a lone quote or backslash."""
@@ -765,17 +766,31 @@ def _parse(
     if len(command) > _MAX_CHARS:
         command = command[:_MAX_CHARS]
     bodies = _NO_BODIES
-    if "<<" in command:
-        command, bodies = _cut_heredocs(command)
-    if "\\\n" in command:
-        command = join_continuations(command)
-    lexed = _lexed(command)
-    if lexed is None:
-        return None
-    split, key = lexed
-    if bodies:
-        key += "\x1e" + "\x1e".join(bodies)
-    if _KIND_TOKENS.isdisjoint(split):
+    if (
+        "'" not in command
+        and '"' not in command
+        and "\\" not in command
+        and _SIMPLE_LINE.fullmatch(command) is not None
+    ):
+        # Words between spaces (no quote, escape, heredoc, continuation or operator):
+        # _lexed's split, and one simple command, with none of the steps below. (The
+        # substring tests spare a quoted line the pattern's call.)
+        split = command.split()
+        key = "\x1f".join(split)
+        one = True
+    else:
+        if "<<" in command:
+            command, bodies = _cut_heredocs(command)
+        if "\\\n" in command:
+            command = join_continuations(command)
+        lexed = _lexed(command)
+        if lexed is None:
+            return None
+        split, key = lexed
+        if bodies:
+            key += "\x1e" + "\x1e".join(bodies)
+        one = _KIND_TOKENS.isdisjoint(split)
+    if one:
         if not split:
             return None
         first = split[0]
