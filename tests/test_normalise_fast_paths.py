@@ -11,7 +11,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loopobs.contract.hashing import canonical_json, result_hash, text_key
+from loopobs.contract.hashing import canonical_json, encode, result_hash, text_key
 from loopobs.detectors import Normaliser, ToolNormalisation
 from loopobs.detectors import normalise as N
 from tests._real_trajectories import needs_real_trajectories, real_calls
@@ -101,6 +101,8 @@ def _check_text(text: str) -> None:
     low = text.casefold()
     assert N._query_words(low) == _reference_query_words(low)
     assert N._has_timestamp(text) == (N._TIMESTAMP_TEXT.search(text) is not None)
+    expected = N.mask_volatile(text) if N._TIMESTAMP_TEXT.search(text) else text
+    assert N._timestamps_masked(text) == expected
 
 
 @settings(deadline=None, max_examples=1500)
@@ -129,6 +131,17 @@ def test_result_text_and_key_are_the_general_ones(text: str, page: str | None, l
     N.clear_result_keys()
     assert n.result_key("t", text, raw, page) == key
     assert n.result_key("t", text, raw, page) == key
+
+
+@settings(deadline=None, max_examples=500)
+@given(
+    st.one_of(_TEXTS, st.text(), st.sampled_from(["", '"', "\\", "\x00", "\ud800", "\u2028"])),
+    st.one_of(_TEXTS, st.text(), st.sampled_from(["", '"', "\\", "\x7f", "\udfff", "é"])),
+)
+def test_one_string_argument_is_encoded_as_the_encoder_does(key: str, value: str) -> None:
+    """The single string argument written out is the encoder's text of it."""
+    assert N._encoded({key: value}) == encode({key: value})
+    assert N._encoded({key: [value]}) == encode({key: [value]})
 
 
 class _Text(str):

@@ -31,6 +31,7 @@ Results: ISO 8601 dates and times, times of day, durations (``0.53s``,
 from __future__ import annotations
 
 import io
+import json.encoder
 import os
 import pickle
 import posixpath
@@ -374,6 +375,9 @@ def _masked_at(
     return "".join(parts)
 
 
+_JSON_STRING: Final[Callable[[str], str]] = json.encoder.encode_basestring
+"""The string escape of :func:`~loopobs.contract.hashing.encode` (its encoder's, with
+``ensure_ascii`` off)."""
 _PLACEHOLDER: Final = {"time": "<time>", "duration": "<duration>", "id": "<id>"}
 _SPACES = re.compile(r"\s+")
 _DIGIT = re.compile(r"\d")
@@ -506,6 +510,18 @@ def _held_key(
         return token, tool, tuple(arguments.items())
     frozen = _frozen(arguments)
     return None if frozen is None else (token, tool, frozen)
+
+
+def _encoded(tree: dict[str, Any]) -> str:
+    """:func:`~loopobs.contract.hashing.encode` of a tree :meth:`Normaliser._tree` made.
+
+    A single string argument (a query, an id, a thought), the common set, is written out
+    with the encoder's own string escape: the same text, without the C encoder's set-up."""
+    if len(tree) == 1:
+        for k, v in tree.items():
+            if type(v) is str:
+                return "{" + _JSON_STRING(k) + ":" + _JSON_STRING(v) + "}"
+    return encode(tree)
 
 
 class _Pickler(pickle.Pickler):
@@ -708,7 +724,7 @@ class Normaliser:
         if type(arguments) is dict:
             try:
                 # Plain JSON (what a model sends): walked and encoded as it is.
-                text = encode(self._tree(arguments, rules, applied, page))
+                text = _encoded(self._tree(arguments, rules, applied, page))
             except _NotPlain:
                 applied.clear()
                 page.clear()
@@ -745,6 +761,8 @@ class Normaliser:
         is partial)."""
         out: dict[str, Any] = {}
         ignore = rules.ignore
+        special = rules.special
+        case_all = rules.case_all
         for k, v in value.items():
             if type(k) is not str:
                 k = str(k)  # noqa: PLW2901
@@ -754,7 +772,12 @@ class Normaliser:
                 continue
             t = type(v)
             if t is str:
-                out[k] = self._string(v, rules, applied, name)
+                # Letters, digits and "_" only (an id, a name, a code) under a name with no
+                # rule of its own: _string has nothing to fold, mask or case-fold in it.
+                if not case_all and (v.isalnum() or v.isidentifier()) and name not in special:
+                    out[k] = v
+                else:
+                    out[k] = self._string(v, rules, applied, name)
             elif t is bool or v is None:
                 out[k] = v
             else:
@@ -856,8 +879,8 @@ class Normaliser:
             if folded != value:
                 applied.add("case")
                 value = folded
-        if "-" in value and _has_timestamp(value):
-            masked = mask_volatile(value)
+        if "-" in value:
+            masked = _timestamps_masked(value)
             if masked != value:
                 applied.add("time")
                 value = masked
@@ -976,18 +999,31 @@ def _query_words(low: str) -> set[str]:
             # Nothing to mask in the whole text, and no placeholder in it: its words are
             # the runs of ASCII word characters, and none has anything to mask either (what
             # a match needs, in classes, would be in the whole text's).
-            words = set(data.translate(_NOT_WORD).decode("ascii").split())
-            words.difference_update(_STOP_WORDS)
-            plural = [w for w in words if w[-1] == "s" and len(w) > 3 and w[-2] != "s"]
-            if plural:
-                words.difference_update(plural)
-                words.update([w[:-1] for w in plural])
-            return words
+            return {
+                w[:-1] if w[-1] == "s" and len(w) > 3 and w[-2] != "s" else w  # _stem(w)
+                for w in data.translate(_NOT_WORD).decode("ascii").split()
+                if w not in _STOP_WORDS
+            }
     return {
         _stem(w if w.isalpha() and len(w) < 15 else mask_volatile(w))
         for w in _QUERY_WORD.findall(mask_volatile(low))
         if w not in _STOP_WORDS
     }
+
+
+def _timestamps_masked(value: str) -> str:
+    """``mask_volatile(value)`` when ``value`` holds an ISO 8601 date (see
+    :func:`_has_timestamp`), else ``value`` itself."""
+    if value.isascii():
+        classes = value.encode("ascii").translate(_CLASSES)
+        if classes == b"0000-00-00":
+            # A date alone (the common argument): _VOLATILE's time branch matches it whole.
+            return "<time>"
+        if classes.find(b"0000-00-00") < 0:
+            return value
+    elif _TIMESTAMP_TEXT.search(value) is None:
+        return value
+    return mask_volatile(value)
 
 
 def _has_timestamp(value: str) -> bool:
