@@ -1012,8 +1012,8 @@ def _query_words(low: str) -> set[str]:
 
 
 def _timestamps_masked(value: str) -> str:
-    """``mask_volatile(value)`` when ``value`` holds an ISO 8601 date (see
-    :func:`_has_timestamp`), else ``value`` itself."""
+    """``mask_volatile(value)`` when ``value`` holds an ISO 8601 date (_TIMESTAMP_TEXT finds
+    one), else ``value`` itself (the same object)."""
     if value.isascii():
         classes = value.encode("ascii").translate(_CLASSES)
         if classes == b"0000-00-00":
@@ -1024,13 +1024,6 @@ def _timestamps_masked(value: str) -> str:
     elif _TIMESTAMP_TEXT.search(value) is None:
         return value
     return mask_volatile(value)
-
-
-def _has_timestamp(value: str) -> bool:
-    """Whether _TIMESTAMP_TEXT is found in ``value``."""
-    if value.isascii():
-        return value.encode("ascii").translate(_CLASSES).find(b"0000-00-00") >= 0
-    return _TIMESTAMP_TEXT.search(value) is not None
 
 
 def _stem(word: str) -> str:
