@@ -168,6 +168,18 @@ class _OpStat:
         self.epoch = self.gen = self.last_pos = self.last_ns = self.wait_mark = 0
         self.level_pos = self.novel_mark = 0
 
+    @classmethod
+    def first(cls, time_ns: int, pos: int, epoch: int, gen: int, wait: int, novel: int) -> _OpStat:
+        """A streak of one, begun at step ``pos`` and last seen there (what
+        :meth:`__init__` and the hook's marks of a step would set, in one go)."""
+        st = cls.__new__(cls)
+        st.count, st.polls, st.level, st.last_gap, st.paced = 1, 0, _NONE, 0, False
+        st.first_ns = st.last_ns = time_ns
+        st.first_pos = st.last_pos = pos
+        st.start_epoch = st.epoch = epoch
+        st.gen, st.wait_mark, st.novel_mark, st.level_pos = gen, wait, novel, 0
+        return st
+
     def start(self, first_ns: int, first_pos: int, start_epoch: int) -> None:
         """Begin the streak again at ``first_pos``: nothing counted, paced or reported."""
         self.count, self.polls, self.level, self.last_gap, self.paced = 1, 0, _NONE, 0, False
@@ -1156,11 +1168,11 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         st = s.ops.get(op)
         prev_pos = 0
         if st is None:
-            st = s.ops[op] = _OpStat(time_ns, pos, s.epoch)
-            if len(s.ops) > memory:
-                s.ops.popitem(last=False)
             if not inert and (not side or (shape is not None and s.epoch != epoch_before)):
                 s.novel += 1  # new work; a write only if it was progress
+            st = s.ops[op] = _OpStat.first(time_ns, pos, s.epoch, c[1], s.wait_ns, s.novel)
+            if len(s.ops) > memory:
+                s.ops.popitem(last=False)
         else:
             prev_pos = st.last_pos
             if (
@@ -1176,16 +1188,24 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
                 st.polls += 1
             else:
                 st.count += 1
-        st.gen, st.epoch, st.last_pos, st.last_ns, st.wait_mark, st.novel_mark = (
-            c[1],
-            s.epoch,
-            pos,
-            time_ns,
-            s.wait_ns,
-            s.novel,
-        )
+            st.gen, st.epoch, st.last_pos, st.last_ns, st.wait_mark, st.novel_mark = (
+                c[1],
+                s.epoch,
+                pos,
+                time_ns,
+                s.wait_ns,
+                s.novel,
+            )
 
-        cycle = self._cycle(s, op, (tool, p.args, call_id), pos, prev_pos)
+        if s.cands or (prev_pos > s.floor and pos - prev_pos <= self.max_period):
+            cycle = self._cycle(s, op, (tool, p.args, call_id), pos, prev_pos)
+        else:
+            # No candidate period to extend and none to start (most steps): the step only
+            # goes into the ring.
+            idx = pos % self._ring
+            s.ring[idx] = op
+            s.ring_calls[idx] = (tool, p.args, call_id)
+            cycle = None
         # A cycle with a wait in it (poll, sleep, poll …; or an idle gap between two of its
         # steps) is polling: its steps answer to the budget.
         if cycle is not None and s.wait_pos <= pos - cycle[0]:
@@ -1199,6 +1219,13 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
             if detection is not None:
                 return detection
         if side or failed or rkey is None or result_len < self.same_result_min_chars:
+            return None
+        same = (tool, rkey)
+        if same not in s.same:
+            # A result this session has not had (most): a streak of one, nothing to tell.
+            s.same[same] = (p.ahash, s.epoch, pos, p.canonical)
+            if len(s.same) > memory:
+                s.same.popitem(last=False)
             return None
         return self._same_result(s, p, rkey, call_id, pos)
 
@@ -1294,13 +1321,10 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
     def _same_result(
         self, s: _Repetitions, p: _Pending, rkey: int, call_id: str, pos: int
     ) -> _Finding | None:
+        """Count a result the session had before (for these arguments or others) into its
+        streak; the detection it completes, if any. Lock held."""
         key = (p.tool, rkey)
-        entry = s.same.get(key)
-        if entry is None:
-            s.same[key] = (p.ahash, s.epoch, pos, p.canonical)
-            if len(s.same) > self.memory:
-                s.same.popitem(last=False)
-            return None  # a streak of one call: nothing to tell yet
+        entry = s.same[key]  # the hook made the entry when the result was first seen
         if isinstance(entry, _SameStat):
             sr = entry
         else:
@@ -1361,13 +1385,13 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         pos: int,
         prev_pos: int,
     ) -> tuple[int, int] | None:
-        """Update the candidate periods with ``op``; the cycle the tail is in, if any."""
+        """Put ``op`` into the ring and update the candidate periods with it; the cycle the
+        tail is in, if any. Called when there is a candidate to extend or one to start (the
+        op was seen within ``max_period`` steps, since the floor)."""
         ring, size, floor = s.ring, self._ring, s.floor
         idx = pos % size
         ring[idx] = op
         s.ring_calls[idx] = call
-        if not s.cands and (prev_pos <= floor or pos - prev_pos > self.max_period):
-            return None  # no candidate to extend and none to start: the common case
         cands: dict[int, int] = {}
         for period, run in s.cands.items():
             back = pos - period
