@@ -30,6 +30,7 @@ from loopobs.detectors.commands import (
     CommandEffect,
     ToolRole,
     call_effect,
+    command_line_effect,
     failed_output,
     tool_role,
 )
@@ -877,6 +878,10 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         effect = None
         if info.command_arg is not None:
             effect = call_effect(tool, args, info.command_arg)
+        elif held is not None and isinstance(args, dict):
+            # call_effect's answer for the line (held[1]), judged anew: the call's identity
+            # is remembered here, so its line need not be in call_effect's caches too.
+            effect = command_line_effect(held[1], "command")
         elif info.role is not None:
             effect = call_effect(tool, args, None, info.role)
         if effect is None:
