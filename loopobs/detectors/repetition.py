@@ -999,35 +999,37 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
             return
         rkey = raw
         last = None
+        call = (pending.tool, pending.ahash)
         if text:
             # The session's entry for this call, if it made the call before: a peek without
             # the lock (a stale answer only decides whether a result is normalised again).
             state = self._sessions.get(self._run_sessions.get(rid, rid))
             if state is not None:
-                last = state.calls.get((pending.tool, pending.ahash))
+                last = state.calls.get(call)
         if last is not None and last[2] == raw:
             rkey = last[0]  # the call's text as last time: its key, without normalising again
         elif raw is not None and text and (len(text) <= _EAGER_RESULT_CHARS or last is not None):
             # An in-process key, like the arguments'; the same text again (a re-read, a
             # loop, another run's output) is not masked again.
             rkey = self.normaliser.result_key(pending.tool, text, raw, pending.page)
-        duration_ns = int(ctx.duration_ms * 1e6) if ctx.duration_ms > 0 else 0
+        duration_ms = ctx.duration_ms
+        duration_ns = int(duration_ms * 1e6) if duration_ms > 0 else 0
         # A write is new work only if it differs in more than its numbers (a revision
         # counter or a timestamp in an otherwise identical write is not progress), and
         # only if it worked: a command or an edit whose output says it failed changed nothing.
-        failed = ctx.is_error or bool(
-            pending.parsed and pending.kind[0] and text and self._failed(text, raw)
-        )
+        side = pending.kind[0]
+        failed = ctx.is_error or bool(side and pending.parsed and text and self._failed(text, raw))
         if (
             failed
+            and side
             and pending.parsed
-            and pending.kind[0]
             and pending.target is None
             and not _NEW_CONTENT.isdisjoint(pending.args)
         ):
             pending = self._rejected_edit(pending)
+            call = (pending.tool, pending.ahash)
         shape = None
-        if pending.kind[0] and not failed:
+        if side and not failed:
             shape = (
                 pending.target
                 if pending.target is not None
@@ -1041,6 +1043,7 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
             detection = self._record(
                 state,
                 pending,
+                call,
                 rkey,
                 raw,
                 ctx.tool_call_id,
@@ -1125,6 +1128,7 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         self,
         s: _Repetitions,
         p: _Pending,
+        call: _CallKey,
         rkey: int | None,
         raw: int | None,
         call_id: str,
@@ -1135,7 +1139,8 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         result_len: int,
         shape: int | None,
     ) -> _Finding | None:
-        """Add one operation; the detection it completes, if any. Lock held."""
+        """Add one operation (``p``, whose tool and arguments key are ``call``); the
+        detection it completes, if any. Lock held."""
         s.pos += 1
         pos = s.pos
         tool = p.tool
@@ -1150,7 +1155,6 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         s.last_end = time_ns
         memory = self.memory
 
-        call = (tool, p.ahash)
         c = s.calls.get(call)
         if c is None:
             c = s.calls[call] = (rkey, 0, raw)
@@ -1169,7 +1173,7 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
                     s.written.popitem(last=False)
                 s.progress()
 
-        op = (tool, p.ahash, rkey)
+        op = (tool, call[1], rkey)
         st = s.ops.get(op)
         prev_pos = 0
         if st is None:
