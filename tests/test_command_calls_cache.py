@@ -4,7 +4,8 @@ there is keyed, judged and labelled exactly as the same call made anew."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 from hypothesis import given
@@ -18,10 +19,12 @@ _RUN = uuid.uuid4()
 
 
 def _pending(detector: RepetitionDetector, tool: str, args: Mapping[str, Any]) -> Any:
-    """What ``detector``'s received hook holds for one call of ``tool``."""
+    """What ``detector``'s received hook holds for one call of ``tool`` (``args`` as they
+    are if they are not a dict, else a copy)."""
+    given = dict(args) if isinstance(args, dict) else args
     detector.on_tool_call_received(
         ToolCallReceivedContext(
-            run_id=_RUN, time_ns=0, turn=0, tool=tool, tool_call_id="c", input=dict(args)
+            run_id=_RUN, time_ns=0, turn=0, tool=tool, tool_call_id="c", input=given
         )
     )
     return detector._pending[_RUN.int].pop("c")
@@ -32,7 +35,7 @@ def _anew(tool: str, args: Mapping[str, Any]) -> Any:
     return _pending(RepetitionDetector(), tool, args)
 
 
-def _check(calls: list[tuple[str, dict[str, Any]]]) -> None:
+def _check(calls: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
     """Each call, held after all of them went through once, is what it is made anew."""
     expected = [_anew(tool, args) for tool, args in calls]
     clear_caches()
@@ -48,7 +51,7 @@ def test_calls_that_differ_only_in_other_arguments_are_held_apart() -> None:
     """The same line with another program, directory, value type or argument order, and
     lines beside long or non-string arguments (never held), each keep their own identity."""
     line = "cd /testbed && python -m pytest -q tests/test_app.py"
-    calls: list[tuple[str, dict[str, Any]]] = [
+    calls: list[tuple[str, Mapping[str, Any]]] = [
         ("bash", {"command": line}),
         ("bash", {"command": line, "program": "bash"}),
         ("bash", {"command": line, "program": "sh"}),
@@ -65,6 +68,8 @@ def test_calls_that_differ_only_in_other_arguments_are_held_apart() -> None:
         ("str_replace_editor", {"command": "view", "path": "/a.py"}),
         ("bash", {"command": "echo 'unclosed", "program": "bash"}),
         ("bash", {"command": "x" * 3000, "program": "bash"}),
+        # Not a dict: call_effect judges no command, held or not.
+        ("bash", MappingProxyType({"command": line, "program": "bash"})),
     ]
     _check(calls + calls[::-1])
 

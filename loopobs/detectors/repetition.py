@@ -844,7 +844,12 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         found = None
         if info.role is not None and info.command_arg is None and info.role != "editor":
             command = args.get("command")
-            if type(command) is str and len(command) <= _EFFECT_CACHE_CHARS:
+            # (call_effect judges the arguments of a dict only.)
+            if (
+                type(command) is str
+                and len(command) <= _EFFECT_CACHE_CHARS
+                and isinstance(args, dict)
+            ):
                 held = _held_call(info.role, command, args)
                 if held is not None:
                     found = _COMMAND_CALLS.get(held)
@@ -878,7 +883,7 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         effect = None
         if info.command_arg is not None:
             effect = call_effect(tool, args, info.command_arg)
-        elif held is not None and isinstance(args, dict):
+        elif held is not None:
             # call_effect's answer for the line (held[1]), judged anew: the call's identity
             # is remembered here, so its line need not be in call_effect's caches too.
             effect = command_line_effect(held[1], "command")
