@@ -221,6 +221,10 @@ class _SameStat:
         self.seen: set[int | None] | None = None
 
 
+_FirstOp = tuple[int, int, int, int, int, int]
+"""An operation seen once: :meth:`_OpStat.first`'s arguments (the step's time, position,
+epoch, call generation, wait total and novelty count)."""
+
 _Others = tuple[str, int]
 """A command call's other arguments: their canonical JSON and its ``text_key``."""
 
@@ -258,7 +262,10 @@ class _Repetitions:
         self.pos = self.epoch = self.floor = self.wait_ns = self.novel = self.wait_pos = 0
         self.last_end = 0
         self.run = self.run_pos = 0  # the current run, and the position it began at
-        self.ops: OrderedDict[_OpKey, _OpStat] = OrderedDict()
+        # A streak object is made when an operation comes again; until then it is the
+        # plain tuple _OpStat.first is made of (most operations happen once: a tuple costs
+        # a fraction of a streak to make, and the garbage collector soon stops tracking it).
+        self.ops: OrderedDict[_OpKey, _OpStat | _FirstOp] = OrderedDict()
         # call → (latest result key, generation, raw hash); the generation moves when the
         # result changes (a new tuple in the same place: the garbage collector soon stops
         # tracking a tuple of numbers, and a peek without the lock reads one whole).
@@ -398,6 +405,11 @@ def clear_call_effects() -> None:
     (a benchmark's first sight)."""
     _COMMAND_CALLS.clear()
     _OTHER_ARGS.clear()
+
+
+def _streak(st: _OpStat | _FirstOp) -> _OpStat:
+    """The streak of an operation: made of its first step's tuple if it was seen once."""
+    return _OpStat.first(*st) if isinstance(st, tuple) else st
 
 
 def _held_call(role: str, command: str, args: Mapping[str, Any]) -> tuple[Any, ...] | None:
@@ -724,7 +736,7 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
             "scalars": [getattr(s, name) for name in _SCALARS],
             "ops": [
                 [op[0], op[1], op[2], [getattr(st, name) for name in _OpStat.__slots__]]
-                for op, st in s.ops.items()
+                for op, st in ((k, _streak(v)) for k, v in s.ops.items())
             ],
             "calls": [[k[0], k[1], *c] for k, c in s.calls.items()],
             "same": same,
@@ -1184,10 +1196,13 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         if st is None:
             if not inert and (not side or (shape is not None and s.epoch != epoch_before)):
                 s.novel += 1  # new work; a write only if it was progress
-            st = s.ops[op] = _OpStat.first(time_ns, pos, s.epoch, c[1], s.wait_ns, s.novel)
+            s.ops[op] = (time_ns, pos, s.epoch, c[1], s.wait_ns, s.novel)
             if len(s.ops) > memory:
                 s.ops.popitem(last=False)
+            st = None
         else:
+            if isinstance(st, tuple):
+                st = s.ops[op] = _OpStat.first(*st)  # seen again: a streak, in the same place
             prev_pos = st.last_pos
             if (
                 st.gen != c[1]
@@ -1228,7 +1243,8 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
             s.cycle_period = 0
             s.cycle_level = _NONE
 
-        if st.count >= self.warn_after or st.polls:
+        # (A streak of one never warns: warn_after is at least 2.)
+        if st is not None and (st.count >= self.warn_after or st.polls):
             detection = self._repeat_detection(s, st, p, rkey, is_error, time_ns)
             if detection is not None:
                 return detection
@@ -1475,9 +1491,13 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         began = pos - run - period
         reported = False
         for member in members:
-            stat = s.ops.get(member) if member is not None else None
+            if member is None:
+                continue
+            stat = s.ops.get(member)
             if stat is None:
                 continue
+            if isinstance(stat, tuple):
+                stat = s.ops[member] = _OpStat.first(*stat)
             if stat.level >= level:
                 reported = reported or stat.level_pos > began
             else:
