@@ -415,18 +415,11 @@ def _streak(st: _OpStat | _FirstOp) -> _OpStat:
 def _held_call(role: str, command: str, args: Mapping[str, Any]) -> tuple[Any, ...] | None:
     """The key :data:`_COMMAND_CALLS` holds a call under: its role, its ``command`` line
     and its other arguments' items, when they are at most 8 strings of up to 256
-    characters; else ``None``."""
+    characters; else ``None``. (The received hook makes the key of a call with one other
+    argument itself, the same way.)"""
     n = len(args)
     if n == 1:
         return (role, command)
-    if n == 2:
-        # The common call: a command line and a program or a working directory.
-        first, second = args.items()
-        item = second if first[0] == "command" else first
-        value = item[1]
-        if type(value) is str and len(value) <= _OTHER_ARGS_CHARS:
-            return (role, command, item)
-        return None
     if n > _OTHER_ARGS_ITEMS + 1:
         return None
     held: list[Any] = [role, command]
@@ -862,7 +855,14 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
                 and len(command) <= _EFFECT_CACHE_CHARS
                 and isinstance(args, dict)
             ):
-                held = _held_call(info.role, command, args)
+                if len(args) == 2:
+                    # _held_call's common case, without its call: a line and one argument.
+                    first, second = args.items()
+                    item = second if first[0] == "command" else first
+                    if type(item[1]) is str and len(item[1]) <= _OTHER_ARGS_CHARS:
+                        held = (info.role, command, item)
+                else:
+                    held = _held_call(info.role, command, args)
                 if held is not None:
                     found = _COMMAND_CALLS.get(held)
         if found is None:
@@ -1053,7 +1053,11 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
                 else self.normaliser.shape_key(pending.canonical)
             )
         with self._lock:
-            key, state = self._state_of(rid)
+            # _state_of's own fast path, without its call: the session used last.
+            key = self._run_sessions.get(rid, rid)
+            state = self._sessions.get(key) if key == self._latest_key else None
+            if state is None:
+                key, state = self._state_of(rid)
             if state.run != rid:
                 # A new run is a new request: surer stops need their evidence within one run.
                 state.run, state.run_pos = rid, state.pos + 1
