@@ -38,9 +38,8 @@ from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a script: tests/ and bench/ too
-sys.path.insert(0, str(ROOT / "bench"))
 
-import bench_real_trajectories as real  # noqa: E402
+from bench import bench_real_trajectories as real  # noqa: E402
 
 _Calls = list[real._Calls]
 
