@@ -766,30 +766,17 @@ def _parse(
     if len(command) > _MAX_CHARS:
         command = command[:_MAX_CHARS]
     bodies = _NO_BODIES
-    if (
-        "'" not in command
-        and '"' not in command
-        and "\\" not in command
-        and _SIMPLE_LINE.fullmatch(command) is not None
-    ):
-        # Words between spaces (no quote, escape, heredoc, continuation or operator):
-        # _lexed's split, and one simple command, with none of the steps below. (The
-        # substring tests spare a quoted line the pattern's call.)
-        split = command.split()
-        key = "\x1f".join(split)
-        one = True
-    else:
-        if "<<" in command:
-            command, bodies = _cut_heredocs(command)
-        if "\\\n" in command:
-            command = join_continuations(command)
-        lexed = _lexed(command)
-        if lexed is None:
-            return None
-        split, key = lexed
-        if bodies:
-            key += "\x1e" + "\x1e".join(bodies)
-        one = _KIND_TOKENS.isdisjoint(split)
+    if "<<" in command:
+        command, bodies = _cut_heredocs(command)
+    if "\\\n" in command:
+        command = join_continuations(command)
+    lexed = _lexed(command)
+    if lexed is None:
+        return None
+    split, key = lexed
+    if bodies:
+        key += "\x1e" + "\x1e".join(bodies)
+    one = _KIND_TOKENS.isdisjoint(split)
     if one:
         if not split:
             return None
