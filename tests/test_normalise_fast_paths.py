@@ -279,3 +279,24 @@ def test_remembered_argument_keys_are_kept_apart_by_rules_and_types() -> None:
     assert len(N._ARGUMENT_KEYS) <= N._ARGUMENT_KEYS_HELD
     N.clear_result_keys()
     assert not N._ARGUMENT_KEYS
+
+
+def test_an_id_like_value_under_a_name_with_rules_still_gets_them() -> None:
+    """A value of letters, digits and "_" only has nothing to fold, unless its argument
+    name has a rule of its own: a page number is masked, free text and case-insensitive
+    names are case-folded, whatever the shortcut for plain ids."""
+    N.clear_result_keys()
+    n = Normaliser(tools={"t": ToolNormalisation(case_insensitive=frozenset({"user"}))})
+    _, applied, _, canonical = n.arguments_key("t", {"page": "12", "user": "Ada_Lovelace"})
+    assert canonical == '{"page":"<n>","user":"ada_lovelace"}'
+    assert applied == {"number", "case"}
+    _, applied, _, canonical = Normaliser().arguments_key("search", {"query": "Lovelace"})
+    assert canonical == '{"query":"lovelace"}'
+    assert applied == {"words"}
+    _, applied, _, canonical = Normaliser().arguments_key("get", {"id": "Ada_Lovelace2"})
+    assert canonical == '{"id":"Ada_Lovelace2"}'
+    assert not applied
+    every = Normaliser(tools={"t": ToolNormalisation(case_insensitive=True)})
+    _, applied, _, canonical = every.arguments_key("t", {"id": "Ada_Lovelace2"})
+    assert canonical == '{"id":"ada_lovelace2"}'
+    assert applied == {"case"}

@@ -761,8 +761,6 @@ class Normaliser:
         is partial)."""
         out: dict[str, Any] = {}
         ignore = rules.ignore
-        special = rules.special
-        case_all = rules.case_all
         for k, v in value.items():
             if type(k) is not str:
                 k = str(k)  # noqa: PLW2901
@@ -772,12 +770,7 @@ class Normaliser:
                 continue
             t = type(v)
             if t is str:
-                # Letters, digits and "_" only (an id, a name, a code) under a name with no
-                # rule of its own: _string has nothing to fold, mask or case-fold in it.
-                if not case_all and (v.isalnum() or v.isidentifier()) and name not in special:
-                    out[k] = v
-                else:
-                    out[k] = self._string(v, rules, applied, name)
+                out[k] = self._string(v, rules, applied, name)
             elif t is bool or v is None:
                 out[k] = v
             else:
@@ -829,6 +822,10 @@ class Normaliser:
 
     def _string(self, value: str, rules: _Rules, applied: set[str], key: str | None) -> str:
         special = key is not None and key in rules.special
+        if not special and not rules.case_all and (value.isalnum() or value.isidentifier()):
+            # Letters, digits and "_" only (an id, a name, a code) under a name with no rule
+            # of its own: nothing to fold, mask or case-fold (no blank, path or "-" in it).
+            return value
         if special:
             if key in rules.free_text:
                 # Masked whole (dates span words) and word by word ("0h" after a ".").
@@ -1000,7 +997,7 @@ def _query_words(low: str) -> set[str]:
             # the runs of ASCII word characters, and none has anything to mask either (what
             # a match needs, in classes, would be in the whole text's).
             return {
-                w[:-1] if w[-1] == "s" and len(w) > 3 and w[-2] != "s" else w  # _stem(w)
+                _stem(w)
                 for w in data.translate(_NOT_WORD).decode("ascii").split()
                 if w not in _STOP_WORDS
             }
