@@ -161,18 +161,26 @@ class _OpStat:
         "start_epoch",
         "wait_mark",
     )
-
-    def __init__(self, first_ns: int = 0, first_pos: int = 0, start_epoch: int = 0) -> None:
-        # A streak of one, begun at first_pos (the hook sets the rest of a step's fields).
-        self.count, self.polls, self.level, self.last_gap, self.paced = 1, 0, _NONE, 0, False
-        self.first_ns, self.first_pos, self.start_epoch = first_ns, first_pos, start_epoch
-        self.epoch = self.gen = self.last_pos = self.last_ns = self.wait_mark = 0
-        self.level_pos = self.novel_mark = 0
+    count: int
+    epoch: int
+    first_ns: int
+    first_pos: int
+    gen: int
+    last_gap: int
+    last_ns: int
+    last_pos: int
+    level: int
+    level_pos: int
+    novel_mark: int
+    paced: bool
+    polls: int
+    start_epoch: int
+    wait_mark: int
 
     @classmethod
     def first(cls, time_ns: int, pos: int, epoch: int, gen: int, wait: int, novel: int) -> _OpStat:
-        """A streak of one, begun at step ``pos`` and last seen there (what
-        :meth:`__init__` and the hook's marks of a step would set, in one go)."""
+        """A streak of one, begun at step ``pos`` and last seen there, marked with the
+        session's counters then (a snapshot's restored streaks set every field instead)."""
         st = cls.__new__(cls)
         st.count, st.polls, st.level, st.last_gap, st.paced = 1, 0, _NONE, 0, False
         st.first_ns = st.last_ns = time_ns
@@ -1016,13 +1024,12 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
             return
         rkey = raw
         last = None
-        call = (pending.tool, pending.ahash)
         if text:
             # The session's entry for this call, if it made the call before: a peek without
             # the lock (a stale answer only decides whether a result is normalised again).
             state = self._sessions.get(self._run_sessions.get(rid, rid))
             if state is not None:
-                last = state.calls.get(call)
+                last = state.calls.get((pending.tool, pending.ahash))
         if last is not None and last[2] == raw:
             rkey = last[0]  # the call's text as last time: its key, without normalising again
         elif raw is not None and text and (len(text) <= _EAGER_RESULT_CHARS or last is not None):
@@ -1044,7 +1051,6 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
             and not _NEW_CONTENT.isdisjoint(pending.args)
         ):
             pending = self._rejected_edit(pending)
-            call = (pending.tool, pending.ahash)
         shape = None
         if side and not failed:
             shape = (
@@ -1053,18 +1059,13 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
                 else self.normaliser.shape_key(pending.canonical)
             )
         with self._lock:
-            # _state_of's own fast path, without its call: the session used last.
-            key = self._run_sessions.get(rid, rid)
-            state = self._sessions.get(key) if key == self._latest_key else None
-            if state is None:
-                key, state = self._state_of(rid)
+            key, state = self._state_of(rid)
             if state.run != rid:
                 # A new run is a new request: surer stops need their evidence within one run.
                 state.run, state.run_pos = rid, state.pos + 1
             detection = self._record(
                 state,
                 pending,
-                call,
                 rkey,
                 raw,
                 ctx.tool_call_id,
@@ -1149,7 +1150,6 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         self,
         s: _Repetitions,
         p: _Pending,
-        call: _CallKey,
         rkey: int | None,
         raw: int | None,
         call_id: str,
@@ -1160,8 +1160,7 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         result_len: int,
         shape: int | None,
     ) -> _Finding | None:
-        """Add one operation (``p``, whose tool and arguments key are ``call``); the
-        detection it completes, if any. Lock held."""
+        """Add one operation; the detection it completes, if any. Lock held."""
         s.pos += 1
         pos = s.pos
         tool = p.tool
@@ -1176,6 +1175,7 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         s.last_end = time_ns
         memory = self.memory
 
+        call = (tool, p.ahash)
         c = s.calls.get(call)
         if c is None:
             c = s.calls[call] = (rkey, 0, raw)
@@ -1194,7 +1194,7 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
                     s.written.popitem(last=False)
                 s.progress()
 
-        op = (tool, call[1], rkey)
+        op = (tool, p.ahash, rkey)
         st = s.ops.get(op)
         prev_pos = 0
         if st is None:
