@@ -239,6 +239,18 @@ def _contexts(records: Sequence[Record]) -> tuple[list[_Calls], list[list[Respon
     return calls, answers
 
 
+def feed_calls(detectors: Sequence[Any], calls: Sequence[_Calls]) -> int:
+    """CPU ns to feed each session of ``calls`` to its detector (one per session, in order:
+    ``on_tool_call_received`` then ``on_tool_post`` for each call)."""
+    start = time.process_time_ns()
+    for detector, session in zip(detectors, calls, strict=True):
+        received, post = detector.on_tool_call_received, detector.on_tool_post
+        for pre, done in session:
+            received(pre)
+            post(done)
+    return time.process_time_ns() - start
+
+
 def time_calls(
     calls: Sequence[_Calls],
     repeats: int,
@@ -256,13 +268,7 @@ def time_calls(
         detectors = [RepetitionDetector() for _ in calls]
         if first_sight:
             clear_caches()
-        start = time.process_time_ns()
-        for detector, session in zip(detectors, calls, strict=True):
-            received, post = detector.on_tool_call_received, detector.on_tool_post
-            for pre, done in session:
-                received(pre)
-                post(done)
-        elapsed = time.process_time_ns() - start
+        elapsed = feed_calls(detectors, calls)
         best = min(best, elapsed)
         if samples is not None and n:
             samples.append(elapsed / n)
