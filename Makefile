@@ -4,7 +4,8 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test test-adapters-min test-frameworks test-pythons bridge-venvs lint typecheck unit unit-fast backends bench \
+.PHONY: demo test test-adapters-min test-frameworks test-pythons test-compiled compiled bench-compiled \
+	bridge-venvs lint typecheck unit unit-fast backends bench \
 	bench-peers docs docs-build clean
 
 # The fast suite: every unit test but the long ones (marked slow: soak, load, bounded shutdowns,
@@ -53,6 +54,28 @@ test: $(STAMP) backends bridge-venvs lint typecheck
 	$(MAKE) test-adapters-min
 	$(MAKE) test-frameworks
 	$(MAKE) test-pythons
+	$(MAKE) test-compiled
+
+# The detectors compiled with mypyc, as a release's platform wheels ship them (setup.py): a
+# wheel built with LOOPOBS_COMPILE=1, unpacked into a copy of the tree in place of loopobs/, so
+# that every test there meets the compiled modules (tests/test_compiled_build.py checks it).
+# The dev venv stays the sources: a compiled module would shadow the file being edited.
+COMPILED_TREE := build/compiled/tree
+compiled: $(STAMP)
+	rm -rf build/compiled build/lib.* build/temp.* && mkdir -p $(COMPILED_TREE)
+	LOOPOBS_COMPILE=1 $(PY) -m pip wheel -q --disable-pip-version-check --no-deps \
+		-w build/compiled/wheel .
+	git ls-files -co --exclude-standard | grep -v '^loopobs/' | tar -cf - -T - \
+		| tar -xf - -C $(COMPILED_TREE)
+	$(PY) -m pip install -q --disable-pip-version-check --no-deps --target $(COMPILED_TREE) \
+		build/compiled/wheel/loopobs-*.whl
+
+test-compiled: compiled
+	cd $(COMPILED_TREE) && LOOPOBS_EXPECT_COMPILED=1 $(abspath $(PY)) -m pytest $(FAST_TESTS)
+
+# The real trajectories' figures (bench/bench_real_trajectories.py) with the compiled detectors.
+bench-compiled: compiled
+	cd $(COMPILED_TREE) && $(abspath $(PY)) bench/bench_real_trajectories.py
 
 # The fast suite on each of PYTHONS_ALSO, in .venv-<version>/ (rebuilt when pyproject.toml
 # changes); a claimed Python missing from the machine is a failure, not a skip.

@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script:
 
 from loopobs.contract.events import ResponseContext, ToolCallReceivedContext, ToolPostContext
 from loopobs.contract.hashing import result_hash
-from loopobs.detectors import ConvergenceDetector, RepetitionDetector, clear_caches
+from loopobs.detectors import COMPILED, ConvergenceDetector, RepetitionDetector, clear_caches
 from tests.detection_corpus.harness import Outcome, Trace, play
 
 ENV_VAR = "LOOPOBS_REAL_TRAJECTORIES"
@@ -390,7 +390,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
     )
     print(
         f"\ncost (CPU time, best of {repeats}; results median {statistics.median(sizes):g} "
-        f"chars, max {sizes[-1]}):"
+        f"chars, max {sizes[-1]}; detectors "
+        + (
+            "compiled with mypyc):"
+            if COMPILED
+            else "interpreted, make bench-compiled for compiled):"
+        )
     )
     print(
         f"  per tool call:    {call_ns / 1000:.1f} µs over {n_calls} calls, every line and "

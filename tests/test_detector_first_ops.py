@@ -7,7 +7,8 @@ import os
 from typing import Any
 
 from loopobs import RepetitionDetector
-from loopobs.detectors.repetition import _OpStat, _streak
+from loopobs.detectors import COMPILED
+from loopobs.detectors.repetition import _STREAK_FIELDS, _OpStat, _streak
 from tests._real_trajectories import ENV_VAR, real_records
 from tests.test_detectors_signals import Feed
 
@@ -85,9 +86,9 @@ def test_an_operation_seen_once_snapshots_as_a_streak_of_one_begun_at_its_step()
     assert snapshot is not None
     rows = snapshot["state"]["ops"]
     assert len(rows) == 3
-    fields = [dict(zip(_OpStat.__slots__, row[3], strict=True)) for row in rows]
+    fields = [dict(zip(_STREAK_FIELDS, row[3], strict=True)) for row in rows]
     assert fields[0] == {
-        **dict.fromkeys(_OpStat.__slots__, 0),
+        **dict.fromkeys(_STREAK_FIELDS, 0),
         "count": 1,
         "paced": False,
         "first_ns": t1,
@@ -106,3 +107,28 @@ def test_an_operation_seen_once_snapshots_as_a_streak_of_one_begun_at_its_step()
         "epoch": 1,
         "novel_mark": 3,
     }
+
+
+def test_a_snapshot_names_every_field_of_a_streak_once() -> None:
+    """A snapshot's streak fields are the streak's fields, each once: those of a new streak
+    read by name (compiled too), and (interpreted, where the class has them) its slots."""
+    st = _OpStat.first(11, 12, 13, 14, 15, 16)
+    assert dict(zip(_STREAK_FIELDS, [getattr(st, n) for n in _STREAK_FIELDS], strict=True)) == {
+        "count": 1,
+        "epoch": 13,
+        "first_ns": 11,
+        "first_pos": 12,
+        "gen": 14,
+        "last_gap": 0,
+        "last_ns": 11,
+        "last_pos": 12,
+        "level": 0,
+        "level_pos": 0,
+        "novel_mark": 16,
+        "paced": False,
+        "polls": 0,
+        "start_epoch": 13,
+        "wait_mark": 15,
+    }
+    if not COMPILED:
+        assert sorted(_OpStat.__slots__) == list(_STREAK_FIELDS)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from loopobs.detectors import COMPILED
 from tests._ast import compile_source
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -84,6 +85,11 @@ def _public_objects() -> list[tuple[str, object]]:
     return objects
 
 
+@pytest.mark.skipif(
+    COMPILED,
+    reason="mypyc keeps no docstrings of the classes it compiles (help() shows their signatures); "
+    "the interpreted run checks the sources, which the API reference is built from",
+)
 def test_public_names_have_docstrings() -> None:
     """Public classes and functions, and the public methods of those classes, have docstrings."""
     missing = []

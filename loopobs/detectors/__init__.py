@@ -24,7 +24,11 @@ every process, never Python's salted ``hash()``: a session's state can move to a
 worker (``snapshot`` / ``restore``, saved by an ``AgentSession`` in its store).
 """
 
+from importlib.machinery import EXTENSION_SUFFIXES as _EXTENSION_SUFFIXES
+from typing import Final
+
 from loopobs.detectors import commands as _commands
+from loopobs.detectors import repetition as _repetition
 from loopobs.detectors._session import DEFAULT_MAX_SESSIONS
 from loopobs.detectors.convergence import (
     SKETCH_SIZE,
@@ -43,6 +47,7 @@ from loopobs.detectors.normalise import (
 from loopobs.detectors.repetition import RepetitionDetector, clear_call_effects
 
 __all__ = [
+    "COMPILED",
     "DEFAULT_MAX_SESSIONS",
     "SKETCH_SIZE",
     "ConvergenceAction",
@@ -55,6 +60,11 @@ __all__ = [
     "mask_volatile",
     "sketch_similarity",
 ]
+
+COMPILED: Final = (_repetition.__file__ or "").endswith(tuple(_EXTENSION_SUFFIXES))
+"""Whether the detectors run compiled: a wheel built with ``LOOPOBS_COMPILE=1`` holds their hot
+modules compiled with mypyc (about a third less time a tool call); the sources, and every
+editable install, are pure Python. Both behave the same: ``make test`` tests both."""
 
 
 def clear_caches() -> None:

@@ -8,6 +8,8 @@ from collections import OrderedDict
 from typing import Any, Final, Generic, TypeVar
 from uuid import UUID
 
+from mypy_extensions import mypyc_attr
+
 from loopobs.contract.events import RunEndContext, RunStartContext
 from loopobs.contract.observer import LoopObserver, ObserverSet
 
@@ -30,6 +32,7 @@ DEFAULT_MAX_SESSIONS: Final = 4096
 _State = TypeVar("_State")
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # compiled (setup.py), yet subclassable
 class SessionDetector(LoopObserver, Generic[_State]):
     """Shared plumbing: attached sets, run → session map, bounded per-session state, one lock."""
 

@@ -9,6 +9,8 @@ from collections import Counter, deque
 from collections.abc import Sequence
 from typing import Any, Final, get_args
 
+from mypy_extensions import mypyc_attr
+
 from loopobs.contract.events import (
     ConvergenceAction,
     ConvergenceDetectedContext,
@@ -359,6 +361,7 @@ def _counter_step(old: str, new: str, back: int) -> bool:
     return old.isdigit() and new.isdigit() and int(new) - int(old) == back
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # compiled (setup.py), yet subclassable
 class ConvergenceDetector(SessionDetector[_Answers]):
     """Detects converged final answers: the agent keeps giving the same answer.
 

@@ -10,6 +10,8 @@ from functools import lru_cache
 from types import MappingProxyType
 from typing import Any, Final, NamedTuple
 
+from mypy_extensions import mypyc_attr
+
 from loopobs.contract.events import (
     CompactionContext,
     LoopAction,
@@ -181,7 +183,7 @@ class _OpStat:
     def first(cls, time_ns: int, pos: int, epoch: int, gen: int, wait: int, novel: int) -> _OpStat:
         """A streak of one, begun at step ``pos`` and last seen there, marked with the
         session's counters then (a snapshot's restored streaks set every field instead)."""
-        st = cls.__new__(cls)
+        st = cls()
         st.count, st.polls, st.level, st.last_gap, st.paced = 1, 0, _NONE, 0, False
         st.first_ns = st.last_ns = time_ns
         st.first_pos = st.last_pos = pos
@@ -193,6 +195,27 @@ class _OpStat:
         """Begin the streak again at ``first_pos``: nothing counted, paced or reported."""
         self.count, self.polls, self.level, self.last_gap, self.paced = 1, 0, _NONE, 0, False
         self.first_ns, self.first_pos, self.start_epoch = first_ns, first_pos, start_epoch
+
+
+_STREAK_FIELDS: Final = (
+    "count",
+    "epoch",
+    "first_ns",
+    "first_pos",
+    "gen",
+    "last_gap",
+    "last_ns",
+    "last_pos",
+    "level",
+    "level_pos",
+    "novel_mark",
+    "paced",
+    "polls",
+    "start_epoch",
+    "wait_mark",
+)
+"""An :class:`_OpStat`'s fields in a snapshot, in order (its ``__slots__``: a compiled class has
+none to read)."""
 
 
 class _SameStat:
@@ -523,6 +546,7 @@ def _recent_ids(
     return ids
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # compiled (setup.py), yet subclassable
 class RepetitionDetector(SessionDetector[_Repetitions]):
     """Detects runaway tool loops, and leaves polling, retries and re-reads between writes alone.
 
@@ -736,7 +760,7 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         return {
             "scalars": [getattr(s, name) for name in _SCALARS],
             "ops": [
-                [op[0], op[1], op[2], [getattr(st, name) for name in _OpStat.__slots__]]
+                [op[0], op[1], op[2], [getattr(st, name) for name in _STREAK_FIELDS]]
                 for op, st in ((k, _streak(v)) for k, v in s.ops.items())
             ],
             "calls": [[k[0], k[1], *c] for k, c in s.calls.items()],
@@ -761,10 +785,14 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
             setattr(s, name, _int(value))
         for tool, ahash, rkey, fields in _bounded(data["ops"], memory):
             st = _OpStat()
-            if len(fields) != len(_OpStat.__slots__):
+            if len(fields) != len(_STREAK_FIELDS):
                 raise SnapshotRejected("an operation does not match")
-            for name, value in zip(_OpStat.__slots__, fields, strict=True):
-                setattr(st, name, bool(value) if name == "paced" else _int(value))
+            for name, value in zip(_STREAK_FIELDS, fields, strict=True):
+                # (Two statements: compiled, a bool in an int-typed expression becomes 0 or 1.)
+                if name == "paced":
+                    st.paced = bool(value)
+                else:
+                    setattr(st, name, _int(value))
             s.ops[(_text(tool), _key(ahash), _key(rkey))] = st
         for tool, ahash, rkey, gen, raw in _bounded(data["calls"], memory):
             s.calls[(_text(tool), _key(ahash))] = (_key(rkey), _int(gen), _key(raw))
@@ -853,7 +881,7 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         tool = ctx.tool
         info = self._tools.get(tool) or self._tool(tool)
         kind = info.kind if ctx.annotations is None else self._kind(tool, ctx.annotations)
-        held = None
+        held: tuple[Any, ...] | None = None
         found = None
         if info.role is not None and info.command_arg is None and info.role != "editor":
             command = args.get("command")

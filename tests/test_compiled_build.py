@@ -1,0 +1,66 @@
+"""The compiled build (``LOOPOBS_COMPILE=1``, setup.py): the wheel ``make test-compiled`` tests
+is the compiled one, the dev venv's is the sources, and the build backend asks for what each
+build needs."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
+
+import pytest
+
+import loopobs.detectors
+from loopobs.detectors import COMPILED
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_detectors_run_compiled_exactly_when_the_run_expects_it() -> None:
+    """make test-compiled sets LOOPOBS_EXPECT_COMPILED=1: a run of the sources there (the
+    wheel not found first) or a stale compiled module in the dev tree fails here."""
+    expected = os.environ.get("LOOPOBS_EXPECT_COMPILED") == "1"
+    assert COMPILED is expected, (loopobs.detectors.__file__, COMPILED)
+
+
+def _backend(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """The backend, with setuptools' own answers fixed (the venv's setuptools may be older
+    than the isolated build's; the real builds run in make test and make test-compiled)."""
+    path = ROOT / "build_backend" / "loopobs_backend.py"
+    if not path.exists():
+        pytest.skip("the build backend is in the source tree only")
+    spec = importlib.util.spec_from_file_location("loopobs_backend_under_test", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    setuptools = SimpleNamespace(
+        get_requires_for_build_wheel=lambda settings=None: ["wheel"],
+        get_requires_for_build_editable=lambda settings=None: ["wheel", "editables"],
+    )
+    monkeypatch.setattr(module, "_setuptools", setuptools)
+    return module
+
+
+def test_a_compiled_build_asks_for_mypy_and_the_dependencies_a_pure_one_does_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    backend = _backend(monkeypatch)
+    monkeypatch.delenv("LOOPOBS_COMPILE", raising=False)
+    pure = backend.get_requires_for_build_wheel()
+    assert pure == ["wheel"]
+    monkeypatch.setenv("LOOPOBS_COMPILE", "1")
+    compiled = backend.get_requires_for_build_wheel()
+    assert backend.MYPYC in compiled
+    assert "mypy-extensions>=1.0" in compiled  # one of the project's own dependencies
+    assert set(pure) <= set(compiled)
+
+
+def test_a_compiled_editable_install_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    backend = _backend(monkeypatch)
+    monkeypatch.setenv("LOOPOBS_COMPILE", "1")
+    with pytest.raises(RuntimeError, match="shadow the sources"):
+        backend.get_requires_for_build_editable()
+    monkeypatch.delenv("LOOPOBS_COMPILE")
+    assert backend.get_requires_for_build_editable() == ["wheel", "editables"]
