@@ -4,8 +4,10 @@ build needs."""
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import os
+from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 
@@ -15,6 +17,13 @@ import loopobs.detectors
 from loopobs.detectors import COMPILED
 
 ROOT = Path(__file__).resolve().parents[1]
+COMPILED_MODULES = (
+    "loopobs.detectors._session",
+    "loopobs.detectors.commands",
+    "loopobs.detectors.convergence",
+    "loopobs.detectors.repetition",
+)
+"""setup.py's COMPILED, as modules."""
 
 
 def test_the_detectors_run_compiled_exactly_when_the_run_expects_it() -> None:
@@ -22,6 +31,11 @@ def test_the_detectors_run_compiled_exactly_when_the_run_expects_it() -> None:
     wheel not found first) or a stale compiled module in the dev tree fails here."""
     expected = os.environ.get("LOOPOBS_EXPECT_COMPILED") == "1"
     assert COMPILED is expected, (loopobs.detectors.__file__, COMPILED)
+    for module in COMPILED_MODULES:
+        file = importlib.import_module(module).__file__ or ""
+        assert file.endswith(tuple(EXTENSION_SUFFIXES)) is expected, file
+    # normalise.py stays interpreted (setup.py): its pickler subclasses C's pickle.Pickler.
+    assert (importlib.import_module("loopobs.detectors.normalise").__file__ or "").endswith(".py")
 
 
 def _backend(monkeypatch: pytest.MonkeyPatch) -> ModuleType:

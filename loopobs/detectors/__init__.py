@@ -27,7 +27,9 @@ worker (``snapshot`` / ``restore``, saved by an ``AgentSession`` in its store).
 from importlib.machinery import EXTENSION_SUFFIXES as _EXTENSION_SUFFIXES
 from typing import Final
 
+import loopobs.detectors._session as _plumbing
 from loopobs.detectors import commands as _commands
+from loopobs.detectors import convergence as _convergence
 from loopobs.detectors import repetition as _repetition
 from loopobs.detectors._session import DEFAULT_MAX_SESSIONS
 from loopobs.detectors.convergence import (
@@ -61,7 +63,10 @@ __all__ = [
     "sketch_similarity",
 ]
 
-COMPILED: Final = (_repetition.__file__ or "").endswith(tuple(_EXTENSION_SUFFIXES))
+COMPILED: Final = all(
+    (m.__file__ or "").endswith(tuple(_EXTENSION_SUFFIXES))
+    for m in (_commands, _convergence, _repetition, _plumbing)
+)
 """Whether the detectors run compiled: a wheel built with ``LOOPOBS_COMPILE=1`` holds their hot
 modules compiled with mypyc (about a third less time a tool call); the sources, and every
 editable install, are pure Python. Both behave the same: ``make test`` tests both."""
