@@ -143,26 +143,31 @@ _SAME_ARGS: Final = 16
 """Arguments remembered per same-result streak, to tell a recurring call from new ones."""
 
 
+_STREAK_FIELDS: Final = (
+    "count",
+    "epoch",
+    "first_ns",
+    "first_pos",
+    "gen",
+    "last_gap",
+    "last_ns",
+    "last_pos",
+    "level",
+    "level_pos",
+    "novel_mark",
+    "paced",
+    "polls",
+    "start_epoch",
+    "wait_mark",
+)
+"""An :class:`_OpStat`'s fields (its slots), in a snapshot's order; read from here, since a
+compiled class has no ``__slots__`` to read."""
+
+
 class _OpStat:
     """One operation's current streak: how often, how paced, what was reported."""
 
-    __slots__ = (
-        "count",
-        "epoch",
-        "first_ns",
-        "first_pos",
-        "gen",
-        "last_gap",
-        "last_ns",
-        "last_pos",
-        "level",
-        "level_pos",
-        "novel_mark",
-        "paced",
-        "polls",
-        "start_epoch",
-        "wait_mark",
-    )
+    __slots__ = _STREAK_FIELDS
     count: int
     epoch: int
     first_ns: int
@@ -195,27 +200,6 @@ class _OpStat:
         """Begin the streak again at ``first_pos``: nothing counted, paced or reported."""
         self.count, self.polls, self.level, self.last_gap, self.paced = 1, 0, _NONE, 0, False
         self.first_ns, self.first_pos, self.start_epoch = first_ns, first_pos, start_epoch
-
-
-_STREAK_FIELDS: Final = (
-    "count",
-    "epoch",
-    "first_ns",
-    "first_pos",
-    "gen",
-    "last_gap",
-    "last_ns",
-    "last_pos",
-    "level",
-    "level_pos",
-    "novel_mark",
-    "paced",
-    "polls",
-    "start_epoch",
-    "wait_mark",
-)
-"""An :class:`_OpStat`'s fields in a snapshot, in order (its ``__slots__``: a compiled class has
-none to read)."""
 
 
 class _SameStat:
