@@ -24,7 +24,9 @@ from tests._adapter_checks import Stack
 from tests._anthropic_server import Message, ScriptedMessages
 
 anthropic = pytest.importorskip("anthropic")
-VERIFIED_ANTHROPIC = "2.15.0"
+# The release series these tests passed on; pyproject.toml's dev extra caps anthropic below the
+# next one, so a new series is verified (and added here) before the venv takes it.
+VERIFIED_ANTHROPIC = ("2.15", "2.16")
 
 Mode = Literal["metadata_only", "content"]
 
@@ -36,8 +38,9 @@ def stack(tmp_path: Path) -> Iterator[Stack]:
     s.close()
 
 
-def test_the_pinned_anthropic_release_is_the_one_verified() -> None:
-    assert anthropic.__version__ == VERIFIED_ANTHROPIC
+def test_the_installed_anthropic_release_is_one_verified() -> None:
+    series = ".".join(anthropic.__version__.split(".")[:2])
+    assert series in VERIFIED_ANTHROPIC, anthropic.__version__
 
 
 def _run_tool_runner(
