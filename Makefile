@@ -57,14 +57,16 @@ test: $(STAMP) backends bridge-venvs lint typecheck
 	$(MAKE) test-compiled
 
 # The detectors compiled with mypyc, as a release's platform wheels ship them (setup.py): a
-# wheel built with LOOPOBS_COMPILE=1, unpacked into a copy of the tree in place of loopobs/, so
-# that every test there meets the compiled modules (tests/test_compiled_build.py checks it).
+# wheel built with LOOPOBS_COMPILE=1 from the sdist, as a release builds it (an sdist that
+# cannot build fails here), unpacked into a copy of the tree in place of loopobs/, so that
+# every test there meets the compiled modules (tests/test_compiled_build.py checks it).
 # The dev venv stays the sources: a compiled module would shadow the file being edited.
 COMPILED_TREE := build/compiled/tree
 compiled: $(STAMP)
 	rm -rf build/compiled build/lib.* build/temp.* && mkdir -p $(COMPILED_TREE)
+	$(PY) -m build -q --sdist -o build/compiled/sdist .
 	LOOPOBS_COMPILE=1 $(PY) -m pip wheel -q --disable-pip-version-check --no-deps \
-		-w build/compiled/wheel .
+		-w build/compiled/wheel build/compiled/sdist/loopobs-*.tar.gz
 	git ls-files -co --exclude-standard | grep -v '^loopobs/' | tar -cf - -T - \
 		| tar -xf - -C $(COMPILED_TREE)
 	$(PY) -m pip install -q --disable-pip-version-check --no-deps --target $(COMPILED_TREE) \

@@ -7,11 +7,16 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+import shutil
+import subprocess
+import sys
+import tarfile
 from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 
 import pytest
+import tomllib
 
 import loopobs.detectors
 from loopobs.detectors import COMPILED
@@ -78,3 +83,50 @@ def test_a_compiled_editable_install_is_refused(monkeypatch: pytest.MonkeyPatch)
         backend.get_requires_for_build_editable()
     monkeypatch.delenv("LOOPOBS_COMPILE")
     assert backend.get_requires_for_build_editable() == ["wheel", "editables"]
+
+
+@pytest.mark.slow
+def test_the_sdist_holds_the_build_backend_it_names(tmp_path: Path) -> None:
+    """pyproject.toml's backend-path names build_backend/: an sdist without it builds nothing
+    (MANIFEST.in brings it). make compiled builds its wheel from such an sdist, in an isolated
+    environment; here the sdist alone, offline, from a copy of what it is made of."""
+    if not (ROOT / "build_backend").is_dir():
+        pytest.skip("the build backend is in the source tree only")
+    src = tmp_path / "src"
+    skip = shutil.ignore_patterns("__pycache__", "*.pyc", *(f"*{s}" for s in EXTENSION_SUFFIXES))
+    src.mkdir()
+    for name in ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md"):
+        shutil.copy2(ROOT / name, src / name)
+    for folder in ("build_backend", "loopobs"):
+        shutil.copytree(ROOT / folder, src / folder, ignore=skip)
+    environ = {k: v for k, v in os.environ.items() if k != "LOOPOBS_COMPILE"}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "build",
+            "--sdist",
+            "--no-isolation",
+            "--skip-dependency-check",
+            "-o",
+            str(tmp_path / "dist"),
+            str(src),
+        ],
+        capture_output=True,
+        text=True,
+        env=environ,
+        timeout=240,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    (sdist,) = (tmp_path / "dist").glob("loopobs-*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        names = set(archive.getnames())
+    top = sdist.name.removesuffix(".tar.gz")
+    build_system = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))[
+        "build-system"
+    ]
+    backend = build_system["build-backend"].replace(".", "/") + ".py"
+    for folder in build_system["backend-path"]:
+        assert f"{top}/{folder}/{backend}" in names, sorted(n for n in names if folder in n)
+    assert f"{top}/setup.py" in names
