@@ -33,6 +33,7 @@ from loopobs import (
 from loopobs import tool as loopobs_tool
 from loopobs.adapters import RunStopped
 from loopobs.adapters.langchain import AsyncLoopobsCallbackHandler, LoopobsCallbackHandler
+from loopobs.contract import trace_links
 from loopobs.contract.observer import EventSink
 from loopobs.llm.scripted import Reply, ToolCall
 from loopobs.testing import assert_contract
@@ -553,9 +554,10 @@ def test_runs_whose_end_never_comes_are_bounded_and_counted(
     import loopobs.adapters.langchain as lc
 
     monkeypatch.setattr(lc, "MAX_FOLLOWED", 100, raising=False)
+    links_open = trace_links.LINKS.open_runs
     handler = LoopobsCallbackHandler(stack.observers)
-    for _ in range(1000):
-        root = uuid.uuid4()
+    roots = [uuid.uuid4() for _ in range(1000)]
+    for root in roots:
         handler.on_chain_start({"name": "graph"}, {"input": "hi"}, run_id=root)
         handler.on_chain_start({"name": "node"}, {}, run_id=uuid.uuid4(), parent_run_id=root)
     assert handler.tracker.active_runs <= 50
@@ -568,6 +570,13 @@ def test_runs_whose_end_never_comes_are_bounded_and_counted(
     assert_contract(
         [e for e in stack.recorder.events if e[1].run_id in {end.run_id for end in ends}]
     )
+    # The runs still followed end when their end comes at last; a forgotten run's end is
+    # ignored. Nothing is left in the process's trace links.
+    for root in roots:
+        handler.on_chain_end({}, run_id=root)
+    assert handler.tracker.active_runs == 0
+    assert len(stack.recorder.of("on_run_end")) == 1000
+    assert trace_links.LINKS.open_runs == links_open
 
 
 def _chat_span_stream(stack: Stack) -> list[object]:
