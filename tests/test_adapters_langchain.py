@@ -577,6 +577,43 @@ def test_runs_whose_end_never_comes_are_bounded_and_counted(
     assert handler.tracker.active_runs == 0
     assert len(stack.recorder.of("on_run_end")) == 1000
     assert trace_links.LINKS.open_runs == links_open
+    assert handler.followed_runs == 0
+
+
+def test_a_runs_children_whose_end_never_came_are_forgotten_when_it_ends(stack: Stack) -> None:
+    """An interrupted graph: a node and a tool start, their ends never come, the graph ends.
+    The handler follows nothing of it afterwards, and the late ends change nothing. A root
+    whose many children all end keeps no memory of them."""
+    import uuid
+
+    handler = LoopobsCallbackHandler(stack.observers)
+    root, node, tool = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    handler.on_chain_start({"name": "graph"}, {"input": "hi"}, run_id=root)
+    handler.on_chain_start({"name": "node"}, {}, run_id=node, parent_run_id=root)
+    handler.on_tool_start({"name": "grep"}, "x", run_id=tool, parent_run_id=node)
+    assert handler.followed_runs == 3
+    handler.on_chain_end({}, run_id=root)
+    assert handler.followed_runs == 0
+    assert handler.evicted_runs == 0  # ended with their run, not forgotten for want of room
+    events = len(stack.recorder.events)
+    handler.on_tool_end("late", run_id=tool)
+    handler.on_chain_end({}, run_id=node)
+    assert len(stack.recorder.events) == events
+    (end,) = stack.recorder.of("on_run_end")
+    assert end.status == "completed"
+    assert_contract(stack.recorder.events)
+
+    long_lived = uuid.uuid4()
+    handler.on_chain_start({"name": "graph"}, {"input": "hi"}, run_id=long_lived)
+    for _ in range(500):
+        child = uuid.uuid4()
+        handler.on_chain_start({"name": "node"}, {}, run_id=child, parent_run_id=long_lived)
+        handler.on_chain_end({}, run_id=child)
+    assert handler.followed_runs == 1
+    # (The handler's own bookkeeping: one id, the root's, is remembered for the run.)
+    assert [len(ids) for ids in handler._bridge._members.values()] == [1]
+    handler.on_chain_end({}, run_id=long_lived)
+    assert handler._bridge._members == {}
 
 
 def _chat_span_stream(stack: Stack) -> list[object]:

@@ -33,7 +33,10 @@ What becomes what:
 
 Bounded: the handler follows at most :data:`MAX_FOLLOWED` LangChain runs whose end
 has not been reported; past that the oldest is forgotten (counted in
-``evicted_runs``), and a loopobs run it would have ended ends ``cancelled``.
+``evicted_runs``), and a loopobs run it would have ended ends ``cancelled``. When a
+loopobs run ends, the LangChain runs still followed for it (a node or tool of an
+interrupted graph, whose end never came) are forgotten with it: their late ends would
+change nothing.
 
 The handler runs inline (on the thread or task that runs the model or tool), so
 the spans of the tracing observer are current while user code runs and spans it
@@ -204,6 +207,9 @@ class _Bridge:
         self._owner: OrderedDict[uuid.UUID, AdapterRun] = OrderedDict()
         # LangChain run ids whose end ends a loopobs run (roots, graphs run by a tool, forks).
         self._roots: dict[uuid.UUID, AdapterRun] = {}
+        # loopobs run → the LangChain run ids followed for it: forgotten when its root ends,
+        # so that children whose end never came (an interrupted graph) do not stay followed.
+        self._members: dict[AdapterRun, set[uuid.UUID]] = {}
         self._tools: set[uuid.UUID] = set()
         # Model calls known to stream: asked for in the invocation params, or a token seen.
         self._streamed: set[uuid.UUID] = set()
@@ -222,20 +228,54 @@ class _Bridge:
         ended: list[AdapterRun] = []
         with self._lock:
             self._owner[run_id] = run
+            members = self._members.get(run)
+            if members is None:
+                members = self._members[run] = set()
+            members.add(run_id)
             if root:
                 self._roots[run_id] = run
             if tool:
                 self._tools.add(run_id)
             while len(self._owner) > MAX_FOLLOWED:
-                old, _ = self._owner.popitem(last=False)
+                old, owner = self._owner.popitem(last=False)
                 self._tools.discard(old)
                 self._streamed.discard(old)
                 self.evicted += 1
                 forgotten = self._roots.pop(old, None)
                 if forgotten is not None:
+                    self.evicted += self._forget_members(forgotten)
                     ended.append(forgotten)
+                else:
+                    self._members.get(owner, set()).discard(old)
         for forgotten in ended:
             forgotten.end(error=Cancelled("LangChain never reported the end of this run"))
+
+    def _unfollow(self, run_id: uuid.UUID) -> tuple[AdapterRun | None, AdapterRun | None]:
+        """Stop following ``run_id`` (its end came): the loopobs run it belongs to, and that
+        run again if ``run_id`` was its root, whose end ends it; then every LangChain run
+        still followed for it is forgotten, as its end can no longer matter. Lock held."""
+        run = self._owner.pop(run_id, None)
+        root = self._roots.pop(run_id, None)
+        self._tools.discard(run_id)
+        self._streamed.discard(run_id)
+        if root is not None:
+            self._forget_members(root)
+        elif run is not None:
+            members = self._members.get(run)
+            if members is not None:
+                members.discard(run_id)
+        return run, root
+
+    def _forget_members(self, run: AdapterRun) -> int:
+        """Forget the LangChain runs still followed for ``run``, whose root has ended or
+        been forgotten; how many were still followed. Lock held."""
+        forgotten = 0
+        for member in self._members.pop(run, ()):
+            if self._owner.pop(member, None) is not None:
+                forgotten += 1
+            self._tools.discard(member)
+            self._streamed.discard(member)
+        return forgotten
 
     def _open(self, run_id: uuid.UUID, run: AdapterRun) -> None:
         self._follow(run_id, run, root=True)
@@ -265,8 +305,7 @@ class _Bridge:
 
     def chain_end(self, run_id: uuid.UUID, error: BaseException | None) -> None:
         with self._lock:
-            self._owner.pop(run_id, None)
-            run = self._roots.pop(run_id, None)
+            _, run = self._unfollow(run_id)
         if run is not None:
             run.end(error=error)
 
@@ -327,10 +366,8 @@ class _Bridge:
 
     def model_end(self, response: LLMResult, run_id: uuid.UUID) -> None:
         with self._lock:
-            run = self._owner.pop(run_id, None)
-            standalone = self._roots.pop(run_id, None)
             streamed = run_id in self._streamed
-            self._streamed.discard(run_id)
+            run, standalone = self._unfollow(run_id)
         if run is None:
             return
         generation = (
@@ -364,10 +401,8 @@ class _Bridge:
 
     def model_error(self, error: BaseException, run_id: uuid.UUID) -> None:
         with self._lock:
-            run = self._owner.pop(run_id, None)
-            standalone = self._roots.pop(run_id, None)
             streamed = run_id in self._streamed
-            self._streamed.discard(run_id)
+            run, standalone = self._unfollow(run_id)
         if run is not None:
             # A token seen says it streamed; none seen, it may have failed before the first.
             run.model_error(run_id, error, stream=True if streamed else None)
@@ -397,9 +432,7 @@ class _Bridge:
 
     def tool_end(self, output: Any, run_id: uuid.UUID, error: BaseException | None) -> None:
         with self._lock:
-            run = self._owner.pop(run_id, None)
-            standalone = self._roots.pop(run_id, None)
-            self._tools.discard(run_id)
+            run, standalone = self._unfollow(run_id)
         if run is None:
             return
         if error is not None:
