@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test test-adapters-min test-frameworks test-pythons test-compiled compiled bench-compiled \
+.PHONY: demo test test-adapters-min test-frameworks test-pythons test-compiled compiled bench-compiled wheels \
 	bridge-venvs lint typecheck unit unit-fast backends bench \
 	bench-peers docs docs-build clean
 
@@ -40,6 +40,7 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(PY) -m mypy
+	$(PY) -m mypy scripts/build_wheels.py
 
 unit: $(STAMP)
 	$(PY) -m pytest
@@ -56,21 +57,27 @@ test: $(STAMP) backends bridge-venvs lint typecheck
 	$(MAKE) test-pythons
 	$(MAKE) test-compiled
 
-# The detectors compiled with mypyc, as a release's platform wheels ship them (setup.py): a
-# wheel built with LOOPOBS_COMPILE=1 from the sdist, as a release builds it (an sdist that
-# cannot build fails here), unpacked into a copy of the tree in place of loopobs/, so that
-# every test there meets the compiled modules (tests/test_compiled_build.py checks it).
+# The release artefacts in dist/ (scripts/build_wheels.py): the sdist; from it the pure wheel
+# and, for each CPython of RELEASE_PYTHONS, a wheel with the detectors compiled by mypyc
+# (setup.py), repaired by auditwheel to a manylinux tag. twine checks their metadata, and each
+# wheel is installed into a fresh venv of its Python and checked from outside the tree.
+RELEASE_PYTHONS ?= 3.11 $(PYTHONS_ALSO)
+wheels: $(STAMP)
+	rm -rf build/lib.* build/temp.*
+	$(PY) scripts/build_wheels.py --out dist $(foreach v,$(RELEASE_PYTHONS),--python $(v))
+
+# The detectors compiled with mypyc, as the release's wheel for this venv's Python ships them
+# (make wheels), unpacked into a copy of the tree in place of loopobs/, so that every test
+# there meets the compiled modules (tests/test_compiled_build.py checks it).
 # The dev venv stays the sources: a compiled module would shadow the file being edited.
 COMPILED_TREE := build/compiled/tree
-compiled: $(STAMP)
-	rm -rf build/compiled build/lib.* build/temp.* && mkdir -p $(COMPILED_TREE)
-	$(PY) -m build -q --sdist -o build/compiled/sdist .
-	LOOPOBS_COMPILE=1 $(PY) -m pip wheel -q --disable-pip-version-check --no-deps \
-		-w build/compiled/wheel build/compiled/sdist/loopobs-*.tar.gz
+VENV_CPYTHON   = cp$(shell $(PY) -c 'import sys; print(*sys.version_info[:2], sep="")')
+compiled: wheels
+	rm -rf build/compiled && mkdir -p $(COMPILED_TREE)
 	git ls-files -co --exclude-standard | grep -v '^loopobs/' | tar -cf - -T - \
 		| tar -xf - -C $(COMPILED_TREE)
 	$(PY) -m pip install -q --disable-pip-version-check --no-deps --target $(COMPILED_TREE) \
-		build/compiled/wheel/loopobs-*.whl
+		dist/loopobs-*-$(VENV_CPYTHON)-$(VENV_CPYTHON)-*manylinux*.whl
 
 test-compiled: compiled
 	cd $(COMPILED_TREE) && LOOPOBS_EXPECT_COMPILED=1 $(abspath $(PY)) -m pytest $(FAST_TESTS)
