@@ -63,7 +63,6 @@ test: $(STAMP) backends bridge-venvs lint typecheck
 # wheel is installed into a fresh venv of its Python and checked from outside the tree.
 RELEASE_PYTHONS ?= 3.11 $(PYTHONS_ALSO)
 wheels: $(STAMP)
-	rm -rf build/lib.* build/temp.*
 	$(PY) scripts/build_wheels.py --out dist $(foreach v,$(RELEASE_PYTHONS),--python $(v))
 
 # The detectors compiled with mypyc, as the release's wheel for this venv's Python ships them

@@ -22,6 +22,7 @@ Every step has a deadline; the first failure stops the script with its command's
 from __future__ import annotations
 
 import argparse
+import ast
 import os
 import shutil
 import subprocess
@@ -35,13 +36,19 @@ ROOT = Path(__file__).resolve().parents[1]
 STEP_TIMEOUT_S = 1200
 """A compiled build takes two to four minutes here; a step past twenty minutes has hung."""
 
-COMPILED_MODULES = (
-    "loopobs.detectors._session",
-    "loopobs.detectors.commands",
-    "loopobs.detectors.convergence",
-    "loopobs.detectors.repetition",
-)
-"""setup.py's COMPILED, as modules (tests/test_compiled_build.py holds the same list)."""
+
+def compiled_modules(setup: Path = ROOT / "setup.py") -> tuple[str, ...]:
+    """setup.py's ``COMPILED`` (read, not run: it imports setuptools), as module names."""
+    tree = ast.parse(setup.read_text(encoding="utf-8"))
+    (listed,) = (
+        node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == "COMPILED" for t in node.targets)
+    )
+    paths: list[str] = ast.literal_eval(listed)
+    return tuple(p.removesuffix(".py").replace("/", ".") for p in paths)
+
 
 CHECK = """
 import importlib, sys, uuid
@@ -173,7 +180,7 @@ def check(wheel: Path, version: str, is_compiled: bool) -> None:
         run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check", wheel])
         flag = "1" if is_compiled else "0"
         said = run(
-            [python, "-I", "-c", CHECK, loopobs_version, flag, ",".join(COMPILED_MODULES)],
+            [python, "-I", "-c", CHECK, loopobs_version, flag, ",".join(compiled_modules())],
             cwd=Path(tmp),
         )
         print(f"  {wheel.name} on {version}: {said.strip()}", flush=True)
