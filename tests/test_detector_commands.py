@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -18,6 +20,7 @@ from loopobs.detectors.commands import (
     command_text,
     failed_output,
     join_continuations,
+    role_by_arguments,
     shlex_tokens,
     tokens,
     tool_role,
@@ -159,6 +162,75 @@ def test_spellings_of_one_write_share_a_target() -> None:
     assert classify_command("rm -f build/y").target not in targets  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize(
+    ("command", "judged"),
+    [
+        ("bash -lc \"sed -i 's/a/b/' f.py\"", "write"),
+        ("sh -c 'cat f.py'", "read"),
+        ("bash -o pipefail -c 'grep -c x f | wc -l'", "read"),
+        ('/bin/bash -c "ls -lha /bin/bash"', "read"),
+        ("bash -c 'cd /x && python t.py'", "run"),
+        ("bash -e -c 'echo hi > out.txt'", "write"),
+        ("bash --login -c 'git commit -am wip'", "write"),
+        ("zsh -c \"bash -c 'rm -f x'\"", "write"),
+        ("timeout 60 bash -c 'pip install -e .'", "write"),
+        ("bash script.sh", "run"),
+        ("bash -c", "run"),
+        ("bash -x run.sh -c", "run"),
+        ('bash -c "echo \'open"', "run"),
+    ],
+)
+def test_a_shells_c_script_is_judged_as_the_line_it_wraps(command: str, judged: str) -> None:
+    """``bash -lc "…"`` (how Codex-style agents send every command) is the line inside; a
+    script file, or a script that cannot be parsed, is a run."""
+    assert effect(command) == judged
+
+
+def test_a_wrapped_write_has_the_target_of_the_line_it_wraps() -> None:
+    """``bash -c "rm -f X"`` and ``rm -f X`` are one write; shells nested past three deep
+    are runs (no unbounded recursion on a hostile line)."""
+    plain = classify_command("rm -f build/x")
+    assert plain is not None
+    for wrapped in (
+        "bash -c 'rm -f build/x'",
+        'sh -lc "rm -rf build/x"',
+        "bash -c 'bash -c \"rm -f build/x\"'",
+    ):
+        info = classify_command(wrapped)
+        assert info is not None
+        assert (info.effect, info.target) == ("write", plain.target)
+    line = "rm -f x"
+    for _ in range(4):
+        line = f"bash -c {shlex.quote(line)}"
+    assert effect(line) == "run"
+
+
+@pytest.mark.parametrize(
+    ("args", "role"),
+    [
+        ({"command": "sed -i 's/a/b/' f.py"}, "command"),
+        ({"cmd": "cd /repo && pytest -q"}, "command"),
+        ({"command": "FOO=1 timeout 30 make test"}, "command"),
+        ({"command": ["bash", "-lc", "ls"]}, "command"),
+        ({"command": "/usr/bin/python3 x.py", "timeout": 30}, "command"),
+        ({"command": "view", "path": "/repo/a.py"}, "editor"),
+        ({"command": "str_replace", "path": "a.py", "old_str": "a", "new_str": "b"}, "editor"),
+        ({"command": "cat", "path": "a.py"}, "editor"),
+        ({"command": "deploy", "path": "a.py"}, None),
+        ({"command": "summarise the last report"}, None),
+        ({"command": "status"}, None),
+        ({"command": ""}, None),
+        ({"command": 3}, None),
+        ({"query": "ls -la"}, None),
+        (["ls"], None),
+    ],
+)
+def test_a_nameless_tools_role_is_told_by_its_arguments(args: object, role: str | None) -> None:
+    """A tool whose name says nothing: a shell line in ``command``/``cmd`` makes it a
+    command tool, an editor's sub-command beside a file argument an editor."""
+    assert role_by_arguments(args) == role
+
+
 def test_the_key_folds_whitespace_and_quoting() -> None:
     a, b = classify_command("grep  -n 'def x'  f.py"), classify_command('grep -n "def x" f.py')
     assert a is not None
@@ -287,6 +359,18 @@ def test_command_text_takes_strings_and_argv_lists() -> None:
         ("bash: ponyc: command not found", True),
         ("The file a.c has been edited.", False),
         ("", False),
+        (
+            "sed: -e expression #1, char 9: unknown option\n"
+            "[The command completed with exit code 1.]",
+            True,
+        ),
+        ("\n[The command completed with exit code 0.]", False),
+        ("Exit code: 2\nWall time: 0.1 seconds\nOutput:\n", True),
+        ("Exit code: 0\nWall time: 0.1 seconds\nOutput:\n", False),
+        ("make: *** [all] exit status 2", True),
+        ("Process exited with code 1", True),
+        ('{"output": "", "metadata": {"exit_code": 1}}', True),
+        ('{"output": "", "metadata": {"exit_code": 0}}', False),
     ],
 )
 def test_failed_output(output: str, failed: bool) -> None:
@@ -370,6 +454,8 @@ FAILUREISH = st.lists(
             *("Permission denied", "cannot open", "cannot ", "not permitted", "hunks failed"),
             *("No replacement was performed", "did not appear verbatim", "is not unique"),
             *("Traceback (most recent call last)", "hunk FAILED", " ", "\n", "\t", "ok", "x"),
+            *("exit code ", "Exit code: ", "exit status", "exited with code ", "exited with "),
+            *('"exit_code": ', '"exit_code":', "0", "1", "9", ":", "status "),
         ]
     ),
     max_size=10,
@@ -416,7 +502,34 @@ def _simple_commands_one_by_one(tokens: list[str]) -> list[tuple[list[str], list
     return found
 
 
-def _classify_by_shlex(command: str) -> CommandInfo | None:
+def _wrapped_target(program: str, args: list[str], depth: int) -> frozenset[str] | None:
+    """The target of a shell's ``-c`` script (the operand after the first short-option
+    cluster holding ``c``, skipping ``-o`` values and long options), by this reference."""
+    if program not in ("bash", "sh", "zsh", "dash", "ksh") or depth >= 3:
+        return None
+    seen_c, rest = False, iter(args)
+    for a in rest:
+        if a == "--":
+            break
+        if a.startswith("--"):
+            continue
+        if len(a) > 1 and a[0] in "-+":
+            if a[1:] in ("o", "O"):
+                next(rest, None)
+            seen_c = seen_c or "c" in a[1:]
+            continue
+        if not seen_c:
+            return None
+        inner = _classify_by_shlex(a, depth + 1)
+        return inner.target if inner is not None and inner.effect == "write" else None
+    script = next(rest, None) if seen_c else None
+    if script is None:
+        return None
+    inner = _classify_by_shlex(script, depth + 1)
+    return inner.target if inner is not None and inner.effect == "write" else None
+
+
+def _classify_by_shlex(command: str, depth: int = 0) -> CommandInfo | None:
     """The reference for ``_classify``: shlex's tokens, every line through the full parse
     (no fast path), each part's effect ranked and its target gathered as it comes."""
     from loopobs.detectors import commands
@@ -440,6 +553,10 @@ def _classify_by_shlex(command: str) -> CommandInfo | None:
             target.update(written)
         effect = max(effect, judged, key=rank.__getitem__)
         if judged == "write" and words:
+            wrapped = _wrapped_target(program, words[1:], depth)
+            if wrapped is not None:
+                target.update(wrapped)  # a shell's -c script's own target
+                continue
             target.add(program)
             target.update(
                 w
@@ -476,6 +593,8 @@ REALISTIC = st.lists(
             *(" ", " ", " ", "  ", "\t", " && ", " || ", " | ", "; ", " & ", "\n", " \\\n"),
             *(" > out.txt", " >> log", " 2>&1", " 2>/dev/null", " < in", " <<< x", "(", ")"),
             *(" <<'EOF'\nprint(1)\nEOF\n", " <<EOF\nx\nEOF", "{", "}", "x", "-", "--"),
+            *("bash -c", "sh -lc", "bash -o pipefail -c", "'rm -f x'", '"sed -i s/a/b/ f"'),
+            *("'ls && cat f'", '"echo a > f"', "'bash -c \"rm y\"'", "-e", "--login"),
         ]
     ),
     max_size=16,

@@ -277,3 +277,83 @@ def test_a_command_calls_other_arguments_are_keyed_as_their_canonical_json() -> 
     # Remembered process-wide, and only sets of strings (1, 1.0 and True are equal keys).
     held = list(repetition._OTHER_ARGS)
     assert held == [(("program", "bash"),), (("cwd", "/w"), ("program", "sh"))]
+
+
+def test_edits_wrapped_in_a_shells_c_script_are_progress() -> None:
+    """Codex-style agents send every command as ``bash -lc "…"``: the script inside is
+    judged, so a wrapped ``sed -i`` is an edit and the test run after it no repeat; the
+    same wrapped test run with nothing between is still a loop."""
+    d = Feed(RepetitionDetector())
+    fired = []
+    for line in range(20, 32):
+        fired.append(d.call("bash", {"command": f"bash -lc \"sed -i '{line}s/a/b/' app.py\""}, OK))
+        fired.append(d.call("bash", {"command": "bash -lc 'python -m pytest -q'"}, FAILING))
+    assert signals(fired) == []
+    fired = [
+        d.call("bash", {"command": "bash -lc 'python -m pytest -q'"}, FAILING) for _ in range(5)
+    ]
+    assert signals(fired) == [("repeat", "warn"), ("repeat", "stop")]
+
+
+def test_a_wrapped_delete_and_the_plain_one_are_one_write() -> None:
+    """``bash -c "rm -f X"`` after ``rm -f X``, the same empty output: no progress, one
+    operation repeated, as the same line six times is."""
+    lines = ["rm -f /data/a.txt", "bash -c 'rm -f /data/a.txt'", 'sh -c "rm -f /data/a.txt"']
+    spelled, plain = Feed(RepetitionDetector()), Feed(RepetitionDetector())
+    fired = [spelled.call("bash", {"command": lines[i % 3]}, "") for i in range(6)]
+    same = [plain.call("bash", {"command": lines[0]}, "") for _ in range(6)]
+    assert signals(fired) == signals(same) == [("repeat", "warn"), ("repeat", "stop")]
+
+
+def test_a_tool_whose_name_says_nothing_is_judged_by_its_arguments() -> None:
+    """``mytool`` with a shell line in ``command`` is a command tool (its silent edits are
+    progress); ``fs`` with an editor's sub-command beside a ``path`` is an editor. Before,
+    both were judged by their names alone: the edits' empty results piled into a stop."""
+    d = Feed(RepetitionDetector())
+    fired = []
+    for line in range(20, 40):
+        fired.append(d.call("mytool", {"command": f"sed -i '{line}s/a/b/' src/app.py"}, OK))
+        fired.append(d.call("mytool", {"command": "cd /testbed && python -m pytest -q"}, FAILING))
+    assert signals(fired) == []
+    again = Feed(RepetitionDetector())
+    fired = [again.call("mytool", {"cmd": "python -m pytest -q"}, FAILING) for _ in range(5)]
+    assert signals(fired) == [("repeat", "warn"), ("repeat", "stop")]
+
+    editor = Feed(RepetitionDetector())
+    fired = []
+    for n in range(12):
+        fired.append(
+            editor.call(
+                "fs",
+                {"command": "str_replace", "path": "a.py", "old_str": f"x{n}", "new_str": f"y{n}"},
+                "The file a.py has been edited.",
+            )
+        )
+        fired.append(editor.call("fs", {"command": "view", "path": "a.py"}, f"1\tx = {n}"))
+    assert signals(fired) == []
+    undeclared = Feed(RepetitionDetector(infer_commands=False))
+    fired = [
+        undeclared.call("mytool", {"command": f"sed -i '{n}d' a.py"}, OK) for n in range(1, 13)
+    ]
+    assert ("same_result", "stop") in signals(fired)
+
+
+def test_a_failed_edit_is_no_progress_in_each_harnesss_output() -> None:
+    """A ``sed -i`` whose expression is refused, then the same failing test, again and
+    again: the edits changed nothing whether the harness says so as mini-SWE-agent
+    (``<returncode>1``), OpenHands ("exit code 1"), Codex ("Exit code: 1") or in JSON.
+    Before, only the first was read as a failure: the others' edits were progress."""
+    refused = "sed: -e expression #1, char 9: unknown option to `s'"
+    outputs = [
+        f"<returncode>1</returncode>\n<output>\n{refused}\n</output>",
+        f"{refused}\n[The command completed with exit code 1.]",
+        f"Exit code: 1\nWall time: 0.1 seconds\nOutput:\n{refused}\n",
+        f'{{"output": "{refused}", "metadata": {{"exit_code": 1}}}}',
+    ]
+    for output in outputs:
+        d = Feed(RepetitionDetector())
+        fired = []
+        for i in range(5):
+            fired.append(d.call("bash", {"command": f"sed -i 's/a{i}/b/x' f.py"}, output))
+            fired.append(d.call("bash", {"command": "python -m pytest -q"}, FAILING))
+        assert signals(fired) == [("repeat", "warn"), ("repeat", "stop")], output

@@ -44,6 +44,7 @@ __all__ = [
     "command_line_effect",
     "command_text",
     "failed_output",
+    "role_by_arguments",
     "join_continuations",
     "tool_role",
 ]
@@ -233,7 +234,8 @@ _FAILURE: Final = re.compile(
     r"^\s*(?:<returncode>[1-9]\d*</returncode>|error\b|fatal\b|usage:)|command not found|"
     r"no such file or directory|permission denied|cannot (?:open|create|stat|remove|move)|"
     r"not permitted|no replacement was performed|did not appear verbatim|traceback \(most "
-    r"recent call last\)|hunks? failed|is not unique"
+    r"recent call last\)|hunks? failed|is not unique|exit (?:code|status):? [1-9]|"
+    r"exited with (?:code|status) [1-9]|\"exit_code\": ?[1-9]"
 )
 """Matched against the lower-cased output: a case-insensitive search of these alternatives
 costs five times as much."""
@@ -252,6 +254,9 @@ _FAILURE_WORDS: Final = (
     "traceback (most recent call last)",
     "hunk",
     "is not unique",
+    "exit ",
+    "exited ",
+    '"exit_code"',
 )
 """Text each of the other alternatives of _FAILURE holds: output with none of them (and
 no failure at its start) did not fail, told by substring searches alone."""
@@ -573,8 +578,9 @@ def _sed_in_place(args: list[str]) -> bool:
     return False
 
 
-def _judge(words: list[str], bodies: list[str]) -> tuple[str, CommandEffect]:
-    """(program, effect) of one simple command (prefixes already stripped)."""
+def _judge(words: list[str], bodies: list[str], depth: int = 0) -> tuple[str, CommandEffect]:
+    """(program, effect) of one simple command (prefixes already stripped); ``depth``: how
+    many shells' ``-c`` scripts it is inside."""
     program = words[0]
     if "/" in program and program[-1] != "/":
         program = program.rsplit("/", 1)[-1]  # _program, inline: once per simple command
@@ -601,7 +607,7 @@ def _judge(words: list[str], bodies: list[str]) -> tuple[str, CommandEffect]:
         for j, a in enumerate(args):
             if a in ("-exec", "-execdir", "-ok", "-okdir") and j + 1 < len(args):
                 sub = _strip_prefixes(args[j + 1 :])
-                if sub and _judge(sub, bodies)[1] == "write":
+                if sub and _judge(sub, bodies, depth)[1] == "write":
                     return program, "write"
         return program, "read"
     if program == "tee":
@@ -609,6 +615,8 @@ def _judge(words: list[str], bodies: list[str]) -> tuple[str, CommandEffect]:
         return program, "write" if files else "read"
     if program == "git":
         return program, _git(words)
+    if program in _SHELLS:
+        return program, _shell_run(args, bodies, depth)
     if program == "tar":
         mode = next((a for a in args if not a.startswith("--")), "")
         return program, "write" if (
@@ -616,6 +624,67 @@ def _judge(words: list[str], bodies: list[str]) -> tuple[str, CommandEffect]:
         ) else "read"
     # unzip, gunzip, gzip, bunzip2, xz, zip, 7z
     return program, "read" if "-l" in args or "-t" in args else "write"
+
+
+def _shell_run(args: list[str], bodies: list[str], depth: int) -> CommandEffect:
+    """The effect of a shell (``bash``, ``sh`` …) run with ``args``: of its ``-c`` script,
+    parsed as a line of its own (``bash -lc "sed -i … f.py"`` is the edit it wraps, as
+    Codex-style agents send every command), at most :data:`_MAX_SHELL_DEPTH` shells deep;
+    a script file, standard input or a script that cannot be parsed is ``run``."""
+    parsed = _shell_parsed(args, depth)
+    return "run" if parsed is None else parsed[0]
+
+
+def _shell_parsed(
+    args: list[str], depth: int
+) -> tuple[CommandEffect, frozenset[str] | None, str] | None:
+    """:func:`_parse` of a shell's ``-c`` script (``args``: the shell's arguments), ``None``
+    when there is none to parse."""
+    script = _shell_script(args)
+    if script is None or depth >= _MAX_SHELL_DEPTH:
+        return None
+    return _parse(script, None, depth + 1)
+
+
+def _write_target(program: str, words: list[str], depth: int) -> list[str]:
+    """The words of a write's target for one simple command: its program and operands; a
+    shell's ``-c`` script's own target, so that ``bash -lc "rm -f X"`` and ``rm -f X`` are
+    one write."""
+    if program in _SHELLS:
+        parsed = _shell_parsed(words[1:], depth)
+        if parsed is not None and parsed[1] is not None:
+            return list(parsed[1])
+    target = _operands(words)
+    target.append(program)
+    return target
+
+
+def _shell_script(args: list[str]) -> str | None:
+    """The script of a shell's arguments (the first operand after a short-option cluster
+    holding ``c``: ``-c``, ``-lc``, ``-ec`` …), ``None`` when it reads a file or its
+    standard input."""
+    command = False
+    i, n = 0, len(args)
+    while i < n:
+        a = args[i]
+        i += 1
+        if a == "--":
+            break
+        if len(a) > 1 and a[0] in "-+":
+            if a[1] == "-":
+                continue  # --login, --norc
+            if a[1:] == "o" or a[1:] == "O":
+                i += 1  # -o pipefail: the option's value
+            elif "c" in a[1:]:
+                command = True
+            continue
+        return a if command else None
+    return args[i] if command and i < n else None
+
+
+_SHELLS: Final = frozenset({"bash", "sh", "zsh", "dash", "ksh"})
+_MAX_SHELL_DEPTH: Final = 3
+"""Shells inside shells' ``-c`` scripts judged (``bash -c "sh -c '…'"``); deeper is ``run``."""
 
 
 def _interpreted(args: list[str], bodies: list[str]) -> CommandEffect:
@@ -651,6 +720,7 @@ _SPECIAL: Final = frozenset(
         "xz",
         "zip",
         "7z",
+        *_SHELLS,
     }
 )
 _READ: Final[CommandEffect] = "read"
@@ -753,12 +823,12 @@ def _classify(command: str) -> CommandInfo | None:
 
 
 def _parse(
-    command: str, programs: list[str] | None
+    command: str, programs: list[str] | None, depth: int = 0
 ) -> tuple[CommandEffect, frozenset[str] | None, str] | None:
     """The effect of the command line ``command``, a write's target (``None`` for other
     effects) and the line's key, as :class:`CommandInfo` has them; ``None`` if it cannot
     be parsed, or has no program and writes into no file. Each simple command's program
-    is appended to ``programs`` when it is given.
+    is appended to ``programs`` when it is given; ``depth``: as :func:`_judge`'s.
 
     A line of one simple command without a redirection (most lines) is judged with the
     fewest steps; a line of several is cut into its simple commands first.
@@ -788,15 +858,14 @@ def _parse(
         )
         if not words:
             return None
-        program, effect = _judge(words, bodies)
+        program, effect = _judge(words, bodies, depth)
         if programs is not None:
             programs.append(program)
         if effect != "write":
             return effect, None, key
-        target = _operands(words)
-        target.append(program)
+        target = _write_target(program, words, depth)
     else:
-        strongest, written = _judge_parts(_simple_commands(split), bodies, programs)
+        strongest, written = _judge_parts(_simple_commands(split), bodies, programs, depth)
         if strongest is None:
             return None  # only operators, or redirections of nothing
         if written is None:
@@ -808,7 +877,10 @@ def _parse(
 
 
 def _judge_parts(
-    parts: list[tuple[list[str], list[str]]], bodies: list[str], programs: list[str] | None
+    parts: list[tuple[list[str], list[str]]],
+    bodies: list[str],
+    programs: list[str] | None,
+    depth: int = 0,
 ) -> tuple[CommandEffect | None, list[str] | None]:
     """The strongest effect of the simple commands ``parts`` (their words, the files they
     write into), and the words of a write's target but its heredoc bodies, repeats and all
@@ -823,7 +895,7 @@ def _judge_parts(
             if first in _PREFIX_WORDS or "=" in first or first.isdigit():
                 words = _strip_prefixes(words)
         if words:
-            program, judged = _judge(words, bodies)
+            program, judged = _judge(words, bodies, depth)
             if programs is not None:
                 programs.append(program)
             if written:
@@ -846,8 +918,7 @@ def _judge_parts(
         else:
             target.extend(written)
         if words:
-            target.append(program)
-            target.extend(_operands(words))
+            target.extend(_write_target(program, words, depth))
     return effect, target
 
 
@@ -882,8 +953,10 @@ def classify_code(code: str) -> CommandEffect:
 
 def failed_output(result: str) -> bool:
     """Whether a command's or an editor's output says it failed (a non-zero
-    ``<returncode>``, ``ERROR:``, "No such file or directory", "command not found",
-    "No replacement was performed" …): a failed write changed nothing."""
+    ``<returncode>``, or exit code as other harnesses print it: "[The command completed
+    with exit code 1.]", "Exit code: 1", "exit status 2", ``"exit_code": 1``; ``ERROR:``,
+    "No such file or directory", "command not found", "No replacement was performed" …):
+    a failed write changed nothing."""
     if not result:
         return False
     text = result[:_FAILURE_SCAN].lower()
@@ -981,6 +1054,66 @@ def command_text(value: Any) -> str | None:
         ):
             return str(value[2])
         return shlex.join(value)
+    return None
+
+
+_RUNNERS: Final = _set(
+    "make cmake ninja pytest tox nox node npx deno bun ruby java javac mvn gradle dotnet "
+    "rustc gcc g++ clang cc ./configure docker kubectl terraform ansible psql mysql sqlite3 "
+    "redis-cli xargs time nohup watch"
+)
+_FILE_ARGS: Final = frozenset(
+    {
+        "path",
+        "file",
+        "file_path",
+        "filename",
+        "file_text",
+        "old_str",
+        "new_str",
+        "view_range",
+        "insert_line",
+    }
+)
+"""Arguments of an editor's call: a ``command`` beside them is the editor's sub-command."""
+
+
+def role_by_arguments(args: object) -> ToolRole | None:
+    """The role of a tool whose name says nothing of it (``mytool``, some MCP server's
+    ``run`` or ``fs``), told by the arguments of one call; ``None`` when they tell none.
+    Never raises.
+
+    - ``"editor"``: an editor's sub-command (``view``, ``str_replace``, ``create`` …) in
+      ``command``, beside a file argument (``path``, ``file_text``, ``old_str`` …).
+    - ``"command"``: a shell command line in ``command`` or ``cmd``, with no file argument
+      beside it: a string whose first program (after any assignment or wrapper) is one
+      agents run (``cd``, ``ls``, ``sed``, ``git``, ``pytest``, ``bash`` …).
+    """
+    if not isinstance(args, dict) or ("command" not in args and "cmd" not in args):
+        return None
+    if not _FILE_ARGS.isdisjoint(args):
+        sub = args.get("command")
+        if isinstance(sub, str) and (sub in _EDITOR_READS or sub in _EDITOR_WRITES):
+            return "editor"
+        return None
+    for name in _COMMAND_ARGS:
+        text = command_text(args.get(name))
+        if text is not None:
+            words = _strip_prefixes(text.split(None, 8))
+            if not words:
+                return None
+            program = _program(words[0])
+            known = (
+                program in _PLAIN_EFFECTS
+                or program in _SPECIAL
+                or program in _INSTALLERS
+                or program in _RUNNERS
+                or (
+                    program.startswith(_INTERPRETER_PREFIXES)
+                    and _INTERPRETERS.fullmatch(program) is not None
+                )
+            )
+            return "command" if known else None
     return None
 
 

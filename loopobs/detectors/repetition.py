@@ -34,6 +34,7 @@ from loopobs.detectors.commands import (
     call_effect,
     command_line_effect,
     failed_output,
+    role_by_arguments,
     tool_role,
 )
 from loopobs.detectors.normalise import Normaliser
@@ -921,6 +922,12 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
             effect = command_line_effect(held[1], "command")
         elif info.role is not None:
             effect = call_effect(tool, args, None, info.role)
+        elif self.infer_commands and ("command" in args or "cmd" in args):
+            # A name that says nothing ("mytool", an MCP server's "run"), but a command
+            # line or an editor's sub-command in its arguments: judged as such a call.
+            role = role_by_arguments(args)
+            if role is not None:
+                effect = call_effect(tool, args, None, role)
         if effect is None:
             ahash, applied, page, canonical = self.normaliser.arguments_key(tool, args)
             return None, ahash, applied, page, canonical, None
