@@ -432,6 +432,27 @@ def test_polling_with_backoff_spends_a_time_budget() -> None:
     assert 1200 <= fired[1][0] < 1400
 
 
+def test_a_read_between_some_repeats_is_no_back_off() -> None:
+    """run, run, read, run, run, read … every 4 s: a repeat after the read comes twice as
+    long after the last run, yet no slower per step, so it is no back-off. The plain
+    repeat rules apply and stop it (before: read as back-off polling, it warned once and
+    never stopped). Back-off between adjacent polls still paces them."""
+    d = Feed(RepetitionDetector())
+    fired = []
+    for i in range(12):
+        if i % 2:
+            fired += d.call("bash", {"command": "cat src/app.py"}, "def f(x): ...", gap=4.0)
+        fired += d.call("bash", {"command": "python -m pytest -q"}, "1 failed", gap=4.0)
+    assert [(e.signal, e.action) for e in fired][:2] == [("repeat", "warn"), ("repeat", "stop")]
+    assert not any("without waiting" in e.reason for e in fired)
+    backing_off = Feed(RepetitionDetector())
+    fired, gap = [], 4.0
+    for _ in range(8):
+        fired += backing_off.call("job", {"id": 1}, "running", gap=gap)
+        gap *= 2
+    assert [e.action for e in fired] == []
+
+
 def test_a_sleep_between_polls_paces_them() -> None:
     """poll → sleep → poll …: neither the repeats nor the cycle fire within the budget."""
     d = Feed(RepetitionDetector())

@@ -576,8 +576,9 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
       ``sleep``/``wait`` in the name), the idle gap since the previous one was
       ``poll_gap_s`` or more (the call's own duration is not idle), or it grew
       ×1.8 from the previous gap (back-off; at least ``backoff_min_s``, and steady
-      gaps after it). The streak warns when it has lasted ``poll_warn_s`` seconds
-      and stops at ``poll_stop_s``.
+      gaps after it; gaps are compared per step between the two occurrences, so a
+      read between two repeats is no back-off). The streak warns when it has lasted
+      ``poll_warn_s`` seconds and stops at ``poll_stop_s``.
 
     Progress, which ends streaks: the same call with a different (normalised)
     result; a successful side-effecting call with arguments not seen before, in more
@@ -1288,17 +1289,20 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
 
         The gap runs from the end of the previous occurrence to the start of this one:
         a call that itself takes long (a rising timeout) is not a wait between polls.
+        Back-off compares gaps per step between the two: a repeat with a read between
+        (P P R P) takes two steps' time, which is no longer wait per step.
         """
         gap = time_ns - duration_ns - st.last_ns
+        per_step = gap // max(1, s.pos - st.last_pos)
         last = st.last_gap
-        st.last_gap = gap
+        st.last_gap = per_step
         paced = (
             s.wait_ns - st.wait_mark >= self.min_wait_ns
             or gap >= self.poll_gap_ns
             or (
                 last > 0
-                and gap >= self.backoff_min_ns
-                and (gap * 10 >= last * 18 or (st.paced and gap * 10 >= last * 9))
+                and per_step >= self.backoff_min_ns
+                and (per_step * 10 >= last * 18 or (st.paced and per_step * 10 >= last * 9))
             )
         )
         st.paced = paced

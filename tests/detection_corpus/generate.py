@@ -963,6 +963,50 @@ def shell_agent_redeleting(rng: random.Random) -> Trace:
     )
 
 
+def codex_agent_fixing(rng: random.Random) -> Trace:
+    # A Codex-style agent: a tool whose name says nothing ("exec") takes each line as
+    # bash -lc '…'. Its silent edits are progress; the same failing test after each one
+    # is no repeat. Resolves in the end.
+    s = Session(rng)
+    module = f"src/{rng.choice(WORDS)}_{rng.randint(1, 99)}.py"
+    s.call("exec", {"cmd": f"bash -lc 'cd {WORKSPACE} && ls src'"}, shell_result(rng, module))
+    s.call("exec", {"cmd": f"bash -lc \"sed -n '1,80p' {module}\""}, shell_result(rng, code(rng)))
+    failure = shell_result(rng, f"FAILED tests/test_app.py::test_{rng.choice(WORDS)}\n1 failed", 1)
+    for i in range(rng.randint(9, 13)):
+        line = rng.randint(10, 90)
+        s.call(
+            "exec",
+            {"cmd": f"bash -lc \"sed -i '{line}s/x + {i}/x + {i + 1}/' {module}\""},
+            shell_result(rng),
+        )
+        s.call("exec", {"cmd": "bash -lc 'python -m pytest -q tests/test_app.py'"}, failure)
+    s.call(
+        "exec",
+        {"cmd": "bash -lc 'python -m pytest -q tests/test_app.py'"},
+        shell_result(rng, f"{rng.randint(5, 40)} passed"),
+    )
+    return s.trace("a Codex-style agent editing through bash -lc", "shell_agents_ok", "ok")
+
+
+def codex_agent_rerunning(rng: random.Random) -> Trace:
+    # The same wrapped failing test again and again with only wrapped reads between.
+    s = Session(rng)
+    module = f"src/{rng.choice(WORDS)}_{rng.randint(1, 99)}.py"
+    s.call("exec", {"cmd": f"bash -lc 'cd {WORKSPACE} && ls src'"}, shell_result(rng, module))
+    failure = shell_result(rng, f"FAILED tests/test_app.py::test_{rng.choice(WORDS)}\n1 failed", 1)
+    s.call("exec", {"cmd": "bash -lc 'python -m pytest -q'"}, failure)
+    s.looping(1)
+    for i in range(10):
+        if i % 2:
+            s.call("exec", {"cmd": f"bash -lc 'cat {module}'"}, shell_result(rng, "def f(x): ..."))
+        s.call("exec", {"cmd": "bash -lc 'python -m pytest -q'"}, failure)
+    return s.trace(
+        "a Codex-style agent re-running a failing test with nothing changed",
+        "shell_agents",
+        "loop",
+    )
+
+
 # -- editor agents: view / str_replace tools --------------------------------------------------
 
 
@@ -1125,6 +1169,8 @@ BUILDERS: tuple[Callable[[random.Random], Trace], ...] = (
     editor_agent_failing_edits,
     conversation_repeating,
     conversation_helping,
+    codex_agent_fixing,
+    codex_agent_rerunning,
 )
 
 
