@@ -31,13 +31,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import shlex
 import statistics
 import sys
 import time
 import uuid
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -164,6 +166,87 @@ def judge(records: Sequence[Record]) -> tuple[Quality, list[Outcome]]:
     q.warn_p, q.warn_r = _ratio(tp, tp + fp), _ratio(tp, runaways)
     q.stop_p, q.stop_r = _ratio(stp, stp + sfp), _ratio(stp, runaways)
     return q, outcomes
+
+
+_Op = dict[str, Any]
+
+
+def _command_op(op: _Op) -> bool:
+    return op["op"] == "call" and isinstance((op.get("args") or {}).get("command"), str)
+
+
+def _renamed(tool: str) -> Any:
+    def respell(op: _Op) -> _Op:
+        if not _command_op(op) or op["tool"] not in ("bash", "python"):
+            return op
+        args = {k: v for k, v in op["args"].items() if k != "program"}
+        return {**op, "tool": tool, "args": args}
+
+    return respell
+
+
+def _cmd_argument(op: _Op) -> _Op:
+    if not _command_op(op) or op["tool"] not in ("bash", "python"):
+        return op
+    args = {k: v for k, v in op["args"].items() if k not in ("program", "command")}
+    return {**op, "tool": "shell", "args": {"cmd": op["args"]["command"], **args}}
+
+
+def _wrapped(wrap: Any) -> Any:
+    def respell(op: _Op) -> _Op:
+        if not _command_op(op) or op["tool"] not in ("bash", "python"):
+            return op
+        return {**op, "args": {**op["args"], "command": wrap(op["args"]["command"])}}
+
+    return respell
+
+
+def _editor_renamed(op: _Op) -> _Op:
+    if op["op"] != "call" or not op["tool"].startswith("str_replace_editor"):
+        return op
+    return {**op, "tool": op["tool"].replace("str_replace_editor", "fs", 1)}
+
+
+_RETURNCODE = re.compile(r"<returncode>(\d+)</returncode>\n<output>\n(.*)</output>\s*$", re.DOTALL)
+
+
+def _exit_code_as(fmt: str) -> Any:
+    """Results in mini-SWE-agent's ``<returncode>`` wrapping printed as another harness
+    prints a command's exit code and output (``fmt``: ``{rc}`` and ``{out}``)."""
+
+    def respell(op: _Op) -> _Op:
+        m = _RETURNCODE.match(op.get("result") or "") if op["op"] == "call" else None
+        if m is None:
+            return op
+        return {**op, "result": fmt.format(rc=int(m.group(1)), out=m.group(2))}
+
+    return respell
+
+
+SPELLINGS: dict[str, Any] = {
+    "shell tool named execute_bash": _renamed("execute_bash"),
+    "shell tool named terminal": _renamed("terminal"),
+    "shell tool named mytool (known by its arguments)": _renamed("mytool"),
+    "the line in a cmd argument of a shell tool": _cmd_argument,
+    "every line as bash -lc '…' (Codex-style)": _wrapped(lambda c: "bash -lc " + shlex.quote(c)),
+    "every line after cd /testbed &&": _wrapped(lambda c: "cd /testbed && " + c),
+    "every line under timeout 60": _wrapped(lambda c: "timeout 60 " + c),
+    "editor named fs (known by its arguments)": _editor_renamed,
+    "exit codes as OpenHands prints them": _exit_code_as(
+        "{out}\n[The command completed with exit code {rc}.]"
+    ),
+    "exit codes as Codex prints them": _exit_code_as(
+        "Exit code: {rc}\nWall time: 0.2 seconds\nOutput:\n{out}"
+    ),
+}
+"""Other spellings of the same calls and results, as other agents, frameworks and
+harnesses send them: a rule that holds on the behaviour, not on these records' names and
+formats, gives the same figures."""
+
+
+def respelled(records: Sequence[Record], spelling: Any) -> list[Record]:
+    """``records`` with every op passed through ``spelling`` (one of :data:`SPELLINGS`)."""
+    return [replace(r, ops=tuple(spelling(op) for op in r.ops)) for r in records]
 
 
 def collect_signals(record: Record) -> list[tuple[str, str]]:
@@ -369,6 +452,31 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
     print("|---|---:|---:|---:|---:|")
     for signal, sets in sorted(per_signal.items()):
         print(f"| {signal} | " + " | ".join(str(len(s)) for s in sets) + " |")
+    print(
+        "\nthe same calls spelled as other agents send them (tools renamed, lines wrapped, "
+        "exit codes printed otherwise):\n"
+    )
+    print("| spelling | warn P | warn R | stop P | stop R | productive warned / stopped |")
+    print("|---|---:|---:|---:|---:|---:|")
+    as_is = (q.warn_p, q.warn_r, q.stop_p, q.stop_r, q.productive_warned, q.productive_stopped)
+    unchanged = []
+    for name, spelling in SPELLINGS.items():
+        v, _ = judge(respelled(records, spelling))
+        figures = (
+            v.warn_p,
+            v.warn_r,
+            v.stop_p,
+            v.stop_r,
+            v.productive_warned,
+            v.productive_stopped,
+        )
+        if figures == as_is:
+            unchanged.append(name)
+        print(
+            f"| {name} | {v.warn_p:.2f} | {v.warn_r:.2f} | {v.stop_p:.2f} | {v.stop_r:.2f} | "
+            f"{len(v.productive_warned)} / {len(v.productive_stopped)} |"
+        )
+    print(f"\nspellings judged as the records are: {len(unchanged)} of {len(SPELLINGS)}")
     if args.verbose:
         for r, o in zip(records, outcomes, strict=True):
             print(f"\n{'RUNAWAY' if r.runaway else 'ok     '} {r.id} loop_start={r.loop_start}")
@@ -427,6 +535,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
         "answer_ns": answer_ns,
         "first_sight_answer_ns": first_answer_ns,
         "signals": {k: [len(s) for s in v] for k, v in per_signal.items()},
+        "spellings_unchanged": unchanged,
         "counts": Counter(r.runaway for r in records),
     }
 

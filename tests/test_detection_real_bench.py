@@ -4,11 +4,13 @@ not in the repository): the judging, the figures it returns, and its skip."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from bench import bench_real_trajectories as bench
+from tests._real_trajectories import ENV_VAR, needs_real_trajectories
 
 
 def _write(path: Path) -> Path:
@@ -31,14 +33,24 @@ def _write(path: Path) -> Path:
             "label": "productive",
             "loop_start": None,
             "borderline": False,
+            # Silent edits, each followed by the same failing test run: progress.
             "ops": [
-                {
-                    "op": "call",
-                    "tool": "bash",
-                    "args": {"command": f"sed -i '{n}d' a.py"},
-                    "result": "",
-                }
+                op
                 for n in range(1, 13)
+                for op in (
+                    {
+                        "op": "call",
+                        "tool": "bash",
+                        "args": {"command": f"sed -i '{n}d' a.py"},
+                        "result": "",
+                    },
+                    {
+                        "op": "call",
+                        "tool": "bash",
+                        "args": {"command": "python -m pytest -q"},
+                        "result": "FAILED tests/test_a.py::test_lines - 3 != 2",
+                    },
+                )
             ]
             + [{"op": "answer", "text": "Removed the twelve stale lines."}],
         },
@@ -58,9 +70,57 @@ def test_the_bench_judges_as_the_sets_readme_says(
     assert figures["productive_warned"] == figures["productive_stopped"] == []
     assert figures["call_ns"] > 0
     assert figures["answer_ns"] > 0
+    assert figures["spellings_unchanged"] == list(bench.SPELLINGS)
     out = capsys.readouterr().out
     assert "latency to warn, ops from loop_start: median 1" in out
     assert "| repeat | 0 | 0 | 1 | 1 |" in out
+    assert f"spellings judged as the records are: {len(bench.SPELLINGS)} of" in out
+
+
+def test_each_spelling_changes_only_what_it_names() -> None:
+    """A respelling keeps the ops and their order; only the tool's name, the command
+    line's wrapping or the way the exit code is printed changes."""
+    result = "<returncode>1</returncode>\n<output>\nx\n</output>"
+    op = {"op": "call", "tool": "bash", "args": {"command": "ls -la", "program": "ls"}}
+    answer = {"op": "answer", "text": "done"}
+    record = bench.Record("r", False, None, False, ({**op, "result": result}, answer))
+    seen = {}
+    for name, spelling in bench.SPELLINGS.items():
+        call, said = bench.respelled([record], spelling)[0].ops
+        assert said == answer
+        seen[name] = (call["tool"], call["args"], call["result"])
+    assert seen["shell tool named mytool (known by its arguments)"][:2] == (
+        "mytool",
+        {"command": "ls -la"},
+    )
+    assert seen["the line in a cmd argument of a shell tool"][:2] == ("shell", {"cmd": "ls -la"})
+    assert seen["every line as bash -lc '…' (Codex-style)"][1]["command"] == "bash -lc 'ls -la'"
+    assert seen["exit codes as OpenHands prints them"][2] == (
+        "x\n\n[The command completed with exit code 1.]"
+    )
+    assert len(set(map(repr, seen.values()))) == len(seen)
+
+
+@needs_real_trajectories
+def test_every_spelling_of_the_real_calls_is_judged_as_they_are() -> None:
+    """The detectors' rules hold on what a call does, not on the records' names: renamed
+    shell and editor tools, a ``cmd`` argument, ``bash -lc`` / ``cd`` / ``timeout``
+    wrapping, exit codes printed as other harnesses print them give the same figures on
+    the real set (before: 7 of 10)."""
+    records = bench.load(Path(os.environ[ENV_VAR]))
+    as_is, _ = bench.judge(records)
+    for name, spelling in bench.SPELLINGS.items():
+        q, _ = bench.judge(bench.respelled(records, spelling))
+        assert (q.warn_p, q.warn_r, q.stop_p, q.stop_r) == (
+            as_is.warn_p,
+            as_is.warn_r,
+            as_is.stop_p,
+            as_is.stop_r,
+        ), name
+        assert (q.productive_warned, q.productive_stopped) == (
+            as_is.productive_warned,
+            as_is.productive_stopped,
+        ), name
 
 
 def test_the_bench_skips_without_the_data(
