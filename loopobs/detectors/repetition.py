@@ -592,8 +592,10 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
     Command, code and editor tools are judged per call (:mod:`.commands`): a
     ``bash``/``shell``/``execute_bash``/``run_command``/``terminal`` tool (or an MCP
     shell tool) with a ``command``/``cmd`` argument, or a tool declared in
-    ``command_tools``, has its command line parsed (pipelines, ``&&``/``;`` chains,
-    ``cd X &&``, wrappers, heredocs, redirections) into a read (``cat``, ``grep``,
+    ``command_tools``, or a tool whose name says nothing but whose ``command``/``cmd``
+    holds a shell line (:func:`~.commands.role_by_arguments`), has its command line
+    parsed (pipelines, ``&&``/``;`` chains, ``cd X &&``, wrappers, ``bash -lc "…"``
+    scripts, heredocs, redirections) into a read (``cat``, ``grep``,
     ``sed -n``, ``git diff`` …), a run (``pytest``, ``python x.py``) or a write
     (``sed -i``, ``> file``, ``rm``, ``git commit``, installs …); ``python`` tools'
     code likewise; ``str_replace_editor``-style tools by their ``command`` (``view``
@@ -639,7 +641,8 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         sure_stop_after: repeats of the same call and result with nothing changed
             since that stop (0: only ``stop_after``; nothing stops if that is 0).
         command_tools: tool name → the argument holding the command line it runs.
-        infer_commands: recognise command, code and editor tools by name.
+        infer_commands: recognise command, code and editor tools by name, and by
+            their arguments when the name says nothing.
         read_novelty: ``novelty`` for read-only calls.
         window: deprecated alias of ``horizon``.
     """
