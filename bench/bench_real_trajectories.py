@@ -201,6 +201,12 @@ def _wrapped(wrap: Any) -> Any:
     return respell
 
 
+def _double_quoted(command: str) -> str:
+    """``bash -lc "…"``: the line in double quotes, its backslashes and quotes escaped (a
+    heredoc inside stays the script's)."""
+    return 'bash -lc "' + command.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def _editor_renamed(op: _Op) -> _Op:
     if op["op"] != "call" or not op["tool"].startswith("str_replace_editor"):
         return op
@@ -229,6 +235,7 @@ SPELLINGS: dict[str, Any] = {
     "shell tool named mytool (known by its arguments)": _renamed("mytool"),
     "the line in a cmd argument of a shell tool": _cmd_argument,
     "every line as bash -lc '…' (Codex-style)": _wrapped(lambda c: "bash -lc " + shlex.quote(c)),
+    'every line as bash -lc "…" (double quotes)': _wrapped(_double_quoted),
     "every line after cd /testbed &&": _wrapped(lambda c: "cd /testbed && " + c),
     "every line under timeout 60": _wrapped(lambda c: "timeout 60 " + c),
     "editor named fs (known by its arguments)": _editor_renamed,

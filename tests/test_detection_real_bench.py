@@ -95,6 +95,7 @@ def test_each_spelling_changes_only_what_it_names() -> None:
     )
     assert seen["the line in a cmd argument of a shell tool"][:2] == ("shell", {"cmd": "ls -la"})
     assert seen["every line as bash -lc '…' (Codex-style)"][1]["command"] == "bash -lc 'ls -la'"
+    assert seen['every line as bash -lc "…" (double quotes)'][1]["command"] == 'bash -lc "ls -la"'
     assert seen["exit codes as OpenHands prints them"][2] == (
         "x\n\n[The command completed with exit code 1.]"
     )

@@ -178,12 +178,35 @@ def test_spellings_of_one_write_share_a_target() -> None:
         ("bash -c", "run"),
         ("bash -x run.sh -c", "run"),
         ('bash -c "echo \'open"', "run"),
+        ("bash -lc \"cat > app.py <<'EOF'\nprint('hi')\nEOF\"", "write"),
+        ("sh -c \"python - <<EOF\nopen('x', 'w').write('1')\nEOF\"", "write"),
+        ('bash -c "cat <<EOF\nhello\nEOF"', "read"),
     ],
 )
 def test_a_shells_c_script_is_judged_as_the_line_it_wraps(command: str, judged: str) -> None:
     """``bash -lc "…"`` (how Codex-style agents send every command) is the line inside; a
     script file, or a script that cannot be parsed, is a run."""
     assert effect(command) == judged
+
+
+def test_a_heredoc_inside_a_quoted_script_is_the_scripts() -> None:
+    """A ``<<`` inside a shell's quoted ``-c`` script is no heredoc of the outer line: the
+    script is parsed whole, and its own heredoc tells its writes apart as a plain
+    heredoc's does."""
+    script = "cat > app.py <<'EOF'\nprint({})\nEOF"
+    plain = classify_command(script.format(1))
+    wrapped = classify_command(f'bash -lc "{script.format(1)}"')
+    assert plain is not None
+    assert wrapped is not None
+    assert wrapped.effect == "write"
+    assert wrapped.target == plain.target
+    other = classify_command(f'bash -lc "{script.format(2)}"')
+    assert other is not None
+    assert other.target != wrapped.target
+    assert classify_command("echo 'x <<EOF") is None  # still an open quote
+    quoted = classify_command('echo "a <<EOF" > f')  # words, not a heredoc
+    assert quoted is not None
+    assert quoted.target == {"echo", "a <<EOF", "f"}
 
 
 def test_a_wrapped_write_has_the_target_of_the_line_it_wraps() -> None:
@@ -405,26 +428,50 @@ def _cut_heredocs_line_by_line(command: str) -> tuple[str, list[str]]:
     while i < len(lines):
         line = lines[i]
         i += 1
-        pending = [(m.group(3), m.group(1) == "-") for m in _HEREDOC.finditer(line)]
-        if not pending:
+        matches = list(_HEREDOC.finditer(line))
+        if not matches:
             out.append(line)
             continue
-        for word, strip_tabs in pending:
+        rebuilt = ""
+        done = 0
+        for m in matches:
+            rebuilt += line[done : m.start()]
+            done = m.end()
+            if _ends_quoted("\n".join([*out, rebuilt])):
+                rebuilt += m.group()
+                continue
             body: list[str] = []
             while i < len(lines):
                 text = lines[i]
                 i += 1
-                if (text.lstrip("\t") if strip_tabs else text).strip() == word:
+                if (text.lstrip("\t") if m.group(1) == "-" else text).strip() == m.group(3):
                     break
                 body.append(text)
+            rebuilt += f"<<< __heredoc{len(bodies)}__"
             bodies.append("\n".join(body))
-        first = len(bodies) - len(pending)
-        parts = _HEREDOC.split(line)
-        rebuilt = parts[0]
-        for n, k in enumerate(range(1, len(parts), 4)):
-            rebuilt += f"<<< __heredoc{first + n}__" + parts[k + 3]
-        out.append(rebuilt)
+        out.append(rebuilt + line[done:])
     return "\n".join(out), bodies
+
+
+def _ends_quoted(text: str) -> bool:
+    """Whether ``text`` ends inside quotes, read a character at a time by shlex's rules."""
+    quote = None
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if quote == "'":
+            quote = None if c == "'" else quote
+        elif quote == '"':
+            if c == "\\":
+                i += 1
+            elif c == '"':
+                quote = None
+        elif c == "\\":
+            i += 1
+        elif c in "'\"":
+            quote = c
+        i += 1
+    return quote is not None
 
 
 HEREDOCISH = st.lists(
@@ -432,7 +479,7 @@ HEREDOCISH = st.lists(
         [
             *("<<EOF", "<<-EOF", "<< 'EOF'", '<<"PY"', "<<PY", "EOF", "\tEOF", " EOF ", "PY"),
             *("EOFX", "xEOF", "cat ", "python3 - ", "> f.py", "\n", "\n", "\n", " ", "\t"),
-            *("a", "'", "<<"),
+            *("a", "'", "<<", '"', "\\", 'bash -c "', "sh -lc '"),
         ]
     ),
     max_size=24,
@@ -442,7 +489,8 @@ HEREDOCISH = st.lists(
 @FUZZ
 @given(st.one_of(HEREDOCISH, SHELLISH))
 def test_heredocs_are_cut_as_line_by_line(text: str) -> None:
-    """Finding a heredoc's end by searching for its word is looking at each line."""
+    """Finding a heredoc's end by searching for its word is looking at each line, and a
+    ``<<`` inside quotes is none."""
     assert _cut_heredocs(text) == _cut_heredocs_line_by_line(text)
 
 
@@ -595,6 +643,7 @@ REALISTIC = st.lists(
             *(" <<'EOF'\nprint(1)\nEOF\n", " <<EOF\nx\nEOF", "{", "}", "x", "-", "--"),
             *("bash -c", "sh -lc", "bash -o pipefail -c", "'rm -f x'", '"sed -i s/a/b/ f"'),
             *("'ls && cat f'", '"echo a > f"', "'bash -c \"rm y\"'", "-e", "--login"),
+            *("\"cat > f <<'EOF'\nx\nEOF\"", "'python - <<EOF\nopen(1)\nEOF'"),
         ]
     ),
     max_size=16,

@@ -295,6 +295,19 @@ def test_edits_wrapped_in_a_shells_c_script_are_progress() -> None:
     assert signals(fired) == [("repeat", "warn"), ("repeat", "stop")]
 
 
+def test_heredoc_edits_inside_a_quoted_script_are_progress() -> None:
+    """``bash -lc "cat > f <<'EOF' … EOF"``: the heredoc is the script's, so each new file
+    is an edit and the failing test run after it no repeat (before: the line could not be
+    parsed, the edits were no progress, and the test runs stopped the run)."""
+    d = Feed(RepetitionDetector())
+    fired = []
+    for n in range(12):
+        script = f"cat > app.py <<'EOF'\ndef total(x):\n    return x + {n}\nEOF"
+        fired.append(d.call("bash", {"command": f'bash -lc "{script}"'}, OK))
+        fired.append(d.call("bash", {"command": "bash -lc 'python -m pytest -q'"}, FAILING))
+    assert signals(fired) == []
+
+
 def test_a_wrapped_delete_and_the_plain_one_are_one_write() -> None:
     """``bash -c "rm -f X"`` after ``rm -f X``, the same empty output: no progress, one
     operation repeated, as the same line six times is."""

@@ -310,20 +310,33 @@ def _cut_heredocs(command: str) -> tuple[str, list[str]]:
         if "<<" not in line:
             out.append(line)  # most lines of a command with a heredoc: no scan needed
             continue
-        # Each match leaves its three groups (the dash, the quote, the word) and the text
-        # after it in the split.
-        parts = _HEREDOC.split(line)
-        if len(parts) == 1:
-            out.append(line)
-            continue
-        rebuilt = parts[0]
-        for k in range(3, len(parts), 4):
-            body, pos = _heredoc_body(command, pos, parts[k])
+        rebuilt = ""
+        done = 0  # how much of the line is in rebuilt
+        for m in _HEREDOC.finditer(line):
+            rebuilt += line[done : m.start()]
+            done = m.end()
+            if "'" in command or '"' in command:
+                before = "\n".join(out) + "\n" + rebuilt if out else rebuilt
+                if _open_quote(before):
+                    # Inside quotes (bash -lc "cat > f <<'EOF' …"): no heredoc of this
+                    # line's; a shell's script is cut on its own when it is parsed.
+                    rebuilt += m.group()
+                    continue
+            body, pos = _heredoc_body(command, pos, m.group(3))
             # Each body becomes an input word, like a herestring's: "<<< __heredoc0__".
-            rebuilt += f"<<< __heredoc{len(bodies)}__" + parts[k + 1]
+            rebuilt += f"<<< __heredoc{len(bodies)}__"
             bodies.append(body)
-        out.append(rebuilt)
+        out.append(rebuilt + line[done:])
     return "\n".join(out), bodies
+
+
+# A quoted part, an escaped character, or a quote that nothing closes (shlex's rules).
+_QUOTING: Final = re.compile(r"""'[^']*'|"[^"\\]*(?:\\.[^"\\]*)*"|\\.|['"]""", re.DOTALL)
+
+
+def _open_quote(text: str) -> bool:
+    """Whether ``text`` ends inside quotes: one of its quotes is never closed."""
+    return any(len(q) == 1 for q in _QUOTING.findall(text))
 
 
 def _heredoc_body(command: str, pos: int, word: str) -> tuple[str, int]:
