@@ -189,6 +189,14 @@ def test_a_shells_c_script_is_judged_as_the_line_it_wraps(command: str, judged: 
     assert effect(command) == judged
 
 
+def test_a_herestring_is_no_heredoc() -> None:
+    """``<<< word`` feeds one word: the lines after it are commands, not a body (before, a
+    ``sed -i`` after ``wc -l <<< hello`` was cut out as one and the line judged a run)."""
+    assert _cut_heredocs("grep -c x <<< hello\nls") == ("grep -c x <<< hello\nls", [])
+    assert effect("wc -l <<< hello\nsed -i s/a/b/ f\nhello\npytest") == "write"
+    assert effect("python - <<< 'print(1)'") == "run"
+
+
 def test_a_heredoc_inside_a_quoted_script_is_the_scripts() -> None:
     """A ``<<`` inside a shell's quoted ``-c`` script is no heredoc of the outer line: the
     script is parsed whole, and its own heredoc tells its writes apart as a plain
@@ -479,7 +487,7 @@ HEREDOCISH = st.lists(
         [
             *("<<EOF", "<<-EOF", "<< 'EOF'", '<<"PY"', "<<PY", "EOF", "\tEOF", " EOF ", "PY"),
             *("EOFX", "xEOF", "cat ", "python3 - ", "> f.py", "\n", "\n", "\n", " ", "\t"),
-            *("a", "'", "<<", '"', "\\", 'bash -c "', "sh -lc '"),
+            *("a", "'", "<<", "<<<", '"', "\\", 'bash -c "', "sh -lc '"),
         ]
     ),
     max_size=24,

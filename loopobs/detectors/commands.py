@@ -59,7 +59,8 @@ _REDIRECT_OUT: Final = frozenset({">", ">>", "&>", "&>>", ">|", ">&"})
 _REDIRECT_IN: Final = frozenset({"<", "<<<", "<>", "<&"})
 _NULL_TARGETS: Final = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
 _ASSIGNMENT: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
-_HEREDOC: Final = re.compile(r"<<(-?)[ \t]*(['\"]?)([A-Za-z_][A-Za-z0-9_.-]*)\2")
+# A heredoc's operator and word; "<<<" (a herestring) is none.
+_HEREDOC: Final = re.compile(r"(?<!<)<<(?!<)(-?)[ \t]*(['\"]?)([A-Za-z_][A-Za-z0-9_.-]*)\2")
 
 
 def _set(words: str) -> frozenset[str]:
