@@ -57,6 +57,8 @@ def effect(command: str) -> str | None:
         "tail -f log.txt | grep ERROR",
         "ls > /dev/null 2>&1",
         'find /testbed -type f -name "*.gz" -exec zcat {} \\; 2>/dev/null | wc -l',
+        'for f in src/*.py; do head -3 "$f"; done',
+        "git stash list",
     ],
 )
 def test_reading_commands_are_reads(command: str) -> None:
@@ -96,6 +98,10 @@ def test_reading_commands_are_reads(command: str) -> None:
         "timeout 5 chmod +x run.sh",
         "python -c \"open('out.txt', 'w').write('x')\"",
         "python - <<EOF\nimport os\nos.remove('x')\nEOF",
+        "git stash",
+        "git stash && python -m pytest -q",
+        "uv pip install -e .",
+        'for f in src/*.py; do sed -i "s/a/b/" "$f"; done',
     ],
 )
 def test_side_effecting_commands_are_writes(command: str) -> None:

@@ -138,6 +138,10 @@ _NEUTRAL: Final = frozenset(
         "umask",
         "clear",
         "history",
+        # A loop's header (for f in *.py): its words are a name and a list; the loop's
+        # body comes after "do" as commands of its own.
+        "for",
+        "select",
     }
 )
 _READERS: Final = _set(
@@ -562,7 +566,9 @@ def _git(words: list[str]) -> CommandEffect:
     if sub in _GIT_READS:
         return "read"
     if sub in _GIT_LISTS:
-        if not rest or all(w in _GIT_LIST_WORDS or w.startswith("--format") for w in rest):
+        if not rest:
+            return "write" if sub == "stash" else "read"  # a bare stash is a push
+        if all(w in _GIT_LIST_WORDS or w.startswith("--format") for w in rest):
             return "read"
         return "write"
     return "write"
@@ -606,7 +612,10 @@ def _judge(words: list[str], bodies: list[str], depth: int = 0) -> tuple[str, Co
     args = words[1:]
     if program not in _SPECIAL:
         if program in _INSTALLERS:
-            verb = next((a for a in args if not a.startswith("-")), "")
+            verbs = (a for a in args if not a.startswith("-"))
+            verb = next(verbs, "")
+            if verb == "pip":
+                verb = next(verbs, "")  # uv pip install
             return program, "write" if verb in _INSTALL_VERBS else "run"
         if program.startswith(_INTERPRETER_PREFIXES) and _INTERPRETERS.fullmatch(program):
             return program, _interpreted(args, bodies)
