@@ -127,6 +127,39 @@ def test_programs_whose_effects_cannot_be_told_run(command: str) -> None:
     assert effect(command) == "run"
 
 
+@pytest.mark.parametrize(
+    ("command", "judged"),
+    [
+        ("git stash", "write"),
+        ("git stash pop", "write"),
+        ("git stash list", "read"),
+        ("git stash show -p", "read"),
+        ("git config user.name", "read"),
+        ("git config --get remote.origin.url", "read"),
+        ("git config get user.name", "read"),
+        ("git config user.name bob", "write"),
+        ("git config --unset core.pager", "write"),
+        ("git config set user.name bob", "write"),
+        ("git branch -a", "read"),
+        ("git branch --contains HEAD~2", "read"),
+        ("git branch topic", "write"),
+        ("git branch -D topic", "write"),
+        ("git tag -l 'v1.*'", "read"),
+        ("git tag v1.2", "write"),
+        ("git remote show origin", "read"),
+        ("git remote get-url origin", "read"),
+        ("git remote add fork https://x/y.git", "write"),
+        ("git worktree list", "read"),
+        ("git worktree add ../hotfix", "write"),
+    ],
+)
+def test_gits_listing_commands_read_and_their_other_forms_write(command: str, judged: str) -> None:
+    """``stash``, ``config``, ``branch``, ``tag``, ``remote`` and ``worktree`` list or show
+    in some forms and change the repository in others (a bare ``git stash`` takes the
+    working tree's changes away)."""
+    assert effect(command) == judged
+
+
 def test_a_line_is_its_strongest_part() -> None:
     """A write anywhere in a chain makes the line a write; a run beats reads."""
     assert effect("ls && cat a.py; grep x b.py || true") == "read"

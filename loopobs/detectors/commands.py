@@ -165,6 +165,15 @@ _GIT_READS: Final = _set(
     "--version"
 )
 _GIT_LISTS: Final = frozenset({"branch", "tag", "remote", "stash", "config", "worktree"})
+_GIT_LISTING: Final = frozenset(
+    {"-l", "--list", "--contains", "--no-contains", "--merged", "--no-merged", "--points-at"}
+)
+_GIT_CONFIG_READS: Final = frozenset(
+    {"--get", "--get-all", "--get-regexp", "-l", "--list", "--show-origin", "--get-urlmatch"}
+)
+_GIT_CONFIG_WRITES: Final = frozenset(
+    {"--unset", "--unset-all", "--add", "--replace-all", "--rename-section", "--remove-section"}
+)
 _GIT_LIST_WORDS: Final = frozenset(
     {
         "list",
@@ -566,9 +575,20 @@ def _git(words: list[str]) -> CommandEffect:
     if sub in _GIT_READS:
         return "read"
     if sub in _GIT_LISTS:
-        if not rest:
-            return "write" if sub == "stash" else "read"  # a bare stash is a push
-        if all(w in _GIT_LIST_WORDS or w.startswith("--format") for w in rest):
+        if sub == "stash":  # bare, it pushes; its list and show read
+            return "read" if rest and rest[0] in ("list", "show") else "write"
+        if sub == "config":  # one name, or a --get/--list form, reads; a name and value set
+            named = [w for w in rest if not w.startswith("-")]
+            if named and named[0] in ("get", "list", "set", "unset"):  # git 2.46's verbs
+                return "read" if named[0] in ("get", "list") else "write"
+            if not _GIT_CONFIG_WRITES.isdisjoint(rest):
+                return "write"
+            return "read" if len(named) <= 1 or not _GIT_CONFIG_READS.isdisjoint(rest) else "write"
+        if sub in ("branch", "tag") and not _GIT_LISTING.isdisjoint(rest):
+            return "read"  # a listing, with patterns: git tag -l 'v1.*'
+        if rest and rest[0] in ("show", "get-url", "list"):
+            return "read"  # git remote show origin, git worktree list
+        if all(w in _GIT_LIST_WORDS or w.startswith(("--format", "--sort")) for w in rest):
             return "read"
         return "write"
     return "write"
