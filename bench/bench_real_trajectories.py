@@ -213,6 +213,58 @@ def _editor_renamed(op: _Op) -> _Op:
     return {**op, "tool": op["tool"].replace("str_replace_editor", "fs", 1)}
 
 
+_NOT_FOUND = re.compile(r"No replacement was performed, old_str `(.*?)` did not appear", re.DOTALL)
+_NOT_UNIQUE = re.compile(
+    r"No replacement was performed\. Multiple occurrences of old_str `(.*?)`", re.DOTALL
+)
+
+
+def _as_claude_code(op: _Op) -> _Op:
+    """An OpenHands editor call as Claude Code sends it: ``Edit`` (``file_path``,
+    ``old_string``, ``new_string``), ``Read`` (``file_path``, ``offset``, ``limit``) and
+    ``Write`` (``file_path``, ``content``), refusals worded as its own (in the text only:
+    a log replayed without ``is_error``)."""
+    if op["op"] != "call" or not op["tool"].startswith("str_replace_editor"):
+        return op
+    args, result = op["args"], op.get("result") or ""
+    sub = args.get("command")
+    path = args.get("path")
+    if sub == "view":
+        new: dict[str, Any] = {"file_path": path}
+        span = args.get("view_range")
+        if isinstance(span, list) and len(span) == 2 and all(isinstance(n, int) for n in span):
+            new.update(offset=span[0], limit=max(1, span[1] - span[0] + 1))
+        return {**op, "tool": "Read", "args": new}
+    if sub == "create":
+        return {
+            **op,
+            "tool": "Write",
+            "args": {"file_path": path, "content": args.get("file_text")},
+        }
+    if sub not in ("str_replace", "insert"):
+        return op
+    if sub == "insert":  # Claude Code has no insert: the new line replaces nothing
+        new = {"file_path": path, "old_string": "", "new_string": args.get("new_str")}
+    else:
+        new = {
+            "file_path": path,
+            "old_string": args.get("old_str"),
+            "new_string": args.get("new_str"),
+        }
+    missing, twice = _NOT_FOUND.search(result), _NOT_UNIQUE.search(result)
+    if missing is not None:
+        result = (
+            "<tool_use_error>String to replace not found in file.\n"
+            f"String: {missing.group(1)}</tool_use_error>"
+        )
+    elif twice is not None:
+        result = (
+            "<tool_use_error>Found 2 matches of the string to replace, but replace_all is "
+            f"false.\nString: {twice.group(1)}</tool_use_error>"
+        )
+    return {**op, "tool": "Edit", "args": new, "result": result}
+
+
 _RETURNCODE = re.compile(r"<returncode>(\d+)</returncode>\n<output>\n(.*)</output>\s*$", re.DOTALL)
 
 
@@ -239,6 +291,7 @@ SPELLINGS: dict[str, Any] = {
     "every line after cd /testbed &&": _wrapped(lambda c: "cd /testbed && " + c),
     "every line under timeout 60": _wrapped(lambda c: "timeout 60 " + c),
     "editor named fs (known by its arguments)": _editor_renamed,
+    "editor calls as Claude Code sends them (Edit, Read, Write)": _as_claude_code,
     "exit codes as OpenHands prints them": _exit_code_as(
         "{out}\n[The command completed with exit code {rc}.]"
     ),

@@ -82,13 +82,19 @@ def test_each_spelling_changes_only_what_it_names() -> None:
     line's wrapping or the way the exit code is printed changes."""
     result = "<returncode>1</returncode>\n<output>\nx\n</output>"
     op = {"op": "call", "tool": "bash", "args": {"command": "ls -la", "program": "ls"}}
+    edit = {
+        "op": "call",
+        "tool": "str_replace_editor str_replace",
+        "args": {"command": "str_replace", "path": "/r/a.py", "old_str": "x", "new_str": "y"},
+        "result": "ERROR:\nNo replacement was performed, old_str `x` did not appear verbatim.",
+    }
     answer = {"op": "answer", "text": "done"}
-    record = bench.Record("r", False, None, False, ({**op, "result": result}, answer))
+    record = bench.Record("r", False, None, False, ({**op, "result": result}, edit, answer))
     seen = {}
     for name, spelling in bench.SPELLINGS.items():
-        call, said = bench.respelled([record], spelling)[0].ops
+        call, edited, said = bench.respelled([record], spelling)[0].ops
         assert said == answer
-        seen[name] = (call["tool"], call["args"], call["result"])
+        seen[name] = (call["tool"], call["args"], call["result"], edited)
     assert seen["shell tool named mytool (known by its arguments)"][:2] == (
         "mytool",
         {"command": "ls -la"},
@@ -99,6 +105,12 @@ def test_each_spelling_changes_only_what_it_names() -> None:
     assert seen["exit codes as OpenHands prints them"][2] == (
         "x\n\n[The command completed with exit code 1.]"
     )
+    claude = seen["editor calls as Claude Code sends them (Edit, Read, Write)"][3]
+    assert (claude["tool"], claude["args"]) == (
+        "Edit",
+        {"file_path": "/r/a.py", "old_string": "x", "new_string": "y"},
+    )
+    assert claude["result"].startswith("<tool_use_error>String to replace not found")
     assert len(set(map(repr, seen.values()))) == len(seen)
 
 

@@ -287,6 +287,13 @@ def test_a_wrapped_write_has_the_target_of_the_line_it_wraps() -> None:
         ({"command": "str_replace", "path": "a.py", "old_str": "a", "new_str": "b"}, "editor"),
         ({"command": "cat", "path": "a.py"}, "editor"),
         ({"command": "deploy", "path": "a.py"}, None),
+        ({"file_path": "/r/a.py", "old_string": "a", "new_string": "b"}, "editor"),
+        (
+            {"file_path": "/r/a.py", "old_string": "a", "new_string": "b", "replace_all": True},
+            "editor",
+        ),
+        ({"old_string": "a", "new_string": "b"}, None),
+        ({"file_path": "/r/a.py", "content": "x"}, None),
         ({"command": "summarise the last report"}, None),
         ({"command": "status"}, None),
         ({"command": ""}, None),
@@ -297,7 +304,8 @@ def test_a_wrapped_write_has_the_target_of_the_line_it_wraps() -> None:
 )
 def test_a_nameless_tools_role_is_told_by_its_arguments(args: object, role: str | None) -> None:
     """A tool whose name says nothing: a shell line in ``command``/``cmd`` makes it a
-    command tool, an editor's sub-command beside a file argument an editor."""
+    command tool, an editor's sub-command beside a file argument an editor, and so does a
+    text replacement beside a path (Claude Code's ``Edit``)."""
     assert role_by_arguments(args) == role
 
 
@@ -441,6 +449,11 @@ def test_command_text_takes_strings_and_argv_lists() -> None:
         ("Process exited with code 1", True),
         ('{"output": "", "metadata": {"exit_code": 1}}', True),
         ('{"output": "", "metadata": {"exit_code": 0}}', False),
+        ("<tool_use_error>String to replace not found in file.\nString: x</tool_use_error>", True),
+        ("Found 2 matches of the string to replace, but replace_all is false.", True),
+        ("Failed to find expected lines in app.py:\nx = 1", True),
+        ("The file /r/a.py has been updated. Here's the result of running `cat -n`", False),
+        ("Success. Updated the following files:\nM app.py", False),
     ],
 )
 def test_failed_output(output: str, failed: bool) -> None:
@@ -551,6 +564,8 @@ FAILUREISH = st.lists(
             *("Traceback (most recent call last)", "hunk FAILED", " ", "\n", "\t", "ok", "x"),
             *("exit code ", "Exit code: ", "exit status", "exited with code ", "exited with "),
             *('"exit_code": ', '"exit_code":', "0", "1", "9", ":", "status "),
+            *("<tool_use_error>", "String to replace not found", "found 2 matches of the "),
+            *("string to replace", "Failed to find expected lines", "failed to find context"),
         ]
     ),
     max_size=10,

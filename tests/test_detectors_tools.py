@@ -3,6 +3,7 @@ command, not from the tool's name."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 from loopobs import LoopDetectedContext, RepetitionDetector, ToolAnnotations
@@ -305,6 +306,32 @@ def test_heredoc_edits_inside_a_quoted_script_are_progress() -> None:
         script = f"cat > app.py <<'EOF'\ndef total(x):\n    return x + {n}\nEOF"
         fired.append(d.call("bash", {"command": f'bash -lc "{script}"'}, OK))
         fired.append(d.call("bash", {"command": "bash -lc 'python -m pytest -q'"}, FAILING))
+    assert signals(fired) == []
+
+
+def test_claude_codes_edit_refused_for_its_old_text_is_one_failed_call() -> None:
+    """``Edit`` (``file_path``, ``old_string``, ``new_string``) refused for its old text, in
+    the result's words only (a log replayed without ``is_error``): retrying the same
+    ``old_string`` with reworded new text is the same failed call, no progress. Before,
+    each retry was a new write: progress, never a loop."""
+    refused = "<tool_use_error>String to replace not found in file.\nString: x = 1</tool_use_error>"
+    d = Feed(RepetitionDetector())
+    fired = [
+        d.call(
+            "Edit",
+            {"file_path": "/r/app.py", "old_string": "x = 1", "new_string": f"x = {n}"},
+            refused,
+        )
+        for n in range(2, 7)
+    ]
+    assert signals(fired) == [("repeat", "warn"), ("repeat", "stop")]
+    edited = Feed(RepetitionDetector())
+    fired = []
+    names = ["alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta", "iota", "kappa"]
+    for old, new in itertools.pairwise(names):  # edits that work, then the same failing test
+        args = {"file_path": "/r/app.py", "old_string": old, "new_string": new}
+        fired.append(edited.call("Edit", args, "The file /r/app.py has been updated."))
+        fired.append(edited.call("Bash", {"command": "python -m pytest -q"}, FAILING))
     assert signals(fired) == []
 
 

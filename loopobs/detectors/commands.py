@@ -249,7 +249,9 @@ _FAILURE: Final = re.compile(
     r"no such file or directory|permission denied|cannot (?:open|create|stat|remove|move)|"
     r"not permitted|no replacement was performed|did not appear verbatim|traceback \(most "
     r"recent call last\)|hunks? failed|is not unique|exit (?:code|status):? [1-9]|"
-    r"exited with (?:code|status) [1-9]|\"exit_code\": ?[1-9]"
+    r"exited with (?:code|status) [1-9]|\"exit_code\": ?[1-9]|<tool_use_error>|string to "
+    r"replace not found|found \d+ matches of the string to replace|failed to find expected "
+    r"lines|failed to find context"
 )
 """Matched against the lower-cased output: a case-insensitive search of these alternatives
 costs five times as much."""
@@ -271,6 +273,9 @@ _FAILURE_WORDS: Final = (
     "exit ",
     "exited ",
     '"exit_code"',
+    "<tool_use_error>",
+    "string to replace",
+    "failed to find",
 )
 """Text each of the other alternatives of _FAILURE holds: output with none of them (and
 no failure at its start) did not fail, told by substring searches alone."""
@@ -998,8 +1003,10 @@ def failed_output(result: str) -> bool:
     """Whether a command's or an editor's output says it failed (a non-zero
     ``<returncode>``, or exit code as other harnesses print it: "[The command completed
     with exit code 1.]", "Exit code: 1", "exit status 2", ``"exit_code": 1``; ``ERROR:``,
-    "No such file or directory", "command not found", "No replacement was performed" …):
-    a failed write changed nothing."""
+    "No such file or directory", "command not found", "No replacement was performed", an
+    editor's refusal as Claude Code ("String to replace not found", ``<tool_use_error>``)
+    or Codex's ``apply_patch`` ("Failed to find expected lines") word it …): a failed
+    write changed nothing."""
     if not result:
         return False
     text = result[:_FAILURE_SCAN].lower()
@@ -1121,6 +1128,15 @@ _FILE_ARGS: Final = frozenset(
 """Arguments of an editor's call: a ``command`` beside them is the editor's sub-command."""
 
 
+_OLD_TEXT: Final = ("old_string", "old_str")
+_PATHS: Final = ("file_path", "path", "absolute_path", "target_file", "filename")
+
+
+def _replaces_text(args: dict[Any, Any]) -> bool:
+    """Whether ``args`` are a text replacement in a file: an old text and a path."""
+    return any(k in args for k in _OLD_TEXT) and any(k in args for k in _PATHS)
+
+
 def role_by_arguments(args: object) -> ToolRole | None:
     """The role of a tool whose name says nothing of it (``mytool``, some MCP server's
     ``run`` or ``fs``), told by the arguments of one call; ``None`` when they tell none.
@@ -1128,12 +1144,16 @@ def role_by_arguments(args: object) -> ToolRole | None:
 
     - ``"editor"``: an editor's sub-command (``view``, ``str_replace``, ``create`` …) in
       ``command``, beside a file argument (``path``, ``file_text``, ``old_str`` …).
+    - ``"editor"`` too: a text replacement in a file, as Claude Code's ``Edit`` and Gemini
+      CLI's ``replace`` take it (``old_string`` and ``new_string`` beside ``file_path``).
     - ``"command"``: a shell command line in ``command`` or ``cmd``, with no file argument
       beside it: a string whose first program (after any assignment or wrapper) is one
       agents run (``cd``, ``ls``, ``sed``, ``git``, ``pytest``, ``bash`` …).
     """
-    if not isinstance(args, dict) or ("command" not in args and "cmd" not in args):
+    if not isinstance(args, dict):
         return None
+    if "command" not in args and "cmd" not in args:
+        return "editor" if _replaces_text(args) else None
     if not _FILE_ARGS.isdisjoint(args):
         sub = args.get("command")
         if isinstance(sub, str) and (sub in _EDITOR_READS or sub in _EDITOR_WRITES):
@@ -1223,7 +1243,7 @@ def call_effect(
             sub = tool.strip().rsplit(" ", 1)[-1].lower()
         if sub in _EDITOR_READS:
             return CallEffect("read", None)
-        if sub in _EDITOR_WRITES or "patch" in tool.lower():
+        if sub in _EDITOR_WRITES or "patch" in tool.lower() or _replaces_text(args):
             return CallEffect("write", None)
         return None
     for name in _COMMAND_ARGS:

@@ -137,7 +137,15 @@ _TOOLS_HELD: Final = 4096
 _FAILURES_HELD: Final = 256
 """Writes' outputs (by raw hash) whose failure or success is remembered per detector."""
 _NEW_CONTENT: Final = frozenset(
-    {"new_str", "file_text", "content", "new_content", "replacement", "replacement_text"}
+    {
+        "new_str",
+        "new_string",
+        "file_text",
+        "content",
+        "new_content",
+        "replacement",
+        "replacement_text",
+    }
 )
 """Arguments of an editor call that hold the text it would write."""
 _SAME_ARGS: Final = 16
@@ -349,6 +357,7 @@ _SIDE_VERBS: Final = frozenset(
 _READ_VERBS: Final = frozenset(
     [
         "read",
+        "glob",
         "get",
         "list",
         "ls",
@@ -926,9 +935,12 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
             effect = command_line_effect(held[1], "command")
         elif info.role is not None:
             effect = call_effect(tool, args, None, info.role)
-        elif self.infer_commands and ("command" in args or "cmd" in args):
-            # A name that says nothing ("mytool", an MCP server's "run"), but a command
-            # line or an editor's sub-command in its arguments: judged as such a call.
+        elif self.infer_commands and (
+            "command" in args or "cmd" in args or "old_string" in args or "old_str" in args
+        ):
+            # A name that says nothing ("mytool", an MCP server's "run", Claude Code's
+            # "Edit"), but a command line, an editor's sub-command or a text replacement in
+            # its arguments: judged as such a call.
             role = role_by_arguments(args)
             if role is not None:
                 effect = call_effect(tool, args, None, role)
