@@ -15,6 +15,7 @@ Times follow a model's pace: 1–4 s between steps, tool calls of 0.05–0.5 s.
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Callable
 from typing import Any
@@ -1072,6 +1073,84 @@ def editor_agent_failing_edits(rng: random.Random) -> Trace:
     return s.trace("an editor agent whose edits keep failing", "editor_agents", "loop")
 
 
+def claude_code_read(s: Session, path: str, text: str) -> None:
+    s.call(
+        "Read",
+        {"file_path": path, "offset": 1, "limit": 80},
+        "\n".join(f"{n:>6}\t{line}" for n, line in enumerate(text.split("\n"), 1)),
+    )
+
+
+def claude_code_agent_fixing(rng: random.Random) -> Trace:
+    # A Claude Code-style agent: Read, then Edit (file_path, old_string, new_string) that
+    # works, then the same failing test through Bash, again and again; passes in the end.
+    s = Session(rng)
+    path = f"{WORKSPACE}/src/{rng.choice(WORDS)}.py"
+    claude_code_read(s, path, code(rng, 6))
+    failure = f"FAILED tests/test_app.py::test_{rng.choice(WORDS)} - assert 1 == 2\n1 failed"
+    names = rng.sample(WORDS, rng.randint(8, 12))
+    for old, new in itertools.pairwise(names):
+        s.call(
+            "Edit",
+            {"file_path": path, "old_string": f"return {old}(x)", "new_string": f"return {new}(x)"},
+            f"The file {path} has been updated. Here's the result of running `cat -n` on a "
+            f"snippet of the edited file:\n    12\t    return {new}(x)",
+        )
+        s.call("Bash", {"command": "python -m pytest -q tests/test_app.py"}, failure)
+    s.call(
+        "Bash",
+        {"command": "python -m pytest -q tests/test_app.py"},
+        f"{rng.randint(5, 40)} passed",
+    )
+    return s.trace("a Claude Code-style agent editing and re-testing", "editor_agents_ok", "ok")
+
+
+def claude_code_agent_failing_edits(rng: random.Random) -> Trace:
+    # The same Edit refused for its old_string (the refusal in the result's words only, as
+    # a log replayed without is_error has it), the new_string reworded each time, the file
+    # read again between some of them.
+    s = Session(rng)
+    path = f"{WORKSPACE}/src/{rng.choice(WORDS)}.py"
+    text = code(rng, 6)
+    claude_code_read(s, path, text)
+    old = f"    return {rng.choice(WORDS)}(x)"
+    refused = (
+        f"<tool_use_error>String to replace not found in file.\nString: {old}</tool_use_error>"
+    )
+    s.looping()  # the first retry
+    for new in rng.sample(WORDS, 9):
+        s.call(
+            "Edit",
+            {"file_path": path, "old_string": old, "new_string": f"    return {new}(x)"},
+            refused,
+        )
+        if rng.random() < 0.3:
+            claude_code_read(s, path, text)
+    return s.trace(
+        "a Claude Code-style agent whose edit keeps being refused", "editor_agents", "loop"
+    )
+
+
+def codex_agent_writing_files(rng: random.Random) -> Trace:
+    # A Codex-style agent writing whole files by a heredoc inside a double-quoted bash -lc
+    # script, then the same failing test: each new file is progress.
+    s = Session(rng)
+    module = f"src/{rng.choice(WORDS)}_{rng.randint(1, 99)}.py"
+    failure = shell_result(rng, f"FAILED tests/test_app.py::test_{rng.choice(WORDS)}\n1 failed", 1)
+    for name in rng.sample(WORDS, rng.randint(8, 12)):
+        body = f"def {name}(x):\n    return x + 1\n"
+        s.call(
+            "exec", {"cmd": f"bash -lc \"cat > {module} <<'EOF'\n{body}EOF\""}, shell_result(rng)
+        )
+        s.call("exec", {"cmd": "bash -lc 'python -m pytest -q tests/test_app.py'"}, failure)
+    s.call(
+        "exec",
+        {"cmd": "bash -lc 'python -m pytest -q tests/test_app.py'"},
+        shell_result(rng, f"{rng.randint(5, 40)} passed"),
+    )
+    return s.trace("a Codex-style agent writing files by heredoc", "shell_agents_ok", "ok")
+
+
 # -- conversations: the loop is in what the agent says ----------------------------------------
 
 
@@ -1171,6 +1250,9 @@ BUILDERS: tuple[Callable[[random.Random], Trace], ...] = (
     conversation_helping,
     codex_agent_fixing,
     codex_agent_rerunning,
+    claude_code_agent_fixing,
+    claude_code_agent_failing_edits,
+    codex_agent_writing_files,
 )
 
 
