@@ -100,6 +100,7 @@ def test_reading_commands_are_reads(command: str) -> None:
         "python - <<EOF\nimport os\nos.remove('x')\nEOF",
         "git stash",
         "git stash && python -m pytest -q",
+        "apply_patch <<'EOF'\n*** Begin Patch\n*** Update File: a.py\n-x\n+y\n*** End Patch\nEOF",
         "uv pip install -e .",
         'for f in src/*.py; do sed -i "s/a/b/" "$f"; done',
     ],

@@ -335,6 +335,26 @@ def test_claude_codes_edit_refused_for_its_old_text_is_one_failed_call() -> None
     assert signals(fired) == []
 
 
+def test_codexs_apply_patch_through_its_shell_tool_is_an_edit() -> None:
+    """Codex sends its patches as a shell call (``["apply_patch", "*** Begin Patch …"]``):
+    each new patch is progress, and the failing test after it no repeat; a patch refused
+    ("Failed to find expected lines") changed nothing."""
+    d = Feed(RepetitionDetector())
+    fired = []
+    for name in ("alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta", "iota"):
+        patch = f"*** Begin Patch\n*** Update File: app.py\n-    x\n+    {name}(x)\n*** End Patch"
+        done = "Success. Updated the following files:\nM app.py"
+        fired.append(d.call("shell", {"command": ["apply_patch", patch]}, done))
+        fired.append(d.call("shell", {"command": ["bash", "-lc", "python -m pytest -q"]}, FAILING))
+    assert signals(fired) == []
+    refused = "error: Failed to find expected lines in app.py:\n    return x"
+    patch = (
+        "*** Begin Patch\n*** Update File: app.py\n@@\n-    return x\n+    return y\n*** End Patch"
+    )
+    fired = [d.call("shell", {"command": ["apply_patch", patch]}, refused) for _ in range(5)]
+    assert signals(fired) == [("repeat", "warn"), ("repeat", "stop")]
+
+
 def test_a_wrapped_delete_and_the_plain_one_are_one_write() -> None:
     """``bash -c "rm -f X"`` after ``rm -f X``, the same empty output: no progress, one
     operation repeated, as the same line six times is."""

@@ -156,7 +156,7 @@ _READERS: Final = _set(
 _WRITERS: Final = _set(
     "rm rmdir mv cp mkdir touch ln chmod chown chgrp install patch truncate dd shred rsync "
     "kill pkill killall unlink mkfifo mknod mktemp useradd userdel chattr setfacl "
-    "systemctl service crontab"
+    "systemctl service crontab apply_patch applypatch"
 )
 _RUNNERS_READ_ONLY_FLAGS: Final = frozenset({"--version", "-V", "--help", "-h"})
 _GIT_READS: Final = _set(
