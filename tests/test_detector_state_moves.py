@@ -11,9 +11,11 @@ from typing import Any
 import pytest
 
 from loopobs import RepetitionDetector
+from loopobs.contract.events import StreamSuccessContext
 from loopobs.detectors._session import SNAPSHOT_VERSION
 from loopobs.sessions.stores import FileStore, MemoryStore
 from tests._detector_moves import SENDS, messages, send_all
+from tests.test_detectors_signals import Feed
 
 
 async def _unmoved() -> list[Any]:
@@ -181,3 +183,45 @@ async def test_the_session_s_own_store_and_an_opt_out_save_no_state() -> None:
     async with AgentSession(loop, store=store, detector_state=False) as opted_out:
         await (await opted_out.send("hi"))
     assert store.states == {}
+
+
+def _repeats(feed: Feed, n: int, model_s: float) -> list[tuple[str | None, str]]:
+    """``n`` re-runs of one failing test, ``model_s + 1`` s apart, ``model_s`` of them the
+    model's (no model call reported when it is 0)."""
+    fired = []
+    for _ in range(n):
+        if model_s:
+            feed.observers.on_stream_success(
+                StreamSuccessContext(
+                    run_id=feed.run_id, time_ns=0, turn=0, model="m", duration_ms=model_s * 1e3
+                )
+            )
+        fired += feed.call(
+            "bash", {"command": "pytest -q"}, "FAILED test_a - 1 != 2", gap=model_s + 1.0
+        )
+    return [(e.signal, e.action) for e in fired]
+
+
+@pytest.mark.parametrize(("version", "model_s"), [(SNAPSHOT_VERSION, 44.0), (2, 0.0)])
+def test_the_models_time_moves_with_the_state(version: int, model_s: float) -> None:
+    """A slow model's session moved after two re-runs is warned and stopped at the same
+    re-runs as one that stayed: the snapshot carries the model's time. A version 2
+    snapshot (an older worker's: no model time counted, its times the wall's) is read as
+    if the model had taken none."""
+    stayed = Feed(RepetitionDetector())
+    unmoved = _repeats(stayed, 2, model_s) + _repeats(stayed, 3, 44.0)
+    assert unmoved == [("repeat", "warn"), ("repeat", "stop")]
+    detector = RepetitionDetector()
+    first = Feed(detector)
+    before = _repeats(first, 2, model_s)
+    snapshot = detector.snapshot(first.run_id)
+    assert snapshot is not None
+    if version == 2:
+        assert snapshot["state"]["scalars"][-1] == 0  # no model time: what v2 had
+        snapshot = {**snapshot, "v": 2}
+        snapshot["state"] = {**snapshot["state"], "scalars": snapshot["state"]["scalars"][:-1]}
+    moved = RepetitionDetector()
+    assert moved.restore(first.run_id, json.loads(json.dumps(snapshot)))
+    second = Feed(moved)
+    second.run_id, second.t, second.n = first.run_id, first.t, first.n
+    assert before + _repeats(second, 3, 44.0) == unmoved

@@ -14,12 +14,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loopobs import AgentLoop, tool
+from loopobs.contract.errors import ModelError
 from loopobs.contract.events import (
     CompactionContext,
     ConvergenceDetectedContext,
     LoopDetectedContext,
     ResponseContext,
     RunStartContext,
+    StreamFailureContext,
+    StreamSuccessContext,
     ToolAnnotations,
     ToolCallReceivedContext,
     ToolPostContext,
@@ -469,6 +472,56 @@ def test_long_gaps_pace_polls() -> None:
     assert [e.signal for _ in range(8) for e in d.call("ci", {"pr": 1}, "pending", gap=300.0)] == [
         "poll_budget"
     ]
+
+
+def test_a_slow_models_thinking_is_no_wait() -> None:
+    """The same failing test re-run, each call 45 s after the last, 44 s of which the model
+    took (``on_stream_success``, or a failed attempt and its fallback): the repeat rules
+    apply, as for a fast model. Before, every gap read as idle, so the run was taken for
+    polling and spent half an hour of model calls before a warning. The same gaps with no
+    model calls in them are still waits."""
+    failing = "FAILED tests/test_a.py::test_total - assert 7 == 6"
+
+    def slow(d: Feed, attempts: int) -> list[LoopDetectedContext]:
+        t = int(d.t * 1e9)
+        for attempt in range(attempts):
+            ms = 44_000.0 / attempts
+            if attempt + 1 < attempts:
+                d.observers.on_stream_failure(
+                    StreamFailureContext(
+                        run_id=d.run_id,
+                        time_ns=t,
+                        turn=0,
+                        model="m",
+                        error=ModelError("slow"),
+                        duration_ms=ms,
+                    )
+                )
+            else:
+                d.observers.on_stream_success(
+                    StreamSuccessContext(
+                        run_id=d.run_id, time_ns=t, turn=0, model="m", duration_ms=ms
+                    )
+                )
+        return d.call("bash", {"command": "python -m pytest -q"}, failing, gap=45.0)
+
+    for attempts in (1, 2):
+        d = Feed(RepetitionDetector())
+        fired = [e for _ in range(5) for e in slow(d, attempts)]
+        assert [(e.signal, e.action) for e in fired] == [("repeat", "warn"), ("repeat", "stop")]
+    idle = Feed(RepetitionDetector())
+    fired = [
+        e
+        for _ in range(5)
+        for e in idle.call("bash", {"command": "python -m pytest -q"}, failing, gap=45.0)
+    ]
+    assert fired == []
+    odd = Feed(RepetitionDetector())
+    for ms in (float("nan"), float("inf"), -5.0):  # moves no clock, breaks nothing
+        odd.observers.on_stream_success(
+            StreamSuccessContext(run_id=odd.run_id, time_ns=0, turn=0, model="m", duration_ms=ms)
+        )
+    assert odd.call("bash", {"command": "ls"}, "a.py") == []
 
 
 def test_rapid_repeats_are_not_polling() -> None:

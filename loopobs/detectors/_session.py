@@ -15,9 +15,14 @@ from loopobs.contract.observer import LoopObserver, ObserverSet
 
 __all__ = ["DEFAULT_MAX_SESSIONS", "SNAPSHOT_VERSION", "SessionDetector", "SnapshotRejected"]
 
-SNAPSHOT_VERSION: Final = 2
-"""The version of a detector's session snapshot; another version is ignored on restore.
-(2: a command call with other arguments is keyed on its line's key mixed with theirs.)"""
+SNAPSHOT_VERSION: Final = 3
+"""The version of a detector's session snapshot; a version not in :data:`READABLE_VERSIONS`
+is ignored on restore. (2: a command call with other arguments is keyed on its line's key
+mixed with theirs. 3: the repetition detector's clock runs without the model's time, and
+its snapshot counts that time.)"""
+READABLE_VERSIONS: Final = frozenset({2, SNAPSHOT_VERSION})
+"""The versions :meth:`SessionDetector.restore` reads: a version 2 snapshot is this one
+without the model's time, so its times are read as if the model had taken none."""
 
 logger = logging.getLogger("loopobs.detectors")
 
@@ -141,7 +146,7 @@ class SessionDetector(LoopObserver, Generic[_State]):
         try:
             if not isinstance(snapshot, dict):
                 raise SnapshotRejected("not a mapping")
-            if snapshot.get("v") != SNAPSHOT_VERSION:
+            if snapshot.get("v") not in READABLE_VERSIONS:
                 raise SnapshotRejected(f"version {snapshot.get('v')!r}, not {SNAPSHOT_VERSION}")
             if not self.snapshot_kind or snapshot.get("kind") != self.snapshot_kind:
                 raise SnapshotRejected(f"a snapshot of {snapshot.get('kind')!r}")

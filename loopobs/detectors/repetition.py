@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from functools import lru_cache
 from types import MappingProxyType
 from typing import Any, Final, NamedTuple
+from uuid import UUID
 
 from mypy_extensions import mypyc_attr
 
@@ -16,6 +17,8 @@ from loopobs.contract.events import (
     CompactionContext,
     LoopAction,
     LoopDetectedContext,
+    StreamFailureContext,
+    StreamSuccessContext,
     ToolAnnotations,
     ToolCallReceivedContext,
     ToolPostContext,
@@ -269,6 +272,7 @@ class _Repetitions:
         "epoch",
         "floor",
         "last_end",
+        "model_ns",
         "novel",
         "ops",
         "pos",
@@ -285,6 +289,9 @@ class _Repetitions:
     def __init__(self, ring: int) -> None:
         self.pos = self.epoch = self.floor = self.wait_ns = self.novel = self.wait_pos = 0
         self.last_end = 0
+        # The time the session's model calls took: the session's clock runs without it, so
+        # a slow model's thinking between two calls is no wait between them.
+        self.model_ns = 0
         self.run = self.run_pos = 0  # the current run, and the position it began at
         # A streak object is made when an operation comes again; until then it is the
         # plain tuple _OpStat.first is made of (most operations happen once: a tuple costs
@@ -479,8 +486,10 @@ _SCALARS: Final = (
     "cycle_period",
     "cycle_start",
     "cycle_level",
+    "model_ns",
 )
-"""The counters of a session's state, in snapshot order."""
+"""The counters of a session's state, in snapshot order (``model_ns`` last: a version 2
+snapshot, which has the others, is read with none)."""
 _RESTORED_ARGS: Final[Mapping[str, Any]] = MappingProxyType({"": "…"})
 """The arguments of a step restored from a snapshot (kept behind): its label is ``tool(…)``."""
 
@@ -777,6 +786,8 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         memory, size = self.memory, self._ring
         s = _Repetitions(size)
         scalars = data["scalars"]
+        if len(scalars) == len(_SCALARS) - 1:
+            scalars = [*scalars, 0]  # a version 2 snapshot: no model time counted yet
         if len(scalars) != len(_SCALARS):
             raise SnapshotRejected("the counters do not match")
         for name, value in zip(_SCALARS, scalars, strict=True):
@@ -1022,6 +1033,21 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
             _OTHER_ARGS[key] = found
         return found
 
+    def on_stream_success(self, ctx: StreamSuccessContext) -> None:
+        """A model call of the session ended: its time is not idle time between tool calls."""
+        self._model_time(ctx.run_id, ctx.duration_ms)
+
+    def on_stream_failure(self, ctx: StreamFailureContext) -> None:
+        """A model call attempt failed: its time is the model's too, not the agent's."""
+        self._model_time(ctx.run_id, ctx.duration_ms)
+
+    def _model_time(self, run_id: UUID, duration_ms: float) -> None:
+        if not (duration_ms > 0 and math.isfinite(duration_ms)):
+            return  # (NaN and infinities too: a clock never moves by them)
+        with self._lock:
+            _, state = self._state(run_id)
+            state.model_ns += int(duration_ms * 1e6)
+
     def on_compaction(self, ctx: CompactionContext) -> None:
         """The conversation lost context: re-reading from here on is not a repeat."""
         with self._lock:
@@ -1195,7 +1221,12 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         result_len: int,
         shape: int | None,
     ) -> _Finding | None:
-        """Add one operation; the detection it completes, if any. Lock held."""
+        """Add one operation; the detection it completes, if any. Lock held.
+
+        Times are on the session's clock, which runs without its model calls' time: the
+        gaps that tell a wait (an idle gap, back-off, the polling budget) are the agent's
+        own, not its model's thinking."""
+        time_ns -= s.model_ns
         s.pos += 1
         pos = s.pos
         tool = p.tool
