@@ -964,6 +964,11 @@ def shell_agent_redeleting(rng: random.Random) -> Trace:
     )
 
 
+def codex_test(s: Session, result: str) -> None:
+    """A Codex-style agent's test run: its nameless ``exec`` tool, the line in ``bash -lc``."""
+    s.call("exec", {"cmd": "bash -lc 'python -m pytest -q tests/test_app.py'"}, result)
+
+
 def codex_agent_fixing(rng: random.Random) -> Trace:
     # A Codex-style agent: a tool whose name says nothing ("exec") takes each line as
     # bash -lc '…'. Its silent edits are progress; the same failing test after each one
@@ -980,12 +985,8 @@ def codex_agent_fixing(rng: random.Random) -> Trace:
             {"cmd": f"bash -lc \"sed -i '{line}s/x + {i}/x + {i + 1}/' {module}\""},
             shell_result(rng),
         )
-        s.call("exec", {"cmd": "bash -lc 'python -m pytest -q tests/test_app.py'"}, failure)
-    s.call(
-        "exec",
-        {"cmd": "bash -lc 'python -m pytest -q tests/test_app.py'"},
-        shell_result(rng, f"{rng.randint(5, 40)} passed"),
-    )
+        codex_test(s, failure)
+    codex_test(s, shell_result(rng, f"{rng.randint(5, 40)} passed"))
     return s.trace("a Codex-style agent editing through bash -lc", "shell_agents_ok", "ok")
 
 
@@ -1142,12 +1143,8 @@ def codex_agent_writing_files(rng: random.Random) -> Trace:
         s.call(
             "exec", {"cmd": f"bash -lc \"cat > {module} <<'EOF'\n{body}EOF\""}, shell_result(rng)
         )
-        s.call("exec", {"cmd": "bash -lc 'python -m pytest -q tests/test_app.py'"}, failure)
-    s.call(
-        "exec",
-        {"cmd": "bash -lc 'python -m pytest -q tests/test_app.py'"},
-        shell_result(rng, f"{rng.randint(5, 40)} passed"),
-    )
+        codex_test(s, failure)
+    codex_test(s, shell_result(rng, f"{rng.randint(5, 40)} passed"))
     return s.trace("a Codex-style agent writing files by heredoc", "shell_agents_ok", "ok")
 
 
