@@ -516,12 +516,19 @@ def test_a_slow_models_thinking_is_no_wait() -> None:
         for e in idle.call("bash", {"command": "python -m pytest -q"}, failing, gap=45.0)
     ]
     assert fired == []
+    tool_less = RepetitionDetector()
+    Feed(tool_less).observers.on_stream_success(
+        StreamSuccessContext(run_id=uuid.uuid4(), time_ns=0, turn=0, model="m", duration_ms=9.0)
+    )
+    assert tool_less.sessions == 0  # a model call alone keeps no state
     odd = Feed(RepetitionDetector())
+    fired = odd.call("bash", {"command": "ls"}, "a.py")
     for ms in (float("nan"), float("inf"), -5.0):  # moves no clock, breaks nothing
         odd.observers.on_stream_success(
             StreamSuccessContext(run_id=odd.run_id, time_ns=0, turn=0, model="m", duration_ms=ms)
         )
-    assert odd.call("bash", {"command": "ls"}, "a.py") == []
+    fired += [e for _ in range(4) for e in odd.call("bash", {"command": "ls"}, "a.py")]
+    assert [(e.signal, e.action) for e in fired] == [("repeat", "warn"), ("repeat", "stop")]
 
 
 def test_rapid_repeats_are_not_polling() -> None:

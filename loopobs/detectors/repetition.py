@@ -1042,11 +1042,15 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         self._model_time(ctx.run_id, ctx.duration_ms)
 
     def _model_time(self, run_id: UUID, duration_ms: float) -> None:
+        """Take a model call's time off the clock of a session that has made a tool call:
+        before its first, no gap is judged, and a session without tools keeps no state."""
         if not (duration_ms > 0 and math.isfinite(duration_ms)):
             return  # (NaN and infinities too: a clock never moves by them)
+        rid = run_id.int
         with self._lock:
-            _, state = self._state(run_id)
-            state.model_ns += int(duration_ms * 1e6)
+            state = self._sessions.get(self._run_sessions.get(rid, rid))
+            if state is not None:
+                state.model_ns += int(duration_ms * 1e6)
 
     def on_compaction(self, ctx: CompactionContext) -> None:
         """The conversation lost context: re-reading from here on is not a repeat."""
