@@ -243,14 +243,12 @@ def _as_claude_code(op: _Op) -> _Op:
         }
     if sub not in ("str_replace", "insert"):
         return op
-    if sub == "insert":  # Claude Code has no insert: the new line replaces nothing
-        new = {"file_path": path, "old_string": "", "new_string": args.get("new_str")}
-    else:
-        new = {
-            "file_path": path,
-            "old_string": args.get("old_str"),
-            "new_string": args.get("new_str"),
-        }
+    new = {
+        "file_path": path,
+        # Claude Code has no insert: the new line replaces nothing.
+        "old_string": "" if sub == "insert" else args.get("old_str"),
+        "new_string": args.get("new_str"),
+    }
     missing, twice = _NOT_FOUND.search(result), _NOT_UNIQUE.search(result)
     if missing is not None:
         result = (
