@@ -22,6 +22,7 @@ from loopobs.detectors.commands import (
     join_continuations,
     role_by_arguments,
     shlex_tokens,
+    strip_comments,
     tokens,
     tool_role,
 )
@@ -29,6 +30,131 @@ from tests._real_trajectories import needs_real_trajectories, real_command_lines
 
 FUZZ = settings(deadline=None, max_examples=400, suppress_health_check=[HealthCheck.too_slow])
 SHELLISH = st.text(alphabet=" \t\r\n'\"\\;&|()<>{}$#=*-_./abcxyz019", max_size=40)
+
+
+_OPERATOR_CHARS = ";&|()<>\n"
+_SHELL_OPERATORS = ("&>>", "<<<", ";;", "&&", "||", "|&", ">>", "&>", ">|", ">&", "<>", "<&", "<<")
+
+
+def _operators_of(run: str) -> list[str]:
+    """A run of operator characters as the shell's operators, the longest first."""
+    found: list[str] = []
+    i = 0
+    while i < len(run):
+        op = next((o for o in _SHELL_OPERATORS if run.startswith(o, i)), run[i])
+        found.append(op)
+        i += len(op)
+    return found
+
+
+def shell_tokens(text: str, cut: bool = True) -> list[str] | None:
+    """The reference for ``tokens``, read a character at a time: shlex's POSIX rules
+    (words split at spaces, tabs and carriage returns; '…' literal; a backslash in "…"
+    escapes only " and \\; a run of operator characters one token), and, with ``cut``,
+    each unquoted run that holds a newline or a parenthesis cut into the shell's
+    operators. ``None`` where shlex raises (an unclosed quote, a trailing backslash)."""
+    found: list[str] = []
+    word: str | None = None
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c in " \t\r" or c in _OPERATOR_CHARS:
+            if word is not None:
+                found.append(word)
+                word = None
+            if c in " \t\r":
+                i += 1
+                continue
+            j = i
+            while j < n and text[j] in _OPERATOR_CHARS:
+                j += 1
+            run = text[i:j]
+            if cut and len(run) > 1 and set(run) & set("()\n"):
+                found.extend(_operators_of(run))
+            else:
+                found.append(run)
+            i = j
+            continue
+        word = word or ""
+        if c == "'":
+            end = text.find("'", i + 1)
+            if end < 0:
+                return None
+            word += text[i + 1 : end]
+            i = end + 1
+        elif c == '"':
+            i += 1
+            while True:
+                if i >= n:
+                    return None
+                q = text[i]
+                if q == '"':
+                    i += 1
+                    break
+                if q == "\\":
+                    if i + 1 >= n:
+                        return None
+                    word += text[i + 1] if text[i + 1] in '"\\' else text[i : i + 2]
+                    i += 2
+                else:
+                    word += q
+                    i += 1
+        elif c == "\\":
+            if i + 1 >= n:
+                return None
+            word += text[i + 1]
+            i += 2
+        else:
+            word += c
+            i += 1
+    if word is not None:
+        found.append(word)
+    return found
+
+
+def _comments_read(text: str) -> tuple[str, bool, bool]:
+    """``text`` without its comments (a "#" that starts a word outside quotes starts one,
+    to the end of its line), read a character at a time; whether it ends inside quotes;
+    whether it ends inside a comment."""
+    out: list[str] = []
+    quote = None
+    in_word = in_comment = False
+    i = 0
+    while i < len(text):
+        c = text[i]
+        in_comment = False
+        if quote == "'":
+            quote = None if c == "'" else quote
+        elif quote == '"':
+            if c == "\\" and i + 1 < len(text):
+                out.append(text[i : i + 2])
+                i += 2
+                continue
+            if c == '"':
+                quote = None
+        elif c == "\\" and i + 1 < len(text):
+            out.append(text[i : i + 2])
+            i += 2
+            in_word = True
+            continue
+        elif c in "'\"":
+            quote = c
+            in_word = True
+        elif c == "#" and not in_word:
+            end = text.find("\n", i)
+            i = len(text) if end < 0 else end
+            in_comment = end < 0
+            continue
+        else:
+            in_word = c not in " \t\r" + _OPERATOR_CHARS
+        out.append(c)
+        i += 1
+    return "".join(out), quote is not None, in_comment
+
+
+def strip_comments_char_by_char(text: str) -> str:
+    """The reference for ``strip_comments``."""
+    return _comments_read(text)[0]
 
 
 def effect(command: str) -> str | None:
@@ -332,14 +458,14 @@ def test_tokens_are_shlexs_on_real_looking_commands() -> None:
         "find . -exec rm {} \\;",
         "printf '%s\\n' x",
     ):
-        assert tokens(command) == shlex_tokens(command)
+        assert tokens(command) == shell_tokens(command)
 
 
 @FUZZ
 @given(SHELLISH)
 def test_tokens_equal_shlex_on_any_string(text: str) -> None:
     """The regex tokenizer is shlex's rules: the same tokens, and None where shlex raises."""
-    assert tokens(text) == shlex_tokens(text)
+    assert tokens(text) == shell_tokens(text)
 
 
 @FUZZ
@@ -471,7 +597,7 @@ def test_the_fast_paths_judge_as_the_full_parse(text: str) -> None:
     the one a fresh parse makes."""
     from loopobs.detectors import commands
 
-    assert tokens(text) == shlex_tokens(text)
+    assert tokens(text) == shell_tokens(text)
     if commands._SIMPLE_LINE.fullmatch(text):
         assert tokens(text) == text.split()
     assert classify_command(text) == commands._classify(text)
@@ -498,7 +624,8 @@ def _cut_heredocs_line_by_line(command: str) -> tuple[str, list[str]]:
         for m in matches:
             rebuilt += line[done : m.start()]
             done = m.end()
-            if _ends_quoted("\n".join([*out, rebuilt])):
+            _, quoted, commented = _comments_read("\n".join([*out, rebuilt]))
+            if quoted or commented:
                 rebuilt += m.group()
                 continue
             body: list[str] = []
@@ -514,33 +641,13 @@ def _cut_heredocs_line_by_line(command: str) -> tuple[str, list[str]]:
     return "\n".join(out), bodies
 
 
-def _ends_quoted(text: str) -> bool:
-    """Whether ``text`` ends inside quotes, read a character at a time by shlex's rules."""
-    quote = None
-    i = 0
-    while i < len(text):
-        c = text[i]
-        if quote == "'":
-            quote = None if c == "'" else quote
-        elif quote == '"':
-            if c == "\\":
-                i += 1
-            elif c == '"':
-                quote = None
-        elif c == "\\":
-            i += 1
-        elif c in "'\"":
-            quote = c
-        i += 1
-    return quote is not None
-
-
 HEREDOCISH = st.lists(
     st.sampled_from(
         [
             *("<<EOF", "<<-EOF", "<< 'EOF'", '<<"PY"', "<<PY", "EOF", "\tEOF", " EOF ", "PY"),
             *("EOFX", "xEOF", "cat ", "python3 - ", "> f.py", "\n", "\n", "\n", " ", "\t"),
             *("a", "'", "<<", "<<<", '"', "\\", 'bash -c "', "sh -lc '"),
+            *("# it's ", "#", " #", "a#", "${#x}"),
         ]
     ),
     max_size=24,
@@ -646,7 +753,7 @@ def _classify_by_shlex(command: str, depth: int = 0) -> CommandInfo | None:
     from loopobs.detectors import commands
 
     text, bodies = _cut_heredocs(command[:20_000])
-    split = shlex_tokens(commands.join_continuations(text))
+    split = shell_tokens(commands.join_continuations(strip_comments_char_by_char(text)))
     if not split:
         return None
     rank = {"read": 0, "run": 1, "write": 2}
@@ -720,8 +827,8 @@ def test_classify_is_the_full_parse_by_shlex(text: str) -> None:
     judges as shlex's tokens through the full parse do."""
     from loopobs.detectors import commands
 
-    assert tokens(text) == shlex_tokens(text)
-    split = shlex_tokens(text)
+    assert tokens(text) == shell_tokens(text)
+    split = shell_tokens(text)
     if split:
         assert commands._simple_commands(split) == _simple_commands_one_by_one(split)
     assert commands._classify(text) == _classify_by_shlex(text)
@@ -736,7 +843,7 @@ def test_classify_is_the_full_parse_by_shlex_on_real_lines() -> None:
     lines = real_command_lines()
     assert lines
     for line in lines:
-        assert tokens(line) == shlex_tokens(line)
+        assert tokens(line) == shell_tokens(line)
         assert commands._classify(line) == _classify_by_shlex(line)
 
 
@@ -830,7 +937,7 @@ def _same_effect_as_the_full_parse(text: str) -> None:
     from loopobs.detectors import commands
 
     lexed = commands._lexed(text)
-    split = shlex_tokens(text)
+    split = shell_tokens(text)
     assert lexed == (None if split is None else (split, "\x1f".join(split)))
     expected = _call_effect_by_shlex(text, "cmd")
     assert commands.command_line_effect(text, "cmd") == expected
@@ -908,3 +1015,91 @@ def test_long_lines_are_remembered_by_what_is_parsed() -> None:
     longer = "ls " + "x" * 30_000
     assert classify_command(longer) == commands._classify(longer)
     assert commands._classify_long.cache_info().currsize <= commands._REMEMBERED_LONG
+
+
+@FUZZ
+@given(st.one_of(SHELLISH, REALISTIC))
+def test_the_reference_tokens_are_shlexs(text: str) -> None:
+    """Uncut, the character-at-a-time reference is shlex's tokens: it is shlex's rules."""
+    assert shell_tokens(text, cut=False) == shlex_tokens(text)
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("ls;\nrm x", ["ls", ";", "\n", "rm", "x"]),
+        ("cd /x\n\nrm y", ["cd", "/x", "\n", "\n", "rm", "y"]),
+        ("make &&\nrm y", ["make", "&&", "\n", "rm", "y"]),
+        ("(cd x);rm y", ["(", "cd", "x", ")", ";", "rm", "y"]),
+        ("a 2>&1|tail", ["a", "2", ">&", "1", "|", "tail"]),
+        ("grep -n '()' f", ["grep", "-n", "()", "f"]),
+        ("echo \\(\\)", ["echo", "()"]),
+    ],
+)
+def test_operator_runs_with_a_newline_or_parenthesis_are_cut(
+    command: str, expected: list[str]
+) -> None:
+    """shlex keeps a run of operator characters whole: ``;`` and a newline, a blank line,
+    ``&&`` at a line's end were one unknown word, and the next command an argument of the
+    one before (``ls;`` then ``rm x`` read as ``ls``). Quoted or escaped, a run is a word."""
+    assert tokens(command) == expected
+
+
+@pytest.mark.parametrize(
+    ("command", "judged"),
+    [
+        ("ls;\nrm x", "write"),
+        ("cd /testbed\n\nsed -i s/a/b/ f.py", "write"),
+        ("pytest -q &&\ngit add -A", "write"),
+        ("(cd x);rm y", "write"),
+        ("grep -n '()' f", "read"),
+    ],
+)
+def test_a_command_after_a_cut_run_is_judged(command: str, judged: str) -> None:
+    assert effect(command) == judged
+
+
+@pytest.mark.parametrize(
+    ("command", "judged", "programs"),
+    [
+        ("# Let's fix the parser\nsed -i 's/a/b/' f.py", "write", ("sed",)),
+        ("sed -i 's/a/b/' f.py  # don't forget the test", "write", ("sed",)),
+        ("ls; # it's a check\nrm x", "write", ("ls", "rm")),
+        ("grep -c x f # it's done \\\nrm y", "write", ("grep", "rm")),
+        ("# cat <<EOF\nls", "read", ("ls",)),
+        ("echo a#b > f", "write", ("echo",)),
+        ("echo ${#x}", "read", ("echo",)),
+        ('echo "it\'s # no comment" > f', "write", ("echo",)),
+    ],
+)
+def test_comments_are_dropped_as_the_shell_drops_them(
+    command: str, judged: str, programs: tuple[str, ...]
+) -> None:
+    """A ``#`` starting a word outside quotes comments out the rest of its line. Agents
+    comment their scripts, and a comment's apostrophe read as a quote made the whole line
+    unparseable: a ``sed -i`` under ``# Let's fix …`` was no write."""
+    info = classify_command(command)
+    assert info is not None
+    assert info.effect == judged
+    assert info.programs == programs
+
+
+def test_a_heredoc_after_a_commented_apostrophe_is_cut() -> None:
+    """A comment's apostrophe opens no quote for the heredoc that follows, and a comment
+    in the body is the body's."""
+    commented = classify_command("# Let's write it\ncat <<'EOF' > t.py\n# it's\nEOF\npython t.py")
+    plain = classify_command("cat <<'EOF' > t.py\n# it's\nEOF\npython t.py")
+    assert commented is not None
+    assert plain is not None
+    assert commented.effect == "write"
+    assert commented.target == plain.target
+    assert _cut_heredocs("# cat <<EOF\nls") == ("# cat <<EOF\nls", [])
+
+
+@FUZZ
+@given(st.one_of(SHELLISH, HEREDOCISH, REALISTIC))
+def test_comments_are_stripped_as_read_a_character_at_a_time(text: str) -> None:
+    """Where every quote closes, the comments dropped are the reference's."""
+    stripped, quoted, _ = _comments_read(text)
+    if not quoted:
+        assert strip_comments(text) == stripped

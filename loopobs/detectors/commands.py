@@ -46,6 +46,7 @@ __all__ = [
     "failed_output",
     "role_by_arguments",
     "join_continuations",
+    "strip_comments",
     "tool_role",
 ]
 
@@ -334,11 +335,12 @@ def _cut_heredocs(command: str) -> tuple[str, list[str]]:
         for m in _HEREDOC.finditer(line):
             rebuilt += line[done : m.start()]
             done = m.end()
-            if "'" in command or '"' in command:
+            if "'" in command or '"' in command or "#" in command:
                 before = "\n".join(out) + "\n" + rebuilt if out else rebuilt
-                if _open_quote(before):
+                if _quoted_or_commented(before):
                     # Inside quotes (bash -lc "cat > f <<'EOF' …"): no heredoc of this
-                    # line's; a shell's script is cut on its own when it is parsed.
+                    # line's; a shell's script is cut on its own when it is parsed. In a
+                    # comment ("# then cat <<EOF"): no heredoc at all.
                     rebuilt += m.group()
                     continue
             body, pos = _heredoc_body(command, pos, m.group(3))
@@ -349,13 +351,41 @@ def _cut_heredocs(command: str) -> tuple[str, list[str]]:
     return "\n".join(out), bodies
 
 
-# A quoted part, an escaped character, or a quote that nothing closes (shlex's rules).
-_QUOTING: Final = re.compile(r"""'[^']*'|"[^"\\]*(?:\\.[^"\\]*)*"|\\.|['"]""", re.DOTALL)
+# A word (its plain characters, quoted parts and escapes), a comment (a "#" that starts a
+# word, to the end of its line), or a quote that nothing closes: shlex's rules, and the
+# shell's for comments. A "#" inside a word (a#b, ${#x}, "\ #") is part of the word.
+_QUOTED: Final = r"""'[^']*'|"[^"\\]*(?:\\.[^"\\]*)*"|\\."""
+_QUOTING: Final = re.compile(
+    rf"""(?:[^ \t\r\n;&|()<>'"\\#]|{_QUOTED})(?:[^ \t\r\n;&|()<>'"\\]|{_QUOTED})*+"""
+    r"""|#[^\n]*|['"]""",
+    re.DOTALL,
+)
 
 
-def _open_quote(text: str) -> bool:
-    """Whether ``text`` ends inside quotes: one of its quotes is never closed."""
-    return any(len(q) == 1 for q in _QUOTING.findall(text))
+def _quoted_or_commented(text: str) -> bool:
+    """Whether ``text`` ends inside quotes (one of its quotes is never closed) or inside a
+    comment (its last line has one)."""
+    last = None
+    for m in _QUOTING.finditer(text):
+        part = m.group()
+        if part in ("'", '"'):
+            return True
+        last = m
+    return last is not None and last.group()[0] == "#" and last.end() == len(text)
+
+
+def _drop_comment(m: re.Match[str]) -> str:
+    part = m.group()
+    return "" if part[0] == "#" else part
+
+
+def strip_comments(command: str) -> str:
+    """``command`` without its comments, as the shell reads it: a ``#`` that starts a word
+    outside quotes (at a line's start, after whitespace or an operator) starts one, to the
+    end of its line (the newline stays). Agents comment the lines of their scripts
+    (``# Let's fix the parser`` above a ``sed -i``), and a comment's apostrophe is no
+    quote: read as one, it made the whole line unparseable."""
+    return _QUOTING.sub(_drop_comment, command)
 
 
 def _heredoc_body(command: str, pos: int, word: str) -> tuple[str, int]:
@@ -384,7 +414,8 @@ def _heredoc_body(command: str, pos: int, word: str) -> tuple[str, int]:
 def shlex_tokens(command: str) -> list[str] | None:
     """The tokens :mod:`shlex` makes of ``command`` (POSIX rules, whitespace split, the
     shell's operator characters as punctuation, no comments); ``None`` where it raises
-    (an unclosed quote, a trailing backslash). The reference for :func:`tokens`."""
+    (an unclosed quote, a trailing backslash). :func:`tokens` follows its rules but one:
+    shlex keeps a run of operator characters whole, and cannot tell ``'()'`` from ``()``."""
     lexer = shlex.shlex(command, posix=True, punctuation_chars=";&|()<>\n")
     lexer.whitespace = " \t\r"
     lexer.whitespace_split = True
@@ -446,7 +477,9 @@ def _unquoted(word: str) -> str:
 def tokens(command: str) -> list[str] | None:
     """:func:`shlex_tokens`, done by regular expressions: shlex reads a character at a
     time in Python (about 40 µs for a typical agent command), this costs a few. The
-    tokens of :func:`_lexed`, the parse every judgement starts from."""
+    tokens of :func:`_lexed`, the parse every judgement starts from. Unlike shlex's, an
+    unquoted run of operator characters that holds a newline or a parenthesis is cut into
+    the shell's operators (``;`` and a newline, a blank line, ``);``)."""
     lexed = _lexed(command)
     return None if lexed is None else lexed[0]
 
@@ -463,12 +496,14 @@ def _lexed(command: str) -> tuple[list[str], str] | None:
     single = "'" in command
     double = '"' in command
     backslash = "\\" in command
+    breaks = "\n" in command or "(" in command or ")" in command
     if not single and not double and not backslash:
-        split = (
-            command.split()
-            if _SIMPLE_LINE.fullmatch(command) is not None
-            else _PLAIN.findall(command)
-        )
+        if _SIMPLE_LINE.fullmatch(command) is not None:
+            split = command.split()
+        else:
+            split = _PLAIN.findall(command)
+            if breaks:
+                split = _cut_runs(split)
         return split, "\x1f".join(split)
     text = command
     if command[-1] in " \t\r":
@@ -480,6 +515,8 @@ def _lexed(command: str) -> tuple[list[str], str] | None:
     found = _TOKEN.findall(text)
     if not _REFUSED.isdisjoint(found):
         return None
+    if breaks:
+        found = _cut_runs(found)  # (a quoted run holds its quotes here: it stays a word)
     if single != double and not backslash and "\x1f" not in text:
         # One kind of quote and no backslash: a token is plain runs and complete quoted
         # parts, so no quote character is inside a part and each one is a delimiter,
@@ -488,6 +525,24 @@ def _lexed(command: str) -> tuple[list[str], str] | None:
         return key.split("\x1f"), key
     split = [_unquoted(t) if "'" in t or '"' in t or "\\" in t else t for t in found]
     return split, "\x1f".join(split)
+
+
+# The shell's operators, longest first: a run of operator characters is read as them.
+_OPERATOR_PARTS: Final = re.compile(r"&>>|<<<|;;|&&|\|\||\|&|>>|&>|>\||>&|<>|<&|<<|[;&|()<>\n]")
+_RUN_CHARS: Final = frozenset(";&|()<>\n")
+_BREAKS: Final = frozenset("()\n")
+
+
+def _cut_runs(tokens: list[str]) -> list[str]:
+    """``tokens`` (unquoted as :data:`_TOKEN` finds them) with each run of operator
+    characters that holds a newline or a parenthesis cut into the operators it is."""
+    cut: list[str] = []
+    for t in tokens:
+        if len(t) > 1 and not _BREAKS.isdisjoint(t) and _RUN_CHARS.issuperset(t):
+            cut.extend(_OPERATOR_PARTS.findall(t))
+        else:
+            cut.append(t)
+    return cut
 
 
 _OPERATOR: Final = 1
@@ -886,6 +941,8 @@ def _parse(
     bodies = _NO_BODIES
     if "<<" in command:
         command, bodies = _cut_heredocs(command)
+    if "#" in command:
+        command = strip_comments(command)
     if "\\\n" in command:
         command = join_continuations(command)
     lexed = _lexed(command)
