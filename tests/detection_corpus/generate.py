@@ -1148,6 +1148,48 @@ def codex_agent_writing_files(rng: random.Random) -> Trace:
     return s.trace("a Codex-style agent writing files by heredoc", "shell_agents_ok", "ok")
 
 
+def shell_agent_commenting(rng: random.Random) -> Trace:
+    # A shell agent that comments its scripts ("# Let's …": an apostrophe outside quotes)
+    # and leaves blank lines between their commands: each commented sed -i is an edit, so
+    # the same failing test after it is no repeat. Resolves in the end.
+    s = Session(rng)
+    module = shell_prefix(s)
+    failure = shell_result(rng, f"FAILED tests/test_app.py::test_{rng.choice(WORDS)}\n1 failed", 1)
+    test = "# Let's run the failing test again\npython -m pytest -q tests/test_app.py"
+    for i in range(rng.randint(9, 13)):
+        line = rng.randint(10, 90)
+        s.call(
+            "bash",
+            {
+                "command": f"# Let's change line {line}: it's where x goes wrong\n"
+                f"cd {WORKSPACE}\n\nsed -i '{line}s/x + {i}/x + {i + 1}/' {module}"
+            },
+            shell_result(rng),
+        )
+        s.call("bash", {"command": test}, failure)
+    s.call("bash", {"command": test}, shell_result(rng, f"{rng.randint(5, 40)} passed"))
+    return s.trace("a shell agent commenting its scripts", "shell_agents_ok", "ok")
+
+
+def shell_agent_commenting_rerunning(rng: random.Random) -> Trace:
+    # The same failing test re-run with nothing changed, under a new comment each time
+    # ("# Attempt 3: let's …"): the comment is not the command, so it is the same call.
+    s = Session(rng)
+    shell_prefix(s)
+    failure = shell_result(rng, f"FAILED tests/test_app.py::test_{rng.choice(WORDS)}\n1 failed", 1)
+    s.looping(2)
+    for i in range(rng.randint(8, 11)):
+        s.call(
+            "bash",
+            {
+                "command": f"# Attempt {i + 1}: let's see if it's passing now\n"
+                "python -m pytest -q tests/test_app.py"
+            },
+            failure,
+        )
+    return s.trace("a shell agent re-running a test under new comments", "shell_agents", "loop")
+
+
 # -- conversations: the loop is in what the agent says ----------------------------------------
 
 
@@ -1250,6 +1292,8 @@ BUILDERS: tuple[Callable[[random.Random], Trace], ...] = (
     claude_code_agent_fixing,
     claude_code_agent_failing_edits,
     codex_agent_writing_files,
+    shell_agent_commenting,
+    shell_agent_commenting_rerunning,
 )
 
 
