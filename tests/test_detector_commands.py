@@ -1103,3 +1103,27 @@ def test_comments_are_stripped_as_read_a_character_at_a_time(text: str) -> None:
     stripped, quoted, _ = _comments_read(text)
     if not quoted:
         assert strip_comments(text) == stripped
+
+
+@pytest.mark.parametrize(
+    ("command", "judged", "programs"),
+    [
+        ("command -v python", "read", ("command",)),
+        ("command -V git", "read", ("command",)),
+        ("if command -v black; then echo ok; fi", "read", ("command", "echo")),
+        ("command -p rm x", "write", ("rm",)),
+        ("command ls", "read", ("ls",)),
+        ("sort -o out.txt in.txt", "write", ("sort",)),
+        ("sort -nro data.txt data.txt", "write", ("sort",)),
+        ("sort --output=sorted.txt data.txt", "write", ("sort",)),
+        ("sort -u data.txt | head", "read", ("sort", "head")),
+    ],
+)
+def test_command_lookups_read_and_sort_into_a_file_writes(
+    command: str, judged: str, programs: tuple[str, ...]
+) -> None:
+    """``command -v x`` asks where ``x`` is (it was a run of a program named ``-v``);
+    ``sort -o f`` writes ``f`` (it was a read)."""
+    info = classify_command(command)
+    assert info is not None
+    assert (info.effect, info.programs) == (judged, programs)

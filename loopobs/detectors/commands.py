@@ -600,6 +600,11 @@ def _strip_prefixes(words: list[str]) -> list[str]:
     i, n = 0, len(words)
     while i < n:
         w = words[i]
+        if w == "command" and i + 1 < n and words[i + 1][:1] == "-":
+            if words[i + 1] in ("-v", "-V"):
+                return words[i:]  # command -v x: where x is, a lookup (_PLAIN_EFFECTS)
+            i += 2  # command -p x: x, run with the default PATH
+            continue
         if w in _KEYWORDS or _ASSIGNMENT.match(w) or w.isdigit():
             i += 1  # a leading number is a file descriptor left by a split: "\; 2>"
             continue
@@ -713,6 +718,10 @@ def _judge(words: list[str], bodies: list[str], depth: int = 0) -> tuple[str, Co
                 if sub and _judge(sub, bodies, depth)[1] == "write":
                     return program, "write"
         return program, "read"
+    if program == "sort":  # writes with -o FILE (sort -o f f sorts f in place)
+        return program, "write" if _short_option(args, "o") or any(
+            a.startswith("--output") for a in args
+        ) else "read"
     if program == "tee":
         files = [a for a in args if not a.startswith("-") and a not in _NULL_TARGETS]
         return program, "write" if files else "read"
@@ -814,6 +823,7 @@ _SPECIAL: Final = frozenset(
         "gawk",
         "find",
         "tee",
+        "sort",
         "git",
         "tar",
         "unzip",
@@ -832,6 +842,7 @@ _PLAIN_EFFECTS: Final[dict[str, CommandEffect]] = {
     **dict.fromkeys(_READERS - _SPECIAL, _READ),
     **dict.fromkeys(_WRITERS - _SPECIAL, _WRITE),
     **dict.fromkeys(_NEUTRAL, _READ),
+    "command": _READ,  # only ever the program in command -v x (see _strip_prefixes)
 }
 
 
