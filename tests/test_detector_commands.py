@@ -1127,3 +1127,33 @@ def test_command_lookups_read_and_sort_into_a_file_writes(
     info = classify_command(command)
     assert info is not None
     assert (info.effect, info.programs) == (judged, programs)
+
+
+@pytest.mark.parametrize(
+    ("command", "judged"),
+    [
+        ("black src/app.py", "write"),
+        ("black --check .", "read"),
+        ("isort --diff src", "read"),
+        ("isort src/app.py", "write"),
+        ("ruff format src", "write"),
+        ("ruff format --check src", "read"),
+        ("ruff check src", "run"),
+        ("ruff check --fix src", "write"),
+        ("ruff check --fix --diff src", "run"),
+        ("prettier a.js", "read"),
+        ("prettier --write a.js", "write"),
+        ("autopep8 -i f.py", "write"),
+        ("autopep8 f.py", "read"),
+        ("gofmt -w main.go", "write"),
+        ("eslint src", "run"),
+        ("eslint --fix src", "write"),
+        ("python -m black f.py", "write"),
+        ("python3 -m isort --check-only f.py", "read"),
+        ("python -m ruff check --fix .", "write"),
+    ],
+)
+def test_formatters_write_unless_they_check(command: str, judged: str) -> None:
+    """A formatter that rewrites files is a write (``black f.py`` was a run: its edit was no
+    progress); told to check or print, it reads."""
+    assert effect(command) == judged

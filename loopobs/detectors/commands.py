@@ -705,6 +705,8 @@ def _judge(words: list[str], bodies: list[str], depth: int = 0) -> tuple[str, Co
         if program.startswith(_INTERPRETER_PREFIXES) and _INTERPRETERS.fullmatch(program):
             return program, _interpreted(args, bodies)
         return program, "run"
+    if program in _FORMATTERS or program == "ruff":
+        return program, _formatted(program, args)
     if program == "perl":
         return program, "write" if _short_option(args, "i") else "run"
     if program in ("awk", "gawk"):
@@ -801,6 +803,8 @@ _MAX_SHELL_DEPTH: Final = 3
 
 def _interpreted(args: list[str], bodies: list[str]) -> CommandEffect:
     """The effect of a Python interpreter run with ``args`` (heredoc ``bodies`` as input)."""
+    if len(args) >= 2 and args[0] == "-m" and (args[1] in _FORMATTERS or args[1] == "ruff"):
+        return _formatted(args[1], args[2:])  # python -m black f.py
     if len(args) >= 2 and args[0] == "-m" and args[1] in ("pip", "ensurepip"):
         verb = next((a for a in args[2:] if not a.startswith("-")), "")
         return "write" if verb in _INSTALL_VERBS else "run"
@@ -813,6 +817,36 @@ def _interpreted(args: list[str], bodies: list[str]) -> CommandEffect:
     if args and _RUNNERS_READ_ONLY_FLAGS.issuperset(args):
         return "read"
     return "run"
+
+
+_FORMATTERS: Final[dict[str, tuple[CommandEffect, frozenset[str], CommandEffect]]] = {
+    # program: its effect, the options that change it, and the effect with one of them.
+    # Some rewrite their files unless told to check; others print unless told to write.
+    "black": ("write", frozenset({"--check", "--diff"}), "read"),
+    "isort": ("write", frozenset({"--check", "--check-only", "-c", "--diff"}), "read"),
+    "rustfmt": ("write", frozenset({"--check"}), "read"),
+    "autopep8": ("read", frozenset({"-i", "--in-place"}), "write"),
+    "yapf": ("read", frozenset({"-i", "--in-place"}), "write"),
+    "autoflake": ("read", frozenset({"-i", "--in-place"}), "write"),
+    "docformatter": ("read", frozenset({"-i", "--in-place"}), "write"),
+    "clang-format": ("read", frozenset({"-i"}), "write"),
+    "prettier": ("read", frozenset({"--write", "-w"}), "write"),
+    "gofmt": ("read", frozenset({"-w"}), "write"),
+    "shfmt": ("read", frozenset({"-w", "--write"}), "write"),
+    "eslint": ("run", frozenset({"--fix"}), "write"),
+}
+
+
+def _formatted(program: str, args: list[str]) -> CommandEffect:
+    """The effect of a formatter or fixer (:data:`_FORMATTERS`, ``ruff``) run with
+    ``args``: ``black f.py`` rewrites f.py, ``black --check f.py`` reads it."""
+    if program == "ruff":
+        checking = "--check" in args or "--diff" in args
+        if args and args[0] == "format":
+            return "read" if checking else "write"
+        return "write" if "--fix" in args and not checking else "run"  # ruff check: a linter
+    effect, options, changed = _FORMATTERS[program]
+    return effect if options.isdisjoint(args) else changed
 
 
 _SPECIAL: Final = frozenset(
@@ -833,6 +867,8 @@ _SPECIAL: Final = frozenset(
         "xz",
         "zip",
         "7z",
+        "ruff",
+        *_FORMATTERS,
         *_SHELLS,
     }
 )
