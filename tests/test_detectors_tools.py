@@ -417,3 +417,31 @@ def test_a_failed_edit_is_no_progress_in_each_harnesss_output() -> None:
             fired.append(d.call("bash", {"command": f"sed -i 's/a{i}/b/x' f.py"}, output))
             fired.append(d.call("bash", {"command": "python -m pytest -q"}, FAILING))
         assert signals(fired) == [("repeat", "warn"), ("repeat", "stop")], output
+
+
+def test_multi_edit_refused_for_its_old_texts_is_one_failed_call() -> None:
+    """``MultiEdit`` (a ``file_path`` and a list of ``edits``, each an ``old_string`` and a
+    ``new_string``) is an editor's write; refused, a retry of the same old texts with
+    reworded new ones is the same failed call. Before, the tool was judged by its name:
+    each retry was a new call, never a loop, and its edits were no progress."""
+    refused = "<tool_use_error>String to replace not found in file.\nString: y = 2</tool_use_error>"
+
+    def edits(name: str) -> dict[str, object]:
+        return {
+            "file_path": "/r/app.py",
+            "edits": [
+                {"old_string": "x = 1", "new_string": f"x = {name}(1)"},
+                {"old_string": "y = 2", "new_string": f"y = {name}(2)"},
+            ],
+        }
+
+    names = ["alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta", "iota", "kappa"]
+    d = Feed(RepetitionDetector())
+    fired = [d.call("MultiEdit", edits(name), refused) for name in names[:5]]
+    assert signals(fired) == [("repeat", "warn"), ("repeat", "stop")]
+    edited = Feed(RepetitionDetector())
+    fired = []
+    for name in names:  # edits that work, then the same failing test: progress each time
+        fired.append(edited.call("MultiEdit", edits(name), "Applied 2 edits to /r/app.py"))
+        fired.append(edited.call("Bash", {"command": "python -m pytest -q"}, FAILING))
+    assert signals(fired) == []

@@ -1237,8 +1237,18 @@ _PATHS: Final = ("file_path", "path", "absolute_path", "target_file", "filename"
 
 
 def _replaces_text(args: dict[Any, Any]) -> bool:
-    """Whether ``args`` are a text replacement in a file: an old text and a path."""
-    return any(k in args for k in _OLD_TEXT) and any(k in args for k in _PATHS)
+    """Whether ``args`` are a text replacement in a file: an old text and a path, or a
+    list of such replacements (``edits``, as Claude Code's ``MultiEdit`` takes them)."""
+    if not any(k in args for k in _PATHS):
+        return False
+    if any(k in args for k in _OLD_TEXT):
+        return True
+    edits = args.get("edits")
+    return (
+        type(edits) is list
+        and bool(edits)
+        and all(isinstance(e, dict) and any(k in e for k in _OLD_TEXT) for e in edits)
+    )
 
 
 def role_by_arguments(args: object) -> ToolRole | None:
@@ -1249,7 +1259,8 @@ def role_by_arguments(args: object) -> ToolRole | None:
     - ``"editor"``: an editor's sub-command (``view``, ``str_replace``, ``create`` …) in
       ``command``, beside a file argument (``path``, ``file_text``, ``old_str`` …).
     - ``"editor"`` too: a text replacement in a file, as Claude Code's ``Edit`` and Gemini
-      CLI's ``replace`` take it (``old_string`` and ``new_string`` beside ``file_path``).
+      CLI's ``replace`` take it (``old_string`` and ``new_string`` beside ``file_path``),
+      or a list of them (``edits``, Claude Code's ``MultiEdit``).
     - ``"command"``: a shell command line in ``command`` or ``cmd``, with no file argument
       beside it: a string whose first program (after any assignment or wrapper) is one
       agents run (``cd``, ``ls``, ``sed``, ``git``, ``pytest``, ``bash`` …).

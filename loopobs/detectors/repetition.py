@@ -947,11 +947,15 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         elif info.role is not None:
             effect = call_effect(tool, args, None, info.role)
         elif self.infer_commands and (
-            "command" in args or "cmd" in args or "old_string" in args or "old_str" in args
+            "command" in args
+            or "cmd" in args
+            or "old_string" in args
+            or "old_str" in args
+            or "edits" in args
         ):
             # A name that says nothing ("mytool", an MCP server's "run", Claude Code's
-            # "Edit"), but a command line, an editor's sub-command or a text replacement in
-            # its arguments: judged as such a call.
+            # "Edit" and "MultiEdit"), but a command line, an editor's sub-command or a text
+            # replacement (or a list of them) in its arguments: judged as such a call.
             role = role_by_arguments(args)
             if role is not None:
                 effect = call_effect(tool, args, None, role)
@@ -1113,7 +1117,7 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
             and side
             and pending.parsed
             and pending.target is None
-            and not _NEW_CONTENT.isdisjoint(pending.args)
+            and (not _NEW_CONTENT.isdisjoint(pending.args) or "edits" in pending.args)
         ):
             pending = self._rejected_edit(pending)
         shape = None
@@ -1207,6 +1211,12 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         refuses a ``str_replace`` for its ``old_str`` (not found, not unique), so a retry
         with the same ``old_str`` and other new text is the same failed call."""
         where = {k: v for k, v in p.args.items() if k not in _NEW_CONTENT}
+        edits = where.get("edits")
+        if type(edits) is list:  # MultiEdit: each replacement keyed on its old text alone
+            where["edits"] = [
+                {k: v for k, v in e.items() if k not in _NEW_CONTENT} if isinstance(e, dict) else e
+                for e in edits
+            ]
         ahash, _, _, canonical = self.normaliser.arguments_key(p.tool, where)
         return p._replace(ahash=ahash, canonical=canonical)
 
