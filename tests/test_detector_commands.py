@@ -1157,3 +1157,28 @@ def test_formatters_write_unless_they_check(command: str, judged: str) -> None:
     """A formatter that rewrites files is a write (``black f.py`` was a run: its edit was no
     progress); told to check or print, it reads."""
     assert effect(command) == judged
+
+
+@pytest.mark.parametrize(
+    ("code", "judged"),
+    [
+        ("print(open('django/db/backends/base.py').read())", "run"),
+        ("with open('app/base.py', 'r') as f:\n    text = f.read()", "run"),
+        ("open(path, 'rb')", "run"),
+        ("Path('data.csv').open()", "run"),
+        ("plt.legend(mode='expand'); open('data.csv')", "run"),
+        ("open('x.py', 'w')", "write"),
+        ("open(p, 'r+')", "write"),
+        ("open(os.path.join(d, 'base.py'), 'a')", "write"),
+        ("with open(f'{d}/x.py', \"w\", encoding='utf-8') as f:", "write"),
+        ("open(path, encoding='utf-8', mode='w')", "write"),
+        ("Path('a.py').open('w')", "write"),
+        ("codecs.open(p, 'wb', 'utf-8')", "write"),
+    ],
+)
+def test_code_opening_a_file_writes_only_in_a_writing_mode(code: str, judged: str) -> None:
+    """A mode is looked for where ``open()`` takes one: before, any quoted text after
+    ``open(`` holding a ``w``, ``a`` or ``x`` was one, so reading ``base.py`` (its ``a``) was
+    a write, and a script that only reads made progress."""
+    assert classify_code(code) == judged
+    assert effect(f"python3 - <<'EOF'\n{code}\nEOF") == judged

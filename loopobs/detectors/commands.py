@@ -238,9 +238,16 @@ _INTERPRETERS: Final = re.compile(r"(?:python|pypy|ipython)[0-9.]*")
 _INTERPRETER_PREFIXES: Final = ("python", "pypy", "ipython")
 _SPECIAL_WORDS: Final = frozenset({"{}", ";", "+", "\\;", "--", "-", "{", "}"})
 
-# Code that writes: files opened for writing, pathlib writes, removals, subprocesses.
+# Code that writes: files opened for writing (a mode with w, a, x or +, given second to
+# open() or as mode=, or first to a path's .open()), pathlib writes, removals, subprocesses.
+# A mode is looked for where open() takes one: a path holding an "a" ("base.py") is none.
+_OPEN_ARG: Final = r"""(?:[^,()'"\n]|'[^'\n]*'|"[^"\n]*"|\([^()\n]*\))+"""
+_WRITE_MODE: Final = r"""['"][rbt]*[wax+][rwaxbt+]*['"]"""
 _CODE_WRITES: Final = re.compile(
-    r"""open\([^)]*['"][^'"]*[wax+][^'"]*['"]|\.write_(?:text|bytes)\(|os\.(?:remove|unlink|"""
+    rf"""\bopen\(\s*{_OPEN_ARG},\s*(?:mode\s*=\s*)?{_WRITE_MODE}"""
+    rf"""|\bopen\((?:[^()]|\([^()]*\))*?\bmode\s*=\s*{_WRITE_MODE}"""
+    rf"""|\.open\(\s*(?:mode\s*=\s*)?{_WRITE_MODE}"""
+    r"""|\.write_(?:text|bytes)\(|os\.(?:remove|unlink|"""
     r"""rename|replace|makedirs|mkdir|rmdir)\(|shutil\.|\.unlink\(|\.mkdir\(|\.rename\(|"""
     r"""\.touch\(|subprocess\.|os\.system\(|\.to_csv\(|\.savefig\(|json\.dump\("""
 )
