@@ -1174,11 +1174,16 @@ def test_formatters_write_unless_they_check(command: str, judged: str) -> None:
         ("open(path, encoding='utf-8', mode='w')", "write"),
         ("Path('a.py').open('w')", "write"),
         ("codecs.open(p, 'wb', 'utf-8')", "write"),
+        ("edit_file_by_replace('app.py', to_replace='x', new_content='y')", "write"),
+        ("insert_content_at_line('app.py', 3, 'import os')", "write"),
+        ("fs.writeFileSync('out.json', data)", "write"),
+        ("print(fs.readFileSync('in.json'))", "run"),
     ],
 )
 def test_code_opening_a_file_writes_only_in_a_writing_mode(code: str, judged: str) -> None:
     """A mode is looked for where ``open()`` takes one: before, any quoted text after
     ``open(`` holding a ``w``, ``a`` or ``x`` was one, so reading ``base.py`` (its ``a``) was
-    a write, and a script that only reads made progress."""
+    a write, and a script that only reads made progress. OpenHands' IPython editing helpers
+    and Node's ``fs`` writes are writes."""
     assert classify_code(code) == judged
     assert effect(f"python3 - <<'EOF'\n{code}\nEOF") == judged

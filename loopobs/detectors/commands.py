@@ -239,7 +239,8 @@ _INTERPRETER_PREFIXES: Final = ("python", "pypy", "ipython")
 _SPECIAL_WORDS: Final = frozenset({"{}", ";", "+", "\\;", "--", "-", "{", "}"})
 
 # Code that writes: files opened for writing (a mode with w, a, x or +, given second to
-# open() or as mode=, or first to a path's .open()), pathlib writes, removals, subprocesses.
+# open() or as mode=, or first to a path's .open()), pathlib writes, removals, subprocesses,
+# editing helpers.
 # A mode is looked for where open() takes one: a path holding an "a" ("base.py") is none.
 _OPEN_ARG: Final = r"""(?:[^,()'"\n]|'[^'\n]*'|"[^"\n]*"|\([^()\n]*\))+"""
 _WRITE_MODE: Final = r"""['"][rbt]*[wax+][rwaxbt+]*['"]"""
@@ -250,6 +251,9 @@ _CODE_WRITES: Final = re.compile(
     r"""|\.write_(?:text|bytes)\(|os\.(?:remove|unlink|"""
     r"""rename|replace|makedirs|mkdir|rmdir)\(|shutil\.|\.unlink\(|\.mkdir\(|\.rename\(|"""
     r"""\.touch\(|subprocess\.|os\.system\(|\.to_csv\(|\.savefig\(|json\.dump\("""
+    # OpenHands' IPython editing helpers (its agent skills), and Node's fs writes.
+    r"""|\b(?:create_file|edit_file_by_replace|insert_content_at_line|append_file)\("""
+    r"""|\bfs\.(?:writeFile|appendFile|unlink|rm|mkdir|rename|copyFile)(?:Sync)?\("""
 )
 
 _FAILURE: Final = re.compile(
