@@ -51,8 +51,8 @@ def shell_tokens(text: str, cut: bool = True) -> list[str] | None:
     """The reference for ``tokens``, read a character at a time: shlex's POSIX rules
     (words split at spaces, tabs and carriage returns; '…' literal; a backslash in "…"
     escapes only " and \\; a run of operator characters one token), and, with ``cut``,
-    each unquoted run that holds a newline or a parenthesis cut into the shell's
-    operators. ``None`` where shlex raises (an unclosed quote, a trailing backslash)."""
+    each run cut into the shell's operators, longest first. ``None`` where shlex raises
+    (an unclosed quote, a trailing backslash)."""
     found: list[str] = []
     word: str | None = None
     i, n = 0, len(text)
@@ -69,7 +69,7 @@ def shell_tokens(text: str, cut: bool = True) -> list[str] | None:
             while j < n and text[j] in _OPERATOR_CHARS:
                 j += 1
             run = text[i:j]
-            if cut and len(run) > 1 and set(run) & set("()\n"):
+            if cut:
                 found.extend(_operators_of(run))
             else:
                 found.append(run)
@@ -1032,13 +1032,12 @@ def test_the_reference_tokens_are_shlexs(text: str) -> None:
         ("make &&\nrm y", ["make", "&&", "\n", "rm", "y"]),
         ("(cd x);rm y", ["(", "cd", "x", ")", ";", "rm", "y"]),
         ("a 2>&1|tail", ["a", "2", ">&", "1", "|", "tail"]),
+        ("a &&& b;;&c", ["a", "&&", "&", "b", ";;", "&", "c"]),
         ("grep -n '()' f", ["grep", "-n", "()", "f"]),
         ("echo \\(\\)", ["echo", "()"]),
     ],
 )
-def test_operator_runs_with_a_newline_or_parenthesis_are_cut(
-    command: str, expected: list[str]
-) -> None:
+def test_operator_runs_are_read_as_the_shells_operators(command: str, expected: list[str]) -> None:
     """shlex keeps a run of operator characters whole: ``;`` and a newline, a blank line,
     ``&&`` at a line's end were one unknown word, and the next command an argument of the
     one before (``ls;`` then ``rm x`` read as ``ls``). Quoted or escaped, a run is a word."""

@@ -240,21 +240,43 @@ _SPECIAL_WORDS: Final = frozenset({"{}", ";", "+", "\\;", "--", "-", "{", "}"})
 
 # Code that writes: files opened for writing (a mode with w, a, x or +, given second to
 # open() or as mode=, or first to a path's .open()), pathlib writes, removals, subprocesses,
-# editing helpers.
-# A mode is looked for where open() takes one: a path holding an "a" ("base.py") is none.
+# editing helpers. A mode is looked for where open() takes one: a path holding an "a"
+# ("base.py") is none. Each pattern starts with one literal, which the engine finds at
+# memchr speed; their alternation would try every position.
 _OPEN_ARG: Final = r"""(?:[^,()'"\n]|'[^'\n]*'|"[^"\n]*"|\([^()\n]*\))+"""
 _WRITE_MODE: Final = r"""['"][rbt]*[wax+][rwaxbt+]*['"]"""
-_CODE_WRITES: Final = re.compile(
-    rf"""\bopen\(\s*{_OPEN_ARG},\s*(?:mode\s*=\s*)?{_WRITE_MODE}"""
-    rf"""|\bopen\((?:[^()]|\([^()]*\))*?\bmode\s*=\s*{_WRITE_MODE}"""
-    rf"""|\.open\(\s*(?:mode\s*=\s*)?{_WRITE_MODE}"""
-    r"""|\.write_(?:text|bytes)\(|os\.(?:remove|unlink|"""
-    r"""rename|replace|makedirs|mkdir|rmdir)\(|shutil\.|\.unlink\(|\.mkdir\(|\.rename\(|"""
-    r"""\.touch\(|subprocess\.|os\.system\(|\.to_csv\(|\.savefig\(|json\.dump\("""
-    # OpenHands' IPython editing helpers (its agent skills), and Node's fs writes.
-    r"""|\b(?:create_file|edit_file_by_replace|insert_content_at_line|append_file)\("""
-    r"""|\bfs\.(?:writeFile|appendFile|unlink|rm|mkdir|rename|copyFile)(?:Sync)?\("""
+_OPENS_TO_WRITE: Final = re.compile(
+    rf"""open\(\s*{_OPEN_ARG},\s*(?:mode\s*=\s*)?{_WRITE_MODE}"""
+    rf"""|open\((?:[^()]|\([^()]*\))*?\bmode\s*=\s*{_WRITE_MODE}"""
+    rf"""|(?<=\.)open\(\s*(?:mode\s*=\s*)?{_WRITE_MODE}"""
 )
+_METHODS_THAT_WRITE: Final = re.compile(
+    r"\.(?:write_(?:text|bytes)|unlink|mkdir|rename|touch|to_csv|savefig)\("
+)
+_OS_CALLS_THAT_WRITE: Final = re.compile(
+    r"os\.(?:remove|unlink|rename|replace|makedirs|mkdir|rmdir|system)\("
+)
+# OpenHands' IPython editing helpers (its agent skills), and Node's fs writes.
+_HELPERS_THAT_WRITE: Final = re.compile(
+    r"""(?:create|append)_file\(|edit_file_by_replace\(|insert_content_at_line\("""
+    r"""|fs\.(?:writeFile|appendFile|unlink|rm|mkdir|rename|copyFile)(?:Sync)?\("""
+)
+
+
+def _code_writes(code: str) -> bool:
+    """Whether ``code`` visibly writes files or runs processes."""
+    if "open(" in code and _OPENS_TO_WRITE.search(code) is not None:
+        return True
+    if _METHODS_THAT_WRITE.search(code) is not None:
+        return True
+    if "os." in code and _OS_CALLS_THAT_WRITE.search(code) is not None:
+        return True
+    if "shutil." in code or "subprocess." in code or "json.dump(" in code:
+        return True
+    if "_file" in code or "insert_content_at_line(" in code or "fs." in code:
+        return _HELPERS_THAT_WRITE.search(code) is not None
+    return False
+
 
 _FAILURE: Final = re.compile(
     r"^\s*(?:<returncode>[1-9]\d*</returncode>|error\b|fatal\b|usage:)|command not found|"
@@ -426,7 +448,8 @@ def shlex_tokens(command: str) -> list[str] | None:
     """The tokens :mod:`shlex` makes of ``command`` (POSIX rules, whitespace split, the
     shell's operator characters as punctuation, no comments); ``None`` where it raises
     (an unclosed quote, a trailing backslash). :func:`tokens` follows its rules but one:
-    shlex keeps a run of operator characters whole, and cannot tell ``'()'`` from ``()``."""
+    shlex keeps a run of operator characters whole (and, unquoted, cannot tell ``'()'``
+    from ``()``)."""
     lexer = shlex.shlex(command, posix=True, punctuation_chars=";&|()<>\n")
     lexer.whitespace = " \t\r"
     lexer.whitespace_split = True
@@ -443,9 +466,12 @@ def shlex_tokens(command: str) -> list[str] | None:
 # token); the last alternative catches what shlex refuses. One group for all three, so
 # findall hands back the tokens themselves: a refused character is a lone quote or
 # backslash, a token that neither a word (two characters at least) nor an operator can be.
+# The shell's operators, longest first: a run of operator characters is read as them
+# (shlex keeps a run whole: ";" and a newline, a blank line, ");" were one unknown word).
+_OPERATOR_TOKEN: Final = r"&>>|<<<|;;|&&|\|\||\|&|>>|&>|>\||>&|<>|<&|<<|[;&|()<>\n]"
 _TOKEN: Final = re.compile(
     r"""[ \t\r]*+((?:[^ \t\r'"\\;&|()<>\n]++|'[^']*+'|"[^"\\]*+(?:\\.[^"\\]*+)*+"|\\.)++"""
-    r"""|[;&|()<>\n]++|[^ \t\r])""",
+    rf"""|{_OPERATOR_TOKEN}|[^ \t\r])""",
     re.DOTALL,
 )
 # Words of letters, digits and punctuation that shlex gives no meaning (no quote,
@@ -453,7 +479,7 @@ _TOKEN: Final = re.compile(
 # the most common agent command line ("ls -la src", "python x.py", "cat a.py"). Possessive:
 # a line that is not one fails at its first other character, with no backtracking.
 _SIMPLE_LINE: Final = re.compile(r"[\w ./:=,+%@~^*?!$#\[\]-]*+", re.ASCII)
-_PLAIN: Final = re.compile(r"[;&|()<>\n]+|[^ \t\r;&|()<>\n]+")
+_PLAIN: Final = re.compile(rf"[^ \t\r;&|()<>\n]+|{_OPERATOR_TOKEN}")
 _REFUSED: Final = frozenset({"'", '"', "\\"})
 """The tokens _TOKEN makes of what shlex refuses: a lone quote or backslash."""
 _PART: Final = re.compile(r"""'([^']*)'|"([^"\\]*(?:\\.[^"\\]*)*)"|\\(.)""", re.DOTALL)
@@ -489,8 +515,8 @@ def tokens(command: str) -> list[str] | None:
     """:func:`shlex_tokens`, done by regular expressions: shlex reads a character at a
     time in Python (about 40 µs for a typical agent command), this costs a few. The
     tokens of :func:`_lexed`, the parse every judgement starts from. Unlike shlex's, an
-    unquoted run of operator characters that holds a newline or a parenthesis is cut into
-    the shell's operators (``;`` and a newline, a blank line, ``);``)."""
+    unquoted run of operator characters is read as the shell's operators, longest first
+    (``;`` and a newline, a blank line, ``);``; ``2>&1``'s ``>&``)."""
     lexed = _lexed(command)
     return None if lexed is None else lexed[0]
 
@@ -507,14 +533,12 @@ def _lexed(command: str) -> tuple[list[str], str] | None:
     single = "'" in command
     double = '"' in command
     backslash = "\\" in command
-    breaks = "\n" in command or "(" in command or ")" in command
     if not single and not double and not backslash:
-        if _SIMPLE_LINE.fullmatch(command) is not None:
-            split = command.split()
-        else:
-            split = _PLAIN.findall(command)
-            if breaks:
-                split = _cut_runs(split)
+        split = (
+            command.split()
+            if _SIMPLE_LINE.fullmatch(command) is not None
+            else _PLAIN.findall(command)
+        )
         return split, "\x1f".join(split)
     text = command
     if command[-1] in " \t\r":
@@ -526,8 +550,6 @@ def _lexed(command: str) -> tuple[list[str], str] | None:
     found = _TOKEN.findall(text)
     if not _REFUSED.isdisjoint(found):
         return None
-    if breaks:
-        found = _cut_runs(found)  # (a quoted run holds its quotes here: it stays a word)
     if single != double and not backslash and "\x1f" not in text:
         # One kind of quote and no backslash: a token is plain runs and complete quoted
         # parts, so no quote character is inside a part and each one is a delimiter,
@@ -536,24 +558,6 @@ def _lexed(command: str) -> tuple[list[str], str] | None:
         return key.split("\x1f"), key
     split = [_unquoted(t) if "'" in t or '"' in t or "\\" in t else t for t in found]
     return split, "\x1f".join(split)
-
-
-# The shell's operators, longest first: a run of operator characters is read as them.
-_OPERATOR_PARTS: Final = re.compile(r"&>>|<<<|;;|&&|\|\||\|&|>>|&>|>\||>&|<>|<&|<<|[;&|()<>\n]")
-_RUN_CHARS: Final = frozenset(";&|()<>\n")
-_BREAKS: Final = frozenset("()\n")
-
-
-def _cut_runs(tokens: list[str]) -> list[str]:
-    """``tokens`` (unquoted as :data:`_TOKEN` finds them) with each run of operator
-    characters that holds a newline or a parenthesis cut into the operators it is."""
-    cut: list[str] = []
-    for t in tokens:
-        if len(t) > 1 and not _BREAKS.isdisjoint(t) and _RUN_CHARS.issuperset(t):
-            cut.extend(_OPERATOR_PARTS.findall(t))
-        else:
-            cut.append(t)
-    return cut
 
 
 _OPERATOR: Final = 1
@@ -822,9 +826,9 @@ def _interpreted(args: list[str], bodies: list[str]) -> CommandEffect:
     if "-c" in args:
         j = args.index("-c")
         code = args[j + 1] if j + 1 < len(args) else ""
-        return "write" if _CODE_WRITES.search(code) else "run"
+        return "write" if _code_writes(code) else "run"
     if (not args or args[0] == "-") and bodies:
-        return "write" if any(_CODE_WRITES.search(b) for b in bodies) else "run"
+        return "write" if any(_code_writes(b) for b in bodies) else "run"
     if args and _RUNNERS_READ_ONLY_FLAGS.issuperset(args):
         return "read"
     return "run"
@@ -1111,7 +1115,7 @@ def clear_cache() -> None:
 def classify_code(code: str) -> CommandEffect:
     """``write`` if ``code`` (Python run by a code-execution tool) visibly writes files or
     runs processes, else ``run``. Never raises."""
-    return "write" if _CODE_WRITES.search(code[:_MAX_CHARS]) else "run"
+    return "write" if _code_writes(code[:_MAX_CHARS]) else "run"
 
 
 def failed_output(result: str) -> bool:
