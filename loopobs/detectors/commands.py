@@ -461,13 +461,13 @@ def shlex_tokens(command: str) -> list[str] | None:
 
 
 # shlex's rules in one pattern: a word is a run of unquoted characters, '…' (literal),
-# "…" (a backslash escapes only " and \) and \x (escaped); operators are runs of the
-# punctuation characters. Whitespace before a token is part of its match (one match per
-# token); the last alternative catches what shlex refuses. One group for all three, so
-# findall hands back the tokens themselves: a refused character is a lone quote or
-# backslash, a token that neither a word (two characters at least) nor an operator can be.
-# The shell's operators, longest first: a run of operator characters is read as them
-# (shlex keeps a run whole: ";" and a newline, a blank line, ");" were one unknown word).
+# "…" (a backslash escapes only " and \) and \x (escaped). Operators are the shell's,
+# longest first: shlex keeps a run of punctuation characters whole, so ";" and a newline,
+# a blank line or ");" were one unknown word. Whitespace before a token is part of its
+# match (one match per token); the last alternative catches what shlex refuses. One group
+# for all three, so findall hands back the tokens themselves: a refused character is a
+# lone quote or backslash, a token that neither a word (two characters at least) nor an
+# operator can be.
 _OPERATOR_TOKEN: Final = r"&>>|<<<|;;|&&|\|\||\|&|>>|&>|>\||>&|<>|<&|<<|[;&|()<>\n]"
 _TOKEN: Final = re.compile(
     r"""[ \t\r]*+((?:[^ \t\r'"\\;&|()<>\n]++|'[^']*+'|"[^"\\]*+(?:\\.[^"\\]*+)*+"|\\.)++"""
