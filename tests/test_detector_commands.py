@@ -47,20 +47,32 @@ def _operators_of(run: str) -> list[str]:
     return found
 
 
+_MARKS = {
+    **{f"{q}{op}{q}": "\\" + op for op in (*_SHELL_OPERATORS, *_OPERATOR_CHARS) for q in "'\""},
+    **{"\\" + op: "\\" + op for op in _OPERATOR_CHARS},
+}
+
+
 def shell_tokens(text: str, cut: bool = True) -> list[str] | None:
     """The reference for ``tokens``, read a character at a time: shlex's POSIX rules
     (words split at spaces, tabs and carriage returns; '…' literal; a backslash in "…"
     escapes only " and \\; a run of operator characters one token), and, with ``cut``,
-    each run cut into the shell's operators, longest first. ``None`` where shlex raises
-    (an unclosed quote, a trailing backslash)."""
+    each run cut into the shell's operators, longest first, and a word that is one
+    operator quoted or escaped (``';'``, ``\\;``) that operator behind a backslash.
+    ``None`` where shlex raises (an unclosed quote, a trailing backslash)."""
     found: list[str] = []
     word: str | None = None
+    start = 0
     i, n = 0, len(text)
+
+    def ended(word: str, raw: str) -> str:
+        return _MARKS.get(raw, word) if cut else word
+
     while i < n:
         c = text[i]
         if c in " \t\r" or c in _OPERATOR_CHARS:
             if word is not None:
-                found.append(word)
+                found.append(ended(word, text[start:i]))
                 word = None
             if c in " \t\r":
                 i += 1
@@ -75,7 +87,8 @@ def shell_tokens(text: str, cut: bool = True) -> list[str] | None:
                 found.append(run)
             i = j
             continue
-        word = word or ""
+        if word is None:
+            word, start = "", i
         if c == "'":
             end = text.find("'", i + 1)
             if end < 0:
@@ -108,7 +121,7 @@ def shell_tokens(text: str, cut: bool = True) -> list[str] | None:
             word += c
             i += 1
     if word is not None:
-        found.append(word)
+        found.append(ended(word, text[start:]))
     return found
 
 
@@ -1035,12 +1048,16 @@ def test_the_reference_tokens_are_shlexs(text: str) -> None:
         ("a &&& b;;&c", ["a", "&&", "&", "b", ";;", "&", "c"]),
         ("grep -n '()' f", ["grep", "-n", "()", "f"]),
         ("echo \\(\\)", ["echo", "()"]),
+        ("grep -c ';' f", ["grep", "-c", "\\;", "f"]),
+        ('echo "&&" \\| x', ["echo", "\\&&", "\\|", "x"]),
+        ("find . -exec rm {} \\; -print", ["find", ".", "-exec", "rm", "{}", "\\;", "-print"]),
     ],
 )
 def test_operator_runs_are_read_as_the_shells_operators(command: str, expected: list[str]) -> None:
     """shlex keeps a run of operator characters whole: ``;`` and a newline, a blank line,
     ``&&`` at a line's end were one unknown word, and the next command an argument of the
-    one before (``ls;`` then ``rm x`` read as ``ls``). Quoted or escaped, a run is a word."""
+    one before (``ls;`` then ``rm x`` read as ``ls``). Quoted or escaped, a run is a word;
+    one operator alone so (``';'``, ``\\;``) is the word ``\\;``: no operator."""
     assert tokens(command) == expected
 
 
@@ -1052,6 +1069,9 @@ def test_operator_runs_are_read_as_the_shells_operators(command: str, expected: 
         ("pytest -q &&\ngit add -A", "write"),
         ("(cd x);rm y", "write"),
         ("grep -n '()' f", "read"),
+        ("grep -c ';' f", "read"),
+        ("tr '|' ',' < a.csv", "read"),
+        ("find . -name '*.pyc' -exec rm {} ';'", "write"),
     ],
 )
 def test_a_command_after_a_cut_run_is_judged(command: str, judged: str) -> None:

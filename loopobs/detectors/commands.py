@@ -468,7 +468,21 @@ def shlex_tokens(command: str) -> list[str] | None:
 # for all three, so findall hands back the tokens themselves: a refused character is a
 # lone quote or backslash, a token that neither a word (two characters at least) nor an
 # operator can be.
-_OPERATOR_TOKEN: Final = r"&>>|<<<|;;|&&|\|\||\|&|>>|&>|>\||>&|<>|<&|<<|[;&|()<>\n]"
+_SHELL_OPERATORS: Final = (
+    *("&>>", "<<<", ";;", "&&", "||", "|&", ">>", "&>", ">|", ">&", "<>", "<&", "<<"),
+    *(";", "&", "|", "(", ")", "<", ">", "\n"),
+)
+_OPERATOR_TOKEN: Final = "|".join(re.escape(op) for op in _SHELL_OPERATORS if len(op) > 1) + (
+    r"|[;&|()<>\n]"  # one class for the one-character operators: a single test
+)
+_QUOTED_OPERATORS: Final[dict[str, str]] = {
+    **{f"{q}{op}{q}": "\\" + op for op in _SHELL_OPERATORS for q in "'\""},
+    **{"\\" + op: "\\" + op for op in _SHELL_OPERATORS if len(op) == 1},
+}
+"""A word that is one operator quoted or escaped (``';'``, ``"|"``, ``\\;``), as
+:data:`_TOKEN` finds it, and the token it is: the operator behind a backslash, a word
+that no operator or redirection is (``grep -c ';' f`` greps for a semicolon)."""
+_MARKED: Final = frozenset(_QUOTED_OPERATORS.values())
 _TOKEN: Final = re.compile(
     r"""[ \t\r]*+((?:[^ \t\r'"\\;&|()<>\n]++|'[^']*+'|"[^"\\]*+(?:\\.[^"\\]*+)*+"|\\.)++"""
     rf"""|{_OPERATOR_TOKEN}|[^ \t\r])""",
@@ -550,13 +564,22 @@ def _lexed(command: str) -> tuple[list[str], str] | None:
     found = _TOKEN.findall(text)
     if not _REFUSED.isdisjoint(found):
         return None
+    marked = not _QUOTED_OPERATORS.keys().isdisjoint(found)
+    if marked:
+        found = [_QUOTED_OPERATORS.get(t, t) for t in found]
     if single != double and not backslash and "\x1f" not in text:
         # One kind of quote and no backslash: a token is plain runs and complete quoted
         # parts, so no quote character is inside a part and each one is a delimiter,
         # dropped from all the tokens at once.
         key = "\x1f".join(found).replace("'" if single else '"', "")
         return key.split("\x1f"), key
-    split = [_unquoted(t) if "'" in t or '"' in t or "\\" in t else t for t in found]
+    if marked:
+        split = [
+            _unquoted(t) if t not in _MARKED and ("'" in t or '"' in t or "\\" in t) else t
+            for t in found
+        ]
+    else:
+        split = [_unquoted(t) if "'" in t or '"' in t or "\\" in t else t for t in found]
     return split, "\x1f".join(split)
 
 
