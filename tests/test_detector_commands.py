@@ -1170,6 +1170,10 @@ def test_command_lookups_read_and_sort_into_a_file_writes(
         ("python -m black f.py", "write"),
         ("python3 -m isort --check-only f.py", "read"),
         ("python -m ruff check --fix .", "write"),
+        ("cargo fmt", "write"),
+        ("cargo fmt --check", "read"),
+        ("go fmt ./...", "write"),
+        ("cargo build", "run"),
     ],
 )
 def test_formatters_write_unless_they_check(command: str, judged: str) -> None:

@@ -739,6 +739,8 @@ def _judge(words: list[str], bodies: list[str], depth: int = 0) -> tuple[str, Co
             verb = next(verbs, "")
             if verb == "pip":
                 verb = next(verbs, "")  # uv pip install
+            if verb == "fmt" and program in ("cargo", "go"):  # cargo fmt, go fmt: gofmt -w
+                return program, "read" if "--check" in args else "write"
             return program, "write" if verb in _INSTALL_VERBS else "run"
         if program.startswith(_INTERPRETER_PREFIXES) and _INTERPRETERS.fullmatch(program):
             return program, _interpreted(args, bodies)
