@@ -482,7 +482,6 @@ _QUOTED_OPERATORS: Final[dict[str, str]] = {
 """A word that is one operator quoted or escaped (``';'``, ``"|"``, ``\\;``), as
 :data:`_TOKEN` finds it, and the token it is: the operator behind a backslash, a word
 that no operator or redirection is (``grep -c ';' f`` greps for a semicolon)."""
-_MARKED: Final = frozenset(_QUOTED_OPERATORS.values())
 _TOKEN: Final = re.compile(
     r"""[ \t\r]*+((?:[^ \t\r'"\\;&|()<>\n]++|'[^']*+'|"[^"\\]*+(?:\\.[^"\\]*+)*+"|\\.)++"""
     rf"""|{_OPERATOR_TOKEN}|[^ \t\r])""",
@@ -564,23 +563,21 @@ def _lexed(command: str) -> tuple[list[str], str] | None:
     found = _TOKEN.findall(text)
     if not _REFUSED.isdisjoint(found):
         return None
-    marked = not _QUOTED_OPERATORS.keys().isdisjoint(found)
-    if marked:
-        found = [_QUOTED_OPERATORS.get(t, t) for t in found]
     if single != double and not backslash and "\x1f" not in text:
         # One kind of quote and no backslash: a token is plain runs and complete quoted
         # parts, so no quote character is inside a part and each one is a delimiter,
-        # dropped from all the tokens at once.
-        key = "\x1f".join(found).replace("'" if single else '"', "")
-        return key.split("\x1f"), key
-    if marked:
-        split = [
-            _unquoted(t) if t not in _MARKED and ("'" in t or '"' in t or "\\" in t) else t
-            for t in found
-        ]
+        # dropped from all the tokens at once (one token per found one: no separator).
+        joined = "\x1f".join(found).replace("'" if single else '"', "")
+        split = joined.split("\x1f")
+        key: str | None = joined
     else:
         split = [_unquoted(t) if "'" in t or '"' in t or "\\" in t else t for t in found]
-    return split, "\x1f".join(split)
+        key = None
+    if not _QUOTED_OPERATORS.keys().isdisjoint(found):
+        # An operator quoted or escaped alone: the word _QUOTED_OPERATORS makes of it.
+        split = [_QUOTED_OPERATORS.get(raw, t) for raw, t in zip(found, split, strict=True)]
+        key = None
+    return split, "\x1f".join(split) if key is None else key
 
 
 _OPERATOR: Final = 1
@@ -745,7 +742,7 @@ def _judge(words: list[str], bodies: list[str], depth: int = 0) -> tuple[str, Co
         if program.startswith(_INTERPRETER_PREFIXES) and _INTERPRETERS.fullmatch(program):
             return program, _interpreted(args, bodies)
         return program, "run"
-    if program in _FORMATTERS or program == "ruff":
+    if program in _FORMATTING:
         return program, _formatted(program, args)
     if program == "perl":
         return program, "write" if _short_option(args, "i") else "run"
@@ -843,7 +840,7 @@ _MAX_SHELL_DEPTH: Final = 3
 
 def _interpreted(args: list[str], bodies: list[str]) -> CommandEffect:
     """The effect of a Python interpreter run with ``args`` (heredoc ``bodies`` as input)."""
-    if len(args) >= 2 and args[0] == "-m" and (args[1] in _FORMATTERS or args[1] == "ruff"):
+    if len(args) >= 2 and args[0] == "-m" and args[1] in _FORMATTING:
         return _formatted(args[1], args[2:])  # python -m black f.py
     if len(args) >= 2 and args[0] == "-m" and args[1] in ("pip", "ensurepip"):
         verb = next((a for a in args[2:] if not a.startswith("-")), "")
@@ -877,6 +874,10 @@ _FORMATTERS: Final[dict[str, tuple[CommandEffect, frozenset[str], CommandEffect]
 }
 
 
+_FORMATTING: Final = frozenset({*_FORMATTERS, "ruff"})
+"""The formatters and fixers :func:`_formatted` judges."""
+
+
 def _formatted(program: str, args: list[str]) -> CommandEffect:
     """The effect of a formatter or fixer (:data:`_FORMATTERS`, ``ruff``) run with
     ``args``: ``black f.py`` rewrites f.py, ``black --check f.py`` reads it."""
@@ -907,8 +908,7 @@ _SPECIAL: Final = frozenset(
         "xz",
         "zip",
         "7z",
-        "ruff",
-        *_FORMATTERS,
+        *_FORMATTING,
         *_SHELLS,
     }
 )
@@ -947,7 +947,7 @@ def classify_command(command: str) -> CommandInfo | None:
 
 # What the shell reads in a command line for line continuations: single-quoted text (kept
 # as it is), double-quoted text (a backslash-newline inside is removed), an escape.
-_CONTINUATION: Final = re.compile(r"""'[^']*'|"[^"\\]*(?:\\.[^"\\]*)*"|\\.""", re.DOTALL)
+_CONTINUATION: Final = re.compile(_QUOTED, re.DOTALL)
 _ESCAPE: Final = re.compile(r"\\.", re.DOTALL)
 
 
