@@ -175,6 +175,12 @@ def effect(command: str) -> str | None:
     return info.effect if info is not None else None
 
 
+def effect_and_programs(command: str) -> tuple[str, tuple[str, ...]] | None:
+    """The line's effect and its programs, or None when it cannot be parsed."""
+    info = classify_command(command)
+    return (info.effect, info.programs) if info is not None else None
+
+
 @pytest.mark.parametrize(
     "command",
     [
@@ -1097,10 +1103,7 @@ def test_comments_are_dropped_as_the_shell_drops_them(
     """A ``#`` starting a word outside quotes comments out the rest of its line. Agents
     comment their scripts, and a comment's apostrophe read as a quote made the whole line
     unparseable: a ``sed -i`` under ``# Let's fix …`` was no write."""
-    info = classify_command(command)
-    assert info is not None
-    assert info.effect == judged
-    assert info.programs == programs
+    assert effect_and_programs(command) == (judged, programs)
 
 
 def test_a_heredoc_after_a_commented_apostrophe_is_cut() -> None:
@@ -1143,9 +1146,7 @@ def test_command_lookups_read_and_sort_into_a_file_writes(
 ) -> None:
     """``command -v x`` asks where ``x`` is (it was a run of a program named ``-v``);
     ``sort -o f`` writes ``f`` (it was a read)."""
-    info = classify_command(command)
-    assert info is not None
-    assert (info.effect, info.programs) == (judged, programs)
+    assert effect_and_programs(command) == (judged, programs)
 
 
 @pytest.mark.parametrize(
