@@ -29,6 +29,7 @@ so is the per-answer figure with the process-wide word hashes cleared.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import re
@@ -41,7 +42,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: tests/ too
 
@@ -201,6 +202,31 @@ def _wrapped(wrap: Any) -> Any:
     return respell
 
 
+_SAYINGS: Final = (
+    "Run the command",
+    "Check what this prints",
+    "Try it once more",
+    "See whether the change worked",
+    "Look at the output again",
+)
+
+
+def _narrated(tool: str, **extra: str) -> Any:
+    """Shell calls as Claude Code (``Bash``) and Gemini CLI (``run_shell_command``) send
+    them: beside the line, a ``description`` of why it runs, worded anew each call (a
+    re-run line is said otherwise), and ``extra`` arguments (a working directory)."""
+
+    def respell(op: _Op) -> _Op:
+        if not _command_op(op) or op["tool"] not in ("bash", "python"):
+            return op
+        said = _SAYINGS[next(calls) % len(_SAYINGS)]
+        args = {"command": op["args"]["command"], "description": said, **extra}
+        return {**op, "tool": tool, "args": args}
+
+    calls = itertools.count()
+    return respell
+
+
 def _double_quoted(command: str) -> str:
     """``bash -lc "…"``: the line in double quotes, its backslashes and quotes escaped (a
     heredoc inside stays the script's)."""
@@ -288,6 +314,12 @@ SPELLINGS: dict[str, Any] = {
     'every line as bash -lc "…" (double quotes)': _wrapped(_double_quoted),
     "every line after cd /testbed &&": _wrapped(lambda c: "cd /testbed && " + c),
     "every line under timeout 60": _wrapped(lambda c: "timeout 60 " + c),
+    "shell calls as Claude Code sends them (Bash, a description worded anew each call)": (
+        _narrated("Bash")
+    ),
+    "shell calls as Gemini CLI sends them (run_shell_command, description, directory)": (
+        _narrated("run_shell_command", directory="/testbed")
+    ),
     "editor named fs (known by its arguments)": _editor_renamed,
     "editor calls as Claude Code sends them (Edit, Read, Write)": _as_claude_code,
     "exit codes as OpenHands prints them": _exit_code_as(

@@ -105,6 +105,25 @@ def test_each_spelling_changes_only_what_it_names() -> None:
     assert seen["exit codes as OpenHands prints them"][2] == (
         "x\n\n[The command completed with exit code 1.]"
     )
+    bash = seen["shell calls as Claude Code sends them (Bash, a description worded anew each call)"]
+    assert bash[0] == "Bash"
+    assert list(bash[1]) == ["command", "description"]
+    assert bash[1]["command"] == "ls -la"
+    gemini = seen[
+        "shell calls as Gemini CLI sends them (run_shell_command, description, directory)"
+    ]
+    assert (gemini[0], gemini[1]["command"], gemini[1]["directory"]) == (
+        "run_shell_command",
+        "ls -la",
+        "/testbed",
+    )
+    # Worded anew each call: the same line twice is described two ways.
+    twice = bench.Record("r", False, None, False, (op, op))
+    narrate = bench.SPELLINGS[
+        "shell calls as Claude Code sends them (Bash, a description worded anew each call)"
+    ]
+    first, second = bench.respelled([twice], narrate)[0].ops
+    assert first["args"]["description"] != second["args"]["description"]
     claude = seen["editor calls as Claude Code sends them (Edit, Read, Write)"][3]
     assert (claude["tool"], claude["args"]) == (
         "Edit",

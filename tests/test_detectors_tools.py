@@ -280,6 +280,53 @@ def test_a_command_calls_other_arguments_are_keyed_as_their_canonical_json() -> 
     assert held == [(("program", "bash"),), (("cwd", "/w"), ("program", "sh"))]
 
 
+def test_a_command_calls_narration_is_not_part_of_the_call() -> None:
+    """Claude Code's and Gemini CLI's ``description``, Cursor's ``explanation``: the same
+    line re-run with other words about it is the same call (it warns, then stops), and a
+    call described is the call without one; a working directory still tells calls apart."""
+    d = Feed(RepetitionDetector())
+    sayings = ["Run the tests", "Run them again", "Check whether it passes now", "Retry", "Go"]
+    fired = [
+        d.call("Bash", {"command": "python -m pytest tests/test_app.py", "description": s}, FAILING)
+        for s in sayings
+    ]
+    assert signals(fired) == [("repeat", "warn"), ("repeat", "stop")]
+
+    det = RepetitionDetector()
+    plain = det._identity("Bash", {"command": "ls"}, det._tool("Bash"), None)
+    for narration in (
+        {"description": "List the files"},
+        {"Explanation": "to see what is there"},
+        {"description": "List", "security_risk": "LOW"},
+    ):
+        assert (
+            det._identity("Bash", {"command": "ls", **narration}, det._tool("Bash"), None) == plain
+        )
+    elsewhere = det._identity(
+        "Bash", {"command": "ls", "description": "x", "directory": "/srv"}, det._tool("Bash"), None
+    )
+    assert elsewhere[1] != plain[1]
+    assert elsewhere[4] == plain[4] + '\x1d{"directory":"/srv"}'
+    # A key that is no string is an argument like any other, never an error.
+    odd = det._identity("Bash", {"command": "ls", 1: "x"}, det._tool("Bash"), None)  # type: ignore[dict-item]
+    assert odd[1] != plain[1]
+
+
+def test_a_tools_explanation_of_its_call_is_ignored() -> None:
+    """Cursor sends an ``explanation`` with every tool call: the same read explained
+    otherwise is the same read."""
+    d = Feed(RepetitionDetector())
+    fired = [
+        d.call(
+            "read_file",
+            {"target_file": "src/app.py", "explanation": f"look at the code ({i})"},
+            "def total(): ...",
+        )
+        for i in range(5)
+    ]
+    assert ("repeat", "warn") in signals(fired)
+
+
 def test_edits_wrapped_in_a_shells_c_script_are_progress() -> None:
     """Codex-style agents send every command as ``bash -lc "…"``: the script inside is
     judged, so a wrapped ``sed -i`` is an edit and the test run after it no repeat; the

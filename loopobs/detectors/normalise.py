@@ -9,7 +9,8 @@ so a detection can say *why* two calls were taken as equal.
 
 Rules for arguments (applied by argument name, at any depth):
 
-- ``ignore``: dropped (nonces, cache-busters, request ids, ``since`` …);
+- ``ignore``: dropped (nonces, cache-busters, request ids, ``since``, the model's
+  ``explanation`` of the call …);
 - ``mask_numbers``: numeric value replaced by a placeholder (timeouts, retry
   counters, page numbers …); a masked page number is masked in the result too,
   so a page past the last one reads as the same empty page;
@@ -75,6 +76,12 @@ DEFAULT_IGNORE: Final = frozenset(
         "random",
         "rand",
         "salt",
+        # What the model says of why it calls (Cursor's "explanation" on every tool):
+        # narration, not the operation.
+        "explanation",
+        "rationale",
+        "reasoning",
+        "justification",
     }
 )
 """Argument names dropped before hashing: they vary per call by design."""

@@ -42,7 +42,7 @@ from loopobs.detectors.commands import (
 )
 from loopobs.detectors.normalise import Normaliser
 
-__all__ = ["RepetitionDetector", "clear_call_effects"]
+__all__ = ["NARRATION_ARGUMENTS", "RepetitionDetector", "clear_call_effects"]
 
 _MAX_PENDING_CALLS: Final = 1024
 """Tool calls per run awaiting their ``on_tool_post``; older ones are forgotten."""
@@ -426,6 +426,30 @@ command call whose line was parsed, process-wide: it depends on the line and tho
 arguments alone, not on a detector's settings, and runs share their calls (``ls``,
 ``git diff``, a re-run test). Held for lines up to 2 KB beside short string arguments."""
 
+
+NARRATION_ARGUMENTS: Final = frozenset(
+    {
+        "description",
+        "explanation",
+        "reason",
+        "reasoning",
+        "rationale",
+        "justification",
+        "purpose",
+        "intent",
+        "thought",
+        "thoughts",
+        "security_risk",
+    }
+)
+"""Names of a command call's arguments that say why the model runs the line, not what runs
+(Claude Code's and Gemini CLI's ``description``, Cursor's ``explanation``, OpenHands'
+``security_risk``): left out of the call's identity (compared case-folded), so that the same
+line re-run with other words about it is the same call."""
+
+_NO_OTHERS: Final[tuple[str, int]] = ("", 0)
+""":meth:`RepetitionDetector._other_arguments` of a call whose other arguments are all
+narration: keyed as the line alone."""
 
 _OTHER_ARGS: Final[dict[tuple[tuple[str, str], ...], _Others]] = {}
 """A command call's other arguments (as items) → their canonical JSON and its key,
@@ -986,9 +1010,10 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         canonical = effect.key
         ahash = effect.key_hash if effect.key_hash is not None else text_key(canonical)
         if len(args) > 1:
-            others, others_key = self._other_arguments(args, effect.arg)
-            canonical += "\x1d" + others
-            ahash = _mix(ahash, others_key)
+            others = self._other_arguments(args, effect.arg)
+            if others is not _NO_OTHERS:
+                canonical += "\x1d" + others[0]
+                ahash = _mix(ahash, others[1])
         found: _Identity = (
             effect.effect,
             ahash if target is None else target,
@@ -1004,10 +1029,11 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         return found
 
     def _other_arguments(self, args: Mapping[str, Any], command_arg: str | None) -> _Others:
-        """The canonical JSON of a command call's arguments but its command line (a program,
-        a working directory), and its :func:`~loopobs.contract.hashing.text_key`. Agents
-        pass the same ones call after call: when they are short strings, both are
-        remembered process-wide (at most 1,024 sets of them)."""
+        """The canonical JSON of a command call's arguments but its command line and its
+        narration (:data:`NARRATION_ARGUMENTS`: a program, a working directory, a timeout),
+        and its :func:`~loopobs.contract.hashing.text_key`; :data:`_NO_OTHERS` when none
+        is left. Agents pass the same ones call after call: when they are short strings,
+        both are remembered process-wide (at most 1,024 sets of them)."""
         if len(args) == 2 and command_arg in args:
             # The common call (a command line and a program or a directory), looked up
             # without copying the arguments; a miss is keyed below as any other set.
@@ -1017,9 +1043,15 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
                 found = _OTHER_ARGS.get((item,))
                 if found is not None:
                     return found
-        others = dict(args)
-        if command_arg is not None:
-            others.pop(command_arg, None)
+                if type(item[0]) is str and item[0].lower() in NARRATION_ARGUMENTS:
+                    return _NO_OTHERS
+        others = {
+            k: v
+            for k, v in args.items()
+            if k != command_arg and not (type(k) is str and k.lower() in NARRATION_ARGUMENTS)
+        }
+        if not others:
+            return _NO_OTHERS
         if len(others) > _OTHER_ARGS_ITEMS:
             text = canonical_json(others)  # an entry of the cache stays small
             return text, text_key(text)

@@ -1190,6 +1190,70 @@ def shell_agent_commenting_rerunning(rng: random.Random) -> Trace:
     return s.trace("a shell agent re-running a test under new comments", "shell_agents", "loop")
 
 
+NARRATIONS = (
+    "Run the failing test",
+    "Check whether the fix worked",
+    "Run the test again to see if it passes now",
+    "Verify the change",
+    "Re-run the test suite for this module",
+    "See if that did it",
+)
+
+
+def claude_code_agent_narrating_fixes(rng: random.Random) -> Trace:
+    # A Claude Code-style agent that says why it runs each line (Bash's "description"):
+    # each sed -i is an edit, so the same failing test after it, described anew, is no
+    # repeat. Passes in the end.
+    s = Session(rng)
+    module = f"src/{rng.choice(WORDS)}.py"
+    failure = f"FAILED tests/test_app.py::test_{rng.choice(WORDS)} - assert 1 == 2\n1 failed"
+    test = "python -m pytest -q tests/test_app.py"
+    for i in range(rng.randint(8, 12)):
+        line = rng.randint(10, 90)
+        s.call(
+            "Bash",
+            {
+                "command": f"sed -i '{line}s/x + {i}/x + {i + 1}/' {module}",
+                "description": f"Fix the off-by-one on line {line}",
+            },
+            "",
+        )
+        s.call("Bash", {"command": test, "description": rng.choice(NARRATIONS)}, failure)
+    s.call(
+        "Bash",
+        {"command": test, "description": rng.choice(NARRATIONS)},
+        f"{rng.randint(5, 40)} passed",
+    )
+    return s.trace(
+        "a Claude Code-style agent describing its edits and test runs", "shell_agents_ok", "ok"
+    )
+
+
+def claude_code_agent_narrating_reruns(rng: random.Random) -> Trace:
+    # The same failing test re-run with nothing changed, each time described otherwise:
+    # the description is not the command, so it is the same call.
+    s = Session(rng)
+    failure = f"FAILED tests/test_app.py::test_{rng.choice(WORDS)} - assert 1 == 2\n1 failed"
+    s.call("Bash", {"command": "git status --short", "description": "See what changed"}, "")
+    s.looping(2)
+    sayings = list(NARRATIONS)
+    rng.shuffle(sayings)
+    for i in range(rng.randint(8, 11)):
+        s.call(
+            "Bash",
+            {
+                "command": "python -m pytest -q tests/test_app.py",
+                "description": sayings[i % len(sayings)],
+            },
+            failure,
+        )
+    return s.trace(
+        "a Claude Code-style agent re-running a test under new descriptions",
+        "shell_agents",
+        "loop",
+    )
+
+
 # -- conversations: the loop is in what the agent says ----------------------------------------
 
 
@@ -1294,6 +1358,8 @@ BUILDERS: tuple[Callable[[random.Random], Trace], ...] = (
     codex_agent_writing_files,
     shell_agent_commenting,
     shell_agent_commenting_rerunning,
+    claude_code_agent_narrating_fixes,
+    claude_code_agent_narrating_reruns,
 )
 
 
