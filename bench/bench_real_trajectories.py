@@ -227,6 +227,21 @@ def _narrated(tool: str, **extra: str) -> Any:
     return respell
 
 
+def _rising_timeout() -> Any:
+    """Shell calls as OpenHands sends them, each with another ``timeout`` (as an agent gives
+    a hung command more time: 30 s, 60 s … 240 s, then again)."""
+
+    def respell(op: _Op) -> _Op:
+        if not _command_op(op) or op["tool"] not in ("bash", "python"):
+            return op
+        timeout = 30 * (1 + next(calls) % 8)
+        args = {"command": op["args"]["command"], "timeout": timeout}
+        return {**op, "tool": "execute_bash", "args": args}
+
+    calls = itertools.count()
+    return respell
+
+
 def _double_quoted(command: str) -> str:
     """``bash -lc "…"``: the line in double quotes, its backslashes and quotes escaped (a
     heredoc inside stays the script's)."""
@@ -319,6 +334,9 @@ SPELLINGS: dict[str, Any] = {
     ),
     "shell calls as Gemini CLI sends them (run_shell_command, description, directory)": (
         _narrated("run_shell_command", directory="/testbed")
+    ),
+    "shell calls as OpenHands sends them (execute_bash, a timeout that changes each call)": (
+        _rising_timeout()
     ),
     "editor named fs (known by its arguments)": _editor_renamed,
     "editor calls as Claude Code sends them (Edit, Read, Write)": _as_claude_code,

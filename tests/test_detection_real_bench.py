@@ -117,6 +117,10 @@ def test_each_spelling_changes_only_what_it_names() -> None:
         "ls -la",
         "/testbed",
     )
+    openhands = seen[
+        "shell calls as OpenHands sends them (execute_bash, a timeout that changes each call)"
+    ]
+    assert openhands[:2] == ("execute_bash", {"command": "ls -la", "timeout": 30})
     # Worded anew each call: the same line twice is described two ways.
     twice = bench.Record("r", False, None, False, (op, op))
     narrate = bench.SPELLINGS[

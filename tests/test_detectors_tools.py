@@ -264,9 +264,9 @@ def test_a_command_calls_other_arguments_are_keyed_as_their_canonical_json() -> 
         {"program": "bash"},
         {"program": "bash"},
         {"cwd": "/w", "program": "sh"},
-        {"timeout": 1},
-        {"timeout": 1.0},
-        {"timeout": True},
+        {"lines": 1},
+        {"lines": 1.0},
+        {"lines": True},
         {"env": {"A": "1"}},
         {"note": "x" * 300},
     ):
@@ -310,6 +310,27 @@ def test_a_command_calls_narration_is_not_part_of_the_call() -> None:
     # A key that is no string is an argument like any other, never an error.
     odd = det._identity("Bash", {"command": "ls", 1: "x"}, det._tool("Bash"), None)  # type: ignore[dict-item]
     assert odd[1] != plain[1]
+
+
+def test_a_command_re_run_with_a_longer_timeout_is_the_same_call() -> None:
+    """OpenHands' ``timeout``, Codex's ``timeout_ms``: an agent whose command hangs re-runs
+    it with more time; the same line under a rising budget repeats, warns and stops."""
+    d = Feed(RepetitionDetector())
+    fired = [
+        d.call("execute_bash", {"command": "python -m pytest -q", "timeout": 30 * n}, FAILING)
+        for n in range(1, 6)
+    ]
+    assert signals(fired) == [("repeat", "warn"), ("repeat", "stop")]
+    d = Feed(RepetitionDetector())
+    fired = [
+        d.call(
+            "shell",
+            {"command": ["bash", "-lc", "make test"], "workdir": "/repo", "timeout_ms": 1000 * n},
+            FAILING,
+        )
+        for n in range(1, 6)
+    ]
+    assert signals(fired) == [("repeat", "warn"), ("repeat", "stop")]
 
 
 def test_a_tools_explanation_of_its_call_is_ignored() -> None:

@@ -42,7 +42,12 @@ from loopobs.detectors.commands import (
 )
 from loopobs.detectors.normalise import Normaliser
 
-__all__ = ["NARRATION_ARGUMENTS", "RepetitionDetector", "clear_call_effects"]
+__all__ = [
+    "NARRATION_ARGUMENTS",
+    "RUN_BUDGET_ARGUMENTS",
+    "RepetitionDetector",
+    "clear_call_effects",
+]
 
 _MAX_PENDING_CALLS: Final = 1024
 """Tool calls per run awaiting their ``on_tool_post``; older ones are forgotten."""
@@ -446,6 +451,25 @@ NARRATION_ARGUMENTS: Final = frozenset(
 (Claude Code's and Gemini CLI's ``description``, Cursor's ``explanation``, OpenHands'
 ``security_risk``): left out of the call's identity (compared case-folded), so that the same
 line re-run with other words about it is the same call."""
+
+RUN_BUDGET_ARGUMENTS: Final = frozenset(
+    {
+        "timeout",
+        "timeout_s",
+        "timeout_ms",
+        "timeout_sec",
+        "timeout_secs",
+        "timeout_seconds",
+        "yield_time_ms",
+        "max_output_tokens",
+    }
+)
+"""Names of a command call's arguments that bound the run rather than say what runs
+(OpenHands' ``timeout``, Codex's ``timeout_ms``, ``yield_time_ms`` and ``max_output_tokens``):
+left out of the call's identity like :data:`NARRATION_ARGUMENTS`, so that a line re-run
+with a longer timeout (an agent's usual answer to a hang) is the same call."""
+
+_NOT_THE_COMMAND: Final = NARRATION_ARGUMENTS | RUN_BUDGET_ARGUMENTS
 
 _NO_OTHERS: Final[tuple[str, int]] = ("", 0)
 """:meth:`RepetitionDetector._other_arguments` of a call whose other arguments are all
@@ -1006,7 +1030,7 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
                 target,
             )
         # A command line is keyed on its tokens (whitespace and quoting folded), the
-        # other arguments (a working directory, a timeout) on their canonical JSON.
+        # other arguments (a working directory, a program) on their canonical JSON.
         canonical = effect.key
         ahash = effect.key_hash if effect.key_hash is not None else text_key(canonical)
         if len(args) > 1:
@@ -1029,8 +1053,9 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         return found
 
     def _other_arguments(self, args: Mapping[str, Any], command_arg: str | None) -> _Others:
-        """The canonical JSON of a command call's arguments but its command line and its
-        narration (:data:`NARRATION_ARGUMENTS`: a program, a working directory, a timeout),
+        """The canonical JSON of a command call's arguments but its command line, its
+        narration and its budgets (:data:`NARRATION_ARGUMENTS`, :data:`RUN_BUDGET_ARGUMENTS`:
+        a program, a working directory, an environment),
         and its :func:`~loopobs.contract.hashing.text_key`; :data:`_NO_OTHERS` when none
         is left. Agents pass the same ones call after call: when they are short strings,
         both are remembered process-wide (at most 1,024 sets of them)."""
@@ -1043,12 +1068,12 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
                 found = _OTHER_ARGS.get((item,))
                 if found is not None:
                     return found
-                if type(item[0]) is str and item[0].lower() in NARRATION_ARGUMENTS:
+                if type(item[0]) is str and item[0].lower() in _NOT_THE_COMMAND:
                     return _NO_OTHERS
         others = {
             k: v
             for k, v in args.items()
-            if k != command_arg and not (type(k) is str and k.lower() in NARRATION_ARGUMENTS)
+            if k != command_arg and not (type(k) is str and k.lower() in _NOT_THE_COMMAND)
         }
         if not others:
             return _NO_OTHERS
