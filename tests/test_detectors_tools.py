@@ -308,7 +308,7 @@ def test_a_command_calls_narration_is_not_part_of_the_call() -> None:
     assert elsewhere[1] != plain[1]
     assert elsewhere[4] == plain[4] + '\x1d{"directory":"/srv"}'
     # A key that is no string is an argument like any other, never an error.
-    odd = det._identity("Bash", {"command": "ls", 1: "x"}, det._tool("Bash"), None)  # type: ignore[dict-item]
+    odd = det._identity("Bash", {"command": "ls", 1: "x"}, det._tool("Bash"), None)
     assert odd[1] != plain[1]
 
 

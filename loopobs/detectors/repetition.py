@@ -471,10 +471,6 @@ with a longer timeout (an agent's usual answer to a hang) is the same call."""
 
 _NOT_THE_COMMAND: Final = NARRATION_ARGUMENTS | RUN_BUDGET_ARGUMENTS
 
-_NO_OTHERS: Final[tuple[str, int]] = ("", 0)
-""":meth:`RepetitionDetector._other_arguments` of a call whose other arguments are all
-narration: keyed as the line alone."""
-
 _OTHER_ARGS: Final[dict[tuple[tuple[str, str], ...], _Others]] = {}
 """A command call's other arguments (as items) → their canonical JSON and its key,
 process-wide: agents pass the same ones call after call (a program, a working directory)."""
@@ -492,7 +488,7 @@ def _streak(st: _OpStat | _FirstOp) -> _OpStat:
     return _OpStat.first(*st) if isinstance(st, tuple) else st
 
 
-def _held_call(role: str, command: str, args: Mapping[str, Any]) -> tuple[Any, ...] | None:
+def _held_call(role: str, command: str, args: Mapping[Any, Any]) -> tuple[Any, ...] | None:
     """The key :data:`_COMMAND_CALLS` holds a call under: its role, its ``command`` line
     and its other arguments' items, when they are at most 8 strings of up to 256
     characters; else ``None``. (The received hook makes the key of a call with one other
@@ -934,7 +930,9 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
 
     def on_tool_call_received(self, ctx: ToolCallReceivedContext) -> None:
         """Normalise and hash the call's arguments, to pair with its result at ``on_tool_post``."""
-        args = ctx.input
+        # Keys of any type: compiled, a key that is no string (against the contract) must be
+        # no error in the hook, as it is none interpreted.
+        args: Mapping[Any, Any] = ctx.input
         tool = ctx.tool
         info = self._tools.get(tool) or self._tool(tool)
         kind = info.kind if ctx.annotations is None else self._kind(tool, ctx.annotations)
@@ -981,7 +979,7 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
             calls.pop(next(iter(calls)), None)
 
     def _identity(
-        self, tool: str, args: Mapping[str, Any], info: _Tool, held: tuple[Any, ...] | None
+        self, tool: str, args: Mapping[Any, Any], info: _Tool, held: tuple[Any, ...] | None
     ) -> _Identity:
         """The :data:`_Identity` of a call, made anew; remembered under ``held`` (its
         :func:`_held_call` key, if any) when its command line was parsed."""
@@ -1035,7 +1033,7 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
         ahash = effect.key_hash if effect.key_hash is not None else text_key(canonical)
         if len(args) > 1:
             others = self._other_arguments(args, effect.arg)
-            if others is not _NO_OTHERS:
+            if others is not None:  # (None: all narration and budgets, keyed as the line)
                 canonical += "\x1d" + others[0]
                 ahash = _mix(ahash, others[1])
         found: _Identity = (
@@ -1052,13 +1050,13 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
             _COMMAND_CALLS[held] = found
         return found
 
-    def _other_arguments(self, args: Mapping[str, Any], command_arg: str | None) -> _Others:
+    def _other_arguments(self, args: Mapping[Any, Any], command_arg: str | None) -> _Others | None:
         """The canonical JSON of a command call's arguments but its command line, its
-        narration and its budgets (:data:`NARRATION_ARGUMENTS`, :data:`RUN_BUDGET_ARGUMENTS`:
-        a program, a working directory, an environment),
-        and its :func:`~loopobs.contract.hashing.text_key`; :data:`_NO_OTHERS` when none
-        is left. Agents pass the same ones call after call: when they are short strings,
-        both are remembered process-wide (at most 1,024 sets of them)."""
+        narration and its budgets (:data:`NARRATION_ARGUMENTS`, :data:`RUN_BUDGET_ARGUMENTS`):
+        a program, a working directory, an environment; and its
+        :func:`~loopobs.contract.hashing.text_key`. ``None`` when none is left. Agents pass
+        the same ones call after call: when they are short strings, both are remembered
+        process-wide (at most 1,024 sets of them)."""
         if len(args) == 2 and command_arg in args:
             # The common call (a command line and a program or a directory), looked up
             # without copying the arguments; a miss is keyed below as any other set.
@@ -1069,14 +1067,14 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
                 if found is not None:
                     return found
                 if type(item[0]) is str and item[0].lower() in _NOT_THE_COMMAND:
-                    return _NO_OTHERS
+                    return None
         others = {
             k: v
             for k, v in args.items()
             if k != command_arg and not (type(k) is str and k.lower() in _NOT_THE_COMMAND)
         }
         if not others:
-            return _NO_OTHERS
+            return None
         if len(others) > _OTHER_ARGS_ITEMS:
             text = canonical_json(others)  # an entry of the cache stays small
             return text, text_key(text)
