@@ -211,35 +211,31 @@ _SAYINGS: Final = (
 )
 
 
-def _narrated(tool: str, **extra: str) -> Any:
-    """Shell calls as Claude Code (``Bash``) and Gemini CLI (``run_shell_command``) send
-    them: beside the line, a ``description`` of why it runs, worded anew each call (a
-    re-run line is said otherwise), and ``extra`` arguments (a working directory)."""
+def _resent(tool: str, added: Any) -> Any:
+    """Shell calls sent to the tool ``tool``, the line beside the arguments
+    ``added(n)`` gives the ``n``-th call (counted per spelling, so every replay is the same)."""
 
     def respell(op: _Op) -> _Op:
         if not _command_op(op) or op["tool"] not in ("bash", "python"):
             return op
-        said = _SAYINGS[next(calls) % len(_SAYINGS)]
-        args = {"command": op["args"]["command"], "description": said, **extra}
+        args = {"command": op["args"]["command"], **added(next(calls))}
         return {**op, "tool": tool, "args": args}
 
     calls = itertools.count()
     return respell
 
 
+def _narrated(tool: str, **extra: str) -> Any:
+    """Shell calls as Claude Code (``Bash``) and Gemini CLI (``run_shell_command``) send
+    them: beside the line, a ``description`` of why it runs, worded anew each call (a
+    re-run line is said otherwise), and ``extra`` arguments (a working directory)."""
+    return _resent(tool, lambda n: {"description": _SAYINGS[n % len(_SAYINGS)], **extra})
+
+
 def _rising_timeout() -> Any:
     """Shell calls as OpenHands sends them, each with another ``timeout`` (as an agent gives
     a hung command more time: 30 s, 60 s … 240 s, then again)."""
-
-    def respell(op: _Op) -> _Op:
-        if not _command_op(op) or op["tool"] not in ("bash", "python"):
-            return op
-        timeout = 30 * (1 + next(calls) % 8)
-        args = {"command": op["args"]["command"], "timeout": timeout}
-        return {**op, "tool": "execute_bash", "args": args}
-
-    calls = itertools.count()
-    return respell
+    return _resent("execute_bash", lambda n: {"timeout": 30 * (1 + n % 8)})
 
 
 def _double_quoted(command: str) -> str:

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from loopobs.contract.events import ToolCallReceivedContext
-from loopobs.detectors import RepetitionDetector, clear_caches, repetition
+from loopobs.detectors import RepetitionDetector, clear_caches, commands, repetition
 from tests._real_trajectories import needs_real_trajectories, real_calls
 
 _RUN = uuid.uuid4()
@@ -72,6 +72,38 @@ def test_calls_that_differ_only_in_other_arguments_are_held_apart() -> None:
         ("bash", MappingProxyType({"command": line, "program": "bash"})),
     ]
     _check(calls + calls[::-1])
+
+
+def test_narration_and_budgets_are_held_as_the_line(monkeypatch: Any) -> None:
+    """A line described anew each call, or re-run with another timeout, is found again
+    without being parsed again, and keyed as it is made anew (the held key leaves out what
+    the identity leaves out; a name in another case is held apart, and keyed the same)."""
+    line = "python -m pytest -q tests/test_app.py"
+    calls: list[tuple[str, Mapping[str, Any]]] = [
+        ("Bash", {"command": line}),
+        ("Bash", {"command": line, "description": "Run the tests"}),
+        ("Bash", {"command": line, "description": "Run them again"}),
+        ("Bash", {"command": line, "Description": "Once more"}),
+        ("execute_bash", {"command": line, "timeout": 30}),
+        ("execute_bash", {"command": line, "timeout": 60, "security_risk": "LOW"}),
+        ("run_shell_command", {"command": line, "description": "x", "directory": "/w"}),
+        ("run_shell_command", {"command": line, "description": "y", "directory": "/w"}),
+    ]
+    _check(calls)
+    clear_caches()
+    parsed: list[str] = []
+    parse = commands.command_line_effect
+
+    def counted(text: str, arg: str = "command") -> Any:
+        parsed.append(text)
+        return parse(text, arg)
+
+    monkeypatch.setattr(repetition, "command_line_effect", counted)
+    detector = RepetitionDetector()
+    for i in range(5):
+        _pending(detector, "Bash", {"command": line, "description": f"attempt {i}"})
+        _pending(detector, "execute_bash", {"command": line, "timeout": 30 * (i + 1)})
+    assert parsed == [line]
 
 
 _WORDS = st.sampled_from(["ls", "cat a.py", "rm -f x", "sed -i s/a/b/ f", "pytest", "'", "> f"])

@@ -44,6 +44,7 @@ from typing import Any, Final
 from loopobs.contract.hashing import canonical_json, encode, text_key
 
 __all__ = [
+    "CALL_NARRATION",
     "DEFAULT_FREE_TEXT",
     "DEFAULT_IGNORE",
     "DEFAULT_MASK_NUMBERS",
@@ -54,6 +55,11 @@ __all__ = [
     "mask_dates",
     "mask_volatile",
 ]
+
+CALL_NARRATION: Final = frozenset({"explanation", "rationale", "reasoning", "justification"})
+"""Argument names of what the model says of why it makes a call (Cursor sends an
+``explanation`` with every tool call): narration, never the operation, so part of
+:data:`DEFAULT_IGNORE`, and of what a command call's key leaves out."""
 
 DEFAULT_IGNORE: Final = frozenset(
     {
@@ -76,12 +82,7 @@ DEFAULT_IGNORE: Final = frozenset(
         "random",
         "rand",
         "salt",
-        # What the model says of why it calls (Cursor's "explanation" on every tool):
-        # narration, not the operation.
-        "explanation",
-        "rationale",
-        "reasoning",
-        "justification",
+        *CALL_NARRATION,
     }
 )
 """Argument names dropped before hashing: they vary per call by design."""

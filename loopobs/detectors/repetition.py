@@ -40,7 +40,7 @@ from loopobs.detectors.commands import (
     role_by_arguments,
     tool_role,
 )
-from loopobs.detectors.normalise import Normaliser
+from loopobs.detectors.normalise import CALL_NARRATION, Normaliser
 
 __all__ = [
     "NARRATION_ARGUMENTS",
@@ -432,25 +432,21 @@ arguments alone, not on a detector's settings, and runs share their calls (``ls`
 ``git diff``, a re-run test). Held for lines up to 2 KB beside short string arguments."""
 
 
-NARRATION_ARGUMENTS: Final = frozenset(
-    {
-        "description",
-        "explanation",
-        "reason",
-        "reasoning",
-        "rationale",
-        "justification",
-        "purpose",
-        "intent",
-        "thought",
-        "thoughts",
-        "security_risk",
-    }
-)
+NARRATION_ARGUMENTS: Final = CALL_NARRATION | {
+    "description",
+    "reason",
+    "purpose",
+    "intent",
+    "thought",
+    "thoughts",
+    "security_risk",
+}
 """Names of a command call's arguments that say why the model runs the line, not what runs
 (Claude Code's and Gemini CLI's ``description``, Cursor's ``explanation``, OpenHands'
 ``security_risk``): left out of the call's identity (compared case-folded), so that the same
-line re-run with other words about it is the same call."""
+line re-run with other words about it is the same call. Wider than the normaliser's
+:data:`~loopobs.detectors.normalise.CALL_NARRATION`, which every tool's arguments lose: of a
+command, a ``description`` is never what runs; of another tool (``create_issue``) it may be."""
 
 RUN_BUDGET_ARGUMENTS: Final = frozenset(
     {
@@ -490,8 +486,9 @@ def _streak(st: _OpStat | _FirstOp) -> _OpStat:
 
 def _held_call(role: str, command: str, args: Mapping[Any, Any]) -> tuple[Any, ...] | None:
     """The key :data:`_COMMAND_CALLS` holds a call under: its role, its ``command`` line
-    and its other arguments' items, when they are at most 8 strings of up to 256
-    characters; else ``None``. (The received hook makes the key of a call with one other
+    and its other arguments' items but narration and budgets (:data:`NARRATION_ARGUMENTS`,
+    :data:`RUN_BUDGET_ARGUMENTS`, by their exact names), when they are at most 8 strings of
+    up to 256 characters; else ``None``. (The received hook makes the key of a call with one other
     argument itself, the same way.)"""
     n = len(args)
     if n == 1:
@@ -500,7 +497,9 @@ def _held_call(role: str, command: str, args: Mapping[Any, Any]) -> tuple[Any, .
         return None
     held: list[Any] = [role, command]
     for item in args.items():
-        if item[0] != "command":
+        # Narration and budgets are no part of the call's identity, so none of its key: a
+        # line described anew each call is found again.
+        if item[0] != "command" and item[0] not in _NOT_THE_COMMAND:
             if type(item[1]) is not str or len(item[1]) > _OTHER_ARGS_CHARS:
                 return None
             held.append(item)
@@ -950,7 +949,9 @@ class RepetitionDetector(SessionDetector[_Repetitions]):
                     # _held_call's common case, without its call: a line and one argument.
                     first, second = args.items()
                     item = second if first[0] == "command" else first
-                    if type(item[1]) is str and len(item[1]) <= _OTHER_ARGS_CHARS:
+                    if item[0] in _NOT_THE_COMMAND:
+                        held = (info.role, command)  # the line's own identity (_held_call)
+                    elif type(item[1]) is str and len(item[1]) <= _OTHER_ARGS_CHARS:
                         held = (info.role, command, item)
                 else:
                     held = _held_call(info.role, command, args)
